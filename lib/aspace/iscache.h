@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared image section cache: one libipt pt_image_section_cache plus what
+ * ptd needs to know about every section in it (which module an isid belongs
+ * to, where it was loaded).
+ *
+ * Every file-backed piece of code any traced process maps is added here once
+ * (pt_iscache_add_file dedups identical file/offset/size/vaddr), and each
+ * process image (image.h) refers to sections by isid.  Sections stay mapped
+ * across image changes, the block decoder's per-section block cache survives,
+ * and every decoded instruction carries a non-zero isid that maps back to its
+ * file and file offset.
+ *
+ * Thread safety: none; one owner (the decoder thread) uses it.
+ */
+#ifndef PTD_ASPACE_ISCACHE_H
+#define PTD_ASPACE_ISCACHE_H
+
+#include <stdint.h>
+
+struct pt_image_section_cache;
+struct ptd_iscache;
+
+struct ptd_module {
+	int isid;
+	/* The file the bytes come from (for a snapshot: the snapshot file). */
+	const char *path;
+	/* What to call it in records: the file's path, or for a snapshot of
+	 * non-file code its maps name ("[vdso]", "[anon]", ...). */
+	const char *name;
+	uint64_t offset;	/* file offset of vaddr */
+	uint64_t size;		/* bytes, after truncation to the file size */
+	uint64_t vaddr;		/* load address */
+};
+
+/* Allocate.  Returns NULL on allocation failure. */
+struct ptd_iscache *ptd_iscache_new(void);
+/* Free; accepts NULL.  Every image using it must be freed first. */
+void ptd_iscache_free(struct ptd_iscache *ic);
+
+/* The libipt cache, for pt_image_add_cached. */
+struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic);
+
+/* Add @size bytes at @offset of @path loaded at @vaddr, named @name (NULL:
+ * @path).  Returns the isid (> 0), the same isid for the same
+ * path/offset/size/vaddr, or a negative error:
+ * -ENOENT/-EACCES if the file cannot be opened, -EINVAL if @offset is beyond
+ * its end, -ENOMEM. */
+int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
+		    uint64_t size, uint64_t vaddr, const char *name);
+
+/* What isid @isid is, or NULL if @ic has no such isid. */
+const struct ptd_module *ptd_iscache_module(const struct ptd_iscache *ic,
+					    int isid);
+
+/* Read up to @size bytes at @vaddr from section @isid.  Returns the number of
+ * bytes read (may be short at the section end) or a negative libipt error
+ * (-pte_nomap, -pte_bad_image) converted to -PTD_ENOIMAGE. */
+int ptd_iscache_read(struct ptd_iscache *ic, int isid, uint64_t vaddr,
+		     uint8_t *buf, uint64_t size);
+
+#endif

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Whole-file I/O with limits, and a growable byte buffer.
+ */
+#ifndef PTD_COMMON_FILEIO_H
+#define PTD_COMMON_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A growable byte buffer.  Zero-initialise it ({0}) before first use. */
+struct ptd_buf {
+	uint8_t *data;
+	size_t len;
+	size_t cap;
+};
+
+/* Append @n bytes. Returns 0 or -ENOMEM. */
+int ptd_buf_append(struct ptd_buf *b, const void *p, size_t n);
+/* Make room for @n more bytes; returns 0 or -ENOMEM. */
+int ptd_buf_reserve(struct ptd_buf *b, size_t n);
+void ptd_buf_free(struct ptd_buf *b);
+
+/* Read all of @path, at most @limit bytes, into a NUL-terminated malloc'd
+ * buffer (*ret_data, *ret_len excludes the NUL).  Works for /proc files
+ * whose st_size is 0.
+ * Returns 0, -errno from open/read, or -PTD_ELIMIT if the file is larger
+ * than @limit. */
+int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
+		      size_t *ret_len);
+
+/* Write @len bytes to @path atomically: a temporary file in the same
+ * directory, fsync, rename.  Returns 0 or -errno. */
+int ptd_file_write_atomic(const char *path, const void *data, size_t len);
+
+/* Write all @len bytes to @fd, retrying on EINTR and short writes.
+ * Returns 0 or -errno. */
+int ptd_write_all(int fd, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding one thread's PT stream into records.
+ *
+ * Two paths give the same records:
+ *  - PTD_PATH_INSN: pt_insn_next, one instruction at a time (the reference).
+ *  - PTD_PATH_BLOCK: pt_blk_next, each block expanded into insn records
+ *    through the instruction cache (decode/insncache.h); several times
+ *    faster.  A differential test proves both give identical records on
+ *    every test trace.
+ * Block records come straight from pt_blk_next on the block path.
+ *
+ * Events become event records and set the flags of the instruction they
+ * bind to (record/record.h).  A decode error becomes an error record
+ * (trace offset, IP, libipt's reason) and decoding resumes at the next PSB:
+ * one bad byte never ends a stream.  Image changes from the timeline are
+ * applied as the decoder's offset passes their position.
+ */
+#ifndef PTD_DECODE_DECODER_H
+#define PTD_DECODE_DECODER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <intel-pt.h>
+
+#include "aspace/image.h"
+#include "aspace/timeline.h"
+#include "decode/insncache.h"
+#include "record/record.h"
+
+enum ptd_decode_path {
+	PTD_PATH_INSN,
+	PTD_PATH_BLOCK,
+};
+
+/* Receives each record.  A non-zero return stops decoding and is returned
+ * by ptd_decode_thread. */
+typedef int (*ptd_record_fn)(void *ctx, const struct ptd_record *rec);
+
+struct ptd_decode_opts {
+	enum ptd_decode_path path;
+	/* PTD_REC_BIT() of the kinds wanted; PTD_REC_BLOCK needs the block
+	 * path. Errors are always delivered. */
+	unsigned want;
+	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
+	/* Decoder-side address filter (pt_config.addr_filter), for traces
+	 * recorded with hardware filters; all zero: none. */
+	struct pt_conf_addr_filter addr_filter;
+};
+
+struct ptd_decode_stats {
+	uint64_t insns;
+	uint64_t blocks;
+	uint64_t events;
+	uint64_t errors;
+	uint64_t bytes;		/* trace bytes */
+	uint64_t skipped;	/* trace bytes skipped after errors */
+	uint64_t tl_applied;	/* timeline events applied */
+};
+
+struct ptd_decode_thread_args {
+	const uint8_t *pt;	/* must stay valid during the call */
+	size_t len;
+	pid_t pid, tid;
+	struct ptd_image *img;		/* the thread's image */
+	struct ptd_tl_cursor *cursor;	/* NULL: image never changes */
+	struct ptd_insncache *icache;	/* block path; NULL: a private one */
+};
+
+/* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its
+ * end (errors inside it are records, not failures), the callback's non-zero
+ * value if it stopped early, or a negative error for bad arguments (-EINVAL)
+ * or allocation failure. */
+int ptd_decode_thread(const struct ptd_decode_opts *o,
+		      const struct ptd_decode_thread_args *a,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats);
+
+#endif

@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The instruction cache of the fast path: everything an insn record needs
+ * about the instruction at (isid, ip) -- size, raw bytes, libipt class,
+ * successor -- decoded once (x86/insn.h) and looked up after, as Simics
+ * decodes an instruction the first time it executes.
+ *
+ * Entries are keyed by (isid, ip): an isid names one immutable section of
+ * one file or snapshot, so an entry can never go stale.  Memory that no
+ * section covers (isid 0, read through the live callback) is never cached.
+ * The cache is bounded: when full it is cleared and refilled.
+ */
+#ifndef PTD_DECODE_INSNCACHE_H
+#define PTD_DECODE_INSNCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <intel-pt.h>
+
+#include "aspace/image.h"
+#include "x86/insn.h"
+
+struct ptd_insncache;
+
+struct ptd_icache_entry {
+	uint64_t ip;
+	int isid;
+	uint8_t size;
+	uint8_t raw[pt_max_insn_size];
+	uint8_t mode;			/* enum pt_exec_mode */
+	enum pt_insn_class iclass;
+	enum ptd_x86_kind kind;
+	uint64_t next;			/* ip of the next instruction when
+					 * control falls through or follows
+					 * a direct jmp/call (for expanding
+					 * blocks) */
+	/* module of ip, resolved once */
+	const char *module;
+	uint64_t modoff;
+};
+
+struct ptd_insncache_stats {
+	uint64_t hits, misses, uncached, clears;
+};
+
+/* @max_entries 0: 1 << 20.  Returns NULL on allocation failure. */
+struct ptd_insncache *ptd_insncache_new(size_t max_entries);
+void ptd_insncache_free(struct ptd_insncache *c);
+
+/* The instruction at @ip in section @isid of @img, in @mode.
+ * Returns a pointer valid until the next call, or NULL with *ret_err set:
+ * -PTD_ENOIMAGE (no memory at @ip), -PTD_EFORMAT (not an instruction). */
+const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
+						 struct ptd_image *img,
+						 int isid, uint64_t ip,
+						 enum pt_exec_mode mode,
+						 int *ret_err);
+
+void ptd_insncache_get_stats(const struct ptd_insncache *c,
+			     struct ptd_insncache_stats *ret);
+
+#endif

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The records ptd streams.  One struct for every kind; the JSON writer
+ * (record/jsonw.h) turns them into lines, the decoder produces them.
+ *
+ * libipt 2.0's struct pt_insn carries ip, isid, mode, iclass, raw, size,
+ * speculative and truncated; the other flags libipt 1.x had on each
+ * instruction (enabled, disabled, resumed, interrupted, resynced, stopped,
+ * aborted, committed) are events in 2.0.  ptd puts them back on the
+ * instruction they bind to, with libipt 1.x's meaning:
+ *   enabled      tracing was enabled at this instruction
+ *   resumed      ...and resumed where it had been disabled
+ *   resynced     tracing resumed at this instruction after an overflow
+ *   disabled     tracing was disabled after this instruction
+ *   interrupted  normal flow was interrupted after this instruction
+ *                (an asynchronous branch or disable)
+ *   stopped      tracing was stopped after this instruction
+ *   aborted      a transaction was aborted after this instruction
+ *   committed    a transaction was committed after this instruction
+ * The events themselves are also streamed as event records, in order.
+ */
+#ifndef PTD_RECORD_RECORD_H
+#define PTD_RECORD_RECORD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <intel-pt.h>
+
+enum ptd_rec_type {
+	PTD_REC_INSN,
+	PTD_REC_BLOCK,
+	PTD_REC_EVENT,
+	PTD_REC_ERROR,
+	PTD_REC_NTYPES,
+};
+
+#define PTD_REC_BIT(t) (1u << (t))
+#define PTD_REC_ALL ((1u << PTD_REC_NTYPES) - 1)
+
+/* "insn", "block", "event", "error"; NULL for an unknown value. */
+const char *ptd_rec_type_name(enum ptd_rec_type t);
+/* Inverse; returns -1 if @name is not a record type. */
+int ptd_rec_type_parse(const char *name);
+
+enum ptd_insn_flag {
+	PTD_F_SPECULATIVE = 1u << 0,
+	PTD_F_TRUNCATED = 1u << 1,
+	PTD_F_ENABLED = 1u << 2,
+	PTD_F_DISABLED = 1u << 3,
+	PTD_F_RESUMED = 1u << 4,
+	PTD_F_INTERRUPTED = 1u << 5,
+	PTD_F_RESYNCED = 1u << 6,
+	PTD_F_STOPPED = 1u << 7,
+	PTD_F_ABORTED = 1u << 8,
+	PTD_F_COMMITTED = 1u << 9,
+	PTD_F_NFLAGS = 10,
+};
+
+/* Name of flag bit @bit (0..PTD_F_NFLAGS-1): "speculative", "truncated",
+ * "enabled", ... */
+const char *ptd_flag_name(unsigned bit);
+
+struct ptd_rec_insn {
+	uint64_t ip;
+	uint64_t modoff;	/* offset of ip in module's file */
+	const char *module;	/* path or "[vdso]"...; never NULL */
+	int isid;
+	enum pt_exec_mode mode;
+	enum pt_insn_class iclass;
+	uint32_t flags;		/* PTD_F_* */
+	uint8_t size;
+	uint8_t raw[pt_max_insn_size];
+};
+
+struct ptd_rec_block {
+	uint64_t ip;		/* first instruction */
+	uint64_t end_ip;	/* last instruction */
+	uint64_t modoff;	/* of ip */
+	const char *module;
+	int isid;
+	enum pt_exec_mode mode;
+	enum pt_insn_class iclass;	/* of the last instruction */
+	uint32_t ninsn;
+	uint32_t flags;		/* PTD_F_SPECULATIVE, PTD_F_TRUNCATED, and the
+				 * event flags of its first (enabled...)
+				 * and last (disabled...) instruction */
+	uint8_t size;		/* last instruction, if truncated */
+	uint8_t raw[pt_max_insn_size];
+};
+
+struct ptd_rec_event {
+	struct pt_event ev;	/* as libipt gave it */
+	uint64_t offset;	/* trace offset where it was decoded */
+};
+
+struct ptd_rec_error {
+	int code;		/* negative libipt error code (pte_*), or a
+				 * negative ptd/errno code if @ptd_code */
+	bool ptd_code;
+	uint64_t offset;	/* trace offset */
+	uint64_t ip;
+	bool ip_valid;
+	const char *context;	/* what was being done: "sync", "decode",
+				 * "image", ...; never NULL */
+	uint64_t skipped;	/* trace bytes skipped to resync (if known) */
+};
+
+struct ptd_record {
+	enum ptd_rec_type type;
+	pid_t pid;
+	pid_t tid;
+	bool has_tsc;
+	uint64_t tsc;
+	union {
+		struct ptd_rec_insn insn;
+		struct ptd_rec_block block;
+		struct ptd_rec_event event;
+		struct ptd_rec_error error;
+	} u;
+};
+
+/* libipt names used in records: event types ("enabled", "disabled",
+ * "async_disabled", ...), exec modes ("64bit", "32bit", "16bit",
+ * "unknown").  Never NULL. */
+const char *ptd_event_name(enum pt_event_type t);
+const char *ptd_mode_name(enum pt_exec_mode m);
+/* libipt's error name for a pte_* code ("nomap", "bad_opc", ...). */
+const char *ptd_pterr_name(int code);
+
+#endif

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A capture of the software PT source on disk: one directory holding
+ *
+ *   capture.json    manifest (below)
+ *   pt-TID.bin      raw PT of thread TID
+ *   truth-TID.bin   ground truth: every IP thread TID executed, in order,
+ *                   as zigzag-varint deltas from the previous IP (first
+ *                   from 0) -- about 2 bytes an instruction
+ *   timeline.jsonl  memory-map timeline (aspace/timeline.h)
+ *   snap-SEQ.bin    bytes of non-file code (vDSO, anonymous) as first
+ *                   executed
+ *
+ * capture.json:
+ *   {"format":"ptd-swpt-capture","version":1,"pid":123,
+ *    "argv":["/bin/ls","/usr"],
+ *    "cpu":{"vendor":"intel","family":6,"model":85,"stepping":4},
+ *    "config":{"psb_period":4096,"noretcomp":false,"tsc":false},
+ *    "threads":[{"tid":123,"first_seq":0,"pt":"pt-123.bin",
+ *                "truth":"truth-123.bin","insns":117000,"pt_bytes":31337}],
+ *    "exit":{"code":0}}            or {"signal":9}, or {"detached":true}
+ *
+ * Everything read from a capture is untrusted: names must be plain file
+ * names inside the directory, sizes are bounded, and a mismatch (a truth file
+ * that does not hold "insns" IPs, a PT file of another size) is refused with
+ * a message naming the file.
+ */
+#ifndef PTD_SWPT_CAPTURE_H
+#define PTD_SWPT_CAPTURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <intel-pt.h>
+
+#include "aspace/timeline.h"
+#include "common/diag.h"
+#include "swpt/ptgen.h"
+
+#define PTD_CAPTURE_FORMAT "ptd-swpt-capture"
+#define PTD_CAPTURE_VERSION 1
+#define PTD_CAPTURE_MAX_THREADS 4096u
+#define PTD_CAPTURE_MAX_MANIFEST (16u << 20)
+#define PTD_CAPTURE_MAX_PT (4ull << 30)
+
+struct ptd_capture_thread {
+	pid_t tid;
+	uint64_t first_seq;	/* timeline events with seq < this were in
+				 * effect when the thread started */
+	char *pt;		/* file names, relative to dir */
+	char *truth;
+	uint64_t insns;		/* IPs in the truth file */
+	uint64_t pt_bytes;
+};
+
+struct ptd_capture {
+	char *dir;
+	pid_t pid;
+	char **argv;		/* NULL-terminated */
+	struct pt_cpu cpu;
+	struct ptd_ptgen_config config;	/* sink unused */
+	struct ptd_capture_thread *threads;
+	size_t nthreads;
+	struct ptd_timeline tl;
+	/* how the target ended */
+	bool exited;
+	int exit_code;
+	int exit_signal;	/* 0 if none */
+	bool detached;
+};
+
+void ptd_capture_free(struct ptd_capture *c);
+
+/* Load and check the manifest and timeline of the capture in @dir.
+ * Returns 0, or -PTD_EFORMAT/-PTD_EVERSION/-PTD_ELIMIT/-errno with a message
+ * naming the file and field in @diag. */
+int ptd_capture_load(const char *dir, struct ptd_capture *ret,
+		     struct ptd_diag *diag);
+
+/* Write capture.json and timeline.jsonl (atomically) from @c. */
+int ptd_capture_save(const struct ptd_capture *c, struct ptd_diag *diag);
+
+/* Read thread @idx's PT (malloc'd).  Checks the size against the manifest. */
+int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
+			uint8_t **ret_data, size_t *ret_len,
+			struct ptd_diag *diag);
+
+/* Read thread @idx's ground truth into a malloc'd array of *ret_n IPs.
+ * Checks the count against the manifest. */
+int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
+			   uint64_t **ret_ips, size_t *ret_n,
+			   struct ptd_diag *diag);
+
+/* Index of thread @tid, or -1. */
+ssize_t ptd_capture_find_thread(const struct ptd_capture *c, pid_t tid);
+
+/* Ground-truth writer: buffered, zigzag-varint deltas. */
+struct ptd_truth_writer {
+	FILE *f;
+	uint64_t last;
+	uint64_t count;
+};
+int ptd_truth_writer_open(struct ptd_truth_writer *w, const char *path);
+int ptd_truth_writer_add(struct ptd_truth_writer *w, uint64_t ip);
+int ptd_truth_writer_close(struct ptd_truth_writer *w);
+
+/* Decode a truth file's bytes.  Returns 0 or -PTD_EFORMAT (a varint runs
+ * past the end or over 10 bytes) with the byte offset in @diag. */
+int ptd_truth_decode(const uint8_t *data, size_t len, const char *origin,
+		     uint64_t **ret_ips, size_t *ret_n, struct ptd_diag *diag);
+
+#endif
