@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+#include "common/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/diag.h"
+#include "common/strutil.h"
+
+int ptd_buf_reserve(struct ptd_buf *b, size_t n)
+{
+	size_t want, cap;
+	uint8_t *p;
+
+	if (n <= b->cap - b->len)
+		return 0;
+	if (n > SIZE_MAX / 2 - b->len)
+		return -ENOMEM;
+	want = b->len + n;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < want)
+		cap *= 2;
+	p = realloc(b->data, cap);
+	if (!p)
+		return -ENOMEM;
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+int ptd_buf_append(struct ptd_buf *b, const void *p, size_t n)
+{
+	int r = ptd_buf_reserve(b, n);
+
+	if (r < 0)
+		return r;
+	if (n)
+		memcpy(b->data + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+void ptd_buf_free(struct ptd_buf *b)
+{
+	free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
+		      size_t *ret_len)
+{
+	_cleanup_close_ int fd = -1;
+	struct ptd_buf b = { 0 };
+	int r;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		r = ptd_buf_reserve(&b, 65536 + 1);
+		if (r < 0)
+			goto fail;
+		n = read(fd, b.data + b.len, b.cap - b.len - 1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		b.len += (size_t)n;
+		if (b.len > limit) {
+			r = -PTD_ELIMIT;
+			goto fail;
+		}
+	}
+	if (!b.data && (r = ptd_buf_reserve(&b, 1)) < 0)
+		goto fail;
+	b.data[b.len] = 0;
+	*ret_data = (char *)b.data;
+	*ret_len = b.len;
+	return 0;
+fail:
+	ptd_buf_free(&b);
+	return r;
+}
+
+int ptd_write_all(int fd, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int ptd_file_write_atomic(const char *path, const void *data, size_t len)
+{
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (asprintf(&tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
+		tmp = NULL;
+		return -ENOMEM;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	r = ptd_write_all(fd, data, len);
+	if (r == 0 && fsync(fd) < 0)
+		r = -errno;
+	if (r == 0 && close(PTD_TAKE_FD(fd)) < 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlink(tmp);
+	return r;
+}
