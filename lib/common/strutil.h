@@ -39,8 +39,8 @@ void ptd_closep(int *fd);
 
 /* Hand ownership out of a _cleanup_ variable. */
 #define PTD_TAKE_PTR(p) \
-	({ __typeof__(p) _p = (p); (p) = NULL; _p; })
+	__extension__({ __typeof__(p) _p = (p); (p) = NULL; _p; })
 #define PTD_TAKE_FD(fd) \
-	({ int _fd = (fd); (fd) = -1; _fd; })
+	__extension__({ int _fd = (fd); (fd) = -1; _fd; })
 
 #endif

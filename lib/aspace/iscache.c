@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared image section cache: libipt's pt_image_section_cache plus a
+ * table isid -> struct ptd_module.
+ *
+ * libipt hands out isids as (entry index + 1), so the table is an array
+ * indexed by isid; slot 0 is never used.  Files are checked here before
+ * libipt sees them so that a failure has an errno and a cause instead of
+ * libipt's bare -pte_invalid.
+ */
+#include "aspace/iscache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <intel-pt.h>
+
+#include "common/diag.h"
+#include "common/strutil.h"
+
+/* Keep up to this many bytes of sections mapped between reads: without a
+ * limit libipt maps and unmaps a section on every read. */
+#define ISCACHE_MAPPED_LIMIT (256ull << 20)
+
+struct ptd_iscache {
+	struct pt_image_section_cache *pt;
+	/* mods[isid] for 0 < isid < nmods; isid 0 marks an unused slot. */
+	struct ptd_module *mods;
+	size_t nmods;
+};
+
+struct ptd_iscache *ptd_iscache_new(void)
+{
+	struct ptd_iscache *ic = calloc(1, sizeof(*ic));
+
+	if (!ic)
+		return NULL;
+	ic->pt = pt_iscache_alloc("ptd");
+	if (!ic->pt) {
+		free(ic);
+		return NULL;
+	}
+	/* A failure only costs speed. */
+	(void)pt_iscache_set_limit(ic->pt, ISCACHE_MAPPED_LIMIT);
+	return ic;
+}
+
+static void module_clear(struct ptd_module *m)
+{
+	/* name may alias path */
+	if (m->name != m->path)
+		free((char *)m->name);
+	free((char *)m->path);
+	memset(m, 0, sizeof(*m));
+}
+
+void ptd_iscache_free(struct ptd_iscache *ic)
+{
+	if (!ic)
+		return;
+	for (size_t i = 0; i < ic->nmods; i++)
+		module_clear(&ic->mods[i]);
+	free(ic->mods);
+	pt_iscache_free(ic->pt);
+	free(ic);
+}
+
+struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic)
+{
+	return ic ? ic->pt : NULL;
+}
+
+/* The file's size if it can be opened for reading; -errno otherwise. */
+static int file_size(const char *path, uint64_t *ret)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	*ret = (uint64_t)st.st_size;
+	return 0;
+}
+
+static int pt_to_errno(int err)
+{
+	switch (-err) {
+	case pte_nomem:
+		return -ENOMEM;
+	case pte_invalid:
+		return -EINVAL;
+	case pte_nomap:
+	case pte_bad_image:
+		return -PTD_ENOIMAGE;
+	default:
+		return -PTD_ENOIMAGE;
+	}
+}
+
+/* Make sure mods[isid] exists. */
+static int grow(struct ptd_iscache *ic, int isid)
+{
+	size_t want = (size_t)isid + 1, n;
+	struct ptd_module *v;
+
+	if (want <= ic->nmods)
+		return 0;
+	n = ic->nmods ? ic->nmods : 16;
+	while (n < want)
+		n *= 2;
+	v = reallocarray(ic->mods, n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memset(v + ic->nmods, 0, (n - ic->nmods) * sizeof(*v));
+	ic->mods = v;
+	ic->nmods = n;
+	return 0;
+}
+
+static int record_module(struct ptd_iscache *ic, int isid, const char *path,
+			 uint64_t offset, uint64_t size, uint64_t vaddr,
+			 const char *name)
+{
+	struct ptd_module m = {
+		.isid = isid, .offset = offset, .size = size, .vaddr = vaddr,
+	};
+	int r = grow(ic, isid);
+
+	if (r < 0)
+		return r;
+	m.path = strdup(path);
+	if (!m.path)
+		return -ENOMEM;
+	if (name && strcmp(name, path) != 0) {
+		m.name = strdup(name);
+		if (!m.name) {
+			free((char *)m.path);
+			return -ENOMEM;
+		}
+	} else {
+		m.name = m.path;
+	}
+	ic->mods[isid] = m;
+	return 0;
+}
+
+int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
+		    uint64_t size, uint64_t vaddr, const char *name)
+{
+	uint64_t fsize = 0;
+	int r, isid;
+
+	if (!ic || !path || !*path || size == 0 || vaddr + size < vaddr)
+		return -EINVAL;
+	r = file_size(path, &fsize);
+	if (r < 0)
+		return r;
+	if (offset >= fsize)
+		return -EINVAL;
+	/* Truncate as libipt does, so that our size is the section's. */
+	if (size > fsize - offset)
+		size = fsize - offset;
+
+	isid = pt_iscache_add_file(ic->pt, path, offset, size, vaddr);
+	if (isid < 0)
+		return pt_to_errno(isid);
+	if (isid == 0)
+		return -PTD_ENOIMAGE;
+	/* libipt returns the existing isid for an identical section; the
+	 * module keeps the name it was first added with. */
+	if ((size_t)isid < ic->nmods && ic->mods[isid].isid == isid)
+		return isid;
+	r = record_module(ic, isid, path, offset, size, vaddr, name);
+	if (r < 0)
+		return r;
+	return isid;
+}
+
+const struct ptd_module *ptd_iscache_module(const struct ptd_iscache *ic,
+					    int isid)
+{
+	if (!ic || isid <= 0 || (size_t)isid >= ic->nmods ||
+	    ic->mods[isid].isid != isid)
+		return NULL;
+	return &ic->mods[isid];
+}
+
+int ptd_iscache_read(struct ptd_iscache *ic, int isid, uint64_t vaddr,
+		     uint8_t *buf, uint64_t size)
+{
+	int r;
+
+	if (!ic || !buf)
+		return -EINVAL;
+	if (!ptd_iscache_module(ic, isid))
+		return -PTD_ENOIMAGE;
+	if (size == 0)
+		return 0;
+	r = pt_iscache_read(ic->pt, buf, size, isid, vaddr);
+	if (r < 0)
+		return pt_to_errno(r);
+	return r;
+}

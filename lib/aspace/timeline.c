@@ -1,0 +1,671 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The memory-map timeline: event list, JSON-lines form, and the per-thread
+ * cursor that applies events to an image at their stream positions.
+ *
+ * Timeline files are untrusted: every line is bounded, every field is
+ * type-checked, unknown and duplicate fields are refused, and snapshot file
+ * names must stay inside the capture directory.
+ */
+#include "aspace/timeline.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/strutil.h"
+
+/* Integers in JSON numbers must survive a double: at most 2^53. */
+#define TL_MAX_JSON_INT (UINT64_C(1) << 53)
+#define TL_MAX_NAME 255u
+
+static const char *const op_names[] = {
+	[PTD_TL_MAP] = "map",
+	[PTD_TL_SNAPSHOT] = "snapshot",
+	[PTD_TL_UNMAP] = "unmap",
+	[PTD_TL_EXEC] = "exec",
+};
+
+static const char *op_name(enum ptd_tl_op op)
+{
+	if ((size_t)op < PTD_ARRAY_SIZE(op_names))
+		return op_names[op];
+	return "?";
+}
+
+void ptd_timeline_init(struct ptd_timeline *tl)
+{
+	memset(tl, 0, sizeof(*tl));
+}
+
+static void event_free(struct ptd_tl_event *ev)
+{
+	free(ev->path);
+	free(ev->name);
+	free(ev->file);
+	free(ev->pos);
+	memset(ev, 0, sizeof(*ev));
+}
+
+void ptd_timeline_free(struct ptd_timeline *tl)
+{
+	if (!tl)
+		return;
+	for (size_t i = 0; i < tl->n; i++)
+		event_free(&tl->ev[i]);
+	free(tl->ev);
+	ptd_timeline_init(tl);
+}
+
+static int dup_str(const char *s, char **ret)
+{
+	*ret = NULL;
+	if (!s)
+		return 0;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* Deep copy of @src into *dst (seq included). */
+static int event_copy(struct ptd_tl_event *dst, const struct ptd_tl_event *src)
+{
+	struct ptd_tl_event e = *src;
+
+	e.path = e.name = e.file = NULL;
+	e.pos = NULL;
+	if (dup_str(src->path, &e.path) < 0 || dup_str(src->name, &e.name) < 0 ||
+	    dup_str(src->file, &e.file) < 0)
+		goto nomem;
+	if (src->npos) {
+		e.pos = calloc(src->npos, sizeof(*e.pos));
+		if (!e.pos)
+			goto nomem;
+		memcpy(e.pos, src->pos, src->npos * sizeof(*e.pos));
+	}
+	*dst = e;
+	return 0;
+nomem:
+	event_free(&e);
+	return -ENOMEM;
+}
+
+static int timeline_reserve(struct ptd_timeline *tl)
+{
+	size_t cap;
+	struct ptd_tl_event *v;
+
+	if (tl->n < tl->cap)
+		return 0;
+	cap = tl->cap ? tl->cap * 2 : 64;
+	v = reallocarray(tl->ev, cap, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	tl->ev = v;
+	tl->cap = cap;
+	return 0;
+}
+
+int64_t ptd_timeline_add(struct ptd_timeline *tl,
+			 const struct ptd_tl_event *ev)
+{
+	struct ptd_tl_event *e;
+	int r;
+
+	if (!tl || !ev || (ev->npos && !ev->pos))
+		return -EINVAL;
+	if (tl->next_seq > INT64_MAX)
+		return -ERANGE;
+	r = timeline_reserve(tl);
+	if (r < 0)
+		return r;
+	e = &tl->ev[tl->n];
+	r = event_copy(e, ev);
+	if (r < 0)
+		return r;
+	e->seq = tl->next_seq++;
+	tl->n++;
+	return (int64_t)e->seq;
+}
+
+int64_t ptd_tl_event_pos(const struct ptd_tl_event *ev, pid_t tid)
+{
+	for (size_t i = 0; i < ev->npos; i++) {
+		if (ev->pos[i].tid == tid)
+			return ev->pos[i].pos > INT64_MAX ?
+				       INT64_MAX : (int64_t)ev->pos[i].pos;
+	}
+	return -1;
+}
+
+/* ---- writing ---- */
+
+/* Write @s as a JSON string. */
+static void write_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(f, "\\%c", *p);
+		else if (*p < 0x20)
+			fprintf(f, "\\u%04x", *p);
+		else
+			fputc(*p, f);
+	}
+	fputc('"', f);
+}
+
+static void write_hex(FILE *f, const char *key, uint64_t v)
+{
+	fprintf(f, ",\"%s\":\"0x%" PRIx64 "\"", key, v);
+}
+
+static int write_event(const struct ptd_tl_event *ev, FILE *f)
+{
+	if (ev->seq > TL_MAX_JSON_INT || (size_t)ev->op >= PTD_ARRAY_SIZE(op_names))
+		return -ERANGE;
+	fprintf(f, "{\"seq\":%" PRIu64 ",\"op\":\"%s\"", ev->seq,
+		op_name(ev->op));
+	if (ev->op != PTD_TL_EXEC) {
+		write_hex(f, "start", ev->start);
+		write_hex(f, "end", ev->end);
+	}
+	if (ev->op == PTD_TL_MAP)
+		write_hex(f, "pgoff", ev->pgoff);
+	if (ev->op == PTD_TL_MAP || ev->op == PTD_TL_EXEC) {
+		if (!ev->path)
+			return -EINVAL;
+		fputs(",\"path\":", f);
+		write_str(f, ev->path);
+	}
+	if (ev->op == PTD_TL_SNAPSHOT) {
+		if (!ev->name || !ev->file)
+			return -EINVAL;
+		fputs(",\"name\":", f);
+		write_str(f, ev->name);
+		fputs(",\"file\":", f);
+		write_str(f, ev->file);
+	}
+	fputs(",\"pos\":{", f);
+	for (size_t i = 0; i < ev->npos; i++) {
+		if (ev->pos[i].pos > TL_MAX_JSON_INT)
+			return -ERANGE;
+		fprintf(f, "%s\"%d\":%" PRIu64, i ? "," : "",
+			(int)ev->pos[i].tid, ev->pos[i].pos);
+	}
+	fputs("}}\n", f);
+	return 0;
+}
+
+int ptd_timeline_write(const struct ptd_timeline *tl, FILE *f)
+{
+	if (!tl || !f)
+		return -EINVAL;
+	for (size_t i = 0; i < tl->n; i++) {
+		int r = write_event(&tl->ev[i], f);
+
+		if (r < 0)
+			return r;
+	}
+	if (fflush(f) != 0 || ferror(f))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* ---- parsing ---- */
+
+enum tl_field {
+	F_SEQ, F_OP, F_START, F_END, F_PGOFF, F_PATH, F_NAME, F_FILE, F_POS,
+	F_COUNT,
+};
+
+static const char *const field_names[F_COUNT] = {
+	[F_SEQ] = "seq", [F_OP] = "op", [F_START] = "start", [F_END] = "end",
+	[F_PGOFF] = "pgoff", [F_PATH] = "path", [F_NAME] = "name",
+	[F_FILE] = "file", [F_POS] = "pos",
+};
+
+#define BIT(f) (1u << (f))
+#define COMMON (BIT(F_SEQ) | BIT(F_OP) | BIT(F_POS))
+#define RANGE (BIT(F_START) | BIT(F_END))
+
+/* Fields each op must have; it may have no others. */
+static const unsigned op_fields[] = {
+	[PTD_TL_MAP] = COMMON | RANGE | BIT(F_PGOFF) | BIT(F_PATH),
+	[PTD_TL_SNAPSHOT] = COMMON | RANGE | BIT(F_NAME) | BIT(F_FILE),
+	[PTD_TL_UNMAP] = COMMON | RANGE,
+	[PTD_TL_EXEC] = COMMON | BIT(F_PATH),
+};
+
+/* Where we are, for messages. */
+struct pctx {
+	const char *origin;
+	size_t lineno;
+	struct ptd_diag *diag;
+};
+
+static int perr(const struct pctx *c, const char *field, const char *what)
+{
+	if (field)
+		return ptd_diagf(c->diag, -PTD_EFORMAT, "%s:%zu: field '%s': %s",
+				 c->origin, c->lineno, field, what);
+	return ptd_diagf(c->diag, -PTD_EFORMAT, "%s:%zu: %s", c->origin,
+			 c->lineno, what);
+}
+
+/* A JSON number that is a non-negative integer a double holds exactly. */
+static bool json_uint(const cJSON *j, uint64_t *ret)
+{
+	double d;
+
+	if (!cJSON_IsNumber(j))
+		return false;
+	d = j->valuedouble;
+	if (!(d >= 0) || d > (double)TL_MAX_JSON_INT || d != (double)(uint64_t)d)
+		return false;
+	*ret = (uint64_t)d;
+	return true;
+}
+
+/* "0x" and 1-16 hex digits. */
+static bool json_hex(const cJSON *j, uint64_t *ret)
+{
+	const char *s;
+
+	if (!cJSON_IsString(j) || !j->valuestring)
+		return false;
+	s = j->valuestring;
+	if (s[0] != '0' || s[1] != 'x')
+		return false;
+	return ptd_parse_u64(s + 2, 16, ret) == 0;
+}
+
+/* A plain file name inside the capture directory. */
+static bool plain_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n <= TL_MAX_NAME && !strchr(s, '/') &&
+	       !strstr(s, "..") && strcmp(s, ".") != 0;
+}
+
+static int get_string(const struct pctx *c, const cJSON *j, enum tl_field f,
+		      size_t max, char **ret)
+{
+	const char *s;
+
+	if (!cJSON_IsString(j) || !j->valuestring)
+		return perr(c, field_names[f], "expected a string");
+	s = j->valuestring;
+	if (!*s)
+		return perr(c, field_names[f], "empty string");
+	if (strlen(s) > max)
+		return perr(c, field_names[f], "string too long");
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* A thread id: decimal, no sign or leading zero, 1..INT_MAX. */
+static bool parse_tid(const char *s, pid_t *ret)
+{
+	uint64_t v;
+
+	if (!s || s[0] == '0' || ptd_parse_u64(s, 10, &v) < 0 || v > INT_MAX)
+		return false;
+	*ret = (pid_t)v;
+	return true;
+}
+
+static int parse_pos(const struct pctx *c, const cJSON *j,
+		     struct ptd_tl_event *ev)
+{
+	const cJSON *it;
+	size_t n = 0;
+
+	if (!cJSON_IsObject(j))
+		return perr(c, "pos", "expected an object");
+	cJSON_ArrayForEach(it, j)
+		n++;
+	if (n == 0)
+		return 0;
+	ev->pos = calloc(n, sizeof(*ev->pos));
+	if (!ev->pos)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, j) {
+		struct ptd_tl_pos p;
+
+		if (!parse_tid(it->string, &p.tid))
+			return perr(c, "pos",
+				    "keys must be thread ids (decimal, > 0)");
+		if (!json_uint(it, &p.pos))
+			return perr(c, "pos",
+				    "expected an integer position 0..2^53");
+		for (size_t i = 0; i < ev->npos; i++)
+			if (ev->pos[i].tid == p.tid)
+				return perr(c, "pos", "duplicate thread id");
+		ev->pos[ev->npos++] = p;
+	}
+	return 0;
+}
+
+static int parse_op(const struct pctx *c, const cJSON *j, enum ptd_tl_op *ret)
+{
+	if (!cJSON_IsString(j) || !j->valuestring)
+		return perr(c, "op", "expected a string");
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(op_names); i++) {
+		if (strcmp(j->valuestring, op_names[i]) == 0) {
+			*ret = (enum ptd_tl_op)i;
+			return 0;
+		}
+	}
+	return perr(c, "op", "expected map, snapshot, unmap or exec");
+}
+
+/* Sort the object's members into @f by name: unknown or repeated ones are
+ * refused. */
+static int collect_fields(const struct pctx *c, const cJSON *obj,
+			  const cJSON *f[F_COUNT], unsigned *ret_have)
+{
+	const cJSON *it;
+	unsigned have = 0;
+
+	cJSON_ArrayForEach(it, obj) {
+		size_t k;
+
+		for (k = 0; k < F_COUNT; k++)
+			if (it->string && strcmp(it->string, field_names[k]) == 0)
+				break;
+		if (k == F_COUNT)
+			return ptd_diagf(c->diag, -PTD_EFORMAT,
+					 "%s:%zu: unknown field '%s'",
+					 c->origin, c->lineno,
+					 it->string ? it->string : "");
+		if (have & BIT(k))
+			return perr(c, field_names[k], "appears twice");
+		have |= BIT(k);
+		f[k] = it;
+	}
+	*ret_have = have;
+	return 0;
+}
+
+/* Check that the op's fields, and only those, are present. */
+static int check_fields(const struct pctx *c, enum ptd_tl_op op,
+			unsigned have)
+{
+	unsigned want = op_fields[op];
+
+	for (size_t k = 0; k < F_COUNT; k++) {
+		char what[64];
+
+		if ((want & BIT(k)) && !(have & BIT(k))) {
+			(void)snprintf(what, sizeof(what),
+				       "missing (required for op '%s')",
+				       op_name(op));
+			return perr(c, field_names[k], what);
+		}
+		if (!(want & BIT(k)) && (have & BIT(k))) {
+			(void)snprintf(what, sizeof(what),
+				       "not allowed for op '%s'", op_name(op));
+			return perr(c, field_names[k], what);
+		}
+	}
+	return 0;
+}
+
+/* Parse the fields of one event object. */
+static int parse_event(const struct pctx *c, const cJSON *obj,
+		       struct ptd_tl_event *ev)
+{
+	const cJSON *f[F_COUNT] = { 0 };
+	unsigned have = 0;
+	int r;
+
+	if (!cJSON_IsObject(obj))
+		return perr(c, NULL, "expected a JSON object");
+	r = collect_fields(c, obj, f, &have);
+	if (r < 0)
+		return r;
+	if (!(have & BIT(F_OP)))
+		return perr(c, "op", "missing");
+	r = parse_op(c, f[F_OP], &ev->op);
+	if (r < 0)
+		return r;
+	r = check_fields(c, ev->op, have);
+	if (r < 0)
+		return r;
+	if (!json_uint(f[F_SEQ], &ev->seq))
+		return perr(c, "seq", "expected an integer 0..2^53");
+	if (f[F_START] && !json_hex(f[F_START], &ev->start))
+		return perr(c, "start", "expected a hex string");
+	if (f[F_END] && !json_hex(f[F_END], &ev->end))
+		return perr(c, "end", "expected a hex string");
+	if (f[F_START] && ev->start >= ev->end)
+		return perr(c, "end", "must be above start");
+	if (f[F_PGOFF]) {
+		if (!json_hex(f[F_PGOFF], &ev->pgoff))
+			return perr(c, "pgoff", "expected a hex string");
+		if (ev->pgoff > UINT64_MAX - (ev->end - ev->start))
+			return perr(c, "pgoff", "mapping runs past 2^64");
+	}
+	if (f[F_PATH]) {
+		r = get_string(c, f[F_PATH], F_PATH, PATH_MAX - 1, &ev->path);
+		if (r < 0)
+			return r;
+		if (ev->op == PTD_TL_MAP && ev->path[0] != '/')
+			return perr(c, "path", "expected an absolute path");
+	}
+	if (f[F_NAME]) {
+		r = get_string(c, f[F_NAME], F_NAME, TL_MAX_NAME, &ev->name);
+		if (r < 0)
+			return r;
+	}
+	if (f[F_FILE]) {
+		r = get_string(c, f[F_FILE], F_FILE, TL_MAX_NAME, &ev->file);
+		if (r < 0)
+			return r;
+		if (!plain_name(ev->file))
+			return perr(c, "file",
+				    "expected a plain file name (no '/' or "
+				    "'..')");
+	}
+	return parse_pos(c, f[F_POS], ev);
+}
+
+/* Parse one line (@len bytes, no newline) into *ev. */
+static int parse_line(const struct pctx *c, const char *line, size_t len,
+		      struct ptd_tl_event *ev)
+{
+	_cleanup_free_ char *buf = NULL;
+	const char *end = NULL;
+	cJSON *j;
+	int r;
+
+	if (len == 0)
+		return perr(c, NULL, "empty line");
+	if (memchr(line, '\0', len))
+		return perr(c, NULL, "NUL byte in line");
+	/* cJSON wants a NUL-terminated string to refuse trailing junk. */
+	buf = malloc(len + 1);
+	if (!buf)
+		return -ENOMEM;
+	memcpy(buf, line, len);
+	buf[len] = '\0';
+	j = cJSON_ParseWithOpts(buf, &end, 1);
+	if (!j) {
+		size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
+
+		return ptd_diagf(c->diag, -PTD_EFORMAT,
+				 "%s:%zu: invalid JSON near column %zu",
+				 c->origin, c->lineno, at + 1);
+	}
+	r = parse_event(c, j, ev);
+	cJSON_Delete(j);
+	return r;
+}
+
+int ptd_timeline_parse(const char *text, size_t len, const char *origin,
+		       struct ptd_timeline *ret, struct ptd_diag *diag)
+{
+	struct ptd_timeline tl;
+	struct pctx c = { origin ? origin : "timeline", 0, diag };
+	const char *p = text, *end = text + len;
+	int r = 0;
+
+	if (!ret || (!text && len))
+		return -EINVAL;
+	ptd_timeline_init(&tl);
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = (size_t)((nl ? nl : end) - p);
+		struct ptd_tl_event ev = { 0 };
+
+		c.lineno++;
+		if (n > PTD_TL_MAX_LINE) {
+			r = ptd_diagf(diag, -PTD_ELIMIT,
+				      "%s:%zu: line longer than %u bytes",
+				      c.origin, c.lineno, PTD_TL_MAX_LINE);
+			goto fail;
+		}
+		if (tl.n >= PTD_TL_MAX_EVENTS) {
+			r = ptd_diagf(diag, -PTD_ELIMIT,
+				      "%s:%zu: more than %u events", c.origin,
+				      c.lineno, PTD_TL_MAX_EVENTS);
+			goto fail;
+		}
+		r = parse_line(&c, p, n, &ev);
+		if (r == 0 && tl.n && ev.seq <= tl.ev[tl.n - 1].seq)
+			r = perr(&c, "seq", "not above the previous event's");
+		if (r == 0)
+			r = timeline_reserve(&tl);
+		if (r < 0) {
+			event_free(&ev);
+			goto fail;
+		}
+		tl.ev[tl.n++] = ev;
+		p = nl ? nl + 1 : end;
+	}
+	tl.next_seq = tl.n ? tl.ev[tl.n - 1].seq + 1 : 0;
+	*ret = tl;
+	return 0;
+fail:
+	ptd_timeline_free(&tl);
+	return r;
+}
+
+/* ---- applying ---- */
+
+static int apply_snapshot(const struct ptd_tl_event *ev, struct ptd_image *img,
+			  const char *dir, struct ptd_diag *diag)
+{
+	_cleanup_free_ char *path = NULL;
+
+	if (!ev->file || !plain_name(ev->file))
+		return -EINVAL;
+	if (asprintf(&path, "%s/%s", dir ? dir : ".", ev->file) < 0) {
+		path = NULL;
+		return -ENOMEM;
+	}
+	return ptd_image_map_file(img, path, 0, ev->end - ev->start, ev->start,
+				  ev->name ? ev->name : ev->file, diag);
+}
+
+int ptd_tl_event_apply(const struct ptd_tl_event *ev, struct ptd_image *img,
+		       const char *dir, struct ptd_diag *diag)
+{
+	struct ptd_diag d = { "" };
+	int r = -EINVAL;
+
+	if (!ev || !img)
+		return -EINVAL;
+	switch (ev->op) {
+	case PTD_TL_MAP:
+		if (ev->path && ev->start < ev->end)
+			r = ptd_image_map_file(img, ev->path, ev->pgoff,
+					       ev->end - ev->start, ev->start,
+					       NULL, &d);
+		break;
+	case PTD_TL_SNAPSHOT:
+		if (ev->start < ev->end)
+			r = apply_snapshot(ev, img, dir, &d);
+		break;
+	case PTD_TL_UNMAP:
+		r = ptd_image_unmap(img, ev->start, ev->end);
+		break;
+	case PTD_TL_EXEC:
+		r = ptd_image_clear(img);
+		break;
+	}
+	if (r >= 0)
+		return 0;
+	return ptd_diagf(diag, r, "timeline event %" PRIu64 " (%s 0x%" PRIx64
+			 "-0x%" PRIx64 "): %s", ev->seq, op_name(ev->op),
+			 ev->start, ev->end, d.msg[0] ? d.msg : ptd_strerror(r));
+}
+
+/* Set c->next_pos from the event at c->next.  An event without a position
+ * for the thread (which a well-formed timeline never has after the thread's
+ * first event) is due at once. */
+static void cursor_update(struct ptd_tl_cursor *c)
+{
+	int64_t pos;
+
+	if (c->next >= c->tl->n) {
+		c->next_pos = UINT64_MAX;
+		return;
+	}
+	pos = ptd_tl_event_pos(&c->tl->ev[c->next], c->tid);
+	c->next_pos = pos < 0 ? 0 : (uint64_t)pos;
+}
+
+int ptd_tl_cursor_init(struct ptd_tl_cursor *c, const struct ptd_timeline *tl,
+		       const char *dir, pid_t tid, uint64_t first_seq,
+		       struct ptd_image *img, struct ptd_diag *diag)
+{
+	int err = 0;
+
+	if (!c || !tl || !img)
+		return -EINVAL;
+	c->tl = tl;
+	c->dir = dir;
+	c->tid = tid;
+	c->next = 0;
+	/* Apply what was in effect when the thread started; a failed event is
+	 * skipped (the cursor stays usable) and the first error returned. */
+	while (c->next < tl->n && tl->ev[c->next].seq < first_seq) {
+		int r = ptd_tl_event_apply(&tl->ev[c->next], img, dir,
+					   err ? NULL : diag);
+
+		if (r < 0 && err == 0)
+			err = r;
+		c->next++;
+	}
+	cursor_update(c);
+	return err;
+}
+
+int ptd_tl_cursor_advance(struct ptd_tl_cursor *c, uint64_t offset,
+			  struct ptd_image *img, struct ptd_diag *diag)
+{
+	int applied = 0;
+
+	if (!c || !c->tl || !img)
+		return -EINVAL;
+	/* Events appended since the last call (a live timeline) count too. */
+	cursor_update(c);
+	while (c->next < c->tl->n && c->next_pos <= offset) {
+		int r = ptd_tl_event_apply(&c->tl->ev[c->next], img, c->dir,
+					   diag);
+
+		c->next++;
+		cursor_update(c);
+		if (r < 0)
+			return r;
+		applied++;
+	}
+	return applied;
+}

@@ -1,0 +1,683 @@
+/* SPDX-License-Identifier: MIT */
+/* Tests for aspace/timeline: events, JSON lines, applying, the cursor. */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "aspace/timeline.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "check.h"
+
+#define PAGE 0x1000u
+
+static char tmpdir[] = "/tmp/ptd-test-tl-XXXXXX";
+static char lib_path[PATH_MAX];		/* 2 pages of 0x11 */
+static char lib2_path[PATH_MAX];	/* 1 page of 0x22 */
+
+static int write_fill(const char *path, size_t len, int fill)
+{
+	uint8_t *b = malloc(len);
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	memset(b, fill, len);
+	r = ptd_file_write_atomic(path, b, len);
+	free(b);
+	return r;
+}
+
+static void setup(void)
+{
+	char snap[PATH_MAX];
+
+	if (!mkdtemp(tmpdir))
+		SKIP_ALL("cannot create a temporary directory: %s",
+			 strerror(errno));
+	(void)snprintf(lib_path, sizeof(lib_path), "%s/lib.so", tmpdir);
+	(void)snprintf(lib2_path, sizeof(lib2_path), "%s/lib2.so", tmpdir);
+	(void)snprintf(snap, sizeof(snap), "%s/snap-3.bin", tmpdir);
+	if (write_fill(lib_path, 2 * PAGE, 0x11) < 0 ||
+	    write_fill(lib2_path, PAGE, 0x22) < 0 ||
+	    write_fill(snap, PAGE, 0x33) < 0)
+		SKIP_ALL("cannot write test files in %s", tmpdir);
+}
+
+static void teardown(void)
+{
+	char snap[PATH_MAX];
+
+	(void)snprintf(snap, sizeof(snap), "%s/snap-3.bin", tmpdir);
+	(void)unlink(snap);
+	(void)unlink(lib_path);
+	(void)unlink(lib2_path);
+	(void)rmdir(tmpdir);
+}
+
+/* Byte at @va in @img, or -1. */
+static int byte_at(struct ptd_image *img, uint64_t va)
+{
+	uint8_t b;
+
+	return ptd_image_read(img, va, &b, 1) == 1 ? b : -1;
+}
+
+static int64_t add(struct ptd_timeline *tl, enum ptd_tl_op op, uint64_t start,
+		   uint64_t end, const char *path, const char *name,
+		   const char *file, const struct ptd_tl_pos *pos, size_t npos)
+{
+	struct ptd_tl_event ev = {
+		.op = op, .start = start, .end = end, .pgoff = 0,
+		.path = (char *)path, .name = (char *)name,
+		.file = (char *)file, .pos = (struct ptd_tl_pos *)pos,
+		.npos = npos,
+	};
+
+	return ptd_timeline_add(tl, &ev);
+}
+
+/* A timeline with one event of each kind. */
+static void build_sample(struct ptd_timeline *tl)
+{
+	static const struct ptd_tl_pos p0[] = { { 100, 0 } };
+	static const struct ptd_tl_pos p1[] = { { 100, 4096 }, { 101, 7 } };
+	struct ptd_tl_event ev = {
+		.op = PTD_TL_MAP, .start = 0x7f0000001000ull,
+		.end = 0x7f0000003000ull, .pgoff = 0x2000,
+		.path = (char *)"/usr/lib/x86_64-linux-gnu/libc \"so\"\\6\n",
+		.pos = (struct ptd_tl_pos *)p0, .npos = 1,
+	};
+
+	ptd_timeline_init(tl);
+	CHECK_EQ_INT(ptd_timeline_add(tl, &ev), 0);
+	CHECK_EQ_INT(add(tl, PTD_TL_SNAPSHOT, 0xffffffffff600000ull,
+			 0xffffffffff601000ull, NULL, "[vdso]", "snap-1.bin",
+			 p1, 2),
+		     1);
+	CHECK_EQ_INT(add(tl, PTD_TL_UNMAP, 0x1000, 0x2000, NULL, NULL, NULL,
+			 p1, 2),
+		     2);
+	CHECK_EQ_INT(add(tl, PTD_TL_EXEC, 0, 0, "/usr/bin/ls", NULL, NULL,
+			 NULL, 0),
+		     3);
+}
+
+static char *write_to_string(const struct ptd_timeline *tl, size_t *len)
+{
+	char *buf = NULL;
+	FILE *f = open_memstream(&buf, len);
+
+	if (!f)
+		return NULL;
+	if (ptd_timeline_write(tl, f) != 0) {
+		fclose(f);
+		free(buf);
+		return NULL;
+	}
+	fclose(f);
+	return buf;
+}
+
+static void test_add_and_pos(void)
+{
+	struct ptd_timeline tl;
+	char path[] = "/lib/x.so";
+	struct ptd_tl_pos pos[] = { { 5, 10 }, { 6, 20 } };
+	struct ptd_tl_event ev = {
+		.op = PTD_TL_MAP, .start = 1, .end = 2, .path = path,
+		.pos = pos, .npos = 2,
+	};
+
+	ptd_timeline_init(&tl);
+	CHECK_EQ_INT(ptd_timeline_add(&tl, &ev), 0);
+	/* deep copies: changing the caller's data changes nothing */
+	path[1] = 'X';
+	pos[0].pos = 999;
+	CHECK_EQ_STR(tl.ev[0].path, "/lib/x.so");
+	CHECK_EQ_INT(ptd_tl_event_pos(&tl.ev[0], 5), 10);
+	CHECK_EQ_INT(ptd_tl_event_pos(&tl.ev[0], 6), 20);
+	CHECK_EQ_INT(ptd_tl_event_pos(&tl.ev[0], 7), -1);
+	CHECK(tl.ev[0].pos != pos);
+	CHECK_EQ_INT(ptd_timeline_add(&tl, &ev), 1);
+	CHECK_EQ_U64(tl.next_seq, 2);
+	CHECK_EQ_INT(tl.n, 2);
+	ev.npos = 1;
+	ev.pos = NULL;
+	CHECK_EQ_INT(ptd_timeline_add(&tl, &ev), -EINVAL);
+	ptd_timeline_free(&tl);
+	CHECK(tl.ev == NULL && tl.n == 0);
+	ptd_timeline_free(NULL);
+}
+
+static void test_write_format(void)
+{
+	struct ptd_timeline tl;
+	char *text;
+	size_t len;
+
+	build_sample(&tl);
+	text = write_to_string(&tl, &len);
+	REQUIRE(text);
+	CHECK_EQ_STR(text,
+		     "{\"seq\":0,\"op\":\"map\",\"start\":\"0x7f0000001000\","
+		     "\"end\":\"0x7f0000003000\",\"pgoff\":\"0x2000\","
+		     "\"path\":\"/usr/lib/x86_64-linux-gnu/libc \\\"so\\\"\\\\6"
+		     "\\u000a\",\"pos\":{\"100\":0}}\n"
+		     "{\"seq\":1,\"op\":\"snapshot\","
+		     "\"start\":\"0xffffffffff600000\","
+		     "\"end\":\"0xffffffffff601000\",\"name\":\"[vdso]\","
+		     "\"file\":\"snap-1.bin\",\"pos\":{\"100\":4096,\"101\":7}}\n"
+		     "{\"seq\":2,\"op\":\"unmap\",\"start\":\"0x1000\","
+		     "\"end\":\"0x2000\",\"pos\":{\"100\":4096,\"101\":7}}\n"
+		     "{\"seq\":3,\"op\":\"exec\",\"path\":\"/usr/bin/ls\","
+		     "\"pos\":{}}\n");
+	free(text);
+
+	/* positions a JSON number cannot hold exactly are refused */
+	tl.ev[2].pos[0].pos = (UINT64_C(1) << 53) + 1;
+	text = NULL;
+	{
+		FILE *f = open_memstream(&text, &len);
+
+		REQUIRE(f);
+		CHECK_EQ_INT(ptd_timeline_write(&tl, f), -ERANGE);
+		fclose(f);
+		free(text);
+	}
+	ptd_timeline_free(&tl);
+}
+
+static void check_same_event(const struct ptd_tl_event *a,
+			     const struct ptd_tl_event *b)
+{
+	CHECK_EQ_U64(a->seq, b->seq);
+	CHECK_EQ_INT(a->op, b->op);
+	CHECK_EQ_U64(a->start, b->start);
+	CHECK_EQ_U64(a->end, b->end);
+	CHECK_EQ_U64(a->pgoff, b->pgoff);
+	CHECK((a->path == NULL) == (b->path == NULL));
+	if (a->path && b->path)
+		CHECK_EQ_STR(a->path, b->path);
+	CHECK((a->name == NULL) == (b->name == NULL));
+	if (a->name && b->name)
+		CHECK_EQ_STR(a->name, b->name);
+	CHECK((a->file == NULL) == (b->file == NULL));
+	if (a->file && b->file)
+		CHECK_EQ_STR(a->file, b->file);
+	CHECK_EQ_INT(a->npos, b->npos);
+	for (size_t i = 0; i < a->npos && i < b->npos; i++) {
+		CHECK_EQ_INT(a->pos[i].tid, b->pos[i].tid);
+		CHECK_EQ_U64(a->pos[i].pos, b->pos[i].pos);
+	}
+}
+
+static void test_round_trip(void)
+{
+	struct ptd_timeline tl, back;
+	struct ptd_diag d = { "" };
+	char *text, *again;
+	size_t len, len2;
+
+	build_sample(&tl);
+	text = write_to_string(&tl, &len);
+	REQUIRE(text);
+	CHECK_EQ_INT(ptd_timeline_parse(text, len, "t.jsonl", &back, &d), 0);
+	if (d.msg[0])
+		fprintf(stderr, "diag: %s\n", d.msg);
+	REQUIRE(back.n == tl.n);
+	for (size_t i = 0; i < tl.n; i++)
+		check_same_event(&back.ev[i], &tl.ev[i]);
+	CHECK_EQ_U64(back.next_seq, 4);
+	again = write_to_string(&back, &len2);
+	REQUIRE(again);
+	CHECK_EQ_STR(again, text);
+	free(again);
+	ptd_timeline_free(&back);
+
+	/* no final newline; seq may skip values; empty input */
+	{
+		static const char two[] =
+			"{\"seq\":5,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n"
+			"{\"seq\":9,\"op\":\"exec\",\"path\":\"b\",\"pos\":{}}";
+
+		CHECK_EQ_INT(ptd_timeline_parse(two, sizeof(two) - 1, "t",
+						&back, &d),
+			     0);
+	}
+	CHECK_EQ_INT(back.n, 2);
+	CHECK_EQ_U64(back.next_seq, 10);
+	ptd_timeline_free(&back);
+	CHECK_EQ_INT(ptd_timeline_parse("", 0, "t", &back, &d), 0);
+	CHECK_EQ_INT(back.n, 0);
+	CHECK_EQ_U64(back.next_seq, 0);
+	ptd_timeline_free(&back);
+	free(text);
+	ptd_timeline_free(&tl);
+}
+
+#define MAP_OK "\"seq\":1,\"op\":\"map\",\"start\":\"0x1000\",\"end\":\"0x2000\""
+#define POS ",\"pos\":{\"1\":0}"
+
+static void test_malformed(void)
+{
+	static const struct {
+		const char *text;
+		int err;
+		const char *msg;
+	} cases[] = {
+		{ "not json", -PTD_EFORMAT, "t:1: invalid JSON" },
+		{ "[1]", -PTD_EFORMAT, "t:1: expected a JSON object" },
+		{ "{\"seq\":1}", -PTD_EFORMAT, "t:1: field 'op': missing" },
+		{ "{\"seq\":1,\"op\":\"frob\",\"pos\":{}}", -PTD_EFORMAT,
+		  "t:1: field 'op': expected map, snapshot" },
+		{ "{\"seq\":1,\"op\":7,\"pos\":{}}", -PTD_EFORMAT,
+		  "t:1: field 'op': expected a string" },
+		{ "{\"seq\":\"1\",\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}",
+		  -PTD_EFORMAT, "t:1: field 'seq': expected an integer" },
+		{ "{\"seq\":-1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}",
+		  -PTD_EFORMAT, "t:1: field 'seq': expected an integer" },
+		{ "{\"seq\":1.5,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}",
+		  -PTD_EFORMAT, "t:1: field 'seq': expected an integer" },
+		{ "{\"seq\":1e300,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}",
+		  -PTD_EFORMAT, "t:1: field 'seq': expected an integer" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":4096,\"end\":\"0x2000\","
+		  "\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'start': expected a hex string" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":\"1000\",\"end\":\"0x2000\","
+		  "\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'start': expected a hex string" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":\"0x\",\"end\":\"0x2000\","
+		  "\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'start': expected a hex string" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":\"0x1g\",\"end\":\"0x2000\","
+		  "\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'start': expected a hex string" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":\"0x10000000000000000\","
+		  "\"end\":\"0x2000\",\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'start': expected a hex string" },
+		{ "{\"seq\":1,\"op\":\"map\",\"start\":\"0x2000\",\"end\":\"0x2000\","
+		  "\"pgoff\":\"0x0\",\"path\":\"/a\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'end': must be above start" },
+		{ "{" MAP_OK ",\"pgoff\":\"0xffffffffffffffff\",\"path\":\"/a\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'pgoff': mapping runs" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":5" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'path': expected a string" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'path': empty string" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"lib.so\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'path': expected an absolute" },
+		{ "{" MAP_OK ",\"path\":\"/a\"" POS "}", -PTD_EFORMAT,
+		  "t:1: field 'pgoff': missing (required for op 'map')" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\"}", -PTD_EFORMAT,
+		  "t:1: field 'pos': missing" },
+		{ "{\"seq\":1,\"op\":\"unmap\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"pgoff\":\"0x0\"" POS "}",
+		  -PTD_EFORMAT, "t:1: field 'pgoff': not allowed for op 'unmap'" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"x\":1" POS "}",
+		  -PTD_EFORMAT, "t:1: unknown field 'x'" },
+		{ "{" MAP_OK ",\"seq\":1,\"pgoff\":\"0x0\",\"path\":\"/a\"" POS
+		  "}", -PTD_EFORMAT, "t:1: field 'seq': appears twice" },
+		{ "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"name\":\"[vdso]\",\"file\":\"../etc/x\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'file': expected a plain" },
+		{ "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"name\":\"[vdso]\",\"file\":\"a/b\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'file': expected a plain" },
+		{ "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"name\":\"[vdso]\",\"file\":\"..\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'file': expected a plain" },
+		{ "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"name\":\"[vdso]\",\"file\":\".\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'file': expected a plain" },
+		{ "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"name\":[],\"file\":\"s.bin\""
+		  POS "}", -PTD_EFORMAT, "t:1: field 'name': expected a string" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":[]}",
+		  -PTD_EFORMAT, "t:1: field 'pos': expected an object" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{\"x\":1}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': keys must be thread ids" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{\"0\":1}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': keys must be thread ids" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{\"-1\":1}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': keys must be thread ids" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\","
+		  "\"pos\":{\"2147483648\":1}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': keys must be thread ids" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{\"1\":\"1\"}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': expected an integer" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{\"1\":-1}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': expected an integer" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\","
+		  "\"pos\":{\"1\":1,\"1\":2}}",
+		  -PTD_EFORMAT, "t:1: field 'pos': duplicate thread id" },
+		{ "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}} x",
+		  -PTD_EFORMAT, "t:1: invalid JSON" },
+		{ "{\"seq\":2,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n"
+		  "{\"seq\":2,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n",
+		  -PTD_EFORMAT, "t:2: field 'seq': not above" },
+		{ "{\"seq\":2,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n"
+		  "{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n",
+		  -PTD_EFORMAT, "t:2: field 'seq': not above" },
+		{ "{\"seq\":2,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n\n"
+		  "{\"seq\":3,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n",
+		  -PTD_EFORMAT, "t:2: empty line" },
+	};
+
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
+		struct ptd_timeline tl = { (void *)0x1, 5, 5, 5 };
+		struct ptd_diag d = { "" };
+		int r = ptd_timeline_parse(cases[i].text, strlen(cases[i].text),
+					   "t", &tl, &d);
+
+		if (r != cases[i].err || !strstr(d.msg, cases[i].msg))
+			fprintf(stderr, "case %zu: %s\n", i, cases[i].text);
+		CHECK_EQ_INT(r, cases[i].err);
+		CHECK_CONTAINS(d.msg, cases[i].msg);
+		/* a failed parse leaves *ret alone */
+		CHECK(tl.ev == (void *)0x1 && tl.n == 5);
+	}
+}
+
+static void test_malformed_bytes(void)
+{
+	static const char nul[] =
+		"{\"seq\":1,\"op\":\"exec\",\"path\":\"/a\",\"pos\":{}}\n{\0}\n";
+	struct ptd_timeline tl;
+	struct ptd_diag d = { "" };
+	char *line;
+
+	CHECK_EQ_INT(ptd_timeline_parse(nul, sizeof(nul) - 1, "t", &tl, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t:2: NUL byte");
+
+	/* a line over the limit */
+	line = malloc(PTD_TL_MAX_LINE + 2);
+	REQUIRE(line);
+	memset(line, ' ', PTD_TL_MAX_LINE + 1);
+	line[PTD_TL_MAX_LINE + 1] = '\n';
+	CHECK_EQ_INT(ptd_timeline_parse(line, PTD_TL_MAX_LINE + 2, "t", &tl,
+					&d),
+		     -PTD_ELIMIT);
+	CHECK_CONTAINS(d.msg, "t:1: line longer than 65536");
+	free(line);
+
+	/* a name over its limit */
+	line = malloc(1024);
+	REQUIRE(line);
+	{
+		char name[300];
+
+		memset(name, 'n', sizeof(name) - 1);
+		name[sizeof(name) - 1] = '\0';
+		(void)snprintf(line, 1024,
+			       "{\"seq\":1,\"op\":\"snapshot\",\"start\":\"0x1\","
+			       "\"end\":\"0x2\",\"name\":\"%s\",\"file\":\"f\","
+			       "\"pos\":{}}",
+			       name);
+	}
+	CHECK_EQ_INT(ptd_timeline_parse(line, strlen(line), "t", &tl, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t:1: field 'name': string too long");
+	free(line);
+	CHECK_EQ_INT(ptd_timeline_parse(NULL, 1, "t", &tl, &d), -EINVAL);
+}
+
+static void test_event_limit(void)
+{
+	static const char line[] = "{\"seq\":%u,\"op\":\"exec\",\"path\":\"/\","
+				   "\"pos\":{}}\n";
+	struct ptd_buf b = { 0 };
+	struct ptd_timeline tl;
+	struct ptd_diag d = { "" };
+
+	REQUIRE(ptd_buf_reserve(&b, (size_t)(PTD_TL_MAX_EVENTS + 1) * 56) == 0);
+	for (unsigned i = 0; i <= PTD_TL_MAX_EVENTS; i++) {
+		char l[80];
+		int n = snprintf(l, sizeof(l), line, i);
+
+		REQUIRE(ptd_buf_append(&b, l, (size_t)n) == 0);
+	}
+	CHECK_EQ_INT(ptd_timeline_parse((char *)b.data, b.len, "t", &tl, &d),
+		     -PTD_ELIMIT);
+	CHECK_CONTAINS(d.msg, "t:1000001: more than 1000000 events");
+	ptd_buf_free(&b);
+}
+
+static void test_apply(void)
+{
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_diag d = { "" };
+	struct ptd_tl_event ev = { 0 };
+	const char *name;
+	uint64_t off;
+
+	REQUIRE(ic && img);
+	ev.seq = 7;
+	ev.op = PTD_TL_MAP;
+	ev.start = 0x400000;
+	ev.end = 0x402000;
+	ev.pgoff = PAGE;
+	ev.path = lib_path;
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), 0);
+	CHECK_EQ_INT(byte_at(img, 0x400000), 0x11);
+	/* pgoff is honoured: one page of the file is left */
+	CHECK_EQ_INT(byte_at(img, 0x401000), -1);
+	REQUIRE(ptd_image_find(img, 0x400000));
+	CHECK_EQ_INT(ptd_image_module_of(img, ptd_image_find(img, 0x400000)->isid,
+					 0x400010, &name, &off),
+		     0);
+	CHECK_EQ_U64(off, PAGE + 0x10);
+
+	ev.op = PTD_TL_SNAPSHOT;
+	ev.seq = 8;
+	ev.start = 0x500000;
+	ev.end = 0x501000;
+	ev.path = NULL;
+	ev.name = (char *)"[vdso]";
+	ev.file = (char *)"snap-3.bin";
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), 0);
+	CHECK_EQ_INT(byte_at(img, 0x500fff), 0x33);
+	REQUIRE(ptd_image_find(img, 0x500000));
+	CHECK_EQ_INT(ptd_image_module_of(img, ptd_image_find(img, 0x500000)->isid,
+					 0x500010, &name, &off),
+		     0);
+	CHECK_EQ_STR(name, "[vdso]");
+	CHECK_EQ_U64(off, 0x10);
+
+	/* a missing snapshot file: the message names the event and file */
+	ev.seq = 9;
+	ev.file = (char *)"snap-9.bin";
+	CHECK(ptd_tl_event_apply(&ev, img, tmpdir, &d) == -ENOENT);
+	CHECK_CONTAINS(d.msg, "timeline event 9 (snapshot");
+	CHECK_CONTAINS(d.msg, "snap-9.bin");
+	/* a file name that leaves the directory is refused */
+	ev.file = (char *)"../x";
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), -EINVAL);
+
+	ev.op = PTD_TL_UNMAP;
+	ev.start = 0x400800;
+	ev.end = 0x500800;
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), 0);
+	CHECK_EQ_INT(byte_at(img, 0x4007ff), 0x11);
+	CHECK_EQ_INT(byte_at(img, 0x400800), -1);
+	CHECK_EQ_INT(byte_at(img, 0x5007ff), -1);
+	CHECK_EQ_INT(byte_at(img, 0x500800), 0x33);
+
+	ev.op = PTD_TL_EXEC;
+	ev.path = (char *)"/bin/true";
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), 0);
+	CHECK_EQ_INT(byte_at(img, 0x400000), -1);
+	CHECK_EQ_INT(byte_at(img, 0x500800), -1);
+
+	ev.op = PTD_TL_MAP;
+	ev.path = (char *)"/nonexistent/lib.so";
+	ev.start = 0x400000;
+	ev.end = 0x401000;
+	ev.seq = 11;
+	CHECK_EQ_INT(ptd_tl_event_apply(&ev, img, tmpdir, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "timeline event 11 (map 0x400000-0x401000)");
+	CHECK_CONTAINS(d.msg, "/nonexistent/lib.so");
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+}
+
+/*
+ * Two threads.  T1 (tid 10) exists from the start; T2 (tid 20) is created
+ * after event 1, so its first_seq is 2.
+ *   seq 0  map lib  at 0x400000   pos {10: 0}
+ *   seq 1  map lib2 at 0x600000   pos {10: 100}
+ *   seq 2  unmap 0x400000..       pos {10: 200, 20: 50}
+ *   seq 3  map lib at 0x700000    pos {10: 300, 20: 80}
+ */
+static void build_two_threads(struct ptd_timeline *tl)
+{
+	static const struct ptd_tl_pos p0[] = { { 10, 0 } };
+	static const struct ptd_tl_pos p1[] = { { 10, 100 } };
+	static const struct ptd_tl_pos p2[] = { { 10, 200 }, { 20, 50 } };
+	static const struct ptd_tl_pos p3[] = { { 20, 80 }, { 10, 300 } };
+
+	ptd_timeline_init(tl);
+	add(tl, PTD_TL_MAP, 0x400000, 0x401000, lib_path, NULL, NULL, p0, 1);
+	add(tl, PTD_TL_MAP, 0x600000, 0x601000, lib2_path, NULL, NULL, p1, 1);
+	add(tl, PTD_TL_UNMAP, 0x400000, 0x401000, NULL, NULL, NULL, p2, 2);
+	add(tl, PTD_TL_MAP, 0x700000, 0x701000, lib_path, NULL, NULL, p3, 2);
+	CHECK_EQ_INT(tl->n, 4);
+}
+
+static void test_cursor_two_threads(void)
+{
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *i1 = ptd_image_new(ic, "t1");
+	struct ptd_image *i2 = ptd_image_new(ic, "t2");
+	struct ptd_timeline tl;
+	struct ptd_tl_cursor c1, c2;
+	struct ptd_diag d = { "" };
+
+	REQUIRE(ic && i1 && i2);
+	build_two_threads(&tl);
+
+	/* T1: nothing before its start; events at its positions */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c1, &tl, tmpdir, 10, 0, i1, &d), 0);
+	CHECK_EQ_INT(byte_at(i1, 0x400000), -1);
+	CHECK(ptd_tl_cursor_due(&c1, 0));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 0, i1, &d), 1);
+	CHECK_EQ_INT(byte_at(i1, 0x400000), 0x11);
+	CHECK(!ptd_tl_cursor_due(&c1, 99));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 99, i1, &d), 0);
+	CHECK_EQ_INT(byte_at(i1, 0x600000), -1);
+	CHECK(ptd_tl_cursor_due(&c1, 100));
+	/* one call applies everything due, in order */
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 250, i1, &d), 2);
+	CHECK_EQ_INT(byte_at(i1, 0x600000), 0x22);
+	CHECK_EQ_INT(byte_at(i1, 0x400000), -1);
+	CHECK_EQ_INT(byte_at(i1, 0x700000), -1);
+	CHECK_EQ_U64(c1.next_pos, 300);
+
+	/* T2 starts with events 0 and 1 applied */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c2, &tl, tmpdir, 20, 2, i2, &d), 0);
+	CHECK_EQ_INT(byte_at(i2, 0x400000), 0x11);
+	CHECK_EQ_INT(byte_at(i2, 0x600000), 0x22);
+	CHECK_EQ_U64(c2.next_pos, 50);
+	CHECK(!ptd_tl_cursor_due(&c2, 49));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c2, 49, i2, &d), 0);
+	CHECK_EQ_INT(byte_at(i2, 0x400000), 0x11);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c2, 50, i2, &d), 1);
+	CHECK_EQ_INT(byte_at(i2, 0x400000), -1);
+	/* T1's image did not move with T2 */
+	CHECK_EQ_INT(byte_at(i1, 0x700000), -1);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c2, 80, i2, &d), 1);
+	CHECK_EQ_INT(byte_at(i2, 0x700000), 0x11);
+	CHECK_EQ_U64(c2.next_pos, UINT64_MAX);
+	CHECK(!ptd_tl_cursor_due(&c2, UINT64_MAX - 1));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c2, 1000, i2, &d), 0);
+
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 300, i1, &d), 1);
+	CHECK_EQ_INT(byte_at(i1, 0x700000), 0x11);
+
+	/* an event appended later (live timeline) is picked up */
+	{
+		static const struct ptd_tl_pos p4[] = { { 10, 400 } };
+
+		CHECK_EQ_INT(add(&tl, PTD_TL_EXEC, 0, 0, "/bin/x", NULL, NULL,
+				 p4, 1),
+			     4);
+		CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 399, i1, &d), 0);
+		CHECK_EQ_U64(c1.next_pos, 400);
+		CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 400, i1, &d), 1);
+		CHECK_EQ_INT(byte_at(i1, 0x600000), -1);
+	}
+	ptd_timeline_free(&tl);
+	ptd_image_free(i1);
+	ptd_image_free(i2);
+	ptd_iscache_free(ic);
+}
+
+/* An event with no position for the thread is due at once; a failing event
+ * is reported and skipped, and the cursor goes on. */
+static void test_cursor_nopos_and_errors(void)
+{
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *img = ptd_image_new(ic, "t");
+	static const struct ptd_tl_pos p[] = { { 10, 500 } };
+	struct ptd_timeline tl;
+	struct ptd_tl_cursor c;
+	struct ptd_diag d = { "" };
+
+	REQUIRE(ic && img);
+	ptd_timeline_init(&tl);
+	add(&tl, PTD_TL_MAP, 0x400000, 0x401000, lib_path, NULL, NULL, NULL, 0);
+	add(&tl, PTD_TL_MAP, 0x500000, 0x501000, "/nonexistent/x", NULL, NULL,
+	    p, 1);
+	add(&tl, PTD_TL_MAP, 0x600000, 0x601000, lib2_path, NULL, NULL, p, 1);
+
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 0, img, &d), 0);
+	CHECK_EQ_U64(c.next_pos, 0);
+	CHECK(ptd_tl_cursor_due(&c, 0));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 0, img, &d), 1);
+	CHECK_EQ_INT(byte_at(img, 0x400000), 0x11);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 500, img, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "timeline event 1");
+	CHECK(ptd_tl_cursor_due(&c, 500));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 500, img, &d), 1);
+	CHECK_EQ_INT(byte_at(img, 0x600000), 0x22);
+
+	/* init: a failing event before first_seq is reported, the rest is
+	 * still applied */
+	ptd_image_free(img);
+	img = ptd_image_new(ic, "t2");
+	REQUIRE(img);
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 3, img, &d),
+		     -ENOENT);
+	CHECK_CONTAINS(d.msg, "/nonexistent/x");
+	CHECK_EQ_INT(byte_at(img, 0x400000), 0x11);
+	CHECK_EQ_INT(byte_at(img, 0x600000), 0x22);
+	CHECK_EQ_U64(c.next_pos, UINT64_MAX);
+
+	ptd_timeline_free(&tl);
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+}
+
+int main(void)
+{
+	setup();
+	RUN(test_add_and_pos);
+	RUN(test_write_format);
+	RUN(test_round_trip);
+	RUN(test_malformed);
+	RUN(test_malformed_bytes);
+	RUN(test_event_limit);
+	RUN(test_apply);
+	RUN(test_cursor_two_threads);
+	RUN(test_cursor_nopos_and_errors);
+	teardown();
+	return check_done();
+}
