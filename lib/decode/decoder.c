@@ -1,0 +1,842 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decoding one thread's PT stream into records (decode/decoder.h).
+ *
+ * The two paths differ only in how they get instructions: pt_insn_next
+ * gives one, pt_blk_next gives a block that is expanded through the
+ * instruction cache.  Everything else -- events, the flags they put on
+ * instructions, errors and resynchronisation, timeline changes, module
+ * names -- is one piece of code both paths call, so both give the same
+ * records.
+ *
+ * Event flags (record/record.h).  The last insn record (and on the block
+ * path the last block record) is kept pending, not delivered.  An event
+ * that binds to the instruction before it (disabled, async_disabled,
+ * async_branch, stop, tsx abort/commit) adds its flag to the pending
+ * records; an event that binds to the next instruction (enabled, overflow)
+ * leaves flags for the next insn record.  Event records wait behind the
+ * pending records (a TraceStop arrives after the TIP.PGD's disabled event
+ * and still binds to the same instruction), and everything pending is
+ * delivered, in trace order, when the next instruction, block or error
+ * comes, at the end, or when too many events wait.  Delivery order is
+ * therefore always the order of the trace: insn..., [block], event...,
+ * insn...
+ */
+#include "decode/decoder.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/diag.h"
+
+/* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
+ * outside libipt's error range. */
+#define DEC_STOP (-1000000)
+
+/* isids below this get a slot in the per-decoder module cache. */
+#define MODCACHE_MAX 65536
+
+/* Event records that may wait behind a pending instruction. */
+#define MAX_QUEUED_EVENTS 32
+
+struct modent {
+	const char *name;
+	uint64_t delta;		/* module offset = ip + delta (mod 2^64) */
+	bool valid;
+};
+
+struct dec {
+	const struct ptd_decode_opts *o;
+	const struct ptd_decode_thread_args *a;
+	ptd_record_fn fn;
+	void *ctx;
+	int cb_rc;
+
+	struct pt_insn_decoder *insn;
+	struct pt_block_decoder *blk;
+	struct ptd_insncache *ic;
+	bool own_ic;
+
+	bool want_insn, want_block, want_event;
+
+	/* Pending records (see the top comment). */
+	struct ptd_record pend_insn;
+	struct ptd_record pend_blk;
+	bool have_insn, have_blk;
+	/* Event records waiting behind them; only while have_insn or
+	 * have_blk. */
+	struct ptd_record evq[MAX_QUEUED_EVENTS];
+	size_t nevq;
+	uint32_t next_flags;	/* for the next insn record */
+
+	/* Time of the instruction or block being emitted. */
+	bool has_tsc;
+	uint64_t tsc;
+
+	/* Where the last decode step failed. */
+	const char *err_ctx;
+	uint64_t err_ip;
+	bool err_ip_valid;
+
+	/* Resync progress guard. */
+	uint64_t last_sync;
+	bool have_sync;
+
+	struct modent *mods;
+	size_t nmods;
+
+	struct ptd_decode_stats st;
+};
+
+/* --- The two libipt decoders behind one set of calls. --- */
+
+static int d_sync(struct dec *d)
+{
+	return d->insn ? pt_insn_sync_forward(d->insn)
+		       : pt_blk_sync_forward(d->blk);
+}
+
+static int d_offset(const struct dec *d, uint64_t *off)
+{
+	return d->insn ? pt_insn_get_offset(d->insn, off)
+		       : pt_blk_get_offset(d->blk, off);
+}
+
+static int d_sync_offset(const struct dec *d, uint64_t *off)
+{
+	return d->insn ? pt_insn_get_sync_offset(d->insn, off)
+		       : pt_blk_get_sync_offset(d->blk, off);
+}
+
+static int d_event(struct dec *d, struct pt_event *ev)
+{
+	return d->insn ? pt_insn_event(d->insn, ev, sizeof(*ev))
+		       : pt_blk_event(d->blk, ev, sizeof(*ev));
+}
+
+static uint64_t cur_offset(const struct dec *d)
+{
+	uint64_t off = 0;
+
+	(void)d_offset(d, &off);
+	return off;
+}
+
+static void d_time(struct dec *d)
+{
+	uint32_t lost_mtc, lost_cyc;
+	uint64_t tsc;
+	int err;
+
+	err = d->insn ? pt_insn_time(d->insn, &tsc, &lost_mtc, &lost_cyc)
+		      : pt_blk_time(d->blk, &tsc, &lost_mtc, &lost_cyc);
+	d->has_tsc = err >= 0;
+	d->tsc = d->has_tsc ? tsc : 0;
+}
+
+/* --- Records and delivery. --- */
+
+static int deliver(struct dec *d, const struct ptd_record *r)
+{
+	int rc = d->fn(d->ctx, r);
+
+	if (rc) {
+		d->cb_rc = rc;
+		return DEC_STOP;
+	}
+	return 0;
+}
+
+static void rec_init(const struct dec *d, struct ptd_record *r,
+		     enum ptd_rec_type type)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->pid = d->a->pid;
+	r->tid = d->a->tid;
+}
+
+/* Deliver the pending insn record, the pending block record, then the
+ * event records waiting behind them. */
+static int flush_pending(struct dec *d)
+{
+	size_t n = d->nevq;
+	int rc;
+
+	d->nevq = 0;
+	if (d->have_insn) {
+		d->have_insn = false;
+		rc = deliver(d, &d->pend_insn);
+		if (rc)
+			return rc;
+	}
+	if (d->have_blk) {
+		d->have_blk = false;
+		rc = deliver(d, &d->pend_blk);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < n; i++) {
+		rc = deliver(d, &d->evq[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* Module name and offset of @ip in section @isid, cached per isid: an isid
+ * names one immutable section, and the names live as long as the iscache. */
+static void module_of(struct dec *d, int isid, uint64_t ip,
+		      const char **ret_name, uint64_t *ret_off)
+{
+	struct modent *m = NULL;
+	const char *name;
+	uint64_t off;
+
+	if (isid >= 0 && isid < MODCACHE_MAX) {
+		if ((size_t)isid >= d->nmods) {
+			size_t n = d->nmods ? d->nmods : 64;
+			struct modent *mods;
+
+			while (n <= (size_t)isid)
+				n *= 2;
+			mods = realloc(d->mods, n * sizeof(*mods));
+			if (mods) {
+				memset(mods + d->nmods, 0,
+				       (n - d->nmods) * sizeof(*mods));
+				d->mods = mods;
+				d->nmods = n;
+			}
+		}
+		if ((size_t)isid < d->nmods)
+			m = &d->mods[isid];
+	}
+	if (m && m->valid) {
+		*ret_name = m->name;
+		*ret_off = ip + m->delta;
+		return;
+	}
+	if (ptd_image_module_of(d->a->img, isid, ip, &name, &off) < 0 ||
+	    !name) {
+		name = "[unknown]";
+		off = ip;
+	}
+	if (m) {
+		m->name = name;
+		m->delta = off - ip;
+		m->valid = true;
+	}
+	*ret_name = name;
+	*ret_off = off;
+}
+
+/*
+ * Make a new pending insn record: the previous one is delivered, the new
+ * one takes the flags left by events before it.  Returns NULL if the
+ * callback asked to stop.
+ */
+static struct ptd_rec_insn *new_insn(struct dec *d)
+{
+	struct ptd_record *r = &d->pend_insn;
+
+	d->st.insns++;
+	if (flush_pending(d))
+		return NULL;
+	rec_init(d, r, PTD_REC_INSN);
+	r->has_tsc = d->has_tsc;
+	r->tsc = d->tsc;
+	r->u.insn.flags = d->next_flags;
+	d->next_flags = 0;
+	d->have_insn = true;
+	return &r->u.insn;
+}
+
+static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
+		      bool ip_valid, uint64_t ip, const char *context,
+		      uint64_t skipped)
+{
+	struct ptd_record r;
+	int rc = flush_pending(d);
+
+	if (rc)
+		return rc;
+	rec_init(d, &r, PTD_REC_ERROR);
+	r.u.error.code = code;
+	r.u.error.ptd_code = ptd_code;
+	r.u.error.offset = off;
+	r.u.error.ip = ip_valid ? ip : 0;
+	r.u.error.ip_valid = ip_valid;
+	r.u.error.context = context ? context : "decode";
+	r.u.error.skipped = skipped;
+	d->st.errors++;
+	return deliver(d, &r);
+}
+
+/* --- Events: the one place flags are decided. --- */
+
+static void event_flags(const struct pt_event *ev, uint32_t *ret_prev,
+			uint32_t *ret_next)
+{
+	uint32_t prev = 0, next = 0;
+
+	switch (ev->type) {
+	case ptev_enabled:
+		next = PTD_F_ENABLED;
+		if (ev->variant.enabled.resumed)
+			next |= PTD_F_RESUMED;
+		break;
+	case ptev_disabled:
+		prev = PTD_F_DISABLED;
+		break;
+	case ptev_async_disabled:
+		prev = PTD_F_DISABLED | PTD_F_INTERRUPTED;
+		break;
+	case ptev_async_branch:
+		prev = PTD_F_INTERRUPTED;
+		break;
+	case ptev_overflow:
+		next = PTD_F_RESYNCED;
+		break;
+	case ptev_stop:
+		prev = PTD_F_STOPPED;
+		break;
+	case ptev_tsx:
+		/* A status update only restates the state in PSB+. */
+		if (ev->status_update)
+			break;
+		if (ev->variant.tsx.aborted)
+			prev = PTD_F_ABORTED;
+		else if (!ev->variant.tsx.speculative)
+			prev = PTD_F_COMMITTED;
+		break;
+	case ptev_paging:
+	case ptev_async_paging:
+	case ptev_exec_mode:
+	case ptev_vmcs:
+	case ptev_async_vmcs:
+	case ptev_exstop:
+	case ptev_mwait:
+	case ptev_pwre:
+	case ptev_pwrx:
+	case ptev_ptwrite:
+	case ptev_tick:
+	case ptev_cbr:
+	case ptev_mnt:
+		break;
+	}
+	*ret_prev = prev;
+	*ret_next = next;
+}
+
+static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
+{
+	struct ptd_record one, *r;
+	uint32_t prev, next;
+	int rc;
+
+	event_flags(ev, &prev, &next);
+	if (d->have_insn)
+		d->pend_insn.u.insn.flags |= prev;
+	if (d->have_blk)
+		d->pend_blk.u.block.flags |= prev;
+	/* Tracing stopped: whatever an earlier event left for the next
+	 * instruction did not find one. */
+	if (ev->type == ptev_disabled || ev->type == ptev_async_disabled)
+		d->next_flags = 0;
+	d->next_flags |= next;
+
+	d->st.events++;
+	if (!d->want_event)
+		return 0;
+	if (d->nevq == MAX_QUEUED_EVENTS) {
+		rc = flush_pending(d);
+		if (rc)
+			return rc;
+	}
+	r = (d->have_insn || d->have_blk) ? &d->evq[d->nevq++] : &one;
+	rec_init(d, r, PTD_REC_EVENT);
+	r->u.event.ev = *ev;
+	r->u.event.offset = off;
+	r->has_tsc = ev->has_tsc;
+	r->tsc = ev->has_tsc ? ev->tsc : 0;
+	/* Nothing pending: nothing the record must wait for. */
+	return r == &one ? deliver(d, r) : 0;
+}
+
+/* Fetch and handle the events libipt says are pending.  Returns the new
+ * status, a libipt error, or DEC_STOP. */
+static int drain_events(struct dec *d, int status)
+{
+	while (status & pts_event_pending) {
+		struct pt_event ev;
+		uint64_t off = 0;
+		int rc;
+
+		(void)d_offset(d, &off);
+		status = d_event(d, &ev);
+		if (status < 0) {
+			d->err_ctx = "event";
+			d->err_ip_valid = false;
+			return status;
+		}
+		rc = on_event(d, &ev, off);
+		if (rc)
+			return rc;
+	}
+	return status;
+}
+
+/* Apply the timeline events due at the decoder's offset.  Errors become
+ * error records; decoding goes on.  Returns 0 or DEC_STOP. */
+static int apply_timeline(struct dec *d)
+{
+	struct ptd_tl_cursor *c = d->a->cursor;
+	uint64_t off;
+	size_t bound;
+
+	if (!c || d_offset(d, &off) < 0 || !ptd_tl_cursor_due(c, off))
+		return 0;
+	/* Each call applies or skips at least one event. */
+	bound = (c->tl ? c->tl->n : 0) + 1;
+	for (size_t i = 0; i < bound && ptd_tl_cursor_due(c, off); i++) {
+		struct ptd_diag diag;
+		int n = ptd_tl_cursor_advance(c, off, d->a->img, &diag);
+
+		if (n < 0) {
+			int rc = emit_error(d, n, true, off, false, 0, "image",
+					    0);
+			if (rc)
+				return rc;
+			continue;
+		}
+		d->st.tl_applied += (uint64_t)n;
+		if (!n)
+			break;
+	}
+	return 0;
+}
+
+/* --- The instruction path. --- */
+
+static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
+{
+	struct ptd_rec_insn *r;
+
+	if (!d->want_insn) {
+		d->st.insns++;
+		d->next_flags = 0;
+		return 0;
+	}
+	r = new_insn(d);
+	if (!r)
+		return DEC_STOP;
+	r->ip = in->ip;
+	r->isid = in->isid;
+	r->mode = in->mode;
+	r->iclass = in->iclass;
+	r->size = in->size <= pt_max_insn_size ? in->size : pt_max_insn_size;
+	memcpy(r->raw, in->raw, r->size);
+	if (in->speculative)
+		r->flags |= PTD_F_SPECULATIVE;
+	if (in->truncated)
+		r->flags |= PTD_F_TRUNCATED;
+	module_of(d, in->isid, in->ip, &r->module, &r->modoff);
+	return 0;
+}
+
+/* One pt_insn_next.  Returns its status, a libipt error or DEC_STOP. */
+static int step_insn(struct dec *d)
+{
+	struct pt_insn in;
+	int status, rc;
+
+	memset(&in, 0, sizeof(in));
+	status = pt_insn_next(d->insn, &in, sizeof(in));
+	d_time(d);
+	/* On error the instruction may still have been decoded (the error
+	 * came while finding its successor): it executed. */
+	if (status >= 0 || (in.iclass != ptic_error && in.size)) {
+		rc = emit_pt_insn(d, &in);
+		if (rc)
+			return rc;
+	}
+	if (status < 0) {
+		d->err_ctx = "decode";
+		d->err_ip = in.ip;
+		d->err_ip_valid = in.ip != 0;
+	}
+	return status;
+}
+
+/* --- The block path. --- */
+
+/* The instruction that ends block @b when it is truncated: its bytes are in
+ * the block, not in one section. */
+static int emit_truncated(struct dec *d, const struct pt_block *b,
+			  uint64_t ip)
+{
+	struct ptd_rec_insn *r = new_insn(d);
+	struct ptd_x86_insn x;
+
+	if (!r)
+		return DEC_STOP;
+	r->ip = ip;
+	r->isid = b->isid;
+	r->mode = b->mode;
+	r->size = b->size <= pt_max_insn_size ? b->size : pt_max_insn_size;
+	memcpy(r->raw, b->raw, r->size);
+	r->iclass = b->iclass;
+	if (r->iclass == ptic_error &&
+	    ptd_x86_decode(r->raw, r->size, ip, b->mode, &x) == 0)
+		r->iclass = x.iclass;
+	r->flags |= PTD_F_TRUNCATED | (b->speculative ? PTD_F_SPECULATIVE : 0);
+	module_of(d, b->isid, ip, &r->module, &r->modoff);
+	return 0;
+}
+
+/*
+ * Expand @b into insn records: from b->ip, b->ninsn instructions, each
+ * followed by its successor (fall-through or direct jmp/call target; only
+ * the last instruction of a block can need trace).  Sets *ret_last to the
+ * cache entry of the last instruction (NULL if truncated or not reached).
+ * Returns 0 or DEC_STOP; an instruction the cache cannot provide ends the
+ * expansion with an error record.
+ */
+static int expand_block(struct dec *d, const struct pt_block *b,
+			const struct ptd_icache_entry **ret_last)
+{
+	const struct ptd_icache_entry *e = NULL;
+	uint64_t ip = b->ip;
+
+	*ret_last = NULL;
+	for (uint32_t i = 0; i < b->ninsn; i++) {
+		struct ptd_rec_insn *r;
+		int err = 0;
+
+		if (i + 1 == b->ninsn && b->truncated)
+			return emit_truncated(d, b, ip);
+		e = ptd_insncache_get(d->ic, d->a->img, b->isid, ip, b->mode,
+				      &err);
+		if (!e)
+			return emit_error(d, err, true, cur_offset(d), true,
+					  ip, "expand", 0);
+		r = new_insn(d);
+		if (!r)
+			return DEC_STOP;
+		r->ip = ip;
+		r->isid = b->isid;
+		r->mode = b->mode;
+		r->iclass = e->iclass;
+		r->size = e->size;
+		memcpy(r->raw, e->raw, e->size);
+		if (b->speculative)
+			r->flags |= PTD_F_SPECULATIVE;
+		r->module = e->module;
+		r->modoff = e->modoff;
+		*ret_last = e;
+		if (i + 1 < b->ninsn)
+			ip = e->next;
+	}
+	/* The walk must end where libipt says the block ends. */
+	if (ip != b->end_ip)
+		return emit_error(d, -PTD_EDECODE, true, cur_offset(d), true,
+				  ip, "expand", 0);
+	return 0;
+}
+
+static int emit_block(struct dec *d, const struct pt_block *b,
+		      uint32_t first_flags,
+		      const struct ptd_icache_entry *last)
+{
+	struct ptd_rec_block *r = &d->pend_blk.u.block;
+
+	rec_init(d, &d->pend_blk, PTD_REC_BLOCK);
+	d->pend_blk.has_tsc = d->has_tsc;
+	d->pend_blk.tsc = d->tsc;
+	r->ip = b->ip;
+	r->end_ip = b->end_ip;
+	r->isid = b->isid;
+	r->mode = b->mode;
+	r->iclass = b->iclass;
+	r->ninsn = b->ninsn;
+	r->flags = first_flags;
+	if (b->speculative)
+		r->flags |= PTD_F_SPECULATIVE;
+	if (b->truncated) {
+		r->flags |= PTD_F_TRUNCATED;
+		r->size = b->size <= pt_max_insn_size ? b->size
+						      : pt_max_insn_size;
+		memcpy(r->raw, b->raw, r->size);
+	}
+	/* libipt's block cache may not know the last class. */
+	if (r->iclass == ptic_error && !b->truncated) {
+		int err;
+
+		if (!last)
+			last = ptd_insncache_get(d->ic, d->a->img, b->isid,
+						 b->end_ip, b->mode, &err);
+		if (last)
+			r->iclass = last->iclass;
+	}
+	module_of(d, b->isid, b->ip, &r->module, &r->modoff);
+	d->have_blk = true;
+	return 0;
+}
+
+static int on_block(struct dec *d, const struct pt_block *b)
+{
+	const struct ptd_icache_entry *last = NULL;
+	uint32_t first_flags = d->next_flags;
+	int rc;
+
+	d->st.blocks++;
+	/* A new block: the previous block and its last insn are done. */
+	rc = flush_pending(d);
+	if (rc)
+		return rc;
+	if (d->want_insn) {
+		rc = expand_block(d, b, &last);
+		if (rc)
+			return rc;
+	} else {
+		d->st.insns += b->ninsn;
+	}
+	/* Flags for the first instruction were taken by it (or would have
+	 * been). */
+	d->next_flags = 0;
+	if (d->want_block)
+		return emit_block(d, b, first_flags, last);
+	return 0;
+}
+
+/* Where the block decoder failed, as pt_insn_next would report it: the
+ * instruction it could not fetch for -pte_nomap/-pte_bad_insn (the
+ * successor of the last one when that needs no trace), else the last. */
+static void block_error_ip(struct dec *d, const struct pt_block *b,
+			   int status)
+{
+	d->err_ip_valid = true;
+	if (!b->ninsn) {
+		d->err_ip = b->ip;
+		d->err_ip_valid = b->ip != 0;
+		return;
+	}
+	d->err_ip = b->end_ip;
+	if ((status == -pte_nomap || status == -pte_bad_insn) &&
+	    !b->truncated) {
+		int err;
+		const struct ptd_icache_entry *e = ptd_insncache_get(
+			d->ic, d->a->img, b->isid, b->end_ip, b->mode, &err);
+
+		if (e && (e->kind == PTD_X86_OTHER ||
+			  e->kind == PTD_X86_JMP_DIRECT ||
+			  e->kind == PTD_X86_CALL_DIRECT))
+			d->err_ip = e->next;
+	}
+}
+
+static int step_block(struct dec *d)
+{
+	struct pt_block b;
+	int status, rc;
+
+	memset(&b, 0, sizeof(b));
+	status = pt_blk_next(d->blk, &b, sizeof(b));
+	d_time(d);
+	/* Even on error the block's instructions executed. */
+	if (b.ninsn) {
+		rc = on_block(d, &b);
+		if (rc)
+			return rc;
+	}
+	if (status < 0) {
+		d->err_ctx = "decode";
+		block_error_ip(d, &b, status);
+	}
+	return status;
+}
+
+/* --- The loop both paths share. --- */
+
+/* Decode from a sync point until an error or the end.  Returns a libipt
+ * error (-pte_eos at the end) or DEC_STOP. */
+static int decode_segment(struct dec *d, int status)
+{
+	for (;;) {
+		int rc;
+
+		status = drain_events(d, status);
+		if (status < 0)
+			return status;
+		if (status & pts_eos)
+			return -pte_eos;
+		rc = apply_timeline(d);
+		if (rc)
+			return rc;
+		status = d->insn ? step_insn(d) : step_block(d);
+		if (status < 0)
+			return status;
+	}
+}
+
+/*
+ * After error @err at the decoder's offset: resync at the next PSB, then
+ * report the error with the bytes skipped.  Returns the sync status (a
+ * libipt error, -pte_eos if no PSB is left) or DEC_STOP.
+ */
+static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
+		   uint64_t ip)
+{
+	uint64_t eoff = 0, soff = d->a->len, skipped;
+	int status, rc;
+
+	(void)d_offset(d, &eoff);
+	status = d_sync(d);
+	if (status >= 0)
+		(void)d_sync_offset(d, &soff);
+	else if (status != -pte_eos)
+		(void)d_offset(d, &soff);
+	skipped = soff > eoff ? soff - eoff : 0;
+	d->st.skipped += skipped;
+	d->next_flags = 0;
+	rc = emit_error(d, err, false, eoff, ip_valid, ip, ctx, skipped);
+	if (rc)
+		return rc;
+	if (status == -pte_eos)
+		return status;
+
+	/* A sync point at or before the last one means no progress:
+	 * stop rather than loop. */
+	if (d->have_sync && soff <= d->last_sync) {
+		rc = emit_error(d, -pte_nosync, false, soff, false, 0, "sync",
+				d->a->len > soff ? d->a->len - soff : 0);
+		return rc ? rc : -pte_eos;
+	}
+	d->have_sync = true;
+	d->last_sync = soff;
+	return status;
+}
+
+static int run(struct dec *d)
+{
+	int status = d_sync(d);
+
+	if (status >= 0) {
+		(void)d_sync_offset(d, &d->last_sync);
+		d->have_sync = true;
+	}
+	for (;;) {
+		if (status == -pte_eos)
+			return flush_pending(d);
+		if (status == DEC_STOP)
+			return status;
+		if (status < 0) {
+			/* The sync point itself could not be decoded. */
+			status = recover(d, status, "sync", false, 0);
+			continue;
+		}
+		status = decode_segment(d, status);
+		if (status == DEC_STOP)
+			return status;
+		if (status == -pte_eos)
+			return flush_pending(d);
+		status = recover(d, status, d->err_ctx, d->err_ip_valid,
+				 d->err_ip);
+	}
+}
+
+/* --- Set-up. --- */
+
+static int check_args(const struct ptd_decode_opts *o,
+		      const struct ptd_decode_thread_args *a, ptd_record_fn fn)
+{
+	if (!o || !a || !fn || !a->img || (!a->pt && a->len))
+		return -EINVAL;
+	if (o->path != PTD_PATH_INSN && o->path != PTD_PATH_BLOCK)
+		return -EINVAL;
+	if (o->want & ~PTD_REC_ALL)
+		return -EINVAL;
+	if ((o->want & PTD_REC_BIT(PTD_REC_BLOCK)) && o->path != PTD_PATH_BLOCK)
+		return -EINVAL;
+	return 0;
+}
+
+static int open_decoder(struct dec *d)
+{
+	struct pt_image *image = ptd_image_pt(d->a->img);
+	struct pt_config cfg;
+
+	pt_config_init(&cfg);
+	cfg.begin = (uint8_t *)(uintptr_t)d->a->pt;
+	cfg.end = cfg.begin + d->a->len;
+	cfg.cpu = d->o->cpu;
+	if (cfg.cpu.vendor == pcv_intel)
+		(void)pt_cpu_errata(&cfg.errata, &cfg.cpu); /* unknown: none */
+	cfg.addr_filter = d->o->addr_filter;
+
+	if (d->o->path == PTD_PATH_INSN) {
+		d->insn = pt_insn_alloc_decoder(&cfg);
+		if (!d->insn)
+			return -ENOMEM;
+		return pt_insn_set_image(d->insn, image) < 0 ? -EINVAL : 0;
+	}
+	d->blk = pt_blk_alloc_decoder(&cfg);
+	if (!d->blk)
+		return -ENOMEM;
+	if (pt_blk_set_image(d->blk, image) < 0)
+		return -EINVAL;
+	d->ic = d->a->icache;
+	if (!d->ic) {
+		d->ic = ptd_insncache_new(0);
+		if (!d->ic)
+			return -ENOMEM;
+		d->own_ic = true;
+	}
+	return 0;
+}
+
+static void close_decoder(struct dec *d)
+{
+	pt_insn_free_decoder(d->insn);
+	pt_blk_free_decoder(d->blk);
+	if (d->own_ic)
+		ptd_insncache_free(d->ic);
+	free(d->mods);
+}
+
+int ptd_decode_thread(const struct ptd_decode_opts *o,
+		      const struct ptd_decode_thread_args *a,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats)
+{
+	struct dec *d;
+	int err;
+
+	err = check_args(o, a, fn);
+	if (err)
+		return err;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->o = o;
+	d->a = a;
+	d->fn = fn;
+	d->ctx = ctx;
+	d->want_insn = o->want & PTD_REC_BIT(PTD_REC_INSN);
+	d->want_block = o->want & PTD_REC_BIT(PTD_REC_BLOCK);
+	d->want_event = o->want & PTD_REC_BIT(PTD_REC_EVENT);
+	d->st.bytes = a->len;
+
+	/* An empty stream has nothing to decode (libipt refuses it). */
+	if (a->len) {
+		err = open_decoder(d);
+		if (!err)
+			err = run(d) == DEC_STOP ? d->cb_rc : 0;
+	}
+	if (stats && (err >= 0 || d->cb_rc))
+		*stats = d->st;
+	close_decoder(d);
+	free(d);
+	return err;
+}

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The instruction cache (decode/insncache.h).
+ *
+ * Layout: a dense array of entries, filled in order, and an open-addressing
+ * index (linear probing) of uint32_t slots holding entry number + 1 (0:
+ * free).  The index stays at most half full and doubles with the entries,
+ * so an empty cache costs little however large max_entries is.  When
+ * max_entries are in use the whole cache is cleared: entries never go stale
+ * (an isid names immutable bytes), so clearing only costs re-decoding.
+ */
+#include "decode/insncache.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/diag.h"
+
+#define INITIAL_SLOTS 1024u
+#define DEFAULT_MAX_ENTRIES (1u << 20)
+/* The index is a power of two with uint32_t entry numbers. */
+#define MAX_MAX_ENTRIES (1u << 30)
+
+struct ptd_insncache {
+	struct ptd_icache_entry *ent;
+	size_t nent;		/* entries in use */
+	size_t ent_cap;		/* entries allocated */
+	size_t max_entries;
+	uint32_t *slot;		/* entry index + 1, 0: free */
+	size_t nslots;		/* power of two, >= 2 * nent */
+	struct ptd_icache_entry scratch;	/* uncached results */
+	struct ptd_insncache_stats stats;
+};
+
+static inline size_t hash_key(int isid, uint64_t ip, size_t mask)
+{
+	uint64_t h = ip ^ ((uint64_t)(uint32_t)isid << 47);
+
+	h *= 0x9e3779b97f4a7c15ull;
+	return (size_t)(h >> 32) & mask;
+}
+
+struct ptd_insncache *ptd_insncache_new(size_t max_entries)
+{
+	struct ptd_insncache *c;
+
+	if (!max_entries)
+		max_entries = DEFAULT_MAX_ENTRIES;
+	if (max_entries > MAX_MAX_ENTRIES)
+		max_entries = MAX_MAX_ENTRIES;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->max_entries = max_entries;
+	c->nslots = INITIAL_SLOTS;
+	c->slot = calloc(c->nslots, sizeof(*c->slot));
+	if (!c->slot) {
+		ptd_insncache_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+void ptd_insncache_free(struct ptd_insncache *c)
+{
+	if (!c)
+		return;
+	free(c->slot);
+	free(c->ent);
+	free(c);
+}
+
+void ptd_insncache_get_stats(const struct ptd_insncache *c,
+			     struct ptd_insncache_stats *ret)
+{
+	if (!c || !ret)
+		return;
+	*ret = c->stats;
+}
+
+/* Index of the slot holding (isid, ip), or of the free slot where it
+ * belongs. */
+static size_t find_slot(const struct ptd_insncache *c, int isid, uint64_t ip)
+{
+	size_t mask = c->nslots - 1;
+	size_t i = hash_key(isid, ip, mask);
+
+	for (;;) {
+		uint32_t s = c->slot[i];
+		const struct ptd_icache_entry *e;
+
+		if (!s)
+			return i;
+		e = &c->ent[s - 1];
+		if (e->ip == ip && e->isid == isid)
+			return i;
+		i = (i + 1) & mask;
+	}
+}
+
+static void clear(struct ptd_insncache *c)
+{
+	memset(c->slot, 0, c->nslots * sizeof(*c->slot));
+	c->nent = 0;
+	c->stats.clears++;
+}
+
+/* Double the index and rehash.  Returns 0 or -ENOMEM. */
+static int grow_index(struct ptd_insncache *c)
+{
+	size_t n = c->nslots * 2;
+	uint32_t *old = c->slot;
+	uint32_t *s = calloc(n, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	c->slot = s;
+	c->nslots = n;
+	for (size_t i = 0; i < c->nent; i++) {
+		const struct ptd_icache_entry *e = &c->ent[i];
+
+		c->slot[find_slot(c, e->isid, e->ip)] = (uint32_t)i + 1;
+	}
+	free(old);
+	return 0;
+}
+
+/*
+ * A free entry for (isid, ip), whose slot is *@pslot.  Makes room first
+ * (grow, or clear when full).  Returns NULL if memory runs out; the caller
+ * then uses the scratch entry.
+ */
+static struct ptd_icache_entry *new_entry(struct ptd_insncache *c, int isid,
+					  uint64_t ip, size_t *pslot)
+{
+	if (c->nent >= c->max_entries)
+		clear(c);
+	if (c->nent == c->ent_cap) {
+		size_t cap = c->ent_cap ? c->ent_cap * 2 : INITIAL_SLOTS / 2;
+		struct ptd_icache_entry *ent;
+
+		if (cap > c->max_entries)
+			cap = c->max_entries;
+		ent = realloc(c->ent, cap * sizeof(*ent));
+		if (!ent)
+			return NULL;
+		c->ent = ent;
+		c->ent_cap = cap;
+	}
+	/* Keep the index at most half full. */
+	if ((c->nent + 1) * 2 > c->nslots && grow_index(c) < 0)
+		return NULL;
+	*pslot = find_slot(c, isid, ip);
+	return &c->ent[c->nent];
+}
+
+static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
+		uint64_t ip, enum pt_exec_mode mode, bool *ret_cacheable)
+{
+	uint8_t buf[pt_max_insn_size];
+	struct ptd_x86_insn x;
+	bool straddles = false;
+	int n, err;
+
+	/* Short at the end of a region, -PTD_ENOIMAGE if nothing is mapped. */
+	n = ptd_image_read(img, ip, buf, pt_max_insn_size);
+	if (n <= 0)
+		return -PTD_ENOIMAGE;
+	if (n > (int)pt_max_insn_size)
+		n = (int)pt_max_insn_size;
+	err = ptd_x86_decode(buf, (size_t)n, ip, mode, &x);
+	if (err == -PTD_ETRUNC && n < (int)pt_max_insn_size) {
+		/* Short read at a region end: the instruction continues in
+		 * whatever is mapped next. */
+		int m = ptd_image_read(img, ip + (uint64_t)n, buf + n,
+				       pt_max_insn_size - (size_t)n);
+
+		if (m > 0 && m <= (int)pt_max_insn_size - n) {
+			n += m;
+			straddles = true;
+			err = ptd_x86_decode(buf, (size_t)n, ip, mode, &x);
+		}
+	}
+	/* Distrust the classifier's size as much as the bytes. */
+	if (err < 0 || !x.size || x.size > n)
+		return -PTD_EFORMAT;
+
+	memset(e, 0, sizeof(*e));
+	e->ip = ip;
+	e->isid = isid;
+	e->size = x.size;
+	memcpy(e->raw, buf, x.size);
+	e->mode = (uint8_t)mode;
+	e->iclass = x.iclass;
+	e->kind = x.kind;
+	e->next = (x.kind == PTD_X86_JMP_DIRECT || x.kind == PTD_X86_CALL_DIRECT)
+			  ? x.target
+			  : ip + x.size;
+	if (ptd_image_module_of(img, isid, ip, &e->module, &e->modoff) < 0) {
+		e->module = "[unknown]";
+		e->modoff = ip;
+	}
+	/* Bytes from a second region are not part of section @isid: such an
+	 * entry could go stale, so it is not kept. */
+	*ret_cacheable = !straddles;
+	return 0;
+}
+
+const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
+						 struct ptd_image *img,
+						 int isid, uint64_t ip,
+						 enum pt_exec_mode mode,
+						 int *ret_err)
+{
+	struct ptd_icache_entry *e;
+	bool cacheable = false;
+	size_t slot = 0;
+	int err;
+
+	if (!c || !img) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	if (isid > 0) {
+		uint32_t s = c->slot[find_slot(c, isid, ip)];
+
+		if (s && c->ent[s - 1].mode == (uint8_t)mode) {
+			c->stats.hits++;
+			return &c->ent[s - 1];
+		}
+		if (s) {
+			/* Same bytes seen in another mode (rare): decode
+			 * again and replace the entry. */
+			c->stats.misses++;
+			err = fill(img, &c->scratch, isid, ip, mode,
+				   &cacheable);
+			if (err) {
+				if (ret_err)
+					*ret_err = err;
+				return NULL;
+			}
+			if (!cacheable)
+				return &c->scratch;
+			c->ent[s - 1] = c->scratch;
+			return &c->ent[s - 1];
+		}
+	}
+
+	e = isid > 0 ? new_entry(c, isid, ip, &slot) : NULL;
+	if (!e)
+		e = &c->scratch;
+	err = fill(img, e, isid, ip, mode, &cacheable);
+	if (err) {
+		if (ret_err)
+			*ret_err = err;
+		return NULL;
+	}
+	if (e == &c->scratch || !cacheable) {
+		if (e != &c->scratch) {
+			c->scratch = *e;
+			e = &c->scratch;
+		}
+		c->stats.uncached++;
+		return e;
+	}
+	c->slot[slot] = (uint32_t)c->nent + 1;
+	c->nent++;
+	c->stats.misses++;
+	return e;
+}

@@ -1,0 +1,696 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The direct JSON-lines writer (record/jsonw.h, doc/protocol.md).
+ *
+ * Hot path rules: no printf, constant keys are memcpy'd literals, numbers
+ * and hex are converted by hand.  Every record is first written into a
+ * buffer of at least PTD_JSON_MAX_RECORD bytes; each variable-length part
+ * (module name, error context and message) is written with a byte budget,
+ * and every other part is bounded by a constant, so no line can exceed
+ * PTD_JSON_MAX_RECORD (the unit test checks the worst case).
+ */
+#include "record/jsonw.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/diag.h"
+#include "common/fileio.h"
+#include "x86/insn.h"
+
+/* Bytes kept free after a record's module name for the fields that follow
+ * it (offset, flags, size, raw, tsc, "}\n"): 30 + 124 + 11 + 38 + 25 + 2
+ * = 230 at most, rounded up. */
+#define TAIL_RESERVE 320u
+/* Budgets for the error record's strings, quotes included. */
+#define CONTEXT_BUDGET 256u
+#define MESSAGE_BUDGET 256u
+/* Longest libipt/ptd constant name we copy (iclass, mode, event...). */
+#define NAME_MAX_LEN 32u
+
+static const char hexdig[16] = "0123456789abcdef";
+
+#define PUT_LIT(p, lit)                                                       \
+	do {                                                                  \
+		memcpy((p), (lit), sizeof(lit) - 1);                          \
+		(p) += sizeof(lit) - 1;                                       \
+	} while (0)
+
+/* "0x..." with quotes, no leading zeros. */
+static char *put_hex64(char *p, uint64_t v)
+{
+	unsigned nd = v ? (unsigned)(64 - __builtin_clzll(v) + 3) / 4 : 1;
+
+	*p++ = '"';
+	*p++ = '0';
+	*p++ = 'x';
+	for (unsigned i = nd; i > 0; i--) {
+		p[i - 1] = hexdig[v & 0xf];
+		v >>= 4;
+	}
+	p += nd;
+	*p++ = '"';
+	return p;
+}
+
+static char *put_u64(char *p, uint64_t v)
+{
+	char tmp[20];
+	unsigned n = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p++ = '-';
+		/* Negate in unsigned arithmetic: INT64_MIN has no positive. */
+		return put_u64(p, (uint64_t)0 - (uint64_t)v);
+	}
+	return put_u64(p, (uint64_t)v);
+}
+
+static char *put_bool(char *p, bool b)
+{
+	if (b)
+		PUT_LIT(p, "true");
+	else
+		PUT_LIT(p, "false");
+	return p;
+}
+
+/* A constant name (enum names): quoted, never escaped, bounded. */
+static char *put_name(char *p, const char *s)
+{
+	size_t n;
+
+	if (!s)
+		s = "unknown";
+	n = strnlen(s, NAME_MAX_LEN);
+	*p++ = '"';
+	memcpy(p, s, n);
+	p += n;
+	*p++ = '"';
+	return p;
+}
+
+/* Raw bytes as a quoted lowercase hex string. */
+static char *put_rawhex(char *p, const uint8_t *b, size_t n)
+{
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		*p++ = hexdig[b[i] >> 4];
+		*p++ = hexdig[b[i] & 0xf];
+	}
+	*p++ = '"';
+	return p;
+}
+
+/* Length of the valid UTF-8 multi-byte sequence at @s (@n bytes left,
+ * s[0] >= 0x80), or 0 if it is not one (RFC 3629: no overlongs, no
+ * surrogates, nothing above U+10FFFF). */
+static size_t utf8_len(const uint8_t *s, size_t n)
+{
+	uint8_t c = s[0], lo = 0x80, hi = 0xbf;
+	size_t len;
+
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	/* The second byte's range depends on the lead byte. */
+	if (c == 0xe0)
+		lo = 0xa0;
+	else if (c == 0xed)
+		hi = 0x9f;
+	else if (c == 0xf0)
+		lo = 0x90;
+	else if (c == 0xf4)
+		hi = 0x8f;
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++) {
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	}
+	return len;
+}
+
+/*
+ * Escape @s (@n bytes) into [p, limit) without the quotes.  Stops at the
+ * first unit (character or escape) that does not fit.  Returns the new end
+ * and sets *ret_used to the input bytes consumed.
+ */
+static char *escape_into(char *p, const char *limit, const uint8_t *s,
+			 size_t n, size_t *ret_used)
+{
+	size_t i = 0;
+
+	while (i < n) {
+		uint8_t c = s[i];
+
+		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+			if (p >= limit)
+				break;
+			*p++ = (char)c;
+			i++;
+			continue;
+		}
+		if (c == '"' || c == '\\') {
+			if (limit - p < 2)
+				break;
+			*p++ = '\\';
+			*p++ = (char)c;
+			i++;
+			continue;
+		}
+		if (c >= 0x80) {
+			size_t len = utf8_len(s + i, n - i);
+
+			if (len) {
+				if ((size_t)(limit - p) < len)
+					break;
+				memcpy(p, s + i, len);
+				p += len;
+				i += len;
+				continue;
+			}
+		}
+		/* A control character or a byte that is not UTF-8: \u00XX
+		 * of the byte, so the line stays valid JSON. */
+		if (limit - p < 6)
+			break;
+		PUT_LIT(p, "\\u00");
+		*p++ = hexdig[c >> 4];
+		*p++ = hexdig[c & 0xf];
+		i++;
+	}
+	*ret_used = i;
+	return p;
+}
+
+/*
+ * @s as a quoted JSON string of at most @budget bytes (@budget >= 5).  A
+ * string that does not fit is cut at a character boundary and ends in
+ * "...".
+ */
+static char *put_str_cut(char *p, size_t budget, const char *s, size_t n)
+{
+	const uint8_t *u = (const uint8_t *)s;
+	char *start = p;
+	size_t used;
+
+	*p++ = '"';
+	p = escape_into(p, start + budget - 1, u, n, &used);
+	if (used < n) {
+		p = escape_into(start + 1, start + budget - 4, u, n, &used);
+		PUT_LIT(p, "...");
+	}
+	*p++ = '"';
+	return p;
+}
+
+size_t ptd_json_string(char *buf, size_t cap, const char *s, size_t n)
+{
+	size_t used;
+	char *p;
+
+	if (!buf || cap < 2 || (!s && n))
+		return 0;
+	p = buf;
+	*p++ = '"';
+	p = escape_into(p, buf + cap - 1, (const uint8_t *)s, n, &used);
+	if (used < n)
+		return 0;
+	*p++ = '"';
+	return (size_t)(p - buf);
+}
+
+static char *put_flags(char *p, uint32_t flags)
+{
+	bool first = true;
+
+	if (!(flags & ((1u << PTD_F_NFLAGS) - 1)))
+		return p;
+	PUT_LIT(p, ",\"flags\":[");
+	for (unsigned bit = 0; bit < PTD_F_NFLAGS; bit++) {
+		if (!(flags & (1u << bit)))
+			continue;
+		if (!first)
+			*p++ = ',';
+		first = false;
+		p = put_name(p, ptd_flag_name(bit));
+	}
+	*p++ = ']';
+	return p;
+}
+
+/* "type", "pid", "tid": common to all records. */
+static char *put_head(char *p, const char *type_lit, size_t type_len,
+		      const struct ptd_record *r)
+{
+	memcpy(p, type_lit, type_len);
+	p += type_len;
+	PUT_LIT(p, ",\"pid\":");
+	p = put_i64(p, r->pid);
+	PUT_LIT(p, ",\"tid\":");
+	p = put_i64(p, r->tid);
+	return p;
+}
+
+static char *put_tail(char *p, const struct ptd_record *r)
+{
+	if (r->has_tsc) {
+		PUT_LIT(p, ",\"tsc\":");
+		p = put_hex64(p, r->tsc);
+	}
+	*p++ = '}';
+	*p++ = '\n';
+	return p;
+}
+
+/* ,"module":"..." cut so that TAIL_RESERVE bytes stay free. */
+static char *put_module(char *p, const char *start, const char *module)
+{
+	size_t used, budget;
+
+	if (!module)
+		module = "";
+	PUT_LIT(p, ",\"module\":");
+	used = (size_t)(p - start);
+	budget = PTD_JSON_MAX_RECORD - TAIL_RESERVE - used;
+	return put_str_cut(p, budget, module, strlen(module));
+}
+
+static char *put_raw_field(char *p, uint8_t size, const uint8_t *raw)
+{
+	PUT_LIT(p, ",\"size\":");
+	p = put_u64(p, size);
+	PUT_LIT(p, ",\"raw\":");
+	return put_rawhex(p, raw, size < pt_max_insn_size ? size
+							: pt_max_insn_size);
+}
+
+static char *put_insn(char *p, const struct ptd_record *r)
+{
+	const struct ptd_rec_insn *in = &r->u.insn;
+	char *start = p;
+
+	p = put_head(p, "{\"type\":\"insn\"", 14, r);
+	PUT_LIT(p, ",\"ip\":");
+	p = put_hex64(p, in->ip);
+	p = put_raw_field(p, in->size, in->raw);
+	PUT_LIT(p, ",\"iclass\":");
+	p = put_name(p, ptd_iclass_name(in->iclass));
+	PUT_LIT(p, ",\"mode\":");
+	p = put_name(p, ptd_mode_name(in->mode));
+	PUT_LIT(p, ",\"isid\":");
+	p = put_i64(p, in->isid);
+	p = put_module(p, start, in->module);
+	PUT_LIT(p, ",\"offset\":");
+	p = put_hex64(p, in->modoff);
+	p = put_flags(p, in->flags);
+	return put_tail(p, r);
+}
+
+static char *put_block(char *p, const struct ptd_record *r)
+{
+	const struct ptd_rec_block *b = &r->u.block;
+	char *start = p;
+
+	p = put_head(p, "{\"type\":\"block\"", 15, r);
+	PUT_LIT(p, ",\"ip\":");
+	p = put_hex64(p, b->ip);
+	PUT_LIT(p, ",\"end_ip\":");
+	p = put_hex64(p, b->end_ip);
+	PUT_LIT(p, ",\"ninsn\":");
+	p = put_u64(p, b->ninsn);
+	PUT_LIT(p, ",\"iclass\":");
+	p = put_name(p, ptd_iclass_name(b->iclass));
+	PUT_LIT(p, ",\"mode\":");
+	p = put_name(p, ptd_mode_name(b->mode));
+	PUT_LIT(p, ",\"isid\":");
+	p = put_i64(p, b->isid);
+	p = put_module(p, start, b->module);
+	PUT_LIT(p, ",\"offset\":");
+	p = put_hex64(p, b->modoff);
+	p = put_flags(p, b->flags);
+	if (b->flags & PTD_F_TRUNCATED)
+		p = put_raw_field(p, b->size, b->raw);
+	return put_tail(p, r);
+}
+
+/* ,"ip":"0x.." unless the event's ip is suppressed. */
+static char *put_event_ip(char *p, const struct pt_event *ev, uint64_t ip)
+{
+	if (ev->ip_suppressed)
+		return p;
+	PUT_LIT(p, ",\"ip\":");
+	return put_hex64(p, ip);
+}
+
+/* The fields particular to each event type. */
+static char *put_event_fields(char *p, const struct pt_event *ev)
+{
+	switch (ev->type) {
+	case ptev_enabled:
+		p = put_event_ip(p, ev, ev->variant.enabled.ip);
+		PUT_LIT(p, ",\"resumed\":");
+		return put_bool(p, ev->variant.enabled.resumed);
+	case ptev_disabled:
+		return put_event_ip(p, ev, ev->variant.disabled.ip);
+	case ptev_async_disabled:
+		p = put_event_ip(p, ev, ev->variant.async_disabled.ip);
+		PUT_LIT(p, ",\"at\":");
+		return put_hex64(p, ev->variant.async_disabled.at);
+	case ptev_async_branch:
+		p = put_event_ip(p, ev, ev->variant.async_branch.to);
+		PUT_LIT(p, ",\"from\":");
+		return put_hex64(p, ev->variant.async_branch.from);
+	case ptev_paging:
+		PUT_LIT(p, ",\"cr3\":");
+		p = put_hex64(p, ev->variant.paging.cr3);
+		PUT_LIT(p, ",\"non_root\":");
+		return put_bool(p, ev->variant.paging.non_root);
+	case ptev_async_paging:
+		p = put_event_ip(p, ev, ev->variant.async_paging.ip);
+		PUT_LIT(p, ",\"cr3\":");
+		p = put_hex64(p, ev->variant.async_paging.cr3);
+		PUT_LIT(p, ",\"non_root\":");
+		return put_bool(p, ev->variant.async_paging.non_root);
+	case ptev_overflow:
+		return put_event_ip(p, ev, ev->variant.overflow.ip);
+	case ptev_exec_mode:
+		p = put_event_ip(p, ev, ev->variant.exec_mode.ip);
+		PUT_LIT(p, ",\"mode\":");
+		return put_name(p, ptd_mode_name(ev->variant.exec_mode.mode));
+	case ptev_tsx:
+		p = put_event_ip(p, ev, ev->variant.tsx.ip);
+		PUT_LIT(p, ",\"speculative\":");
+		p = put_bool(p, ev->variant.tsx.speculative);
+		PUT_LIT(p, ",\"aborted\":");
+		return put_bool(p, ev->variant.tsx.aborted);
+	case ptev_stop:
+		return p;
+	case ptev_vmcs:
+		PUT_LIT(p, ",\"base\":");
+		return put_hex64(p, ev->variant.vmcs.base);
+	case ptev_async_vmcs:
+		p = put_event_ip(p, ev, ev->variant.async_vmcs.ip);
+		PUT_LIT(p, ",\"base\":");
+		return put_hex64(p, ev->variant.async_vmcs.base);
+	case ptev_exstop:
+		return put_event_ip(p, ev, ev->variant.exstop.ip);
+	case ptev_mwait:
+		p = put_event_ip(p, ev, ev->variant.mwait.ip);
+		PUT_LIT(p, ",\"hints\":");
+		p = put_u64(p, ev->variant.mwait.hints);
+		PUT_LIT(p, ",\"ext\":");
+		return put_u64(p, ev->variant.mwait.ext);
+	case ptev_pwre:
+		PUT_LIT(p, ",\"state\":");
+		p = put_u64(p, ev->variant.pwre.state);
+		PUT_LIT(p, ",\"sub_state\":");
+		p = put_u64(p, ev->variant.pwre.sub_state);
+		PUT_LIT(p, ",\"hw\":");
+		return put_bool(p, ev->variant.pwre.hw);
+	case ptev_pwrx:
+		PUT_LIT(p, ",\"last\":");
+		p = put_u64(p, ev->variant.pwrx.last);
+		PUT_LIT(p, ",\"deepest\":");
+		p = put_u64(p, ev->variant.pwrx.deepest);
+		PUT_LIT(p, ",\"interrupt\":");
+		p = put_bool(p, ev->variant.pwrx.interrupt);
+		PUT_LIT(p, ",\"store\":");
+		p = put_bool(p, ev->variant.pwrx.store);
+		PUT_LIT(p, ",\"autonomous\":");
+		return put_bool(p, ev->variant.pwrx.autonomous);
+	case ptev_ptwrite:
+		p = put_event_ip(p, ev, ev->variant.ptwrite.ip);
+		PUT_LIT(p, ",\"size\":");
+		p = put_u64(p, ev->variant.ptwrite.size);
+		PUT_LIT(p, ",\"payload\":");
+		return put_hex64(p, ev->variant.ptwrite.payload);
+	case ptev_tick:
+		return put_event_ip(p, ev, ev->variant.tick.ip);
+	case ptev_cbr:
+		PUT_LIT(p, ",\"ratio\":");
+		return put_u64(p, ev->variant.cbr.ratio);
+	case ptev_mnt:
+		PUT_LIT(p, ",\"payload\":");
+		return put_hex64(p, ev->variant.mnt.payload);
+	}
+	return p;
+}
+
+static char *put_event(char *p, const struct ptd_record *r)
+{
+	const struct pt_event *ev = &r->u.event.ev;
+
+	p = put_head(p, "{\"type\":\"event\"", 15, r);
+	PUT_LIT(p, ",\"event\":");
+	p = put_name(p, ptd_event_name(ev->type));
+	PUT_LIT(p, ",\"offset\":");
+	p = put_hex64(p, r->u.event.offset);
+	p = put_event_fields(p, ev);
+	if (ev->status_update)
+		PUT_LIT(p, ",\"status_update\":true");
+	if (ev->lost_mtc) {
+		PUT_LIT(p, ",\"lost_mtc\":");
+		p = put_u64(p, ev->lost_mtc);
+	}
+	if (ev->lost_cyc) {
+		PUT_LIT(p, ",\"lost_cyc\":");
+		p = put_u64(p, ev->lost_cyc);
+	}
+	return put_tail(p, r);
+}
+
+/* The C name of a ptd domain error code; NULL if it is not one. */
+static const char *ptd_err_cname(enum ptd_errno e)
+{
+	switch (e) {
+	case PTD_EFORMAT:
+		return "PTD_EFORMAT";
+	case PTD_ETRUNC:
+		return "PTD_ETRUNC";
+	case PTD_ELIMIT:
+		return "PTD_ELIMIT";
+	case PTD_ENOPT:
+		return "PTD_ENOPT";
+	case PTD_EVERSION:
+		return "PTD_EVERSION";
+	case PTD_ECHECKSUM:
+		return "PTD_ECHECKSUM";
+	case PTD_ENOIMAGE:
+		return "PTD_ENOIMAGE";
+	case PTD_EDECODE:
+		return "PTD_EDECODE";
+	case PTD_EUNSUPPORTED:
+		return "PTD_EUNSUPPORTED";
+	case PTD_ERR_MAX:
+		break;
+	}
+	return NULL;
+}
+
+/* "error" name: libipt's name ("nomap"), or for ptd/errno codes the C
+ * name ("PTD_ENOIMAGE", "ENOENT"; "errno" if glibc has none). */
+static const char *error_name(const struct ptd_rec_error *e)
+{
+	int c = e->code < 0 ? -e->code : e->code;
+	const char *s;
+
+	if (!e->ptd_code)
+		return ptd_pterr_name(e->code);
+	if (c >= PTD_ERR_BASE && c < PTD_ERR_MAX) {
+		s = ptd_err_cname((enum ptd_errno)c);
+		if (s)
+			return s;
+	}
+	s = strerrorname_np(c);
+	return s ? s : "errno";
+}
+
+static const char *error_message(const struct ptd_rec_error *e)
+{
+	if (!e->ptd_code)
+		return pt_errstr(pt_errcode(e->code < 0 ? e->code : -e->code));
+	return ptd_strerror(e->code);
+}
+
+static char *put_error(char *p, const struct ptd_record *r)
+{
+	const struct ptd_rec_error *e = &r->u.error;
+	const char *msg = error_message(e);
+	const char *ctx = e->context ? e->context : "";
+
+	p = put_head(p, "{\"type\":\"error\"", 15, r);
+	PUT_LIT(p, ",\"offset\":");
+	p = put_hex64(p, e->offset);
+	if (e->ip_valid) {
+		PUT_LIT(p, ",\"ip\":");
+		p = put_hex64(p, e->ip);
+	}
+	PUT_LIT(p, ",\"error\":");
+	p = put_name(p, error_name(e));
+	PUT_LIT(p, ",\"code\":");
+	p = put_i64(p, e->code);
+	PUT_LIT(p, ",\"message\":");
+	msg = msg ? msg : "";
+	p = put_str_cut(p, MESSAGE_BUDGET, msg, strlen(msg));
+	PUT_LIT(p, ",\"context\":");
+	p = put_str_cut(p, CONTEXT_BUDGET, ctx, strlen(ctx));
+	PUT_LIT(p, ",\"skipped\":");
+	p = put_u64(p, e->skipped);
+	return put_tail(p, r);
+}
+
+/* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes. */
+static size_t write_record(char *buf, const struct ptd_record *r)
+{
+	char *p = buf;
+
+	switch (r->type) {
+	case PTD_REC_INSN:
+		p = put_insn(p, r);
+		break;
+	case PTD_REC_BLOCK:
+		p = put_block(p, r);
+		break;
+	case PTD_REC_EVENT:
+		p = put_event(p, r);
+		break;
+	case PTD_REC_ERROR:
+		p = put_error(p, r);
+		break;
+	case PTD_REC_NTYPES:
+		return 0;
+	}
+	return (size_t)(p - buf);
+}
+
+size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r)
+{
+	char tmp[PTD_JSON_MAX_RECORD];
+	size_t n;
+
+	if (!buf || !r)
+		return 0;
+	if (cap >= PTD_JSON_MAX_RECORD)
+		return write_record(buf, r);
+	/* A small buffer: write aside, copy if it fits. */
+	n = write_record(tmp, r);
+	if (n > cap)
+		return 0;
+	memcpy(buf, tmp, n);
+	return n;
+}
+
+int ptd_jsonw_init(struct ptd_jsonw *w, int fd, size_t bufsize)
+{
+	if (!w || fd < 0)
+		return -EINVAL;
+	if (!bufsize)
+		bufsize = 256u * 1024u;
+	/* Room for at least one record of the longest kind. */
+	if (bufsize < PTD_JSON_MAX_RECORD)
+		bufsize = PTD_JSON_MAX_RECORD;
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	w->buf = malloc(bufsize);
+	if (!w->buf)
+		return -ENOMEM;
+	w->cap = bufsize;
+	return 0;
+}
+
+int ptd_jsonw_flush(struct ptd_jsonw *w)
+{
+	int err;
+
+	if (!w)
+		return -EINVAL;
+	if (w->err || !w->len) {
+		w->len = 0;
+		return w->err;
+	}
+	err = ptd_write_all(w->fd, w->buf, w->len);
+	if (err < 0)
+		w->err = err;
+	else
+		w->bytes += w->len;
+	w->len = 0;
+	return w->err;
+}
+
+int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
+{
+	size_t n;
+
+	if (!w || !r || !w->buf)
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	if (w->cap - w->len < PTD_JSON_MAX_RECORD && ptd_jsonw_flush(w) < 0)
+		return w->err;
+	n = write_record(w->buf + w->len, r);
+	if (!n)
+		return -EINVAL;
+	w->len += n;
+	w->lines++;
+	return 0;
+}
+
+int ptd_jsonw_line(struct ptd_jsonw *w, const char *line, size_t n)
+{
+	if (!w || !line || !w->buf || !n || line[n - 1] != '\n')
+		return -EINVAL;
+	if (w->err)
+		return w->err;
+	if (w->cap - w->len < n && ptd_jsonw_flush(w) < 0)
+		return w->err;
+	if (n > w->cap) {
+		/* Longer than the whole buffer: straight through. */
+		int err = ptd_write_all(w->fd, line, n);
+
+		if (err < 0)
+			return w->err = err;
+		w->bytes += n;
+	} else {
+		memcpy(w->buf + w->len, line, n);
+		w->len += n;
+	}
+	w->lines++;
+	return 0;
+}
+
+int ptd_jsonw_fini(struct ptd_jsonw *w)
+{
+	int err;
+
+	if (!w)
+		return -EINVAL;
+	if (!w->buf)
+		return w->err;
+	err = ptd_jsonw_flush(w);
+	free(w->buf);
+	w->buf = NULL;
+	w->cap = 0;
+	return err;
+}

@@ -1,0 +1,1005 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The decoder on traces made with libipt's encoder over small pieces of
+ * machine code: both paths give identical records, event flags land on the
+ * right instructions, errors become records and decoding resumes, the
+ * callback can stop it.
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include <intel-pt.h>
+
+#include "check.h"
+#include "reccmp.h"
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "aspace/timeline.h"
+#include "common/diag.h"
+#include "decode/decoder.h"
+
+#define BASE 0x400000ull
+#define TAIL 0x410000ull	/* two nops, then nothing mapped */
+#define LATE 0x420000ull	/* mapped only by a timeline event */
+#define NOWHERE 0x700000ull
+
+static uint8_t code[0x50];
+
+/* Fill code[]: see the listing in the comments. */
+static void make_code(void)
+{
+	static const struct {
+		unsigned off;
+		uint8_t b[5];
+		unsigned n;
+	} ins[] = {
+		{0x00, {0x48, 0x89, 0xe5}, 3},		/* mov %rsp,%rbp */
+		{0x03, {0xe8, 0x08, 0, 0, 0}, 5},	/* call 0x10 */
+		{0x09, {0x74, 0xf5}, 2},		/* je 0x00 */
+		{0x0b, {0xff, 0xe0}, 2},		/* jmp *%rax */
+		{0x11, {0x31, 0xc0}, 2},		/* xor %eax,%eax */
+		{0x13, {0xeb, 0x01}, 2},		/* jmp 0x16 */
+		{0x16, {0xc3}, 1},			/* ret */
+		{0x22, {0x0f, 0x05}, 2},		/* syscall */
+		{0x27, {0xff, 0xe0}, 2},		/* jmp *%rax */
+		{0x33, {0xc3}, 1},			/* ret */
+		{0x42, {0xff, 0xe0}, 2},		/* jmp *%rax */
+	};
+
+	memset(code, 0x90, sizeof(code));	/* nop everywhere else */
+	for (size_t i = 0; i < sizeof(ins) / sizeof(ins[0]); i++)
+		memcpy(code + ins[i].off, ins[i].b, ins[i].n);
+}
+
+static char dir[] = "/tmp/ptd-test-decoder-XXXXXX";
+static struct ptd_iscache *ic;
+static struct ptd_image *img;
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wbe");
+	size_t w;
+
+	if (!f)
+		return -errno;
+	w = fwrite(data, 1, n, f);
+	return fclose(f) == 0 && w == n ? 0 : -EIO;
+}
+
+static void path_of(char *buf, size_t cap, const char *name)
+{
+	snprintf(buf, cap, "%s/%s", dir, name);
+}
+
+static int map_bytes(const char *name, const void *data, size_t n,
+		     uint64_t vaddr)
+{
+	char path[256];
+	struct ptd_diag diag = {{0}};
+	int r;
+
+	path_of(path, sizeof(path), name);
+	r = write_file(path, data, n);
+	if (r < 0)
+		return r;
+	r = ptd_image_map_file(img, path, 0, n, vaddr, NULL, &diag);
+	if (r < 0)
+		fprintf(stderr, "map %s: %s\n", path, diag.msg);
+	return r;
+}
+
+static void setup(void)
+{
+	static const uint8_t tail[] = {0x90, 0x90};
+
+	make_code();
+	if (!mkdtemp(dir))
+		SKIP_ALL("cannot create a temporary directory: %s",
+			 strerror(errno));
+	ic = ptd_iscache_new();
+	img = ic ? ptd_image_new(ic, "test") : NULL;
+	if (!img)
+		SKIP_ALL("cannot allocate an image");
+	if (map_bytes("code.bin", code, sizeof(code), BASE) <= 0 ||
+	    map_bytes("tail.bin", tail, sizeof(tail), TAIL) <= 0)
+		SKIP_ALL("cannot map the test code");
+}
+
+/* --- Building traces with libipt's encoder. --- */
+
+struct trace {
+	uint8_t buf[4096];
+	struct pt_encoder *enc;
+	size_t len;
+};
+
+static void tr_begin(struct trace *t)
+{
+	struct pt_config cfg;
+
+	memset(t, 0, sizeof(*t));
+	pt_config_init(&cfg);
+	cfg.begin = t->buf;
+	cfg.end = t->buf + sizeof(t->buf);
+	t->enc = pt_alloc_encoder(&cfg);
+	if (!t->enc)
+		abort();
+}
+
+static void pkt(struct trace *t, const struct pt_packet *p)
+{
+	uint64_t off = 0;
+	int r = pt_enc_next(t->enc, p);
+
+	if (r < 0) {
+		fprintf(stderr, "pt_enc_next(type %d): %s\n", p->type,
+			pt_errstr(pt_errcode(r)));
+		abort();
+	}
+	if (pt_enc_get_offset(t->enc, &off) < 0)
+		abort();
+	t->len = (size_t)off;
+}
+
+static void tr_end(struct trace *t)
+{
+	pt_free_encoder(t->enc);
+	t->enc = NULL;
+}
+
+static void simple(struct trace *t, enum pt_packet_type type)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	pkt(t, &p);
+}
+
+/* An IP packet; ip 0 means suppressed. */
+static void ippkt(struct trace *t, enum pt_packet_type type, uint64_t ip)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = type;
+	p.payload.ip.ipc = ip ? pt_ipc_sext_48 : pt_ipc_suppressed;
+	p.payload.ip.ip = ip;
+	pkt(t, &p);
+}
+
+/* PSB+ with 64-bit mode, tracing off. */
+static void psb(struct trace *t)
+{
+	struct pt_packet p;
+
+	simple(t, ppt_psb);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	pkt(t, &p);
+	simple(t, ppt_psbend);
+}
+
+/* TNT-8; @bits "1" taken, "0" not, first branch first. */
+static void tnt(struct trace *t, const char *bits)
+{
+	struct pt_packet p;
+	size_t n = strlen(bits);
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tnt_8;
+	p.payload.tnt.bit_size = (uint8_t)n;
+	for (size_t i = 0; i < n; i++)
+		p.payload.tnt.payload = (p.payload.tnt.payload << 1) |
+					(bits[i] == '1');
+	pkt(t, &p);
+}
+
+static void tsx(struct trace *t, int intx, int abrt)
+{
+	struct pt_packet p;
+
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_tsx;
+	p.payload.mode.bits.tsx.intx = (uint32_t)intx & 1;
+	p.payload.mode.bits.tsx.abrt = (uint32_t)abrt & 1;
+	pkt(t, &p);
+}
+
+/*
+ * The main trace: two loop iterations through a call, a direct jump and a
+ * compressed return, an indirect jump, a syscall that disables tracing, and
+ * a resume after it.
+ */
+static const uint64_t main_ips[] = {
+	0x400000, 0x400003, 0x400010, 0x400011, 0x400013, 0x400016,
+	0x400008, 0x400009, 0x400000, 0x400003, 0x400010, 0x400011,
+	0x400013, 0x400016, 0x400008, 0x400009, 0x40000b, 0x400020,
+	0x400021, 0x400022, 0x400024, 0x400025, 0x400026, 0x400027,
+};
+
+static void main_trace(struct trace *t)
+{
+	psb(t);
+	ippkt(t, ppt_tip_pge, BASE);
+	tnt(t, "1110");		/* ret, je taken, ret, je not taken */
+	ippkt(t, ppt_tip, 0x400020);	/* jmp *%rax */
+	ippkt(t, ppt_tip_pgd, 0);	/* syscall */
+	ippkt(t, ppt_tip_pge, 0x400024);
+	/* A near branch leaving the filter: TIP.PGD with the target (a
+	 * suppressed ip there is an insn/blk disagreement in libipt). */
+	ippkt(t, ppt_tip_pgd, NOWHERE);	/* jmp *%rax */
+}
+
+/* --- Decoding. --- */
+
+static int decode(enum ptd_decode_path path, unsigned want,
+		  const uint8_t *pt, size_t len, struct ptd_tl_cursor *cursor,
+		  struct reclist *out, struct ptd_decode_stats *st)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats dummy;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = want;
+	o.cpu.vendor = pcv_unknown;
+	memset(&a, 0, sizeof(a));
+	a.pt = pt;
+	a.len = len;
+	a.pid = 100;
+	a.tid = 101;
+	a.img = img;
+	a.cursor = cursor;
+	return ptd_decode_thread(&o, &a, reclist_add, out, st ? st : &dummy);
+}
+
+#define WANT_IE (PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT))
+
+static void dump(const struct reclist *l);
+
+/* Decode on both paths; check both succeed and agree.  *ret_insn keeps
+ * the insn path's records (free with reclist_free). */
+static bool decode_both(const uint8_t *pt, size_t len,
+			struct reclist *ret_insn)
+{
+	struct reclist li = {0}, lb = {0};
+	struct ptd_decode_stats si, sb;
+	int ri, rb;
+	bool same;
+
+	ri = decode(PTD_PATH_INSN, WANT_IE, pt, len, NULL, &li, &si);
+	rb = decode(PTD_PATH_BLOCK, WANT_IE, pt, len, NULL, &lb, &sb);
+	CHECK_EQ_INT(ri, 0);
+	CHECK_EQ_INT(rb, 0);
+	same = reccmp_lists(stderr, "insn:  ", &li, "block: ", &lb);
+	if (getenv("PTD_TEST_DUMP")) {
+		fprintf(stderr, "insn path:\n");
+		dump(&li);
+		fprintf(stderr, "block path:\n");
+		dump(&lb);
+	}
+	CHECK(same);
+	CHECK_EQ_U64(sb.insns, si.insns);
+	CHECK_EQ_U64(sb.events, si.events);
+	CHECK_EQ_U64(sb.errors, si.errors);
+	CHECK_EQ_U64(sb.skipped, si.skipped);
+	CHECK_EQ_U64(si.bytes, len);
+	reclist_free(&lb);
+	*ret_insn = li;
+	return same && ri == 0 && rb == 0;
+}
+
+static void dump(const struct reclist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		reccmp_print(stderr, "  ", &l->r[i]);
+}
+
+/* The insn records' ips in order; returns how many. */
+static size_t insn_ips(const struct reclist *l, uint64_t *ips, size_t cap)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->r[i].type != PTD_REC_INSN)
+			continue;
+		if (n < cap)
+			ips[n] = l->r[i].u.insn.ip;
+		n++;
+	}
+	return n;
+}
+
+/* The @k-th insn record (0-based), or NULL. */
+static const struct ptd_rec_insn *nth_insn(const struct reclist *l, size_t k)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->r[i].type == PTD_REC_INSN && k-- == 0)
+			return &l->r[i].u.insn;
+	}
+	return NULL;
+}
+
+/* The flags of the last insn record at @ip. */
+static uint32_t flags_at(const struct reclist *l, uint64_t ip)
+{
+	uint32_t f = UINT32_MAX;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->r[i].type == PTD_REC_INSN && l->r[i].u.insn.ip == ip)
+			f = l->r[i].u.insn.flags;
+	}
+	return f;
+}
+
+static size_t count_type(const struct reclist *l, enum ptd_rec_type t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += l->r[i].type == t;
+	return n;
+}
+
+static void check_ips(const struct reclist *l, const uint64_t *want,
+		      size_t n)
+{
+	uint64_t got[256];
+	size_t m = insn_ips(l, got, 256);
+
+	CHECK_EQ_U64(m, n);
+	for (size_t i = 0; i < n && i < m; i++) {
+		if (got[i] != want[i]) {
+			CHECK_FAIL_("insn %zu: expected ip 0x%" PRIx64
+				    ", got 0x%" PRIx64,
+				    i, want[i], got[i]);
+			dump(l);
+			return;
+		}
+	}
+}
+
+/* --- Tests. --- */
+
+static void test_main(void)
+{
+	struct trace t;
+	struct reclist l;
+	const struct ptd_rec_insn *in;
+
+	tr_begin(&t);
+	main_trace(&t);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	check_ips(&l, main_ips, sizeof(main_ips) / sizeof(main_ips[0]));
+
+	/* Every field of one record. */
+	in = nth_insn(&l, 1);
+	REQUIRE(in);
+	CHECK_EQ_U64(in->ip, 0x400003);
+	CHECK_EQ_INT(in->size, 5);
+	CHECK(memcmp(in->raw, code + 3, 5) == 0);
+	CHECK_EQ_INT(in->iclass, ptic_call);
+	CHECK_EQ_INT(in->mode, ptem_64bit);
+	CHECK(in->isid > 0);
+	CHECK_EQ_U64(in->modoff, 3);
+	CHECK(in->module && strstr(in->module, "code.bin"));
+	CHECK_EQ_U64(in->flags, 0);
+	CHECK_EQ_INT(l.r[0].pid, 100);
+	CHECK_EQ_INT(l.r[0].tid, 101);
+
+	/* Flags: enabled on the first, disabled on the syscall and the
+	 * last jump, enabled again after the syscall. */
+	CHECK_EQ_U64(flags_at(&l, 0x400000) & PTD_F_ENABLED, 0); /* 2nd */
+	CHECK_EQ_U64(nth_insn(&l, 0)->flags & ~PTD_F_RESUMED, PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400024) & ~PTD_F_RESUMED, PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400027), PTD_F_DISABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400021), 0);
+
+	/* Event records sit between the right instructions. */
+	for (size_t i = 0; i + 1 < l.n; i++) {
+		const struct ptd_record *r = &l.r[i];
+
+		if (r->type != PTD_REC_EVENT)
+			continue;
+		if (r->u.event.ev.type == ptev_disabled && i > 0)
+			CHECK(l.r[i - 1].type == PTD_REC_INSN &&
+			      (l.r[i - 1].u.insn.flags & PTD_F_DISABLED));
+		if (r->u.event.ev.type == ptev_enabled) {
+			CHECK(l.r[i + 1].type == PTD_REC_INSN &&
+			      (l.r[i + 1].u.insn.flags & PTD_F_ENABLED));
+			/* resumed on the insn iff on the event */
+			CHECK_EQ_INT(!!(l.r[i + 1].u.insn.flags &
+					PTD_F_RESUMED),
+				     r->u.event.ev.variant.enabled.resumed);
+		}
+	}
+	CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
+	reclist_free(&l);
+}
+
+/* FUP+TIP: an asynchronous branch; FUP+TIP.PGD: an asynchronous disable. */
+static void test_async(void)
+{
+	static const uint64_t want[] = {0x400024, 0x400025, 0x400030,
+					0x400031};
+	struct trace t;
+	struct reclist l;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400024);
+	ippkt(&t, ppt_fup, 0x400026);
+	ippkt(&t, ppt_tip, 0x400030);
+	ippkt(&t, ppt_fup, 0x400032);
+	ippkt(&t, ppt_tip_pgd, 0);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	check_ips(&l, want, 4);
+	CHECK_EQ_U64(flags_at(&l, 0x400025), PTD_F_INTERRUPTED);
+	CHECK_EQ_U64(flags_at(&l, 0x400030), 0);
+	CHECK_EQ_U64(flags_at(&l, 0x400031),
+		     PTD_F_DISABLED | PTD_F_INTERRUPTED);
+	reclist_free(&l);
+}
+
+/* OVF+FUP: tracing resumes elsewhere; the first instruction there is
+ * resynced. */
+static void test_overflow(void)
+{
+	/* The overflow comes right after the je: nothing more of the
+	 * first stretch is known to have executed. */
+	static const uint64_t want[] = {0x400009, 0x400040, 0x400041,
+					0x400042};
+	struct trace t;
+	struct reclist l;
+	bool seen = false;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400009);
+	tnt(&t, "0");
+	simple(&t, ppt_ovf);
+	ippkt(&t, ppt_fup, 0x400040);
+	ippkt(&t, ppt_tip_pgd, NOWHERE);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	check_ips(&l, want, 4);
+	CHECK_EQ_U64(flags_at(&l, 0x400040), PTD_F_RESYNCED);
+	CHECK_EQ_U64(flags_at(&l, 0x400009), PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400042), PTD_F_DISABLED);
+	for (size_t i = 0; i < l.n; i++)
+		seen |= l.r[i].type == PTD_REC_EVENT &&
+			l.r[i].u.event.ev.type == ptev_overflow;
+	CHECK(seen);
+	reclist_free(&l);
+}
+
+/* TraceStop after TIP.PGD binds to the same instruction. */
+static void test_stop(void)
+{
+	struct trace t;
+	struct reclist l;
+	size_t stop_at = 0, insn_at = 0;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	ippkt(&t, ppt_tip_pgd, 0);	/* syscall */
+	simple(&t, ppt_stop);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	CHECK_EQ_U64(flags_at(&l, 0x400022),
+		     PTD_F_DISABLED | PTD_F_STOPPED);
+	/* The records stay in trace order: insn, disabled, stop. */
+	for (size_t i = 0; i < l.n; i++) {
+		if (l.r[i].type == PTD_REC_INSN &&
+		    l.r[i].u.insn.ip == 0x400022)
+			insn_at = i;
+		if (l.r[i].type == PTD_REC_EVENT &&
+		    l.r[i].u.event.ev.type == ptev_stop)
+			stop_at = i;
+	}
+	CHECK(stop_at > insn_at + 1);
+	reclist_free(&l);
+}
+
+/* A transaction: speculative instructions, committed on the last. */
+static void test_tsx(void)
+{
+	struct trace t;
+	struct reclist l;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	tsx(&t, 1, 0);
+	ippkt(&t, ppt_fup, 0x400021);
+	tsx(&t, 0, 0);
+	ippkt(&t, ppt_fup, 0x400022);
+	ippkt(&t, ppt_tip_pgd, 0);	/* syscall */
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	CHECK_EQ_U64(flags_at(&l, 0x400020), PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400021),
+		     PTD_F_SPECULATIVE | PTD_F_COMMITTED);
+	CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
+	reclist_free(&l);
+}
+
+/* A transaction aborted: the last speculative instruction is aborted. */
+static void test_tsx_abort(void)
+{
+	struct trace t;
+	struct reclist l;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	tsx(&t, 1, 0);
+	ippkt(&t, ppt_fup, 0x400021);
+	tsx(&t, 0, 1);
+	ippkt(&t, ppt_fup, 0x400022);
+	ippkt(&t, ppt_tip, 0x400040);
+	ippkt(&t, ppt_tip_pgd, NOWHERE);	/* jmp *%rax at 0x400042 */
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	/* The abort is also an asynchronous branch (FUP+TIP). */
+	CHECK_EQ_U64(flags_at(&l, 0x400021),
+		     PTD_F_SPECULATIVE | PTD_F_ABORTED | PTD_F_INTERRUPTED);
+	CHECK_EQ_U64(flags_at(&l, 0x400040), 0);
+	reclist_free(&l);
+}
+
+/* Two segments: the first with a corrupted byte, the second clean. */
+static void two_segments(struct trace *t, size_t *ret_second)
+{
+	tr_begin(t);
+	psb(t);
+	ippkt(t, ppt_tip_pge, BASE);
+	tnt(t, "1110");
+	ippkt(t, ppt_tip, 0x400020);
+	ippkt(t, ppt_tip_pgd, 0);
+	*ret_second = t->len;
+	psb(t);
+	ippkt(t, ppt_tip_pge, 0x400030);
+	ippkt(t, ppt_fup, 0x400032);
+	ippkt(t, ppt_tip_pgd, NOWHERE);
+	tr_end(t);
+}
+
+static void test_corrupt(void)
+{
+	struct trace t;
+	struct reclist l;
+	size_t second, nerr = 0;
+	const struct ptd_record *err = NULL;
+	uint64_t tnt_at = 0;
+
+	two_segments(&t, &second);
+	/* Find the TNT byte: the first byte after PSB+ and TIP.PGE. */
+	{
+		struct trace h;
+
+		tr_begin(&h);
+		psb(&h);
+		ippkt(&h, ppt_tip_pge, BASE);
+		tnt_at = h.len;
+		tr_end(&h);
+	}
+	/* 0xd9 is no packet opcode: libipt stops with bad_opc. */
+	t.buf[tnt_at] = 0xd9;
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	for (size_t i = 0; i < l.n; i++) {
+		if (l.r[i].type == PTD_REC_ERROR) {
+			nerr++;
+			if (!err)
+				err = &l.r[i];
+		}
+	}
+	CHECK_EQ_U64(nerr, 1);
+	REQUIRE(err);
+	CHECK(!err->u.error.ptd_code);
+	CHECK(err->u.error.code < 0);
+	/* Met while reading ahead for an event or an instruction. */
+	CHECK(strcmp(err->u.error.context, "decode") == 0 ||
+	      strcmp(err->u.error.context, "event") == 0);
+	CHECK(err->u.error.offset >= tnt_at);
+	CHECK(err->u.error.offset < second);
+	CHECK_EQ_U64(err->u.error.offset + err->u.error.skipped, second);
+	/* Decoding resumed at the second PSB. */
+	CHECK_EQ_U64(flags_at(&l, 0x400030), PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, 0x400031),
+		     PTD_F_DISABLED | PTD_F_INTERRUPTED);
+	CHECK(err < &l.r[l.n - 1]);
+	reclist_free(&l);
+}
+
+/*
+ * One corrupted trace: both paths end cleanly; where neither meets an error
+ * they agree record for record.  (On garbage libipt's two decoders may
+ * legitimately fail at different places.)
+ */
+static bool sweep_one(const uint8_t *pt, size_t len, bool compare)
+{
+	struct reclist li = {0}, lb = {0};
+	struct ptd_decode_stats si, sb;
+	bool ok = true;
+
+	ok &= decode(PTD_PATH_INSN, WANT_IE, pt, len, NULL, &li, &si) == 0;
+	ok &= decode(PTD_PATH_BLOCK, WANT_IE, pt, len, NULL, &lb, &sb) == 0;
+	if (ok && compare && !si.errors && !sb.errors)
+		ok = reccmp_lists(stderr, "insn:  ", &li, "block: ", &lb);
+	/* Every error record says what and where. */
+	for (size_t i = 0; i < li.n; i++)
+		if (li.r[i].type == PTD_REC_ERROR)
+			ok &= li.r[i].u.error.code < 0 &&
+			      li.r[i].u.error.context != NULL &&
+			      li.r[i].u.error.offset <= len;
+	reclist_free(&li);
+	reclist_free(&lb);
+	return ok;
+}
+
+/* Any byte corrupted any way: decoding ends cleanly. */
+static void test_corrupt_sweep(void)
+{
+	static const uint8_t vals[] = {0x00, 0xff, 0x02, 0xd9, 0x4d, 0x99};
+	struct trace t;
+	size_t second;
+
+	two_segments(&t, &second);
+	for (size_t pos = 0; pos < t.len; pos++) {
+		/* Not the MODE.Exec payloads: libipt's block cache is kept
+		 * per section and reused across modes, so the same code
+		 * decoded as 16-bit and 64-bit makes pt_blk_next and
+		 * pt_insn_next disagree -- a libipt limit no real program
+		 * meets. */
+		if (pos == 17 || pos == second + 17)
+			continue;
+		for (size_t v = 0; v < sizeof(vals); v++) {
+			uint8_t saved = t.buf[pos];
+			bool ok;
+
+			t.buf[pos] = vals[v];
+			ok = sweep_one(t.buf, t.len, true);
+			t.buf[pos] = saved;
+			if (!ok) {
+				CHECK_FAIL_("byte %zu = 0x%02x", pos, vals[v]);
+				return;
+			}
+		}
+	}
+}
+
+/* A trace cut anywhere ends cleanly, on both paths alike. */
+static void test_truncated(void)
+{
+	struct trace t;
+
+	tr_begin(&t);
+	main_trace(&t);
+	tr_end(&t);
+	for (size_t len = 0; len <= t.len; len++) {
+		struct reclist l;
+		bool ok = decode_both(t.buf, len, &l);
+
+		if (len == 0)
+			CHECK_EQ_U64(l.n, 0);
+		reclist_free(&l);
+		if (!ok) {
+			CHECK_FAIL_("cut at %zu of %zu bytes", len, t.len);
+			return;
+		}
+	}
+}
+
+static const struct ptd_record *first_error(const struct reclist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->r[i].type == PTD_REC_ERROR)
+			return &l->r[i];
+	return NULL;
+}
+
+/* Code that is not in the image: -pte_nomap with its ip, then the next
+ * PSB. */
+static void test_nomap(void)
+{
+	struct trace t;
+	struct reclist l;
+	const struct ptd_record *e;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, NOWHERE);
+	tnt(&t, "1");	/* keeps libipt's read-ahead before the PSB */
+	ippkt(&t, ppt_tip_pgd, BASE);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	ippkt(&t, ppt_tip_pgd, 0);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	e = first_error(&l);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->u.error.code, -pte_nomap);
+	CHECK(!e->u.error.ptd_code);
+	CHECK(e->u.error.ip_valid);
+	CHECK_EQ_U64(e->u.error.ip, NOWHERE);
+	CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
+	reclist_free(&l);
+
+	/* Falling off the end of mapped code, mid-block. */
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, TAIL);
+	tnt(&t, "1");	/* keeps libipt's read-ahead before the PSB */
+	ippkt(&t, ppt_tip_pgd, BASE);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	ippkt(&t, ppt_tip_pgd, 0);
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	e = first_error(&l);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->u.error.code, -pte_nomap);
+	CHECK_EQ_U64(e->u.error.ip, TAIL + 2);
+	CHECK_EQ_U64(flags_at(&l, TAIL + 1), 0);
+	CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
+	reclist_free(&l);
+}
+
+/* The callback's non-zero value stops decoding and is returned. */
+static void test_callback_stop(void)
+{
+	struct trace t;
+
+	tr_begin(&t);
+	main_trace(&t);
+	tr_end(&t);
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		for (size_t k = 1; k <= 5; k++) {
+			struct reclist l = {.stop_after = k, .stop_rc = 42};
+			int r = decode((enum ptd_decode_path)p, WANT_IE, t.buf,
+				       t.len, NULL, &l, NULL);
+
+			CHECK_EQ_INT(r, 42);
+			CHECK_EQ_U64(l.n, k);
+			reclist_free(&l);
+		}
+		{
+			struct reclist l = {.stop_after = 3, .stop_rc = -7};
+
+			CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE,
+					    t.buf, t.len, NULL, &l, NULL),
+				     -7);
+			reclist_free(&l);
+		}
+	}
+}
+
+/* Block records on the block path: they cover every instruction. */
+static void test_blocks(void)
+{
+	struct trace t;
+	struct reclist l = {0};
+	struct ptd_decode_stats st;
+	uint64_t ninsn = 0;
+	unsigned want = WANT_IE | PTD_REC_BIT(PTD_REC_BLOCK);
+	size_t since = 0;
+
+	tr_begin(&t);
+	main_trace(&t);
+	tr_end(&t);
+	CHECK_EQ_INT(decode(PTD_PATH_BLOCK, want, t.buf, t.len, NULL, &l,
+			    &st),
+		     0);
+	for (size_t i = 0; i < l.n; i++) {
+		const struct ptd_record *r = &l.r[i];
+
+		if (r->type == PTD_REC_INSN)
+			since++;
+		if (r->type != PTD_REC_BLOCK)
+			continue;
+		/* A block record follows its own instructions. */
+		CHECK_EQ_U64(since, r->u.block.ninsn);
+		REQUIRE(i >= 1 && l.r[i - 1].type == PTD_REC_INSN);
+		CHECK_EQ_U64(l.r[i - 1].u.insn.ip, r->u.block.end_ip);
+		CHECK_EQ_U64(l.r[i - since].u.insn.ip, r->u.block.ip);
+		CHECK_EQ_INT(l.r[i - 1].u.insn.iclass, r->u.block.iclass);
+		CHECK_EQ_U64(r->u.block.flags & PTD_F_DISABLED,
+			     l.r[i - 1].u.insn.flags & PTD_F_DISABLED);
+		CHECK_EQ_U64(r->u.block.flags & PTD_F_ENABLED,
+			     l.r[i - since].u.insn.flags & PTD_F_ENABLED);
+		CHECK(r->u.block.module &&
+		      strstr(r->u.block.module, "code.bin"));
+		ninsn += r->u.block.ninsn;
+		since = 0;
+	}
+	CHECK_EQ_U64(ninsn, sizeof(main_ips) / sizeof(main_ips[0]));
+	CHECK_EQ_U64(st.insns, ninsn);
+	CHECK_EQ_U64(st.blocks, count_type(&l, PTD_REC_BLOCK));
+	reclist_free(&l);
+
+	/* Blocks only: no insn records, same counts. */
+	CHECK_EQ_INT(decode(PTD_PATH_BLOCK, PTD_REC_BIT(PTD_REC_BLOCK), t.buf,
+			    t.len, NULL, &l, &st),
+		     0);
+	CHECK_EQ_U64(count_type(&l, PTD_REC_INSN), 0);
+	CHECK_EQ_U64(count_type(&l, PTD_REC_EVENT), 0);
+	CHECK_EQ_U64(st.insns, ninsn);
+	reclist_free(&l);
+}
+
+static void test_args(void)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct reclist l = {0};
+	struct ptd_decode_stats st;
+	uint8_t b = 0;
+
+	memset(&o, 0, sizeof(o));
+	memset(&a, 0, sizeof(a));
+	o.path = PTD_PATH_INSN;
+	o.want = WANT_IE;
+	a.pt = &b;
+	a.len = 1;
+	a.img = img;
+	CHECK_EQ_INT(ptd_decode_thread(NULL, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	CHECK_EQ_INT(ptd_decode_thread(&o, NULL, reclist_add, &l, &st),
+		     -EINVAL);
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, NULL, &l, &st), -EINVAL);
+	a.img = NULL;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	a.img = img;
+	a.pt = NULL;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	a.pt = &b;
+	/* Block records need the block path. */
+	o.want = PTD_REC_BIT(PTD_REC_BLOCK);
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	o.want = 1u << PTD_REC_NTYPES;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	o.want = WANT_IE;
+	o.path = (enum ptd_decode_path)7;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st),
+		     -EINVAL);
+	/* No PSB at all: nothing, no error. */
+	o.path = PTD_PATH_BLOCK;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, &st), 0);
+	CHECK_EQ_U64(l.n, 0);
+	CHECK_EQ_U64(st.bytes, 1);
+	/* Stats may be NULL. */
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, reclist_add, &l, NULL), 0);
+	reclist_free(&l);
+}
+
+/* A timeline event maps code as the decoder passes its position; a broken
+ * one becomes an "image" error record and decoding goes on. */
+static void test_timeline(void)
+{
+	static const uint8_t late[] = {0x90, 0x90, 0xff, 0xe0};
+	char path[256];
+	struct trace t;
+	struct ptd_timeline tl;
+	struct ptd_tl_event ev;
+	struct ptd_tl_pos pos;
+	size_t second;
+
+	path_of(path, sizeof(path), "late.bin");
+	REQUIRE(write_file(path, late, sizeof(late)) == 0);
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, 0x400020);
+	ippkt(&t, ppt_tip_pgd, 0);
+	second = t.len;
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, LATE);
+	ippkt(&t, ppt_tip_pgd, NOWHERE);
+	tr_end(&t);
+
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		struct ptd_image *saved = img;
+		struct ptd_tl_cursor cur;
+		struct ptd_decode_stats st;
+		struct reclist l = {0};
+		struct ptd_diag diag;
+
+		img = ptd_image_new(ic, "tl");
+		REQUIRE(img);
+		ptd_timeline_init(&tl);
+		memset(&ev, 0, sizeof(ev));
+		pos.tid = 101;
+		pos.pos = second;
+		ev.pos = &pos;
+		ev.npos = 1;
+		/* A broken event first, then the real one. */
+		ev.op = PTD_TL_MAP;
+		ev.start = LATE + 0x1000;
+		ev.end = LATE + 0x2000;
+		ev.path = (char *)"/nonexistent/ptd-test";
+		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
+		ev.start = LATE;
+		ev.end = LATE + sizeof(late);
+		ev.path = path;
+		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
+		{
+			char cpath[256];
+
+			path_of(cpath, sizeof(cpath), "code.bin");
+			REQUIRE(ptd_image_map_file(img, cpath, 0, sizeof(code),
+						   BASE, NULL, &diag) > 0);
+		}
+		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, img,
+					   &diag) == 0);
+		CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE, t.buf,
+				    t.len, &cur, &l, &st),
+			     0);
+		CHECK_EQ_U64(st.tl_applied, 1);
+		CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
+		CHECK_EQ_U64(flags_at(&l, LATE) & PTD_F_ENABLED,
+			     PTD_F_ENABLED);
+		CHECK_EQ_U64(flags_at(&l, LATE + 2), PTD_F_DISABLED);
+		{
+			const struct ptd_record *e = first_error(&l);
+
+			REQUIRE(e);
+			CHECK(e->u.error.ptd_code);
+			CHECK_EQ_STR(e->u.error.context, "image");
+			CHECK(e->u.error.offset >= second);
+			CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 1);
+		}
+		reclist_free(&l);
+		ptd_timeline_free(&tl);
+		ptd_image_free(img);
+		img = saved;
+	}
+}
+
+static void cleanup(void)
+{
+	static const char *files[] = {"code.bin", "tail.bin", "late.bin"};
+	char path[256];
+
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		path_of(path, sizeof(path), files[i]);
+		(void)unlink(path);
+	}
+	(void)rmdir(dir);
+}
+
+int main(void)
+{
+	setup();
+	RUN(test_main);
+	RUN(test_async);
+	RUN(test_overflow);
+	RUN(test_stop);
+	RUN(test_tsx);
+	RUN(test_tsx_abort);
+	RUN(test_corrupt);
+	RUN(test_corrupt_sweep);
+	RUN(test_truncated);
+	RUN(test_nomap);
+	RUN(test_callback_stop);
+	RUN(test_blocks);
+	RUN(test_args);
+	RUN(test_timeline);
+	cleanup();
+	return check_done();
+}

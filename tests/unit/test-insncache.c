@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The instruction cache: what an entry holds, hits and misses, isid 0 never
+ * cached, region ends, the bound.
+ */
+#include <errno.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "common/diag.h"
+#include "decode/insncache.h"
+
+/* Machine code at 0x400000 (64-bit). */
+static const uint8_t code[] = {
+	0x48, 0x89, 0xe5,		/* 400000: mov %rsp,%rbp */
+	0xe8, 0x10, 0x00, 0x00, 0x00,	/* 400003: call 400018 */
+	0xeb, 0x02,			/* 400008: jmp 40000c */
+	0x74, 0x05,			/* 40000a: je 400011 */
+	0xff, 0xd0,			/* 40000c: call *%rax */
+	0xc3,				/* 40000e: ret */
+	0x06,				/* 40000f: invalid in 64-bit */
+	0x48, 0x89,			/* 400010: cut by the region end */
+};
+#define BASE 0x400000ull
+
+static char dir[] = "/tmp/ptd-test-icache-XXXXXX";
+static struct ptd_iscache *ic;
+static struct ptd_image *img;
+static int isid;
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wbe");
+	size_t w;
+
+	if (!f)
+		return -errno;
+	w = fwrite(data, 1, n, f);
+	return fclose(f) == 0 && w == n ? 0 : -EIO;
+}
+
+/* Map @n bytes of a new file named @name at @vaddr; returns the isid. */
+static int map_bytes(const char *name, const void *data, size_t n,
+		     uint64_t vaddr)
+{
+	char path[256];
+	struct ptd_diag diag = {{0}};
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	r = write_file(path, data, n);
+	if (r < 0)
+		return r;
+	r = ptd_image_map_file(img, path, 0, n, vaddr, NULL, &diag);
+	if (r < 0)
+		fprintf(stderr, "map %s: %s\n", path, diag.msg);
+	return r;
+}
+
+static void setup(void)
+{
+	if (!mkdtemp(dir))
+		SKIP_ALL("cannot create a temporary directory: %s",
+			 strerror(errno));
+	ic = ptd_iscache_new();
+	img = ic ? ptd_image_new(ic, "test") : NULL;
+	if (!img)
+		SKIP_ALL("cannot allocate an image");
+	isid = map_bytes("code.bin", code, sizeof(code), BASE);
+	if (isid <= 0)
+		SKIP_ALL("cannot map test code: %d", isid);
+}
+
+static const struct ptd_icache_entry *get(struct ptd_insncache *c, int id,
+					  uint64_t ip, int *err)
+{
+	*err = 0;
+	return ptd_insncache_get(c, img, id, ip, ptem_64bit, err);
+}
+
+static void test_entries(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	const struct ptd_icache_entry *e;
+	int err;
+
+	REQUIRE(c);
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	CHECK_EQ_U64(e->ip, BASE);
+	CHECK_EQ_INT(e->isid, isid);
+	CHECK_EQ_INT(e->size, 3);
+	CHECK(memcmp(e->raw, code, 3) == 0);
+	CHECK_EQ_INT(e->mode, ptem_64bit);
+	CHECK_EQ_INT(e->iclass, ptic_other);
+	CHECK_EQ_INT(e->kind, PTD_X86_OTHER);
+	CHECK_EQ_U64(e->next, BASE + 3);
+	CHECK(e->module && strstr(e->module, "code.bin"));
+	CHECK_EQ_U64(e->modoff, 0);
+
+	/* A direct call: next is its target. */
+	e = get(c, isid, BASE + 3, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 5);
+	CHECK_EQ_INT(e->iclass, ptic_call);
+	CHECK_EQ_INT(e->kind, PTD_X86_CALL_DIRECT);
+	CHECK_EQ_U64(e->next, BASE + 0x18);
+	CHECK_EQ_U64(e->modoff, 3);
+
+	/* A direct jump: next is its target. */
+	e = get(c, isid, BASE + 8, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->iclass, ptic_jump);
+	CHECK_EQ_U64(e->next, BASE + 0xc);
+
+	/* A conditional branch, an indirect call and a return fall
+	 * through (their successor needs trace). */
+	e = get(c, isid, BASE + 0xa, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->iclass, ptic_cond_jump);
+	CHECK_EQ_U64(e->next, BASE + 0xc);
+	e = get(c, isid, BASE + 0xc, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->kind, PTD_X86_CALL_INDIRECT);
+	CHECK_EQ_U64(e->next, BASE + 0xe);
+	e = get(c, isid, BASE + 0xe, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->iclass, ptic_return);
+	CHECK_EQ_U64(e->next, BASE + 0xf);
+	ptd_insncache_free(c);
+}
+
+static void test_hits(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e;
+	int err;
+
+	REQUIRE(c);
+	REQUIRE(get(c, isid, BASE, &err));
+	REQUIRE(get(c, isid, BASE + 3, &err));
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	CHECK_EQ_U64(e->ip, BASE);
+	CHECK_EQ_INT(e->size, 3);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, 2);
+	CHECK_EQ_U64(st.hits, 1);
+	CHECK_EQ_U64(st.uncached, 0);
+	CHECK_EQ_U64(st.clears, 0);
+
+	/* The same ip in another mode is decoded again: in 32-bit mode
+	 * 0x48 is one instruction (dec %eax). */
+	e = ptd_insncache_get(c, img, isid, BASE, ptem_32bit, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 1);
+	CHECK_EQ_INT(e->mode, ptem_32bit);
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 3);
+	ptd_insncache_free(c);
+}
+
+/* isid 0 (memory no section covers) is never cached. */
+static void test_isid0(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e;
+	int err;
+
+	REQUIRE(c);
+	for (int i = 0; i < 3; i++) {
+		e = get(c, 0, BASE, &err);
+		REQUIRE(e);
+		CHECK_EQ_INT(e->size, 3);
+		CHECK_EQ_INT(e->isid, 0);
+		CHECK_EQ_STR(e->module, "[live]");
+		CHECK_EQ_U64(e->modoff, BASE);
+	}
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.uncached, 3);
+	CHECK_EQ_U64(st.hits, 0);
+	CHECK_EQ_U64(st.misses, 0);
+	ptd_insncache_free(c);
+}
+
+static void test_errors(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	int err;
+
+	REQUIRE(c);
+	/* Nothing mapped. */
+	CHECK(get(c, isid, 0x900000, &err) == NULL);
+	CHECK_EQ_INT(err, -PTD_ENOIMAGE);
+	/* Not an instruction. */
+	CHECK(get(c, isid, BASE + 0xf, &err) == NULL);
+	CHECK_EQ_INT(err, -PTD_EFORMAT);
+	/* Cut by the end of the region, nothing after it. */
+	CHECK(get(c, isid, BASE + 0x10, &err) == NULL);
+	CHECK_EQ_INT(err, -PTD_EFORMAT);
+	/* Arguments. */
+	err = 0;
+	CHECK(ptd_insncache_get(NULL, img, isid, BASE, ptem_64bit, &err) ==
+	      NULL);
+	CHECK_EQ_INT(err, -EINVAL);
+	CHECK(ptd_insncache_get(c, NULL, isid, BASE, ptem_64bit, &err) ==
+	      NULL);
+	CHECK_EQ_INT(err, -EINVAL);
+	ptd_insncache_free(c);
+	ptd_insncache_free(NULL);
+}
+
+/* A short read at a region end is fine when the instruction fits; one that
+ * straddles two regions is decoded from both but not cached. */
+static void test_region_end(void)
+{
+	static const uint8_t a[] = {0x90, 0xc3, 0x48, 0x89};
+	static const uint8_t b[] = {0xe5, 0xc3};
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e;
+	int ia, ib, err;
+
+	REQUIRE(c);
+	ia = map_bytes("a.bin", a, sizeof(a), 0x500000);
+	ib = map_bytes("b.bin", b, sizeof(b), 0x500004);
+	REQUIRE(ia > 0 && ib > 0);
+	e = get(c, ia, 0x500001, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 1);
+	CHECK_EQ_INT(e->iclass, ptic_return);
+	e = get(c, ib, 0x500005, &err);	/* last byte of a region */
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 1);
+
+	e = get(c, ia, 0x500002, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 3);
+	CHECK_EQ_INT(e->raw[2], 0xe5);
+	CHECK_EQ_U64(e->next, 0x500005);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, 2);
+	CHECK_EQ_U64(st.uncached, 1);
+	e = get(c, ia, 0x500002, &err);
+	REQUIRE(e);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.uncached, 2);
+	CHECK_EQ_U64(st.hits, 0);
+	ptd_insncache_free(c);
+}
+
+/* Full: cleared and refilled. */
+static void test_bound(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(4);
+	struct ptd_insncache_stats st;
+	static const uint64_t ips[] = {0, 3, 8, 0xa, 0xc};
+	int err;
+
+	REQUIRE(c);
+	for (size_t i = 0; i < 5; i++)
+		REQUIRE(get(c, isid, BASE + ips[i], &err));
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.clears, 1);
+	CHECK_EQ_U64(st.misses, 5);
+	/* The newest is still there, the oldest is gone. */
+	REQUIRE(get(c, isid, BASE + 0xc, &err));
+	REQUIRE(get(c, isid, BASE, &err));
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.hits, 1);
+	CHECK_EQ_U64(st.misses, 6);
+	ptd_insncache_free(c);
+}
+
+/* Many entries: the index grows and every entry stays findable. */
+static void test_many(void)
+{
+	enum { N = 20000 };
+	static uint8_t nops[N];
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache_stats st;
+	int id, err;
+
+	REQUIRE(c);
+	memset(nops, 0x90, sizeof(nops));
+	id = map_bytes("nops.bin", nops, sizeof(nops), 0x600000);
+	REQUIRE(id > 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint64_t i = 0; i < N; i++) {
+			const struct ptd_icache_entry *e =
+				get(c, id, 0x600000 + i, &err);
+
+			REQUIRE(e);
+			if (e->ip != 0x600000 + i || e->next != e->ip + 1) {
+				CHECK_EQ_U64(e->ip, 0x600000 + i);
+				return;
+			}
+		}
+	}
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, N);
+	CHECK_EQ_U64(st.hits, N);
+	ptd_insncache_free(c);
+}
+
+static void cleanup(void)
+{
+	static const char *files[] = {"code.bin", "a.bin", "b.bin",
+				      "nops.bin"};
+	char path[256];
+
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		(void)unlink(path);
+	}
+	(void)rmdir(dir);
+}
+
+int main(void)
+{
+	setup();
+	RUN(test_entries);
+	RUN(test_hits);
+	RUN(test_isid0);
+	RUN(test_errors);
+	RUN(test_region_end);
+	RUN(test_bound);
+	RUN(test_many);
+	cleanup();
+	return check_done();
+}
