@@ -1,1 +1,848 @@
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl: ptd's command-line client.
+ *
+ *   ptctl trace [OPTIONS] -- PROGRAM [ARGS...]
+ *   ptctl decode [OPTIONS] CAPTURE_DIR
+ *   ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] | --raw FILE:ADDR)...
+ *   ptctl verify CAPTURE_DIR
+ *
+ * Exit status: 0 done; 1 bad usage; 2 an input could not be used (the
+ * message says which and why); 3 the trace decoded with errors (error
+ * records are in the stream); 4 verify found a difference from the ground
+ * truth.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <ftw.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aspace/elf.h"
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "common/diag.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "decode/decoder.h"
+#include "record/jsonw.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+#include "swpt/tracer.h"
+
+#define PTCTL_PROTOCOL 1
+
+enum {
+	EXIT_USAGE = 1,
+	EXIT_INPUT = 2,
+	EXIT_DECODE_ERRORS = 3,
+	EXIT_MISMATCH = 4,
+};
+
+static const char *arg_program = "ptctl";
+
+__attribute__((format(printf, 1, 2))) static void errx_msg(const char *fmt,
+							    ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", arg_program);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* Options every decoding verb shares. */
+struct decode_args {
+	struct ptd_decode_opts opts;
+	bool have_tid;
+	long tid;
+};
+
+static void decode_args_init(struct decode_args *d)
+{
+	memset(d, 0, sizeof(*d));
+	d->opts.path = PTD_PATH_BLOCK;
+	d->opts.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
+		       PTD_REC_BIT(PTD_REC_ERROR);
+}
+
+static int parse_records(const char *s, unsigned *ret)
+{
+	_cleanup_free_ char *copy = strdup(s);
+	char *save = NULL, *tok;
+	unsigned want = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int t = ptd_rec_type_parse(tok);
+
+		if (t < 0) {
+			errx_msg("--records: unknown record kind '%s' (kinds: "
+				 "insn, block, event, error)",
+				 tok);
+			return -EINVAL;
+		}
+		want |= PTD_REC_BIT(t);
+	}
+	if (!want) {
+		errx_msg("--records: no record kind given");
+		return -EINVAL;
+	}
+	*ret = want | PTD_REC_BIT(PTD_REC_ERROR);
+	return 0;
+}
+
+/* "F/M[/S]" or "none". */
+static int parse_cpu(const char *s, struct pt_cpu *cpu)
+{
+	uint64_t v[3] = { 0, 0, 0 };
+	const char *p = s;
+	int n = 0;
+
+	memset(cpu, 0, sizeof(*cpu));
+	if (!strcmp(s, "none"))
+		return 0;
+	while (n < 3) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (ptd_parse_u64n(p, len, 0, &v[n]) < 0 || v[n] > 0xffff)
+			break;
+		n++;
+		if (!slash) {
+			p = NULL;
+			break;
+		}
+		p = slash + 1;
+	}
+	if (p || n < 2 || v[1] > 0xff || v[2] > 0xff) {
+		errx_msg("--cpu: expected FAMILY/MODEL[/STEPPING] or 'none', "
+			 "got '%s'",
+			 s);
+		return -EINVAL;
+	}
+	cpu->vendor = pcv_intel;
+	cpu->family = (uint16_t)v[0];
+	cpu->model = (uint8_t)v[1];
+	cpu->stepping = (uint8_t)v[2];
+	return 0;
+}
+
+/* Handle an option shared by the decoding verbs; returns 1 if it was one,
+ * 0 if not, -EINVAL on a bad value. */
+static int decode_option(struct decode_args *d, int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'r':
+		return parse_records(arg, &d->opts.want) < 0 ? -EINVAL : 1;
+	case 'P':
+		if (!strcmp(arg, "insn"))
+			d->opts.path = PTD_PATH_INSN;
+		else if (!strcmp(arg, "block"))
+			d->opts.path = PTD_PATH_BLOCK;
+		else {
+			errx_msg("--path: expected 'insn' or 'block', got "
+				 "'%s'",
+				 arg);
+			return -EINVAL;
+		}
+		return 1;
+	case 't':
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
+			errx_msg("--tid: expected a thread id, got '%s'", arg);
+			return -EINVAL;
+		}
+		d->have_tid = true;
+		d->tid = (long)v;
+		return 1;
+	case 'c':
+		return parse_cpu(arg, &d->opts.cpu) < 0 ? -EINVAL : 1;
+	default:
+		return 0;
+	}
+}
+
+static int check_decode_args(const struct decode_args *d)
+{
+	if ((d->opts.want & PTD_REC_BIT(PTD_REC_BLOCK)) &&
+	    d->opts.path != PTD_PATH_BLOCK) {
+		errx_msg("--records block needs --path block");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The output: JSON lines on stdout. */
+struct output {
+	struct ptd_jsonw w;
+	unsigned want;		/* PTD_REC_BIT()s asked for */
+	struct ptd_decode_stats total;
+	unsigned threads;
+};
+
+static int output_record(void *ctx, const struct ptd_record *rec)
+{
+	struct output *out = ctx;
+
+	return ptd_jsonw_put(&out->w, rec);
+}
+
+static int output_json(struct output *out, cJSON *obj)
+{
+	_cleanup_free_ char *s = cJSON_PrintUnformatted(obj);
+	_cleanup_free_ char *line = NULL;
+	int n;
+
+	cJSON_Delete(obj);
+	if (!s)
+		return -ENOMEM;
+	n = asprintf(&line, "%s\n", s);
+	if (n < 0) {
+		line = NULL;
+		return -ENOMEM;
+	}
+	return ptd_jsonw_line(&out->w, line, (size_t)n);
+}
+
+static void hex_field(cJSON *o, const char *key, uint64_t v)
+{
+	char buf[24];
+
+	(void)snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	cJSON_AddStringToObject(o, key, buf);
+}
+
+static int output_hello(struct output *out, const char *source,
+			const char *input, long pid)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return -ENOMEM;
+	cJSON_AddStringToObject(o, "type", "hello");
+	cJSON_AddNumberToObject(o, "protocol", PTCTL_PROTOCOL);
+	cJSON_AddStringToObject(o, "source", source);
+	cJSON_AddStringToObject(o, "input", input);
+	if (pid > 0)
+		cJSON_AddNumberToObject(o, "pid", (double)pid);
+	return output_json(out, o);
+}
+
+static int output_bye(struct output *out, const char *reason)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return -ENOMEM;
+	cJSON_AddStringToObject(o, "type", "bye");
+	cJSON_AddStringToObject(o, "reason", reason);
+	cJSON_AddNumberToObject(o, "threads", out->threads);
+	hex_field(o, "insns", out->total.insns);
+	if (out->want & PTD_REC_BIT(PTD_REC_BLOCK))
+		hex_field(o, "blocks", out->total.blocks);
+	hex_field(o, "events", out->total.events);
+	hex_field(o, "errors", out->total.errors);
+	hex_field(o, "trace_bytes", out->total.bytes);
+	hex_field(o, "skipped_bytes", out->total.skipped);
+	return output_json(out, o);
+}
+
+static void stats_add(struct ptd_decode_stats *t,
+		      const struct ptd_decode_stats *s)
+{
+	t->insns += s->insns;
+	t->blocks += s->blocks;
+	t->events += s->events;
+	t->errors += s->errors;
+	t->bytes += s->bytes;
+	t->skipped += s->skipped;
+	t->tl_applied += s->tl_applied;
+}
+
+/* Decode every (or one) thread of the capture in @dir to stdout. */
+static int decode_capture(const char *dir, const struct decode_args *d)
+{
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	struct output out;
+	struct ptd_iscache *ic = NULL;
+	struct ptd_insncache *icache = NULL;
+	bool found = false;
+	int r, ret = 0;
+	size_t i;
+
+	r = ptd_capture_load(dir, &c, &diag);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	memset(&out, 0, sizeof(out));
+	out.want = d->opts.want;
+	ic = ptd_iscache_new();
+	icache = ptd_insncache_new(0);
+	if (!ic || !icache || ptd_jsonw_init(&out.w, STDOUT_FILENO, 0) < 0) {
+		errx_msg("out of memory");
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	struct ptd_decode_opts o = d->opts;
+	if (o.cpu.vendor == pcv_unknown && !d->opts.cpu.family)
+		o.cpu = c.cpu;
+	r = output_hello(&out, "swpt-capture", dir, (long)c.pid);
+	for (i = 0; r == 0 && i < c.nthreads; i++) {
+		struct ptd_decode_stats st;
+
+		if (d->have_tid && c.threads[i].tid != d->tid)
+			continue;
+		found = true;
+		memset(&st, 0, sizeof(st));
+		r = ptd_replay_thread(&c, i, &o, ic, icache, output_record,
+				      &out, &st, &diag);
+		stats_add(&out.total, &st);
+		out.threads++;
+		if (r < 0) {
+			errx_msg("thread %ld: %s", (long)c.threads[i].tid,
+				 diag.msg[0] ? diag.msg : ptd_strerror(r));
+			ret = EXIT_INPUT;
+			r = 0;
+		}
+	}
+	if (r == 0 && d->have_tid && !found) {
+		errx_msg("capture '%s' has no thread %ld", dir, d->tid);
+		ret = EXIT_INPUT;
+	}
+	if (r == 0)
+		r = output_bye(&out, ret ? "input error" : "end of trace");
+	if (ptd_jsonw_fini(&out.w) < 0 || r < 0) {
+		errx_msg("writing records: %s",
+			 ptd_strerror(r < 0 ? r : out.w.err));
+		ret = EXIT_INPUT;
+	}
+	if (!ret && out.total.errors) {
+		errx_msg("%" PRIu64 " decode errors (see the error records)",
+			 out.total.errors);
+		ret = EXIT_DECODE_ERRORS;
+	}
+out:
+	ptd_insncache_free(icache);
+	ptd_iscache_free(ic);
+	ptd_capture_free(&c);
+	return ret;
+}
+
+/* ptxed-style raw input: one PT file and the code it ran. */
+struct raw_input {
+	const char *pt;
+	struct ptd_image *img;
+	struct ptd_iscache *ic;
+	long pid;
+};
+
+/* --raw FILE:ADDR  (the whole file at ADDR) */
+static int add_raw(struct raw_input *ri, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	_cleanup_free_ char *path = NULL;
+	struct ptd_diag diag = { "" };
+	struct stat st;
+	uint64_t addr;
+	int r;
+
+	if (!colon || colon == arg ||
+	    ptd_parse_u64(colon + 1, 0, &addr) < 0) {
+		errx_msg("--raw: expected FILE:ADDRESS, got '%s'", arg);
+		return EXIT_USAGE;
+	}
+	path = strndup(arg, (size_t)(colon - arg));
+	if (!path)
+		return EXIT_INPUT;
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+		errx_msg("--raw: '%s' is not a non-empty regular file", path);
+		return EXIT_INPUT;
+	}
+	r = ptd_image_map_file(ri->img, path, 0, (uint64_t)st.st_size, addr,
+			       NULL, &diag);
+	if (r < 0) {
+		errx_msg("--raw: %s", diag.msg[0] ? diag.msg
+						   : ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+/* --elf FILE[:BASE] */
+static int add_elf(struct raw_input *ri, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	_cleanup_free_ char *path = NULL;
+	struct ptd_diag diag = { "" };
+	uint64_t base = 0;
+	bool has_base = false;
+	int r;
+
+	if (colon && ptd_parse_u64(colon + 1, 0, &base) == 0) {
+		has_base = true;
+		path = strndup(arg, (size_t)(colon - arg));
+	} else {
+		path = strdup(arg);
+	}
+	if (!path)
+		return EXIT_INPUT;
+	r = ptd_elf_load(ri->img, path, has_base, base, &diag);
+	if (r < 0) {
+		errx_msg("--elf: %s", diag.msg[0] ? diag.msg
+						   : ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+static int decode_raw(struct raw_input *ri, const struct decode_args *d)
+{
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+	struct output out;
+	char *data = NULL;
+	size_t len = 0;
+	int r, ret = 0;
+
+	r = ptd_file_read_all(ri->pt, PTD_CAPTURE_MAX_PT, &data, &len);
+	if (r < 0) {
+		errx_msg("cannot read PT file '%s': %s", ri->pt,
+			 ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	memset(&out, 0, sizeof(out));
+	out.want = d->opts.want;
+	if (ptd_jsonw_init(&out.w, STDOUT_FILENO, 0) < 0) {
+		free(data);
+		return EXIT_INPUT;
+	}
+	memset(&a, 0, sizeof(a));
+	memset(&st, 0, sizeof(st));
+	a.pt = (const uint8_t *)data;
+	a.len = len;
+	a.pid = (pid_t)ri->pid;
+	a.tid = d->have_tid ? (pid_t)d->tid : (pid_t)ri->pid;
+	a.img = ri->img;
+	r = output_hello(&out, "raw", ri->pt, ri->pid);
+	if (r == 0)
+		r = ptd_decode_thread(&d->opts, &a, output_record, &out, &st);
+	stats_add(&out.total, &st);
+	out.threads = 1;
+	if (r == 0)
+		r = output_bye(&out, "end of trace");
+	if (ptd_jsonw_fini(&out.w) < 0 || r != 0) {
+		errx_msg("decoding '%s': %s", ri->pt,
+			 ptd_strerror(r < 0 ? r : out.w.err));
+		ret = EXIT_INPUT;
+	} else if (out.total.errors) {
+		errx_msg("%" PRIu64 " decode errors (see the error records)",
+			 out.total.errors);
+		ret = EXIT_DECODE_ERRORS;
+	}
+	free(data);
+	return ret;
+}
+
+static const struct option decode_long[] = {
+	{ "records", required_argument, NULL, 'r' },
+	{ "path", required_argument, NULL, 'P' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "cpu", required_argument, NULL, 'c' },
+	{ "pt", required_argument, NULL, 'p' },
+	{ "raw", required_argument, NULL, 'R' },
+	{ "elf", required_argument, NULL, 'e' },
+	{ "pid", required_argument, NULL, 'i' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void help_decode(void)
+{
+	printf("Usage: ptctl decode [OPTIONS] CAPTURE_DIR\n"
+	       "       ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] | "
+	       "--raw FILE:ADDR)...\n\n"
+	       "Decode a trace into JSON lines on stdout (hello, records, "
+	       "bye).\n\n"
+	       "  --records KINDS   insn,block,event,error (default "
+	       "insn,event,error)\n"
+	       "  --path insn|block decoder path (default block; same "
+	       "records)\n"
+	       "  --tid TID         one thread of a capture / label for raw "
+	       "input\n"
+	       "  --cpu F/M[/S]     CPU the trace came from, for errata "
+	       "(default: the capture's; 'none')\n"
+	       "  --pt FILE         raw Intel PT bytes\n"
+	       "  --elf FILE[:BASE] executable segments of an ELF file, "
+	       "optionally relocated to BASE\n"
+	       "  --raw FILE:ADDR   a file of raw code loaded at ADDR\n"
+	       "  --pid PID         label for raw input\n");
+}
+
+static int verb_decode(int argc, char **argv)
+{
+	struct decode_args d;
+	struct raw_input ri;
+	int c, r, ret = 0;
+
+	decode_args_init(&d);
+	memset(&ri, 0, sizeof(ri));
+	ri.ic = ptd_iscache_new();
+	ri.img = ri.ic ? ptd_image_new(ri.ic, "raw") : NULL;
+	if (!ri.img) {
+		errx_msg("out of memory");
+		ptd_iscache_free(ri.ic);
+		return EXIT_INPUT;
+	}
+	bool have_code = false;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", decode_long, NULL)) != -1) {
+		uint64_t v;
+
+		r = decode_option(&d, c, optarg);
+		if (r < 0) {
+			ret = EXIT_USAGE;
+			goto out;
+		}
+		if (r > 0)
+			continue;
+		switch (c) {
+		case 'p':
+			ri.pt = optarg;
+			break;
+		case 'R':
+			ret = add_raw(&ri, optarg);
+			have_code = true;
+			break;
+		case 'e':
+			ret = add_elf(&ri, optarg);
+			have_code = true;
+			break;
+		case 'i':
+			if (ptd_parse_u64(optarg, 10, &v) < 0 || v == 0 ||
+			    v > INT32_MAX) {
+				errx_msg("--pid: expected a process id, got "
+					 "'%s'",
+					 optarg);
+				ret = EXIT_USAGE;
+			}
+			ri.pid = (long)v;
+			break;
+		case 'h':
+			help_decode();
+			goto out;
+		default:
+			ret = EXIT_USAGE;
+			break;
+		}
+		if (ret)
+			goto out;
+	}
+	if (check_decode_args(&d) < 0) {
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (ri.pt) {
+		if (optind != argc) {
+			errx_msg("--pt takes no CAPTURE_DIR argument");
+			ret = EXIT_USAGE;
+		} else if (!have_code) {
+			errx_msg("--pt needs the code it ran: --elf FILE or "
+				 "--raw FILE:ADDR");
+			ret = EXIT_USAGE;
+		} else {
+			ret = decode_raw(&ri, &d);
+		}
+		goto out;
+	}
+	if (have_code || optind + 1 != argc) {
+		errx_msg("expected one CAPTURE_DIR, or --pt FILE with --elf/"
+			 "--raw (see ptctl decode --help)");
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	ret = decode_capture(argv[optind], &d);
+out:
+	ptd_image_free(ri.img);
+	ptd_iscache_free(ri.ic);
+	return ret;
+}
+
+static int print_verify(const char *dir)
+{
+	struct ptd_capture c;
+	struct ptd_verify_report rep;
+	struct ptd_diag diag = { "" };
+	size_t i;
+	int r;
+
+	r = ptd_capture_load(dir, &c, &diag);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	r = ptd_replay_verify(&c, &rep, &diag);
+	if (r < 0) {
+		errx_msg("verify '%s': %s", dir,
+			 diag.msg[0] ? diag.msg : ptd_strerror(r));
+		ptd_capture_free(&c);
+		return EXIT_INPUT;
+	}
+	for (i = 0; i < rep.nthreads; i++) {
+		const struct ptd_verify_thread *t = &rep.threads[i];
+
+		printf("tid %ld: %s: %" PRIu64 " executed, %" PRIu64
+		       " decoded (insn path), %" PRIu64 " (block path)%s%s\n",
+		       (long)t->tid, t->ok ? "ok" : "MISMATCH", t->truth,
+		       t->insn_path, t->block_path, t->ok ? "" : ": ",
+		       t->ok ? "" : t->why);
+	}
+	printf("%s\n", rep.ok ? "verified: every thread decodes to exactly "
+				"what it executed, on both paths"
+			      : "verification FAILED");
+	r = rep.ok ? 0 : EXIT_MISMATCH;
+	ptd_verify_report_free(&rep);
+	ptd_capture_free(&c);
+	return r;
+}
+
+static int verb_verify(int argc, char **argv)
+{
+	if (argc != 2 || argv[1][0] == '-') {
+		printf("Usage: ptctl verify CAPTURE_DIR\n\n"
+		       "Decode every thread of a software-source capture on "
+		       "both decoder paths and\ncompare with the ground truth "
+		       "it recorded.\n");
+		return argc == 2 && !strcmp(argv[1], "--help") ? 0
+							        : EXIT_USAGE;
+	}
+	return print_verify(argv[1]);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static const struct option trace_long[] = {
+	{ "records", required_argument, NULL, 'r' },
+	{ "path", required_argument, NULL, 'P' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "out", required_argument, NULL, 'o' },
+	{ "psb-period", required_argument, NULL, 'b' },
+	{ "noretcomp", no_argument, NULL, 'n' },
+	{ "tsc", no_argument, NULL, 'T' },
+	{ "max-insns", required_argument, NULL, 'm' },
+	{ "quiet-target", no_argument, NULL, 'q' },
+	{ "no-decode", no_argument, NULL, 'N' },
+	{ "verify", no_argument, NULL, 'V' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void help_trace(void)
+{
+	printf("Usage: ptctl trace [OPTIONS] -- PROGRAM [ARGS...]\n\n"
+	       "Run PROGRAM under the software PT source (ptrace single-step "
+	       "+ libipt's encoder;\nit runs orders of magnitude slower "
+	       "than normal), then stream its decoded\ninstructions as "
+	       "JSON lines.\n\n"
+	       "  --out DIR         keep the capture in DIR (default: a "
+	       "temporary one, removed)\n"
+	       "  --psb-period N    bytes between PSB packets (power of "
+	       "two, 256..1M; default 4096)\n"
+	       "  --noretcomp       no return compression\n"
+	       "  --tsc             TSC packets in PSB+\n"
+	       "  --max-insns N     detach after N instructions\n"
+	       "  --quiet-target    send PROGRAM's stdout/stderr to "
+	       "/dev/null\n"
+	       "  --no-decode       only write the capture (needs --out)\n"
+	       "  --verify          instead of streaming, check the decode "
+	       "against the ground truth\n"
+	       "  --records, --path, --tid   as for ptctl decode\n");
+}
+
+static int verb_trace(int argc, char **argv)
+{
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag diag = { "" };
+	struct decode_args d;
+	char tmpl[4096];
+	const char *outdir = NULL;
+	bool tmp = false, no_decode = false, verify = false;
+	int c, r, ret;
+
+	decode_args_init(&d);
+	memset(&so, 0, sizeof(so));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", trace_long, NULL)) != -1) {
+		uint64_t v;
+
+		r = decode_option(&d, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r > 0)
+			continue;
+		switch (c) {
+		case 'o':
+			outdir = optarg;
+			break;
+		case 'b':
+			if (ptd_parse_size(optarg, &v) < 0 || v < 256 ||
+			    v > (1u << 20) || (v & (v - 1))) {
+				errx_msg("--psb-period: expected a power of "
+					 "two from 256 to 1M, got '%s'",
+					 optarg);
+				return EXIT_USAGE;
+			}
+			so.gen.psb_period = v;
+			break;
+		case 'n':
+			so.gen.noretcomp = true;
+			break;
+		case 'T':
+			so.gen.tsc = true;
+			break;
+		case 'm':
+			if (ptd_parse_u64(optarg, 10, &v) < 0 || v == 0) {
+				errx_msg("--max-insns: expected a positive "
+					 "number, got '%s'",
+					 optarg);
+				return EXIT_USAGE;
+			}
+			so.max_insns = v;
+			break;
+		case 'q':
+			so.quiet_target = true;
+			break;
+		case 'N':
+			no_decode = true;
+			break;
+		case 'V':
+			verify = true;
+			break;
+		case 'h':
+			help_trace();
+			return 0;
+		default:
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		errx_msg("no program to trace (ptctl trace [OPTIONS] -- "
+			 "PROGRAM [ARGS...])");
+		return EXIT_USAGE;
+	}
+	if (check_decode_args(&d) < 0)
+		return EXIT_USAGE;
+	if (no_decode && !outdir) {
+		errx_msg("--no-decode needs --out DIR");
+		return EXIT_USAGE;
+	}
+	if (!outdir) {
+		const char *t = getenv("TMPDIR");
+
+		(void)snprintf(tmpl, sizeof(tmpl), "%s/ptctl-trace-XXXXXX",
+			       t && *t ? t : "/tmp");
+		if (!mkdtemp(tmpl)) {
+			errx_msg("cannot create a temporary directory in "
+				 "'%s': %s",
+				 t && *t ? t : "/tmp", strerror(errno));
+			return EXIT_INPUT;
+		}
+		outdir = tmpl;
+		tmp = true;
+	}
+	so.outdir = outdir;
+	fprintf(stderr,
+		"%s: tracing '%s' with the software PT source (single-step: "
+		"orders of magnitude slower than native)\n",
+		arg_program, argv[optind]);
+	r = ptd_swpt_run(argv + optind, &so, &res, &diag);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	fprintf(stderr,
+		"%s: %" PRIu64 " instructions in %u thread(s), %" PRIu64
+		" PT bytes; target %s %d\n",
+		arg_program, res.insns, res.threads, res.pt_bytes,
+		res.exit_signal ? "killed by signal" : "exited with",
+		res.exit_signal ? res.exit_signal : res.exit_code);
+	if (verify)
+		ret = print_verify(outdir);
+	else if (no_decode)
+		ret = 0;
+	else
+		ret = decode_capture(outdir, &d);
+out:
+	if (tmp)
+		(void)nftw(outdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return ret;
+}
+
+static const struct verb {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *help;
+} verbs[] = {
+	{ "trace", verb_trace,
+	  "run a program under the software PT source and stream it" },
+	{ "decode", verb_decode, "decode a capture or raw PT to JSON lines" },
+	{ "verify", verb_verify,
+	  "check a capture's decode against its ground truth" },
+};
+
+static void help(FILE *f)
+{
+	size_t i;
+
+	fprintf(f, "Usage: ptctl VERB [OPTIONS...]\n\n");
+	for (i = 0; i < PTD_ARRAY_SIZE(verbs); i++)
+		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+	fprintf(f, "\nptctl VERB --help for a verb's options.\n"
+		   "Exit status: 0 ok, 1 usage, 2 bad input, 3 decoded with "
+		   "errors, 4 ground truth mismatch.\n");
+}
+
+int main(int argc, char **argv)
+{
+	size_t i;
+
+	if (argc < 2) {
+		help(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		help(stdout);
+		return 0;
+	}
+	for (i = 0; i < PTD_ARRAY_SIZE(verbs); i++)
+		if (!strcmp(argv[1], verbs[i].name))
+			return verbs[i].run(argc - 1, argv + 1);
+	errx_msg("unknown verb '%s'", argv[1]);
+	help(stderr);
+	return EXIT_USAGE;
+}

@@ -12,5 +12,5 @@ int main(void)
 	n = 0; /* zero iterations: still one instruction */
 	d = dst;
 	__asm__ volatile("rep stosb" : "+D"(d), "+c"(n) : "a"(0) : "memory");
-	return dst[8] == 0x11 ? 0 : 1;
+	return dst[7] == 0x11 ? 0 : 1;
 }

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Decode throughput, side by side in one process on one trace:
+ *
+ *   bare pt_insn_next loop         the baseline for instruction output
+ *   bare pt_blk_next loop          the baseline for block output
+ *   ptd insn records -> JSON pipe  what a subscriber of insn records costs
+ *   ptd block records -> JSON pipe
+ *
+ * The JSON goes through a pipe to a child process that reads and discards
+ * it, as a subscriber would.  Each measurement is the best of --repeat runs;
+ * figures are M instructions/s and ratios to the bare loops (the machines
+ * are shared and noisy: compare ratios, not absolute numbers).
+ *
+ * The trace comes from the software PT source and is cached in --cache DIR
+ * (single-stepping runs at ~40 k instructions/s, so the first run takes
+ * minutes).
+ *
+ *   bench-decode [--cache DIR] [--repeat N] [-- PROGRAM ARGS...]
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aspace/iscache.h"
+#include "common/strutil.h"
+#include "decode/decoder.h"
+#include "record/jsonw.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+#include "swpt/tracer.h"
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct pt_config base_config(const struct ptd_replay_stream *rs,
+				    const struct ptd_capture *c)
+{
+	struct pt_config cfg;
+
+	pt_config_init(&cfg);
+	cfg.begin = rs->pt;
+	cfg.end = rs->pt + rs->len;
+	cfg.cpu = c->cpu;
+	if (cfg.cpu.vendor != pcv_unknown)
+		(void)pt_cpu_errata(&cfg.errata, &cfg.cpu);
+	return cfg;
+}
+
+/* The bare pt_insn_next loop: count instructions, drain events, resync on
+ * errors.  Applies the timeline like ptd does, so both pay for it. */
+static uint64_t bare_insn(const struct ptd_capture *c,
+			  struct ptd_replay_stream *rs)
+{
+	struct pt_config cfg = base_config(rs, c);
+	struct pt_insn_decoder *d = pt_insn_alloc_decoder(&cfg);
+	uint64_t n = 0;
+	int st;
+
+	if (!d)
+		return 0;
+	(void)pt_insn_set_image(d, ptd_image_pt(rs->img));
+	for (st = pt_insn_sync_forward(d); st != -pte_eos;) {
+		struct pt_insn insn;
+		uint64_t off;
+
+		if (st < 0) {
+			st = pt_insn_sync_forward(d);
+			if (st == -pte_eos)
+				break;
+			continue;
+		}
+		while (st & pts_event_pending) {
+			struct pt_event ev;
+
+			st = pt_insn_event(d, &ev, sizeof(ev));
+			if (st < 0)
+				break;
+		}
+		if (st < 0)
+			continue;
+		if (!pt_insn_get_offset(d, &off) &&
+		    ptd_tl_cursor_due(&rs->cursor, off))
+			(void)ptd_tl_cursor_advance(&rs->cursor, off, rs->img,
+						    NULL);
+		st = pt_insn_next(d, &insn, sizeof(insn));
+		if (st >= 0)
+			n++;
+	}
+	pt_insn_free_decoder(d);
+	return n;
+}
+
+static uint64_t bare_blk(const struct ptd_capture *c,
+			 struct ptd_replay_stream *rs)
+{
+	struct pt_config cfg = base_config(rs, c);
+	struct pt_block_decoder *d = pt_blk_alloc_decoder(&cfg);
+	uint64_t n = 0;
+	int st;
+
+	if (!d)
+		return 0;
+	(void)pt_blk_set_image(d, ptd_image_pt(rs->img));
+	for (st = pt_blk_sync_forward(d); st != -pte_eos;) {
+		struct pt_block b;
+		uint64_t off;
+
+		if (st < 0) {
+			st = pt_blk_sync_forward(d);
+			if (st == -pte_eos)
+				break;
+			continue;
+		}
+		while (st & pts_event_pending) {
+			struct pt_event ev;
+
+			st = pt_blk_event(d, &ev, sizeof(ev));
+			if (st < 0)
+				break;
+		}
+		if (st < 0)
+			continue;
+		if (!pt_blk_get_offset(d, &off) &&
+		    ptd_tl_cursor_due(&rs->cursor, off))
+			(void)ptd_tl_cursor_advance(&rs->cursor, off, rs->img,
+						    NULL);
+		st = pt_blk_next(d, &b, sizeof(b));
+		if (st >= 0)
+			n += b.ninsn;
+	}
+	pt_blk_free_decoder(d);
+	return n;
+}
+
+struct sink {
+	struct ptd_jsonw w;
+};
+
+static int sink_record(void *ctx, const struct ptd_record *rec)
+{
+	return ptd_jsonw_put(&((struct sink *)ctx)->w, rec);
+}
+
+/* A subscriber: a child process reading the pipe to its end. */
+static pid_t start_reader(int *ret_wfd)
+{
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	(void)fcntl(p[1], F_SETPIPE_SZ, 1 << 20);
+	pid = fork();
+	if (pid == 0) {
+		static char buf[1 << 16];
+		unsigned long long total = 0;
+		ssize_t n;
+
+		close(p[1]);
+		while ((n = read(p[0], buf, sizeof(buf))) > 0)
+			total += (unsigned long long)n;
+		_exit(total ? 0 : 1);
+	}
+	close(p[0]);
+	*ret_wfd = p[1];
+	return pid;
+}
+
+/* ptd decoding with records written as JSON to a pipe. */
+static uint64_t ptd_json(const struct ptd_capture *c,
+			 struct ptd_replay_stream *rs, enum ptd_rec_type what,
+			 struct ptd_insncache *icache, uint64_t *ret_bytes)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_stats st;
+	struct sink s;
+	int wfd, status;
+	pid_t child = start_reader(&wfd);
+
+	if (child < 0)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	o.path = PTD_PATH_BLOCK;
+	o.want = PTD_REC_BIT(what);
+	o.cpu = c->cpu;
+	memset(&st, 0, sizeof(st));
+	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
+	rs->args.icache = icache;
+	(void)ptd_decode_thread(&o, &rs->args, sink_record, &s, &st);
+	(void)ptd_jsonw_fini(&s.w);
+	close(wfd);
+	(void)waitpid(child, &status, 0);
+	*ret_bytes = s.w.bytes;
+	return st.insns;
+}
+
+enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, NWHICH };
+static const char *const names[NWHICH] = {
+	"bare pt_insn_next loop", "bare pt_blk_next loop",
+	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
+};
+
+/* Run one measurement over every thread; returns seconds. */
+static double measure(const struct ptd_capture *c, enum which w,
+		      uint64_t *ret_insns, uint64_t *ret_bytes)
+{
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_insncache *icache = ptd_insncache_new(0);
+	struct ptd_diag diag = { "" };
+	double t0, t = 0;
+	uint64_t insns = 0, bytes = 0, b;
+
+	for (size_t i = 0; i < c->nthreads; i++) {
+		struct ptd_replay_stream rs;
+
+		if (ptd_replay_open(c, i, ic, &rs, &diag) < 0) {
+			fprintf(stderr, "bench: %s\n", diag.msg);
+			exit(2);
+		}
+		t0 = now();
+		switch (w) {
+		case BARE_INSN:
+			insns += bare_insn(c, &rs);
+			break;
+		case BARE_BLK:
+			insns += bare_blk(c, &rs);
+			break;
+		case PTD_INSN:
+			insns += ptd_json(c, &rs, PTD_REC_INSN, icache, &b);
+			bytes += b;
+			break;
+		case PTD_BLOCK:
+			insns += ptd_json(c, &rs, PTD_REC_BLOCK, icache, &b);
+			bytes += b;
+			break;
+		case NWHICH:
+			break;
+		}
+		t += now() - t0;
+		ptd_replay_close(&rs);
+	}
+	ptd_insncache_free(icache);
+	ptd_iscache_free(ic);
+	*ret_insns = insns;
+	*ret_bytes = bytes;
+	return t;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "cache", required_argument, NULL, 'c' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *cache = "bench-cache/ls-lR";
+	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include", NULL };
+	char **prog = default_argv;
+	uint64_t repeat = 3;
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	double best[NWHICH];
+	uint64_t insns[NWHICH], bytes[NWHICH];
+	int opt, r;
+
+	while ((opt = getopt_long(argc, argv, "+", lo, NULL)) != -1) {
+		switch (opt) {
+		case 'c':
+			cache = optarg;
+			break;
+		case 'r':
+			if (ptd_parse_u64(optarg, 10, &repeat) < 0 ||
+			    repeat == 0 || repeat > 100) {
+				fprintf(stderr, "bench: --repeat 1..100\n");
+				return 1;
+			}
+			break;
+		default:
+			return 1;
+		}
+	}
+	if (optind < argc)
+		prog = argv + optind;
+
+	if (access(cache, F_OK) != 0) {
+		struct ptd_swpt_options so;
+		struct ptd_swpt_result res;
+		double t0 = now();
+
+		memset(&so, 0, sizeof(so));
+		so.outdir = cache;
+		so.quiet_target = true;
+		fprintf(stderr, "bench: tracing '%s' into %s (once; this takes "
+				"minutes)\n", prog[0], cache);
+		r = ptd_swpt_run(prog, &so, &res, &diag);
+		if (r < 0) {
+			fprintf(stderr, "bench: trace failed: %s\n", diag.msg);
+			return 2;
+		}
+		fprintf(stderr, "bench: %" PRIu64 " instructions traced in "
+				"%.0f s (%.0f k/s)\n", res.insns,
+			now() - t0, (double)res.insns / (now() - t0) / 1e3);
+	}
+	r = ptd_capture_load(cache, &c, &diag);
+	if (r < 0) {
+		fprintf(stderr, "bench: %s\n", diag.msg);
+		return 2;
+	}
+
+	for (int w = 0; w < NWHICH; w++)
+		best[w] = 1e30;
+	/* Interleave the measurements so drift hits them alike. */
+	for (uint64_t k = 0; k < repeat; k++)
+		for (int w = 0; w < NWHICH; w++) {
+			double t = measure(&c, (enum which)w, &insns[w],
+					   &bytes[w]);
+			if (t < best[w])
+				best[w] = t;
+		}
+
+	printf("trace: %s (%zu thread(s), %" PRIu64
+	       " instructions); best of %" PRIu64 "\n",
+	       cache, c.nthreads, insns[BARE_INSN], repeat);
+	for (int w = 0; w < NWHICH; w++) {
+		double mips = (double)insns[w] / best[w] / 1e6;
+		double base = (double)insns[w < PTD_INSN ? w : w - 2] /
+			      best[w < PTD_INSN ? w : w - 2] / 1e6;
+
+		printf("  %-36s %8.2f M insn/s", names[w], mips);
+		if (w >= PTD_INSN)
+			printf("  %5.2fx %s  %5.2fx bare pt_insn_next  "
+			       "(%.0f MB/s JSON)",
+			       mips / base,
+			       w == PTD_INSN ? "bare pt_insn_next"
+					     : "bare pt_blk_next ",
+			       mips / ((double)insns[BARE_INSN] /
+				       best[BARE_INSN] / 1e6),
+			       (double)bytes[w] / best[w] / 1e6);
+		printf("\n");
+		if (insns[w] != insns[BARE_INSN])
+			printf("  WARNING: %s counted %" PRIu64
+			       " instructions, the insn loop %" PRIu64 "\n",
+			       names[w], insns[w], insns[BARE_INSN]);
+	}
+	ptd_capture_free(&c);
+	return 0;
+}

@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl as a user runs it: the JSON stream of `ptctl trace` and `ptctl
+ * decode` (every line parsed back with cJSON), `ptctl verify`, and exit
+ * codes and messages for bad input.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "swpt/capture.h"
+
+extern char **environ;
+
+static char ptctl[512];
+static const char *progs;
+static char workdir[256];
+
+struct run {
+	int status;	/* exit code, or 128 + signal */
+	char *out;
+	size_t out_len;
+	char *err;
+	size_t err_len;
+};
+
+static void run_free(struct run *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+/* Run ptctl with @argv (argv[0] is replaced), capturing stdout/stderr into
+ * files. */
+static struct run run_ptctl(const char *const *args)
+{
+	struct run r = { 0 };
+	char outp[300], errp[300];
+	posix_spawn_file_actions_t fa;
+	const char *argv[32];
+	pid_t pid;
+	int st, n = 0;
+
+	argv[n++] = ptctl;
+	for (; *args && n < 31; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	(void)snprintf(outp, sizeof(outp), "%s/stdout", workdir);
+	(void)snprintf(errp, sizeof(errp), "%s/stderr", workdir);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, outp,
+					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	posix_spawn_file_actions_addopen(&fa, 2, errp,
+					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (posix_spawn(&pid, ptctl, &fa, NULL, (char *const *)argv,
+			environ) != 0) {
+		r.status = -1;
+		posix_spawn_file_actions_destroy(&fa);
+		return r;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	(void)waitpid(pid, &st, 0);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	(void)ptd_file_read_all(outp, 1u << 30, &r.out, &r.out_len);
+	(void)ptd_file_read_all(errp, 1u << 20, &r.err, &r.err_len);
+	return r;
+}
+
+struct stream_info {
+	unsigned lines, insns, blocks, events, errors;
+	bool hello_first, bye_last, all_valid, hex_ok;
+	uint64_t bye_insns, bye_errors;
+	unsigned in_module;	/* insns whose module contains a name */
+};
+
+static uint64_t hex_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	if (!cJSON_IsString(v) || strncmp(v->valuestring, "0x", 2))
+		return UINT64_MAX;
+	return strtoull(v->valuestring + 2, NULL, 16);
+}
+
+/* Parse every line of @out; check the stream's shape. */
+static struct stream_info parse_stream(const char *out, const char *module)
+{
+	struct stream_info si = { 0 };
+	const char *p = out;
+
+	si.all_valid = si.hex_ok = true;
+	while (p && *p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		cJSON *o = cJSON_ParseWithLength(p, len);
+		const cJSON *type = o ? o->child : NULL;
+
+		si.lines++;
+		if (!o || !type || strcmp(type->string, "type") ||
+		    !cJSON_IsString(type)) {
+			si.all_valid = false;
+			fprintf(stderr, "bad line: %.*s\n", (int)len, p);
+		} else {
+			const char *t = type->valuestring;
+			bool last = !nl || !nl[1];
+
+			if (si.lines == 1)
+				si.hello_first = !strcmp(t, "hello");
+			if (last && !strcmp(t, "bye")) {
+				si.bye_last = true;
+				si.bye_insns = hex_of(o, "insns");
+				si.bye_errors = hex_of(o, "errors");
+			}
+			if (!strcmp(t, "insn")) {
+				const cJSON *m = cJSON_GetObjectItem(o,
+								     "module");
+
+				si.insns++;
+				if (hex_of(o, "ip") == UINT64_MAX)
+					si.hex_ok = false;
+				if (module && cJSON_IsString(m) &&
+				    strstr(m->valuestring, module))
+					si.in_module++;
+			} else if (!strcmp(t, "block")) {
+				si.blocks++;
+			} else if (!strcmp(t, "event")) {
+				si.events++;
+			} else if (!strcmp(t, "error")) {
+				si.errors++;
+			}
+		}
+		cJSON_Delete(o);
+		p = nl ? nl + 1 : NULL;
+	}
+	return si;
+}
+
+static void test_trace_stream(void)
+{
+	char prog[512];
+	const char *args[] = { "trace", "--", prog, NULL };
+	struct run r;
+	struct stream_info si;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-fnptr", progs);
+	r = run_ptctl(args);
+	CHECK_EQ_INT(r.status, 0);
+	REQUIRE(r.out);
+	si = parse_stream(r.out, "prog-fnptr");
+	CHECK(si.all_valid);
+	CHECK(si.hex_ok);
+	CHECK(si.hello_first);
+	CHECK(si.bye_last);
+	CHECK(si.insns > 1000);
+	CHECK(si.events > 0);
+	CHECK_EQ_INT(si.errors, 0);
+	CHECK_EQ_U64(si.bye_insns, si.insns);
+	CHECK(si.in_module > 100);
+	CHECK_CONTAINS(r.err, "software PT source");
+	run_free(&r);
+}
+
+static void test_capture_decode_verify(void)
+{
+	char prog[512], dir[300];
+	const char *trace[] = { "trace", "--out", dir, "--no-decode",
+				"--quiet-target", "--", prog, NULL };
+	const char *verify[] = { "verify", dir, NULL };
+	const char *dec_insn[] = { "decode", "--path", "insn", dir, NULL };
+	const char *dec_blk[] = { "decode", "--path", "block", dir, NULL };
+	const char *dec_blocks[] = { "decode", "--records", "block,error",
+				     dir, NULL };
+	struct run r, a, b;
+	struct stream_info si;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-jumptable", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/jt", workdir);
+	r = run_ptctl(trace);
+	CHECK_EQ_INT(r.status, 0);
+	run_free(&r);
+
+	r = run_ptctl(verify);
+	CHECK_EQ_INT(r.status, 0);
+	CHECK_CONTAINS(r.out, "verified");
+	run_free(&r);
+
+	/* Both decoder paths print byte-identical streams. */
+	a = run_ptctl(dec_insn);
+	b = run_ptctl(dec_blk);
+	CHECK_EQ_INT(a.status, 0);
+	CHECK_EQ_INT(b.status, 0);
+	CHECK(a.out && b.out && a.out_len == b.out_len &&
+	      !memcmp(a.out, b.out, a.out_len));
+	run_free(&a);
+	run_free(&b);
+
+	r = run_ptctl(dec_blocks);
+	CHECK_EQ_INT(r.status, 0);
+	si = parse_stream(r.out, NULL);
+	CHECK(si.all_valid);
+	CHECK(si.blocks > 100);
+	CHECK_EQ_INT(si.insns, 0);
+	run_free(&r);
+}
+
+/* Raw input as ptxed takes it: only the program's own ELF, so code in
+ * ld.so and libc is missing: error records, decoding goes on, exit 3. */
+static void test_raw_missing_code(void)
+{
+	char dir[300], ptfile[400], elf[600], prog[512];
+	const char *trace[] = { "trace", "--out", dir, "--no-decode",
+				"--psb-period", "256", "--quiet-target", "--",
+				prog, NULL };
+	const char *dec[] = { "decode", "--pt", ptfile, "--elf", elf, NULL };
+	const char *nocode[] = { "decode", "--pt", ptfile, NULL };
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	struct stream_info si;
+	struct run r;
+	uint64_t base = 0;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-recursion", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/rec", workdir);
+	r = run_ptctl(trace);
+	CHECK_EQ_INT(r.status, 0);
+	run_free(&r);
+	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	for (size_t i = 0; i < c.tl.n; i++) {
+		const struct ptd_tl_event *e = &c.tl.ev[i];
+
+		if (e->op == PTD_TL_MAP && e->path &&
+		    strstr(e->path, "prog-recursion"))
+			base = e->start - e->pgoff;
+	}
+	(void)snprintf(ptfile, sizeof(ptfile), "%s/%s", dir, c.threads[0].pt);
+	ptd_capture_free(&c);
+	REQUIRE(base != 0);
+	(void)snprintf(elf, sizeof(elf), "%s:0x%" PRIx64, prog, base);
+
+	r = run_ptctl(dec);
+	CHECK_EQ_INT(r.status, 3);
+	si = parse_stream(r.out, "prog-recursion");
+	CHECK(si.all_valid);
+	CHECK(si.errors > 0);
+	CHECK(si.in_module > 50);
+	CHECK_CONTAINS(r.out, "\"error\":\"nomap\"");
+	CHECK_CONTAINS(r.err, "decode errors");
+	run_free(&r);
+
+	r = run_ptctl(nocode);
+	CHECK_EQ_INT(r.status, 1);
+	CHECK_CONTAINS(r.err, "--elf");
+	run_free(&r);
+}
+
+static void test_bad_usage(void)
+{
+	static const struct {
+		const char *args[8];
+		int status;
+		const char *msg;
+	} cases[] = {
+		{ { "bogus" }, 1, "unknown verb 'bogus'" },
+		{ { "decode", "/nonexistent/capture" }, 2,
+		  "/nonexistent/capture" },
+		{ { "decode", "--records", "insn,foo", "x" }, 1,
+		  "unknown record kind 'foo'" },
+		{ { "decode", "--path", "insn", "--records", "block", "x" }, 1,
+		  "needs --path block" },
+		{ { "decode", "--cpu", "6/x", "x" }, 1, "--cpu" },
+		{ { "decode", "--tid", "12abc", "x" }, 1, "--tid" },
+		{ { "decode" }, 1, "CAPTURE_DIR" },
+		{ { "trace" }, 1, "no program" },
+		{ { "trace", "--psb-period", "1000", "--", "true" }, 1,
+		  "power of two" },
+		{ { "trace", "--", "/nonexistent/program" }, 2,
+		  "/nonexistent/program" },
+		{ { "verify" }, 1, "Usage" },
+	};
+
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
+		struct run r = run_ptctl(cases[i].args);
+		const char *where = cases[i].status == 1 &&
+					    !strcmp(cases[i].msg, "Usage")
+				    ? r.out
+				    : r.err;
+
+		check_current = cases[i].args[0];
+		CHECK_EQ_INT(r.status, cases[i].status);
+		CHECK_CONTAINS(where, cases[i].msg);
+		run_free(&r);
+	}
+	check_current = "test_bad_usage";
+}
+
+static void test_bad_capture(void)
+{
+	char dir[300], path[400];
+	const char *dec[] = { "decode", dir, NULL };
+	static const char *const manifests[] = {
+		"not json",
+		"{\"format\":\"something-else\",\"version\":1}",
+		"{\"format\":\"ptd-swpt-capture\",\"version\":99}",
+		"{\"format\":\"ptd-swpt-capture\",\"version\":1,\"pid\":\"x\"}",
+	};
+
+	(void)snprintf(dir, sizeof(dir), "%s/bad", workdir);
+	(void)mkdir(dir, 0755);
+	(void)snprintf(path, sizeof(path), "%s/capture.json", dir);
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(manifests); i++) {
+		struct run r;
+
+		REQUIRE(ptd_file_write_atomic(path, manifests[i],
+					      strlen(manifests[i])) == 0);
+		r = run_ptctl(dec);
+		CHECK_EQ_INT(r.status, 2);
+		CHECK_CONTAINS(r.err, "capture.json");
+		run_free(&r);
+	}
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag,
+		    struct FTW *ftw)
+{
+	(void)sb;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+int main(void)
+{
+	const char *root = getenv("PTD_BUILD_ROOT");
+	const char *tmp = getenv("TMPDIR");
+
+	progs = getenv("PTD_TEST_PROGS");
+	if (!root || !progs)
+		SKIP_ALL("PTD_BUILD_ROOT/PTD_TEST_PROGS not set (run through "
+			 "meson test)");
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", root);
+	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-ptctl-XXXXXX",
+		       tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(workdir))
+		return 1;
+	RUN(test_trace_stream);
+	RUN(test_capture_decode_verify);
+	RUN(test_raw_missing_code);
+	RUN(test_bad_usage);
+	RUN(test_bad_capture);
+	(void)nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return check_done();
+}
