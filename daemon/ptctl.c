@@ -14,7 +14,6 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -634,15 +633,6 @@ static int verb_verify(int argc, char **argv)
 	return print_verify(argv[1]);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static const struct option trace_long[] = {
 	{ "records", required_argument, NULL, 'r' },
 	{ "path", required_argument, NULL, 'P' },
@@ -798,7 +788,7 @@ static int verb_trace(int argc, char **argv)
 		ret = decode_capture(outdir, &d);
 out:
 	if (tmp)
-		(void)nftw(outdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		(void)ptd_rm_rf(outdir);
 	return ret;
 }
 

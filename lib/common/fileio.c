@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,4 +135,25 @@ int ptd_file_write_atomic(const char *path, const void *data, size_t len)
 	if (r < 0)
 		(void)unlink(tmp);
 	return r;
+}
+
+static int rm_rf_err;
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (remove(path) < 0 && !rm_rf_err)
+		rm_rf_err = -errno;
+	return 0;
+}
+
+int ptd_rm_rf(const char *path)
+{
+	rm_rf_err = 0;
+	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && !rm_rf_err)
+		rm_rf_err = -errno;
+	return rm_rf_err;
 }

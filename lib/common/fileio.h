@@ -38,4 +38,8 @@ int ptd_file_write_atomic(const char *path, const void *data, size_t len);
  * Returns 0 or -errno. */
 int ptd_write_all(int fd, const void *data, size_t len);
 
+/* Remove @path and everything below it (not following symlinks).
+ * Returns 0, or the first -errno met (it goes on with the rest). */
+int ptd_rm_rf(const char *path);
+
 #endif

@@ -5,7 +5,6 @@
  * and decoding resumes at the next PSB.  Run under ASan+UBSan in CI.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,15 +208,6 @@ static void test_missing_image(void)
 	ptd_iscache_free(ic);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
 	const char *progs = getenv("PTD_TEST_PROGS");
@@ -255,6 +245,6 @@ int main(void)
 	free(orig_pt);
 	free(truth);
 	ptd_capture_free(&cap);
-	(void)nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

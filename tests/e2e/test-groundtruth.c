@@ -6,7 +6,6 @@
  * process executed (ground truth), and identical records.
  */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "common/fileio.h"
 #include "decode/decoder.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
@@ -21,15 +21,6 @@
 
 static const char *progs_dir;
 static char workdir[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
 
 /* Trace @argv into a fresh capture directory; returns its path. */
 static const char *trace(const char *name, char *const argv[],
@@ -299,7 +290,7 @@ int main(void)
 	RUN(test_fork);
 	RUN(test_system_ls);
 	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
-		(void)nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		(void)ptd_rm_rf(workdir);
 	else
 		fprintf(stderr, "captures kept in %s\n", workdir);
 	return check_done();

@@ -7,7 +7,6 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -331,15 +330,6 @@ static void test_bad_capture(void)
 	}
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag,
-		    struct FTW *ftw)
-{
-	(void)sb;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 int main(void)
 {
 	const char *root = getenv("PTD_BUILD_ROOT");
@@ -359,6 +349,6 @@ int main(void)
 	RUN(test_raw_missing_code);
 	RUN(test_bad_usage);
 	RUN(test_bad_capture);
-	(void)nftw(workdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/diag.h"
@@ -348,6 +349,30 @@ static void test_cleanup(void)
 	CHECK_EQ_INT(fcntl(fd, F_GETFD), -1);
 }
 
+static void test_rm_rf(void)
+{
+	char dir[] = "/tmp/ptd-rmrf-XXXXXX";
+	char path[64], outside[] = "/tmp/ptd-rmrf-keep-XXXXXX";
+	int fd;
+
+	REQUIRE(mkdtemp(dir));
+	REQUIRE(mkdtemp(outside));
+	(void)snprintf(path, sizeof(path), "%s/a", dir);
+	REQUIRE(mkdir(path, 0755) == 0);
+	(void)snprintf(path, sizeof(path), "%s/a/file", dir);
+	fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+	REQUIRE(fd >= 0);
+	close(fd);
+	/* A symlink out of the tree is removed, not followed. */
+	(void)snprintf(path, sizeof(path), "%s/link", dir);
+	REQUIRE(symlink(outside, path) == 0);
+	CHECK_EQ_INT(ptd_rm_rf(dir), 0);
+	CHECK(access(dir, F_OK) != 0);
+	CHECK(access(outside, F_OK) == 0);
+	CHECK_EQ_INT(ptd_rm_rf(dir), -ENOENT);
+	(void)rmdir(outside);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
@@ -363,6 +388,7 @@ int main(void)
 	RUN(test_write_all);
 	RUN(test_errors);
 	RUN(test_cleanup);
+	RUN(test_rm_rf);
 	(void)rmdir(tmpdir);
 	return check_done();
 }
