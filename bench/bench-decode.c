@@ -302,6 +302,15 @@ int main(int argc, char **argv)
 		struct ptd_swpt_result res;
 		double t0 = now();
 
+		/* The cache's parent may not exist yet (e.g. in a new build
+		 * directory). */
+		char *parent = strdup(cache), *slash = parent ? strrchr(parent, '/') : NULL;
+
+		if (slash && slash != parent) {
+			*slash = 0;
+			(void)mkdir(parent, 0755);
+		}
+		free(parent);
 		memset(&so, 0, sizeof(so));
 		so.outdir = cache;
 		so.quiet_target = true;
