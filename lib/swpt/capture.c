@@ -1,0 +1,951 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The capture directory of the software PT source: manifest (cJSON),
+ * timeline (aspace/timeline.h), per-thread PT and ground-truth files.
+ *
+ * A capture read back is untrusted input: every manifest field is
+ * type-checked and bounded, every file name must be a plain name inside the
+ * directory, data files are opened without following symlinks and must be
+ * regular files whose sizes agree with the manifest.
+ */
+#include "swpt/capture.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/fileio.h"
+#include "common/strutil.h"
+
+#define MANIFEST_NAME "capture.json"
+#define TIMELINE_NAME "timeline.jsonl"
+
+/* Local limits on what a manifest may make us allocate. */
+#define CAPTURE_MAX_ARGV 4096u
+#define CAPTURE_MAX_INSNS (1ull << 30)	/* IPs in one truth file */
+#define CAPTURE_MAX_TIMELINE (256u << 20)
+/* Largest integer a JSON number (a double) holds exactly. */
+#define JSON_MAX_INT (1ull << 53)
+#define VARINT_MAX 10u
+
+/* ---- ground truth ---------------------------------------------------- */
+
+int ptd_truth_writer_open(struct ptd_truth_writer *w, const char *path)
+{
+	FILE *f;
+
+	if (!w || !path)
+		return -EINVAL;
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	/* One IP is about 2 bytes: a big buffer keeps this off the profile. */
+	if (setvbuf(f, NULL, _IOFBF, 1u << 18) != 0) {
+		(void)fclose(f);
+		return -ENOMEM;
+	}
+	w->f = f;
+	w->last = 0;
+	w->count = 0;
+	return 0;
+}
+
+int ptd_truth_writer_add(struct ptd_truth_writer *w, uint64_t ip)
+{
+	/* zigzag: small negative deltas become small unsigned numbers */
+	uint64_t d = ip - w->last;
+	uint64_t z = (d << 1) ^ (uint64_t)((int64_t)d >> 63);
+	uint8_t buf[VARINT_MAX];
+	size_t n = 0;
+
+	if (!w->f)
+		return -EBADF;
+	while (z >= 0x80) {
+		buf[n++] = (uint8_t)(z | 0x80);
+		z >>= 7;
+	}
+	buf[n++] = (uint8_t)z;
+	if (fwrite_unlocked(buf, 1, n, w->f) != n)
+		return -EIO;
+	w->last = ip;
+	w->count++;
+	return 0;
+}
+
+int ptd_truth_writer_close(struct ptd_truth_writer *w)
+{
+	int r = 0;
+
+	if (!w || !w->f)
+		return 0;
+	if (fflush(w->f) != 0)
+		r = -errno;
+	if (fclose(w->f) != 0 && r == 0)
+		r = -errno;
+	w->f = NULL;
+	return r;
+}
+
+int ptd_truth_decode(const uint8_t *data, size_t len, const char *origin,
+		     uint64_t **ret_ips, size_t *ret_n, struct ptd_diag *diag)
+{
+	uint64_t *ips, last = 0;
+	size_t n = 0, i = 0, k = 0;
+
+	if ((!data && len) || !ret_ips || !ret_n)
+		return -EINVAL;
+	if (!origin)
+		origin = "truth";
+	/* Every varint ends in exactly one byte with bit 7 clear. */
+	for (size_t j = 0; j < len; j++)
+		n += !(data[j] & 0x80);
+	if (len && (data[len - 1] & 0x80))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: offset %zu: varint runs past the end",
+				 origin, len);
+	ips = malloc((n ? n : 1) * sizeof(*ips));
+	if (!ips)
+		return -ENOMEM;
+	while (i < len) {
+		size_t start = i;
+		uint64_t z = 0;
+		unsigned shift = 0;
+		uint8_t b;
+
+		do {
+			b = data[i++];
+			if (i - start > VARINT_MAX ||
+			    (i - start == VARINT_MAX && (b & 0x7e))) {
+				free(ips);
+				return ptd_diagf(diag, -PTD_EFORMAT,
+						 "%s: offset %zu: varint over "
+						 "64 bits", origin, start);
+			}
+			z |= (uint64_t)(b & 0x7f) << shift;
+			shift += 7;
+		} while (b & 0x80);
+		last += (z >> 1) ^ (0 - (z & 1));
+		ips[k++] = last;
+	}
+	*ret_ips = ips;
+	*ret_n = k;
+	return 0;
+}
+
+/* ---- names and files ------------------------------------------------- */
+
+/* A plain file name inside the capture directory. */
+static bool plain_name(const char *s)
+{
+	size_t len = strlen(s);
+
+	return len > 0 && len <= NAME_MAX && !strchr(s, '/') &&
+	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+static char *join(const char *dir, const char *name)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s", dir, name) < 0)
+		return NULL;
+	return p;
+}
+
+/* Open @name in @dir without following a symlink; it must be a regular
+ * file.  Returns the fd (and its size) or a negative error with @diag. */
+static int open_data(const char *dir, const char *name, uint64_t *ret_size,
+		     struct ptd_diag *diag)
+{
+	_cleanup_free_ char *path = join(dir, name);
+	struct stat st;
+	int fd, r;
+
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		r = -errno;
+		return ptd_diagf(diag, r, "%s: cannot open: %s", path,
+				 ptd_strerror(r));
+	}
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		(void)close(fd);
+		return ptd_diagf(diag, r, "%s: cannot stat: %s", path,
+				 ptd_strerror(r));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		(void)close(fd);
+		return ptd_diagf(diag, -PTD_EFORMAT, "%s: not a regular file",
+				 path);
+	}
+	*ret_size = (uint64_t)st.st_size;
+	return fd;
+}
+
+static int read_exact(int fd, uint8_t *buf, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = read(fd, buf + done, len - done);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -PTD_ETRUNC;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* Read all of @name (exactly @size bytes as fstat said) into a buffer. */
+static int read_data(const char *dir, const char *name, uint64_t limit,
+		     const char *what, uint8_t **ret_data, size_t *ret_len,
+		     uint64_t *ret_size, struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	uint64_t size;
+	uint8_t *buf;
+	int r;
+
+	fd = open_data(dir, name, &size, diag);
+	if (fd < 0)
+		return fd;
+	if (size > limit)
+		return ptd_diagf(diag, -PTD_ELIMIT,
+				 "%s/%s: %s of %" PRIu64 " bytes exceeds the "
+				 "limit of %" PRIu64, dir, name, what, size,
+				 limit);
+	if (ret_size)
+		*ret_size = size;
+	buf = malloc(size ? size : 1);
+	if (!buf)
+		return -ENOMEM;
+	r = read_exact(fd, buf, size);
+	if (r < 0) {
+		free(buf);
+		return ptd_diagf(diag, r, "%s/%s: read failed: %s", dir, name,
+				 ptd_strerror(r));
+	}
+	*ret_data = buf;
+	*ret_len = size;
+	return 0;
+}
+
+/* ---- free, find ------------------------------------------------------ */
+
+void ptd_capture_free(struct ptd_capture *c)
+{
+	if (!c)
+		return;
+	free(c->dir);
+	if (c->argv) {
+		for (char **a = c->argv; *a; a++)
+			free(*a);
+		free(c->argv);
+	}
+	for (size_t i = 0; c->threads && i < c->nthreads; i++) {
+		free(c->threads[i].pt);
+		free(c->threads[i].truth);
+	}
+	free(c->threads);
+	ptd_timeline_free(&c->tl);
+	memset(c, 0, sizeof(*c));
+}
+
+ssize_t ptd_capture_find_thread(const struct ptd_capture *c, pid_t tid)
+{
+	for (size_t i = 0; c && i < c->nthreads; i++)
+		if (c->threads[i].tid == tid)
+			return (ssize_t)i;
+	return -1;
+}
+
+/* ---- manifest: load -------------------------------------------------- */
+
+/* What a field check needs to say where it failed. */
+struct mctx {
+	const char *origin;	/* ".../capture.json" */
+	struct ptd_diag *diag;
+};
+
+static int bad(const struct mctx *m, const char *field, const char *what)
+{
+	return ptd_diagf(m->diag, -PTD_EFORMAT, "%s: field \"%s\": %s",
+			 m->origin, field, what);
+}
+
+static int get_item(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, const cJSON **ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!it)
+		return bad(m, field, "missing");
+	*ret = it;
+	return 0;
+}
+
+static int get_uint(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, uint64_t max, uint64_t *ret)
+{
+	const cJSON *it = NULL;
+	double v;
+	int r = get_item(m, obj, key, field, &it);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsNumber(it))
+		return bad(m, field, "not a number");
+	v = it->valuedouble;
+	/* NaN fails the first test; the cast is exact only for integers */
+	if (!(v >= 0) || v > (double)JSON_MAX_INT || v != (double)(uint64_t)v)
+		return bad(m, field, "not a non-negative integer");
+	if ((uint64_t)v > max)
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: field \"%s\": %" PRIu64
+				 " out of range (max %" PRIu64 ")", m->origin,
+				 field, (uint64_t)v, max);
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+static int get_bool(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, bool *ret)
+{
+	const cJSON *it = NULL;
+	int r = get_item(m, obj, key, field, &it);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsBool(it))
+		return bad(m, field, "not a boolean");
+	*ret = cJSON_IsTrue(it);
+	return 0;
+}
+
+static int get_str(const struct mctx *m, const cJSON *obj, const char *key,
+		   const char *field, const char **ret)
+{
+	const cJSON *it = NULL;
+	int r = get_item(m, obj, key, field, &it);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsString(it) || !it->valuestring)
+		return bad(m, field, "not a string");
+	*ret = it->valuestring;
+	return 0;
+}
+
+static int get_obj(const struct mctx *m, const cJSON *obj, const char *key,
+		   const char *field, const cJSON **ret)
+{
+	int r = get_item(m, obj, key, field, ret);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsObject(*ret))
+		return bad(m, field, "not an object");
+	return 0;
+}
+
+/* A plain file name field, copied. */
+static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, char **ret)
+{
+	const char *s;
+	int r = get_str(m, obj, key, field, &s);
+
+	if (r < 0)
+		return r;
+	if (!plain_name(s))
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: field \"%s\": \"%.64s\" is not a plain "
+				 "file name inside the capture", m->origin,
+				 field, s);
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int load_header(const struct mctx *m, const cJSON *root)
+{
+	const char *fmt;
+	uint64_t ver;
+	int r;
+
+	if (!cJSON_IsObject(root))
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: not a JSON object", m->origin);
+	r = get_str(m, root, "format", "format", &fmt);
+	if (r < 0)
+		return r;
+	if (strcmp(fmt, PTD_CAPTURE_FORMAT) != 0)
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: field \"format\": \"%.64s\" is not \""
+				 PTD_CAPTURE_FORMAT "\"", m->origin, fmt);
+	r = get_uint(m, root, "version", "version", JSON_MAX_INT, &ver);
+	if (r < 0)
+		return r;
+	if (ver != PTD_CAPTURE_VERSION)
+		return ptd_diagf(m->diag, -PTD_EVERSION,
+				 "%s: field \"version\": %" PRIu64
+				 " not supported (only %d)", m->origin, ver,
+				 PTD_CAPTURE_VERSION);
+	return 0;
+}
+
+static int load_argv(const struct mctx *m, const cJSON *root,
+		     struct ptd_capture *c)
+{
+	const cJSON *arr = NULL, *it = NULL;
+	size_t n, i = 0;
+	int r = get_item(m, root, "argv", "argv", &arr);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsArray(arr))
+		return bad(m, "argv", "not an array");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > CAPTURE_MAX_ARGV)
+		return ptd_diagf(m->diag, -PTD_ELIMIT,
+				 "%s: field \"argv\": %zu entries exceed the "
+				 "limit of %u", m->origin, n,
+				 CAPTURE_MAX_ARGV);
+	c->argv = calloc(n + 1, sizeof(*c->argv));
+	if (!c->argv)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, arr) {
+		if (!cJSON_IsString(it) || !it->valuestring)
+			return ptd_diagf(m->diag, -PTD_EFORMAT,
+					 "%s: field \"argv[%zu]\": not a "
+					 "string", m->origin, i);
+		c->argv[i] = strdup(it->valuestring);
+		if (!c->argv[i])
+			return -ENOMEM;
+		i++;
+	}
+	return 0;
+}
+
+static int load_cpu(const struct mctx *m, const cJSON *root,
+		    struct ptd_capture *c)
+{
+	const cJSON *cpu;
+	const char *vendor;
+	uint64_t family, model, stepping;
+	int r;
+
+	if ((r = get_obj(m, root, "cpu", "cpu", &cpu)) < 0 ||
+	    (r = get_str(m, cpu, "vendor", "cpu.vendor", &vendor)) < 0 ||
+	    (r = get_uint(m, cpu, "family", "cpu.family", UINT16_MAX,
+			  &family)) < 0 ||
+	    (r = get_uint(m, cpu, "model", "cpu.model", UINT8_MAX,
+			  &model)) < 0 ||
+	    (r = get_uint(m, cpu, "stepping", "cpu.stepping", UINT8_MAX,
+			  &stepping)) < 0)
+		return r;
+	if (strcmp(vendor, "intel") == 0)
+		c->cpu.vendor = pcv_intel;
+	else if (strcmp(vendor, "unknown") == 0)
+		c->cpu.vendor = pcv_unknown;
+	else
+		return bad(m, "cpu.vendor", "neither \"intel\" nor \"unknown\"");
+	c->cpu.family = (uint16_t)family;
+	c->cpu.model = (uint8_t)model;
+	c->cpu.stepping = (uint8_t)stepping;
+	return 0;
+}
+
+static int load_config(const struct mctx *m, const cJSON *root,
+		       struct ptd_capture *c)
+{
+	const cJSON *cfg;
+	uint64_t period, cbr = 0;
+	int r;
+
+	if ((r = get_obj(m, root, "config", "config", &cfg)) < 0 ||
+	    (r = get_uint(m, cfg, "psb_period", "config.psb_period",
+			  1u << 20, &period)) < 0 ||
+	    (r = get_bool(m, cfg, "noretcomp", "config.noretcomp",
+			  &c->config.noretcomp)) < 0 ||
+	    (r = get_bool(m, cfg, "tsc", "config.tsc", &c->config.tsc)) < 0)
+		return r;
+	if (period < 256 || (period & (period - 1)))
+		return bad(m, "config.psb_period",
+			   "not a power of two between 256 and 1 MiB");
+	/* cbr is optional: captures without it had no CBR packets. */
+	if (cJSON_GetObjectItemCaseSensitive(cfg, "cbr") &&
+	    (r = get_uint(m, cfg, "cbr", "config.cbr", UINT8_MAX, &cbr)) < 0)
+		return r;
+	c->config.psb_period = period;
+	c->config.cbr = (uint8_t)cbr;
+	return 0;
+}
+
+static int load_exit(const struct mctx *m, const cJSON *root,
+		     struct ptd_capture *c)
+{
+	const cJSON *ex;
+	uint64_t v;
+	int r, kinds;
+
+	if ((r = get_obj(m, root, "exit", "exit", &ex)) < 0)
+		return r;
+	kinds = !!cJSON_GetObjectItemCaseSensitive(ex, "code") +
+		!!cJSON_GetObjectItemCaseSensitive(ex, "signal") +
+		!!cJSON_GetObjectItemCaseSensitive(ex, "detached");
+	if (kinds != 1)
+		return bad(m, "exit",
+			   "needs exactly one of code, signal, detached");
+	if (cJSON_GetObjectItemCaseSensitive(ex, "code")) {
+		if ((r = get_uint(m, ex, "code", "exit.code", 255, &v)) < 0)
+			return r;
+		c->exited = true;
+		c->exit_code = (int)v;
+	} else if (cJSON_GetObjectItemCaseSensitive(ex, "signal")) {
+		if ((r = get_uint(m, ex, "signal", "exit.signal", 127,
+				  &v)) < 0)
+			return r;
+		if (v == 0)
+			return bad(m, "exit.signal", "0 is not a signal");
+		c->exited = true;
+		c->exit_signal = (int)v;
+	} else {
+		if ((r = get_bool(m, ex, "detached", "exit.detached",
+				  &c->detached)) < 0)
+			return r;
+		if (!c->detached)
+			return bad(m, "exit.detached", "must be true");
+	}
+	return 0;
+}
+
+/* One thread entry; its files must exist and agree with the counts. */
+static int load_thread(const struct mctx *m, const cJSON *t, size_t i,
+		       struct ptd_capture *c, struct ptd_diag *diag)
+{
+	struct ptd_capture_thread *th = &c->threads[i];
+	char field[64];
+	uint64_t v, size;
+	int r, fd;
+
+#define F(name) (snprintf(field, sizeof(field), "threads[%zu].%s", i, name), \
+		 field)
+	if (!cJSON_IsObject(t))
+		return bad(m, (snprintf(field, sizeof(field), "threads[%zu]",
+					i), field), "not an object");
+	if ((r = get_uint(m, t, "tid", F("tid"), INT_MAX, &v)) < 0)
+		return r;
+	if (v == 0)
+		return bad(m, F("tid"), "0 is not a thread id");
+	th->tid = (pid_t)v;
+	if (ptd_capture_find_thread(c, th->tid) >= 0 &&
+	    (size_t)ptd_capture_find_thread(c, th->tid) < i)
+		return bad(m, F("tid"), "thread listed twice");
+	if ((r = get_uint(m, t, "first_seq", F("first_seq"), PTD_TL_MAX_EVENTS,
+			  &th->first_seq)) < 0 ||
+	    (r = get_name(m, t, "pt", F("pt"), &th->pt)) < 0 ||
+	    (r = get_name(m, t, "truth", F("truth"), &th->truth)) < 0 ||
+	    (r = get_uint(m, t, "insns", F("insns"), CAPTURE_MAX_INSNS,
+			  &th->insns)) < 0 ||
+	    (r = get_uint(m, t, "pt_bytes", F("pt_bytes"), PTD_CAPTURE_MAX_PT,
+			  &th->pt_bytes)) < 0)
+		return r;
+
+	fd = open_data(c->dir, th->pt, &size, diag);
+	if (fd < 0)
+		return fd;
+	(void)close(fd);
+	if (size != th->pt_bytes)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s/%s: %" PRIu64 " bytes, but field \"%s\" "
+				 "says %" PRIu64, c->dir, th->pt, size,
+				 F("pt_bytes"), th->pt_bytes);
+	fd = open_data(c->dir, th->truth, &size, diag);
+	if (fd < 0)
+		return fd;
+	(void)close(fd);
+	/* each IP takes 1 to 10 bytes */
+	if (size < th->insns || size > th->insns * VARINT_MAX)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s/%s: %" PRIu64 " bytes cannot hold the %"
+				 PRIu64 " IPs field \"%s\" says", c->dir,
+				 th->truth, size, th->insns, F("insns"));
+#undef F
+	return 0;
+}
+
+static int load_threads(const struct mctx *m, const cJSON *root,
+		        struct ptd_capture *c, struct ptd_diag *diag)
+{
+	const cJSON *arr = NULL, *it = NULL;
+	size_t n, i = 0;
+	int r = get_item(m, root, "threads", "threads", &arr);
+
+	if (r < 0)
+		return r;
+	if (!cJSON_IsArray(arr))
+		return bad(m, "threads", "not an array");
+	n = (size_t)cJSON_GetArraySize(arr);
+	if (n > PTD_CAPTURE_MAX_THREADS)
+		return ptd_diagf(m->diag, -PTD_ELIMIT,
+				 "%s: field \"threads\": %zu threads exceed "
+				 "the limit of %u", m->origin, n,
+				 PTD_CAPTURE_MAX_THREADS);
+	if (n == 0)
+		return bad(m, "threads", "no thread");
+	c->threads = calloc(n, sizeof(*c->threads));
+	if (!c->threads)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, arr) {
+		c->nthreads = i + 1;
+		r = load_thread(m, it, i, c, diag);
+		if (r < 0)
+			return r;
+		i++;
+	}
+	return 0;
+}
+
+/* The timeline must name only plain snapshot files, and no thread may start
+ * after an event that does not exist. */
+static int load_timeline(struct ptd_capture *c, struct ptd_diag *diag)
+{
+	_cleanup_free_ char *path = join(c->dir, TIMELINE_NAME);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	uint64_t end_seq;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = ptd_file_read_all(path, CAPTURE_MAX_TIMELINE, &text, &len);
+	if (r == -PTD_ELIMIT)
+		return ptd_diagf(diag, r, "%s: larger than %u bytes", path,
+				 CAPTURE_MAX_TIMELINE);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cannot read: %s", path,
+				 ptd_strerror(r));
+	r = ptd_timeline_parse(text, len, path, &c->tl, diag);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < c->tl.n; i++) {
+		const struct ptd_tl_event *ev = &c->tl.ev[i];
+
+		if (ev->op == PTD_TL_SNAPSHOT &&
+		    (!ev->file || !plain_name(ev->file)))
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "%s: event seq %" PRIu64 ": file "
+					 "\"%.64s\" is not a plain file name "
+					 "inside the capture", path, ev->seq,
+					 ev->file ? ev->file : "");
+	}
+	end_seq = c->tl.n ? c->tl.ev[c->tl.n - 1].seq + 1 : 0;
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (c->threads[i].first_seq > end_seq)
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "%s/" MANIFEST_NAME ": field "
+					 "\"threads[%zu].first_seq\": %" PRIu64
+					 " is past the timeline's last event",
+					 c->dir, i, c->threads[i].first_seq);
+	return 0;
+}
+
+static int load_manifest(const struct mctx *m, const char *text, size_t len,
+			 struct ptd_capture *c, struct ptd_diag *diag)
+{
+	cJSON *root = cJSON_ParseWithLength(text, len);
+	uint64_t pid;
+	int r;
+
+	if (!root)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: not valid JSON (near byte %zu)",
+				 m->origin,
+				 cJSON_GetErrorPtr() &&
+				 cJSON_GetErrorPtr() >= text &&
+				 cJSON_GetErrorPtr() <= text + len
+				 ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
+	if ((r = load_header(m, root)) < 0 ||
+	    (r = get_uint(m, root, "pid", "pid", INT_MAX, &pid)) < 0 ||
+	    (r = pid ? 0 : bad(m, "pid", "0 is not a process id")) < 0 ||
+	    (r = load_argv(m, root, c)) < 0 ||
+	    (r = load_cpu(m, root, c)) < 0 ||
+	    (r = load_config(m, root, c)) < 0 ||
+	    (r = load_exit(m, root, c)) < 0 ||
+	    (r = load_threads(m, root, c, diag)) < 0)
+		goto out;
+	c->pid = (pid_t)pid;
+out:
+	cJSON_Delete(root);
+	return r;
+}
+
+int ptd_capture_load(const char *dir, struct ptd_capture *ret,
+		     struct ptd_diag *diag)
+{
+	struct ptd_capture c = { 0 };
+	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *text = NULL;
+	struct mctx m;
+	size_t len;
+	int r;
+
+	if (!dir || !ret)
+		return -EINVAL;
+	ptd_timeline_init(&c.tl);
+	path = join(dir, MANIFEST_NAME);
+	c.dir = strdup(dir);
+	if (!path || !c.dir) {
+		r = -ENOMEM;
+		goto err;
+	}
+	r = ptd_file_read_all(path, PTD_CAPTURE_MAX_MANIFEST, &text, &len);
+	if (r == -PTD_ELIMIT) {
+		r = ptd_diagf(diag, r, "%s: larger than %u bytes", path,
+			      PTD_CAPTURE_MAX_MANIFEST);
+		goto err;
+	}
+	if (r < 0) {
+		r = ptd_diagf(diag, r, "%s: cannot read: %s", path,
+			      ptd_strerror(r));
+		goto err;
+	}
+	m.origin = path;
+	m.diag = diag;
+	r = load_manifest(&m, text, len, &c, diag);
+	if (r < 0)
+		goto err;
+	r = load_timeline(&c, diag);
+	if (r < 0)
+		goto err;
+	*ret = c;
+	return 0;
+err:
+	ptd_capture_free(&c);
+	return r;
+}
+
+/* ---- manifest: save -------------------------------------------------- */
+
+static bool add_num(cJSON *o, const char *k, double v)
+{
+	return cJSON_AddNumberToObject(o, k, v) != NULL;
+}
+
+static bool add_thread(cJSON *arr, const struct ptd_capture_thread *th)
+{
+	cJSON *t = cJSON_CreateObject();
+
+	if (!t || !cJSON_AddItemToArray(arr, t)) {
+		cJSON_Delete(t);
+		return false;
+	}
+	return add_num(t, "tid", th->tid) &&
+	       add_num(t, "first_seq", (double)th->first_seq) &&
+	       cJSON_AddStringToObject(t, "pt", th->pt) &&
+	       cJSON_AddStringToObject(t, "truth", th->truth) &&
+	       add_num(t, "insns", (double)th->insns) &&
+	       add_num(t, "pt_bytes", (double)th->pt_bytes);
+}
+
+static cJSON *build_manifest(const struct ptd_capture *c)
+{
+	cJSON *root = cJSON_CreateObject();
+	cJSON *argv = NULL, *cpu = NULL, *cfg = NULL, *thr = NULL, *ex = NULL;
+	bool ok;
+
+	if (!root)
+		return NULL;
+	ok = cJSON_AddStringToObject(root, "format", PTD_CAPTURE_FORMAT) &&
+	     add_num(root, "version", PTD_CAPTURE_VERSION) &&
+	     add_num(root, "pid", c->pid) &&
+	     (argv = cJSON_AddArrayToObject(root, "argv")) &&
+	     (cpu = cJSON_AddObjectToObject(root, "cpu")) &&
+	     (cfg = cJSON_AddObjectToObject(root, "config")) &&
+	     (thr = cJSON_AddArrayToObject(root, "threads")) &&
+	     (ex = cJSON_AddObjectToObject(root, "exit"));
+	for (char **a = c->argv; ok && a && *a; a++) {
+		cJSON *s = cJSON_CreateString(*a);
+
+		ok = s && cJSON_AddItemToArray(argv, s);
+		if (!ok)
+			cJSON_Delete(s);
+	}
+	ok = ok && cJSON_AddStringToObject(cpu, "vendor",
+					   c->cpu.vendor == pcv_intel
+					   ? "intel" : "unknown") &&
+	     add_num(cpu, "family", c->cpu.family) &&
+	     add_num(cpu, "model", c->cpu.model) &&
+	     add_num(cpu, "stepping", c->cpu.stepping);
+	ok = ok && add_num(cfg, "psb_period", (double)(c->config.psb_period
+						       ? c->config.psb_period
+						       : 4096)) &&
+	     cJSON_AddBoolToObject(cfg, "noretcomp", c->config.noretcomp) &&
+	     cJSON_AddBoolToObject(cfg, "tsc", c->config.tsc) &&
+	     add_num(cfg, "cbr", c->config.cbr);
+	for (size_t i = 0; ok && i < c->nthreads; i++)
+		ok = add_thread(thr, &c->threads[i]);
+	if (ok && c->detached)
+		ok = cJSON_AddBoolToObject(ex, "detached", true);
+	else if (ok && c->exit_signal)
+		ok = add_num(ex, "signal", c->exit_signal);
+	else if (ok)
+		ok = add_num(ex, "code", c->exit_code);
+	if (!ok) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+static int save_timeline(const struct ptd_capture *c, struct ptd_diag *diag)
+{
+	_cleanup_free_ char *path = join(c->dir, TIMELINE_NAME);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	f = open_memstream(&buf, &len);
+	if (!f)
+		return -errno;
+	r = ptd_timeline_write(&c->tl, f);
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	if (r == 0)
+		r = ptd_file_write_atomic(path, buf, len);
+	free(buf);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cannot write: %s", path,
+				 ptd_strerror(r));
+	return 0;
+}
+
+int ptd_capture_save(const struct ptd_capture *c, struct ptd_diag *diag)
+{
+	_cleanup_free_ char *path = NULL;
+	char *text;
+	cJSON *root;
+	int r;
+
+	if (!c || !c->dir)
+		return -EINVAL;
+	for (size_t i = 0; i < c->nthreads; i++)
+		if (!c->threads[i].pt || !c->threads[i].truth ||
+		    !plain_name(c->threads[i].pt) ||
+		    !plain_name(c->threads[i].truth))
+			return ptd_diagf(diag, -EINVAL,
+					 "thread %d: file names must be plain "
+					 "names", (int)c->threads[i].tid);
+	/* The timeline first: a manifest names a complete capture. */
+	r = save_timeline(c, diag);
+	if (r < 0)
+		return r;
+	path = join(c->dir, MANIFEST_NAME);
+	root = build_manifest(c);
+	if (!path || !root) {
+		cJSON_Delete(root);
+		return -ENOMEM;
+	}
+	text = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (!text)
+		return -ENOMEM;
+	r = ptd_file_write_atomic(path, text, strlen(text));
+	cJSON_free(text);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cannot write: %s", path,
+				 ptd_strerror(r));
+	return 0;
+}
+
+/* ---- data files ------------------------------------------------------ */
+
+int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
+			uint8_t **ret_data, size_t *ret_len,
+			struct ptd_diag *diag)
+{
+	const struct ptd_capture_thread *th;
+	uint8_t *data;
+	size_t len;
+	int r;
+
+	if (!c || idx >= c->nthreads || !ret_data || !ret_len)
+		return -EINVAL;
+	th = &c->threads[idx];
+	if (!plain_name(th->pt))
+		return ptd_diagf(diag, -PTD_EFORMAT, "\"%.64s\": not a plain "
+				 "file name", th->pt);
+	r = read_data(c->dir, th->pt, PTD_CAPTURE_MAX_PT, "PT", &data, &len,
+		      NULL, diag);
+	if (r < 0)
+		return r;
+	if (len != th->pt_bytes) {
+		free(data);
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s/%s: %zu bytes, but the manifest's "
+				 "pt_bytes says %" PRIu64, c->dir, th->pt, len,
+				 th->pt_bytes);
+	}
+	*ret_data = data;
+	*ret_len = len;
+	return 0;
+}
+
+int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
+			   uint64_t **ret_ips, size_t *ret_n,
+			   struct ptd_diag *diag)
+{
+	const struct ptd_capture_thread *th;
+	_cleanup_free_ uint8_t *data = NULL;
+	_cleanup_free_ char *origin = NULL;
+	uint64_t *ips;
+	size_t len, n;
+	int r;
+
+	if (!c || idx >= c->nthreads || !ret_ips || !ret_n)
+		return -EINVAL;
+	th = &c->threads[idx];
+	if (!plain_name(th->truth))
+		return ptd_diagf(diag, -PTD_EFORMAT, "\"%.64s\": not a plain "
+				 "file name", th->truth);
+	if (th->insns > CAPTURE_MAX_INSNS)
+		return ptd_diagf(diag, -PTD_ELIMIT, "%s/%s: %" PRIu64 " IPs "
+				 "exceed the limit", c->dir, th->truth,
+				 th->insns);
+	r = read_data(c->dir, th->truth, th->insns * VARINT_MAX, "truth",
+		      &data, &len, NULL, diag);
+	if (r < 0)
+		return r;
+	origin = join(c->dir, th->truth);
+	if (!origin)
+		return -ENOMEM;
+	r = ptd_truth_decode(data, len, origin, &ips, &n, diag);
+	if (r < 0)
+		return r;
+	if (n != th->insns) {
+		free(ips);
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s: holds %zu IPs, but the manifest's insns "
+				 "says %" PRIu64, origin, n, th->insns);
+	}
+	*ret_ips = ips;
+	*ret_n = n;
+	return 0;
+}

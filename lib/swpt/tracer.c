@@ -1,0 +1,1626 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The software PT source: ptrace single-stepping of every thread of a
+ * program, turned into Intel PT by swpt/ptgen.h.
+ *
+ * How Linux reports what a single step did (measured, kernel 6.x):
+ *  - An ordinary instruction: SIGTRAP, si_code TRAP_TRACE, at the next ip.
+ *  - A SYSCALL: SIGTRAP, si_code TRAP_BRKPT, where user space resumes
+ *    (after the syscall, at the new program after execve, at the
+ *    interrupted ip after rt_sigreturn).
+ *  - A syscall interrupted by a signal returns -ERESTART* in rax; if no
+ *    handler runs, the kernel rewinds rip onto the SYSCALL and runs it again,
+ *    and the next stop is a TRAP_BRKPT at the same ip: the instruction that
+ *    executed was the SYSCALL, not the one at ip.
+ *  - A signal: a signal-delivery-stop (the pending instruction has not
+ *    executed).  Injected with PTRACE_SINGLESTEP, a signal with a handler
+ *    gives a SIGTRAP stop with si_code SIGTRAP (ptrace_notify) at the
+ *    handler's first instruction, nothing executed; an ignored one lets the
+ *    step run the pending instruction as usual.
+ *
+ * Tracing is enabled lazily: a thread's ptgen is enabled (TIP.PGE) just
+ * before its first instruction after a start, a syscall or a signal handler
+ * entry is recorded, so a signal delivered right after a syscall shows as
+ * PGD at the SYSCALL and PGE at the handler, as the hardware has it.
+ *
+ * Limitation: the loop waits with waitpid(-1, __WALL), as it must to see
+ * every thread: the calling process should have no other children whose
+ * status it expects to collect while ptd_swpt_run runs.
+ */
+#include "swpt/tracer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aspace/maps.h"
+#include "aspace/timeline.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "swpt/capture.h"
+#include "x86/insn.h"
+
+#define USER_CS_64 0x33
+#define CODE_READ 16u
+#define ICACHE_MIN 4096u
+#define ICACHE_MAX (1u << 22)
+#define SNAP_MAX (256ull << 20)	/* bytes of one non-file mapping */
+
+/* Kernel-internal restart codes a syscall may leave in rax when a signal
+ * interrupted it (include/linux/errno.h). */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+/* ---- decoded-instruction cache --------------------------------------- */
+
+struct icache_ent {
+	uint64_t ip;
+	uint32_t gen;		/* valid iff == icache.gen */
+	struct ptd_x86_insn insn;
+};
+
+/* Open addressing, linear probing; cleared in O(1) by bumping gen. */
+struct icache {
+	struct icache_ent *v;
+	size_t cap;		/* power of two */
+	size_t n;
+	uint32_t gen;
+};
+
+static size_t icache_slot(const struct icache *c, uint64_t ip)
+{
+	return (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 20) & (c->cap - 1);
+}
+
+static struct ptd_x86_insn *icache_find(struct icache *c, uint64_t ip)
+{
+	for (size_t i = icache_slot(c, ip);; i = (i + 1) & (c->cap - 1)) {
+		struct icache_ent *e = &c->v[i];
+
+		if (e->gen != c->gen)
+			return NULL;
+		if (e->ip == ip)
+			return &e->insn;
+	}
+}
+
+static void icache_clear(struct icache *c)
+{
+	c->n = 0;
+	if (++c->gen == 0) {	/* wrapped: really clear */
+		memset(c->v, 0, c->cap * sizeof(*c->v));
+		c->gen = 1;
+	}
+}
+
+static int icache_grow(struct icache *c)
+{
+	struct icache old = *c;
+
+	c->cap = old.cap ? old.cap * 2 : ICACHE_MIN;
+	c->v = calloc(c->cap, sizeof(*c->v));
+	if (!c->v) {
+		*c = old;
+		return -ENOMEM;
+	}
+	c->gen = 1;
+	c->n = 0;
+	for (size_t i = 0; i < old.cap; i++) {
+		const struct icache_ent *e = &old.v[i];
+		size_t j;
+
+		if (e->gen != old.gen)
+			continue;
+		for (j = icache_slot(c, e->ip); c->v[j].gen == c->gen;
+		     j = (j + 1) & (c->cap - 1))
+			;
+		c->v[j] = *e;
+		c->v[j].gen = c->gen;
+		c->n++;
+	}
+	free(old.v);
+	return 0;
+}
+
+static int icache_put(struct icache *c, uint64_t ip,
+		      const struct ptd_x86_insn *insn)
+{
+	size_t i;
+
+	if (c->n + 1 > c->cap / 2) {
+		if (c->cap >= ICACHE_MAX)
+			icache_clear(c);
+		else if (icache_grow(c) < 0)
+			return -ENOMEM;
+	}
+	for (i = icache_slot(c, ip); c->v[i].gen == c->gen;
+	     i = (i + 1) & (c->cap - 1))
+		;
+	c->v[i].ip = ip;
+	c->v[i].gen = c->gen;
+	c->v[i].insn = *insn;
+	c->n++;
+	return 0;
+}
+
+/* ---- state ----------------------------------------------------------- */
+
+struct tthread {
+	pid_t tid;
+	uint64_t first_seq;
+	struct ptd_ptgen *gen;	/* NULL once the stream is finished */
+	FILE *pt;
+	uint64_t pt_bytes;
+	struct ptd_truth_writer truth;
+	uint64_t insns;
+	bool started;		/* had its first stop */
+	bool reaped;
+	/* As of the thread's last stop: */
+	uint64_t ip;		/* the instruction it executes next */
+	struct ptd_x86_insn insn;	/* decoded at ip */
+	uint64_t sysnr;		/* rax at ip, for a SYSCALL */
+	bool entered;		/* kernel entry of the SYSCALL at ip already
+				 * emitted (at an exec event) */
+	bool rep_recorded;	/* REP at ip already in the truth */
+	int inject;		/* signal injected by the last resume */
+	bool restart;		/* last syscall returned -ERESTART* ... */
+	uint64_t restart_ip;	/* ... from the SYSCALL here */
+	bool stop_sent;		/* detaching: SIGSTOP sent, not yet seen */
+	bool after_exec;	/* resumed from the first exec event: the
+				 * syscall-exit stop at ip comes first */
+};
+
+/* A child process of the target (fork, vfork, clone without CLONE_THREAD):
+ * seen announced by its parent's event and/or stopped; detached once
+ * stopped, forgotten once both. */
+struct forkrec {
+	pid_t pid;
+	bool announced;
+	bool detached;
+};
+
+struct snap_range {
+	uint64_t start, end;
+};
+
+struct tracer {
+	const struct ptd_swpt_options *opt;
+	struct ptd_diag *diag;
+	pid_t pid;
+	struct ptd_timeline tl;
+	struct tthread **th;	/* every thread, in creation order */
+	size_t nth;
+	size_t live;		/* threads with an open stream */
+	struct tthread *last;	/* lookup cache */
+	struct ptd_maps maps;	/* as last read */
+	struct snap_range *snaps;	/* non-file code already saved */
+	size_t nsnaps;
+	struct icache ic;
+	uint64_t insns, steps;
+	unsigned forks_detached;
+	struct forkrec *forks;
+	size_t nforks;
+	bool detaching;
+	bool leader_gone;
+	bool exited;
+	int exit_code, exit_signal;
+};
+
+static int failf(struct tracer *tr, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int failf(struct tracer *tr, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)ptd_vdiagf(tr->diag, err, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+static struct tthread *find_thread(struct tracer *tr, pid_t tid)
+{
+	if (tr->last && tr->last->tid == tid && !tr->last->reaped)
+		return tr->last;
+	for (size_t i = tr->nth; i-- > 0;)
+		if (tr->th[i]->tid == tid && !tr->th[i]->reaped)
+			return tr->last = tr->th[i];
+	return NULL;
+}
+
+/* ---- streams --------------------------------------------------------- */
+
+static int pt_sink(void *ctx, const uint8_t *data, size_t len)
+{
+	struct tthread *t = ctx;
+
+	if (fwrite_unlocked(data, 1, len, t->pt) != len)
+		return -EIO;
+	t->pt_bytes += len;
+	return 0;
+}
+
+/* OUTDIR/PREFIX-TID.bin */
+static char *out_path(const struct tracer *tr, const char *prefix, pid_t tid)
+{
+	char *p;
+
+	if (asprintf(&p, "%s/%s-%d.bin", tr->opt->outdir, prefix, (int)tid) < 0)
+		return NULL;
+	return p;
+}
+
+/* A new thread with its PT and truth files; its stream starts after every
+ * timeline event added so far. */
+static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
+{
+	_cleanup_free_ char *pt = out_path(tr, "pt", tid);
+	_cleanup_free_ char *truth = out_path(tr, "truth", tid);
+	struct ptd_ptgen_config cfg = tr->opt->gen;
+	struct tthread *t, **v;
+	int r;
+
+	if (!pt || !truth)
+		return -ENOMEM;
+	if (tr->nth >= PTD_CAPTURE_MAX_THREADS)
+		return failf(tr, -PTD_ELIMIT, "more than %u threads",
+			     PTD_CAPTURE_MAX_THREADS);
+	v = realloc(tr->th, (tr->nth + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	tr->th = v;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	tr->th[tr->nth++] = t;
+	t->tid = tid;
+	t->first_seq = tr->tl.next_seq;
+	t->pt = fopen(pt, "wxe");
+	if (!t->pt) {
+		r = -errno;
+		return failf(tr, r, "cannot create '%s': %s", pt,
+			     ptd_strerror(r));
+	}
+	if (setvbuf(t->pt, NULL, _IOFBF, 1u << 16) != 0)
+		return -ENOMEM;
+	r = ptd_truth_writer_open(&t->truth, truth);
+	if (r < 0)
+		return failf(tr, r, "cannot create '%s': %s", truth,
+			     ptd_strerror(r));
+	cfg.sink = pt_sink;
+	cfg.sink_ctx = t;
+	t->gen = ptd_ptgen_new(&cfg, &r);
+	if (!t->gen)
+		return failf(tr, r, "cannot set up the packet generator: %s",
+			     ptd_strerror(r));
+	tr->live++;
+	*ret = t;
+	return 0;
+}
+
+/* End @t's stream with the thread about to execute @ip. */
+static int thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip)
+{
+	int r, r2, r3 = 0;
+
+	if (!t->gen)
+		return 0;
+	r = ptd_ptgen_finish(t->gen, ip);
+	r2 = ptd_ptgen_free(t->gen);
+	t->gen = NULL;
+	tr->live--;
+	if (fflush(t->pt) != 0)
+		r3 = -errno;
+	if (fclose(t->pt) != 0 && r3 == 0)
+		r3 = -errno;
+	t->pt = NULL;
+	if (r == 0)
+		r = r2;
+	if (r == 0)
+		r = r3;
+	r2 = ptd_truth_writer_close(&t->truth);
+	if (r == 0)
+		r = r2;
+	if (r < 0)
+		return failf(tr, r, "thread %d: cannot finish its streams: %s",
+			     (int)t->tid, ptd_strerror(r));
+	return 0;
+}
+
+static void thread_free(struct tthread *t)
+{
+	if (!t)
+		return;
+	(void)ptd_ptgen_free(t->gen);
+	if (t->pt)
+		(void)fclose(t->pt);
+	(void)ptd_truth_writer_close(&t->truth);
+	free(t);
+}
+
+/* ---- timeline -------------------------------------------------------- */
+
+/* Add @ev with the current position of every live thread. */
+static int tl_add(struct tracer *tr, struct ptd_tl_event *ev)
+{
+	struct ptd_tl_pos *pos = calloc(tr->live ? tr->live : 1, sizeof(*pos));
+	size_t n = 0;
+	int64_t seq;
+
+	if (!pos)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->nth; i++) {
+		if (!tr->th[i]->gen)
+			continue;
+		pos[n].tid = tr->th[i]->tid;
+		pos[n].pos = ptd_ptgen_offset(tr->th[i]->gen);
+		n++;
+	}
+	ev->pos = pos;
+	ev->npos = n;
+	seq = ptd_timeline_add(&tr->tl, ev);
+	free(pos);
+	return seq < 0 ? (int)seq : 0;
+}
+
+static bool map_exec(const struct ptd_map *m)
+{
+	return m->prot & PTD_MAP_PROT_X;
+}
+
+static bool map_same(const struct ptd_map *a, const struct ptd_map *b)
+{
+	return a->start == b->start && a->end == b->end &&
+	       a->offset == b->offset && a->inode == b->inode &&
+	       a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+	       a->prot == b->prot && a->kind == b->kind &&
+	       strcmp(a->path, b->path) == 0;
+}
+
+/* Whether @maps has a mapping identical to @m. */
+static bool maps_has(const struct ptd_maps *maps, const struct ptd_map *m)
+{
+	const struct ptd_map *f = ptd_maps_find(maps, m->start);
+
+	return f && map_same(f, m);
+}
+
+static int add_map_event(struct tracer *tr, const struct ptd_map *m)
+{
+	struct ptd_tl_event ev = { 0 };
+
+	ev.op = PTD_TL_MAP;
+	ev.start = m->start;
+	ev.end = m->end;
+	ev.pgoff = m->offset;
+	ev.path = m->path;
+	return tl_add(tr, &ev);
+}
+
+static void drop_snaps(struct tracer *tr, uint64_t start, uint64_t end)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < tr->nsnaps; i++)
+		if (tr->snaps[i].end <= start || tr->snaps[i].start >= end)
+			tr->snaps[k++] = tr->snaps[i];
+	tr->nsnaps = k;
+}
+
+static int read_maps(struct tracer *tr, struct ptd_maps *ret)
+{
+	int r = ptd_maps_read_pid("/proc", tr->pid, ret, tr->diag);
+
+	if (r < 0 && r != -PTD_EFORMAT && r != -PTD_ELIMIT)
+		return failf(tr, r, "cannot read /proc/%d/maps: %s",
+			     (int)tr->pid, ptd_strerror(r));
+	return r;
+}
+
+/* Re-read the maps and put the difference in executable mappings into the
+ * timeline: UNMAP for what is gone or changed, MAP for new file code.
+ * Non-file code is saved when it first executes (ensure_snapshot). */
+static int maps_refresh(struct tracer *tr)
+{
+	struct ptd_maps now;
+	bool changed = false;
+	int r = read_maps(tr, &now);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < tr->maps.n; i++) {
+		const struct ptd_map *m = &tr->maps.v[i];
+		struct ptd_tl_event ev = { 0 };
+
+		if (!map_exec(m) || maps_has(&now, m))
+			continue;
+		changed = true;
+		drop_snaps(tr, m->start, m->end);
+		ev.op = PTD_TL_UNMAP;
+		ev.start = m->start;
+		ev.end = m->end;
+		if ((r = tl_add(tr, &ev)) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < now.n; i++) {
+		const struct ptd_map *m = &now.v[i];
+
+		if (!map_exec(m) || maps_has(&tr->maps, m))
+			continue;
+		changed = true;
+		drop_snaps(tr, m->start, m->end);
+		if (m->kind == PTD_MAP_FILE && (r = add_map_event(tr, m)) < 0)
+			goto out;
+	}
+	if (changed)
+		icache_clear(&tr->ic);
+	ptd_maps_free(&tr->maps);
+	tr->maps = now;
+	return 0;
+out:
+	ptd_maps_free(&now);
+	return r;
+}
+
+/* The whole map set is new (first stop, exec): MAP every file mapping. */
+static int maps_load_all(struct tracer *tr)
+{
+	int r;
+
+	ptd_maps_free(&tr->maps);
+	tr->nsnaps = 0;
+	icache_clear(&tr->ic);
+	r = read_maps(tr, &tr->maps);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < tr->maps.n; i++) {
+		const struct ptd_map *m = &tr->maps.v[i];
+
+		if (map_exec(m) && m->kind == PTD_MAP_FILE &&
+		    (r = add_map_event(tr, m)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- code bytes, snapshots ------------------------------------------- */
+
+/* Read up to @len bytes at @addr of @tid; a range that crosses into an
+ * unreadable page gives what lies before it.  Returns bytes read or
+ * -errno. */
+static ssize_t read_mem(pid_t tid, uint64_t addr, void *buf, size_t len)
+{
+	const uint64_t page = 4096;
+	uint64_t first = page - (addr & (page - 1));
+	struct iovec local = { buf, len };
+	struct iovec remote[2];
+	int nr = 1;
+	ssize_t n;
+
+	remote[0].iov_base = (void *)(uintptr_t)addr;
+	remote[0].iov_len = len;
+	/* Transfers are partial only at iovec boundaries: split at pages. */
+	if (first < len) {
+		remote[0].iov_len = first;
+		remote[1].iov_base = (void *)(uintptr_t)(addr + first);
+		remote[1].iov_len = len - first;
+		nr = 2;
+	}
+	n = process_vm_readv(tid, &local, 1, remote, (unsigned long)nr, 0);
+	return n < 0 ? -errno : n;
+}
+
+static bool snapped(const struct tracer *tr, uint64_t ip)
+{
+	for (size_t i = 0; i < tr->nsnaps; i++)
+		if (ip >= tr->snaps[i].start && ip < tr->snaps[i].end)
+			return true;
+	return false;
+}
+
+static const char *snap_name(const struct ptd_map *m)
+{
+	if (m->path[0])
+		return m->path;
+	return m->kind == PTD_MAP_ANON ? "[anon]" : ptd_map_kind_name(m->kind);
+}
+
+/* Save the bytes of non-file mapping @m in snap-SEQ.bin. */
+static int snapshot(struct tracer *tr, pid_t tid, const struct ptd_map *m)
+{
+	uint64_t size = m->end - m->start;
+	struct ptd_tl_event ev = { 0 };
+	_cleanup_free_ uint8_t *buf = NULL;
+	_cleanup_free_ char *path = NULL;
+	char file[64];
+	struct snap_range *v;
+	size_t done = 0;
+	int r;
+
+	if (size > SNAP_MAX)
+		return failf(tr, -PTD_ELIMIT, "cannot save code at %#" PRIx64
+			     ": mapping of %" PRIu64 " bytes is too large",
+			     m->start, size);
+	buf = malloc(size);
+	snprintf(file, sizeof(file), "snap-%" PRIu64 ".bin", tr->tl.next_seq);
+	if (asprintf(&path, "%s/%s", tr->opt->outdir, file) < 0)
+		path = NULL;
+	if (!buf || !path)
+		return -ENOMEM;
+	while (done < size) {
+		size_t chunk = size - done < (1u << 20) ? size - done
+							: (1u << 20);
+		ssize_t n = read_mem(tid, m->start + done, buf + done, chunk);
+
+		if (n <= 0)
+			return failf(tr, n < 0 ? (int)n : -EIO,
+				     "cannot read code at %#" PRIx64 " of "
+				     "thread %d", m->start + done, (int)tid);
+		done += (size_t)n;
+	}
+	r = ptd_file_write_atomic(path, buf, size);
+	if (r < 0)
+		return failf(tr, r, "cannot write '%s': %s", path,
+			     ptd_strerror(r));
+	v = realloc(tr->snaps, (tr->nsnaps + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	tr->snaps = v;
+	tr->snaps[tr->nsnaps++] = (struct snap_range){ m->start, m->end };
+	ev.op = PTD_TL_SNAPSHOT;
+	ev.start = m->start;
+	ev.end = m->end;
+	ev.name = (char *)snap_name(m);
+	ev.file = file;
+	return tl_add(tr, &ev);
+}
+
+static const struct ptd_map *find_map(struct tracer *tr, uint64_t ip)
+{
+	const struct ptd_map *m = ptd_maps_find(&tr->maps, ip);
+
+	/* Not there: the maps changed behind our back (another process
+	 * sharing them, or a syscall we do not watch).  Catch up once. */
+	if (!m && maps_refresh(tr) == 0)
+		m = ptd_maps_find(&tr->maps, ip);
+	return m;
+}
+
+/* Make @ip's code available to a decoder: file code is in the timeline
+ * already; other code is saved when it first runs. */
+static int ensure_snapshot(struct tracer *tr, pid_t tid, uint64_t ip)
+{
+	const struct ptd_map *m = find_map(tr, ip);
+
+	if (!m)
+		return failf(tr, -PTD_ENOIMAGE, "thread %d: ip %#" PRIx64
+			     " is not in any mapping", (int)tid, ip);
+	switch (m->kind) {
+	case PTD_MAP_FILE:
+		return 0;
+	case PTD_MAP_VSYSCALL:
+		return failf(tr, -PTD_EUNSUPPORTED, "thread %d: ip %#" PRIx64
+			     " is in [vsyscall]", (int)tid, ip);
+	case PTD_MAP_DELETED:
+	case PTD_MAP_ANON:
+	case PTD_MAP_HEAP:
+	case PTD_MAP_STACK:
+	case PTD_MAP_VDSO:
+	case PTD_MAP_VVAR:
+	case PTD_MAP_OTHER:
+		break;
+	}
+	if (snapped(tr, ip))
+		return 0;
+	return snapshot(tr, tid, m);
+}
+
+/* Decode the instruction @t executes next (at @ip, with @rax in rax), from
+ * the cache or the live process; save non-file code first. */
+static int prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
+		   uint64_t rax)
+{
+	struct ptd_x86_insn *c = icache_find(&tr->ic, ip);
+	uint8_t bytes[CODE_READ];
+	ssize_t n;
+	int r;
+
+	t->ip = ip;
+	t->sysnr = rax;		/* the number, should ip be a SYSCALL */
+	if (c) {
+		t->insn = *c;
+		return 0;
+	}
+	r = ensure_snapshot(tr, t->tid, ip);
+	if (r < 0)
+		return r;
+	n = read_mem(t->tid, ip, bytes, sizeof(bytes));
+	if (n <= 0)
+		return failf(tr, n < 0 ? (int)n : -EIO,
+			     "thread %d: cannot read code at %#" PRIx64 ": %s",
+			     (int)t->tid, ip, ptd_strerror(n < 0 ? (int)n
+						      : -EIO));
+	r = ptd_x86_decode(bytes, (size_t)n, ip, ptem_64bit, &t->insn);
+	if (r < 0)
+		return failf(tr, r, "thread %d: cannot decode the instruction "
+			     "at %#" PRIx64 ": %s", (int)t->tid, ip,
+			     ptd_strerror(r));
+	return icache_put(&tr->ic, ip, &t->insn);
+}
+
+/* ---- recording ------------------------------------------------------- */
+
+/* The instruction at @ip executes: enable tracing first if it is off (the
+ * thread just started, or came back from the kernel), then the truth
+ * (unless @truth is false). */
+static int record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
+		     bool truth)
+{
+	int r;
+
+	if (!ptd_ptgen_enabled(t->gen)) {
+		if (tr->opt->gen.tsc)
+			ptd_ptgen_set_tsc(t->gen, __builtin_ia32_rdtsc());
+		r = ptd_ptgen_enable(t->gen, ip);
+		if (r < 0)
+			return r;
+	}
+	if (!truth)
+		return 0;
+	r = ptd_truth_writer_add(&t->truth, ip);
+	if (r < 0)
+		return r;
+	t->insns++;
+	tr->insns++;
+	return 0;
+}
+
+static int record(struct tracer *tr, struct tthread *t, uint64_t ip)
+{
+	return record_if(tr, t, ip, true);
+}
+
+static bool maps_syscall(uint64_t nr)
+{
+	switch (nr) {
+	case SYS_mmap:
+	case SYS_mprotect:
+	case SYS_munmap:
+	case SYS_brk:
+	case SYS_mremap:
+	case SYS_shmat:
+	case SYS_shmdt:
+	case SYS_remap_file_pages:
+	case SYS_pkey_mprotect:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool restart_code(uint64_t rax)
+{
+	int64_t v = (int64_t)rax;
+
+	return v == -ERESTARTSYS || v == -ERESTARTNOINTR ||
+	       v == -ERESTARTNOHAND || v == -ERESTART_RESTARTBLOCK;
+}
+
+/* The SYSCALL/INT at @ip entered the kernel (once per execution).  An INT
+ * is not in the truth: its packets are FUP(its own ip) + TIP.PGD, an
+ * asynchronous exit before it as a decoder sees it, so no decoder reports
+ * it. */
+static int kernel_entry(struct tracer *tr, struct tthread *t, uint64_t ip,
+			const struct ptd_x86_insn *insn)
+{
+	int r;
+
+	if (t->entered)
+		return 0;
+	r = record_if(tr, t, ip, insn->kind != PTD_X86_INT);
+	if (r < 0)
+		return r;
+	t->entered = true;
+	return ptd_ptgen_kernel_entry(t->gen, ip, insn);
+}
+
+/* @t executed the instruction at @ip (@insn) and is now at @next, stopped
+ * with registers @regs.  Records it and prepares the next one. */
+static int completed(struct tracer *tr, struct tthread *t, uint64_t ip,
+		     const struct ptd_x86_insn *insn, uint64_t sysnr,
+		     const struct user_regs_struct *regs)
+{
+	uint64_t next = regs->rip;
+	struct ptd_x86_insn cur = *insn;
+	int r;
+
+	if (insn->kind == PTD_X86_SYSCALL || insn->kind == PTD_X86_INT) {
+		r = kernel_entry(tr, t, ip, &cur);
+		t->entered = false;
+		t->rep_recorded = false;
+		if (r < 0)
+			return r;
+		t->restart = insn->kind == PTD_X86_SYSCALL &&
+			     restart_code(regs->rax);
+		t->restart_ip = ip;
+		if (insn->kind == PTD_X86_SYSCALL && maps_syscall(sysnr) &&
+		    (r = maps_refresh(tr)) < 0)
+			return r;
+		return prepare(tr, t, next, regs->rax);
+	}
+	t->restart = false;
+	/* A REP string instruction is one instruction however many steps. */
+	if (insn->rep && next == ip) {
+		if (!t->rep_recorded) {
+			r = record(tr, t, ip);
+			if (r < 0)
+				return r;
+			t->rep_recorded = true;
+		}
+		return 0;
+	}
+	if (!t->rep_recorded) {
+		r = record(tr, t, ip);
+		if (r < 0)
+			return r;
+	}
+	t->rep_recorded = false;
+	/* Next first: code reached through this transfer is saved before
+	 * the packet that leads there. */
+	r = prepare(tr, t, next, regs->rax);
+	if (r < 0)
+		return r;
+	return ptd_ptgen_step(t->gen, ip, &cur, next);
+}
+
+/* A step stop: the pending instruction ran (or, for TRAP_BRKPT after a
+ * restarted syscall, the SYSCALL before it ran again). */
+static int on_step(struct tracer *tr, struct tthread *t, int si_code,
+		   const struct user_regs_struct *regs)
+{
+	struct ptd_x86_insn sys;
+	int r;
+
+	if (t->after_exec) {
+		t->after_exec = false;
+		/* the execve returning into the new program: nothing ran */
+		if (si_code == TRAP_BRKPT && regs->rip == t->ip)
+			return 0;
+	}
+	if (si_code == TRAP_BRKPT && t->insn.kind != PTD_X86_SYSCALL &&
+	    t->insn.kind != PTD_X86_INT) {
+		if (!t->restart)
+			return failf(tr, -EPROTO, "thread %d: syscall stop at "
+				     "%#llx, but %#" PRIx64 " is no syscall",
+				     (int)t->tid, regs->rip, t->ip);
+		/* The kernel rewound onto the SYSCALL and ran it again. */
+		r = prepare(tr, t, t->restart_ip, regs->orig_rax);
+		if (r < 0)
+			return r;
+		sys = t->insn;
+		return completed(tr, t, t->restart_ip, &sys, regs->orig_rax,
+				 regs);
+	}
+	sys = t->insn;
+	return completed(tr, t, t->ip, &sys, t->sysnr, regs);
+}
+
+/* ---- stops ----------------------------------------------------------- */
+
+static int get_regs(struct tracer *tr, pid_t tid,
+		    struct user_regs_struct *regs)
+{
+	if (ptrace(PTRACE_GETREGS, tid, NULL, regs) < 0)
+		return failf(tr, -errno, "thread %d: PTRACE_GETREGS: %s",
+			     (int)tid, strerror(errno));
+	return 0;
+}
+
+static int check_64bit(struct tracer *tr, const struct user_regs_struct *regs)
+{
+	if (regs->cs != USER_CS_64)
+		return failf(tr, -PTD_EUNSUPPORTED, "process %d runs 32-bit "
+			     "code (cs %#llx): only 64-bit programs are "
+			     "supported", (int)tr->pid, regs->cs);
+	return 0;
+}
+
+/* Resume @t for one more instruction.  A thread that vanished meanwhile
+ * reports its exit later. */
+static int resume(struct tracer *tr, struct tthread *t, int sig)
+{
+	t->inject = sig;
+	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0 &&
+	    errno != ESRCH)
+		return failf(tr, -errno, "thread %d: PTRACE_SINGLESTEP: %s",
+			     (int)t->tid, strerror(errno));
+	return 0;
+}
+
+static int read_tgid(pid_t tid, pid_t *ret)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[64];
+	const char *p;
+	size_t len;
+	uint64_t v;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	r = ptd_file_read_all(path, 1u << 16, &text, &len);
+	if (r < 0)
+		return r;
+	p = strstr(text, "\nTgid:");
+	if (!p)
+		return -PTD_EFORMAT;
+	p += strlen("\nTgid:");
+	p += strspn(p, " \t");
+	r = ptd_parse_u64n(p, strcspn(p, "\n"), 10, &v);
+	if (r < 0 || v > INT_MAX)
+		return -PTD_EFORMAT;
+	*ret = (pid_t)v;
+	return 0;
+}
+
+static struct forkrec *fork_find(struct tracer *tr, pid_t pid, bool add)
+{
+	struct forkrec *v;
+
+	for (size_t i = 0; i < tr->nforks; i++)
+		if (tr->forks[i].pid == pid)
+			return &tr->forks[i];
+	if (!add)
+		return NULL;
+	v = realloc(tr->forks, (tr->nforks + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	tr->forks = v;
+	v[tr->nforks] = (struct forkrec){ pid, false, false };
+	return &v[tr->nforks++];
+}
+
+/* Forget a child process once it is both announced and detached. */
+static void fork_settle(struct tracer *tr, struct forkrec *f)
+{
+	if (f->announced && f->detached)
+		*f = tr->forks[--tr->nforks];
+}
+
+static bool forks_pending(const struct tracer *tr)
+{
+	for (size_t i = 0; i < tr->nforks; i++)
+		if (!tr->forks[i].detached)
+			return true;
+	return false;
+}
+
+/* A stopped child process of the target: let it run untraced.  Detaching
+ * clears the trap flag the kernel set for stepping. */
+static int detach_child(struct tracer *tr, pid_t pid)
+{
+	struct forkrec *f = fork_find(tr, pid, true);
+
+	if (!f)
+		return -ENOMEM;
+	if (ptrace(PTRACE_DETACH, pid, NULL, NULL) < 0 && errno != ESRCH)
+		return failf(tr, -errno, "cannot detach child process %d: %s",
+			     (int)pid, strerror(errno));
+	f->detached = true;
+	tr->forks_detached++;
+	fork_settle(tr, f);
+	return 0;
+}
+
+/* max_insns: finish @t's stream and let it run on untraced. */
+static int detach_thread(struct tracer *tr, struct tthread *t)
+{
+	int r = thread_finish(tr, t, t->ip);
+
+	if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && errno != ESRCH &&
+	    r == 0)
+		r = failf(tr, -errno, "cannot detach thread %d: %s",
+			  (int)t->tid, strerror(errno));
+	t->reaped = true;	/* no longer ours to wait for */
+	return r;
+}
+
+/* The instruction limit is reached at @t's stop: detach @t now, and every
+ * other thread at its next stop.  Running threads are made to stop with a
+ * SIGSTOP of their own, which is swallowed when it arrives (a thread may
+ * not be detached while that signal is still pending: it would stop the
+ * whole process once untraced). */
+static int start_detach(struct tracer *tr, struct tthread *t)
+{
+	tr->detaching = true;
+	for (size_t i = 0; i < tr->nth; i++) {
+		struct tthread *u = tr->th[i];
+
+		if (u == t || u->reaped || !u->gen || !u->started)
+			continue;
+		if (syscall(SYS_tgkill, tr->pid, u->tid, SIGSTOP) == 0)
+			u->stop_sent = true;
+	}
+	return detach_thread(tr, t);
+}
+
+/* After a stop was handled: detach at the limit, else step on. */
+static int step_on(struct tracer *tr, struct tthread *t)
+{
+	if (!tr->detaching && tr->opt->max_insns &&
+	    tr->insns >= tr->opt->max_insns)
+		return start_detach(tr, t);
+	return resume(tr, t, 0);
+}
+
+static int on_first_stop(struct tracer *tr, struct tthread *t, int sig,
+			 const struct user_regs_struct *regs)
+{
+	int r;
+
+	t->started = true;
+	r = check_64bit(tr, regs);
+	if (r < 0)
+		return r;
+	r = prepare(tr, t, regs->rip, regs->rax);
+	if (r < 0)
+		return r;
+	if (tr->detaching)
+		return detach_thread(tr, t);
+	/* a new thread starts with a SIGSTOP of the kernel's: swallow it */
+	return resume(tr, t, sig == SIGSTOP || sig == SIGTRAP ? 0 : sig);
+}
+
+/* A stop of a task we do not know: a new thread whose parent's clone event
+ * has not been seen yet, or a child process of the target. */
+static int on_unknown(struct tracer *tr, pid_t pid, int status,
+		      const struct user_regs_struct *regs)
+{
+	struct tthread *t;
+	pid_t tgid;
+	int r;
+
+	if (read_tgid(pid, &tgid) == 0 && tgid == tr->pid) {
+		r = thread_new(tr, pid, &t);
+		if (r < 0)
+			return r;
+		return on_first_stop(tr, t, WSTOPSIG(status), regs);
+	}
+	return detach_child(tr, pid);
+}
+
+static int on_clone_event(struct tracer *tr, struct tthread *t, int event)
+{
+	unsigned long msg = 0;
+	struct tthread *n;
+	struct forkrec *f;
+	pid_t tgid;
+	int r;
+
+	if (ptrace(PTRACE_GETEVENTMSG, t->tid, NULL, &msg) < 0)
+		return failf(tr, -errno, "thread %d: PTRACE_GETEVENTMSG: %s",
+			     (int)t->tid, strerror(errno));
+	if (event == PTRACE_EVENT_CLONE && read_tgid((pid_t)msg, &tgid) == 0 &&
+	    tgid == tr->pid) {
+		/* A thread: its stream starts now, before its first stop. */
+		if (!find_thread(tr, (pid_t)msg)) {
+			r = thread_new(tr, (pid_t)msg, &n);
+			if (r < 0)
+				return r;
+		}
+	} else {
+		f = fork_find(tr, (pid_t)msg, true);
+		if (!f)
+			return -ENOMEM;
+		f->announced = true;
+		fork_settle(tr, f);
+	}
+	/* the clone SYSCALL completes at the next step stop */
+	return resume(tr, t, 0);
+}
+
+static int add_exec_event(struct tracer *tr)
+{
+	struct ptd_tl_event ev = { 0 };
+	char link[64], path[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)tr->pid);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return failf(tr, -errno, "cannot read %s: %s", link,
+			     strerror(errno));
+	path[n] = 0;
+	ev.op = PTD_TL_EXEC;
+	ev.path = path;
+	return tl_add(tr, &ev);
+}
+
+/* execve succeeded in @t (the leader): the SYSCALL entered the kernel, the
+ * image is new from here. */
+static int on_exec_event(struct tracer *tr, struct tthread *t,
+			 const struct user_regs_struct *regs)
+{
+	unsigned long former = 0;
+	int r;
+
+	if (ptrace(PTRACE_GETEVENTMSG, t->tid, NULL, &former) < 0)
+		return failf(tr, -errno, "thread %d: PTRACE_GETEVENTMSG: %s",
+			     (int)t->tid, strerror(errno));
+	if ((pid_t)former != t->tid)
+		return failf(tr, -PTD_EUNSUPPORTED, "thread %lu of process %d "
+			     "called execve: only the main thread may",
+			     former, (int)tr->pid);
+	if (t->insn.kind != PTD_X86_SYSCALL)
+		return failf(tr, -EPROTO, "thread %d: exec, but %#" PRIx64
+			     " is no syscall", (int)t->tid, t->ip);
+	r = check_64bit(tr, regs);
+	if (r < 0)
+		return r;
+	r = kernel_entry(tr, t, t->ip, &t->insn);
+	if (r < 0)
+		return r;
+	t->sysnr = UINT64_MAX;	/* the maps are read here, not after */
+	r = add_exec_event(tr);
+	if (r < 0)
+		return r;
+	r = maps_load_all(tr);
+	if (r < 0)
+		return r;
+	return resume(tr, t, 0);
+}
+
+/* The thread is about to exit (exit syscall, or killed). */
+static int on_exit_event(struct tracer *tr, struct tthread *t,
+			 const struct user_regs_struct *regs)
+{
+	int r;
+
+	/* rip moved: the pending instruction (the exit SYSCALL, or one
+	 * that completed as a fatal signal came) executed */
+	if (t->gen && regs->rip != t->ip) {
+		r = on_step(tr, t, TRAP_TRACE, regs);
+		if (r < 0)
+			return r;
+	}
+	r = thread_finish(tr, t, t->ip);
+	if (r < 0)
+		return r;
+	if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0 && errno != ESRCH)
+		return failf(tr, -errno, "thread %d: PTRACE_CONT: %s",
+			     (int)t->tid, strerror(errno));
+	return 0;
+}
+
+static int on_handler_entry(struct tracer *tr, struct tthread *t,
+			    const struct user_regs_struct *regs)
+{
+	int r = 0;
+
+	/* The pending instruction did not run: an asynchronous exit at it,
+	 * unless tracing is off already (the signal came after a syscall). */
+	if (ptd_ptgen_enabled(t->gen))
+		r = ptd_ptgen_interrupt(t->gen, t->ip);
+	if (r < 0)
+		return r;
+	t->rep_recorded = false;	/* a REP resumed is reported again */
+	t->restart = false;		/* the kernel restarts via the frame */
+	t->entered = false;
+	r = prepare(tr, t, regs->rip, regs->rax);
+	if (r < 0)
+		return r;
+	return step_on(tr, t);
+}
+
+static int on_signal(struct tracer *tr, struct tthread *t, int sig,
+		     const struct user_regs_struct *regs)
+{
+	int r;
+
+	/* A trap such as INT3 reports after its instruction ran. */
+	if (regs->rip != t->ip) {
+		r = on_step(tr, t, TRAP_TRACE, regs);
+		if (r < 0)
+			return r;
+	}
+	if (sig == SIGSTOP && t->stop_sent)
+		return detach_thread(tr, t);
+	return resume(tr, t, sig);
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN ||
+	       sig == SIGTTOU;
+}
+
+static int on_stopped(struct tracer *tr, struct tthread *t, int status,
+		      const struct user_regs_struct *regs)
+{
+	int sig = WSTOPSIG(status), event = status >> 16, inject = t->inject;
+	siginfo_t si;
+	int r;
+
+	t->inject = 0;
+	switch (event) {
+	case 0:
+		break;
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+		return on_clone_event(tr, t, event);
+	case PTRACE_EVENT_EXEC:
+		return on_exec_event(tr, t, regs);
+	case PTRACE_EVENT_EXIT:
+		return on_exit_event(tr, t, regs);
+	default:
+		return resume(tr, t, 0);
+	}
+	if (sig != SIGTRAP && !is_stop_signal(sig))
+		return on_signal(tr, t, sig, regs);
+	if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0) {
+		if (errno == EINVAL)	/* a group-stop: carry on */
+			return resume(tr, t, 0);
+		return failf(tr, -errno, "thread %d: PTRACE_GETSIGINFO: %s",
+			     (int)t->tid, strerror(errno));
+	}
+	if (sig != SIGTRAP)
+		return on_signal(tr, t, sig, regs);
+	/* ptrace_notify() at a signal handler's first instruction */
+	if (si.si_code == SIGTRAP && inject)
+		return on_handler_entry(tr, t, regs);
+	if (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT ||
+	    si.si_code == SIGTRAP) {
+		r = on_step(tr, t, si.si_code, regs);
+		if (r < 0)
+			return r;
+		return step_on(tr, t);
+	}
+	/* a SIGTRAP someone sent, or INT3's */
+	return on_signal(tr, t, sig, regs);
+}
+
+static int on_gone(struct tracer *tr, struct tthread *t, int status)
+{
+	int r = 0;
+
+	if (t->gen)	/* killed without an exit event */
+		r = thread_finish(tr, t, t->ip);
+	t->reaped = true;
+	if (t->tid == tr->pid) {
+		tr->leader_gone = true;
+		tr->exited = true;
+		if (WIFEXITED(status))
+			tr->exit_code = WEXITSTATUS(status);
+		else
+			tr->exit_signal = WTERMSIG(status);
+	}
+	return r;
+}
+
+static int on_wait(struct tracer *tr, pid_t pid, int status)
+{
+	struct tthread *t = find_thread(tr, pid);
+	struct user_regs_struct regs;
+	int r;
+
+	if (WIFEXITED(status) || WIFSIGNALED(status))
+		return t ? on_gone(tr, t, status) : 0;
+	if (!WIFSTOPPED(status))
+		return 0;
+	tr->steps++;
+	r = get_regs(tr, pid, &regs);
+	if (r == -ESRCH)	/* killed meanwhile: its exit comes next */
+		return 0;
+	if (r < 0)
+		return r;
+	if (!t)
+		return on_unknown(tr, pid, status, &regs);
+	if (!t->started)
+		return on_first_stop(tr, t, WSTOPSIG(status), &regs);
+	return on_stopped(tr, t, status, &regs);
+}
+
+/* Threads whose streams are finished but which have not been reaped. */
+static bool exiting_pending(const struct tracer *tr)
+{
+	for (size_t i = 0; i < tr->nth; i++)
+		if (!tr->th[i]->reaped && tr->th[i]->tid != tr->pid)
+			return true;
+	return false;
+}
+
+static int trace_loop(struct tracer *tr)
+{
+	for (;;) {
+		int status, r;
+		pid_t pid;
+
+		if (tr->detaching && tr->live == 0 && !exiting_pending(tr) &&
+		    !forks_pending(tr))
+			return 0;
+		if (tr->leader_gone && !forks_pending(tr))
+			return 0;
+		pid = waitpid(-1, &status, __WALL);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ECHILD)
+				return 0;
+			return failf(tr, -errno, "waitpid: %s",
+				     strerror(errno));
+		}
+		r = on_wait(tr, pid, status);
+		if (r < 0)
+			return r;
+	}
+}
+
+/* ---- start ----------------------------------------------------------- */
+
+static void child_fail(int fd, int err)
+{
+	ssize_t n = write(fd, &err, sizeof(err));
+
+	(void)n;
+	_exit(127);
+}
+
+/* In the child: only async-signal-safe calls until execvp. */
+static void child_run(char *const argv[], bool quiet, int errfd)
+{
+	if (quiet) {
+		int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			child_fail(errfd, errno);
+	}
+	if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) < 0)
+		child_fail(errfd, errno);
+	/* wait here until the tracer has set its options */
+	if (raise(SIGSTOP) != 0)
+		child_fail(errfd, errno);
+	execvp(argv[0], argv);
+	child_fail(errfd, errno);
+}
+
+/* The errno the child reported before it could exec, or 0. */
+static int child_errno(int fd)
+{
+	int err = 0;
+	ssize_t n = read(fd, &err, sizeof(err));
+
+	return n == (ssize_t)sizeof(err) && err > 0 ? -err : 0;
+}
+
+static int wait_pid(pid_t pid, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, __WALL);
+
+		if (r == pid)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* The child stopped before exec: set our options and let it exec.  Returns
+ * once it stops at the exec event (the new program's first instruction). */
+static int spawn_to_exec(struct tracer *tr, char *const argv[], int errfd)
+{
+	const long opts = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
+			  PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC |
+			  PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL;
+	int status, r, sig = 0;
+
+	for (;;) {
+		r = wait_pid(tr->pid, &status);
+		if (r < 0)
+			return failf(tr, r, "waitpid: %s", ptd_strerror(r));
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			tr->leader_gone = true;
+			r = child_errno(errfd);
+			if (r == -ENOENT)
+				return failf(tr, r, "'%s': program not found",
+					     argv[0]);
+			if (r == -EPERM)
+				return failf(tr, r, "'%s': ptrace refused "
+					     "(Yama ptrace_scope or seccomp?)",
+					     argv[0]);
+			if (r < 0)
+				return failf(tr, r, "cannot run '%s': %s",
+					     argv[0], ptd_strerror(r));
+			return failf(tr, -ECHILD, "'%s' ended before exec",
+				     argv[0]);
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		if (status >> 16 == PTRACE_EVENT_EXEC)
+			return 0;
+		if (WSTOPSIG(status) == SIGSTOP && !sig) {
+			/* our raise(SIGSTOP): options, then on to exec */
+			sig = -1;
+			if (ptrace(PTRACE_SETOPTIONS, tr->pid, NULL,
+				   (void *)opts) < 0)
+				return failf(tr, -errno, "PTRACE_SETOPTIONS: "
+					     "%s", strerror(errno));
+			if (ptrace(PTRACE_CONT, tr->pid, NULL, NULL) < 0)
+				return failf(tr, -errno, "PTRACE_CONT: %s",
+					     strerror(errno));
+			continue;
+		}
+		/* any other signal before exec goes to the child */
+		if (ptrace(PTRACE_CONT, tr->pid, NULL,
+			   (void *)(long)WSTOPSIG(status)) < 0)
+			return failf(tr, -errno, "PTRACE_CONT: %s",
+				     strerror(errno));
+	}
+}
+
+/* The first stop of the new program: the main thread's stream begins, and
+ * the initial executable mappings are the first timeline events, at its
+ * position 0. */
+static int start_main(struct tracer *tr)
+{
+	struct user_regs_struct regs;
+	struct tthread *t;
+	int r;
+
+	r = get_regs(tr, tr->pid, &regs);
+	if (r < 0)
+		return r;
+	r = check_64bit(tr, &regs);
+	if (r < 0)
+		return r;
+	r = thread_new(tr, tr->pid, &t);
+	if (r < 0)
+		return r;
+	r = maps_load_all(tr);
+	if (r < 0)
+		return r;
+	t->started = true;
+	t->after_exec = true;
+	r = prepare(tr, t, regs.rip, regs.rax);
+	if (r < 0)
+		return r;
+	return resume(tr, t, 0);
+}
+
+static int prepare_outdir(const char *dir, struct ptd_diag *diag)
+{
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno != EEXIST)
+		return ptd_diagf(diag, -errno, "cannot create '%s': %s", dir,
+				 strerror(errno));
+	d = opendir(dir);
+	if (!d)
+		return ptd_diagf(diag, -errno, "cannot open '%s': %s", dir,
+				 strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			r = ptd_diagf(diag, -EEXIST, "'%s' is not empty",
+				      dir);
+			break;
+		}
+	(void)closedir(d);
+	return r;
+}
+
+/* vendor/family/model/stepping of the first CPU; unknown if not Intel. */
+static void read_cpu(struct pt_cpu *cpu)
+{
+	_cleanup_free_ char *text = NULL;
+	const char *keys[] = { "cpu family", "model", "stepping" };
+	uint64_t vals[3] = { 0 };
+	size_t len;
+
+	memset(cpu, 0, sizeof(*cpu));
+	cpu->vendor = pcv_unknown;
+	if (ptd_file_read_all("/proc/cpuinfo", 1u << 24, &text, &len) < 0)
+		return;
+	if (!strstr(text, "vendor_id\t: GenuineIntel\n"))
+		return;
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(keys); i++) {
+		char key[32];
+		const char *p;
+
+		snprintf(key, sizeof(key), "\n%s\t", keys[i]);
+		p = strstr(text, key);
+		if (!p || !(p = strchr(p + 1, ':')))
+			return;
+		p += 1 + strspn(p + 1, " ");
+		if (ptd_parse_u64n(p, strcspn(p, "\n"), 10, &vals[i]) < 0)
+			return;
+	}
+	cpu->vendor = pcv_intel;
+	cpu->family = (uint16_t)vals[0];
+	cpu->model = (uint8_t)vals[1];
+	cpu->stepping = (uint8_t)vals[2];
+}
+
+/* ---- capture, cleanup ------------------------------------------------ */
+
+static int save_capture(struct tracer *tr, char *const argv[])
+{
+	struct ptd_capture c = { 0 };
+	struct ptd_capture_thread *th;
+	int r;
+
+	th = calloc(tr->nth ? tr->nth : 1, sizeof(*th));
+	if (!th)
+		return -ENOMEM;
+	for (size_t i = 0; i < tr->nth; i++) {
+		const struct tthread *t = tr->th[i];
+
+		th[i].tid = t->tid;
+		th[i].first_seq = t->first_seq;
+		if (asprintf(&th[i].pt, "pt-%d.bin", (int)t->tid) < 0 ||
+		    asprintf(&th[i].truth, "truth-%d.bin", (int)t->tid) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		th[i].insns = t->insns;
+		th[i].pt_bytes = t->pt_bytes;
+	}
+	c.dir = (char *)tr->opt->outdir;
+	c.pid = tr->pid;
+	c.argv = (char **)argv;
+	read_cpu(&c.cpu);
+	c.config = tr->opt->gen;
+	c.config.sink = NULL;
+	c.config.sink_ctx = NULL;
+	c.threads = th;
+	c.nthreads = tr->nth;
+	c.tl = tr->tl;
+	c.exited = tr->exited && !tr->detaching;
+	c.exit_code = tr->exit_code;
+	c.exit_signal = tr->exit_signal;
+	c.detached = tr->detaching;
+	r = ptd_capture_save(&c, tr->diag);
+out:
+	for (size_t i = 0; i < tr->nth; i++) {
+		free(th[i].pt);
+		free(th[i].truth);
+	}
+	free(th);
+	return r;
+}
+
+/* Wait until @tid is gone, letting it go on from any stop. */
+static void reap_task(pid_t tid)
+{
+	int status;
+
+	for (;;) {
+		if (wait_pid(tid, &status) < 0 || WIFEXITED(status) ||
+		    WIFSIGNALED(status))
+			return;
+		(void)ptrace(PTRACE_CONT, tid, NULL, NULL);
+	}
+}
+
+/* On failure: kill the target and collect every task we trace.  The
+ * leader's exit is reported only after every other thread's, so it is
+ * collected last. */
+static void kill_all(struct tracer *tr)
+{
+	if (tr->pid <= 0)
+		return;
+	if (!tr->leader_gone)
+		(void)kill(tr->pid, SIGKILL);
+	for (size_t i = 0; i < tr->nforks; i++) {
+		if (tr->forks[i].detached)
+			continue;
+		(void)kill(tr->forks[i].pid, SIGKILL);
+		reap_task(tr->forks[i].pid);
+	}
+	for (size_t i = 0; i < tr->nth; i++) {
+		if (tr->th[i]->reaped || tr->th[i]->tid == tr->pid)
+			continue;
+		reap_task(tr->th[i]->tid);
+		tr->th[i]->reaped = true;
+	}
+	if (!tr->leader_gone)
+		reap_task(tr->pid);
+	tr->leader_gone = true;
+}
+
+static void tracer_free(struct tracer *tr)
+{
+	for (size_t i = 0; i < tr->nth; i++)
+		thread_free(tr->th[i]);
+	free(tr->th);
+	free(tr->forks);
+	free(tr->snaps);
+	free(tr->ic.v);
+	ptd_maps_free(&tr->maps);
+	ptd_timeline_free(&tr->tl);
+}
+
+static void fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->pid = tr->pid;
+	ret->insns = tr->insns;
+	ret->steps = tr->steps;
+	for (size_t i = 0; i < tr->nth; i++)
+		ret->pt_bytes += tr->th[i]->pt_bytes;
+	ret->threads = (unsigned)tr->nth;
+	ret->forks_detached = tr->forks_detached;
+	ret->exited = tr->exited && !tr->detaching;
+	ret->exit_code = tr->exit_code;
+	ret->exit_signal = tr->exit_signal;
+	ret->detached = tr->detaching;
+}
+
+int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
+		 struct ptd_swpt_result *ret, struct ptd_diag *diag)
+{
+	struct tracer tr = { 0 };
+	int pfd[2], r;
+
+	if (!argv || !argv[0] || !opt || !opt->outdir)
+		return -EINVAL;
+	tr.opt = opt;
+	tr.diag = diag;
+	ptd_timeline_init(&tr.tl);
+	r = icache_grow(&tr.ic);
+	if (r < 0)
+		return r;
+	r = prepare_outdir(opt->outdir, diag);
+	if (r < 0)
+		goto out;
+	if (pipe2(pfd, O_CLOEXEC) < 0) {
+		r = -errno;
+		goto out;
+	}
+	tr.pid = fork();
+	if (tr.pid == 0) {
+		(void)close(pfd[0]);
+		child_run(argv, opt->quiet_target, pfd[1]);
+	}
+	(void)close(pfd[1]);
+	if (tr.pid < 0) {
+		r = failf(&tr, -errno, "fork: %s", strerror(errno));
+		(void)close(pfd[0]);
+		goto out;
+	}
+	r = spawn_to_exec(&tr, argv, pfd[0]);
+	(void)close(pfd[0]);
+	if (r == 0)
+		r = start_main(&tr);
+	if (r == 0)
+		r = trace_loop(&tr);
+	/* streams of threads still open (an error) end where they stand */
+	for (size_t i = 0; r == 0 && i < tr.nth; i++)
+		r = thread_finish(&tr, tr.th[i], tr.th[i]->ip);
+	if (r == 0)
+		r = save_capture(&tr, argv);
+	if (r < 0)
+		kill_all(&tr);
+	else if (ret)
+		fill_result(&tr, ret);
+out:
+	tracer_free(&tr);
+	return r;
+}
