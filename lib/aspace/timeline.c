@@ -669,3 +669,27 @@ int ptd_tl_cursor_advance(struct ptd_tl_cursor *c, uint64_t offset,
 	}
 	return applied;
 }
+
+const struct ptd_tl_event *ptd_tl_cursor_peek(struct ptd_tl_cursor *c)
+{
+	if (!c || !c->tl)
+		return NULL;
+	cursor_update(c);
+	return c->next < c->tl->n ? &c->tl->ev[c->next] : NULL;
+}
+
+int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
+			     struct ptd_diag *diag)
+{
+	int r;
+
+	if (!c || !c->tl || !img)
+		return -EINVAL;
+	cursor_update(c);
+	if (c->next >= c->tl->n)
+		return 0;
+	r = ptd_tl_event_apply(&c->tl->ev[c->next], img, c->dir, diag);
+	c->next++;
+	cursor_update(c);
+	return r < 0 ? r : 1;
+}

@@ -126,4 +126,12 @@ static inline int ptd_tl_cursor_due(const struct ptd_tl_cursor *c,
 int ptd_tl_cursor_advance(struct ptd_tl_cursor *c, uint64_t offset,
 			  struct ptd_image *img, struct ptd_diag *diag);
 
+/* The event the cursor would apply next, or NULL if none is left. */
+const struct ptd_tl_event *ptd_tl_cursor_peek(struct ptd_tl_cursor *c);
+
+/* Apply exactly the next event, whatever its position.  Returns 1, 0 if
+ * none is left, or a negative error (the event is skipped). */
+int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
+			     struct ptd_diag *diag);
+
 #endif

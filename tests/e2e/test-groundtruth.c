@@ -145,6 +145,21 @@ static bool timeline_has(const struct ptd_capture *c, enum ptd_tl_op op,
 	return false;
 }
 
+static void test_exec(void)
+{
+	struct ptd_swpt_result res;
+	struct ptd_capture c;
+	char *argv[] = { prog("exec"), NULL };
+	const char *dir = trace("exec", argv, NULL, &res);
+
+	REQUIRE(dir);
+	CHECK_EQ_INT(res.exit_code, 0);
+	memset(&c, 0, sizeof(c));
+	verify(dir, 1, &c);
+	CHECK(timeline_has(&c, PTD_TL_EXEC, NULL));
+	ptd_capture_free(&c);
+}
+
 static void test_vdso(void)
 {
 	struct ptd_swpt_result res;
@@ -287,6 +302,7 @@ int main(void)
 	RUN(test_dlopen);
 	RUN(test_repstr);
 	RUN(test_threads);
+	RUN(test_exec);
 	RUN(test_fork);
 	RUN(test_system_ls);
 	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
