@@ -197,6 +197,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	memset(&o, 0, sizeof(o));
 	o.path = PTD_PATH_BLOCK;
 	o.want = PTD_REC_BIT(what);
+	o.json_bodies = true;
 	o.cpu = c->cpu;
 	memset(&st, 0, sizeof(st));
 	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
@@ -268,8 +269,8 @@ int main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *cache = "bench-cache/ls-lR";
-	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include", NULL };
+	const char *cache = "bench-cache/ls-lR-linux";
+	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include/linux", NULL };
 	char **prog = default_argv;
 	uint64_t repeat = 3;
 	struct ptd_capture c;

@@ -70,6 +70,7 @@ static void decode_args_init(struct decode_args *d)
 {
 	memset(d, 0, sizeof(*d));
 	d->opts.path = PTD_PATH_BLOCK;
+	d->opts.json_bodies = true;
 	d->opts.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
 		       PTD_REC_BIT(PTD_REC_ERROR);
 }

@@ -69,6 +69,10 @@ struct dec {
 	struct ptd_record evq[MAX_QUEUED_EVENTS];
 	size_t nevq;
 	uint32_t next_flags;	/* for the next insn record */
+	/* Tracing is disabled: every instruction before the last disable
+	 * has been reported (see apply_timeline).  Also before the first
+	 * enable. */
+	bool tracing_off;
 
 	/* Time of the instruction or block being emitted. */
 	bool has_tsc;
@@ -329,9 +333,12 @@ static void event_flags(const struct pt_event *ev, uint32_t *ret_prev,
 	*ret_next = next;
 }
 
+static int apply_timeline(struct dec *d);
+static int on_event_record(struct dec *d, const struct pt_event *ev,
+			   uint64_t off);
+
 static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 {
-	struct ptd_record one, *r;
 	uint32_t prev, next;
 	int rc;
 
@@ -340,6 +347,10 @@ static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 		d->pend_insn.u.insn.flags |= prev;
 	if (d->have_blk)
 		d->pend_blk.u.block.flags |= prev;
+	if (ev->type == ptev_disabled || ev->type == ptev_async_disabled)
+		d->tracing_off = true;
+	else if (ev->type == ptev_enabled || ev->type == ptev_overflow)
+		d->tracing_off = false;
 	/* Tracing stopped: whatever an earlier event left for the next
 	 * instruction did not find one. */
 	if (ev->type == ptev_disabled || ev->type == ptev_async_disabled)
@@ -347,6 +358,21 @@ static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 	d->next_flags |= next;
 
 	d->st.events++;
+	rc = on_event_record(d, ev, off);
+	/* Tracing is off now: this is where the thread's own map changes
+	 * (and any removal deferred so far) apply, before an enable that
+	 * libipt may report right after this event. */
+	if (rc == 0 && d->tracing_off)
+		rc = apply_timeline(d);
+	return rc;
+}
+
+static int on_event_record(struct dec *d, const struct pt_event *ev,
+			   uint64_t off)
+{
+	struct ptd_record one, *r;
+	int rc;
+
 	if (!d->want_event)
 		return 0;
 	if (d->nevq == MAX_QUEUED_EVENTS) {
@@ -387,22 +413,34 @@ static int drain_events(struct dec *d, int status)
 	return status;
 }
 
-/* Apply the timeline events due at the decoder's offset.  Errors become
- * error records; decoding goes on.  Returns 0 or DEC_STOP. */
+/*
+ * Apply the timeline events due at the decoder's offset.  Errors become
+ * error records; decoding goes on.  Returns 0 or DEC_STOP.
+ *
+ * libipt reads ahead: its offset can pass an event's position while
+ * instructions before that position are still to be reported.  Adding code
+ * early is harmless, but removing it (unmap, exec) is not, so while tracing
+ * is enabled events are applied in order only up to the first removal; the
+ * rest waits until tracing is disabled (the thread's own mmap/munmap/execve
+ * sits between the TIP.PGD of its syscall and the TIP.PGE after it, and by
+ * the disabled event every instruction before it has been reported).
+ */
 static int apply_timeline(struct dec *d)
 {
 	struct ptd_tl_cursor *c = d->a->cursor;
+	const struct ptd_tl_event *ev;
 	uint64_t off;
-	size_t bound;
 
 	if (!c || d_offset(d, &off) < 0 || !ptd_tl_cursor_due(c, off))
 		return 0;
-	/* Each call applies or skips at least one event. */
-	bound = (c->tl ? c->tl->n : 0) + 1;
-	for (size_t i = 0; i < bound && ptd_tl_cursor_due(c, off); i++) {
+	while (ptd_tl_cursor_due(c, off) && (ev = ptd_tl_cursor_peek(c))) {
 		struct ptd_diag diag;
-		int n = ptd_tl_cursor_advance(c, off, d->a->img, &diag);
+		int n;
 
+		if (!d->tracing_off &&
+		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
+			break;
+		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
 		if (n < 0) {
 			int rc = emit_error(d, n, true, off, false, 0, "image",
 					    0);
@@ -410,9 +448,9 @@ static int apply_timeline(struct dec *d)
 				return rc;
 			continue;
 		}
-		d->st.tl_applied += (uint64_t)n;
 		if (!n)
 			break;
+		d->st.tl_applied++;
 	}
 	return 0;
 }
@@ -516,8 +554,10 @@ static int expand_block(struct dec *d, const struct pt_block *b,
 
 		if (i + 1 == b->ninsn && b->truncated)
 			return emit_truncated(d, b, ip);
-		e = ptd_insncache_get(d->ic, d->a->img, b->isid, ip, b->mode,
-				      &err);
+		/* One hash lookup a block; successors follow links. */
+		e = e ? ptd_insncache_next(d->ic, d->a->img, e, &err)
+		      : ptd_insncache_get(d->ic, d->a->img, b->isid, ip,
+					  b->mode, &err);
 		if (!e)
 			return emit_error(d, err, true, cur_offset(d), true,
 					  ip, "expand", 0);
@@ -534,6 +574,9 @@ static int expand_block(struct dec *d, const struct pt_block *b,
 			r->flags |= PTD_F_SPECULATIVE;
 		r->module = e->module;
 		r->modoff = e->modoff;
+		if (d->o->json_bodies)
+			r->json_body = ptd_insncache_json(d->ic, e,
+							  &r->json_body_len);
 		*ret_last = e;
 		if (i + 1 < b->ninsn)
 			ip = e->next;

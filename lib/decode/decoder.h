@@ -49,6 +49,10 @@ struct ptd_decode_opts {
 	/* Decoder-side address filter (pt_config.addr_filter), for traces
 	 * recorded with hardware filters; all zero: none. */
 	struct pt_conf_addr_filter addr_filter;
+	/* The records go to a JSON writer: on the block path, give each insn
+	 * record the body its instruction cache entry rendered once
+	 * (ptd_rec_insn.json_body), so the writer copies it. */
+	bool json_bodies;
 };
 
 struct ptd_decode_stats {

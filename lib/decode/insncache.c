@@ -13,10 +13,12 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/diag.h"
+#include "record/jsonw.h"
 
 #define INITIAL_SLOTS 1024u
 #define DEFAULT_MAX_ENTRIES (1u << 20)
@@ -32,7 +34,29 @@ struct ptd_insncache {
 	size_t nslots;		/* power of two, >= 2 * nent */
 	struct ptd_icache_entry scratch;	/* uncached results */
 	struct ptd_insncache_stats stats;
+	/* Rendered JSON bodies live in chunks that never move.  At a clear
+	 * the chunks in use retire and are freed at the next clear, so a
+	 * body outlives one clear (see ptd_insncache_json). */
+	struct chunk *chunks, *retired;
 };
+
+#define CHUNK_SIZE (1u << 20)
+
+struct chunk {
+	struct chunk *next;
+	size_t used;
+	char data[];
+};
+
+static void chunks_free(struct chunk *k)
+{
+	while (k) {
+		struct chunk *n = k->next;
+
+		free(k);
+		k = n;
+	}
+}
 
 static inline size_t hash_key(int isid, uint64_t ip, size_t mask)
 {
@@ -69,6 +93,8 @@ void ptd_insncache_free(struct ptd_insncache *c)
 		return;
 	free(c->slot);
 	free(c->ent);
+	chunks_free(c->chunks);
+	chunks_free(c->retired);
 	free(c);
 }
 
@@ -105,6 +131,9 @@ static void clear(struct ptd_insncache *c)
 	memset(c->slot, 0, c->nslots * sizeof(*c->slot));
 	c->nent = 0;
 	c->stats.clears++;
+	chunks_free(c->retired);
+	c->retired = c->chunks;
+	c->chunks = NULL;
 }
 
 /* Double the index and rehash.  Returns 0 or -ENOMEM. */
@@ -270,4 +299,103 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 	c->nent++;
 	c->stats.misses++;
 	return e;
+}
+
+/* Index of @e in the table, or -1 if it is not a live entry there. */
+static ptrdiff_t entry_index(const struct ptd_insncache *c,
+			     const struct ptd_icache_entry *e)
+{
+	if (e < c->ent || e >= c->ent + c->nent)
+		return -1;
+	return e - c->ent;
+}
+
+const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
+						  struct ptd_image *img,
+						  const struct ptd_icache_entry *e,
+						  int *ret_err)
+{
+	const struct ptd_icache_entry *n;
+	ptrdiff_t from;
+	uint64_t ip, next;
+	int isid;
+	uint8_t mode;
+
+	if (!c || !e) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	from = entry_index(c, e);
+	if (from >= 0 && e->succ && e->succ <= c->nent) {
+		n = &c->ent[e->succ - 1];
+		if (n->ip == e->next && n->isid == e->isid &&
+		    n->mode == e->mode) {
+			c->stats.hits++;
+			return n;
+		}
+	}
+	/* The lookup may move or clear the table: keep what we need. */
+	ip = e->ip;
+	next = e->next;
+	isid = e->isid;
+	mode = e->mode;
+	n = ptd_insncache_get(c, img, isid, next, (enum pt_exec_mode)mode,
+			      ret_err);
+	if (n && from >= 0 && (size_t)from < c->nent &&
+	    c->ent[from].ip == ip && c->ent[from].isid == isid) {
+		ptrdiff_t to = entry_index(c, n);
+
+		if (to >= 0)
+			c->ent[from].succ = (uint32_t)to + 1;
+	}
+	return n;
+}
+
+const char *ptd_insncache_json(struct ptd_insncache *c,
+			       const struct ptd_icache_entry *e,
+			       uint32_t *ret_len)
+{
+	struct ptd_icache_entry *w;
+	struct ptd_rec_insn in;
+	struct chunk *k;
+	ptrdiff_t i;
+	size_t n;
+
+	if (!c || !e || !ret_len)
+		return NULL;
+	if (e->json) {
+		*ret_len = e->json_len;
+		return e->json;
+	}
+	k = c->chunks;
+	if (!k || CHUNK_SIZE - k->used < PTD_JSON_MAX_INSN_BODY) {
+		k = malloc(sizeof(*k) + CHUNK_SIZE);
+		if (!k)
+			return NULL;
+		k->used = 0;
+		k->next = c->chunks;
+		c->chunks = k;
+	}
+	memset(&in, 0, sizeof(in));
+	in.ip = e->ip;
+	in.modoff = e->modoff;
+	in.module = e->module;
+	in.isid = e->isid;
+	in.mode = (enum pt_exec_mode)e->mode;
+	in.iclass = e->iclass;
+	in.size = e->size;
+	memcpy(in.raw, e->raw, e->size);
+	n = ptd_json_insn_body(k->data + k->used, CHUNK_SIZE - k->used, &in);
+	if (!n)
+		return NULL;
+	/* Only a cached entry keeps its body; the scratch entry's is used
+	 * once. */
+	i = entry_index(c, e);
+	w = i >= 0 ? &c->ent[i] : &c->scratch;
+	w->json = k->data + k->used;
+	w->json_len = (uint32_t)n;
+	k->used += n;
+	*ret_len = (uint32_t)n;
+	return w->json;
 }

@@ -38,6 +38,14 @@ struct ptd_icache_entry {
 	/* module of ip, resolved once */
 	const char *module;
 	uint64_t modoff;
+	/* The successor's entry (index + 1; 0: not linked yet), so that a
+	 * block is expanded with one hash lookup, not one per instruction.
+	 * Checked before use: entries are only ever cleared all at once. */
+	uint32_t succ;
+	/* The static part of its JSON line (ptd_json_insn_body), rendered on
+	 * first request; NULL until then. */
+	const char *json;
+	uint32_t json_len;
 };
 
 struct ptd_insncache_stats {
@@ -56,6 +64,25 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 						 int isid, uint64_t ip,
 						 enum pt_exec_mode mode,
 						 int *ret_err);
+
+/* The instruction after @e when control falls through or follows a direct
+ * jmp/call (@e->next), in the same section and mode: through @e's
+ * successor link when it is set, else looked up and linked.  @e must come
+ * from @c (a pointer returned by ptd_insncache_get/next).  Returns like
+ * ptd_insncache_get. */
+const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
+						  struct ptd_image *img,
+						  const struct ptd_icache_entry *e,
+						  int *ret_err);
+
+/* The rendered JSON body of @e (see record/jsonw.h), made on first use and
+ * kept with the entry.  Returns NULL (the writer then renders the fields
+ * itself) if memory runs out.  A body stays valid until the second clear of
+ * the cache after it was made: a caller may hold one across the next few
+ * lookups, as the decoder does with its pending instruction. */
+const char *ptd_insncache_json(struct ptd_insncache *c,
+			       const struct ptd_icache_entry *e,
+			       uint32_t *ret_len);
 
 void ptd_insncache_get_stats(const struct ptd_insncache *c,
 			     struct ptd_insncache_stats *ret);

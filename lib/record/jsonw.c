@@ -24,6 +24,8 @@
  * it (offset, flags, size, raw, tsc, "}\n"): 30 + 124 + 11 + 38 + 25 + 2
  * = 230 at most, rounded up. */
 #define TAIL_RESERVE 320u
+/* Longest `{"type":"insn","pid":P,"tid":T`. */
+#define INSN_HEAD_MAX 64u
 /* Budgets for the error record's strings, quotes included. */
 #define CONTEXT_BUDGET 256u
 #define MESSAGE_BUDGET 256u
@@ -306,12 +308,11 @@ static char *put_raw_field(char *p, uint8_t size, const uint8_t *raw)
 							: pt_max_insn_size);
 }
 
-static char *put_insn(char *p, const struct ptd_record *r)
+/* ,"ip":... up to the "offset" value.  @start is where the line began, for
+ * the module name's budget. */
+static char *put_insn_body(char *p, const char *start,
+			   const struct ptd_rec_insn *in)
 {
-	const struct ptd_rec_insn *in = &r->u.insn;
-	char *start = p;
-
-	p = put_head(p, "{\"type\":\"insn\"", 14, r);
 	PUT_LIT(p, ",\"ip\":");
 	p = put_hex64(p, in->ip);
 	p = put_raw_field(p, in->size, in->raw);
@@ -323,9 +324,47 @@ static char *put_insn(char *p, const struct ptd_record *r)
 	p = put_i64(p, in->isid);
 	p = put_module(p, start, in->module);
 	PUT_LIT(p, ",\"offset\":");
-	p = put_hex64(p, in->modoff);
+	return put_hex64(p, in->modoff);
+}
+
+
+/* The body, copied if pre-rendered.  Either way the module name is cut as
+ * if the longest head stood before it, so both give the same bytes. */
+static char *put_insn_body_or_copy(char *p, const struct ptd_rec_insn *in)
+{
+	if (in->json_body && in->json_body_len <= PTD_JSON_MAX_INSN_BODY) {
+		memcpy(p, in->json_body, in->json_body_len);
+		return p + in->json_body_len;
+	}
+	return put_insn_body(p, p - INSN_HEAD_MAX, in);
+}
+
+static char *put_insn(char *p, const struct ptd_record *r)
+{
+	const struct ptd_rec_insn *in = &r->u.insn;
+
+	p = put_head(p, "{\"type\":\"insn\"", 14, r);
+	p = put_insn_body_or_copy(p, in);
 	p = put_flags(p, in->flags);
 	return put_tail(p, r);
+}
+
+size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
+{
+	char *p;
+
+	if (!buf || !in || cap < PTD_JSON_MAX_INSN_BODY)
+		return 0;
+	/* Budget as if the longest head stood before it, so the body fits in
+	 * any line and renders exactly as put_insn would. */
+	/* The module budget ends TAIL_RESERVE before the line's end; after
+	 * it come only ,"offset":"0x" and 16 digits (30 bytes). */
+	_Static_assert(PTD_JSON_MAX_INSN_BODY ==
+			       PTD_JSON_MAX_RECORD - TAIL_RESERVE -
+				       INSN_HEAD_MAX + 32,
+		       "the module budget bounds a body by PTD_JSON_MAX_INSN_BODY");
+	p = put_insn_body(buf, buf - INSN_HEAD_MAX, in);
+	return (size_t)(p - buf);
 }
 
 static char *put_block(char *p, const struct ptd_record *r)
@@ -639,6 +678,28 @@ int ptd_jsonw_flush(struct ptd_jsonw *w)
 	return w->err;
 }
 
+/* The hot path: an insn record with a pre-rendered body and the same
+ * pid/tid as the last one is three copies and the flags. */
+static size_t write_insn_fast(struct ptd_jsonw *w, const struct ptd_record *r)
+{
+	char *start = w->buf + w->len, *p = start;
+
+	if (!w->insn_head_len || w->head_pid != r->pid ||
+	    w->head_tid != r->tid) {
+		char *e = put_head(w->insn_head, "{\"type\":\"insn\"", 14, r);
+
+		w->insn_head_len = (size_t)(e - w->insn_head);
+		w->head_pid = r->pid;
+		w->head_tid = r->tid;
+	}
+	memcpy(p, w->insn_head, w->insn_head_len);
+	p += w->insn_head_len;
+	p = put_insn_body_or_copy(p, &r->u.insn);
+	p = put_flags(p, r->u.insn.flags);
+	p = put_tail(p, r);
+	return (size_t)(p - start);
+}
+
 int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
 {
 	size_t n;
@@ -649,7 +710,10 @@ int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
 		return w->err;
 	if (w->cap - w->len < PTD_JSON_MAX_RECORD && ptd_jsonw_flush(w) < 0)
 		return w->err;
-	n = write_record(w->buf + w->len, r);
+	if (r->type == PTD_REC_INSN && r->u.insn.json_body)
+		n = write_insn_fast(w, r);
+	else
+		n = write_record(w->buf + w->len, r);
 	if (!n)
 		return -EINVAL;
 	w->len += n;

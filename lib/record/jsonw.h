@@ -44,6 +44,13 @@
  * fit (nothing useful is in @buf then). */
 size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r);
 
+/* Render the part of @in's insn line that depends only on the instruction:
+ * from ,"ip" to the "offset" value, without flags.  Returns its length, or 0
+ * if @cap is less than PTD_JSON_MAX_INSN_BODY.  The writer copies such a
+ * body (ptd_rec_insn.json_body) instead of rendering the fields again. */
+#define PTD_JSON_MAX_INSN_BODY 7840u
+size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in);
+
 /* Write @s (@n bytes) as a JSON string with quotes into @buf; returns the
  * length or 0 if it does not fit in @cap. */
 size_t ptd_json_string(char *buf, size_t cap, const char *s, size_t n);
@@ -57,6 +64,11 @@ struct ptd_jsonw {
 	uint64_t lines;
 	uint64_t bytes;
 	int err;	/* first write error (-errno), sticky */
+	/* `{"type":"insn","pid":P,"tid":T` of the last insn record written
+	 * with a body, reused while pid and tid stay the same. */
+	char insn_head[64];
+	size_t insn_head_len;
+	pid_t head_pid, head_tid;
 };
 
 /* @bufsize 0: 256 KiB.  Returns 0 or -ENOMEM. */

@@ -72,6 +72,12 @@ struct ptd_rec_insn {
 	uint32_t flags;		/* PTD_F_* */
 	uint8_t size;
 	uint8_t raw[pt_max_insn_size];
+	/* The fields above that depend only on the instruction (all but
+	 * flags), already rendered by ptd_json_insn_body -- once per distinct
+	 * instruction, by the instruction cache -- or NULL, and the writer
+	 * renders them.  Both give the same bytes. */
+	const char *json_body;
+	uint32_t json_body_len;
 };
 
 struct ptd_rec_block {

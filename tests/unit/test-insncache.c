@@ -164,6 +164,68 @@ static void test_hits(void)
 	ptd_insncache_free(c);
 }
 
+/* Successor links: next() gives what get() of e->next gives, the second
+ * time through the link (a hit with no new entry), and survives a clear. */
+static void test_next_links(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(4);
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e, *n;
+	int err;
+
+	REQUIRE(c);
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	n = ptd_insncache_next(c, img, e, &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 3);
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	CHECK(e->succ != 0);
+	ptd_insncache_get_stats(c, &st);
+	uint64_t misses = st.misses;
+	n = ptd_insncache_next(c, img, e, &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 3);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, misses);
+	/* Fill past the bound of 4: the table is cleared; links into the
+	 * old table are not followed. */
+	for (uint64_t off = 0x8; off <= 0xe; off += 2)
+		(void)get(c, isid, BASE + off, &err);
+	ptd_insncache_get_stats(c, &st);
+	CHECK(st.clears >= 1);
+	e = get(c, isid, BASE, &err);
+	REQUIRE(e);
+	n = ptd_insncache_next(c, img, e, &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 3);
+	ptd_insncache_free(c);
+}
+
+/* The rendered JSON body: made once, then the same bytes back. */
+static void test_json_body(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	const struct ptd_icache_entry *e;
+	const char *j1, *j2;
+	uint32_t l1 = 0, l2 = 0;
+	int err;
+
+	REQUIRE(c);
+	e = get(c, isid, BASE + 3, &err);
+	REQUIRE(e);
+	j1 = ptd_insncache_json(c, e, &l1);
+	REQUIRE(j1);
+	j2 = ptd_insncache_json(c, e, &l2);
+	CHECK(j1 == j2);
+	CHECK_EQ_INT(l1, l2);
+	CHECK(strncmp(j1, ",\"ip\":\"0x", 9) == 0);
+	CHECK(memmem(j1, l1, "\"iclass\":\"call\"", 15) != NULL);
+	CHECK(memmem(j1, l1, "\"offset\":\"0x3\"", 14) != NULL);
+	ptd_insncache_free(c);
+}
+
 /* isid 0 (memory no section covers) is never cached. */
 static void test_isid0(void)
 {
@@ -328,6 +390,8 @@ int main(void)
 	setup();
 	RUN(test_entries);
 	RUN(test_hits);
+	RUN(test_next_links);
+	RUN(test_json_body);
 	RUN(test_isid0);
 	RUN(test_errors);
 	RUN(test_region_end);

@@ -834,10 +834,66 @@ static void test_writer_error(void)
 	close(fd);
 }
 
+/* A pre-rendered body (ptd_json_insn_body, as the instruction cache makes
+ * it) gives exactly the bytes of a line rendered field by field, through
+ * ptd_json_record and through the writer's cached-head fast path, for short
+ * and for over-long module names, with and without flags. */
+static void test_insn_body(void)
+{
+	static const char *mods[] = { "/usr/bin/ls", "", "[vdso]", NULL };
+	char *longmod = malloc(3 * PTD_JSON_MAX_RECORD + 1);
+
+	REQUIRE(longmod);
+	memset(longmod, 'm', 3 * PTD_JSON_MAX_RECORD);
+	longmod[3 * PTD_JSON_MAX_RECORD] = 0;
+	mods[3] = longmod;
+	for (size_t m = 0; m < PTD_ARRAY_SIZE(mods); m++) {
+		for (uint32_t flags = 0; flags < 3; flags++) {
+			static char body[PTD_JSON_MAX_INSN_BODY];
+			char a[PTD_JSON_MAX_RECORD], b[PTD_JSON_MAX_RECORD];
+			struct ptd_record r;
+			size_t na, nb, nbody;
+
+			make_insn(&r, flags ? PTD_F_ENABLED << flags : 0);
+			r.pid = r.tid = (m & 1) ? INT32_MIN : 7;
+			r.u.insn.module = mods[m];
+			na = ptd_json_record(a, sizeof(a), &r);
+			nbody = ptd_json_insn_body(body, sizeof(body), &r.u.insn);
+			CHECK(nbody > 0 && nbody <= PTD_JSON_MAX_INSN_BODY);
+			CHECK_EQ_INT(ptd_json_insn_body(body, 16, &r.u.insn), 0);
+			r.u.insn.json_body = body;
+			r.u.insn.json_body_len = (uint32_t)nbody;
+			nb = ptd_json_record(b, sizeof(b), &r);
+			CHECK_EQ_INT(nb, na);
+			CHECK(na && na <= PTD_JSON_MAX_RECORD && !memcmp(a, b, na));
+
+			/* The writer's fast path, twice (cached head). */
+			int p[2];
+			REQUIRE(pipe(p) == 0);
+			struct ptd_jsonw w;
+			REQUIRE(ptd_jsonw_init(&w, p[1], 0) == 0);
+			CHECK_EQ_INT(ptd_jsonw_put(&w, &r), 0);
+			CHECK_EQ_INT(ptd_jsonw_put(&w, &r), 0);
+			CHECK_EQ_INT(ptd_jsonw_fini(&w), 0);
+			close(p[1]);
+			char got[2 * PTD_JSON_MAX_RECORD];
+			ssize_t n, tot = 0;
+			while ((n = read(p[0], got + tot, sizeof(got) - (size_t)tot)) > 0)
+				tot += n;
+			close(p[0]);
+			CHECK_EQ_INT(tot, 2 * (ssize_t)na);
+			CHECK(tot == 2 * (ssize_t)na && !memcmp(got, a, na) &&
+			      !memcmp(got + na, a, na));
+		}
+	}
+	free(longmod);
+}
+
 int main(void)
 {
 	RUN(test_insn);
 	RUN(test_insn_flags);
+	RUN(test_insn_body);
 	RUN(test_block);
 	RUN(test_events);
 	RUN(test_error);
