@@ -777,10 +777,16 @@ static int verb_trace(int argc, char **argv)
 	}
 	fprintf(stderr,
 		"%s: %" PRIu64 " instructions in %u thread(s), %" PRIu64
-		" PT bytes; target %s %d\n",
-		arg_program, res.insns, res.threads, res.pt_bytes,
-		res.exit_signal ? "killed by signal" : "exited with",
-		res.exit_signal ? res.exit_signal : res.exit_code);
+		" PT bytes; ",
+		arg_program, res.insns, res.threads, res.pt_bytes);
+	if (res.detached)
+		fprintf(stderr, "detached at --max-insns, target %ld runs on "
+				"untraced\n", (long)res.pid);
+	else if (res.exit_signal)
+		fprintf(stderr, "target killed by signal %d\n",
+			res.exit_signal);
+	else
+		fprintf(stderr, "target exited with %d\n", res.exit_code);
 	if (verify)
 		ret = print_verify(outdir);
 	else if (no_decode)

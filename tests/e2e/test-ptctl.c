@@ -264,6 +264,28 @@ static void test_raw_missing_code(void)
 	run_free(&r);
 }
 
+/* --max-insns detaches: the stream ends cleanly with what was traced and
+ * the message says the target runs on. */
+static void test_max_insns(void)
+{
+	char prog[512];
+	const char *args[] = { "trace", "--max-insns", "5000", "--quiet-target",
+			       "--", prog, "50", NULL };
+	struct stream_info si;
+	struct run r;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-loop", progs);
+	r = run_ptctl(args);
+	CHECK_EQ_INT(r.status, 0);
+	CHECK_CONTAINS(r.err, "detached at --max-insns");
+	si = parse_stream(r.out, NULL);
+	CHECK(si.all_valid);
+	CHECK(si.bye_last);
+	CHECK_EQ_INT(si.errors, 0);
+	CHECK_EQ_U64(si.bye_insns, 5000);
+	run_free(&r);
+}
+
 static void test_bad_usage(void)
 {
 	static const struct {
@@ -347,6 +369,7 @@ int main(void)
 	RUN(test_trace_stream);
 	RUN(test_capture_decode_verify);
 	RUN(test_raw_missing_code);
+	RUN(test_max_insns);
 	RUN(test_bad_usage);
 	RUN(test_bad_capture);
 	(void)ptd_rm_rf(workdir);
