@@ -11,6 +11,7 @@
 #include <intel-pt.h>
 
 #include "check.h"
+#include "mapcode.h"
 #include "reccmp.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
@@ -55,17 +56,6 @@ static char dir[] = "/tmp/ptd-test-decoder-XXXXXX";
 static struct ptd_iscache *ic;
 static struct ptd_image *img;
 
-static int write_file(const char *path, const void *data, size_t n)
-{
-	FILE *f = fopen(path, "wbe");
-	size_t w;
-
-	if (!f)
-		return -errno;
-	w = fwrite(data, 1, n, f);
-	return fclose(f) == 0 && w == n ? 0 : -EIO;
-}
-
 static void path_of(char *buf, size_t cap, const char *name)
 {
 	snprintf(buf, cap, "%s/%s", dir, name);
@@ -74,18 +64,7 @@ static void path_of(char *buf, size_t cap, const char *name)
 static int map_bytes(const char *name, const void *data, size_t n,
 		     uint64_t vaddr)
 {
-	char path[256];
-	struct ptd_diag diag = {{0}};
-	int r;
-
-	path_of(path, sizeof(path), name);
-	r = write_file(path, data, n);
-	if (r < 0)
-		return r;
-	r = ptd_image_map_file(img, path, 0, n, vaddr, NULL, &diag);
-	if (r < 0)
-		fprintf(stderr, "map %s: %s\n", path, diag.msg);
-	return r;
+	return mapcode(img, dir, name, data, n, vaddr);
 }
 
 static void setup(void)
@@ -899,7 +878,7 @@ static void test_timeline(void)
 	size_t second;
 
 	path_of(path, sizeof(path), "late.bin");
-	REQUIRE(write_file(path, late, sizeof(late)) == 0);
+	REQUIRE(ptd_file_write_atomic(path, late, sizeof(late)) == 0);
 
 	tr_begin(&t);
 	psb(&t);

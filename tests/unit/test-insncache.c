@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mapcode.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "common/diag.h"
@@ -30,33 +31,10 @@ static struct ptd_iscache *ic;
 static struct ptd_image *img;
 static int isid;
 
-static int write_file(const char *path, const void *data, size_t n)
-{
-	FILE *f = fopen(path, "wbe");
-	size_t w;
-
-	if (!f)
-		return -errno;
-	w = fwrite(data, 1, n, f);
-	return fclose(f) == 0 && w == n ? 0 : -EIO;
-}
-
-/* Map @n bytes of a new file named @name at @vaddr; returns the isid. */
 static int map_bytes(const char *name, const void *data, size_t n,
 		     uint64_t vaddr)
 {
-	char path[256];
-	struct ptd_diag diag = {{0}};
-	int r;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	r = write_file(path, data, n);
-	if (r < 0)
-		return r;
-	r = ptd_image_map_file(img, path, 0, n, vaddr, NULL, &diag);
-	if (r < 0)
-		fprintf(stderr, "map %s: %s\n", path, diag.msg);
-	return r;
+	return mapcode(img, dir, name, data, n, vaddr);
 }
 
 static void setup(void)
