@@ -212,6 +212,21 @@ static void test_capture_decode_verify(void)
 	CHECK(si.blocks > 100);
 	CHECK_EQ_INT(si.insns, 0);
 	run_free(&r);
+
+	/* A garbage line in the map timeline: refused, naming file and
+	 * line. */
+	char tl[400];
+	FILE *f;
+
+	(void)snprintf(tl, sizeof(tl), "%s/timeline.jsonl", dir);
+	f = fopen(tl, "ae");
+	REQUIRE(f);
+	fputs("7f00-7f10 r-xp garbage\n", f);
+	fclose(f);
+	r = run_ptctl(dec_insn);
+	CHECK_EQ_INT(r.status, 2);
+	CHECK_CONTAINS(r.err, "timeline.jsonl:");
+	run_free(&r);
 }
 
 /* Raw input as ptxed takes it: only the program's own ELF, so code in
