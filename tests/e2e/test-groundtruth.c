@@ -160,6 +160,34 @@ static void test_exec(void)
 	ptd_capture_free(&c);
 }
 
+/* Snapshot events of non-file code other than the vDSO. */
+static unsigned anon_snapshots(const struct ptd_capture *c)
+{
+	unsigned n = 0;
+
+	for (size_t i = 0; i < c->tl.n; i++)
+		if (c->tl.ev[i].op == PTD_TL_SNAPSHOT && c->tl.ev[i].name &&
+		    strcmp(c->tl.ev[i].name, "[vdso]"))
+			n++;
+	return n;
+}
+
+static void test_jit(void)
+{
+	struct ptd_swpt_result res;
+	struct ptd_capture c;
+	char *argv[] = { prog("jit"), NULL };
+	const char *dir = trace("jit", argv, NULL, &res);
+
+	REQUIRE(dir);
+	CHECK_EQ_INT(res.exit_code, 0);
+	memset(&c, 0, sizeof(c));
+	verify(dir, 1, &c);
+	/* Snapshotted when first run, and again after the rewrite. */
+	CHECK(anon_snapshots(&c) >= 2);
+	ptd_capture_free(&c);
+}
+
 static void test_vdso(void)
 {
 	struct ptd_swpt_result res;
@@ -303,6 +331,7 @@ int main(void)
 	RUN(test_repstr);
 	RUN(test_threads);
 	RUN(test_exec);
+	RUN(test_jit);
 	RUN(test_fork);
 	RUN(test_system_ls);
 	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
