@@ -367,7 +367,35 @@ size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
 	return (size_t)(p - buf);
 }
 
-static char *put_block(char *p, const struct ptd_record *r)
+/* put_module through the writer's cache (@w may be NULL).  Names shorter
+ * than the cache are never cut, so their escaped form does not depend on
+ * where in the line they stand. */
+static char *put_module_cached(char *p, const char *start, const char *module,
+			       struct ptd_jsonw *w)
+{
+	size_t n = module ? strlen(module) : 0;
+	char *q;
+
+	if (!w || !n || n >= sizeof(w->mod_raw))
+		return put_module(p, start, module);
+	if (w->mod_len == n && w->mod_ptr == module &&
+	    !memcmp(w->mod_raw, module, n)) {
+		memcpy(p, w->mod_esc, w->mod_esc_len);
+		return p + w->mod_esc_len;
+	}
+	q = put_module(p, start, module);
+	if ((size_t)(q - p) <= sizeof(w->mod_esc)) {
+		memcpy(w->mod_esc, p, (size_t)(q - p));
+		w->mod_esc_len = (size_t)(q - p);
+		memcpy(w->mod_raw, module, n);
+		w->mod_len = n;
+		w->mod_ptr = module;
+	}
+	return q;
+}
+
+static char *put_block(char *p, const struct ptd_record *r,
+		       struct ptd_jsonw *w)
 {
 	const struct ptd_rec_block *b = &r->u.block;
 	char *start = p;
@@ -385,7 +413,7 @@ static char *put_block(char *p, const struct ptd_record *r)
 	p = put_name(p, ptd_mode_name(b->mode));
 	PUT_LIT(p, ",\"isid\":");
 	p = put_i64(p, b->isid);
-	p = put_module(p, start, b->module);
+	p = put_module_cached(p, start, b->module, w);
 	PUT_LIT(p, ",\"offset\":");
 	p = put_hex64(p, b->modoff);
 	p = put_flags(p, b->flags);
@@ -600,8 +628,10 @@ static char *put_error(char *p, const struct ptd_record *r)
 	return put_tail(p, r);
 }
 
-/* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes. */
-static size_t write_record(char *buf, const struct ptd_record *r)
+/* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes; @w (may
+ * be NULL) lends its caches. */
+static size_t write_record(char *buf, const struct ptd_record *r,
+			   struct ptd_jsonw *w)
 {
 	char *p = buf;
 
@@ -610,7 +640,7 @@ static size_t write_record(char *buf, const struct ptd_record *r)
 		p = put_insn(p, r);
 		break;
 	case PTD_REC_BLOCK:
-		p = put_block(p, r);
+		p = put_block(p, r, w);
 		break;
 	case PTD_REC_EVENT:
 		p = put_event(p, r);
@@ -632,9 +662,9 @@ size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r)
 	if (!buf || !r)
 		return 0;
 	if (cap >= PTD_JSON_MAX_RECORD)
-		return write_record(buf, r);
+		return write_record(buf, r, NULL);
 	/* A small buffer: write aside, copy if it fits. */
-	n = write_record(tmp, r);
+	n = write_record(tmp, r, NULL);
 	if (n > cap)
 		return 0;
 	memcpy(buf, tmp, n);
@@ -713,7 +743,7 @@ int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
 	if (r->type == PTD_REC_INSN && r->u.insn.json_body)
 		n = write_insn_fast(w, r);
 	else
-		n = write_record(w->buf + w->len, r);
+		n = write_record(w->buf + w->len, r, w);
 	if (!n)
 		return -EINVAL;
 	w->len += n;

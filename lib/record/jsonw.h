@@ -69,6 +69,14 @@ struct ptd_jsonw {
 	char insn_head[64];
 	size_t insn_head_len;
 	pid_t head_pid, head_tid;
+	/* The last short module name written, as given and as escaped:
+	 * consecutive records mostly share it, and comparing costs less than
+	 * escaping.  A hit needs the same pointer and the same bytes. */
+	const char *mod_ptr;
+	size_t mod_len;		/* 0: empty cache */
+	char mod_raw[256];
+	char mod_esc[6 * 256 + 16];
+	size_t mod_esc_len;
 };
 
 /* @bufsize 0: 256 KiB.  Returns 0 or -ENOMEM. */

@@ -889,12 +889,58 @@ static void test_insn_body(void)
 	free(longmod);
 }
 
+/* Write @r twice through a writer into a pipe; return what came out. */
+static size_t writer_output(struct ptd_jsonw *w, int rfd,
+			    const struct ptd_record *r, char *out, size_t cap)
+{
+	ssize_t n;
+
+	if (ptd_jsonw_put(w, r) || ptd_jsonw_flush(w))
+		return 0;
+	n = read(rfd, out, cap);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* The writer's module cache: the same pointer with other bytes behind it is
+ * a miss, and every line equals the stateless rendering. */
+static void test_module_cache(void)
+{
+	char mod[64] = "/usr/lib/libone.so";
+	char a[PTD_JSON_MAX_RECORD], got[PTD_JSON_MAX_RECORD];
+	struct ptd_record r;
+	struct ptd_jsonw w;
+	int p[2];
+
+	REQUIRE(pipe(p) == 0);
+	REQUIRE(ptd_jsonw_init(&w, p[1], 0) == 0);
+	head(&r, PTD_REC_BLOCK);
+	r.u.block.ip = 0x401000;
+	r.u.block.end_ip = 0x401020;
+	r.u.block.ninsn = 3;
+	r.u.block.module = mod;
+	for (int round = 0; round < 4; round++) {
+		size_t na, ng;
+
+		if (round == 2)
+			memcpy(mod, "/usr/lib/libtwo\"x.so", 21);
+		na = ptd_json_record(a, sizeof(a), &r);
+		ng = writer_output(&w, p[0], &r, got, sizeof(got));
+		CHECK_EQ_INT(ng, na);
+		CHECK(ng == na && !memcmp(a, got, na));
+	}
+	CHECK_CONTAINS(got, "libtwo\\\"x.so");
+	CHECK_EQ_INT(ptd_jsonw_fini(&w), 0);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	RUN(test_insn);
 	RUN(test_insn_flags);
 	RUN(test_insn_body);
 	RUN(test_block);
+	RUN(test_module_cache);
 	RUN(test_events);
 	RUN(test_error);
 	RUN(test_escaping);
