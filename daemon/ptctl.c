@@ -4,7 +4,8 @@
  *
  *   ptctl trace [OPTIONS] -- PROGRAM [ARGS...]
  *   ptctl decode [OPTIONS] CAPTURE_DIR
- *   ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] | --raw FILE:ADDR)...
+ *   ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] |
+ *                --raw FILE[:FROM[-TO]]:ADDR)...
  *   ptctl verify CAPTURE_DIR
  *
  * Exit status: 0 done; 1 bad usage; 2 an input could not be used (the
@@ -351,30 +352,53 @@ struct raw_input {
 	long pid;
 };
 
-/* --raw FILE:ADDR  (the whole file at ADDR) */
+/* --raw FILE[:FROM[-TO]]:ADDR, as ptxed takes it: bytes [FROM, TO) of FILE
+ * (default: all of it) loaded at ADDR. */
 static int add_raw(struct raw_input *ri, const char *arg)
 {
 	const char *colon = strrchr(arg, ':');
 	_cleanup_free_ char *path = NULL;
 	struct ptd_diag diag = { "" };
 	struct stat st;
-	uint64_t addr;
+	uint64_t addr, from = 0, to = 0;
+	bool range = false;
 	int r;
 
 	if (!colon || colon == arg ||
 	    ptd_parse_u64(colon + 1, 0, &addr) < 0) {
-		errx_msg("--raw: expected FILE:ADDRESS, got '%s'", arg);
+		errx_msg("--raw: expected FILE[:FROM[-TO]]:ADDRESS, got '%s'",
+			 arg);
 		return EXIT_USAGE;
 	}
 	path = strndup(arg, (size_t)(colon - arg));
 	if (!path)
 		return EXIT_INPUT;
+	/* An optional FROM[-TO] before the address. */
+	char *c2 = strrchr(path, ':');
+	if (c2 && c2 != path) {
+		char *dash = strchr(c2 + 1, '-');
+		size_t flen = dash ? (size_t)(dash - c2 - 1) : strlen(c2 + 1);
+
+		if (ptd_parse_u64n(c2 + 1, flen, 0, &from) == 0 &&
+		    (!dash || ptd_parse_u64(dash + 1, 0, &to) == 0)) {
+			range = true;
+			*c2 = 0;
+		}
+	}
 	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
 		errx_msg("--raw: '%s' is not a non-empty regular file", path);
 		return EXIT_INPUT;
 	}
-	r = ptd_image_map_file(ri->img, path, 0, (uint64_t)st.st_size, addr,
-			       NULL, &diag);
+	if (!range || !to)
+		to = (uint64_t)st.st_size;
+	if (from >= to || to > (uint64_t)st.st_size) {
+		errx_msg("--raw: range 0x%" PRIx64 "-0x%" PRIx64
+			 " is not inside '%s' (0x%" PRIx64 " bytes)",
+			 from, to, path, (uint64_t)st.st_size);
+		return EXIT_INPUT;
+	}
+	r = ptd_image_map_file(ri->img, path, from, to - from, addr, NULL,
+			       &diag);
 	if (r < 0) {
 		errx_msg("--raw: %s", diag.msg[0] ? diag.msg
 						   : ptd_strerror(r));
@@ -475,7 +499,7 @@ static void help_decode(void)
 {
 	printf("Usage: ptctl decode [OPTIONS] CAPTURE_DIR\n"
 	       "       ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] | "
-	       "--raw FILE:ADDR)...\n\n"
+	       "--raw FILE[:FROM[-TO]]:ADDR)...\n\n"
 	       "Decode a trace into JSON lines on stdout (hello, records, "
 	       "bye).\n\n"
 	       "  --records KINDS   insn,block,event,error (default "
@@ -489,7 +513,8 @@ static void help_decode(void)
 	       "  --pt FILE         raw Intel PT bytes\n"
 	       "  --elf FILE[:BASE] executable segments of an ELF file, "
 	       "optionally relocated to BASE\n"
-	       "  --raw FILE:ADDR   a file of raw code loaded at ADDR\n"
+	       "  --raw FILE[:FROM[-TO]]:ADDR  bytes FROM..TO of a file (default "
+	       "all) loaded at ADDR\n"
 	       "  --pid PID         label for raw input\n");
 }
 

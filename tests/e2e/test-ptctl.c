@@ -239,6 +239,12 @@ static void test_raw_missing_code(void)
 				prog, NULL };
 	const char *dec[] = { "decode", "--pt", ptfile, "--elf", elf, NULL };
 	const char *nocode[] = { "decode", "--pt", ptfile, NULL };
+	char raw[700], badraw[700];
+	const char *dec_raw[] = { "decode", "--pt", ptfile, "--raw", raw,
+				  NULL };
+	const char *bad_range[] = { "decode", "--pt", ptfile, "--raw",
+				    badraw, NULL };
+	uint64_t xstart = 0, xend = 0, xoff = 0;
 	struct ptd_capture c;
 	struct ptd_diag diag = { "" };
 	struct stream_info si;
@@ -255,13 +261,33 @@ static void test_raw_missing_code(void)
 		const struct ptd_tl_event *e = &c.tl.ev[i];
 
 		if (e->op == PTD_TL_MAP && e->path &&
-		    strstr(e->path, "prog-recursion"))
+		    strstr(e->path, "prog-recursion")) {
 			base = e->start - e->pgoff;
+			xstart = e->start;
+			xend = e->end;
+			xoff = e->pgoff;
+		}
 	}
 	(void)snprintf(ptfile, sizeof(ptfile), "%s/%s", dir, c.threads[0].pt);
 	ptd_capture_free(&c);
 	REQUIRE(base != 0);
 	(void)snprintf(elf, sizeof(elf), "%s:0x%" PRIx64, prog, base);
+	{
+		struct stat sb;
+		uint64_t to = xoff + (xend - xstart);
+
+		memset(&sb, 0, sizeof(sb));
+		/* The mapping may run past the file's end; so does the
+		 * image's section, truncated to the file. */
+		if (stat(prog, &sb) == 0 && to > (uint64_t)sb.st_size)
+			to = (uint64_t)sb.st_size;
+		(void)snprintf(raw, sizeof(raw),
+			       "%s:0x%" PRIx64 "-0x%" PRIx64 ":0x%" PRIx64,
+			       prog, xoff, to, xstart);
+		(void)snprintf(badraw, sizeof(badraw),
+			       "%s:0x10-0x%" PRIx64 ":0x1000", prog,
+			       (uint64_t)sb.st_size + 1);
+	}
 
 	r = run_ptctl(dec);
 	CHECK_EQ_INT(r.status, 3);
@@ -271,6 +297,19 @@ static void test_raw_missing_code(void)
 	CHECK(si.in_module > 50);
 	CHECK_CONTAINS(r.out, "\"error\":\"nomap\"");
 	CHECK_CONTAINS(r.err, "decode errors");
+
+	/* The same code given ptxed's raw way, as the byte range of the
+	 * program file at its load address: the same stream, byte for byte. */
+	struct run r2 = run_ptctl(dec_raw);
+	CHECK_EQ_INT(r2.status, 3);
+	CHECK(r.out && r2.out && r.out_len == r2.out_len &&
+	      !memcmp(r.out, r2.out, r.out_len));
+	run_free(&r2);
+	run_free(&r);
+
+	r = run_ptctl(bad_range);
+	CHECK_EQ_INT(r.status, 2);
+	CHECK_CONTAINS(r.err, "is not inside");
 	run_free(&r);
 
 	r = run_ptctl(nocode);
