@@ -83,13 +83,15 @@ int ptd_capture_load(const char *dir, struct ptd_capture *ret,
 /* Write capture.json and timeline.jsonl (atomically) from @c. */
 int ptd_capture_save(const struct ptd_capture *c, struct ptd_diag *diag);
 
-/* Read thread @idx's PT (malloc'd).  Checks the size against the manifest. */
+/* Read thread @idx's PT (malloc'd).  Checks the size against the manifest:
+ * -PTD_ECHECKSUM (naming the file) if the file changed since loading. */
 int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
 			uint8_t **ret_data, size_t *ret_len,
 			struct ptd_diag *diag);
 
 /* Read thread @idx's ground truth into a malloc'd array of *ret_n IPs.
- * Checks the count against the manifest. */
+ * Checks the count against the manifest: -PTD_ECHECKSUM if it differs,
+ * -PTD_EFORMAT for a bad varint (with its byte offset). */
 int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
 			   uint64_t **ret_ips, size_t *ret_n,
 			   struct ptd_diag *diag);
