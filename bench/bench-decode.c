@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "aspace/iscache.h"
+#include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/decoder.h"
 #include "record/jsonw.h"
@@ -312,14 +313,25 @@ int main(int argc, char **argv)
 			(void)mkdir(parent, 0755);
 		}
 		free(parent);
+		/* Trace beside the cache and rename when complete, so an
+		 * interrupted first run leaves no half capture to trust. */
+		char partial[4096];
+
+		(void)snprintf(partial, sizeof(partial), "%s.partial", cache);
+		(void)ptd_rm_rf(partial);
 		memset(&so, 0, sizeof(so));
-		so.outdir = cache;
+		so.outdir = partial;
 		so.quiet_target = true;
 		fprintf(stderr, "bench: tracing '%s' into %s (once; this takes "
 				"minutes)\n", prog[0], cache);
 		r = ptd_swpt_run(prog, &so, &res, &diag);
 		if (r < 0) {
 			fprintf(stderr, "bench: trace failed: %s\n", diag.msg);
+			return 2;
+		}
+		if (rename(partial, cache) < 0) {
+			fprintf(stderr, "bench: cannot rename '%s' to '%s': %s\n",
+				partial, cache, strerror(errno));
 			return 2;
 		}
 		fprintf(stderr, "bench: %" PRIu64 " instructions traced in "
