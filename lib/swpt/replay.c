@@ -125,29 +125,19 @@ static int collect_fn(void *ctx, const struct ptd_record *rec)
 static bool insn_differs(const struct ptd_rec_insn *a,
 			 const struct ptd_rec_insn *b, char *why, size_t len)
 {
-	if (a->ip != b->ip)
-		(void)snprintf(why, len, "ip 0x%" PRIx64 " vs 0x%" PRIx64,
-			       a->ip, b->ip);
-	else if (a->size != b->size || memcmp(a->raw, b->raw, a->size))
-		(void)snprintf(why, len, "size/raw at 0x%" PRIx64 " (%u vs %u)",
-			       a->ip, a->size, b->size);
-	else if (a->iclass != b->iclass)
-		(void)snprintf(why, len, "iclass at 0x%" PRIx64 ": %d vs %d",
-			       a->ip, a->iclass, b->iclass);
-	else if (a->mode != b->mode)
-		(void)snprintf(why, len, "mode at 0x%" PRIx64, a->ip);
-	else if (a->isid != b->isid)
-		(void)snprintf(why, len, "isid at 0x%" PRIx64 ": %d vs %d",
-			       a->ip, a->isid, b->isid);
-	else if (a->flags != b->flags)
-		(void)snprintf(why, len,
-			       "flags at 0x%" PRIx64 ": 0x%x vs 0x%x", a->ip,
-			       a->flags, b->flags);
-	else if (a->modoff != b->modoff || strcmp(a->module, b->module))
-		(void)snprintf(why, len, "module at 0x%" PRIx64 ": %s vs %s",
-			       a->ip, a->module, b->module);
-	else
+	struct ptd_record ra, rb;
+	const char *field;
+
+	memset(&ra, 0, sizeof(ra));
+	ra.type = PTD_REC_INSN;
+	rb = ra;
+	ra.u.insn = *a;
+	rb.u.insn = *b;
+	field = ptd_record_diff(&ra, &rb, PTD_DIFF_IGNORE_TIME);
+	if (!field)
 		return false;
+	(void)snprintf(why, len, "%s at ip 0x%" PRIx64 " / 0x%" PRIx64, field,
+		       a->ip, b->ip);
 	return true;
 }
 
