@@ -23,9 +23,16 @@
  * entry is recorded, so a signal delivered right after a syscall shows as
  * PGD at the SYSCALL and PGE at the handler, as the hardware has it.
  *
- * Limitation: the loop waits with waitpid(-1, __WALL), as it must to see
- * every thread: the calling process should have no other children whose
- * status it expects to collect while ptd_swpt_run runs.
+ * Limitation: the loop waits with waitpid(-1, __WALL | __WNOTHREAD), as it
+ * must to see every thread: the calling thread should have no other
+ * children whose status it expects to collect while tracing.  __WNOTHREAD
+ * keeps tracers in other threads of the same process (one per session in
+ * ptd) from taking each other's stops.
+ *
+ * Attaching (ptd_swpt_attach) seizes the threads of a running process with
+ * PTRACE_SEIZE: they are stopped with PTRACE_INTERRUPT, stepped from where
+ * they stand, and at the end detached the same way, each at a stop of its
+ * own; nothing is injected and the trap flag is cleared by PTRACE_DETACH.
  */
 #include "swpt/tracer.h"
 
@@ -44,6 +51,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "aspace/maps.h"
@@ -58,6 +66,9 @@
 #define ICACHE_MIN 4096u
 #define ICACHE_MAX (1u << 22)
 #define SNAP_MAX (256ull << 20)	/* bytes of one non-file mapping */
+#define FLUSH_NS 50000000ll	/* live output: flush streams this often */
+#define FLUSH_CHECK 256u	/* ... checking the clock every so many stops */
+#define WAIT_FLAGS (__WALL | __WNOTHREAD)
 
 /* Kernel-internal restart codes a syscall may leave in rax when a signal
  * interrupted it (include/linux/errno.h). */
@@ -160,13 +171,17 @@ static int icache_put(struct icache *c, uint64_t ip,
 
 /* ---- state ----------------------------------------------------------- */
 
+struct tracer;
+
 struct tthread {
+	struct tracer *tr;
 	pid_t tid;
 	uint64_t first_seq;
 	struct ptd_ptgen *gen;	/* NULL once the stream is finished */
 	FILE *pt;
 	uint64_t pt_bytes;
 	struct ptd_truth_writer truth;
+	bool has_truth;		/* writing a capture */
 	uint64_t insns;
 	bool started;		/* had its first stop */
 	bool reaped;
@@ -216,6 +231,9 @@ struct tracer {
 	struct forkrec *forks;
 	size_t nforks;
 	bool detaching;
+	bool seized;		/* attached with PTRACE_SEIZE */
+	unsigned flush_tick;
+	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
 	bool exited;
 	int exit_code, exit_signal;
@@ -248,11 +266,45 @@ static struct tthread *find_thread(struct tracer *tr, pid_t tid)
 static int pt_sink(void *ctx, const uint8_t *data, size_t len)
 {
 	struct tthread *t = ctx;
+	const struct ptd_swpt_out *out = t->tr->opt->out;
+	int r;
 
-	if (fwrite_unlocked(data, 1, len, t->pt) != len)
+	if (t->pt && fwrite_unlocked(data, 1, len, t->pt) != len)
 		return -EIO;
+	if (out && (r = out->pt(out->ctx, t->tid, data, len)) < 0)
+		return r;
 	t->pt_bytes += len;
 	return 0;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* Live output: hand every live stream's bytes over. */
+static int flush_all(struct tracer *tr)
+{
+	int r;
+
+	tr->last_flush = now_ns();
+	for (size_t i = 0; i < tr->nth; i++)
+		if (tr->th[i]->gen && (r = ptd_ptgen_flush(tr->th[i]->gen)) < 0)
+			return r;
+	return 0;
+}
+
+/* Live output: flush now and then, so records flow while threads run. */
+static int flush_due(struct tracer *tr)
+{
+	if (!tr->opt->out || ++tr->flush_tick % FLUSH_CHECK)
+		return 0;
+	if (now_ns() - tr->last_flush < FLUSH_NS)
+		return 0;
+	return flush_all(tr);
 }
 
 /* OUTDIR/PREFIX-TID.bin */
@@ -267,29 +319,14 @@ static char *out_path(const struct tracer *tr, const char *prefix, pid_t tid)
 
 /* A new thread with its PT and truth files; its stream starts after every
  * timeline event added so far. */
-static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
+static int thread_files(struct tracer *tr, struct tthread *t)
 {
-	_cleanup_free_ char *pt = out_path(tr, "pt", tid);
-	_cleanup_free_ char *truth = out_path(tr, "truth", tid);
-	struct ptd_ptgen_config cfg = tr->opt->gen;
-	struct tthread *t, **v;
+	_cleanup_free_ char *pt = out_path(tr, "pt", t->tid);
+	_cleanup_free_ char *truth = out_path(tr, "truth", t->tid);
 	int r;
 
 	if (!pt || !truth)
 		return -ENOMEM;
-	if (tr->nth >= PTD_CAPTURE_MAX_THREADS)
-		return failf(tr, -PTD_ELIMIT, "more than %u threads",
-			     PTD_CAPTURE_MAX_THREADS);
-	v = realloc(tr->th, (tr->nth + 1) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	tr->th = v;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	tr->th[tr->nth++] = t;
-	t->tid = tid;
-	t->first_seq = tr->tl.next_seq;
 	t->pt = fopen(pt, "wxe");
 	if (!t->pt) {
 		r = -errno;
@@ -301,6 +338,36 @@ static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	r = ptd_truth_writer_open(&t->truth, truth);
 	if (r < 0)
 		return failf(tr, r, "cannot create '%s': %s", truth,
+			     ptd_strerror(r));
+	t->has_truth = true;
+	return 0;
+}
+
+static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
+{
+	const struct ptd_swpt_out *out = tr->opt->out;
+	struct ptd_ptgen_config cfg = tr->opt->gen;
+	struct tthread *t, **v;
+	int r;
+
+	if (tr->nth >= PTD_CAPTURE_MAX_THREADS)
+		return failf(tr, -PTD_ELIMIT, "more than %u threads",
+			     PTD_CAPTURE_MAX_THREADS);
+	v = realloc(tr->th, (tr->nth + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	tr->th = v;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	tr->th[tr->nth++] = t;
+	t->tr = tr;
+	t->tid = tid;
+	t->first_seq = tr->tl.next_seq;
+	if (tr->opt->outdir && (r = thread_files(tr, t)) < 0)
+		return r;
+	if (out && (r = out->thread_begin(out->ctx, tid)) < 0)
+		return failf(tr, r, "thread %d: live output: %s", (int)tid,
 			     ptd_strerror(r));
 	cfg.sink = pt_sink;
 	cfg.sink_ctx = t;
@@ -324,18 +391,26 @@ static int thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip)
 	r2 = ptd_ptgen_free(t->gen);
 	t->gen = NULL;
 	tr->live--;
-	if (fflush(t->pt) != 0)
+	if (t->pt && fflush(t->pt) != 0)
 		r3 = -errno;
-	if (fclose(t->pt) != 0 && r3 == 0)
+	if (t->pt && fclose(t->pt) != 0 && r3 == 0)
 		r3 = -errno;
 	t->pt = NULL;
 	if (r == 0)
 		r = r2;
 	if (r == 0)
 		r = r3;
-	r2 = ptd_truth_writer_close(&t->truth);
-	if (r == 0)
-		r = r2;
+	if (t->has_truth) {
+		r2 = ptd_truth_writer_close(&t->truth);
+		t->has_truth = false;
+		if (r == 0)
+			r = r2;
+	}
+	if (tr->opt->out) {
+		r2 = tr->opt->out->thread_end(tr->opt->out->ctx, t->tid);
+		if (r == 0)
+			r = r2;
+	}
 	if (r < 0)
 		return failf(tr, r, "thread %d: cannot finish its streams: %s",
 			     (int)t->tid, ptd_strerror(r));
@@ -349,19 +424,28 @@ static void thread_free(struct tthread *t)
 	(void)ptd_ptgen_free(t->gen);
 	if (t->pt)
 		(void)fclose(t->pt);
-	(void)ptd_truth_writer_close(&t->truth);
+	if (t->has_truth)
+		(void)ptd_truth_writer_close(&t->truth);
 	free(t);
 }
 
 /* ---- timeline -------------------------------------------------------- */
 
-/* Add @ev with the current position of every live thread. */
-static int tl_add(struct tracer *tr, struct ptd_tl_event *ev)
+/* Add @ev with the current position of every live thread; a live output
+ * gets every stream up to there first, then the event (and @code, the
+ * bytes of a snapshot). */
+static int tl_add_code(struct tracer *tr, struct ptd_tl_event *ev,
+		       const uint8_t *code, size_t ncode)
 {
-	struct ptd_tl_pos *pos = calloc(tr->live ? tr->live : 1, sizeof(*pos));
+	const struct ptd_swpt_out *out = tr->opt->out;
+	struct ptd_tl_pos *pos;
 	size_t n = 0;
 	int64_t seq;
+	int r;
 
+	if (out && (r = flush_all(tr)) < 0)
+		return r;
+	pos = calloc(tr->live ? tr->live : 1, sizeof(*pos));
 	if (!pos)
 		return -ENOMEM;
 	for (size_t i = 0; i < tr->nth; i++) {
@@ -375,7 +459,18 @@ static int tl_add(struct tracer *tr, struct ptd_tl_event *ev)
 	ev->npos = n;
 	seq = ptd_timeline_add(&tr->tl, ev);
 	free(pos);
-	return seq < 0 ? (int)seq : 0;
+	if (seq < 0)
+		return (int)seq;
+	if (out && (r = out->image(out->ctx, &tr->tl.ev[tr->tl.n - 1], code,
+				   ncode)) < 0)
+		return failf(tr, r, "live output of an image change: %s",
+			     ptd_strerror(r));
+	return 0;
+}
+
+static int tl_add(struct tracer *tr, struct ptd_tl_event *ev)
+{
+	return tl_add_code(tr, ev, NULL, 0);
 }
 
 static bool map_exec(const struct ptd_map *m)
@@ -558,9 +653,10 @@ static int snapshot(struct tracer *tr, pid_t tid, const struct ptd_map *m)
 			     m->start, size);
 	buf = malloc(size);
 	snprintf(file, sizeof(file), "snap-%" PRIu64 ".bin", tr->tl.next_seq);
-	if (asprintf(&path, "%s/%s", tr->opt->outdir, file) < 0)
-		path = NULL;
-	if (!buf || !path)
+	if (tr->opt->outdir &&
+	    asprintf(&path, "%s/%s", tr->opt->outdir, file) < 0)
+		return -ENOMEM;
+	if (!buf)
 		return -ENOMEM;
 	while (done < size) {
 		size_t chunk = size - done < (1u << 20) ? size - done
@@ -573,7 +669,7 @@ static int snapshot(struct tracer *tr, pid_t tid, const struct ptd_map *m)
 				     "thread %d", m->start + done, (int)tid);
 		done += (size_t)n;
 	}
-	r = ptd_file_write_atomic(path, buf, size);
+	r = path ? ptd_file_write_atomic(path, buf, size) : 0;
 	if (r < 0)
 		return failf(tr, r, "cannot write '%s': %s", path,
 			     ptd_strerror(r));
@@ -587,7 +683,7 @@ static int snapshot(struct tracer *tr, pid_t tid, const struct ptd_map *m)
 	ev.end = m->end;
 	ev.name = (char *)snap_name(m);
 	ev.file = file;
-	return tl_add(tr, &ev);
+	return tl_add_code(tr, &ev, buf, size);
 }
 
 static const struct ptd_map *find_map(struct tracer *tr, uint64_t ip)
@@ -682,8 +778,7 @@ static int record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
 	}
 	if (!truth)
 		return 0;
-	r = ptd_truth_writer_add(&t->truth, ip);
-	if (r < 0)
+	if (t->has_truth && (r = ptd_truth_writer_add(&t->truth, ip)) < 0)
 		return r;
 	t->insns++;
 	tr->insns++;
@@ -736,7 +831,11 @@ static int kernel_entry(struct tracer *tr, struct tthread *t, uint64_t ip,
 	if (r < 0)
 		return r;
 	t->entered = true;
-	return ptd_ptgen_kernel_entry(t->gen, ip, insn);
+	r = ptd_ptgen_kernel_entry(t->gen, ip, insn);
+	/* live: the thread may block in there; what it did goes out now */
+	if (r == 0 && tr->opt->out)
+		r = ptd_ptgen_flush(t->gen);
+	return r;
 }
 
 /* @t executed the instruction at @ip (@insn) and is now at @next, stopped
@@ -939,11 +1038,12 @@ static int detach_thread(struct tracer *tr, struct tthread *t)
 	return r;
 }
 
-/* The instruction limit is reached at @t's stop: detach @t now, and every
- * other thread at its next stop.  Running threads are made to stop with a
- * SIGSTOP of their own, which is swallowed when it arrives (a thread may
- * not be detached while that signal is still pending: it would stop the
- * whole process once untraced). */
+/* The instruction limit is reached at @t's stop, or a stop was asked for
+ * (@t NULL): detach @t now, and every other thread at its next stop.
+ * Seized threads are stopped with PTRACE_INTERRUPT.  Others are made to
+ * stop with a SIGSTOP of their own, which is swallowed when it arrives (a
+ * thread may not be detached while that signal is still pending: it would
+ * stop the whole process once untraced). */
 static int start_detach(struct tracer *tr, struct tthread *t)
 {
 	tr->detaching = true;
@@ -952,17 +1052,31 @@ static int start_detach(struct tracer *tr, struct tthread *t)
 
 		if (u == t || u->reaped || !u->gen || !u->started)
 			continue;
-		if (syscall(SYS_tgkill, tr->pid, u->tid, SIGSTOP) == 0)
+		if (tr->seized) {
+			if (ptrace(PTRACE_INTERRUPT, u->tid, NULL, NULL) == 0)
+				u->stop_sent = true;
+		} else if (syscall(SYS_tgkill, tr->pid, u->tid, SIGSTOP) == 0) {
 			u->stop_sent = true;
+		}
 	}
-	return detach_thread(tr, t);
+	return t ? detach_thread(tr, t) : 0;
 }
 
-/* After a stop was handled: detach at the limit, else step on. */
+static bool stop_asked(const struct tracer *tr)
+{
+	return tr->opt->stop && atomic_load(tr->opt->stop) != 0;
+}
+
+/* After a stop was handled: detach at the limit or when asked, else step
+ * on.  A seized thread can go at any stop of its own; one sent a SIGSTOP
+ * waits for it. */
 static int step_on(struct tracer *tr, struct tthread *t)
 {
-	if (!tr->detaching && tr->opt->max_insns &&
-	    tr->insns >= tr->opt->max_insns)
+	if (tr->detaching && tr->seized)
+		return detach_thread(tr, t);
+	if (!tr->detaching && ((tr->opt->max_insns &&
+				tr->insns >= tr->opt->max_insns) ||
+			       stop_asked(tr)))
 		return start_detach(tr, t);
 	return resume(tr, t, 0);
 }
@@ -981,7 +1095,16 @@ static int on_first_stop(struct tracer *tr, struct tthread *t, int sig,
 		return r;
 	if (tr->detaching)
 		return detach_thread(tr, t);
-	/* a new thread starts with a SIGSTOP of the kernel's: swallow it */
+	/* Seized inside a syscall that will be restarted: the kernel rewinds
+	 * onto the SYSCALL as it resumes, and the first step stop is that
+	 * SYSCALL's (on_step's restart case). */
+	if (tr->seized && (int64_t)regs->orig_rax >= 0 &&
+	    restart_code(regs->rax)) {
+		t->restart = true;
+		t->restart_ip = regs->rip - 2;
+	}
+	/* a new thread starts with a SIGSTOP of the kernel's (or, seized, an
+	 * event stop): swallow it */
 	return resume(tr, t, sig == SIGSTOP || sig == SIGTRAP ? 0 : sig);
 }
 
@@ -1137,9 +1260,42 @@ static int on_signal(struct tracer *tr, struct tthread *t, int sig,
 		if (r < 0)
 			return r;
 	}
-	if (sig == SIGSTOP && t->stop_sent)
+	if (sig == SIGSTOP && t->stop_sent && !tr->seized)
 		return detach_thread(tr, t);
+	if (tr->detaching && tr->seized) {
+		/* the signal goes to the thread as it leaves */
+		r = thread_finish(tr, t, t->ip);
+
+		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)sig) < 0 &&
+		    errno != ESRCH && r == 0)
+			r = failf(tr, -errno, "cannot detach thread %d: %s",
+				  (int)t->tid, strerror(errno));
+		t->reaped = true;
+		return r;
+	}
 	return resume(tr, t, sig);
+}
+
+/* Whether a SIGTRAP is queued for thread @tid (SigPnd in its status). */
+static bool trap_pending(pid_t tid)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[64];
+	const char *p;
+	size_t len;
+	uint64_t v;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (ptd_file_read_all(path, 1u << 16, &text, &len) < 0)
+		return false;
+	p = strstr(text, "\nSigPnd:");
+	if (!p)
+		return false;
+	p += strlen("\nSigPnd:");
+	p += strspn(p, " \t");
+	if (ptd_parse_u64n(p, strcspn(p, "\n"), 16, &v) < 0)
+		return false;
+	return v & (1ull << (SIGTRAP - 1));
 }
 
 static bool is_stop_signal(int sig)
@@ -1167,6 +1323,14 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 		return on_exec_event(tr, t, regs);
 	case PTRACE_EVENT_EXIT:
 		return on_exit_event(tr, t, regs);
+	case PTRACE_EVENT_STOP:
+		/* Seized: our PTRACE_INTERRUPT, or a group-stop.  The kernel
+		 * reports it before signals still queued; a step's SIGTRAP
+		 * may be one, and must not outlive us (it would kill the
+		 * process): step on, and detach at that trap's stop. */
+		if (tr->detaching && !trap_pending(t->tid))
+			return detach_thread(tr, t);
+		return resume(tr, t, 0);
 	default:
 		return resume(tr, t, 0);
 	}
@@ -1255,7 +1419,12 @@ static int trace_loop(struct tracer *tr)
 			return 0;
 		if (tr->leader_gone && !forks_pending(tr))
 			return 0;
-		pid = waitpid(-1, &status, __WALL);
+		if (!tr->detaching && stop_asked(tr) &&
+		    (r = start_detach(tr, NULL)) < 0)
+			return r;
+		if ((r = flush_due(tr)) < 0)
+			return r;
+		pid = waitpid(-1, &status, WAIT_FLAGS);
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1310,7 +1479,7 @@ static int child_errno(int fd)
 static int wait_pid(pid_t pid, int *status)
 {
 	for (;;) {
-		pid_t r = waitpid(pid, status, __WALL);
+		pid_t r = waitpid(pid, status, WAIT_FLAGS);
 
 		if (r == pid)
 			return 0;
@@ -1579,7 +1748,7 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	struct tracer tr = { 0 };
 	int pfd[2], r;
 
-	if (!argv || !argv[0] || !opt || !opt->outdir)
+	if (!argv || !argv[0] || !opt || (!opt->outdir && !opt->out))
 		return -EINVAL;
 	tr.opt = opt;
 	tr.diag = diag;
@@ -1587,7 +1756,7 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	r = icache_grow(&tr.ic);
 	if (r < 0)
 		return r;
-	r = prepare_outdir(opt->outdir, diag);
+	r = opt->outdir ? prepare_outdir(opt->outdir, diag) : 0;
 	if (r < 0)
 		goto out;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
@@ -1614,10 +1783,209 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	/* streams of threads still open (an error) end where they stand */
 	for (size_t i = 0; r == 0 && i < tr.nth; i++)
 		r = thread_finish(&tr, tr.th[i], tr.th[i]->ip);
-	if (r == 0)
+	if (r == 0 && opt->outdir)
 		r = save_capture(&tr, argv);
 	if (r < 0)
 		kill_all(&tr);
+	else if (ret)
+		fill_result(&tr, ret);
+out:
+	tracer_free(&tr);
+	return r;
+}
+
+/* ---- attach ---------------------------------------------------------- */
+
+static const long SEIZE_OPTS = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
+			       PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC |
+			       PTRACE_O_TRACEEXIT;
+
+/* Who traces @tid already (TracerPid in its status), or -1. */
+static pid_t tracer_of(pid_t tid)
+{
+	_cleanup_free_ char *text = NULL;
+	char path[64];
+	const char *p;
+	size_t len;
+	uint64_t v;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	if (ptd_file_read_all(path, 1u << 16, &text, &len) < 0)
+		return -1;
+	p = strstr(text, "\nTracerPid:");
+	if (!p)
+		return -1;
+	p += strlen("\nTracerPid:");
+	p += strspn(p, " \t");
+	if (ptd_parse_u64n(p, strcspn(p, "\n"), 10, &v) < 0 || v > INT_MAX)
+		return -1;
+	return (pid_t)v;
+}
+
+static int seize_refused(struct tracer *tr, pid_t tid, int err)
+{
+	pid_t other;
+
+	if (err == -ESRCH)
+		return failf(tr, err, "no such process: %d", (int)tid);
+	other = tracer_of(tid);
+	if (err == -EPERM && other > 0)
+		return failf(tr, err, "thread %d of process %d is traced by "
+			     "process %d already (a debugger?)", (int)tid,
+			     (int)tr->pid, (int)other);
+	if (err == -EPERM)
+		return failf(tr, err, "ptrace refused for process %d (not "
+			     "dumpable, Yama ptrace_scope, or missing "
+			     "CAP_SYS_PTRACE)", (int)tr->pid);
+	return failf(tr, err, "cannot attach to thread %d: %s", (int)tid,
+		     ptd_strerror(err));
+}
+
+/* Seize one thread and stop it where it is; it gets a stream. */
+static int seize_thread(struct tracer *tr, pid_t tid)
+{
+	struct tthread *t;
+	int r;
+
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)SEIZE_OPTS) < 0) {
+		r = -errno;
+		/* a thread born since the scan began is ours already (its
+		 * creator was seized), or gone: both fine but for the
+		 * leader */
+		if (tid != tr->pid &&
+		    (r == -ESRCH || tracer_of(tid) == getpid()))
+			return 0;
+		return seize_refused(tr, tid, r);
+	}
+	r = thread_new(tr, tid, &t);
+	if (r < 0)
+		return r;
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 && errno != ESRCH)
+		return failf(tr, -errno, "thread %d: PTRACE_INTERRUPT: %s",
+			     (int)tid, strerror(errno));
+	return 0;
+}
+
+/* Seize every thread of the process, scanning /proc/PID/task until a scan
+ * finds no new one (threads created meanwhile by seized threads are
+ * attached by the kernel and show up as clone events). */
+static int seize_all(struct tracer *tr)
+{
+	char path[64];
+	bool more = true;
+	int r, rounds = 0;
+
+	r = seize_thread(tr, tr->pid);
+	if (r < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)tr->pid);
+	while (more && rounds++ < 100) {
+		struct dirent *de;
+		DIR *d = opendir(path);
+
+		if (!d)
+			return failf(tr, -ESRCH, "process %d is gone",
+				     (int)tr->pid);
+		more = false;
+		r = 0;
+		while (r == 0 && (de = readdir(d))) {
+			uint64_t v;
+
+			if (ptd_parse_u64(de->d_name, 10, &v) < 0 ||
+			    v > INT_MAX || find_thread(tr, (pid_t)v))
+				continue;
+			r = seize_thread(tr, (pid_t)v);
+			more = true;
+		}
+		(void)closedir(d);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* On an error after the attach: let every thread go, untouched.  Each is
+ * interrupted, waited for, and detached at its stop. */
+static void release_all(struct tracer *tr)
+{
+	size_t left = 0;
+
+	for (size_t i = 0; i < tr->nth; i++) {
+		struct tthread *t = tr->th[i];
+
+		if (t->reaped)
+			continue;
+		if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0)
+			left++;
+		else
+			t->reaped = true;
+	}
+	while (left > 0) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WAIT_FLAGS);
+		struct tthread *t;
+
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		t = find_thread(tr, pid);
+		if (!t) {
+			/* a child process announced late: let it go too */
+			if (WIFSTOPPED(status))
+				(void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
+			continue;
+		}
+		if (WIFSTOPPED(status) &&
+		    ptrace(PTRACE_DETACH, pid, NULL, NULL) < 0 &&
+		    errno != ESRCH)
+			continue;
+		t->reaped = true;
+		left--;
+	}
+}
+
+int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
+		    struct ptd_swpt_result *ret, struct ptd_diag *diag)
+{
+	struct tracer tr = { 0 };
+	int r;
+
+	if (pid <= 0 || !opt || (!opt->outdir && !opt->out))
+		return -EINVAL;
+	tr.opt = opt;
+	tr.diag = diag;
+	tr.pid = pid;
+	tr.seized = true;
+	tr.last_flush = now_ns();
+	ptd_timeline_init(&tr.tl);
+	r = icache_grow(&tr.ic);
+	if (r < 0)
+		return r;
+	r = opt->outdir ? prepare_outdir(opt->outdir, diag) : 0;
+	if (r < 0)
+		goto out;
+	r = seize_all(&tr);
+	/* the image as it is: every stream starts with it (position 0) */
+	if (r == 0)
+		r = maps_load_all(&tr);
+	if (r == 0)
+		r = trace_loop(&tr);
+	for (size_t i = 0; r == 0 && i < tr.nth; i++)
+		r = thread_finish(&tr, tr.th[i], tr.th[i]->ip);
+	if (r == 0 && opt->outdir) {
+		char exe[64], path[PATH_MAX];
+		char *argv[2] = { path, NULL };
+		ssize_t n;
+
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+		n = readlink(exe, path, sizeof(path) - 1);
+		path[n > 0 ? n : 0] = 0;
+		r = save_capture(&tr, argv);
+	}
+	if (r < 0)
+		release_all(&tr);
 	else if (ret)
 		fill_result(&tr, ret);
 out:

@@ -28,18 +28,48 @@
 #ifndef PTD_SWPT_TRACER_H
 #define PTD_SWPT_TRACER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "aspace/timeline.h"
 #include "common/diag.h"
 #include "swpt/ptgen.h"
+
+/* Where a live trace goes, as it is made (swpt/livesink.h writes it into
+ * perf buffers).  Every call comes from the tracing thread; a negative
+ * return ends tracing with that error. */
+struct ptd_swpt_out {
+	/* A thread's stream begins; image events before this call are not
+	 * in it (a new thread starts with the image as it is). */
+	int (*thread_begin)(void *ctx, pid_t tid);
+	/* The next bytes of @tid's PT stream.  Bytes come in batches (at
+	 * least at every syscall, and every ~50 ms while a thread runs). */
+	int (*pt)(void *ctx, pid_t tid, const uint8_t *data, size_t len);
+	/* An image change, after every live thread's stream was given all
+	 * its bytes up to its position in @ev->pos.  For a SNAPSHOT, @code
+	 * holds the @ncode bytes (@ev->file is where a capture keeps them). */
+	int (*image)(void *ctx, const struct ptd_tl_event *ev,
+		     const uint8_t *code, size_t ncode);
+	/* @tid's stream is complete (the thread exited or was detached). */
+	int (*thread_end)(void *ctx, pid_t tid);
+	void *ctx;
+};
 
 struct ptd_swpt_options {
 	/* packet generation (sink and sink_ctx are set by the tracer) */
 	struct ptd_ptgen_config gen;
-	/* Capture directory: created if missing, must be empty otherwise. */
+	/* Capture directory: created if missing, must be empty otherwise.
+	 * May be NULL when @out is set. */
 	const char *outdir;
+	/* Live output (may be NULL; at least one of outdir and out). */
+	const struct ptd_swpt_out *out;
+	/* ptd_swpt_attach: set (to non-zero) from another thread to detach;
+	 * the tracing thread notices at its next ptrace stop, so also
+	 * interrupt its waitpid (pthread_kill with a signal whose handler
+	 * has no SA_RESTART) when every thread may be blocked.  NULL: none. */
+	atomic_int *stop;
 	/* Stop tracing (detach, target keeps running) after this many
 	 * instructions in all threads; 0: no limit. */
 	uint64_t max_insns;
@@ -68,5 +98,18 @@ struct ptd_swpt_result {
  * program), -errno. */
 int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 		 struct ptd_swpt_result *ret, struct ptd_diag *diag);
+
+/* Trace the running process @pid (every thread, and threads it creates)
+ * until it exits, *opt->stop is set, or max_insns; then detach: the
+ * process runs on exactly as before (a blocked syscall is restarted).
+ * The threads are seized (PTRACE_SEIZE) and interrupted where they are; a
+ * thread inside a syscall starts its stream when it returns to user space.
+ * Returns 0 and fills *ret, or a negative error with a message in @diag:
+ * -ESRCH (no such process, or it exited during the attach), -EPERM
+ * (ptrace refused: Yama, another tracer, not dumpable), -PTD_EUNSUPPORTED
+ * (32-bit), -errno.  On an error after the attach, the target is detached,
+ * never killed. */
+int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
+		    struct ptd_swpt_result *ret, struct ptd_diag *diag);
 
 #endif

@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Live tracing of running processes, proved against the ground truth.
+ *
+ *  - attach: the software source seizes a running multi-threaded program
+ *    (threads computing, sleeping in nanosleep, threads created later),
+ *    traces it, detaches (at an instruction limit, on request from another
+ *    thread, or when the program exits): the capture it wrote decodes to
+ *    exactly what every thread executed, and the program runs on and
+ *    finishes with every result it computed correct.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+#include "swpt/tracer.h"
+
+static const char *progs_dir;
+static char workdir[256];
+
+struct target {
+	pid_t pid;
+	int out;	/* its stdout */
+};
+
+/* Start prog-attach for @secs seconds; return once its threads run. */
+static int target_start(double secs, struct target *t)
+{
+	char path[512], arg[32], buf[16];
+	int ready[2], out[2];
+	ssize_t n;
+
+	(void)snprintf(path, sizeof(path), "%s/prog-attach", progs_dir);
+	(void)snprintf(arg, sizeof(arg), "%g", secs);
+	if (pipe(ready) < 0 || pipe(out) < 0)
+		return -errno;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -errno;
+	if (t->pid == 0) {
+		(void)dup2(out[1], 1);
+		(void)dup2(ready[1], 3);
+		execl(path, path, arg, (char *)NULL);
+		_exit(127);
+	}
+	(void)close(ready[1]);
+	(void)close(out[1]);
+	t->out = out[0];
+	n = read(ready[0], buf, sizeof(buf));
+	(void)close(ready[0]);
+	return n == 6 ? 0 : -EIO;
+}
+
+/* Wait for the target's end: it must exit 0 and print "ok ...". */
+static void target_finish(struct target *t)
+{
+	char buf[256] = "";
+	ssize_t n, len = 0;
+	int status = 0;
+
+	while ((n = read(t->out, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
+		len += n;
+	buf[len] = 0;
+	(void)close(t->out);
+	if (waitpid(t->pid, &status, 0) != t->pid) {
+		CHECK_FAIL_("waitpid %d: %s", (int)t->pid, strerror(errno));
+		return;
+	}
+	CHECK(WIFEXITED(status));
+	CHECK_EQ_INT(WEXITSTATUS(status), 0);
+	CHECK(strncmp(buf, "ok ", 3) == 0);
+	fprintf(stderr, "  target said: %s", buf);
+}
+
+static void verify(const char *dir, size_t min_threads)
+{
+	struct ptd_verify_report rep;
+	struct ptd_diag diag = { "" };
+	struct ptd_capture c;
+	int r;
+
+	r = ptd_capture_load(dir, &c, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
+		return;
+	}
+	r = ptd_replay_verify(&c, &rep, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("verify %s could not run: %s", dir, diag.msg);
+		ptd_capture_free(&c);
+		return;
+	}
+	CHECK(rep.nthreads >= min_threads);
+	for (size_t i = 0; i < rep.nthreads; i++) {
+		const struct ptd_verify_thread *t = &rep.threads[i];
+
+		fprintf(stderr, "  tid %ld: %s, %llu executed\n",
+			(long)t->tid, t->ok ? "ok" : t->why,
+			(unsigned long long)t->truth);
+		if (!t->ok)
+			CHECK_FAIL_("thread %ld: %s", (long)t->tid, t->why);
+	}
+	CHECK(rep.ok);
+	ptd_verify_report_free(&rep);
+	ptd_capture_free(&c);
+}
+
+static const char *subdir(const char *name)
+{
+	static char dir[512];
+
+	(void)snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+	return dir;
+}
+
+/* Attach, stop at an instruction limit, detach: exact, and unharmed. */
+static void test_attach_limit(void)
+{
+	struct ptd_swpt_options so = { 0 };
+	struct ptd_swpt_result res;
+	struct ptd_diag diag = { "" };
+	struct target t;
+	int r;
+
+	REQUIRE(target_start(3.0, &t) == 0);
+	so.outdir = subdir("limit");
+	so.max_insns = 40000;
+	so.gen.psb_period = 4096;
+	r = ptd_swpt_attach(t.pid, &so, &res, &diag);
+	if (r < 0)
+		CHECK_FAIL_("attach: %s (%s)", diag.msg, ptd_strerror(r));
+	CHECK(res.detached);
+	CHECK(!res.exited);
+	CHECK(res.insns >= 40000);
+	CHECK(res.threads >= 3);
+	fprintf(stderr, "  %llu insns, %u threads\n",
+		(unsigned long long)res.insns, res.threads);
+	verify(so.outdir, 3);
+	target_finish(&t);
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+struct attach_job {
+	pid_t pid;
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag diag;
+	int r;
+	atomic_int stop;
+	atomic_int done;
+};
+
+static void *attach_thread(void *arg)
+{
+	struct attach_job *j = arg;
+
+	j->r = ptd_swpt_attach(j->pid, &j->so, &j->res, &j->diag);
+	atomic_store(&j->done, 1);
+	return NULL;
+}
+
+/* Attach from a thread of ours, ask it to stop from another: the waitpid
+ * it may sit in is interrupted by a signal, and it detaches. */
+static void test_attach_stop(void)
+{
+	struct attach_job j = { 0 };
+	struct sigaction sa = { 0 };
+	struct timespec ts = { 0, 10000000 };
+	struct target t;
+	pthread_t th;
+
+	sa.sa_handler = on_usr1;	/* no SA_RESTART */
+	REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
+	REQUIRE(target_start(4.0, &t) == 0);
+	j.pid = t.pid;
+	j.so.outdir = subdir("stop");
+	j.so.stop = &j.stop;
+	j.so.gen.tsc = true;
+	REQUIRE(pthread_create(&th, NULL, attach_thread, &j) == 0);
+	(void)nanosleep(&(struct timespec){ 0, 700000000 }, NULL);
+	atomic_store(&j.stop, 1);
+	while (!atomic_load(&j.done)) {
+		(void)pthread_kill(th, SIGUSR1);
+		(void)nanosleep(&ts, NULL);
+	}
+	(void)pthread_join(th, NULL);
+	if (j.r < 0)
+		CHECK_FAIL_("attach: %s (%s)", j.diag.msg, ptd_strerror(j.r));
+	CHECK(j.res.detached);
+	CHECK(j.res.insns > 0);
+	fprintf(stderr, "  %llu insns, %u threads\n",
+		(unsigned long long)j.res.insns, j.res.threads);
+	verify(j.so.outdir, 3);
+	target_finish(&t);
+}
+
+/* Attach and trace to the end: the exit is seen, every thread exact. */
+static void test_attach_to_exit(void)
+{
+	struct ptd_swpt_options so = { 0 };
+	struct ptd_swpt_result res;
+	struct ptd_diag diag = { "" };
+	struct target t;
+	int r;
+
+	REQUIRE(target_start(0.6, &t) == 0);
+	so.outdir = subdir("exit");
+	r = ptd_swpt_attach(t.pid, &so, &res, &diag);
+	if (r < 0)
+		CHECK_FAIL_("attach: %s (%s)", diag.msg, ptd_strerror(r));
+	CHECK(res.exited);
+	CHECK_EQ_INT(res.exit_code, 0);
+	CHECK(res.threads >= 4);	/* main, 2 workers, brief ones */
+	fprintf(stderr, "  %llu insns, %u threads\n",
+		(unsigned long long)res.insns, res.threads);
+	verify(so.outdir, 4);
+	/* the tracer collected the exit; the output is still ours */
+	{
+		char buf[128] = "";
+		ssize_t n = read(t.out, buf, sizeof(buf) - 1);
+
+		CHECK(n > 3 && strncmp(buf, "ok ", 3) == 0);
+		(void)close(t.out);
+	}
+}
+
+static void test_attach_refused(void)
+{
+	struct ptd_swpt_options so = { 0 };
+	struct ptd_diag diag = { "" };
+	int r;
+
+	so.outdir = subdir("none");
+	r = ptd_swpt_attach(999999999, &so, NULL, &diag);
+	CHECK_EQ_INT(r, -ESRCH);
+	CHECK_CONTAINS(diag.msg, "no such process");
+}
+
+int main(void)
+{
+	char tmpl[] = "/tmp/ptd-live-XXXXXX";
+
+	progs_dir = getenv("PTD_TEST_PROGS");
+	if (!progs_dir)
+		SKIP_ALL("PTD_TEST_PROGS is not set");
+	if (!mkdtemp(tmpl))
+		SKIP_ALL("mkdtemp: %s", strerror(errno));
+	(void)snprintf(workdir, sizeof(workdir), "%s", tmpl);
+	RUN(test_attach_refused);
+	RUN(test_attach_limit);
+	RUN(test_attach_stop);
+	RUN(test_attach_to_exit);
+	if (!check_failures)
+		(void)ptd_rm_rf(workdir);
+	return check_done();
+}
