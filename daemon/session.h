@@ -18,6 +18,7 @@
 #define PTD_DAEMON_SESSION_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -40,6 +41,11 @@ struct ptd_session_opts {
 	enum ptd_source_kind source;
 	bool tsc;			/* timing packets (records get "tsc") */
 	uint64_t max_insns;		/* detach after this many; 0: none */
+	/* Software source only: also write a capture (swpt/capture.h, with
+	 * the ground truth) into this directory, which must not exist or be
+	 * empty.  NULL: none.  (Tests and `ptctl verify` check a live stream
+	 * against it; the daemon lets only root ask for it.) */
+	const char *capture_dir;
 	const struct ptd_config *config;	/* sizes, software_source,
 						 * intel_pt_sysfs; copied */
 };
@@ -84,6 +90,11 @@ struct ptd_session_stats {
 };
 
 struct ptd_session;
+
+/* The session's source thread receives this signal (a no-op handler
+ * without SA_RESTART, installed by the first ptd_session_start) to leave a
+ * waitpid when asked to stop; it must not be ignored process-wide. */
+#define PTD_SESSION_SIGNAL SIGUSR2
 
 /* Attach to @o->pid and start tracing.  Returns 0 with *ret_session, or:
  *  -ESRCH  no such process (or a zombie)

@@ -1970,6 +1970,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	/* the image as it is: every stream starts with it (position 0) */
 	if (r == 0)
 		r = maps_load_all(&tr);
+	if (r == 0 && opt->started)
+		opt->started(opt->started_ctx);
 	if (r == 0)
 		r = trace_loop(&tr);
 	for (size_t i = 0; r == 0 && i < tr.nth; i++)

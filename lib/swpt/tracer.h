@@ -70,6 +70,10 @@ struct ptd_swpt_options {
 	 * interrupt its waitpid (pthread_kill with a signal whose handler
 	 * has no SA_RESTART) when every thread may be blocked.  NULL: none. */
 	atomic_int *stop;
+	/* Called once, on the tracing thread, when every thread is attached
+	 * and tracing begins (NULL: not called). */
+	void (*started)(void *ctx);
+	void *started_ctx;
 	/* Stop tracing (detach, target keeps running) after this many
 	 * instructions in all threads; 0: no limit. */
 	uint64_t max_insns;

@@ -20,8 +20,10 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include "check.h"
+#include "target.h"
 #include "common/fileio.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
@@ -29,60 +31,6 @@
 
 static const char *progs_dir;
 static char workdir[256];
-
-struct target {
-	pid_t pid;
-	int out;	/* its stdout */
-};
-
-/* Start prog-attach for @secs seconds; return once its threads run. */
-static int target_start(double secs, struct target *t)
-{
-	char path[512], arg[32], buf[16];
-	int ready[2], out[2];
-	ssize_t n;
-
-	(void)snprintf(path, sizeof(path), "%s/prog-attach", progs_dir);
-	(void)snprintf(arg, sizeof(arg), "%g", secs);
-	if (pipe(ready) < 0 || pipe(out) < 0)
-		return -errno;
-	t->pid = fork();
-	if (t->pid < 0)
-		return -errno;
-	if (t->pid == 0) {
-		(void)dup2(out[1], 1);
-		(void)dup2(ready[1], 3);
-		execl(path, path, arg, (char *)NULL);
-		_exit(127);
-	}
-	(void)close(ready[1]);
-	(void)close(out[1]);
-	t->out = out[0];
-	n = read(ready[0], buf, sizeof(buf));
-	(void)close(ready[0]);
-	return n == 6 ? 0 : -EIO;
-}
-
-/* Wait for the target's end: it must exit 0 and print "ok ...". */
-static void target_finish(struct target *t)
-{
-	char buf[256] = "";
-	ssize_t n, len = 0;
-	int status = 0;
-
-	while ((n = read(t->out, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0)
-		len += n;
-	buf[len] = 0;
-	(void)close(t->out);
-	if (waitpid(t->pid, &status, 0) != t->pid) {
-		CHECK_FAIL_("waitpid %d: %s", (int)t->pid, strerror(errno));
-		return;
-	}
-	CHECK(WIFEXITED(status));
-	CHECK_EQ_INT(WEXITSTATUS(status), 0);
-	CHECK(strncmp(buf, "ok ", 3) == 0);
-	fprintf(stderr, "  target said: %s", buf);
-}
 
 static void verify(const char *dir, size_t min_threads)
 {
@@ -134,7 +82,7 @@ static void test_attach_limit(void)
 	struct target t;
 	int r;
 
-	REQUIRE(target_start(3.0, &t) == 0);
+	REQUIRE(target_start(progs_dir, 3.0, &t) == 0);
 	so.outdir = subdir("limit");
 	so.max_insns = 40000;
 	so.gen.psb_period = 4096;
@@ -187,7 +135,7 @@ static void test_attach_stop(void)
 
 	sa.sa_handler = on_usr1;	/* no SA_RESTART */
 	REQUIRE(sigaction(SIGUSR1, &sa, NULL) == 0);
-	REQUIRE(target_start(4.0, &t) == 0);
+	REQUIRE(target_start(progs_dir, 4.0, &t) == 0);
 	j.pid = t.pid;
 	j.so.outdir = subdir("stop");
 	j.so.stop = &j.stop;
@@ -219,7 +167,7 @@ static void test_attach_to_exit(void)
 	struct target t;
 	int r;
 
-	REQUIRE(target_start(0.6, &t) == 0);
+	REQUIRE(target_start(progs_dir, 0.6, &t) == 0);
 	so.outdir = subdir("exit");
 	r = ptd_swpt_attach(t.pid, &so, &res, &diag);
 	if (r < 0)
@@ -232,11 +180,10 @@ static void test_attach_to_exit(void)
 	verify(so.outdir, 4);
 	/* the tracer collected the exit; the output is still ours */
 	{
-		char buf[128] = "";
-		ssize_t n = read(t.out, buf, sizeof(buf) - 1);
+		char buf[128];
 
-		CHECK(n > 3 && strncmp(buf, "ok ", 3) == 0);
-		(void)close(t.out);
+		target_output(&t, buf, sizeof(buf));
+		CHECK(strncmp(buf, "ok ", 3) == 0);
 	}
 }
 

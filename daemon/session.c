@@ -1,0 +1,547 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A tracing session: the source thread fills per-thread perf buffers, the
+ * decode thread drains them through the shared reader into one stream
+ * decoder per thread and hands the records to the sink.
+ */
+#include "daemon/session.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "aspace/iscache.h"
+#include "common/fileio.h"
+#include "decode/feed.h"
+#include "decode/insncache.h"
+#include "decode/stream.h"
+#include "perf/pmu.h"
+#include "perf/sideband.h"
+#include "swpt/livesink.h"
+#include "swpt/tracer.h"
+
+#define POLL_MS 100		/* decode thread: wake at least this often */
+#define ICACHE_ENTRIES (1u << 20)
+
+/* One traced thread on the decode side. */
+struct dthread {
+	struct ptd_livesink_thread *lt;
+	struct ptd_stream *stream;
+	struct ptd_feed *feed;
+	bool done;		/* final decode delivered */
+};
+
+struct ptd_session {
+	struct ptd_session_opts o;
+	struct ptd_config cfg;
+	struct ptd_session_sink sink;
+	enum ptd_source_kind source;
+	char *capture_dir;
+	char dir[256];			/* snapshot files */
+
+	pthread_t src, dec;
+	bool src_started, dec_started;
+	int wake_fd;
+	atomic_int stop;		/* tracer: detach */
+	atomic_int cancel;		/* livesink: give up waiting */
+	atomic_int reason;		/* why stop was asked */
+
+	/* start handshake */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int state;			/* 0 starting, 1 tracing, -1 failed */
+
+	/* source results (written by the source thread before src_done) */
+	atomic_bool src_done;
+	int src_err;
+	struct ptd_swpt_result res;
+	struct ptd_diag src_diag;
+
+	struct ptd_livesink *ls;
+	struct ptd_iscache *iscache;
+	struct ptd_insncache *icache;
+	atomic_uint snapseq;
+	struct dthread *dt;
+	size_t ndt;
+
+	/* counters */
+	atomic_uint_fast64_t trace_bytes, insns, records, lost_bytes;
+	atomic_bool ended;
+	atomic_bool end_called;
+};
+
+const char *ptd_source_name(enum ptd_source_kind k)
+{
+	switch (k) {
+	case PTD_SOURCE_AUTO:
+		return "auto";
+	case PTD_SOURCE_INTEL_PT:
+		return "intel_pt";
+	case PTD_SOURCE_SOFTWARE:
+		return "software";
+	}
+	return "?";
+}
+
+int ptd_source_parse(const char *name)
+{
+	if (!name)
+		return -PTD_EFORMAT;
+	if (!strcmp(name, "auto"))
+		return PTD_SOURCE_AUTO;
+	if (!strcmp(name, "intel_pt"))
+		return PTD_SOURCE_INTEL_PT;
+	if (!strcmp(name, "software"))
+		return PTD_SOURCE_SOFTWARE;
+	return -PTD_EFORMAT;
+}
+
+const char *ptd_session_end_name(enum ptd_session_end_reason r)
+{
+	switch (r) {
+	case PTD_END_EXITED:
+		return "exited";
+	case PTD_END_DETACHED:
+		return "detached";
+	case PTD_END_LIMIT:
+		return "limit";
+	case PTD_END_SHUTDOWN:
+		return "shutdown";
+	case PTD_END_ERROR:
+		return "error";
+	}
+	return "?";
+}
+
+/* ---- source thread --------------------------------------------------- */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+}
+
+static void install_signal(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;	/* no SA_RESTART: waitpid returns */
+	(void)sigemptyset(&sa.sa_mask);
+	(void)sigaction(PTD_SESSION_SIGNAL, &sa, NULL);
+}
+
+static void set_state(struct ptd_session *s, int state)
+{
+	(void)pthread_mutex_lock(&s->lock);
+	if (s->state == 0)
+		s->state = state;
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->lock);
+}
+
+static void on_started(void *ctx)
+{
+	set_state(ctx, 1);
+}
+
+static void wake(struct ptd_session *s)
+{
+	uint64_t one = 1;
+	ssize_t n = write(s->wake_fd, &one, sizeof(one));
+
+	(void)n;
+}
+
+static void *source_main(void *arg)
+{
+	struct ptd_session *s = arg;
+	struct ptd_swpt_options so;
+	sigset_t set;
+
+	(void)sigemptyset(&set);
+	(void)sigaddset(&set, PTD_SESSION_SIGNAL);
+	(void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	memset(&so, 0, sizeof(so));
+	so.gen.tsc = s->o.tsc;
+	so.gen.psb_period = 4096;	/* the stream decoder's anchors */
+	so.outdir = s->capture_dir;
+	so.out = ptd_livesink_out(s->ls);
+	so.max_insns = s->o.max_insns;
+	so.stop = &s->stop;
+	so.started = on_started;
+	so.started_ctx = s;
+	so.quiet_target = false;
+	s->src_err = ptd_swpt_attach(s->o.pid, &so, &s->res, &s->src_diag);
+	set_state(s, s->src_err < 0 ? -1 : 1);
+	atomic_store(&s->src_done, true);
+	wake(s);
+	return NULL;
+}
+
+/* ---- decode thread --------------------------------------------------- */
+
+static int deliver(void *ctx, const struct ptd_record *rec)
+{
+	struct ptd_session *s = ctx;
+
+	if (rec->type == PTD_REC_INSN)
+		atomic_fetch_add(&s->insns, 1);
+	atomic_fetch_add(&s->records, 1);
+	s->sink.record(s->sink.ctx, rec);
+	return 0;
+}
+
+static int dthread_add(struct ptd_session *s, struct ptd_livesink_thread *lt)
+{
+	struct ptd_stream_opts so;
+	struct dthread *v, *d;
+	int r;
+
+	v = realloc(s->dt, (s->ndt + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->dt = v;
+	d = &s->dt[s->ndt];
+	memset(d, 0, sizeof(*d));
+	d->lt = lt;
+	memset(&so, 0, sizeof(so));
+	so.decode.path = PTD_PATH_BLOCK;
+	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	so.decode.json_bodies = true;
+	/* the packets come from libipt's encoder, not a CPU with errata */
+	so.decode.cpu.vendor = pcv_unknown;
+	so.pid = s->o.pid;
+	so.tid = lt->tid;
+	so.iscache = s->iscache;
+	so.icache = s->icache;
+	so.dir = s->dir;
+	r = ptd_stream_new(&so, &d->stream);
+	if (r < 0)
+		return r;
+	r = ptd_feed_new(&lt->buf, lt->tid, d->stream, s->dir, &s->snapseq,
+			 PTD_SIDEBAND_SAMPLE_TYPE, true, &d->feed);
+	if (r < 0) {
+		ptd_stream_free(d->stream);
+		return r;
+	}
+	s->ndt++;
+	return 0;
+}
+
+/* Drain one thread's buffer and decode what arrived; at its end (or
+ * @final) decode the rest. */
+static int dthread_step(struct ptd_session *s, struct dthread *d, bool final,
+			struct ptd_diag *diag)
+{
+	struct ptd_feed_stats before, after;
+	bool last;
+	int r;
+
+	if (d->done)
+		return 0;
+	ptd_feed_get_stats(d->feed, &before);
+	r = ptd_feed_drain(d->feed, diag);
+	if (r < 0)
+		return r;
+	ptd_feed_get_stats(d->feed, &after);
+	atomic_fetch_add(&s->trace_bytes, after.aux_bytes - before.aux_bytes);
+	atomic_fetch_add(&s->lost_bytes, after.lost_bytes - before.lost_bytes);
+	last = final || ptd_feed_ended(d->feed);
+	r = ptd_stream_decode(d->stream, last, deliver, s);
+	if (r < 0)
+		return ptd_diagf(diag, r, "thread %d: decoding: %s",
+				 (int)d->lt->tid, ptd_strerror(r));
+	if (last)
+		d->done = true;
+	return 0;
+}
+
+static int decode_round(struct ptd_session *s, bool final,
+			struct ptd_diag *diag)
+{
+	struct ptd_livesink_thread *lt[64];
+	size_t n;
+	int r;
+
+	while ((n = ptd_livesink_threads(s->ls, s->ndt, lt, 64)) > 0)
+		for (size_t i = 0; i < n; i++)
+			if ((r = dthread_add(s, lt[i])) < 0)
+				return r;
+	for (size_t i = 0; i < s->ndt; i++)
+		if ((r = dthread_step(s, &s->dt[i], final, diag)) < 0)
+			return r;
+	return 0;
+}
+
+static void finish(struct ptd_session *s, int err, const struct ptd_diag *d)
+{
+	struct ptd_session_end end;
+
+	memset(&end, 0, sizeof(end));
+	if (err < 0 || s->src_err < 0) {
+		end.reason = PTD_END_ERROR;
+		snprintf(end.message, sizeof(end.message), "%s",
+			 err < 0 ? d->msg : s->src_diag.msg);
+		if (!end.message[0])
+			snprintf(end.message, sizeof(end.message), "%s",
+				 ptd_strerror(err < 0 ? err : s->src_err));
+	} else if (s->res.exited) {
+		end.reason = PTD_END_EXITED;
+		end.exit_code = s->res.exit_signal ? -1 : s->res.exit_code;
+		end.exit_signal = s->res.exit_signal;
+	} else if (atomic_load(&s->stop)) {
+		end.reason = (enum ptd_session_end_reason)atomic_load(&s->reason);
+	} else {
+		end.reason = PTD_END_LIMIT;
+	}
+	atomic_store(&s->ended, true);
+	atomic_store(&s->end_called, true);
+	s->sink.ended(s->sink.ctx, &end);
+}
+
+static void *decode_main(void *arg)
+{
+	struct ptd_session *s = arg;
+	struct ptd_diag diag = { "" };
+	struct pollfd p = { s->wake_fd, POLLIN, 0 };
+	int r = 0;
+
+	for (;;) {
+		bool done = atomic_load(&s->src_done);
+		uint64_t v;
+
+		r = decode_round(s, done, &diag);
+		if (r < 0 || done)
+			break;
+		if (atomic_load(&s->stop))	/* get the tracer out of waitpid */
+			(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
+		if (poll(&p, 1, POLL_MS) > 0 &&
+		    read(s->wake_fd, &v, sizeof(v)) < 0) {
+			/* nothing to read: fine */
+		}
+	}
+	if (r < 0) {
+		/* decoding failed: stop the source, keep draining so it
+		 * never waits on a full ring, then end */
+		atomic_store(&s->stop, 1);
+		atomic_store(&s->cancel, 1);
+		while (!atomic_load(&s->src_done)) {
+			(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
+			(void)poll(&p, 1, 10);
+		}
+	}
+	finish(s, r, &diag);
+	return NULL;
+}
+
+/* ---- start / stop ---------------------------------------------------- */
+
+/* Which source: intel_pt where the PMU is, else the software source if
+ * the config allows it. */
+static int choose_source(struct ptd_session *s, struct ptd_diag *diag)
+{
+	struct ptd_pt_pmu pmu;
+	struct ptd_diag d = { "" };
+	int r = ptd_pt_pmu_probe(s->cfg.intel_pt_sysfs, &pmu, &d);
+
+	if (r == 0 && s->o.source != PTD_SOURCE_SOFTWARE)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "this CPU has "
+				 "Intel PT (%s), but live intel_pt sessions "
+				 "are not built yet: attach with source "
+				 "\"software\"", s->cfg.intel_pt_sysfs);
+	if (s->o.source == PTD_SOURCE_INTEL_PT)
+		return ptd_diagf(diag, r < 0 ? r : -PTD_ENOPT, "%s", d.msg);
+	if (s->o.source == PTD_SOURCE_AUTO && !s->cfg.software_source)
+		return ptd_diagf(diag, -PTD_ENOPT, "%s; and the software "
+				 "source is disabled (software_source = no "
+				 "in the configuration)", d.msg);
+	s->source = PTD_SOURCE_SOFTWARE;
+	return 0;
+}
+
+static int make_dir(struct ptd_session *s, struct ptd_diag *diag)
+{
+	const char *base = getenv("RUNTIME_DIRECTORY");
+
+	if (!base || !*base || strchr(base, ':'))
+		base = "/tmp";
+	snprintf(s->dir, sizeof(s->dir), "%s/ptd-session-XXXXXX", base);
+	if (!mkdtemp(s->dir)) {
+		int r = -errno;
+
+		s->dir[0] = 0;
+		return ptd_diagf(diag, r, "cannot create a session directory "
+				 "under %s: %s", base, ptd_strerror(r));
+	}
+	return 0;
+}
+
+static void session_destroy(struct ptd_session *s)
+{
+	for (size_t i = 0; i < s->ndt; i++) {
+		ptd_feed_free(s->dt[i].feed);
+		ptd_stream_free(s->dt[i].stream);
+	}
+	free(s->dt);
+	ptd_livesink_free(s->ls);
+	ptd_insncache_free(s->icache);
+	ptd_iscache_free(s->iscache);
+	if (s->dir[0])
+		(void)ptd_rm_rf(s->dir);
+	if (s->wake_fd >= 0)
+		(void)close(s->wake_fd);
+	(void)pthread_mutex_destroy(&s->lock);
+	(void)pthread_cond_destroy(&s->cond);
+	free(s->capture_dir);
+	free(s);
+}
+
+int ptd_session_start(const struct ptd_session_opts *o,
+		      const struct ptd_session_sink *sink,
+		      struct ptd_session **ret_session, struct ptd_diag *diag)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	struct ptd_session *s;
+	int r;
+
+	if (!o || !sink || !sink->record || !sink->ended || !ret_session ||
+	    !o->config || o->pid <= 0)
+		return -EINVAL;
+	if (kill(o->pid, 0) < 0 && errno == ESRCH)
+		return ptd_diagf(diag, -ESRCH, "no such process: %d",
+				 (int)o->pid);
+	(void)pthread_once(&once, install_signal);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->o = *o;
+	s->cfg = *o->config;
+	s->o.config = &s->cfg;
+	s->sink = *sink;
+	s->wake_fd = -1;
+	(void)pthread_mutex_init(&s->lock, NULL);
+	(void)pthread_cond_init(&s->cond, NULL);
+	r = choose_source(s, diag);
+	if (r < 0)
+		goto fail;
+	if (o->capture_dir && !(s->capture_dir = strdup(o->capture_dir))) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	s->o.capture_dir = s->capture_dir;
+	r = make_dir(s, diag);
+	if (r < 0)
+		goto fail;
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->iscache = ptd_iscache_new();
+	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
+	if (s->wake_fd < 0 || !s->iscache || !s->icache) {
+		r = s->wake_fd < 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size,
+			     s->cfg.aux_buffer_size, s->wake_fd, &s->cancel,
+			     &s->ls);
+	if (r < 0) {
+		ptd_diagf(diag, r, "cannot set up the trace buffers "
+			  "(data %zu, aux %zu bytes): %s",
+			  s->cfg.data_buffer_size, s->cfg.aux_buffer_size,
+			  ptd_strerror(r));
+		goto fail;
+	}
+	r = pthread_create(&s->src, NULL, source_main, s);
+	if (r != 0) {
+		r = -r;
+		goto fail;
+	}
+	s->src_started = true;
+	/* attached (or refused) before we answer */
+	(void)pthread_mutex_lock(&s->lock);
+	while (s->state == 0)
+		(void)pthread_cond_wait(&s->cond, &s->lock);
+	(void)pthread_mutex_unlock(&s->lock);
+	if (s->state < 0) {
+		(void)pthread_join(s->src, NULL);
+		r = s->src_err;
+		ptd_diagf(diag, r, "%s", s->src_diag.msg[0] ? s->src_diag.msg
+							    : ptd_strerror(r));
+		goto fail;
+	}
+	r = pthread_create(&s->dec, NULL, decode_main, s);
+	if (r != 0) {
+		/* cannot decode: let the target go */
+		atomic_store(&s->stop, 1);
+		atomic_store(&s->cancel, 1);
+		while (!atomic_load(&s->src_done)) {
+			(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
+			(void)usleep(10000);
+		}
+		(void)pthread_join(s->src, NULL);
+		r = -r;
+		goto fail;
+	}
+	s->dec_started = true;
+	*ret_session = s;
+	return 0;
+fail:
+	session_destroy(s);
+	return r;
+}
+
+void ptd_session_stop(struct ptd_session *s,
+		      enum ptd_session_end_reason reason)
+{
+	int zero = 0;
+
+	if (!s)
+		return;
+	if (atomic_compare_exchange_strong(&s->stop, &zero, 1))
+		atomic_store(&s->reason, (int)reason);
+	wake(s);
+}
+
+void ptd_session_get_stats(struct ptd_session *s,
+			   struct ptd_session_stats *ret)
+{
+	struct ptd_livesink_thread *lt[1];
+	size_t n = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->source = s->source;
+	while (ptd_livesink_threads(s->ls, n, lt, 1) == 1) {
+		n++;
+		if (!atomic_load(&lt[0]->ended))
+			ret->threads_live++;
+	}
+	ret->threads = (unsigned)n;
+	ret->trace_bytes = atomic_load(&s->trace_bytes);
+	ret->insns = atomic_load(&s->insns);
+	ret->records = atomic_load(&s->records);
+	ret->lost_bytes = atomic_load(&s->lost_bytes);
+	ret->ended = atomic_load(&s->ended);
+}
+
+pid_t ptd_session_pid(const struct ptd_session *s)
+{
+	return s->o.pid;
+}
+
+void ptd_session_free(struct ptd_session *s)
+{
+	if (!s)
+		return;
+	if (!atomic_load(&s->end_called))
+		ptd_session_stop(s, PTD_END_SHUTDOWN);
+	if (s->dec_started)
+		(void)pthread_join(s->dec, NULL);
+	if (s->src_started)
+		(void)pthread_join(s->src, NULL);
+	session_destroy(s);
+}

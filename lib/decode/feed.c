@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: MIT */
+#include "decode/feed.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aspace/timeline.h"
+#include "common/fileio.h"
+#include "perf/sideband.h"
+
+#define CODE_MAX (256ull << 20)	/* one snapshot */
+
+struct ptd_feed {
+	struct ptd_perf_reader reader;	/* large: keep it on the heap */
+	struct ptd_stream *stream;
+	pid_t tid;
+	char *snapdir;
+	atomic_uint *snapseq;
+	uint64_t sample_type;
+	bool sample_id_all;
+	bool ended;
+	struct ptd_feed_stats st;
+	struct ptd_diag *diag;		/* during a drain */
+	/* a snapshot being reassembled from CODE chunks */
+	uint8_t *code;
+	uint64_t code_vaddr, code_len, code_have;
+	char code_name[256];
+};
+
+static int on_aux(void *ctx, uint64_t off, const void *bytes, size_t len)
+{
+	struct ptd_feed *f = ctx;
+
+	(void)off;
+	f->st.aux_bytes += len;
+	return ptd_stream_append(f->stream, bytes, len);
+}
+
+static int on_loss(void *ctx, const struct ptd_perf_loss *l)
+{
+	struct ptd_feed *f = ctx;
+	uint64_t bytes = 0;
+
+	switch (l->kind) {
+	case PTD_PERF_LOSS_RECORDS:
+	case PTD_PERF_LOSS_SAMPLES:
+		f->st.lost_records += l->records;
+		return 0;
+	case PTD_PERF_LOSS_CORRUPT:
+		f->st.bad_records++;
+		return 0;
+	case PTD_PERF_LOSS_PARTIAL:
+	case PTD_PERF_LOSS_COLLISION:
+		/* the chunk has gaps somewhere: resync after it */
+		bytes = 1;
+		break;
+	case PTD_PERF_LOSS_TRUNCATED:
+		f->st.truncations++;
+		bytes = 1;
+		break;
+	case PTD_PERF_LOSS_AUX_GAP:
+	case PTD_PERF_LOSS_OVERWRITTEN:
+		bytes = l->bytes ? l->bytes : 1;
+		break;
+	}
+	f->st.lost_bytes += bytes;
+	return ptd_stream_lost(f->stream, bytes);
+}
+
+static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
+{
+	f->st.image_events++;
+	return ptd_stream_add_event(f->stream, ev);
+}
+
+/* Write the reassembled snapshot and hand it to the stream. */
+static int code_done(struct ptd_feed *f)
+{
+	struct ptd_tl_event ev = { 0 };
+	char file[64], path[4096 + 64];
+	int r;
+
+	snprintf(file, sizeof(file), "snap-%u.bin",
+		 atomic_fetch_add(f->snapseq, 1u));
+	snprintf(path, sizeof(path), "%s/%s", f->snapdir, file);
+	r = ptd_file_write_atomic(path, f->code, f->code_len);
+	free(f->code);
+	f->code = NULL;
+	if (r < 0)
+		return ptd_diagf(f->diag, r, "cannot write '%s': %s", path,
+				 ptd_strerror(r));
+	ev.op = PTD_TL_SNAPSHOT;
+	ev.start = f->code_vaddr;
+	ev.end = f->code_vaddr + f->code_len;
+	ev.name = f->code_name;
+	ev.file = file;
+	return add_event(f, &ev);
+}
+
+static int on_code(struct ptd_feed *f, const struct ptd_perf_code *c)
+{
+	if (c->len > CODE_MAX) {
+		f->st.bad_records++;
+		return 0;
+	}
+	if (c->offset == 0) {
+		free(f->code);
+		f->code = malloc(c->len ? c->len : 1);
+		if (!f->code)
+			return -ENOMEM;
+		f->code_vaddr = c->vaddr;
+		f->code_len = c->len;
+		f->code_have = 0;
+		snprintf(f->code_name, sizeof(f->code_name), "%s", c->name);
+	}
+	/* chunks come in order, each right after the last */
+	if (!f->code || c->vaddr != f->code_vaddr || c->len != f->code_len ||
+	    c->offset != f->code_have || c->size > c->len - c->offset) {
+		f->st.bad_records++;
+		free(f->code);
+		f->code = NULL;
+		return 0;
+	}
+	memcpy(f->code + c->offset, c->bytes, c->size);
+	f->code_have += c->size;
+	return f->code_have == f->code_len ? code_done(f) : 0;
+}
+
+static int on_record(void *ctx, const struct perf_event_header *hdr)
+{
+	struct ptd_feed *f = ctx;
+	struct ptd_perf_event e;
+	struct ptd_tl_event ev = { 0 };
+	struct ptd_diag d;
+	int r;
+
+	f->st.records++;
+	if (ptd_perf_event_parse(hdr, f->sample_type, f->sample_id_all, &e,
+				 &d) < 0) {
+		f->st.bad_records++;
+		return 0;
+	}
+	switch (e.type) {
+	case PTD_PERF_RECORD_CODE:
+		return on_code(f, &e.u.code);
+	case PERF_RECORD_EXIT:
+		if ((pid_t)e.u.task.tid == f->tid)
+			f->ended = true;
+		return 0;
+	default:
+		break;
+	}
+	r = ptd_perf_event_to_tl(&e, &ev, &d);
+	if (r < 0) {
+		f->st.bad_records++;
+		return 0;
+	}
+	if (r == 1)
+		return add_event(f, &ev);
+	/* Non-file code without ptd CODE records (the hardware path): the
+	 * decoder reads it from the live process if it can. */
+	return 0;
+}
+
+static const struct ptd_perf_reader_ops feed_ops = {
+	.record = on_record,
+	.aux = on_aux,
+	.loss = on_loss,
+};
+
+int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
+		 struct ptd_stream *stream, const char *snapdir,
+		 atomic_uint *snapseq, uint64_t sample_type,
+		 bool sample_id_all, struct ptd_feed **ret)
+{
+	struct ptd_feed *f;
+
+	if (!buf || !stream || !snapdir || !snapseq || !ret)
+		return -EINVAL;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->snapdir = strdup(snapdir);
+	if (!f->snapdir) {
+		free(f);
+		return -ENOMEM;
+	}
+	ptd_perf_reader_init(&f->reader, buf);
+	f->stream = stream;
+	f->tid = tid;
+	f->snapseq = snapseq;
+	f->sample_type = sample_type;
+	f->sample_id_all = sample_id_all;
+	*ret = f;
+	return 0;
+}
+
+void ptd_feed_free(struct ptd_feed *f)
+{
+	if (!f)
+		return;
+	free(f->code);
+	free(f->snapdir);
+	free(f);
+}
+
+int ptd_feed_drain(struct ptd_feed *f, struct ptd_diag *diag)
+{
+	int r;
+
+	f->diag = diag;
+	r = ptd_perf_reader_drain(&f->reader, &feed_ops, f);
+	f->diag = NULL;
+	return r;
+}
+
+bool ptd_feed_ended(const struct ptd_feed *f)
+{
+	return f->ended;
+}
+
+void ptd_feed_get_stats(const struct ptd_feed *f, struct ptd_feed_stats *ret)
+{
+	*ret = f->st;
+}

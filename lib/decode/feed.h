@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Feeding one perf buffer into one thread's stream decoder.
+ *
+ * A perf buffer of one traced thread (intel_pt in per-thread mode, or the
+ * software source's, swpt/livesink.h) is drained with the shared reader
+ * (perf/ring.h): AUX bytes are appended to the thread's ptd_stream;
+ * sideband records become image changes at the stream position where they
+ * appear (perf/sideband.h: MMAP2 of file code, COMM exec, ptd UNMAP, and
+ * ptd CODE chunks reassembled into a snapshot file); losses the reader
+ * reports become gaps in the stream (decoding resumes at the next PSB) and
+ * are counted; PERF_RECORD_EXIT of the thread ends it.
+ */
+#ifndef PTD_DECODE_FEED_H
+#define PTD_DECODE_FEED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "decode/stream.h"
+#include "perf/ring.h"
+
+struct ptd_feed_stats {
+	uint64_t records;	/* sideband records read */
+	uint64_t aux_bytes;	/* trace bytes appended */
+	uint64_t image_events;	/* image changes given to the stream */
+	uint64_t lost_bytes;	/* trace bytes lost (exact counts) */
+	uint64_t truncations;	/* AUX chunks cut short: an unknown
+				 * amount lost after each (counted as 1
+				 * byte in lost_bytes) */
+	uint64_t lost_records;	/* sideband records lost */
+	uint64_t bad_records;	/* malformed records skipped */
+};
+
+struct ptd_feed;
+
+/* Feed @buf (not owned) of thread @tid into @stream (not owned).  Snapshot
+ * files go to @snapdir (must exist; the stream's dir), named
+ * snap-N.bin from *@snapseq (shared by every feed of a session).
+ * @sample_type / @sample_id_all: the sideband records' layout.
+ * Returns 0 or -ENOMEM / -EINVAL. */
+int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
+		 struct ptd_stream *stream, const char *snapdir,
+		 atomic_uint *snapseq, uint64_t sample_type,
+		 bool sample_id_all, struct ptd_feed **ret);
+void ptd_feed_free(struct ptd_feed *f);
+
+/* Drain what the buffer holds into the stream (the caller then decodes).
+ * Returns records read (>= 0), or a negative error with a message in
+ * @diag (a snapshot file could not be written; the stream's own errors).
+ * Malformed records are skipped and counted, not errors. */
+int ptd_feed_drain(struct ptd_feed *f, struct ptd_diag *diag);
+
+/* The thread's PERF_RECORD_EXIT was read: nothing more will come. */
+bool ptd_feed_ended(const struct ptd_feed *f);
+
+void ptd_feed_get_stats(const struct ptd_feed *f, struct ptd_feed_stats *ret);
+
+#endif

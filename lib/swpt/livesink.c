@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The software source's live output into per-thread perf buffers.
+ */
+#include "swpt/livesink.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/strutil.h"
+#include "perf/sideband.h"
+
+#define SAMPLE_TYPE PTD_SIDEBAND_SAMPLE_TYPE
+#define WAIT_NS 200000l		/* poll interval while a ring is full */
+
+/* An encoded record kept to replay into threads that begin later. */
+struct blob {
+	size_t len;
+	uint8_t *bytes;
+};
+
+struct ptd_livesink {
+	pid_t pid;
+	size_t data_size, aux_size;
+	int wake_fd;
+	atomic_int *cancel;
+	struct ptd_swpt_out out;
+	pthread_mutex_t lock;		/* th, nth (the reader copies) */
+	struct ptd_livesink_thread **th;
+	size_t nth, cap;
+	struct ptd_livesink_thread *last;	/* lookup cache */
+	struct blob *hist;		/* image records since the last exec */
+	size_t nhist, caphist;
+	uint8_t rec[PTD_PERF_RECORD_MAX_SIZE + 8];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct ptd_perf_sample_id sid_of(const struct ptd_livesink *s,
+					pid_t tid)
+{
+	struct ptd_perf_sample_id sid = { 0 };
+
+	sid.pid = (uint32_t)s->pid;
+	sid.tid = (uint32_t)tid;
+	sid.time = now_ns();
+	return sid;
+}
+
+static struct ptd_livesink_thread *find(struct ptd_livesink *s, pid_t tid)
+{
+	if (s->last && s->last->tid == tid && !atomic_load(&s->last->ended))
+		return s->last;
+	for (size_t i = s->nth; i-- > 0;)
+		if (s->th[i]->tid == tid && !atomic_load(&s->th[i]->ended))
+			return s->last = s->th[i];
+	return NULL;
+}
+
+/* Wait until the reader made room for @data data bytes and @aux AUX bytes:
+ * the traced program waits rather than lose trace. */
+static int wait_space(struct ptd_livesink *s, struct ptd_livesink_thread *t,
+		      size_t data, size_t aux)
+{
+	for (;;) {
+		size_t dfree, afree;
+
+		ptd_perf_producer_space(&t->prod, &dfree, &afree);
+		if (dfree >= data && afree >= aux)
+			return 0;
+		if (s->cancel && atomic_load(s->cancel))
+			return -ECANCELED;
+		(void)ptd_perf_producer_flush(&t->prod);
+		(void)nanosleep(&(struct timespec){ 0, WAIT_NS }, NULL);
+	}
+}
+
+static int put_record(struct ptd_livesink *s, struct ptd_livesink_thread *t,
+		      const void *rec, size_t len)
+{
+	int r = wait_space(s, t, len, 0);
+
+	if (r < 0)
+		return r;
+	return ptd_perf_producer_record(&t->prod, rec, len);
+}
+
+/* A PERF_RECORD_AUX costs this much of the data ring. */
+static size_t aux_record_size(void)
+{
+	return sizeof(struct perf_event_header) + 3 * sizeof(uint64_t) +
+	       ptd_perf_sample_id_size(SAMPLE_TYPE);
+}
+
+static int on_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+{
+	struct ptd_livesink *s = ctx;
+	struct ptd_livesink_thread *t = find(s, tid);
+	size_t chunk_max = s->aux_size / 2;
+
+	if (!t)
+		return -ESRCH;
+	while (len > 0) {
+		size_t n = len < chunk_max ? len : chunk_max;
+		int64_t w;
+		int r = wait_space(s, t, aux_record_size(), n);
+
+		if (r < 0)
+			return r;
+		w = ptd_perf_producer_aux(&t->prod, data, n, 0);
+		if (w < 0)
+			return (int)w;
+		if ((size_t)w != n)	/* wait_space made room: cannot be */
+			return -EIO;
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int hist_add(struct ptd_livesink *s, const void *rec, size_t len)
+{
+	struct blob b = { len, malloc(len) };
+
+	if (!b.bytes)
+		return -ENOMEM;
+	memcpy(b.bytes, rec, len);
+	if (s->nhist == s->caphist) {
+		size_t cap = s->caphist ? 2 * s->caphist : 64;
+		struct blob *v = realloc(s->hist, cap * sizeof(*v));
+
+		if (!v) {
+			free(b.bytes);
+			return -ENOMEM;
+		}
+		s->hist = v;
+		s->caphist = cap;
+	}
+	s->hist[s->nhist++] = b;
+	return 0;
+}
+
+static void hist_clear(struct ptd_livesink *s)
+{
+	for (size_t i = 0; i < s->nhist; i++)
+		free(s->hist[i].bytes);
+	s->nhist = 0;
+}
+
+/* Write @rec (@len) into every live thread's ring and keep it for threads
+ * that begin later. */
+static int broadcast(struct ptd_livesink *s, const void *rec, size_t len)
+{
+	int r;
+
+	if (len == 0)
+		return -EINVAL;
+	for (size_t i = 0; i < s->nth; i++) {
+		struct ptd_livesink_thread *t = s->th[i];
+
+		if (atomic_load(&t->ended))
+			continue;
+		if ((r = put_record(s, t, rec, len)) < 0)
+			return r;
+	}
+	return hist_add(s, rec, len);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *p = strrchr(path, '/');
+
+	return p ? p + 1 : path;
+}
+
+static int on_image(void *ctx, const struct ptd_tl_event *ev,
+		    const uint8_t *code, size_t ncode)
+{
+	struct ptd_livesink *s = ctx;
+	struct ptd_perf_sample_id sid = sid_of(s, s->pid);
+	size_t len = 0;
+	int r;
+
+	switch (ev->op) {
+	case PTD_TL_MAP: {
+		struct ptd_perf_mmap m = { 0 };
+
+		m.pid = m.tid = (uint32_t)s->pid;
+		m.addr = ev->start;
+		m.len = ev->end - ev->start;
+		m.pgoff = ev->pgoff;
+		m.prot = PROT_READ | PROT_EXEC;
+		m.flags = MAP_PRIVATE;
+		m.filename = ev->path;
+		len = ptd_perf_encode_mmap2(s->rec, sizeof(s->rec), &m,
+					    SAMPLE_TYPE, &sid);
+		return broadcast(s, s->rec, len);
+	}
+	case PTD_TL_UNMAP: {
+		struct ptd_perf_unmap u = { (uint32_t)s->pid, (uint32_t)s->pid,
+					    ev->start, ev->end };
+
+		len = ptd_perf_encode_unmap(s->rec, sizeof(s->rec), &u,
+					    SAMPLE_TYPE, &sid);
+		return broadcast(s, s->rec, len);
+	}
+	case PTD_TL_EXEC: {
+		struct ptd_perf_comm c = { (uint32_t)s->pid, (uint32_t)s->pid,
+					   true, base_name(ev->path) };
+
+		/* what came before is gone for threads born later */
+		hist_clear(s);
+		len = ptd_perf_encode_comm(s->rec, sizeof(s->rec), &c,
+					   SAMPLE_TYPE, &sid);
+		return broadcast(s, s->rec, len);
+	}
+	case PTD_TL_SNAPSHOT: {
+		struct ptd_perf_code c = { 0 };
+		uint32_t max = ptd_perf_code_chunk_max(ev->name, SAMPLE_TYPE);
+
+		if (!code || ncode != ev->end - ev->start || max == 0)
+			return -EINVAL;
+		c.pid = c.tid = (uint32_t)s->pid;
+		c.vaddr = ev->start;
+		c.len = ncode;
+		c.name = ev->name;
+		for (size_t off = 0; off < ncode; off += c.size) {
+			c.offset = off;
+			c.size = (uint32_t)(ncode - off < max ? ncode - off
+							      : max);
+			c.bytes = code + off;
+			len = ptd_perf_encode_code(s->rec, sizeof(s->rec), &c,
+						   SAMPLE_TYPE, &sid);
+			if ((r = broadcast(s, s->rec, len)) < 0)
+				return r;
+		}
+		return 0;
+	}
+	}
+	return -EINVAL;
+}
+
+static int add_thread(struct ptd_livesink *s, struct ptd_livesink_thread *t)
+{
+	int r = 0;
+
+	(void)pthread_mutex_lock(&s->lock);
+	if (s->nth == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 16;
+		struct ptd_livesink_thread **v =
+			realloc(s->th, cap * sizeof(*v));
+
+		if (!v)
+			r = -ENOMEM;
+		else {
+			s->th = v;
+			s->cap = cap;
+		}
+	}
+	if (r == 0)
+		s->th[s->nth++] = t;
+	(void)pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+static int on_thread_begin(void *ctx, pid_t tid)
+{
+	struct ptd_livesink *s = ctx;
+	struct ptd_perf_sample_id sid = sid_of(s, tid);
+	struct ptd_perf_itrace_start it = { (uint32_t)s->pid, (uint32_t)tid };
+	struct ptd_livesink_thread *t = calloc(1, sizeof(*t));
+	size_t len;
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->tid = tid;
+	r = ptd_perf_buf_alloc(s->data_size, s->aux_size, false, &t->buf);
+	if (r < 0) {
+		free(t);
+		return r;
+	}
+	ptd_perf_producer_init(&t->prod, &t->buf);
+	ptd_perf_producer_set_wake(&t->prod, s->wake_fd, 1);
+	r = add_thread(s, t);
+	if (r < 0) {
+		ptd_perf_buf_free(&t->buf);
+		free(t);
+		return r;
+	}
+	len = ptd_perf_encode_itrace_start(s->rec, sizeof(s->rec), &it,
+					   SAMPLE_TYPE, &sid);
+	if ((r = put_record(s, t, s->rec, len)) < 0)
+		return r;
+	for (size_t i = 0; i < s->nhist; i++)
+		if ((r = put_record(s, t, s->hist[i].bytes,
+				    s->hist[i].len)) < 0)
+			return r;
+	return 0;
+}
+
+static int on_thread_end(void *ctx, pid_t tid)
+{
+	struct ptd_livesink *s = ctx;
+	struct ptd_livesink_thread *t = find(s, tid);
+	struct ptd_perf_sample_id sid = sid_of(s, tid);
+	struct ptd_perf_task task = { (uint32_t)s->pid, (uint32_t)s->pid,
+				      (uint32_t)tid, (uint32_t)tid, sid.time };
+	size_t len;
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	len = ptd_perf_encode_task(s->rec, sizeof(s->rec), true, &task,
+				   SAMPLE_TYPE, &sid);
+	r = put_record(s, t, s->rec, len);
+	(void)ptd_perf_producer_flush(&t->prod);
+	atomic_store(&t->ended, true);
+	if (s->last == t)
+		s->last = NULL;
+	/* wake the reader for the end even if no bytes were pending */
+	if (s->wake_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t n = write(s->wake_fd, &one, sizeof(one));
+
+		(void)n;
+	}
+	return r;
+}
+
+int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
+		     int wake_fd, atomic_int *cancel,
+		     struct ptd_livesink **ret)
+{
+	struct ptd_livesink *s;
+	long page = sysconf(_SC_PAGESIZE);
+
+	if (!ret || pid <= 0 || page <= 0 || data_size < (size_t)page ||
+	    aux_size < (size_t)page || (data_size & (data_size - 1)) ||
+	    (aux_size & (aux_size - 1)))
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = pid;
+	s->data_size = data_size;
+	s->aux_size = aux_size;
+	s->wake_fd = wake_fd;
+	s->cancel = cancel;
+	(void)pthread_mutex_init(&s->lock, NULL);
+	s->out.thread_begin = on_thread_begin;
+	s->out.pt = on_pt;
+	s->out.image = on_image;
+	s->out.thread_end = on_thread_end;
+	s->out.ctx = s;
+	*ret = s;
+	return 0;
+}
+
+void ptd_livesink_free(struct ptd_livesink *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nth; i++) {
+		ptd_perf_buf_free(&s->th[i]->buf);
+		free(s->th[i]);
+	}
+	free(s->th);
+	hist_clear(s);
+	free(s->hist);
+	(void)pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+const struct ptd_swpt_out *ptd_livesink_out(struct ptd_livesink *s)
+{
+	return &s->out;
+}
+
+size_t ptd_livesink_threads(struct ptd_livesink *s, size_t from,
+			    struct ptd_livesink_thread **out, size_t max)
+{
+	size_t n = 0;
+
+	(void)pthread_mutex_lock(&s->lock);
+	for (size_t i = from; i < s->nth && n < max; i++)
+		out[n++] = s->th[i];
+	(void)pthread_mutex_unlock(&s->lock);
+	return n;
+}
