@@ -33,6 +33,9 @@
 /* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
  * outside libipt's error range. */
 #define DEC_STOP (-1000000)
+/* Internal: more trace may follow and what comes next depends on it: stop
+ * here, holding back the pending records (decoder.h, args.more). */
+#define HOLD (-1000001)
 
 /* isids below this get a slot in the per-decoder module cache. */
 #define MODCACHE_MAX 65536
@@ -60,6 +63,18 @@ struct dec {
 
 	bool want_insn, want_block, want_event;
 
+	/* args.more: records are not delivered but kept here until the
+	 * decoder steps to the next instruction (insn path) or block (block
+	 * path); what is kept at the end is dropped.  So a decode delivers
+	 * exactly the records before its last instruction or block, wherever
+	 * it started: with trace missing at the end, libipt may run a block
+	 * through code where an event not seen yet would have ended it, and
+	 * events after the last instruction are queued or not depending on
+	 * what came before.  The next decode, with more trace, gives them. */
+	bool hold;
+	struct ptd_record *tail;
+	size_t ntail, captail;
+	bool nomem;
 	/* Pending records (see the top comment). */
 	struct ptd_record pend_insn;
 	struct ptd_record pend_blk;
@@ -101,16 +116,32 @@ static int d_sync(struct dec *d)
 		       : pt_blk_sync_forward(d->blk);
 }
 
+/* Offsets are stream offsets: libipt's offset in the buffer plus the
+ * buffer's base (decoder.h). */
 static int d_offset(const struct dec *d, uint64_t *off)
 {
-	return d->insn ? pt_insn_get_offset(d->insn, off)
-		       : pt_blk_get_offset(d->blk, off);
+	int err = d->insn ? pt_insn_get_offset(d->insn, off)
+			  : pt_blk_get_offset(d->blk, off);
+
+	if (err >= 0)
+		*off += d->a->base;
+	return err;
 }
 
 static int d_sync_offset(const struct dec *d, uint64_t *off)
 {
-	return d->insn ? pt_insn_get_sync_offset(d->insn, off)
-		       : pt_blk_get_sync_offset(d->blk, off);
+	int err = d->insn ? pt_insn_get_sync_offset(d->insn, off)
+			  : pt_blk_get_sync_offset(d->blk, off);
+
+	if (err >= 0)
+		*off += d->a->base;
+	return err;
+}
+
+/* Stream offset of the end of the buffer. */
+static uint64_t end_offset(const struct dec *d)
+{
+	return d->a->base + d->a->len;
 }
 
 static int d_event(struct dec *d, struct pt_event *ev)
@@ -121,7 +152,7 @@ static int d_event(struct dec *d, struct pt_event *ev)
 
 static uint64_t cur_offset(const struct dec *d)
 {
-	uint64_t off = 0;
+	uint64_t off = d->a->base;
 
 	(void)d_offset(d, &off);
 	return off;
@@ -141,13 +172,52 @@ static void d_time(struct dec *d)
 
 /* --- Records and delivery. --- */
 
-static int deliver(struct dec *d, const struct ptd_record *r)
+static int call_fn(struct dec *d, const struct ptd_record *r)
 {
 	int rc = d->fn(d->ctx, r);
 
 	if (rc) {
 		d->cb_rc = rc;
 		return DEC_STOP;
+	}
+	return 0;
+}
+
+/* Keep @r back (args.more, see struct dec). */
+static int keep(struct dec *d, const struct ptd_record *r)
+{
+	if (d->ntail == d->captail) {
+		size_t cap = d->captail ? 2 * d->captail : 256;
+		struct ptd_record *t = reallocarray(d->tail, cap, sizeof(*t));
+
+		if (!t) {
+			d->nomem = true;
+			return DEC_STOP;
+		}
+		d->tail = t;
+		d->captail = cap;
+	}
+	d->tail[d->ntail++] = *r;
+	return 0;
+}
+
+static int deliver(struct dec *d, const struct ptd_record *r)
+{
+	return d->hold ? keep(d, r) : call_fn(d, r);
+}
+
+/* The decoder steps to a new instruction or block: what was kept is
+ * final. */
+static int release(struct dec *d)
+{
+	size_t n = d->ntail;
+
+	d->ntail = 0;
+	for (size_t i = 0; i < n; i++) {
+		int rc = call_fn(d, &d->tail[i]);
+
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -261,8 +331,13 @@ static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
 		      uint64_t skipped)
 {
 	struct ptd_record r;
-	int rc = flush_pending(d);
+	int rc;
 
+	/* libipt's offset reaches the end of the buffer only when its read
+	 * ahead ran into the end: with more trace it would be elsewhere. */
+	if (d->a->more && off >= end_offset(d))
+		return HOLD;
+	rc = flush_pending(d);
 	if (rc)
 		return rc;
 	rec_init(d, &r, PTD_REC_ERROR);
@@ -396,7 +471,7 @@ static int drain_events(struct dec *d, int status)
 {
 	while (status & pts_event_pending) {
 		struct pt_event ev;
-		uint64_t off = 0;
+		uint64_t off = d->a->base;
 		int rc;
 
 		(void)d_offset(d, &off);
@@ -460,15 +535,19 @@ static int apply_timeline(struct dec *d)
 static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 {
 	struct ptd_rec_insn *r;
+	int rc;
 
 	if (!d->want_insn) {
 		d->st.insns++;
 		d->next_flags = 0;
-		return 0;
+		return release(d);
 	}
 	r = new_insn(d);
 	if (!r)
 		return DEC_STOP;
+	rc = release(d);
+	if (rc)
+		return rc;
 	r->ip = in->ip;
 	r->isid = in->isid;
 	r->mode = in->mode;
@@ -636,6 +715,8 @@ static int on_block(struct dec *d, const struct pt_block *b)
 	d->st.blocks++;
 	/* A new block: the previous block and its last insn are done. */
 	rc = flush_pending(d);
+	if (!rc)
+		rc = release(d);
 	if (rc)
 		return rc;
 	if (d->want_insn) {
@@ -731,11 +812,16 @@ static int decode_segment(struct dec *d, int status)
 static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 		   uint64_t ip)
 {
-	uint64_t eoff = 0, soff = d->a->len, skipped;
+	uint64_t eoff = d->a->base, soff = end_offset(d), skipped;
 	int status, rc;
 
 	(void)d_offset(d, &eoff);
 	status = d_sync(d);
+	/* More trace may follow: where decoding resumes (and so how many
+	 * bytes the error skips) is not known yet.  Hold the error and what
+	 * is pending back; a later decode with more trace reports them. */
+	if (status == -pte_eos && d->a->more)
+		return HOLD;
 	if (status >= 0)
 		(void)d_sync_offset(d, &soff);
 	else if (status != -pte_eos)
@@ -752,13 +838,29 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 	/* A sync point at or before the last one means no progress:
 	 * stop rather than loop. */
 	if (d->have_sync && soff <= d->last_sync) {
+		/* The bytes skipped run to the end of the stream, not known
+		 * yet while more may follow. */
+		if (d->a->more)
+			return HOLD;
 		rc = emit_error(d, -pte_nosync, false, soff, false, 0, "sync",
-				d->a->len > soff ? d->a->len - soff : 0);
+				end_offset(d) > soff ? end_offset(d) - soff
+						     : 0);
 		return rc ? rc : -pte_eos;
 	}
 	d->have_sync = true;
 	d->last_sync = soff;
 	return status;
+}
+
+/* The trace ran out.  At the end of the stream everything pending is
+ * delivered; while more may follow, the pending records stay back: the
+ * events after them (in trace not here yet) may still change their
+ * flags. */
+static int end_of_trace(struct dec *d)
+{
+	if (d->a->more)
+		return 0;
+	return flush_pending(d);
 }
 
 static int run(struct dec *d)
@@ -771,9 +873,9 @@ static int run(struct dec *d)
 	}
 	for (;;) {
 		if (status == -pte_eos)
-			return flush_pending(d);
-		if (status == DEC_STOP)
-			return status;
+			return end_of_trace(d);
+		if (status == DEC_STOP || status == HOLD)
+			return status == HOLD ? 0 : status;
 		if (status < 0) {
 			/* The sync point itself could not be decoded. */
 			status = recover(d, status, "sync", false, 0);
@@ -782,8 +884,10 @@ static int run(struct dec *d)
 		status = decode_segment(d, status);
 		if (status == DEC_STOP)
 			return status;
+		if (status == HOLD)
+			return 0;
 		if (status == -pte_eos)
-			return flush_pending(d);
+			return end_of_trace(d);
 		status = recover(d, status, d->err_ctx, d->err_ip_valid,
 				 d->err_ip);
 	}
@@ -795,6 +899,8 @@ static int check_args(const struct ptd_decode_opts *o,
 		      const struct ptd_decode_thread_args *a, ptd_record_fn fn)
 {
 	if (!o || !a || !fn || !a->img || (!a->pt && a->len))
+		return -EINVAL;
+	if (a->base > UINT64_MAX - a->len)
 		return -EINVAL;
 	if (o->path != PTD_PATH_INSN && o->path != PTD_PATH_BLOCK)
 		return -EINVAL;
@@ -846,6 +952,7 @@ static void close_decoder(struct dec *d)
 	if (d->own_ic)
 		ptd_insncache_free(d->ic);
 	free(d->mods);
+	free(d->tail);
 }
 
 int ptd_decode_thread(const struct ptd_decode_opts *o,
@@ -869,13 +976,16 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	d->want_insn = o->want & PTD_REC_BIT(PTD_REC_INSN);
 	d->want_block = o->want & PTD_REC_BIT(PTD_REC_BLOCK);
 	d->want_event = o->want & PTD_REC_BIT(PTD_REC_EVENT);
+	d->hold = a->more;
 	d->st.bytes = a->len;
 
 	/* An empty stream has nothing to decode (libipt refuses it). */
 	if (a->len) {
 		err = open_decoder(d);
 		if (!err)
-			err = run(d) == DEC_STOP ? d->cb_rc : 0;
+			err = run(d) == DEC_STOP
+				      ? (d->nomem ? -ENOMEM : d->cb_rc)
+				      : 0;
 	}
 	if (stats && (err >= 0 || d->cb_rc))
 		*stats = d->st;

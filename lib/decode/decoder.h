@@ -72,6 +72,19 @@ struct ptd_decode_thread_args {
 	struct ptd_image *img;		/* the thread's image */
 	struct ptd_tl_cursor *cursor;	/* NULL: image never changes */
 	struct ptd_insncache *icache;	/* block path; NULL: a private one */
+	/* Stream offset of pt[0] (0: the whole stream).  Offsets in records
+	 * and the positions compared with the cursor's events are
+	 * base + offset in @pt. */
+	uint64_t base;
+	/* More trace may follow @pt (a stream still growing, decode/stream.h):
+	 * deliver only what a decode of the longer stream would deliver the
+	 * same: the records before the last instruction (insn path) or the
+	 * last block (block path) decoded; the rest is held back, not
+	 * delivered.  Running out of trace -- also after an error, before the
+	 * next PSB+ is complete -- is not an error record, and neither is an
+	 * error at an offset libipt's read-ahead pushed to the end of @pt.
+	 * false: today's end-of-stream behaviour. */
+	bool more;
 };
 
 /* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its

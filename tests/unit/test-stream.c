@@ -1,0 +1,784 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A growing stream decodes to exactly the records of one decode of the
+ * whole stream: real programs are traced with the software source, each
+ * thread is decoded at once (the expected records), then fed to ptd_stream
+ * in random pieces with a round after each; the records must be the same,
+ * field for field, in the same order, on both decode paths.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "reccmp.h"
+#include "aspace/iscache.h"
+#include "common/fileio.h"
+#include "decode/decoder.h"
+#include "decode/stream.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+#include "swpt/tracer.h"
+
+static const char *progs_dir;
+static char workdir[256];
+static struct ptd_iscache *ic;
+/* Shared by every decode, so the JSON bodies of kept records stay valid. */
+static struct ptd_insncache *icache;
+
+/* --- Small deterministic random numbers (xorshift). --- */
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* --- Tracing. --- */
+
+/* Trace @argv into workdir/@name and load the capture; false if it could
+ * not be made (a failure is reported). */
+static bool trace(const char *name, char *const argv[], uint64_t psb_period,
+		  bool tsc, bool noretcomp, struct ptd_capture *ret)
+{
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag diag = { "" };
+	char dir[512];
+	int r;
+
+	(void)snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+	memset(&so, 0, sizeof(so));
+	so.gen.psb_period = psb_period;
+	so.gen.tsc = tsc;
+	so.gen.noretcomp = noretcomp;
+	so.outdir = dir;
+	so.quiet_target = true;
+	r = ptd_swpt_run(argv, &so, &res, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("tracing %s failed: %s (%s)", name, diag.msg,
+			    ptd_strerror(r));
+		return false;
+	}
+	r = ptd_capture_load(dir, ret, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
+		return false;
+	}
+	return true;
+}
+
+/* --- The expected records: one decode of the whole stream. --- */
+
+static struct ptd_decode_opts path_opts(const struct ptd_capture *c,
+					bool block)
+{
+	struct ptd_decode_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.cpu = c->cpu;
+	if (block) {
+		/* No block records: where libipt ends a block depends on its
+		 * block cache (warm after the first decode), so two decodes
+		 * of the same whole stream may already give different
+		 * block records. */
+		o.path = PTD_PATH_BLOCK;
+		o.json_bodies = true;
+		o.want = PTD_REC_BIT(PTD_REC_INSN) |
+			 PTD_REC_BIT(PTD_REC_EVENT);
+	} else {
+		o.path = PTD_PATH_INSN;
+		o.want = PTD_REC_BIT(PTD_REC_INSN) |
+			 PTD_REC_BIT(PTD_REC_EVENT);
+	}
+	return o;
+}
+
+/* Decode @pt[@from, @to) of thread @idx as a whole stream with the image
+ * as it stood at @from, offsets counted from @from - @shift.  */
+static int decode_whole(const struct ptd_capture *c, size_t idx,
+			const struct ptd_decode_opts *o, const uint8_t *pt,
+			size_t from, size_t to, uint64_t shift,
+			struct reclist *ret)
+{
+	struct ptd_replay_stream rs;
+	struct ptd_diag diag = { "" };
+	int r;
+
+	r = ptd_replay_open(c, idx, ic, &rs, &diag);
+	if (r == 0 && from)
+		r = ptd_tl_cursor_advance(&rs.cursor, from, rs.img, &diag);
+	if (r >= 0) {
+		rs.args.pt = pt + from;
+		rs.args.len = to - from;
+		rs.args.base = from;
+		rs.args.icache = icache;
+		r = ptd_decode_thread(o, &rs.args, reclist_add, ret, NULL);
+	}
+	ptd_replay_close(&rs);
+	for (size_t i = 0; i < ret->n; i++) {
+		if (ret->r[i].type == PTD_REC_EVENT)
+			ret->r[i].u.event.offset -= shift;
+		else if (ret->r[i].type == PTD_REC_ERROR)
+			ret->r[i].u.error.offset -= shift;
+	}
+	if (r < 0)
+		CHECK_FAIL_("whole decode failed: %s (%s)", diag.msg,
+			    ptd_strerror(r));
+	return r;
+}
+
+/* --- Feeding a stream. --- */
+
+/* Events of thread @t in the order and at the positions its cursor would
+ * apply them: events before its start at 0, an event without a position
+ * for it right after the one before. */
+struct evpos {
+	const struct ptd_tl_event *ev;
+	uint64_t pos;
+};
+
+static size_t thread_events(const struct ptd_capture *c, size_t idx,
+			    struct evpos *out)
+{
+	const struct ptd_capture_thread *t = &c->threads[idx];
+	uint64_t last = 0;
+	size_t n = 0;
+
+	for (size_t i = 0; i < c->tl.n; i++) {
+		const struct ptd_tl_event *ev = &c->tl.ev[i];
+		int64_t p = ptd_tl_event_pos(ev, t->tid);
+		uint64_t pos = ev->seq < t->first_seq || p < 0 ? 0
+							      : (uint64_t)p;
+
+		if (pos < last)
+			pos = last;
+		last = pos;
+		out[n].ev = ev;
+		out[n++].pos = pos;
+	}
+	return n;
+}
+
+struct feed {
+	size_t max_chunk;	/* 1: byte at a time */
+	bool check_anchor;
+	/* A loss: @lost_len bytes at @lost_at are not appended. */
+	size_t lost_at, lost_len;
+	size_t max_buffered;
+};
+
+/* Feed thread @idx's @pt (@len bytes) through a stream; records to @out. */
+static int feed_stream(const struct ptd_capture *c, size_t idx,
+		       const struct ptd_decode_opts *o, const uint8_t *pt,
+		       size_t len, const struct feed *f, struct reclist *out,
+		       struct ptd_stream_stats *ret_st)
+{
+	struct ptd_stream_opts so;
+	struct ptd_stream *s = NULL;
+	struct evpos *evs;
+	size_t nev, e = 0, off = 0;
+	int r;
+
+	evs = calloc(c->tl.n + 1, sizeof(*evs));
+	if (!evs)
+		return -ENOMEM;
+	nev = thread_events(c, idx, evs);
+	memset(&so, 0, sizeof(so));
+	so.decode = *o;
+	so.pid = c->pid;
+	so.tid = c->threads[idx].tid;
+	so.iscache = ic;
+	so.icache = icache;
+	so.dir = c->dir;
+	so.check_anchor = f->check_anchor;
+	so.max_buffered = f->max_buffered;
+	r = ptd_stream_new(&so, &s);
+	if (r < 0)
+		goto out;
+	for (;;) {
+		size_t n, stop = len;
+
+		/* Events due at this length go in before the bytes after. */
+		while (e < nev && evs[e].pos <= off) {
+			r = ptd_stream_add_event(s, evs[e++].ev);
+			if (r < 0)
+				goto out;
+		}
+		if (f->lost_len && off == f->lost_at) {
+			r = ptd_stream_lost(s, f->lost_len);
+			if (r < 0)
+				goto out;
+			off += f->lost_len;
+			/* Events inside the gap happened at the gap. */
+			continue;
+		}
+		if (off == len)
+			break;
+		if (e < nev && evs[e].pos < stop)
+			stop = evs[e].pos;
+		if (f->lost_len && off < f->lost_at && f->lost_at < stop)
+			stop = f->lost_at;
+		n = 1 + rnd() % f->max_chunk;
+		if (n > stop - off)
+			n = stop - off;
+		r = ptd_stream_append(s, pt + off, n);
+		if (r < 0)
+			goto out;
+		off += n;
+		r = ptd_stream_decode(s, false, reclist_add, out);
+		if (r < 0)
+			goto out;
+	}
+	r = ptd_stream_decode(s, true, reclist_add, out);
+	if (r < 0)
+		goto out;
+	ptd_stream_get_stats(s, ret_st);
+	r = 0;
+out:
+	if (r < 0)
+		CHECK_FAIL_("stream failed: %s", ptd_strerror(r));
+	ptd_stream_free(s);
+	free(evs);
+	return r;
+}
+
+/* Compare field for field; on the block path without time: an instruction
+ * there has its block's time, and blocks end where libipt's block cache
+ * (warm after the first decode) says. */
+static bool same_flags(const char *what, const struct reclist *want,
+		       const struct reclist *got, unsigned flags)
+{
+	size_t i, n = want->n < got->n ? want->n : got->n;
+	const char *field = NULL;
+
+	for (i = 0; i < n; i++)
+		if ((field = ptd_record_diff(&want->r[i], &got->r[i], flags)))
+			break;
+	if (i == n && want->n == got->n)
+		return true;
+	fprintf(stderr, "record %zu differs (%s); %zu vs %zu records\n", i,
+		field ? field : "count", want->n, got->n);
+	for (size_t j = i > 3 ? i - 3 : 0; j < i + 3; j++) {
+		fprintf(stderr, "  [%zu]\n", j);
+		if (j < want->n)
+			reccmp_print(stderr, "  whole:  ", &want->r[j]);
+		if (j < got->n)
+			reccmp_print(stderr, "  stream: ", &got->r[j]);
+	}
+	CHECK_FAIL_("%s: stream records differ from the whole decode", what);
+	return false;
+}
+
+static bool same(const char *what, const struct reclist *want,
+		 const struct reclist *got)
+{
+	return same_flags(what, want, got, 0);
+}
+
+static bool same_path(const char *what, const struct reclist *want,
+		      const struct reclist *got, bool block)
+{
+	return same_flags(what, want, got, block ? PTD_DIFF_IGNORE_TIME : 0);
+}
+
+/* Chunked decodes of every thread of @c, several seeds, both paths. */
+static void check_capture(const struct ptd_capture *c, const char *what,
+			  const size_t *chunks, size_t nchunks,
+			  double *ret_ratio, uint64_t *ret_moves)
+{
+	for (size_t t = 0; t < c->nthreads; t++) {
+		struct ptd_diag diag = { "" };
+		uint8_t *pt = NULL;
+		size_t len = 0;
+
+		if (ptd_capture_read_pt(c, t, &pt, &len, &diag) < 0) {
+			CHECK_FAIL_("%s: %s", what, diag.msg);
+			continue;
+		}
+		for (int block = 0; block < 2; block++) {
+			struct ptd_decode_opts o = path_opts(c, block);
+			struct reclist want = { 0 };
+
+			if (decode_whole(c, t, &o, pt, 0, len, 0, &want) < 0)
+				continue;
+			CHECK(want.n > 0);
+
+			for (size_t k = 0; k < nchunks; k++) {
+				struct feed f = { .max_chunk = chunks[k],
+						  .check_anchor = true };
+				struct ptd_stream_stats st;
+				struct reclist got = { 0 };
+				char label[160];
+
+				rnd_state = 0x9e3779b97f4a7c15ull + k * 7919 +
+					    (uint64_t)block;
+				(void)snprintf(label, sizeof(label),
+					       "%s tid %ld %s chunks <= %zu",
+					       what, (long)c->threads[t].tid,
+					       block ? "block" : "insn",
+					       chunks[k]);
+				if (feed_stream(c, t, &o, pt, len, &f, &got,
+						&st) == 0 &&
+				    same_path(label, &want, &got, block)) {
+					CHECK_EQ_U64(st.delivered, want.n);
+					CHECK_EQ_U64(st.anchor_mismatches, 0);
+					CHECK_EQ_U64(st.appended, len);
+					if (ret_ratio && !block && k == 0)
+						*ret_ratio = (double)st.redecoded /
+							     (double)len;
+					if (ret_moves && !block && k == 0)
+						*ret_moves += st.anchor_moves;
+				}
+				reclist_free(&got);
+			}
+			reclist_free(&want);
+		}
+		free(pt);
+	}
+}
+
+static char *prog(const char *name)
+{
+	static char path[4][512];
+	static unsigned next;
+	char *p = path[next++ % 4];
+
+	if (name[0] == '/')
+		(void)snprintf(p, 512, "%s", name);
+	else
+		(void)snprintf(p, 512, "%s/prog-%s", progs_dir, name);
+	return p;
+}
+
+/* Check a capture traced with a small PSB period: exact, and the anchor
+ * moves so that little is decoded twice. */
+static void check_small_psb(struct ptd_capture *c, const char *what)
+{
+	static const size_t chunks[] = { 4096, 64, 9000 };
+	double ratio = 0;
+	uint64_t moves = 0;
+
+	check_capture(c, what, chunks, 3, &ratio, &moves);
+	fprintf(stderr, "  %s: re-decoded %.2fx appended, %llu anchor moves\n",
+		what, ratio, (unsigned long long)moves);
+	CHECK(moves > 0);
+	CHECK(ratio < 3.0);
+}
+
+/* Trace prog-@name with PSBs every 256 bytes (tracing is slow under ASan:
+ * one configuration a program, the options vary between programs). */
+static void check_prog(const char *name, const char *arg, bool tsc,
+		       bool noretcomp)
+{
+	char *argv[] = { prog(name), (char *)arg, NULL };
+	struct ptd_capture c;
+
+	if (access(argv[0], X_OK) != 0) {
+		CHECK_FAIL_("%s is missing (build the test programs)",
+			    argv[0]);
+		return;
+	}
+	if (trace(name, argv, 256, tsc, noretcomp, &c)) {
+		check_small_psb(&c, name);
+		ptd_capture_free(&c);
+	}
+}
+
+static void test_fnptr(void) { check_prog("fnptr", NULL, false, false); }
+static void test_signal(void) { check_prog("signal", NULL, true, false); }
+static void test_threads(void) { check_prog("threads", NULL, false, true); }
+static void test_exec(void) { check_prog("exec", NULL, true, true); }
+static void test_jit(void) { check_prog("jit", NULL, false, false); }
+
+static void test_dlopen(void)
+{
+	char lib[512];
+
+	(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs_dir);
+	check_prog("dlopen", lib, true, false);
+}
+
+/* --- One small capture, shared by the tests below. --- */
+
+static struct ptd_capture small;
+static bool have_small;
+static uint8_t *small_pt;
+static size_t small_len;
+
+static bool get_small(void)
+{
+	char *argv[] = { prog("recursion"), NULL };
+	struct ptd_diag diag = { "" };
+
+	if (have_small)
+		return true;
+	/* No return compression: see test_corrupt. */
+	if (!trace("small", argv, 256, true, true, &small))
+		return false;
+	if (ptd_capture_read_pt(&small, 0, &small_pt, &small_len, &diag) < 0) {
+		CHECK_FAIL_("%s", diag.msg);
+		ptd_capture_free(&small);
+		return false;
+	}
+	have_small = true;
+	return true;
+}
+
+/* Byte at a time, on a prefix of a small trace, both paths. */
+static void test_byte_at_a_time(void)
+{
+	size_t len;
+
+	REQUIRE(get_small());
+	len = small_len < 6000 ? small_len : 6000;
+	for (int block = 0; block < 2; block++) {
+		struct ptd_decode_opts o = path_opts(&small, block);
+		struct reclist want = { 0 }, got = { 0 };
+		struct feed f = { .max_chunk = 1, .check_anchor = true };
+		struct ptd_stream_stats st;
+
+		REQUIRE(decode_whole(&small, 0, &o, small_pt, 0, len, 0,
+				     &want) == 0);
+		if (feed_stream(&small, 0, &o, small_pt, len, &f, &got, &st) ==
+		    0)
+			(void)same_path(block ? "byte at a time, block"
+					      : "byte at a time, insn",
+					&want, &got, block);
+		CHECK_EQ_U64(st.rounds, len + 1);
+		CHECK_EQ_U64(st.anchor_mismatches, 0);
+		reclist_free(&want);
+		reclist_free(&got);
+	}
+}
+
+static void test_recursion(void)
+{
+	REQUIRE(get_small());
+	check_small_psb(&small, "recursion");
+}
+
+/* Flipped bytes: error records and resyncs, the same chunked as whole.
+ * Without return compression: with it, a corrupt byte can send a decode
+ * that passes a PSB down a wrong path that pops a return-stack entry from
+ * before the PSB, which a decode starting at the PSB does not have. */
+static void test_corrupt(void)
+{
+	static const size_t chunks[] = { 1000, 37, 5000 };
+	uint8_t *pt;
+
+	REQUIRE(get_small());
+	REQUIRE(small_len > 4000);
+	pt = malloc(small_len);
+	REQUIRE(pt);
+	for (unsigned seed = 1; seed <= 3; seed++) {
+		memcpy(pt, small_pt, small_len);
+		rnd_state = seed * 0x2545f4914f6cdd1dull;
+		for (int i = 0; i < 4; i++)
+			pt[rnd() % small_len] ^= (uint8_t)(1 + rnd() % 255);
+		for (int block = 0; block < 2; block++) {
+			struct ptd_decode_opts o = path_opts(&small, block);
+			struct reclist want = { 0 };
+			size_t errors = 0;
+
+			REQUIRE(decode_whole(&small, 0, &o, pt, 0, small_len,
+					     0, &want) == 0);
+
+			for (size_t i = 0; i < want.n; i++)
+				errors += want.r[i].type == PTD_REC_ERROR;
+			if (seed == 1 && !block)
+				fprintf(stderr, "  corrupt: %zu error records\n",
+					errors);
+			for (size_t k = 0; k < 3; k++) {
+				struct feed f = { .max_chunk = chunks[k],
+						  .check_anchor = true };
+				struct reclist got = { 0 };
+				struct ptd_stream_stats st;
+
+				rnd_state = 77 + k;
+				if (feed_stream(&small, 0, &o, pt, small_len, &f,
+						&got, &st) == 0)
+					(void)same_path("corrupt", &want, &got,
+						     block);
+				reclist_free(&got);
+			}
+			reclist_free(&want);
+		}
+	}
+	free(pt);
+}
+
+/* A loss: before it the whole decode of the prefix, then a record saying
+ * what was lost, then the decode from the next PSB after the gap. */
+static void test_lost(void)
+{
+	size_t at, gap = 300;
+
+	REQUIRE(get_small());
+	REQUIRE(small_len > 3000);
+	at = small_len / 2 + 5;
+	for (int block = 0; block < 2; block++) {
+		struct ptd_decode_opts o = path_opts(&small, block);
+		struct reclist pre = { 0 }, post = { 0 }, got = { 0 };
+		struct feed f = { .max_chunk = 700, .check_anchor = true,
+				  .lost_at = at, .lost_len = gap };
+		struct ptd_stream_stats st;
+		struct reclist head, tail;
+		const struct ptd_rec_error *e;
+
+		REQUIRE(decode_whole(&small, 0, &o, small_pt, 0, at, 0, &pre) ==
+			0);
+		REQUIRE(decode_whole(&small, 0, &o, small_pt, at + gap,
+				     small_len, gap, &post) == 0);
+		rnd_state = 99;
+		REQUIRE(feed_stream(&small, 0, &o, small_pt, small_len, &f,
+				    &got, &st) == 0);
+		REQUIRE(got.n == pre.n + 1 + post.n);
+		head = got;
+		head.n = pre.n;
+		(void)same_path("before the loss", &pre, &head, block);
+		e = &got.r[pre.n].u.error;
+		CHECK_EQ_INT(got.r[pre.n].type, PTD_REC_ERROR);
+		CHECK_EQ_INT(e->code, -PTD_ETRUNC);
+		CHECK_EQ_STR(e->context, "lost");
+		CHECK_EQ_U64(e->offset, at);
+		CHECK_EQ_U64(e->skipped, gap);
+		tail = got;
+		tail.r += pre.n + 1;
+		tail.n = post.n;
+		(void)same_path("after the loss", &post, &tail, block);
+		CHECK(post.n > 0);
+		CHECK_EQ_U64(st.lost, gap);
+		CHECK_EQ_U64(st.segments, 2);
+		reclist_free(&pre);
+		reclist_free(&post);
+		reclist_free(&got);
+	}
+}
+
+/* Beyond max_buffered the segment ends with an "overflow" record. */
+static void test_overflow(void)
+{
+	struct ptd_decode_opts o;
+	struct feed f = { .max_chunk = 512, .max_buffered = 1024 };
+	struct reclist got = { 0 };
+	struct ptd_stream_stats st;
+	struct ptd_capture c;
+	char *argv[] = { prog("recursion"), NULL };
+	size_t overflows = 0;
+	uint8_t *pt = NULL;
+	size_t len = 0;
+	struct ptd_diag diag = { "" };
+
+	/* One PSB: the anchor never moves, the records are still exact. */
+	REQUIRE(trace("psb1m", argv, 1u << 20, false, false, &c));
+	{
+		static const size_t chunks[] = { 3000 };
+		uint64_t moves = 0;
+
+		check_capture(&c, "psb1m", chunks, 1, NULL, &moves);
+		CHECK_EQ_U64(moves, 0);
+	}
+	/* With a small bound the buffer fills. */
+	o = path_opts(&c, false);
+	if (ptd_capture_read_pt(&c, 0, &pt, &len, &diag) == 0 && len > 4096) {
+		rnd_state = 5;
+		if (feed_stream(&c, 0, &o, pt, len, &f, &got, &st) == 0) {
+			for (size_t i = 0; i < got.n; i++)
+				if (got.r[i].type == PTD_REC_ERROR &&
+				    !strcmp(got.r[i].u.error.context,
+					    "overflow"))
+					overflows++;
+			CHECK(overflows > 0);
+			CHECK_EQ_U64(st.overflows, overflows);
+		}
+	} else {
+		CHECK_FAIL_("trace too small: %zu bytes", len);
+	}
+	reclist_free(&got);
+	free(pt);
+	ptd_capture_free(&c);
+}
+
+/* A callback that stops: the records it got count, the rest follows. */
+static void test_callback_stop(void)
+{
+	struct ptd_decode_opts o;
+	struct ptd_stream_opts so;
+	struct ptd_stream *s = NULL;
+	struct reclist want = { 0 }, got = { 0 };
+	int r, rounds = 0;
+
+	REQUIRE(get_small());
+	o = path_opts(&small, false);
+	REQUIRE(decode_whole(&small, 0, &o, small_pt, 0, small_len, 0,
+			     &want) == 0);
+	memset(&so, 0, sizeof(so));
+	so.decode = o;
+	so.pid = small.pid;
+	so.tid = small.threads[0].tid;
+	so.iscache = ic;
+	so.dir = small.dir;
+	REQUIRE(ptd_stream_new(&so, &s) == 0);
+	/* Every event is in place before the bytes after it: add them all
+	 * at their positions by feeding byte ranges between them. */
+	{
+		struct evpos *evs = calloc(small.tl.n + 1, sizeof(*evs));
+		size_t nev, e = 0, off = 0;
+
+		REQUIRE(evs);
+		nev = thread_events(&small, 0, evs);
+		while (off < small_len || e < nev) {
+			size_t stop = small_len;
+
+			while (e < nev && evs[e].pos <= off)
+				CHECK_EQ_INT(ptd_stream_add_event(s,
+								  evs[e++].ev),
+					     0);
+			if (off == small_len)
+				break;
+			if (e < nev && evs[e].pos < stop)
+				stop = evs[e].pos;
+			CHECK_EQ_INT(ptd_stream_append(s, small_pt + off,
+						       stop - off),
+				     0);
+			off = stop;
+		}
+		free(evs);
+	}
+	/* Stop after every 1000 records. */
+	for (;;) {
+		got.stop_after = got.n + 1000;
+		got.stop_rc = -EAGAIN;
+		r = ptd_stream_decode(s, true, reclist_add, &got);
+		rounds++;
+		if (r != -EAGAIN)
+			break;
+		REQUIRE(rounds < 100000);
+	}
+	CHECK(r >= 0);
+	CHECK(rounds > 1);
+	(void)same("stopping callback", &want, &got);
+	/* Decoded final: no more input. */
+	CHECK_EQ_INT(ptd_stream_append(s, small_pt, 1), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_lost(s, 1), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_decode(s, true, reclist_add, &got), 0);
+	ptd_stream_free(s);
+	reclist_free(&want);
+	reclist_free(&got);
+}
+
+static void test_args(void)
+{
+	struct ptd_stream_opts so;
+	struct ptd_stream *s = NULL;
+	struct ptd_tl_event ev;
+	struct reclist got = { 0 };
+
+	memset(&so, 0, sizeof(so));
+	so.tid = 1;
+	CHECK_EQ_INT(ptd_stream_new(NULL, &s), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_new(&so, &s), -EINVAL); /* no iscache */
+	so.iscache = ic;
+	CHECK_EQ_INT(ptd_stream_new(&so, NULL), -EINVAL);
+	so.tid = 0;
+	CHECK_EQ_INT(ptd_stream_new(&so, &s), -EINVAL);
+	so.tid = 1;
+	so.decode.path = (enum ptd_decode_path)7;
+	CHECK_EQ_INT(ptd_stream_new(&so, &s), -EINVAL);
+	so.decode.path = PTD_PATH_INSN;
+	so.decode.want = PTD_REC_BIT(PTD_REC_BLOCK);
+	CHECK_EQ_INT(ptd_stream_new(&so, &s), -EINVAL);
+	so.decode.want = PTD_REC_ALL + 1;
+	CHECK_EQ_INT(ptd_stream_new(&so, &s), -EINVAL);
+	so.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	REQUIRE(ptd_stream_new(&so, &s) == 0);
+	CHECK_EQ_INT(ptd_stream_append(NULL, (const uint8_t *)"", 1), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_append(s, NULL, 1), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_append(s, NULL, 0), 0);
+	CHECK_EQ_INT(ptd_stream_lost(s, 0), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_lost(NULL, 1), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_add_event(s, NULL), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_decode(s, false, NULL, NULL), -EINVAL);
+	CHECK_EQ_INT(ptd_stream_decode(NULL, false, reclist_add, &got),
+		     -EINVAL);
+	/* Nothing yet, then garbage with no PSB: no records, no errors. */
+	CHECK_EQ_INT(ptd_stream_decode(s, false, reclist_add, &got), 0);
+	CHECK_EQ_INT(ptd_stream_append(s, (const uint8_t *)"\x55\x55\x55", 3),
+		     0);
+	memset(&ev, 0, sizeof(ev));
+	ev.op = PTD_TL_UNMAP;
+	ev.start = 0x1000;
+	ev.end = 0x2000;
+	CHECK_EQ_INT(ptd_stream_add_event(s, &ev), 0);
+	CHECK_EQ_INT(ptd_stream_decode(s, false, reclist_add, &got), 0);
+	CHECK_EQ_INT(ptd_stream_decode(s, true, reclist_add, &got), 0);
+	CHECK_EQ_U64(got.n, 0);
+	CHECK_EQ_INT(ptd_stream_add_event(s, &ev), -EINVAL);
+	ptd_stream_free(s);
+	ptd_stream_free(NULL);
+	/* Too many losses waiting for a round. */
+	REQUIRE(ptd_stream_new(&so, &s) == 0);
+	{
+		int r = 0;
+
+		for (unsigned i = 0; i <= PTD_STREAM_MAX_SEGMENTS && !r; i++)
+			r = ptd_stream_lost(s, 1);
+		CHECK_EQ_INT(r, -PTD_ELIMIT);
+		/* A round delivers one "lost" record each. */
+		r = ptd_stream_decode(s, false, reclist_add, &got);
+		CHECK_EQ_INT(r, PTD_STREAM_MAX_SEGMENTS);
+		CHECK_EQ_INT(ptd_stream_lost(s, 1), 0);
+	}
+	ptd_stream_free(s);
+	reclist_free(&got);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	progs_dir = getenv("PTD_TEST_PROGS");
+	if (!progs_dir)
+		SKIP_ALL("PTD_TEST_PROGS is not set (run through meson test)");
+	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-stream-XXXXXX",
+		       tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(workdir)) {
+		fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	ic = ptd_iscache_new();
+	icache = ptd_insncache_new(0);
+	if (!ic || !icache)
+		return 1;
+	RUN(test_args);
+	RUN(test_callback_stop);
+	RUN(test_byte_at_a_time);
+	RUN(test_corrupt);
+	RUN(test_lost);
+	RUN(test_overflow);
+	RUN(test_recursion);
+	RUN(test_fnptr);
+	RUN(test_signal);
+	RUN(test_threads);
+	RUN(test_dlopen);
+	RUN(test_exec);
+	RUN(test_jit);
+	if (have_small) {
+		free(small_pt);
+		ptd_capture_free(&small);
+	}
+	ptd_insncache_free(icache);
+	ptd_iscache_free(ic);
+	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
+		(void)ptd_rm_rf(workdir);
+	else
+		fprintf(stderr, "captures kept in %s\n", workdir);
+	return check_done();
+}
