@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "aspace/iscache.h"
@@ -65,6 +66,8 @@ struct ptd_session {
 	struct ptd_diag src_diag;
 
 	struct ptd_livesink *ls;
+	struct ptd_swpt_out out;	/* the livesink's, checked at exec */
+	bool exec_refused;		/* ended at a privileged exec */
 	struct ptd_iscache *iscache;
 	struct ptd_insncache *icache;
 	atomic_uint snapseq;
@@ -122,6 +125,56 @@ const char *ptd_session_end_name(enum ptd_session_end_reason r)
 
 /* ---- source thread --------------------------------------------------- */
 
+/* Whether @pid is still @uid's to trace: /proc/PID/mem belongs to the
+ * effective uid of a dumpable process and to root otherwise (the kernel's
+ * task_dump_owner), so a set-user-ID or set-group-ID exec shows there. */
+static bool still_owned(pid_t pid, uid_t uid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	return stat(path, &st) == 0 && st.st_uid == uid;
+}
+
+static int out_thread_begin(void *ctx, pid_t tid)
+{
+	struct ptd_session *s = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+
+	return o->thread_begin(o->ctx, tid);
+}
+
+static int out_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+{
+	struct ptd_session *s = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+
+	return o->pt(o->ctx, tid, data, len);
+}
+
+static int out_image(void *ctx, const struct ptd_tl_event *ev,
+		     const uint8_t *code, size_t ncode)
+{
+	struct ptd_session *s = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+
+	if (ev->op == PTD_TL_EXEC && s->o.uid != 0 &&
+	    !still_owned(s->o.pid, s->o.uid)) {
+		s->exec_refused = true;
+		return -EPERM;
+	}
+	return o->image(o->ctx, ev, code, ncode);
+}
+
+static int out_thread_end(void *ctx, pid_t tid)
+{
+	struct ptd_session *s = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+
+	return o->thread_end(o->ctx, tid);
+}
+
 static void on_signal(int sig)
 {
 	(void)sig;
@@ -172,7 +225,12 @@ static void *source_main(void *arg)
 	so.gen.tsc = s->o.tsc;
 	so.gen.psb_period = 4096;	/* the stream decoder's anchors */
 	so.outdir = s->capture_dir;
-	so.out = ptd_livesink_out(s->ls);
+	s->out.thread_begin = out_thread_begin;
+	s->out.pt = out_pt;
+	s->out.image = out_image;
+	s->out.thread_end = out_thread_end;
+	s->out.ctx = s;
+	so.out = &s->out;
 	so.max_insns = s->o.max_insns;
 	so.stop = &s->stop;
 	so.started = on_started;
@@ -289,6 +347,12 @@ static void finish(struct ptd_session *s, int err, const struct ptd_diag *d)
 		end.reason = PTD_END_ERROR;
 		snprintf(end.message, sizeof(end.message), "%s",
 			 err < 0 ? d->msg : s->src_diag.msg);
+		if (s->exec_refused)
+			snprintf(end.message, sizeof(end.message),
+				 "process %d executed a program uid %u may "
+				 "not trace (set-user-ID or set-group-ID): "
+				 "detached before it ran", (int)s->o.pid,
+				 (unsigned)s->o.uid);
 		if (!end.message[0])
 			snprintf(end.message, sizeof(end.message), "%s",
 				 ptd_strerror(err < 0 ? err : s->src_err));

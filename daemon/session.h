@@ -46,6 +46,12 @@ struct ptd_session_opts {
 	 * empty.  NULL: none.  (Tests and `ptctl verify` check a live stream
 	 * against it; the daemon lets only root ask for it.) */
 	const char *capture_dir;
+	/* The client's uid.  Not 0: when the process execs a program that
+	 * is no longer that user's to trace (set-user-ID or set-group-ID:
+	 * its /proc/PID/mem is no longer owned by @uid), the session ends
+	 * with an error before the new program runs an instruction -- ptd's
+	 * CAP_SYS_PTRACE must not let a user watch a privileged program. */
+	uid_t uid;
 	const struct ptd_config *config;	/* sizes, software_source,
 						 * intel_pt_sysfs; copied */
 };

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <grp.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,11 +20,15 @@ struct target {
 	int out;	/* its stdout */
 };
 
-/* Start @progs_dir/prog-attach for @secs seconds; return once its threads
- * run.  Returns 0 or -errno. */
-static inline int target_start(const char *progs_dir, double secs,
-			       struct target *t)
+/* Start @progs_dir/prog-attach for @secs seconds as @uid (-1: ours),
+ * then exec @then (NULL-terminated argv, NULL: exit); return once its
+ * threads run.  Returns 0 or -errno. */
+static inline int target_start_as(const char *progs_dir, double secs,
+				  uid_t uid, char *const then[],
+				  struct target *t)
 {
+	char *argv[16];
+	size_t na = 0;
 	char path[512], arg[32], buf[16];
 	int ready[2], out[2];
 	ssize_t n;
@@ -37,7 +43,16 @@ static inline int target_start(const char *progs_dir, double secs,
 	if (t->pid == 0) {
 		(void)dup2(out[1], 1);
 		(void)dup2(ready[1], 3);
-		execl(path, path, arg, (char *)NULL);
+		argv[na++] = path;
+		argv[na++] = arg;
+		for (size_t i = 0; then && then[i] && na < 15; i++)
+			argv[na++] = then[i];
+		argv[na] = NULL;
+		if (uid != (uid_t)-1 &&
+		    (setgroups(0, NULL) < 0 || setgid(uid) < 0 ||
+		     setuid(uid) < 0))
+			_exit(126);
+		execv(path, argv);
 		_exit(127);
 	}
 	(void)close(ready[1]);
@@ -46,6 +61,12 @@ static inline int target_start(const char *progs_dir, double secs,
 	n = read(ready[0], buf, sizeof(buf));
 	(void)close(ready[0]);
 	return n == 6 ? 0 : -EIO;
+}
+
+static inline int target_start(const char *progs_dir, double secs,
+			       struct target *t)
+{
+	return target_start_as(progs_dir, secs, (uid_t)-1, NULL, t);
 }
 
 /* Its output so far up to EOF (it exited), NUL-terminated in @buf. */

@@ -1108,6 +1108,36 @@ static int on_first_stop(struct tracer *tr, struct tthread *t, int sig,
 	return resume(tr, t, sig == SIGSTOP || sig == SIGTRAP ? 0 : sig);
 }
 
+static int add_exec_event(struct tracer *tr);
+
+/* A seized thread's first stop is an event inside a syscall (it was
+ * seized as it made it): the syscall completes with a step stop at the
+ * same ip when resumed, where nothing ran.  After an exec the image is new
+ * (the maps read at the attach may be the old program's). */
+static int on_first_event(struct tracer *tr, struct tthread *t, int event,
+			  const struct user_regs_struct *regs)
+{
+	int r;
+
+	t->started = true;
+	t->after_exec = true;
+	if (event == PTRACE_EVENT_EXEC) {
+		r = check_64bit(tr, regs);
+		if (r == 0)
+			r = add_exec_event(tr);
+		if (r == 0)
+			r = maps_load_all(tr);
+		if (r < 0)
+			return r;
+	}
+	r = prepare(tr, t, regs->rip, regs->rax);
+	if (r < 0)
+		return r;
+	if (tr->detaching)
+		return detach_thread(tr, t);
+	return resume(tr, t, 0);
+}
+
 /* A stop of a task we do not know: a new thread whose parent's clone event
  * has not been seen yet, or a child process of the target. */
 static int on_unknown(struct tracer *tr, pid_t pid, int status,
@@ -1394,6 +1424,9 @@ static int on_wait(struct tracer *tr, pid_t pid, int status)
 		return r;
 	if (!t)
 		return on_unknown(tr, pid, status, &regs);
+	if (!t->started && tr->seized && (status >> 16) != 0 &&
+	    (status >> 16) != PTRACE_EVENT_STOP)
+		return on_first_event(tr, t, status >> 16, &regs);
 	if (!t->started)
 		return on_first_stop(tr, t, WSTOPSIG(status), &regs);
 	return on_stopped(tr, t, status, &regs);
@@ -1915,7 +1948,10 @@ static void release_all(struct tracer *tr)
 
 		if (t->reaped)
 			continue;
-		if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0)
+		/* stopped already (the error came at its stop): go now */
+		if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) == 0)
+			t->reaped = true;
+		else if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0)
 			left++;
 		else
 			t->reaped = true;

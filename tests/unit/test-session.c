@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -272,6 +274,65 @@ static void test_session_exit(void)
 	collect_free(&c);
 }
 
+/* A user's session must not follow its process into a set-user-ID
+ * program: the session ends at the exec, before the program runs. */
+static void test_session_setuid_exec(void)
+{
+	static const char *const suid[] = { "/bin/su", "/usr/bin/passwd",
+					    "/usr/bin/chfn" };
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct collect c;
+	struct target t;
+	const char *prog = NULL;
+	char *then[3];
+	struct stat st;
+	int r, status;
+
+	for (size_t i = 0; i < sizeof(suid) / sizeof(suid[0]); i++)
+		if (stat(suid[i], &st) == 0 && (st.st_mode & S_ISUID) &&
+		    st.st_uid == 0)
+			prog = suid[i];
+	if (!prog || getuid() != 0) {
+		fprintf(stderr, "  skipped: needs root and a set-user-ID "
+			"root program\n");
+		return;
+	}
+	then[0] = (char *)prog;
+	then[1] = (char *)"--help";
+	then[2] = NULL;
+	collect_init(&c);
+	sink.record = on_record;
+	sink.ended = on_ended;
+	sink.ctx = &c;
+	REQUIRE(target_start_as(progs_dir, 0.3, 65534, then, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.uid = 65534;
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	REQUIRE(r == 0);
+	wait_end(&c);
+	CHECK_EQ_INT(c.end.reason, PTD_END_ERROR);
+	CHECK_CONTAINS(c.end.message, "set-user-ID");
+	fprintf(stderr, "  %s\n", c.end.message);
+	ptd_session_free(s);
+	/* the program ran on, untraced, and finished */
+	{
+		char out[4096];
+
+		target_output(&t, out, sizeof(out));
+	}
+	CHECK(waitpid(t.pid, &status, 0) == t.pid);
+	if (!WIFEXITED(status))
+		CHECK_FAIL_("%s ended by signal %d", prog,
+			    WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+	collect_free(&c);
+}
+
 static void test_session_refused(void)
 {
 	struct ptd_session_opts o = { 0 };
@@ -314,6 +375,7 @@ int main(void)
 	RUN(test_session_refused);
 	RUN(test_session_detach);
 	RUN(test_session_exit);
+	RUN(test_session_setuid_exec);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	return check_done();
