@@ -22,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "aspace/elf.h"
@@ -44,6 +46,14 @@ enum {
 	EXIT_INPUT = 2,
 	EXIT_DECODE_ERRORS = 3,
 	EXIT_MISMATCH = 4,
+	/* daemon verbs */
+	EXIT_CONNECT = 5,	/* ptd not running, or the socket refused us */
+	EXIT_REFUSED = 6,	/* ptd refused the request (bad request...) */
+	EXIT_NOT_FOUND = 7,	/* no such process / session */
+	EXIT_PERMISSION = 8,	/* not allowed to trace that process */
+	EXIT_NO_PT = 9,		/* no Intel PT, software source disabled */
+	EXIT_LIMIT = 10,	/* a ptd limit (sessions, subscribers) */
+	EXIT_STREAM = 11,	/* the stream ended on error or shutdown */
 };
 
 static const char *arg_program = "ptctl";
@@ -824,6 +834,629 @@ out:
 	return ret;
 }
 
+
+/* ---- daemon verbs: talk to ptd over its socket ---- */
+
+#define PTCTL_DEFAULT_SOCKET "/run/ptd/ptd.sock"
+/* Longest response line ptctl accepts. */
+#define PTCTL_MAX_LINE (16u << 20)
+
+static const char *arg_socket;
+
+static const char *socket_path(void)
+{
+	const char *env = getenv("PTD_SOCKET");
+
+	if (arg_socket)
+		return arg_socket;
+	return env && *env ? env : PTCTL_DEFAULT_SOCKET;
+}
+
+/* Connect to ptd; on failure say why and what to do. */
+static int client_connect(FILE **ret)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *path = socket_path();
+	int fd, err;
+	FILE *f;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errx_msg("socket path '%s' is too long", path);
+		return EXIT_USAGE;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		errx_msg("cannot create a socket: %s", strerror(errno));
+		return EXIT_CONNECT;
+	}
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		err = errno;
+		close(fd);
+		if (err == ENOENT || err == ECONNREFUSED)
+			errx_msg("cannot connect to %s: %s — is ptd running? "
+				 "(systemctl start ptd)",
+				 path,
+				 err == ENOENT ? "no such file"
+					       : "connection refused");
+		else if (err == EACCES || err == EPERM)
+			errx_msg("cannot connect to %s: permission denied — "
+				 "ask to be added to the socket's group "
+				 "(usually 'ptd')",
+				 path);
+		else
+			errx_msg("cannot connect to %s: %s", path,
+				 strerror(err));
+		return EXIT_CONNECT;
+	}
+	f = fdopen(fd, "r+");
+	if (!f) {
+		close(fd);
+		errx_msg("out of memory");
+		return EXIT_CONNECT;
+	}
+	*ret = f;
+	return 0;
+}
+
+/* Read one line (without the newline) into *line. Returns its length, or
+ * -1 at EOF/error. */
+static ssize_t read_line(FILE *f, char **line, size_t *cap)
+{
+	ssize_t n = getline(line, cap, f);
+
+	if (n <= 0)
+		return -1;
+	if ((size_t)n > PTCTL_MAX_LINE)
+		return -1;
+	if ((*line)[n - 1] == '\n')
+		(*line)[--n] = 0;
+	return n;
+}
+
+/* The exit status for an error response's code. */
+static int exit_for_code(const char *code)
+{
+	if (!strcmp(code, "no_such_process") ||
+	    !strcmp(code, "no_such_session"))
+		return EXIT_NOT_FOUND;
+	if (!strcmp(code, "permission_denied"))
+		return EXIT_PERMISSION;
+	if (!strcmp(code, "no_intel_pt"))
+		return EXIT_NO_PT;
+	if (!strcmp(code, "limit"))
+		return EXIT_LIMIT;
+	return EXIT_REFUSED;
+}
+
+/* Send @req (taken) and read its response into *ret_resp.  Returns 0 if
+ * ok:true; an exit status otherwise, with the message printed. */
+static int client_call(FILE *f, cJSON *req, bool json, cJSON **ret_resp)
+{
+	_cleanup_free_ char *s = cJSON_PrintUnformatted(req);
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	cJSON *resp, *ok, *err;
+
+	cJSON_Delete(req);
+	if (!s || fprintf(f, "%s\n", s) < 0 || fflush(f) != 0) {
+		errx_msg("cannot send the request to ptd: %s",
+			 strerror(errno));
+		return EXIT_CONNECT;
+	}
+	if (read_line(f, &line, &cap) < 0) {
+		errx_msg("ptd closed the connection without answering");
+		return EXIT_CONNECT;
+	}
+	resp = cJSON_Parse(line);
+	ok = resp ? cJSON_GetObjectItemCaseSensitive(resp, "ok") : NULL;
+	if (!cJSON_IsBool(ok)) {
+		errx_msg("ptd sent something that is not a response: %.200s",
+			 line);
+		cJSON_Delete(resp);
+		return EXIT_REFUSED;
+	}
+	if (json)
+		printf("%s\n", line);
+	if (cJSON_IsFalse(ok)) {
+		const cJSON *code, *msg;
+		int ret;
+
+		err = cJSON_GetObjectItemCaseSensitive(resp, "error");
+		code = cJSON_GetObjectItemCaseSensitive(err, "code");
+		msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+		ret = exit_for_code(cJSON_IsString(code) ? code->valuestring
+							 : "");
+		errx_msg("%s: %s",
+			 cJSON_IsString(code) ? code->valuestring : "error",
+			 cJSON_IsString(msg) ? msg->valuestring : "");
+		cJSON_Delete(resp);
+		return ret;
+	}
+	*ret_resp = resp;
+	return 0;
+}
+
+static cJSON *new_request(const char *cmd)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "id", 1);
+	cJSON_AddStringToObject(o, "cmd", cmd);
+	return o;
+}
+
+static double num_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static int parse_session_arg(const char *s, uint64_t *ret)
+{
+	if (ptd_parse_u64(s, 10, ret) < 0 || *ret == 0 ||
+	    *ret > (1ull << 53)) {
+		errx_msg("expected a session id (a positive number), got '%s'",
+			 s);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Follow a stream: copy JSON lines to stdout until bye. */
+static int follow_stream(FILE *f)
+{
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int ret = EXIT_STREAM;
+
+	while ((n = read_line(f, &line, &cap)) >= 0) {
+		if (fwrite(line, 1, (size_t)n, stdout) != (size_t)n ||
+		    putchar('\n') == EOF) {
+			errx_msg("writing to stdout: %s", strerror(errno));
+			return EXIT_STREAM;
+		}
+		if (!strncmp(line, "{\"type\":\"bye\"", 13)) {
+			cJSON *o = cJSON_Parse(line);
+			const char *why = str_of(o, "reason");
+
+			ret = !strcmp(why, "exited") ||
+					      !strcmp(why, "detached") ||
+					      !strcmp(why, "limit")
+				      ? 0
+				      : EXIT_STREAM;
+			if (ret)
+				errx_msg("the stream ended: %s%s%s", why,
+					 *str_of(o, "message") ? ": " : "",
+					 str_of(o, "message"));
+			cJSON_Delete(o);
+			break;
+		}
+	}
+	if (fflush(stdout) != 0)
+		ret = EXIT_STREAM;
+	if (n < 0 && ret == EXIT_STREAM && !ferror(stdout))
+		errx_msg("ptd closed the stream before its bye record");
+	return ret;
+}
+
+struct stream_args {
+	unsigned kinds;
+	cJSON *tids, *ranges, *iclass;
+	const char *module;
+};
+
+static int subscribe_and_follow(FILE *f, uint64_t session,
+				struct stream_args *sa)
+{
+	cJSON *req = new_request("subscribe"), *resp = NULL, *filter;
+	int r;
+
+	cJSON_AddNumberToObject(req, "session", (double)session);
+	if (sa->kinds) {
+		cJSON *k = cJSON_AddArrayToObject(req, "kinds");
+
+		for (unsigned t = 0; t < PTD_REC_NTYPES; t++)
+			if (sa->kinds & PTD_REC_BIT(t))
+				cJSON_AddItemToArray(
+					k, cJSON_CreateString(ptd_rec_type_name(
+						   (enum ptd_rec_type)t)));
+	}
+	filter = cJSON_AddObjectToObject(req, "filter");
+	if (sa->tids)
+		cJSON_AddItemToObject(filter, "tid", PTD_TAKE_PTR(sa->tids));
+	if (sa->ranges)
+		cJSON_AddItemToObject(filter, "ranges",
+				      PTD_TAKE_PTR(sa->ranges));
+	if (sa->iclass)
+		cJSON_AddItemToObject(filter, "iclass",
+				      PTD_TAKE_PTR(sa->iclass));
+	if (sa->module)
+		cJSON_AddStringToObject(filter, "module", sa->module);
+	r = client_call(f, req, false, &resp);
+	if (r)
+		return r;
+	cJSON_Delete(resp);
+	return follow_stream(f);
+}
+
+static void stream_args_free(struct stream_args *sa)
+{
+	cJSON_Delete(sa->tids);
+	cJSON_Delete(sa->ranges);
+	cJSON_Delete(sa->iclass);
+}
+
+/* One of the stream options; 1 if it was one, 0 if not, EXIT_USAGE. */
+static int stream_option(struct stream_args *sa, int c, const char *arg)
+{
+	uint64_t v, a, b;
+	char buf[40];
+	const char *dash;
+
+	switch (c) {
+	case 'k':
+		if (parse_records(arg, &sa->kinds) < 0)
+			return EXIT_USAGE;
+		return 1;
+	case 't':
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
+			errx_msg("--tid: expected a thread id, got '%s'", arg);
+			return EXIT_USAGE;
+		}
+		if (!sa->tids)
+			sa->tids = cJSON_CreateArray();
+		cJSON_AddItemToArray(sa->tids, cJSON_CreateNumber((double)v));
+		return 1;
+	case 'R':
+		dash = strchr(arg, '-');
+		if (!dash || ptd_parse_u64n(arg, (size_t)(dash - arg), 0, &a) < 0 ||
+		    ptd_parse_u64(dash + 1, 0, &b) < 0 || a >= b) {
+			errx_msg("--range: expected START-END (END exclusive, "
+				 "e.g. 0x401000-0x402000), got '%s'",
+				 arg);
+			return EXIT_USAGE;
+		}
+		if (!sa->ranges)
+			sa->ranges = cJSON_CreateArray();
+		cJSON *pair = cJSON_CreateArray();
+
+		(void)snprintf(buf, sizeof(buf), "0x%" PRIx64, a);
+		cJSON_AddItemToArray(pair, cJSON_CreateString(buf));
+		(void)snprintf(buf, sizeof(buf), "0x%" PRIx64, b);
+		cJSON_AddItemToArray(pair, cJSON_CreateString(buf));
+		cJSON_AddItemToArray(sa->ranges, pair);
+		return 1;
+	case 'I':
+		if (!sa->iclass)
+			sa->iclass = cJSON_CreateArray();
+		cJSON_AddItemToArray(sa->iclass, cJSON_CreateString(arg));
+		return 1;
+	case 'M':
+		sa->module = arg;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static const struct option stream_long[] = {
+	{ "kinds", required_argument, NULL, 'k' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "range", required_argument, NULL, 'R' },
+	{ "iclass", required_argument, NULL, 'I' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int verb_stream(int argc, char **argv)
+{
+	struct stream_args sa;
+	FILE *f = NULL;
+	uint64_t session;
+	int c, r;
+
+	memset(&sa, 0, sizeof(sa));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", stream_long, NULL)) != -1) {
+		r = stream_option(&sa, c, optarg);
+		if (r == 1)
+			continue;
+		if (c == 'h') {
+			printf("Usage: ptctl stream SESSION [--kinds "
+			       "insn,block,event,error] [--tid N]...\n"
+			       "       [--range START-END]... [--iclass C]... "
+			       "[--module M]\n\n"
+			       "Write the session's records as JSON lines to "
+			       "stdout until its bye record.\n");
+			stream_args_free(&sa);
+			return 0;
+		}
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	if (optind + 1 != argc) {
+		errx_msg("expected one SESSION (ptctl stream SESSION "
+			 "[OPTIONS])");
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	r = parse_session_arg(argv[optind], &session);
+	if (!r)
+		r = client_connect(&f);
+	if (!r)
+		r = subscribe_and_follow(f, session, &sa);
+	stream_args_free(&sa);
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static const struct option attach_long[] = {
+	{ "source", required_argument, NULL, 's' },
+	{ "tsc", no_argument, NULL, 'T' },
+	{ "max-insns", required_argument, NULL, 'm' },
+	{ "capture", required_argument, NULL, 'C' },
+	{ "follow", no_argument, NULL, 'f' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "kinds", required_argument, NULL, 'k' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "range", required_argument, NULL, 'R' },
+	{ "iclass", required_argument, NULL, 'I' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int verb_attach(int argc, char **argv)
+{
+	struct stream_args sa;
+	cJSON *req, *opts, *resp = NULL;
+	const char *source = NULL, *capture = NULL;
+	bool tsc = false, follow = false, json = false;
+	uint64_t pid, max_insns = 0, session;
+	FILE *f = NULL;
+	int c, r;
+
+	memset(&sa, 0, sizeof(sa));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", attach_long, NULL)) != -1) {
+		r = stream_option(&sa, c, optarg);
+		if (r == 1)
+			continue;
+		if (r) {
+			stream_args_free(&sa);
+			return r;
+		}
+		switch (c) {
+		case 's':
+			if (strcmp(optarg, "auto") &&
+			    strcmp(optarg, "software") &&
+			    strcmp(optarg, "intel_pt")) {
+				errx_msg("--source: expected auto, software or "
+					 "intel_pt, got '%s'",
+					 optarg);
+				r = EXIT_USAGE;
+			}
+			source = optarg;
+			break;
+		case 'T':
+			tsc = true;
+			break;
+		case 'm':
+			if (ptd_parse_u64(optarg, 10, &max_insns) < 0 ||
+			    !max_insns || max_insns > (1ull << 53)) {
+				errx_msg("--max-insns: expected a positive "
+					 "number, got '%s'",
+					 optarg);
+				r = EXIT_USAGE;
+			}
+			break;
+		case 'C':
+			if (optarg[0] != '/') {
+				errx_msg("--capture: expected an absolute "
+					 "path, got '%s'", optarg);
+				r = EXIT_USAGE;
+			}
+			capture = optarg;
+			break;
+		case 'f':
+			follow = true;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			printf("Usage: ptctl attach PID [--source "
+			       "auto|software|intel_pt] [--tsc]\n"
+			       "       [--max-insns N] [--capture DIR] "
+			       "[--follow [stream options]] [--json]\n\n"
+			       "Start tracing process PID; print the session "
+			       "id (with --follow, stream it\nlike ptctl "
+			       "stream).\n");
+			stream_args_free(&sa);
+			return 0;
+		default:
+			r = EXIT_USAGE;
+			break;
+		}
+		if (r) {
+			stream_args_free(&sa);
+			return r;
+		}
+	}
+	if (optind + 1 != argc || ptd_parse_u64(argv[optind], 10, &pid) < 0 ||
+	    pid == 0 || pid > INT32_MAX) {
+		errx_msg("expected one PID (ptctl attach PID [OPTIONS])");
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	r = client_connect(&f);
+	if (r) {
+		stream_args_free(&sa);
+		return r;
+	}
+	req = new_request("attach");
+	cJSON_AddNumberToObject(req, "pid", (double)pid);
+	opts = cJSON_AddObjectToObject(req, "options");
+	if (source)
+		cJSON_AddStringToObject(opts, "source", source);
+	if (tsc)
+		cJSON_AddBoolToObject(opts, "tsc", true);
+	if (max_insns)
+		cJSON_AddNumberToObject(opts, "max_insns", (double)max_insns);
+	if (capture)
+		cJSON_AddStringToObject(opts, "capture", capture);
+	r = client_call(f, req, json, &resp);
+	if (!r) {
+		const cJSON *res = cJSON_GetObjectItemCaseSensitive(resp,
+								    "result");
+
+		session = (uint64_t)num_of(res, "session");
+		if (*str_of(res, "warning"))
+			errx_msg("warning: %s", str_of(res, "warning"));
+		if (!json && !follow)
+			printf("%" PRIu64 "\n", session);
+		else if (!json)
+			errx_msg("session %" PRIu64 " (%s source, pid %.0f)",
+				 session, str_of(res, "source"),
+				 num_of(res, "pid"));
+		cJSON_Delete(resp);
+		if (follow)
+			r = subscribe_and_follow(f, session, &sa);
+	}
+	stream_args_free(&sa);
+	fclose(f);
+	return r;
+}
+
+/* ptctl detach|list|status: one request, text or --json output. */
+static int simple_verb(int argc, char **argv, const char *cmd,
+		       bool need_session, bool may_session,
+		       void (*print)(const cJSON *result))
+{
+	bool json = false;
+	const char *sess = NULL;
+	uint64_t session = 0;
+	cJSON *req, *resp = NULL;
+	FILE *f = NULL;
+	int i, r;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("Usage: ptctl %s%s [--json]\n", cmd,
+			       need_session	? " SESSION"
+			       : may_session ? " [SESSION]"
+					     : "");
+			return 0;
+		} else if (argv[i][0] != '-' && !sess &&
+			   (need_session || may_session))
+			sess = argv[i];
+		else {
+			errx_msg("%s: unexpected argument '%s'", cmd, argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (need_session && !sess) {
+		errx_msg("%s: expected a SESSION", cmd);
+		return EXIT_USAGE;
+	}
+	if (sess && (r = parse_session_arg(sess, &session)))
+		return r;
+	r = client_connect(&f);
+	if (r)
+		return r;
+	req = new_request(cmd);
+	if (sess)
+		cJSON_AddNumberToObject(req, "session", (double)session);
+	r = client_call(f, req, json, &resp);
+	if (!r && !json)
+		print(cJSON_GetObjectItemCaseSensitive(resp, "result"));
+	cJSON_Delete(resp);
+	fclose(f);
+	return r;
+}
+
+static void print_detach(const cJSON *res)
+{
+	printf("session %.0f detached\n", num_of(res, "session"));
+}
+
+static void print_list(const cJSON *res)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(res, "sessions");
+	const cJSON *s;
+
+	printf("%-8s %-8s %-6s %-9s %-9s %s\n", "SESSION", "PID", "OWNER",
+	       "SOURCE", "STATE", "SUBSCRIBERS");
+	cJSON_ArrayForEach(s, a)
+		printf("%-8.0f %-8.0f %-6.0f %-9s %-9s %.0f\n",
+		       num_of(s, "session"), num_of(s, "pid"),
+		       num_of(s, "owner"), str_of(s, "source"),
+		       str_of(s, "state"), num_of(s, "subscribers"));
+}
+
+static void print_status(const cJSON *res)
+{
+	const cJSON *subs, *s, *k;
+
+	if (!cJSON_GetObjectItemCaseSensitive(res, "session")) {
+		printf("ptd %s (protocol %.0f), up %.0f s, %.0f session(s), "
+		       "%.0f connection(s)\n",
+		       str_of(res, "ptd"), num_of(res, "protocol"),
+		       num_of(res, "uptime_ms") / 1000, num_of(res, "sessions"),
+		       num_of(res, "connections"));
+		return;
+	}
+	printf("session %.0f: pid %.0f, owner %.0f, %s source, %s\n",
+	       num_of(res, "session"), num_of(res, "pid"), num_of(res, "owner"),
+	       str_of(res, "source"), str_of(res, "state"));
+	printf("  threads %.0f (%.0f live), %.0f trace bytes, %.0f "
+	       "instructions, %.0f records, %.0f bytes lost by the source\n",
+	       num_of(res, "threads"), num_of(res, "threads_live"),
+	       num_of(res, "trace_bytes"), num_of(res, "insns"),
+	       num_of(res, "records"), num_of(res, "lost_bytes"));
+	subs = cJSON_GetObjectItemCaseSensitive(res, "subscriber_list");
+	cJSON_ArrayForEach(s, subs) {
+		printf("  subscriber %.0f [", num_of(s, "id"));
+		cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(s, "kinds"))
+			printf("%s%s", k == cJSON_GetObjectItemCaseSensitive(
+						    s, "kinds")->child
+					       ? ""
+					       : ",",
+			       cJSON_IsString(k) ? k->valuestring : "?");
+		printf("]: %.0f sent, %.0f lost\n", num_of(s, "sent"),
+		       num_of(s, "lost"));
+	}
+}
+
+static int verb_detach(int argc, char **argv)
+{
+	return simple_verb(argc, argv, "detach", true, false, print_detach);
+}
+
+static int verb_list(int argc, char **argv)
+{
+	return simple_verb(argc, argv, "list", false, false, print_list);
+}
+
+static int verb_status(int argc, char **argv)
+{
+	return simple_verb(argc, argv, "status", false, true, print_status);
+}
+
 static const struct verb {
 	const char *name;
 	int (*run)(int argc, char **argv);
@@ -834,24 +1467,48 @@ static const struct verb {
 	{ "decode", verb_decode, "decode a capture or raw PT to JSON lines" },
 	{ "verify", verb_verify,
 	  "check a capture's decode against its ground truth" },
+	{ "attach", verb_attach, "ask ptd to trace a running process" },
+	{ "detach", verb_detach, "stop a session; the process runs on" },
+	{ "list", verb_list, "list your sessions" },
+	{ "status", verb_status, "ptd's status, or one session's" },
+	{ "stream", verb_stream, "a session's records as JSON lines" },
 };
 
 static void help(FILE *f)
 {
 	size_t i;
 
-	fprintf(f, "Usage: ptctl VERB [OPTIONS...]\n\n");
+	fprintf(f, "Usage: ptctl [--socket PATH] VERB [OPTIONS...]\n\n");
 	for (i = 0; i < PTD_ARRAY_SIZE(verbs); i++)
 		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
 	fprintf(f, "\nptctl VERB --help for a verb's options.\n"
+		   "The daemon verbs talk to ptd at --socket PATH, $PTD_SOCKET "
+		   "or " PTCTL_DEFAULT_SOCKET ".\n"
 		   "Exit status: 0 ok, 1 usage, 2 bad input, 3 decoded with "
-		   "errors, 4 ground truth mismatch.\n");
+		   "errors, 4 ground truth mismatch,\n5 cannot connect to ptd, "
+		   "6 request refused, 7 no such process/session,\n8 "
+		   "permission denied, 9 no Intel PT, 10 a ptd limit, 11 stream "
+		   "ended on error/shutdown.\n");
 }
 
 int main(int argc, char **argv)
 {
 	size_t i;
 
+	/* The global option comes before the verb. */
+	if (argc >= 2 && !strncmp(argv[1], "--socket=", 9)) {
+		arg_socket = argv[1] + 9;
+		argc--;
+		argv++;
+	} else if (argc >= 3 && !strcmp(argv[1], "--socket")) {
+		arg_socket = argv[2];
+		argc -= 2;
+		argv += 2;
+	}
+	if (arg_socket && !*arg_socket) {
+		errx_msg("--socket: empty path");
+		return EXIT_USAGE;
+	}
 	if (argc < 2) {
 		help(stderr);
 		return EXIT_USAGE;

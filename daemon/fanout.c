@@ -1,0 +1,462 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fan-out of one session's records to its subscribers (see fanout.h for the
+ * threads, the lock and the counters).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/diag.h"
+#include "common/fileio.h"
+#include "daemon/fanout.h"
+#include "record/jsonw.h"
+
+/* Longest lost record: {"type":"lost","records":N} + four kind counts of
+ * up to 20 digits each. */
+#define LOST_MAX 192
+/* Room for a bye record: its message is at most PTD_DIAG_MAX bytes, which
+ * escaping may grow six-fold. */
+#define BYE_MAX (6 * PTD_DIAG_MAX + 256)
+
+struct ptd_subscriber {
+	struct ptd_subscriber *next;
+	struct ptd_fanout *fan;
+	struct ptd_filter filter;	/* decode thread only (its cache) */
+	unsigned id;
+	size_t limit;			/* queue_size */
+	/* Guarded by the fan-out lock: */
+	struct ptd_buf q;		/* appended by the decode thread */
+	struct ptd_buf out;		/* being written by the loop */
+	size_t out_off;			/* bytes of out written */
+	uint64_t matched, sent, lost;
+	uint64_t lost_kind[PTD_REC_NTYPES];
+	uint64_t lost_pending;		/* dropped since the last lost line */
+	uint64_t lost_pending_kind[PTD_REC_NTYPES];
+	bool bye_queued;
+};
+
+struct ptd_fanout {
+	pthread_mutex_t lock;
+	uint64_t session_id;
+	pid_t pid;
+	ptd_fanout_wake_fn wake;
+	void *wake_ctx;
+	/* Guarded by lock: */
+	struct ptd_subscriber *subs;	/* in subscription order */
+	unsigned nsubs;
+	unsigned next_id;
+	bool wake_pending;		/* a wake-up is on its way */
+	bool ended;
+	struct ptd_session_end end;
+	char line[PTD_JSON_MAX_RECORD];	/* the record being fanned out */
+	char bye[BYE_MAX];		/* scratch for bye records */
+};
+
+struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
+				  ptd_fanout_wake_fn wake, void *wake_ctx)
+{
+	struct ptd_fanout *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	if (pthread_mutex_init(&f->lock, NULL)) {
+		free(f);
+		return NULL;
+	}
+	f->session_id = session_id;
+	f->pid = pid;
+	f->wake = wake;
+	f->wake_ctx = wake_ctx;
+	f->next_id = 1;
+	return f;
+}
+
+static void sub_free(struct ptd_subscriber *s)
+{
+	if (!s)
+		return;
+	ptd_buf_free(&s->q);
+	ptd_buf_free(&s->out);
+	free(s);
+}
+
+void ptd_fanout_free(struct ptd_fanout *f)
+{
+	struct ptd_subscriber *s, *next;
+
+	if (!f)
+		return;
+	for (s = f->subs; s; s = next) {
+		next = s->next;
+		sub_free(s);
+	}
+	pthread_mutex_destroy(&f->lock);
+	free(f);
+}
+
+static const char *end_name(enum ptd_session_end_reason r)
+{
+	switch (r) {
+	case PTD_END_EXITED:
+		return "exited";
+	case PTD_END_DETACHED:
+		return "detached";
+	case PTD_END_LIMIT:
+		return "limit";
+	case PTD_END_SHUTDOWN:
+		return "shutdown";
+	case PTD_END_ERROR:
+		return "error";
+	}
+	return "error";
+}
+
+/* Bytes of @s not yet written (lock held). */
+static size_t sub_pending(const struct ptd_subscriber *s)
+{
+	return s->q.len + (s->out.len - s->out_off);
+}
+
+/* Append the lost record for what was dropped since the last one (lock
+ * held).  Returns 0 or -ENOMEM (then the counts stay pending). */
+static int put_lost(struct ptd_subscriber *s)
+{
+	char buf[LOST_MAX];
+	int n, r;
+	unsigned t;
+
+	n = snprintf(buf, sizeof(buf), "{\"type\":\"lost\",\"records\":%" PRIu64,
+		     s->lost_pending);
+	for (t = 0; t < PTD_REC_NTYPES; t++)
+		if (s->lost_pending_kind[t])
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+				      ",\"%s\":%" PRIu64,
+				      ptd_rec_type_name((enum ptd_rec_type)t),
+				      s->lost_pending_kind[t]);
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
+	r = ptd_buf_append(&s->q, buf, (size_t)n);
+	if (r < 0)
+		return r;
+	s->lost_pending = 0;
+	memset(s->lost_pending_kind, 0, sizeof(s->lost_pending_kind));
+	return 0;
+}
+
+static void count_lost(struct ptd_subscriber *s, enum ptd_rec_type t)
+{
+	s->lost++;
+	s->lost_kind[t]++;
+	s->lost_pending++;
+	s->lost_pending_kind[t]++;
+}
+
+/* Queue one rendered record for @s, or drop and count it (lock held).
+ * Returns true if the queue was empty before (the loop may need a
+ * wake-up). */
+static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
+			size_t len, enum ptd_rec_type t)
+{
+	size_t need = len + (s->lost_pending ? LOST_MAX : 0);
+	bool was_empty = s->q.len == 0;
+
+	if (sub_pending(s) + need > s->limit ||
+	    ptd_buf_reserve(&s->q, need) < 0 ||
+	    (s->lost_pending && put_lost(s) < 0)) {
+		count_lost(s, t);
+		return false;
+	}
+	/* Cannot fail: reserved above. */
+	(void)ptd_buf_append(&s->q, line, len);
+	s->sent++;
+	return was_empty;
+}
+
+void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
+{
+	struct ptd_subscriber *s;
+	size_t len = 0;
+	bool rendered = false, wake = false;
+
+	if ((unsigned)r->type >= PTD_REC_NTYPES)
+		return;
+	pthread_mutex_lock(&f->lock);
+	for (s = f->subs; s && !f->ended; s = s->next) {
+		if (!ptd_filter_match(&s->filter, r))
+			continue;
+		s->matched++;
+		/* Render once, for the first subscriber that wants it. */
+		if (!rendered) {
+			len = ptd_json_record(f->line, sizeof(f->line), r);
+			rendered = true;
+		}
+		if (!len) {
+			count_lost(s, r->type);
+			continue;
+		}
+		if (sub_enqueue(s, f->line, len, r->type))
+			wake = true;
+	}
+	if (wake && !f->wake_pending)
+		f->wake_pending = true;
+	else
+		wake = false;
+	pthread_mutex_unlock(&f->lock);
+	if (wake && f->wake)
+		f->wake(f->wake_ctx);
+}
+
+/* Render the bye record into f->bye; returns its length. */
+static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s)
+{
+	const struct ptd_session_end *e = &f->end;
+	size_t cap = sizeof(f->bye), n;
+	int k;
+
+	k = snprintf(f->bye, cap,
+		     "{\"type\":\"bye\",\"reason\":\"%s\",\"session\":%" PRIu64
+		     ",\"pid\":%ld,\"sent\":%" PRIu64 ",\"lost\":%" PRIu64,
+		     end_name(e->reason), f->session_id, (long)f->pid, s->sent,
+		     s->lost);
+	n = (size_t)k;
+	if (e->reason == PTD_END_EXITED) {
+		if (e->exit_signal)
+			k = snprintf(f->bye + n, cap - n, ",\"signal\":%d",
+				     e->exit_signal);
+		else
+			k = snprintf(f->bye + n, cap - n, ",\"exit_code\":%d",
+				     e->exit_code);
+		n += (size_t)k;
+	}
+	if (e->message[0]) {
+		size_t mlen = strnlen(e->message, sizeof(e->message));
+
+		k = snprintf(f->bye + n, cap - n, ",\"message\":");
+		n += (size_t)k;
+		n += ptd_json_string(f->bye + n, cap - n - 4, e->message,
+				     mlen);
+	}
+	memcpy(f->bye + n, "}\n", 2);
+	return n + 2;
+}
+
+/* Queue the end of @s's stream: what was lost, then bye.  Neither counts
+ * against the queue limit: both are small and come once (lock held). */
+static void sub_put_bye(struct ptd_fanout *f, struct ptd_subscriber *s)
+{
+	size_t n;
+
+	if (s->lost_pending)
+		(void)put_lost(s);
+	n = render_bye(f, s);
+	/* On -ENOMEM the stream ends without its bye: the loop still sees
+	 * bye_queued and closes the connection. */
+	(void)ptd_buf_append(&s->q, f->bye, n);
+	s->bye_queued = true;
+}
+
+void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
+{
+	struct ptd_subscriber *s;
+
+	pthread_mutex_lock(&f->lock);
+	if (f->ended) {
+		pthread_mutex_unlock(&f->lock);
+		return;
+	}
+	f->ended = true;
+	f->end = *end;
+	f->end.message[sizeof(f->end.message) - 1] = 0;
+	for (s = f->subs; s; s = s->next)
+		sub_put_bye(f, s);
+	f->wake_pending = true;
+	pthread_mutex_unlock(&f->lock);
+	if (f->wake)
+		f->wake(f->wake_ctx);
+}
+
+static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
+{
+	char buf[256];
+	int n;
+	unsigned t;
+	const char *sep = "";
+
+	n = snprintf(buf, sizeof(buf),
+		     "{\"type\":\"hello\",\"version\":%d,\"session\":%" PRIu64
+		     ",\"pid\":%ld,\"subscriber\":%u,\"kinds\":[",
+		     PTD_STREAM_VERSION, f->session_id, (long)f->pid, s->id);
+	for (t = 0; t < PTD_REC_NTYPES; t++) {
+		if (!(s->filter.spec.kinds & PTD_REC_BIT(t)))
+			continue;
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%s\"%s\"", sep,
+			      ptd_rec_type_name((enum ptd_rec_type)t));
+		sep = ",";
+	}
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]}\n");
+	return ptd_buf_append(&s->q, buf, (size_t)n);
+}
+
+int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
+			 size_t queue_size, unsigned max_subscribers,
+			 struct ptd_subscriber **ret_sub)
+{
+	struct ptd_subscriber *s, **tail;
+	int r;
+
+	if (queue_size < PTD_JSON_MAX_RECORD)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->filter = *filter;
+	s->filter.mod_ptr = NULL;
+	s->limit = queue_size;
+	s->fan = f;
+	pthread_mutex_lock(&f->lock);
+	if (f->nsubs >= max_subscribers) {
+		r = -PTD_ELIMIT;
+		goto err;
+	}
+	s->id = f->next_id;
+	r = put_hello(f, s);
+	if (r < 0)
+		goto err;
+	if (f->ended)
+		sub_put_bye(f, s);
+	f->next_id++;
+	for (tail = &f->subs; *tail; tail = &(*tail)->next)
+		;
+	*tail = s;
+	f->nsubs++;
+	pthread_mutex_unlock(&f->lock);
+	*ret_sub = s;
+	return 0;
+err:
+	pthread_mutex_unlock(&f->lock);
+	sub_free(s);
+	return r;
+}
+
+void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
+{
+	struct ptd_subscriber **p;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&f->lock);
+	for (p = &f->subs; *p; p = &(*p)->next) {
+		if (*p == s) {
+			*p = s->next;
+			f->nsubs--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	sub_free(s);
+}
+
+void ptd_fanout_clear_wake(struct ptd_fanout *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->wake_pending = false;
+	pthread_mutex_unlock(&f->lock);
+}
+
+unsigned ptd_fanout_count(struct ptd_fanout *f)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&f->lock);
+	n = f->nsubs;
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}
+
+bool ptd_fanout_ended(struct ptd_fanout *f)
+{
+	bool e;
+
+	pthread_mutex_lock(&f->lock);
+	e = f->ended;
+	pthread_mutex_unlock(&f->lock);
+	return e;
+}
+
+enum ptd_sub_state ptd_subscriber_peek(struct ptd_subscriber *s,
+				       const char **ret_data, size_t *ret_len)
+{
+	enum ptd_sub_state st = PTD_SUB_IDLE;
+	struct ptd_buf tmp;
+
+	pthread_mutex_lock(&s->fan->lock);
+	if (s->out_off == s->out.len && s->q.len) {
+		/* All taken bytes are written: take the queue. */
+		tmp = s->out;
+		tmp.len = 0;
+		s->out = s->q;
+		s->q = tmp;
+		s->out_off = 0;
+	}
+	if (s->out_off < s->out.len) {
+		*ret_data = (const char *)s->out.data + s->out_off;
+		*ret_len = s->out.len - s->out_off;
+		st = PTD_SUB_DATA;
+	} else if (s->bye_queued) {
+		st = PTD_SUB_DONE;
+	}
+	pthread_mutex_unlock(&s->fan->lock);
+	return st;
+}
+
+void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n)
+{
+	pthread_mutex_lock(&s->fan->lock);
+	if (n > s->out.len - s->out_off)
+		n = s->out.len - s->out_off;
+	s->out_off += n;
+	if (s->out_off == s->out.len) {
+		s->out.len = 0;
+		s->out_off = 0;
+	}
+	pthread_mutex_unlock(&s->fan->lock);
+}
+
+/* Lock held. */
+static void sub_stats(const struct ptd_subscriber *s,
+		      struct ptd_subscriber_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->id = s->id;
+	ret->kinds = s->filter.spec.kinds;
+	ret->matched = s->matched;
+	ret->sent = s->sent;
+	ret->lost = s->lost;
+	memcpy(ret->lost_kind, s->lost_kind, sizeof(ret->lost_kind));
+	ret->queued = sub_pending(s);
+	ret->mem = s->q.cap + s->out.cap;
+}
+
+void ptd_subscriber_get_stats(struct ptd_subscriber *s,
+			      struct ptd_subscriber_stats *ret)
+{
+	pthread_mutex_lock(&s->fan->lock);
+	sub_stats(s, ret);
+	pthread_mutex_unlock(&s->fan->lock);
+}
+
+unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
+			      struct ptd_subscriber_stats *ret, unsigned max)
+{
+	struct ptd_subscriber *s;
+	unsigned n = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (s = f->subs; s && n < max; s = s->next)
+		sub_stats(s, &ret[n++]);
+	pthread_mutex_unlock(&f->lock);
+	return n;
+}

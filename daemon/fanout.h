@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fan-out: a session's records to its subscribers' bounded queues.
+ *
+ * Two sides, two threads:
+ *  - the session's decode thread calls ptd_fanout_record for every record
+ *    and ptd_fanout_end once at the end.  It never blocks on a client: each
+ *    record is matched against every subscriber's filter, rendered to JSON
+ *    once if anyone wants it, and appended to each matching subscriber's
+ *    in-memory queue.  A record that does not fit in a full queue is
+ *    dropped and counted; the subscriber gets a `lost` record with the
+ *    counts before the next record it does get (and before `bye`).
+ *  - the control loop subscribes/unsubscribes clients and writes the queues
+ *    out (ptd_subscriber_peek / ptd_subscriber_consume).
+ *
+ * One mutex per fan-out guards the subscriber list and the queues; the
+ * decode thread holds it while it matches, renders and appends one record,
+ * the loop while it swaps a queue out (O(1)) or counts written bytes.  The
+ * loop writes the bytes it took without the lock.
+ *
+ * Each subscriber has two buffers: the queue the decode thread appends to,
+ * and the one the loop is writing from; they are swapped when the loop has
+ * written everything it took.  The queue limit (queue_size) counts the
+ * bytes of both that are not yet written, so a subscriber holds at most
+ * queue_size bytes of records (plus one lost and one bye line), and at most
+ * two buffers of that capacity.
+ *
+ * Counters: every record that passes a subscriber's filter is `matched`
+ * and then either `sent` (queued, in stream order, for the socket) or
+ * `lost` (dropped, reported by a lost record): sent + lost == matched at
+ * all times.
+ */
+#ifndef PTD_DAEMON_FANOUT_H
+#define PTD_DAEMON_FANOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/filter.h"
+#include "daemon/session.h"
+#include "record/record.h"
+
+/* The stream protocol version in hello records. */
+#define PTD_STREAM_VERSION 1
+
+struct ptd_fanout;
+struct ptd_subscriber;
+
+/* Called (from the decode thread, without the fan-out lock) when a queue
+ * that the loop had emptied gets data again, and after the end.  It must
+ * not call back into the fan-out (write an eventfd). */
+typedef void (*ptd_fanout_wake_fn)(void *ctx);
+
+/* A fan-out for session @session_id (named in hello and bye records) of
+ * process @pid.  Returns NULL on -ENOMEM. */
+struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
+				  ptd_fanout_wake_fn wake, void *wake_ctx);
+/* Free @f and the subscribers still in it.  The decode thread must be done
+ * with it (the session's `ended` was called or the session never started).
+ * NULL is fine. */
+void ptd_fanout_free(struct ptd_fanout *f);
+
+/* Add a subscriber with filter @filter (copied) and a queue limit of
+ * @queue_size bytes; its stream starts with a hello record (and holds the
+ * bye at once if the session has already ended).
+ * Returns 0 with *ret_sub, or:
+ *  -PTD_ELIMIT  @f already has @max_subscribers subscribers
+ *  -EINVAL      @queue_size is smaller than PTD_JSON_MAX_RECORD
+ *  -ENOMEM */
+int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
+			 size_t queue_size, unsigned max_subscribers,
+			 struct ptd_subscriber **ret_sub);
+/* Remove @s from @f and free it (queued data is discarded).  NULL @s is
+ * fine. */
+void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s);
+
+/* Decode thread: one record; one end (after it records are ignored). */
+void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r);
+void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end);
+
+/* Loop: forget that a wake-up was sent, before draining the queues; a
+ * record appended after this wakes the loop again. */
+void ptd_fanout_clear_wake(struct ptd_fanout *f);
+unsigned ptd_fanout_count(struct ptd_fanout *f);
+bool ptd_fanout_ended(struct ptd_fanout *f);
+
+enum ptd_sub_state {
+	PTD_SUB_IDLE,	/* nothing to write now */
+	PTD_SUB_DATA,	/* *ret_data, *ret_len hold the next bytes */
+	PTD_SUB_DONE,	/* the bye record has been written: close */
+};
+
+/* Loop: the next bytes to write to the subscriber's socket.  They stay
+ * valid and unchanged until ptd_subscriber_consume or unsubscribe. */
+enum ptd_sub_state ptd_subscriber_peek(struct ptd_subscriber *s,
+				       const char **ret_data,
+				       size_t *ret_len);
+/* Loop: @n of the bytes peek gave have been written. */
+void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
+
+struct ptd_subscriber_stats {
+	unsigned id;		/* 1, 2, ... within the session */
+	unsigned kinds;		/* PTD_REC_BIT()s */
+	uint64_t matched;
+	uint64_t sent;
+	uint64_t lost;
+	uint64_t lost_kind[PTD_REC_NTYPES];
+	size_t queued;		/* bytes not yet written */
+	size_t mem;		/* bytes allocated for its buffers */
+};
+
+void ptd_subscriber_get_stats(struct ptd_subscriber *s,
+			      struct ptd_subscriber_stats *ret);
+/* Stats of up to @max subscribers of @f, in subscription order; returns how
+ * many were written. */
+unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
+			      struct ptd_subscriber_stats *ret, unsigned max);
+
+#endif

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol (doc/protocol.md, "Control protocol"): one JSON
+ * request per line from the client, one JSON response per line back.
+ *
+ *   {"id":1,"cmd":"attach","pid":1234,"options":{"source":"auto"}}
+ *   {"type":"response","id":1,"ok":true,"result":{"session":1,...}}
+ *   {"type":"response","id":1,"ok":false,
+ *    "error":{"code":"no_such_process","message":"..."}}
+ *
+ * Parsing is strict: unknown keys, repeated keys, wrong types, numbers that
+ * are not integers or out of range are refused with a message naming the
+ * field.  cJSON serves here (the control plane is not hot).
+ */
+#ifndef PTD_DAEMON_PROTO_H
+#define PTD_DAEMON_PROTO_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "daemon/filter.h"
+#include "daemon/session.h"
+
+#define PTD_PROTO_VERSION 1
+#define PTD_VERSION_STRING "0.1.0"
+
+/* Longest id string echoed back (bytes). */
+#define PTD_PROTO_MAX_ID 256
+/* Largest pid Linux hands out (PID_MAX_LIMIT). */
+#define PTD_PROTO_PID_MAX 4194304
+/* Largest integer a JSON number carries exactly (2^53). */
+#define PTD_PROTO_INT_MAX 9007199254740992.0
+
+enum ptd_cmd {
+	PTD_CMD_PING,
+	PTD_CMD_VERSION,
+	PTD_CMD_ATTACH,
+	PTD_CMD_DETACH,
+	PTD_CMD_LIST,
+	PTD_CMD_STATUS,
+	PTD_CMD_SUBSCRIBE,
+	PTD_CMD_COUNT,
+};
+
+/* "ping", "version", ...; NULL for an unknown value. */
+const char *ptd_cmd_name(enum ptd_cmd c);
+
+/* Error codes of responses. */
+#define PTD_ERR_BAD_REQUEST "bad_request"
+#define PTD_ERR_UNKNOWN_COMMAND "unknown_command"
+#define PTD_ERR_TOO_LONG "too_long"
+#define PTD_ERR_NO_SUCH_PROCESS "no_such_process"
+#define PTD_ERR_NO_SUCH_SESSION "no_such_session"
+#define PTD_ERR_PERMISSION "permission_denied"
+#define PTD_ERR_NO_INTEL_PT "no_intel_pt"
+#define PTD_ERR_UNSUPPORTED "unsupported"
+#define PTD_ERR_LIMIT "limit"
+#define PTD_ERR_SHUTTING_DOWN "shutting_down"
+#define PTD_ERR_INTERNAL "internal"
+
+struct ptd_request {
+	cJSON *id;		/* the request's id (a copy), or NULL */
+	enum ptd_cmd cmd;
+	/* attach */
+	pid_t pid;
+	enum ptd_source_kind source;	/* default AUTO */
+	bool tsc;
+	uint64_t max_insns;		/* 0: none */
+	/* options.capture: software source only, root only: also write a
+	 * capture (with the ground truth) into this absolute path; "" none */
+	char capture[256];
+	/* status (optional), detach, subscribe */
+	bool has_session;
+	uint64_t session;
+	/* subscribe; kinds default PTD_FILTER_DEFAULT_KINDS */
+	struct ptd_filter_spec filter;
+};
+
+/* Parse the request in @line (@len bytes, no newline).  @req is always
+ * initialised (free it with ptd_request_free); on failure req->id holds
+ * the id if one could be read, so the error response can echo it.
+ * Returns 0, or with a message naming the field in @diag:
+ *  -PTD_EFORMAT       not JSON, not an object, a missing, repeated,
+ *                     unknown or wrong-typed field, a value out of range
+ *                     (code "bad_request")
+ *  -PTD_EUNSUPPORTED  an unknown cmd (code "unknown_command")
+ *  -ENOMEM */
+int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
+		      struct ptd_diag *diag);
+void ptd_request_free(struct ptd_request *req);
+
+/* The response code for an error returned by a request handler:
+ * -ESRCH no_such_process, -EPERM/-EACCES permission_denied, -PTD_ENOPT
+ * no_intel_pt, -PTD_ELIMIT limit, -PTD_EFORMAT/-EINVAL bad_request,
+ * -PTD_EUNSUPPORTED unsupported, anything else internal. */
+const char *ptd_proto_error_code(int err);
+
+/* Render a response line (with its '\n') into a malloc'd string;
+ * *ret_len gets its length.  @id may be NULL (then "id":null).
+ * ptd_response_ok takes @result (NULL: an empty object).  Returns NULL on
+ * -ENOMEM. */
+char *ptd_response_ok(const cJSON *id, cJSON *result, size_t *ret_len);
+char *ptd_response_error(const cJSON *id, const char *code,
+			 const char *message, size_t *ret_len);
+
+/* Source names as the protocol spells them ("auto", "intel_pt",
+ * "software"), and the inverse (-1 for an unknown name). */
+const char *ptd_proto_source_name(enum ptd_source_kind k);
+int ptd_proto_source_parse(const char *name);
+
+#endif

@@ -1,0 +1,1279 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control loop (see server.h).  Everything here runs on one thread
+ * except the two sink callbacks, which run on a session's decode thread and
+ * touch only the session's fan-out, its end record and the eventfd.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "daemon/auth.h"
+#include "daemon/fanout.h"
+#include "daemon/log.h"
+#include "daemon/proto.h"
+#include "daemon/sdnotify.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+
+#define MAX_LISTEN 4
+/* Responses a client has not read yet, beyond which its requests wait. */
+#define OUT_HIGH_WATER (256 * 1024)
+/* Work per connection per wake-up, so one client cannot starve others. */
+#define READ_CHUNK 65536
+#define FLUSH_ROUNDS 8
+#define ACCEPT_BURST 32
+
+enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN };
+
+struct ep_tag {
+	enum ep_kind kind;
+	int fd;
+};
+
+/* One traced process. */
+struct srv_session {
+	struct srv_session *next;
+	struct ptd_server *srv;
+	uint64_t id;
+	uid_t owner;
+	pid_t pid;
+	enum ptd_source_kind source;	/* in use */
+	struct ptd_session *s;		/* NULL once ended and freed */
+	struct ptd_fanout *fan;
+	bool stopping;			/* detach/shutdown asked */
+	/* Set by the decode thread (release) after `end` is written. */
+	atomic_bool ended;
+	struct ptd_session_end end;
+	bool reaped;			/* the loop saw the end, freed s */
+	struct ptd_session_stats last;	/* stats at the end */
+	uint64_t ended_at_ms;
+};
+
+struct conn {
+	struct ep_tag tag;		/* first: epoll data points here */
+	struct conn *next;
+	struct ptd_peer peer;
+	char *in;			/* partial request line */
+	size_t in_len;
+	struct ptd_buf out;		/* responses not yet written */
+	size_t out_off;
+	bool close_after_flush;		/* framing lost or stream over */
+	bool dead;			/* to be freed by the loop */
+	uint32_t events;		/* registered epoll events */
+	struct srv_session *ss;		/* streaming subscriber of ss */
+	struct ptd_subscriber *sub;
+};
+
+struct ptd_server {
+	struct ptd_config cfg;
+	char procroot[PATH_MAX];
+	int epfd;
+	struct ep_tag listen[MAX_LISTEN];
+	unsigned nlisten;
+	bool created_socket;		/* remove it at exit */
+	struct ep_tag sig;
+	struct ep_tag ev;
+	struct conn *conns;
+	unsigned nconns;
+	struct srv_session *sessions;
+	uint64_t next_session_id;
+	bool shutting_down;
+	uint64_t shutdown_deadline_ms;
+	uint64_t start_ms;
+	sigset_t oldmask;
+	bool mask_set;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char *end_reason_name(enum ptd_session_end_reason r)
+{
+	switch (r) {
+	case PTD_END_EXITED:
+		return "exited";
+	case PTD_END_DETACHED:
+		return "detached";
+	case PTD_END_LIMIT:
+		return "limit";
+	case PTD_END_SHUTDOWN:
+		return "shutdown";
+	case PTD_END_ERROR:
+		return "error";
+	}
+	return "error";
+}
+
+/* ---- sockets ---- */
+
+static int ep_add(struct ptd_server *s, struct ep_tag *t, uint32_t events)
+{
+	struct epoll_event e = { .events = events, .data.ptr = t };
+
+	return epoll_ctl(s->epfd, EPOLL_CTL_ADD, t->fd, &e) < 0 ? -errno : 0;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Is something listening on @path?  Returns 1 yes, 0 no (stale: connect
+ * refused), -errno when unsure. */
+static int socket_alive(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd, r;
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	r = connect(fd, (struct sockaddr *)&a, sizeof(a));
+	r = r == 0 ? 1 : errno == ECONNREFUSED ? 0 : -errno;
+	close(fd);
+	return r;
+}
+
+static int make_parent(const char *path, struct ptd_diag *diag)
+{
+	char dir[PTD_CONF_PATH_MAX];
+	char *slash;
+
+	(void)ptd_strlcpy(dir, path, sizeof(dir));
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = 0;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return ptd_diagf(diag, -errno,
+				 "failed to create directory '%s': %s", dir,
+				 strerror(errno));
+	return 0;
+}
+
+/* Bind @fd to @path, removing a stale socket first if nothing listens on
+ * it.  A path that exists and is not a socket is never removed. */
+static int bind_path(int fd, const char *path, struct ptd_diag *diag)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	struct stat st;
+	mode_t old;
+	int r, alive;
+
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	/* Created 0600; chmod sets socket_mode once it is ours. */
+	old = umask(0177);
+	r = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	if (r < 0 && errno == EADDRINUSE) {
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			umask(old);
+			return ptd_diagf(diag, -EEXIST,
+					 "'%s' exists and is not a socket; "
+					 "not removing it",
+					 path);
+		}
+		alive = socket_alive(path);
+		if (alive != 0) {
+			umask(old);
+			if (alive > 0)
+				return ptd_diagf(diag, -EADDRINUSE,
+						 "another ptd is listening on "
+						 "'%s'",
+						 path);
+			return ptd_diagf(diag, alive,
+					 "cannot tell whether '%s' is in use: "
+					 "%s",
+					 path, strerror(-alive));
+		}
+		(void)unlink(path);
+		r = bind(fd, (struct sockaddr *)&a, sizeof(a));
+	}
+	r = r < 0 ? -errno : 0;
+	umask(old);
+	if (r < 0)
+		return ptd_diagf(diag, r, "failed to bind '%s': %s", path,
+				 strerror(-r));
+	return 0;
+}
+
+static int socket_create(struct ptd_server *s, struct ptd_diag *diag)
+{
+	const char *path = s->cfg.socket_path;
+	struct group *g;
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	if (!path[0] || strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return ptd_diagf(diag, -ENAMETOOLONG,
+				 "socket path '%s' is empty or too long",
+				 path);
+	r = make_parent(path, diag);
+	if (r < 0)
+		return r;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return ptd_diagf(diag, -errno, "failed to create a socket: %s",
+				 strerror(errno));
+	r = bind_path(fd, path, diag);
+	if (r < 0)
+		return r;
+	s->created_socket = true;
+	if (chmod(path, s->cfg.socket_mode) < 0)
+		return ptd_diagf(diag, -errno, "failed to chmod '%s' to %04o: %s",
+				 path, s->cfg.socket_mode, strerror(errno));
+	g = s->cfg.socket_group[0] ? getgrnam(s->cfg.socket_group) : NULL;
+	if (!g && s->cfg.socket_group[0])
+		ptd_log_warning("socket group '%s' does not exist, socket '%s' "
+				"keeps group %u",
+				s->cfg.socket_group, path, (unsigned)getegid());
+	else if (g && chown(path, (uid_t)-1, g->gr_gid) < 0)
+		ptd_log_err(PTD_LOG_WARNING, -errno,
+			    "failed to give socket '%s' to group '%s', "
+			    "ignoring",
+			    path, s->cfg.socket_group);
+	if (listen(fd, 128) < 0)
+		return ptd_diagf(diag, -errno, "failed to listen on '%s': %s",
+				 path, strerror(errno));
+	s->listen[0].kind = EP_LISTEN;
+	s->listen[0].fd = PTD_TAKE_FD(fd);
+	s->nlisten = 1;
+	return 0;
+}
+
+static int sockets_open(struct ptd_server *s, struct ptd_diag *diag)
+{
+	int fds[MAX_LISTEN];
+	int n, i, r;
+
+	n = ptd_sd_listen_fds(fds, MAX_LISTEN, diag);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return socket_create(s, diag);
+	for (i = 0; i < n; i++) {
+		s->listen[i].kind = EP_LISTEN;
+		s->listen[i].fd = fds[i];
+		s->nlisten++;
+		r = set_nonblock(fds[i]);
+		if (r < 0)
+			return ptd_diagf(diag, r,
+					 "socket-activated fd %d: %s", fds[i],
+					 strerror(-r));
+	}
+	ptd_log_info("using %d socket-activated socket(s)", n);
+	return 0;
+}
+
+/* ---- the sessions' side (decode threads) ---- */
+
+static void server_wake(void *ctx)
+{
+	struct ptd_server *s = ctx;
+	uint64_t one = 1;
+
+	/* EAGAIN means the counter is saturated: the loop wakes anyway. */
+	if (write(s->ev.fd, &one, sizeof(one)) < 0) {
+		/* nothing more to do */
+	}
+}
+
+static void sink_record(void *ctx, const struct ptd_record *rec)
+{
+	struct srv_session *ss = ctx;
+
+	ptd_fanout_record(ss->fan, rec);
+}
+
+static void sink_ended(void *ctx, const struct ptd_session_end *end)
+{
+	struct srv_session *ss = ctx;
+
+	ss->end = *end;
+	atomic_store_explicit(&ss->ended, true, memory_order_release);
+	/* Queues the bye for every subscriber and wakes the loop. */
+	ptd_fanout_end(ss->fan, end);
+}
+
+/* ---- connections ---- */
+
+static void conn_update_events(struct ptd_server *s, struct conn *c,
+			       bool want_out)
+{
+	uint32_t ev = 0;
+	struct epoll_event e;
+
+	if (!c->close_after_flush &&
+	    c->out.len - c->out_off < OUT_HIGH_WATER)
+		ev |= EPOLLIN;
+	if (want_out)
+		ev |= EPOLLOUT;
+	if (ev == c->events)
+		return;
+	e.events = ev;
+	e.data.ptr = &c->tag;
+	if (epoll_ctl(s->epfd, EPOLL_CTL_MOD, c->tag.fd, &e) == 0)
+		c->events = ev;
+	else
+		c->dead = true;
+}
+
+/* Send what we can of @data.  Returns bytes sent (0 if the socket is
+ * full), or -errno if the peer is gone. */
+static ssize_t send_some(int fd, const char *data, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+	return n;
+}
+
+/* Write responses, then the subscriber's stream.  Marks @c dead when the
+ * peer is gone or its stream is over. */
+static void conn_flush(struct ptd_server *s, struct conn *c)
+{
+	bool more = false;
+	ssize_t n;
+	int round;
+
+	if (c->dead)
+		return;
+	if (c->out_off < c->out.len) {
+		n = send_some(c->tag.fd, (char *)c->out.data + c->out_off,
+			      c->out.len - c->out_off);
+		if (n < 0) {
+			c->dead = true;
+			return;
+		}
+		c->out_off += (size_t)n;
+		if (c->out_off < c->out.len) {
+			conn_update_events(s, c, true);
+			return;
+		}
+		c->out.len = c->out_off = 0;
+	}
+	if (c->close_after_flush && !c->sub) {
+		c->dead = true;
+		return;
+	}
+	for (round = 0; c->sub && round < FLUSH_ROUNDS; round++) {
+		const char *data;
+		size_t len;
+		enum ptd_sub_state st = ptd_subscriber_peek(c->sub, &data, &len);
+
+		if (st == PTD_SUB_DONE) {
+			c->dead = true;
+			return;
+		}
+		if (st == PTD_SUB_IDLE)
+			break;
+		n = send_some(c->tag.fd, data, len);
+		if (n < 0) {
+			c->dead = true;
+			return;
+		}
+		ptd_subscriber_consume(c->sub, (size_t)n);
+		if ((size_t)n < len) {
+			more = true;
+			break;
+		}
+	}
+	/* Rounds used up with data left: the socket is writable, so EPOLLOUT
+	 * brings us back at once, after the other clients. */
+	if (c->sub && round == FLUSH_ROUNDS)
+		more = true;
+	conn_update_events(s, c, more);
+}
+
+static void conn_queue(struct conn *c, char *line, size_t len)
+{
+	if (!line) {
+		c->close_after_flush = true;	/* out of memory */
+		return;
+	}
+	if (ptd_buf_append(&c->out, line, len) < 0)
+		c->close_after_flush = true;
+	free(line);
+}
+
+static void reply_error(struct conn *c, const cJSON *id, const char *code,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void reply_error(struct conn *c, const cJSON *id, const char *code,
+			const char *fmt, ...)
+{
+	char msg[PTD_DIAG_MAX + 128];
+	size_t len = 0;
+	char *line;
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Two statements: the length is known only after the call. */
+	line = ptd_response_error(id, code, msg, &len);
+	conn_queue(c, line, len);
+}
+
+static void reply_ok(struct conn *c, const cJSON *id, cJSON *result)
+{
+	size_t len = 0;
+	char *line = ptd_response_ok(id, result, &len);
+
+	conn_queue(c, line, len);
+}
+
+/* ---- requests ---- */
+
+static struct srv_session *session_find(struct ptd_server *s,
+					const struct conn *c, uint64_t id)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->id == id && ptd_auth_may_see(&c->peer, ss->owner))
+			return ss;
+	return NULL;
+}
+
+static const char *session_state(const struct srv_session *ss)
+{
+	if (ss->reaped)
+		return "ended";
+	return ss->stopping ? "stopping" : "running";
+}
+
+static void session_stats(struct srv_session *ss, struct ptd_session_stats *st)
+{
+	if (ss->s)
+		ptd_session_get_stats(ss->s, st);
+	else
+		*st = ss->last;
+}
+
+static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
+{
+	const struct srv_session *ss;
+	unsigned n = 0;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->owner == uid && !ss->reaped)
+			n++;
+	return n;
+}
+
+static void session_free(struct srv_session *ss)
+{
+	if (!ss)
+		return;
+	ptd_session_free(ss->s);
+	ptd_fanout_free(ss->fan);
+	free(ss);
+}
+
+static void cmd_attach(struct ptd_server *s, struct conn *c,
+		       const struct ptd_request *req)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_session_opts o;
+	struct ptd_session_sink sink;
+	struct ptd_session_stats st;
+	struct srv_session *ss;
+	cJSON *res;
+	int r;
+
+	if (live_sessions_of(s, c->peer.uid) >= s->cfg.max_sessions_per_user) {
+		reply_error(c, req->id, PTD_ERR_LIMIT,
+			    "uid %u already has %u sessions "
+			    "(max_sessions_per_user)",
+			    (unsigned)c->peer.uid,
+			    s->cfg.max_sessions_per_user);
+		return;
+	}
+	if (req->pid == getpid()) {
+		reply_error(c, req->id, PTD_ERR_PERMISSION,
+			    "pid %ld is ptd itself", (long)req->pid);
+		return;
+	}
+	/* a capture is written by ptd with its privileges, where asked */
+	if (req->capture[0] && c->peer.uid != 0) {
+		reply_error(c, req->id, PTD_ERR_PERMISSION,
+			    "only root may ask for options.capture");
+		return;
+	}
+	r = ptd_auth_may_trace(&c->peer, req->pid, s->procroot, &diag);
+	if (r < 0) {
+		reply_error(c, req->id,
+			    r == -ESRCH ? PTD_ERR_NO_SUCH_PROCESS
+			    : r == -EPERM ? PTD_ERR_PERMISSION
+					  : PTD_ERR_INTERNAL,
+			    "%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		return;
+	}
+	ss = calloc(1, sizeof(*ss));
+	if (!ss || !(ss->fan = ptd_fanout_new(s->next_session_id, req->pid,
+					       server_wake, s))) {
+		free(ss);
+		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	ss->srv = s;
+	ss->id = s->next_session_id;
+	ss->owner = c->peer.uid;
+	ss->pid = req->pid;
+	memset(&o, 0, sizeof(o));
+	o.pid = req->pid;
+	o.source = req->source;
+	o.tsc = req->tsc;
+	o.max_insns = req->max_insns;
+	o.config = &s->cfg;
+	o.uid = c->peer.uid;
+	o.capture_dir = req->capture[0] ? req->capture : NULL;
+	sink.record = sink_record;
+	sink.ended = sink_ended;
+	sink.ctx = ss;
+	r = ptd_session_start(&o, &sink, &ss->s, &diag);
+	if (r < 0) {
+		ptd_log_info("uid %u: attach to pid %ld refused: %s",
+			     (unsigned)c->peer.uid, (long)req->pid,
+			     diag.msg[0] ? diag.msg : ptd_strerror(r));
+		reply_error(c, req->id, ptd_proto_error_code(r), "%s",
+			    diag.msg[0] ? diag.msg : ptd_strerror(r));
+		session_free(ss);
+		return;
+	}
+	s->next_session_id++;
+	ptd_session_get_stats(ss->s, &st);
+	ss->source = st.source;
+	ss->next = s->sessions;
+	s->sessions = ss;
+	ptd_log_info("session %" PRIu64 ": uid %u attached to pid %ld (%s)",
+		     ss->id, (unsigned)ss->owner, (long)ss->pid,
+		     ptd_proto_source_name(ss->source));
+	res = cJSON_CreateObject();
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	cJSON_AddStringToObject(res, "source",
+				ptd_proto_source_name(ss->source));
+	cJSON_AddNumberToObject(res, "pid", ss->pid);
+	if (ss->source == PTD_SOURCE_SOFTWARE)
+		cJSON_AddStringToObject(res, "warning",
+					"the software PT source single-steps "
+					"the target: it runs orders of "
+					"magnitude slower");
+	reply_ok(c, req->id, res);
+}
+
+static cJSON *kinds_array(unsigned kinds)
+{
+	cJSON *a = cJSON_CreateArray();
+	unsigned t;
+
+	for (t = 0; a && t < PTD_REC_NTYPES; t++)
+		if (kinds & PTD_REC_BIT(t))
+			cJSON_AddItemToArray(a, cJSON_CreateString(
+				ptd_rec_type_name((enum ptd_rec_type)t)));
+	return a;
+}
+
+static cJSON *session_summary(struct srv_session *ss)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "session", (double)ss->id);
+	cJSON_AddNumberToObject(o, "pid", ss->pid);
+	cJSON_AddNumberToObject(o, "owner", ss->owner);
+	cJSON_AddStringToObject(o, "source",
+				ptd_proto_source_name(ss->source));
+	cJSON_AddStringToObject(o, "state", session_state(ss));
+	cJSON_AddNumberToObject(o, "subscribers", ptd_fanout_count(ss->fan));
+	if (ss->reaped)
+		cJSON_AddStringToObject(o, "end",
+					end_reason_name(ss->end.reason));
+	return o;
+}
+
+static void cmd_list(struct ptd_server *s, struct conn *c,
+		     const struct ptd_request *req)
+{
+	cJSON *res = cJSON_CreateObject();
+	cJSON *a = cJSON_AddArrayToObject(res, "sessions");
+	struct srv_session *ss;
+
+	for (ss = s->sessions; a && ss; ss = ss->next)
+		if (ptd_auth_may_see(&c->peer, ss->owner))
+			cJSON_AddItemToArray(a, session_summary(ss));
+	reply_ok(c, req->id, res);
+}
+
+static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
+			      const struct ptd_request *req)
+{
+	cJSON *res = cJSON_CreateObject();
+	struct srv_session *ss;
+	unsigned n = 0;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ptd_auth_may_see(&c->peer, ss->owner))
+			n++;
+	cJSON_AddStringToObject(res, "ptd", PTD_VERSION_STRING);
+	cJSON_AddNumberToObject(res, "protocol", PTD_PROTO_VERSION);
+	cJSON_AddNumberToObject(res, "sessions", n);
+	cJSON_AddNumberToObject(res, "connections", s->nconns);
+	cJSON_AddNumberToObject(res, "uptime_ms",
+				(double)(now_ms() - s->start_ms));
+	reply_ok(c, req->id, res);
+}
+
+static void cmd_status(struct ptd_server *s, struct conn *c,
+		       const struct ptd_request *req)
+{
+	struct ptd_subscriber_stats subs[64];
+	struct ptd_session_stats st;
+	struct srv_session *ss;
+	cJSON *res, *a;
+	unsigned i, n;
+
+	if (!req->has_session) {
+		cmd_status_daemon(s, c, req);
+		return;
+	}
+	ss = session_find(s, c, req->session);
+	if (!ss) {
+		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+			    "no session %" PRIu64, req->session);
+		return;
+	}
+	session_stats(ss, &st);
+	res = session_summary(ss);
+	cJSON_AddNumberToObject(res, "threads", st.threads);
+	cJSON_AddNumberToObject(res, "threads_live", st.threads_live);
+	cJSON_AddNumberToObject(res, "trace_bytes", (double)st.trace_bytes);
+	cJSON_AddNumberToObject(res, "insns", (double)st.insns);
+	cJSON_AddNumberToObject(res, "records", (double)st.records);
+	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
+	a = cJSON_AddArrayToObject(res, "subscriber_list");
+	n = ptd_fanout_get_stats(ss->fan, subs, PTD_ARRAY_SIZE(subs));
+	for (i = 0; a && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(o, "id", subs[i].id);
+		cJSON_AddItemToObject(o, "kinds", kinds_array(subs[i].kinds));
+		cJSON_AddNumberToObject(o, "matched", (double)subs[i].matched);
+		cJSON_AddNumberToObject(o, "sent", (double)subs[i].sent);
+		cJSON_AddNumberToObject(o, "lost", (double)subs[i].lost);
+		cJSON_AddNumberToObject(o, "queued", (double)subs[i].queued);
+		cJSON_AddItemToArray(a, o);
+	}
+	reply_ok(c, req->id, res);
+}
+
+static void cmd_detach(struct ptd_server *s, struct conn *c,
+		       const struct ptd_request *req)
+{
+	struct srv_session *ss = session_find(s, c, req->session);
+	cJSON *res;
+
+	if (!ss) {
+		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+			    "no session %" PRIu64, req->session);
+		return;
+	}
+	if (ss->s && !ss->reaped && !ss->stopping) {
+		ptd_session_stop(ss->s, PTD_END_DETACHED);
+		ptd_log_info("session %" PRIu64 ": detach asked by uid %u",
+			     ss->id, (unsigned)c->peer.uid);
+	}
+	ss->stopping = true;
+	/* An ended session the owner detaches need not linger. */
+	if (ss->reaped)
+		ss->ended_at_ms = 0;
+	res = cJSON_CreateObject();
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	reply_ok(c, req->id, res);
+}
+
+static void cmd_subscribe(struct ptd_server *s, struct conn *c,
+			  const struct ptd_request *req)
+{
+	struct srv_session *ss = session_find(s, c, req->session);
+	struct ptd_filter f;
+	cJSON *res;
+	int r;
+
+	if (!ss) {
+		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+			    "no session %" PRIu64, req->session);
+		return;
+	}
+	/* Live decoding gives insn records; blocks come from offline decodes
+	 * only (libipt's block cache decides where blocks end, which a
+	 * stream decoder cannot reproduce exactly). */
+	if (req->filter.kinds & PTD_REC_BIT(PTD_REC_BLOCK)) {
+		reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
+			    "block records are not available from live "
+			    "sessions (ask for insn; ptctl decode --records "
+			    "block gives them offline)");
+		return;
+	}
+	if (ptd_filter_compile(&req->filter, &f) < 0) {
+		reply_error(c, req->id, PTD_ERR_BAD_REQUEST, "bad filter");
+		return;
+	}
+	r = ptd_fanout_subscribe(ss->fan, &f, s->cfg.subscriber_queue_size,
+				 s->cfg.max_subscribers_per_session, &c->sub);
+	if (r < 0) {
+		reply_error(c, req->id, ptd_proto_error_code(r),
+			    r == -PTD_ELIMIT
+				    ? "session %" PRIu64 " already has %u "
+				      "subscribers (max_subscribers_per_session)"
+				    : "cannot subscribe to session %" PRIu64
+				      " (%u)",
+			    ss->id, s->cfg.max_subscribers_per_session);
+		return;
+	}
+	c->ss = ss;
+	res = cJSON_CreateObject();
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	cJSON_AddItemToObject(res, "kinds", kinds_array(f.spec.kinds));
+	reply_ok(c, req->id, res);
+}
+
+static void cmd_version(struct conn *c, const struct ptd_request *req)
+{
+	cJSON *res = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(res, "protocol", PTD_PROTO_VERSION);
+	cJSON_AddStringToObject(res, "ptd", PTD_VERSION_STRING);
+	cJSON_AddNumberToObject(res, "stream", PTD_STREAM_VERSION);
+	reply_ok(c, req->id, res);
+}
+
+static void dispatch(struct ptd_server *s, struct conn *c,
+		     const struct ptd_request *req)
+{
+	if (s->shutting_down && req->cmd != PTD_CMD_PING &&
+	    req->cmd != PTD_CMD_VERSION) {
+		reply_error(c, req->id, PTD_ERR_SHUTTING_DOWN,
+			    "ptd is shutting down");
+		return;
+	}
+	switch (req->cmd) {
+	case PTD_CMD_PING:
+		reply_ok(c, req->id, NULL);
+		return;
+	case PTD_CMD_VERSION:
+		cmd_version(c, req);
+		return;
+	case PTD_CMD_ATTACH:
+		cmd_attach(s, c, req);
+		return;
+	case PTD_CMD_DETACH:
+		cmd_detach(s, c, req);
+		return;
+	case PTD_CMD_LIST:
+		cmd_list(s, c, req);
+		return;
+	case PTD_CMD_STATUS:
+		cmd_status(s, c, req);
+		return;
+	case PTD_CMD_SUBSCRIBE:
+		cmd_subscribe(s, c, req);
+		return;
+	case PTD_CMD_COUNT:
+		break;
+	}
+	reply_error(c, req->id, PTD_ERR_INTERNAL, "unhandled command");
+}
+
+static void handle_line(struct ptd_server *s, struct conn *c, const char *line,
+			size_t len)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_request req;
+	int r;
+
+	if (len && line[len - 1] == '\r')
+		len--;
+	r = ptd_request_parse(line, len, &req, &diag);
+	if (r < 0)
+		reply_error(c, req.id,
+			    r == -PTD_EUNSUPPORTED ? PTD_ERR_UNKNOWN_COMMAND
+			    : r == -ENOMEM	   ? PTD_ERR_INTERNAL
+						   : PTD_ERR_BAD_REQUEST,
+			    "%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+	else
+		dispatch(s, c, &req);
+	ptd_request_free(&req);
+}
+
+static void too_long(struct ptd_server *s, struct conn *c)
+{
+	reply_error(c, NULL, PTD_ERR_TOO_LONG,
+		    "request longer than %zu bytes (max_request_size); "
+		    "closing",
+		    s->cfg.max_request_size);
+	c->close_after_flush = true;
+}
+
+/* Handle the complete lines in c->in, up to the point where the client has
+ * too many responses unread; keep the rest. */
+static void handle_lines(struct ptd_server *s, struct conn *c)
+{
+	size_t start = 0;
+	char *nl;
+
+	while (!c->sub && !c->close_after_flush &&
+	       c->out.len - c->out_off < OUT_HIGH_WATER) {
+		size_t len;
+
+		nl = memchr(c->in + start, '\n', c->in_len - start);
+		if (!nl)
+			break;
+		len = (size_t)(nl - (c->in + start));
+		if (len > s->cfg.max_request_size) {
+			too_long(s, c);
+			break;
+		}
+		handle_line(s, c, c->in + start, len);
+		start += len + 1;
+	}
+	/* No end of line within the limit: framing is lost. */
+	if (!c->sub && !c->close_after_flush &&
+	    c->in_len - start > s->cfg.max_request_size &&
+	    !memchr(c->in + start, '\n', c->in_len - start))
+		too_long(s, c);
+	memmove(c->in, c->in + start, c->in_len - start);
+	c->in_len -= start;
+}
+
+static void conn_readable(struct ptd_server *s, struct conn *c)
+{
+	char discard[4096];
+	size_t cap = s->cfg.max_request_size + 2;
+	ssize_t n;
+
+	if (c->sub || c->close_after_flush) {
+		/* A stream or a closing connection: input is ignored, EOF
+		 * ends it. */
+		n = recv(c->tag.fd, discard, sizeof(discard), MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+			c->dead = true;
+		return;
+	}
+	if (c->in_len >= cap) {
+		handle_lines(s, c);
+		return;
+	}
+	n = recv(c->tag.fd, c->in + c->in_len,
+		 cap - c->in_len < READ_CHUNK ? cap - c->in_len : READ_CHUNK,
+		 MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+		c->dead = true;
+		return;
+	}
+	if (n < 0)
+		return;
+	c->in_len += (size_t)n;
+	handle_lines(s, c);
+	conn_flush(s, c);
+}
+
+static void conn_free(struct ptd_server *s, struct conn *c)
+{
+	if (c->sub)
+		ptd_fanout_unsubscribe(c->ss->fan, c->sub);
+	if (c->tag.fd >= 0) {
+		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->tag.fd, NULL);
+		close(c->tag.fd);
+	}
+	ptd_buf_free(&c->out);
+	free(c->in);
+	free(c);
+}
+
+static void conns_reap(struct ptd_server *s)
+{
+	struct conn **p = &s->conns, *c;
+
+	while ((c = *p)) {
+		if (c->dead) {
+			*p = c->next;
+			s->nconns--;
+			conn_free(s, c);
+		} else {
+			p = &c->next;
+		}
+	}
+}
+
+static void refuse_conn(struct ptd_server *s, int fd)
+{
+	size_t len = 0;
+	char msg[128];
+	char *line;
+
+	(void)snprintf(msg, sizeof(msg),
+		       "too many connections (max_connections %u)",
+		       s->cfg.max_connections);
+	line = ptd_response_error(NULL, PTD_ERR_LIMIT, msg, &len);
+	if (line)
+		(void)send_some(fd, line, len);
+	free(line);
+	close(fd);
+}
+
+static void accept_conns(struct ptd_server *s, int lfd)
+{
+	int i;
+
+	for (i = 0; i < ACCEPT_BURST; i++) {
+		struct conn *c;
+		int fd = accept4(lfd, NULL, NULL,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR &&
+			    errno != ECONNABORTED)
+				ptd_log_err(PTD_LOG_WARNING, -errno,
+					    "accept failed");
+			return;
+		}
+		if (s->shutting_down || s->nconns >= s->cfg.max_connections) {
+			refuse_conn(s, fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (c)
+			c->in = malloc(s->cfg.max_request_size + 2);
+		if (!c || !c->in || ptd_peer_get(fd, &c->peer) < 0) {
+			if (c)
+				free(c->in);
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->tag.kind = EP_CONN;
+		c->tag.fd = fd;
+		c->events = EPOLLIN;
+		if (ep_add(s, &c->tag, EPOLLIN) < 0) {
+			free(c->in);
+			free(c);
+			close(fd);
+			continue;
+		}
+		c->next = s->conns;
+		s->conns = c;
+		s->nconns++;
+	}
+}
+
+/* ---- sessions from the loop ---- */
+
+/* Sessions whose end the decode thread reported: free their threads; drop
+ * ended sessions nobody follows once their linger time is over. */
+static void sessions_reap(struct ptd_server *s)
+{
+	struct srv_session **p = &s->sessions, *ss;
+	uint64_t now = now_ms();
+
+	while ((ss = *p)) {
+		if (!ss->reaped &&
+		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
+			ptd_session_get_stats(ss->s, &ss->last);
+			ptd_session_free(ss->s);
+			ss->s = NULL;
+			ss->reaped = true;
+			ss->ended_at_ms = ss->stopping && !s->shutting_down
+						  ? 0
+						  : now;
+			ptd_log_info("session %" PRIu64 ": ended: %s%s%s",
+				     ss->id, end_reason_name(ss->end.reason),
+				     ss->end.message[0] ? ": " : "",
+				     ss->end.message);
+		}
+		if (ss->reaped && ptd_fanout_count(ss->fan) == 0 &&
+		    (s->shutting_down ||
+		     now >= ss->ended_at_ms + PTD_SERVER_LINGER_MS ||
+		     ss->ended_at_ms == 0)) {
+			*p = ss->next;
+			session_free(ss);
+		} else {
+			p = &ss->next;
+		}
+	}
+}
+
+static void drain_wakeups(struct ptd_server *s)
+{
+	struct srv_session *ss;
+	struct conn *c;
+	uint64_t v;
+
+	if (read(s->ev.fd, &v, sizeof(v)) < 0) {
+		/* EAGAIN: a spurious wake-up */
+	}
+	for (ss = s->sessions; ss; ss = ss->next)
+		ptd_fanout_clear_wake(ss->fan);
+	for (c = s->conns; c; c = c->next)
+		if (c->sub)
+			conn_flush(s, c);
+}
+
+static void shutdown_begin(struct ptd_server *s)
+{
+	struct srv_session *ss;
+	unsigned i;
+
+	if (s->shutting_down)
+		return;
+	s->shutting_down = true;
+	s->shutdown_deadline_ms = now_ms() + PTD_SERVER_SHUTDOWN_MS;
+	(void)ptd_sd_notify("STOPPING=1\nSTATUS=stopping: ending sessions");
+	ptd_log_info("shutting down");
+	for (i = 0; i < s->nlisten; i++) {
+		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->listen[i].fd, NULL);
+		close(s->listen[i].fd);
+		s->listen[i].fd = -1;
+	}
+	s->nlisten = 0;
+	if (s->created_socket) {
+		(void)unlink(s->cfg.socket_path);
+		s->created_socket = false;
+	}
+	for (ss = s->sessions; ss; ss = ss->next) {
+		if (ss->s && !ss->reaped)
+			ptd_session_stop(ss->s, PTD_END_SHUTDOWN);
+		ss->stopping = true;
+	}
+}
+
+static void handle_signal(struct ptd_server *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sig.fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+			shutdown_begin(s);
+	}
+}
+
+/* Is shutdown complete: no session running, every stream written out? */
+static bool shutdown_done(struct ptd_server *s)
+{
+	struct srv_session *ss;
+	struct conn *c;
+
+	if (now_ms() >= s->shutdown_deadline_ms)
+		return true;
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (!ss->reaped)
+			return false;
+	for (c = s->conns; c; c = c->next)
+		if (c->sub)
+			return false;
+	return true;
+}
+
+static void set_status(struct ptd_server *s)
+{
+	char buf[128];
+	struct srv_session *ss;
+	unsigned n = 0;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		n += !ss->reaped;
+	(void)snprintf(buf, sizeof(buf), "STATUS=%u session(s), %u client(s)",
+		       n, s->nconns);
+	(void)ptd_sd_notify(buf);
+}
+
+int ptd_server_run(struct ptd_server *s)
+{
+	struct epoll_event evs[64];
+	unsigned last_status = UINT_MAX;
+
+	(void)ptd_sd_notify("READY=1\nSTATUS=listening");
+	ptd_log_info("ready, listening on '%s'", s->cfg.socket_path);
+	for (;;) {
+		int timeout = s->shutting_down ? 200 : -1;
+		int i, n;
+
+		if (!s->shutting_down && s->sessions)
+			timeout = 1000;	/* linger expiry */
+		n = epoll_wait(s->epfd, evs, (int)PTD_ARRAY_SIZE(evs), timeout);
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (i = 0; i < n; i++) {
+			struct ep_tag *t = evs[i].data.ptr;
+			struct conn *c;
+
+			switch (t->kind) {
+			case EP_LISTEN:
+				accept_conns(s, t->fd);
+				break;
+			case EP_SIGNAL:
+				handle_signal(s);
+				break;
+			case EP_EVENT:
+				drain_wakeups(s);
+				break;
+			case EP_CONN:
+				c = (struct conn *)t;
+				if (evs[i].events & (EPOLLERR | EPOLLHUP) &&
+				    !(evs[i].events & EPOLLIN))
+					c->dead = true;
+				if (evs[i].events & EPOLLIN)
+					conn_readable(s, c);
+				if (evs[i].events & EPOLLOUT) {
+					conn_flush(s, c);
+					/* Requests that waited for the
+					 * responses to drain. */
+					if (!c->dead && c->in_len &&
+					    c->out.len == c->out_off) {
+						handle_lines(s, c);
+						conn_flush(s, c);
+					}
+				}
+				break;
+			}
+		}
+		conns_reap(s);
+		sessions_reap(s);
+		if (s->nconns + 1000u * (s->sessions != NULL) != last_status) {
+			last_status = s->nconns + 1000u * (s->sessions != NULL);
+			set_status(s);
+		}
+		if (s->shutting_down && shutdown_done(s))
+			break;
+	}
+	return 0;
+}
+
+int ptd_server_new(const struct ptd_config *config, const char *procroot,
+		   struct ptd_server **ret_server, struct ptd_diag *diag)
+{
+	struct ptd_server *s;
+	sigset_t mask;
+	unsigned i;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return ptd_diagf(diag, -ENOMEM, "out of memory");
+	s->cfg = *config;
+	(void)ptd_strlcpy(s->procroot, procroot ? procroot : "/proc",
+			  sizeof(s->procroot));
+	s->epfd = s->sig.fd = s->ev.fd = -1;
+	s->next_session_id = 1;
+	s->start_ms = now_ms();
+	s->sig.kind = EP_SIGNAL;
+	s->ev.kind = EP_EVENT;
+	if (s->cfg.max_request_size < 64 || s->cfg.max_connections == 0) {
+		r = ptd_diagf(diag, -EINVAL,
+			      "max_request_size and max_connections are too "
+			      "small");
+		goto err;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	if (pthread_sigmask(SIG_BLOCK, &mask, &s->oldmask) == 0)
+		s->mask_set = true;
+	s->sig.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	s->ev.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (s->sig.fd < 0 || s->ev.fd < 0 || s->epfd < 0) {
+		r = ptd_diagf(diag, -errno, "failed to set up the loop: %s",
+			      strerror(errno));
+		goto err;
+	}
+	r = sockets_open(s, diag);
+	if (r < 0)
+		goto err;
+	if ((r = ep_add(s, &s->sig, EPOLLIN)) < 0 ||
+	    (r = ep_add(s, &s->ev, EPOLLIN)) < 0) {
+		ptd_diagf(diag, r, "epoll: %s", strerror(-r));
+		goto err;
+	}
+	for (i = 0; i < s->nlisten; i++) {
+		r = ep_add(s, &s->listen[i], EPOLLIN);
+		if (r < 0) {
+			ptd_diagf(diag, r, "epoll: %s", strerror(-r));
+			goto err;
+		}
+	}
+	*ret_server = s;
+	return 0;
+err:
+	ptd_server_free(s);
+	return r;
+}
+
+void ptd_server_free(struct ptd_server *s)
+{
+	struct srv_session *ss;
+	struct conn *c;
+	unsigned i;
+
+	if (!s)
+		return;
+	/* Stop every session first, so that freeing them in turn does not
+	 * wait for each one's shutdown one after the other. */
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->s && !ss->reaped)
+			ptd_session_stop(ss->s, PTD_END_SHUTDOWN);
+	while ((c = s->conns)) {
+		s->conns = c->next;
+		conn_free(s, c);
+	}
+	while ((ss = s->sessions)) {
+		s->sessions = ss->next;
+		session_free(ss);
+	}
+	for (i = 0; i < s->nlisten; i++)
+		if (s->listen[i].fd >= 0)
+			close(s->listen[i].fd);
+	if (s->created_socket)
+		(void)unlink(s->cfg.socket_path);
+	if (s->sig.fd >= 0)
+		close(s->sig.fd);
+	if (s->ev.fd >= 0)
+		close(s->ev.fd);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->mask_set)
+		pthread_sigmask(SIG_SETMASK, &s->oldmask, NULL);
+	free(s);
+}

@@ -1,0 +1,1097 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon end to end: build/daemon/ptd started with a config in a temp
+ * dir, real clients on its socket, real processes traced (the software PT
+ * source where the CPU has no Intel PT).
+ *
+ * Targets are started blocked: `sh -c 'read x; exec prog-attach N'` waits
+ * on a pipe, so attach and every subscription happen before the target
+ * runs a single instruction of interest; then one newline releases it.
+ * That makes every subscriber's window the same, and streams comparable
+ * record for record.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "swpt/capture.h"
+
+static char build_root[1024], progs[1024], tmpdir[256];
+
+struct daemon {
+	pid_t pid;
+	char dir[512];
+	char conf[600];
+	char sock[600];
+};
+
+static void msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int write_file(const char *path, const char *text)
+{
+	return ptd_file_write_atomic(path, text, strlen(text));
+}
+
+/* Run ptd with @args (NULL-terminated after argv[0]); return its exit
+ * status and its stdout+stderr in @out. */
+static int run_ptd(char *const argv[], char *out, size_t cap)
+{
+	int p[2], st;
+	pid_t pid;
+	size_t len = 0;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(p[1]);
+	while (len + 1 < cap && (n = read(p[0], out + len, cap - 1 - len)) > 0)
+		len += (size_t)n;
+	out[len] = 0;
+	close(p[0]);
+	waitpid(pid, &st, 0);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int daemon_connect_path(const char *path)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	strcpy(a.sun_path, path);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static bool daemon_start(struct daemon *d, const char *name,
+			 const char *extra)
+{
+	char ptd[1100], text[2048];
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	(void)snprintf(d->dir, sizeof(d->dir), "%s/%s", tmpdir, name);
+	mkdir(d->dir, 0700);
+	(void)snprintf(d->conf, sizeof(d->conf), "%s/ptd.conf", d->dir);
+	/* The socket's directory does not exist yet: ptd creates it. */
+	(void)snprintf(d->sock, sizeof(d->sock), "%s/run/ptd.sock", d->dir);
+	(void)snprintf(text, sizeof(text),
+		       "socket_path = %s\nsocket_mode = 0600\n"
+		       "log_level = debug\n%s",
+		       d->sock, extra);
+	if (write_file(d->conf, text) < 0)
+		return false;
+	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
+	d->pid = fork();
+	if (d->pid == 0) {
+		char log[700];
+		int fd;
+
+		(void)snprintf(log, sizeof(log), "%s/ptd.log", d->dir);
+		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		dup2(fd, 2);
+		execl(ptd, ptd, "-c", d->conf, (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 500; i++) {
+		int fd = daemon_connect_path(d->sock);
+
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+		msleep(10);
+	}
+	return false;
+}
+
+/* SIGTERM and wait (at most 20 s); returns the exit status or -1. */
+static int daemon_stop(struct daemon *d)
+{
+	int st, i;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	for (i = 0; i < 2000; i++) {
+		if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(st) ? WEXITSTATUS(st)
+					     : 128 + WTERMSIG(st);
+		}
+		msleep(10);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, &st, 0);
+	d->pid = 0;
+	return -1;
+}
+
+/* A line reader with a timeout. */
+struct conn {
+	int fd;
+	char buf[65536];
+	size_t len, off;
+};
+
+static struct conn *dconnect(struct daemon *d)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+
+	c->fd = daemon_connect_path(d->sock);
+	if (c->fd < 0) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+static void dclose(struct conn *c)
+{
+	if (c) {
+		close(c->fd);
+		free(c);
+	}
+}
+
+static int send_str(struct conn *c, const char *s)
+{
+	return ptd_write_all(c->fd, s, strlen(s));
+}
+
+/* The next line (malloc'd, without '\n'), or NULL at EOF or after
+ * @timeout_ms without one. */
+static char *read_line(struct conn *c, int timeout_ms)
+{
+	struct ptd_buf line = { 0 };
+
+	for (;;) {
+		char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
+
+		if (nl) {
+			size_t n = (size_t)(nl - (c->buf + c->off));
+
+			(void)ptd_buf_append(&line, c->buf + c->off, n);
+			(void)ptd_buf_append(&line, "", 1);
+			c->off += n + 1;
+			return (char *)line.data;
+		}
+		(void)ptd_buf_append(&line, c->buf + c->off, c->len - c->off);
+		c->off = c->len = 0;
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+		if (poll(&p, 1, timeout_ms) <= 0)
+			break;
+		ssize_t n = read(c->fd, c->buf, sizeof(c->buf));
+
+		if (n <= 0)
+			break;
+		c->len = (size_t)n;
+	}
+	ptd_buf_free(&line);
+	return NULL;
+}
+
+/* Send a request, read and parse its response. */
+static cJSON *call(struct conn *c, const char *req)
+{
+	char *line;
+	cJSON *o;
+
+	if (send_str(c, req) < 0)
+		return NULL;
+	line = read_line(c, 10000);
+	if (!line)
+		return NULL;
+	o = cJSON_Parse(line);
+	free(line);
+	return o;
+}
+
+static const char *err_code(const cJSON *resp)
+{
+	const cJSON *e = cJSON_GetObjectItem(resp, "error");
+	const cJSON *c = cJSON_GetObjectItem(e, "code");
+
+	return cJSON_IsString(c) ? c->valuestring : "(none)";
+}
+
+static const char *err_msg(const cJSON *resp)
+{
+	const cJSON *e = cJSON_GetObjectItem(resp, "error");
+	const cJSON *c = cJSON_GetObjectItem(e, "message");
+
+	return cJSON_IsString(c) ? c->valuestring : "(none)";
+}
+
+static bool resp_ok(const cJSON *r)
+{
+	return r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"));
+}
+
+static double result_num(const cJSON *r, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
+					     key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* A target blocked in `read` until released: sh -c 'read x; exec PROG
+ * SECS'.  Returns its pid; *ret_go is the pipe to release it. */
+static pid_t spawn_target(double secs, int *ret_go)
+{
+	char prog[1100], arg[32];
+	int p[2];
+	pid_t pid;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-attach", progs);
+	(void)snprintf(arg, sizeof(arg), "%g", secs);
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(p[0], 0);
+		dup2(null, 1);
+		execl("/bin/sh", "sh", "-c", "read x; exec \"$0\" \"$1\"", prog,
+		      arg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	*ret_go = p[1];
+	return pid;
+}
+
+static void release(int *go)
+{
+	if (write(*go, "\n", 1) != 1)
+		CHECK_FAIL_("releasing the target: %s", strerror(errno));
+	close(*go);
+	*go = -1;
+}
+
+/* Wait for @pid; returns its exit code, or 128+signal, or -1. */
+static int wait_target(pid_t pid, int timeout_ms)
+{
+	int st, i;
+
+	for (i = 0; i < timeout_ms / 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st)
+					     : 128 + WTERMSIG(st);
+		msleep(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* Attach to @pid; returns the session id, or SKIPs when tracing is not
+ * possible here. */
+static long attach(struct daemon *d, pid_t pid)
+{
+	char req[128];
+	struct conn *c = dconnect(d);
+	cJSON *r;
+	long id;
+
+	if (!c)
+		return -1;
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld}\n",
+		       (long)pid);
+	r = call(c, req);
+	dclose(c);
+	if (r && !resp_ok(r) &&
+	    (!strcmp(err_code(r), "permission_denied") ||
+	     !strcmp(err_code(r), "no_intel_pt"))) {
+		fprintf(stderr, "attach: %s: %s\n", err_code(r), err_msg(r));
+		kill(pid, SIGKILL);
+		SKIP_ALL("ptd cannot trace processes here (%s)", err_code(r));
+	}
+	if (!resp_ok(r)) {
+		CHECK_FAIL_("attach %ld failed: %s: %s", (long)pid,
+			    r ? err_code(r) : "no response",
+			    r ? err_msg(r) : "");
+		cJSON_Delete(r);
+		return -1;
+	}
+	id = (long)result_num(r, "session");
+	cJSON_Delete(r);
+	return id;
+}
+
+/* A subscriber: its connection and everything it received. */
+struct sub {
+	struct conn *c;
+	unsigned delay_ms;	/* do not read for this long */
+	char **lines;
+	size_t n, cap;
+	pthread_t th;
+	bool running;
+};
+
+static struct sub *subscribe(struct daemon *d, long session,
+			     const char *extra)
+{
+	char req[1024];
+	struct sub *s = calloc(1, sizeof(*s));
+	cJSON *r;
+
+	s->c = dconnect(d);
+	if (!s->c) {
+		free(s);
+		return NULL;
+	}
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"subscribe\",\"session\":%ld%s}\n",
+		       session, extra);
+	r = call(s->c, req);
+	if (!resp_ok(r)) {
+		CHECK_FAIL_("subscribe %s: %s: %s", req,
+			    r ? err_code(r) : "no response",
+			    r ? err_msg(r) : "");
+		cJSON_Delete(r);
+		dclose(s->c);
+		free(s);
+		return NULL;
+	}
+	cJSON_Delete(r);
+	return s;
+}
+
+static void *sub_main(void *arg)
+{
+	struct sub *s = arg;
+	char *line;
+
+	msleep(s->delay_ms);
+	while ((line = read_line(s->c, 60000))) {
+		if (s->n == s->cap) {
+			s->cap = s->cap ? 2 * s->cap : 1024;
+			s->lines = realloc(s->lines, s->cap * sizeof(char *));
+		}
+		s->lines[s->n++] = line;
+	}
+	return NULL;
+}
+
+static void sub_start(struct sub *s)
+{
+	s->running = pthread_create(&s->th, NULL, sub_main, s) == 0;
+}
+
+static void sub_join(struct sub *s)
+{
+	if (s->running)
+		pthread_join(s->th, NULL);
+	s->running = false;
+}
+
+static void sub_free(struct sub *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	sub_join(s);
+	for (i = 0; i < s->n; i++)
+		free(s->lines[i]);
+	free(s->lines);
+	dclose(s->c);
+	free(s);
+}
+
+static bool is_type(const char *line, const char *type)
+{
+	char want[64];
+
+	(void)snprintf(want, sizeof(want), "{\"type\":\"%s\"", type);
+	return !strncmp(line, want, strlen(want));
+}
+
+/* The bye record (parsed), after checking hello is first and bye last. */
+static cJSON *check_framing(const struct sub *s, const char *who)
+{
+	if (s->n < 2) {
+		CHECK_FAIL_("%s: %zu lines, expected hello ... bye", who, s->n);
+		return NULL;
+	}
+	if (!is_type(s->lines[0], "hello"))
+		CHECK_FAIL_("%s: first line is not hello: %.200s", who,
+			    s->lines[0]);
+	if (!is_type(s->lines[s->n - 1], "bye")) {
+		CHECK_FAIL_("%s: last line is not bye: %.200s", who,
+			    s->lines[s->n - 1]);
+		return NULL;
+	}
+	for (size_t i = 1; i + 1 < s->n; i++)
+		if (is_type(s->lines[i], "hello") || is_type(s->lines[i], "bye"))
+			CHECK_FAIL_("%s: hello/bye in the middle (line %zu)",
+				    who, i);
+	return cJSON_Parse(s->lines[s->n - 1]);
+}
+
+static const char *bye_reason(const cJSON *bye)
+{
+	const cJSON *r = cJSON_GetObjectItem(bye, "reason");
+
+	return cJSON_IsString(r) ? r->valuestring : "(none)";
+}
+
+static double json_num(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItem(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* Count the records of a stream (not hello, lost, bye) and the sum of its
+ * lost records. */
+static void count_stream(const struct sub *s, uint64_t *records,
+			 uint64_t *lost)
+{
+	*records = *lost = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		if (is_type(s->lines[i], "lost")) {
+			cJSON *o = cJSON_Parse(s->lines[i]);
+
+			*lost += (uint64_t)json_num(o, "records");
+			cJSON_Delete(o);
+		} else if (!is_type(s->lines[i], "hello") &&
+			   !is_type(s->lines[i], "bye")) {
+			(*records)++;
+		}
+	}
+}
+
+static unsigned count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	(void)snprintf(path, sizeof(path), "/proc/%ld/fd", (long)pid);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* ---- tests ---- */
+
+static void test_check_config(void)
+{
+	char ptd[1100], good[600], bad[600], missing[600], out[4096];
+	int st;
+
+	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
+	(void)snprintf(good, sizeof(good), "%s/good.conf", tmpdir);
+	(void)snprintf(bad, sizeof(bad), "%s/bad.conf", tmpdir);
+	(void)snprintf(missing, sizeof(missing), "%s/missing.conf", tmpdir);
+	REQUIRE(write_file(good, "# fine\nmax_connections = 5\n") == 0);
+	REQUIRE(write_file(bad, "max_connections = 5\nfrobnicate = yes\n") ==
+		0);
+	st = run_ptd((char *[]){ ptd, "-c", good, "--check-config", NULL },
+		     out, sizeof(out));
+	CHECK_EQ_INT(st, 0);
+	CHECK_CONTAINS(out, "ok");
+	st = run_ptd((char *[]){ ptd, "-c", bad, "--check-config", NULL }, out,
+		     sizeof(out));
+	CHECK_EQ_INT(st, 1);
+	CHECK_CONTAINS(out, "bad.conf:2");
+	st = run_ptd((char *[]){ ptd, "-c", missing, "--check-config", NULL },
+		     out, sizeof(out));
+	CHECK_EQ_INT(st, 1);
+	CHECK_CONTAINS(out, "missing.conf");
+	st = run_ptd((char *[]){ ptd, "--bogus", NULL }, out, sizeof(out));
+	CHECK_EQ_INT(st, 1);
+}
+
+/* Every bad request is answered with an error naming the problem; the
+ * connection stays usable; the daemon survives. */
+static void test_bad_requests(void)
+{
+	static const struct {
+		const char *line;
+		const char *code;
+		const char *msg;
+	} cases[] = {
+		{ "not json\n", "bad_request", "not valid JSON" },
+		{ "[1]\n", "bad_request", "JSON object" },
+		{ "{\"cmd\":\"ping\"}\n", "bad_request", "missing \"id\"" },
+		{ "{\"id\":1}\n", "bad_request", "missing \"cmd\"" },
+		{ "{\"id\":1,\"cmd\":3}\n", "bad_request", "\"cmd\" must be" },
+		{ "{\"id\":1,\"cmd\":\"dance\"}\n", "unknown_command",
+		  "dance" },
+		{ "{\"id\":1,\"cmd\":\"attach\",\"pid\":-1}\n", "bad_request",
+		  "\"pid\"" },
+		{ "{\"id\":1,\"cmd\":\"attach\",\"pid\":999999}\n",
+		  "no_such_process", "" },
+		{ "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		  "{\"sauce\":1}}\n",
+		  "bad_request", "sauce" },
+		{ "{\"id\":1,\"cmd\":\"subscribe\",\"session\":12345}\n",
+		  "no_such_session", "" },
+		{ "{\"id\":1,\"cmd\":\"detach\",\"session\":12345}\n",
+		  "no_such_session", "" },
+		{ "{\"id\":1,\"cmd\":\"status\",\"session\":12345}\n",
+		  "no_such_session", "" },
+		{ "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"filter\":"
+		  "{\"ranges\":[[\"0xg\",\"0x1\"]]}}\n",
+		  "bad_request", "filter.ranges[0][0]" },
+		{ "\n", "bad_request", "not valid JSON" },
+	};
+	struct daemon d;
+	struct conn *c;
+	cJSON *r;
+	size_t i;
+
+	REQUIRE(daemon_start(&d, "bad", "max_request_size = 1k\n"));
+	c = dconnect(&d);
+	REQUIRE(c);
+	for (i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
+		r = call(c, cases[i].line);
+		if (!r) {
+			CHECK_FAIL_("no response to %s", cases[i].line);
+			break;
+		}
+		if (resp_ok(r) || strcmp(err_code(r), cases[i].code) ||
+		    !strstr(err_msg(r), cases[i].msg))
+			CHECK_FAIL_("%s: expected %s (\"%s\"), got %s: %s",
+				    cases[i].line, cases[i].code, cases[i].msg,
+				    err_code(r), err_msg(r));
+		cJSON_Delete(r);
+	}
+	/* The same connection still works; the id is echoed. */
+	r = call(c, "{\"id\":\"still-here\",\"cmd\":\"ping\"}\n");
+	CHECK(resp_ok(r));
+	CHECK_EQ_STR(cJSON_GetObjectItem(r, "id")->valuestring, "still-here");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":2,\"cmd\":\"version\"}\n");
+	CHECK(resp_ok(r));
+	CHECK_EQ_INT(result_num(r, "protocol"), 1);
+	cJSON_Delete(r);
+
+	/* An oversized line: too_long, then the connection is closed. */
+	char big[2100];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = 0;
+	r = call(c, big);
+	CHECK(r && !strcmp(err_code(r), "too_long"));
+	cJSON_Delete(r);
+	char *eof = read_line(c, 5000);
+
+	CHECK(eof == NULL);
+	free(eof);
+	dclose(c);
+
+	/* A client that vanishes mid-line costs nothing. */
+	c = dconnect(&d);
+	REQUIRE(c);
+	send_str(c, "{\"id\":1,\"cmd\":\"pi");
+	dclose(c);
+	c = dconnect(&d);
+	REQUIRE(c);
+	r = call(c, "{\"id\":3,\"cmd\":\"ping\"}\n");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	dclose(c);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	/* ptd removed the socket it created. */
+	CHECK(access(d.sock, F_OK) < 0);
+}
+
+static void test_max_connections(void)
+{
+	struct conn *cs[4];
+	struct daemon d;
+	struct conn *extra;
+	cJSON *r;
+	int i;
+
+	REQUIRE(daemon_start(&d, "maxconn", "max_connections = 4\n"));
+	for (i = 0; i < 4; i++) {
+		cs[i] = dconnect(&d);
+		REQUIRE(cs[i]);
+		/* A round trip: the daemon has accepted this one. */
+		r = call(cs[i], "{\"id\":1,\"cmd\":\"ping\"}\n");
+		CHECK(resp_ok(r));
+		cJSON_Delete(r);
+	}
+	extra = dconnect(&d);
+	REQUIRE(extra);
+	char *line = read_line(extra, 5000);
+	r = line ? cJSON_Parse(line) : NULL;
+
+	CHECK(r && !strcmp(err_code(r), "limit"));
+	cJSON_Delete(r);
+	free(line);
+	line = read_line(extra, 5000);
+	CHECK(line == NULL);	/* closed */
+	free(line);
+	dclose(extra);
+	for (i = 0; i < 4; i++)
+		dclose(cs[i]);
+	msleep(100);
+	extra = dconnect(&d);
+	REQUIRE(extra);
+	r = call(extra, "{\"id\":1,\"cmd\":\"ping\"}\n");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	dclose(extra);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* Keep the insn lines of @s that satisfy @keep. */
+static size_t insn_lines(const struct sub *s, bool (*keep)(const char *),
+			 char ***ret)
+{
+	char **out = calloc(s->n + 1, sizeof(char *));
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (is_type(s->lines[i], "insn") && (!keep || keep(s->lines[i])))
+			out[n++] = s->lines[i];
+	*ret = out;
+	return n;
+}
+
+static bool keep_call_ret(const char *l)
+{
+	return strstr(l, "\"iclass\":\"call\"") ||
+	       strstr(l, "\"iclass\":\"return\"");
+}
+
+static pid_t main_tid;
+
+static bool keep_main_libc(const char *l)
+{
+	char want[48];
+
+	(void)snprintf(want, sizeof(want), "\"tid\":%ld,", (long)main_tid);
+	return strstr(l, want) && strstr(l, "\"module\":\"") &&
+	       strstr(strstr(l, "\"module\":\""), "libc");
+}
+
+static void compare_filtered(const struct sub *all, const struct sub *f,
+			     bool (*keep)(const char *), const char *who)
+{
+	char **want, **got;
+	size_t nw = insn_lines(all, keep, &want);
+	size_t ng = insn_lines(f, NULL, &got);
+
+	if (nw != ng)
+		CHECK_FAIL_("%s: %zu insn records, the unfiltered stream "
+			    "filtered gives %zu",
+			    who, ng, nw);
+	for (size_t i = 0; i < nw && i < ng; i++)
+		if (strcmp(want[i], got[i])) {
+			CHECK_FAIL_("%s: record %zu differs:\n  want %.200s\n"
+				    "  got  %.200s",
+				    who, i, want[i], got[i]);
+			break;
+		}
+	free(want);
+	free(got);
+}
+
+/* Subscribers with different filters each get exactly what their filter
+ * selects; hello first, bye "exited" with the exit code last; no fd leak
+ * in ptd once sessions are over. */
+static void test_filters_exit_and_fds(void)
+{
+	struct daemon d;
+	struct sub *all, *calls, *mainlibc;
+	unsigned fds0, fds1;
+	cJSON *bye;
+	long sid;
+	int go;
+	pid_t t;
+
+	REQUIRE(daemon_start(&d, "filters",
+			     "subscriber_queue_size = 512M\n"));
+	msleep(100);
+	fds0 = count_fds(d.pid);
+	t = spawn_target(0.3, &go);
+	REQUIRE(t > 0);
+	main_tid = t;
+	sid = attach(&d, t);
+	REQUIRE(sid > 0);
+	all = subscribe(&d, sid, "");
+	calls = subscribe(&d, sid, ",\"kinds\":[\"insn\"],\"filter\":"
+				   "{\"iclass\":[\"call\",\"return\"]}");
+	char extra[256];
+
+	(void)snprintf(extra, sizeof(extra),
+		       ",\"kinds\":[\"insn\",\"event\"],\"filter\":"
+		       "{\"tid\":[%ld],\"module\":\"libc\"}",
+		       (long)t);
+	mainlibc = subscribe(&d, sid, extra);
+	REQUIRE(all && calls && mainlibc);
+	sub_start(all);
+	sub_start(calls);
+	sub_start(mainlibc);
+	release(&go);
+	sub_join(all);
+	sub_join(calls);
+	sub_join(mainlibc);
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+
+	bye = check_framing(all, "unfiltered");
+	CHECK_EQ_STR(bye_reason(bye), "exited");
+	CHECK_EQ_INT(json_num(bye, "exit_code"), 0);
+	CHECK_EQ_INT(json_num(bye, "lost"), 0);
+	cJSON_Delete(bye);
+	cJSON_Delete(check_framing(calls, "calls"));
+	cJSON_Delete(check_framing(mainlibc, "main+libc"));
+	char **tmp;
+	size_t ninsn = insn_lines(all, NULL, &tmp);
+
+	free(tmp);
+	CHECK(ninsn > 1000);
+	compare_filtered(all, calls, keep_call_ret, "iclass call,return");
+	compare_filtered(all, mainlibc, keep_main_libc, "tid+module");
+	/* Records of other kinds than asked never appear. */
+	for (size_t i = 0; i < calls->n; i++)
+		if (is_type(calls->lines[i], "event"))
+			CHECK_FAIL_("kinds [insn] got an event: %.100s",
+				    calls->lines[i]);
+	sub_free(all);
+	sub_free(calls);
+	sub_free(mainlibc);
+
+	/* Once the subscribers are gone ptd holds what it held before. */
+	msleep(300);
+	fds1 = count_fds(d.pid);
+	CHECK_EQ_INT(fds1, fds0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* A slow subscriber (small queue, does not read for a while) gets lost
+ * records whose counts plus what it received equal what a fast one got. */
+static void test_slow_subscriber(void)
+{
+	struct daemon d;
+	struct sub *fast, *slow;
+	uint64_t fr, fl, sr, sl;
+	cJSON *fb, *sb;
+	long sid;
+	int go;
+	pid_t t;
+
+	REQUIRE(daemon_start(&d, "slow", "subscriber_queue_size = 16k\n"));
+	t = spawn_target(0.3, &go);
+	sid = attach(&d, t);
+	REQUIRE(sid > 0);
+	fast = subscribe(&d, sid, "");
+	slow = subscribe(&d, sid, "");
+	REQUIRE(fast && slow);
+	slow->delay_ms = 1500;
+	sub_start(fast);
+	sub_start(slow);
+	release(&go);
+	sub_join(fast);
+	sub_join(slow);
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+	fb = check_framing(fast, "fast");
+	sb = check_framing(slow, "slow");
+	count_stream(fast, &fr, &fl);
+	count_stream(slow, &sr, &sl);
+	fprintf(stderr, "fast: %" PRIu64 " received, %" PRIu64
+			" lost; slow: %" PRIu64 " received, %" PRIu64 " lost\n",
+		fr, fl, sr, sl);
+	CHECK(sl > 0);
+	CHECK_EQ_U64(sr + sl, fr + fl);
+	/* The bye tells the same counts. */
+	CHECK_EQ_U64((uint64_t)json_num(sb, "sent"), sr);
+	CHECK_EQ_U64((uint64_t)json_num(sb, "lost"), sl);
+	CHECK_EQ_U64((uint64_t)json_num(fb, "sent"), fr);
+	cJSON_Delete(fb);
+	cJSON_Delete(sb);
+	sub_free(fast);
+	sub_free(slow);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* detach: bye "detached", the target runs on and finishes normally. */
+static void test_detach(void)
+{
+	struct daemon d;
+	struct sub *s;
+	struct conn *c;
+	char req[128];
+	cJSON *r, *bye;
+	long sid;
+	int go;
+	pid_t t;
+
+	REQUIRE(daemon_start(&d, "detach", ""));
+	t = spawn_target(2, &go);
+	sid = attach(&d, t);
+	REQUIRE(sid > 0);
+	s = subscribe(&d, sid, "");
+	REQUIRE(s);
+	sub_start(s);
+	release(&go);
+	msleep(500);
+	c = dconnect(&d);
+	REQUIRE(c);
+	r = call(c, "{\"id\":1,\"cmd\":\"list\"}\n");
+	CHECK(resp_ok(r));
+	CHECK(r && cJSON_GetArraySize(cJSON_GetObjectItem(
+			   cJSON_GetObjectItem(r, "result"), "sessions")) == 1);
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n", sid);
+	r = call(c, req);
+	CHECK(resp_ok(r));
+	CHECK(r && cJSON_GetArraySize(cJSON_GetObjectItem(
+			   cJSON_GetObjectItem(r, "result"),
+			   "subscriber_list")) == 1);
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
+	r = call(c, req);
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	dclose(c);
+	sub_join(s);
+	bye = check_framing(s, "detached");
+	CHECK_EQ_STR(bye_reason(bye), "detached");
+	cJSON_Delete(bye);
+	CHECK_EQ_INT(kill(t, 0), 0);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	sub_free(s);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* SIGTERM: every subscriber gets bye "shutdown", targets live on, ptd
+ * exits 0. */
+static void test_shutdown(void)
+{
+	struct daemon d;
+	struct sub *s1, *s2;
+	cJSON *b1, *b2;
+	long sid;
+	int go;
+	pid_t t;
+
+	REQUIRE(daemon_start(&d, "shutdown", ""));
+	t = spawn_target(2, &go);
+	sid = attach(&d, t);
+	REQUIRE(sid > 0);
+	s1 = subscribe(&d, sid, "");
+	s2 = subscribe(&d, sid, ",\"kinds\":[\"event\"]");
+	REQUIRE(s1 && s2);
+	sub_start(s1);
+	sub_start(s2);
+	release(&go);
+	msleep(500);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	sub_join(s1);
+	sub_join(s2);
+	b1 = check_framing(s1, "s1");
+	b2 = check_framing(s2, "s2");
+	CHECK_EQ_STR(bye_reason(b1), "shutdown");
+	CHECK_EQ_STR(bye_reason(b2), "shutdown");
+	cJSON_Delete(b1);
+	cJSON_Delete(b2);
+	CHECK_EQ_INT(kill(t, 0), 0);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	CHECK(access(d.sock, F_OK) < 0);
+	sub_free(s1);
+	sub_free(s2);
+}
+
+/* The promise, through the product: ptd started in a temp dir, `ptctl
+ * attach` on a running multi-threaded program (with a capture beside, for
+ * its ground truth), `ptctl stream` as the subscriber: every thread's insn
+ * IPs in the stream equal what the thread executed. */
+static pid_t ptctl_spawn(struct daemon *d, const char *out_path,
+			 const char *a1, const char *a2, const char *a3,
+			 const char *a4)
+{
+	char ptctl[1100];
+	pid_t pid;
+
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 1);
+		execl(ptctl, ptctl, "--socket", d->sock, a1, a2, a3, a4,
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int st = 0;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_groundtruth(void)
+{
+	struct daemon d;
+	struct ptd_capture cap;
+	struct ptd_diag diag = { "" };
+	char pidarg[32], capdir[700], attach_out[700], stream_out[700];
+	char sidarg[32], *text = NULL;
+	size_t len = 0, nthreads_seen = 0;
+	pid_t t, streamer;
+	int go, r;
+
+	REQUIRE(daemon_start(&d, "truth", "subscriber_queue_size = 1G\n"));
+	t = spawn_target(0.3, &go);
+	REQUIRE(t > 0);
+	(void)snprintf(pidarg, sizeof(pidarg), "%ld", (long)t);
+	(void)snprintf(capdir, sizeof(capdir), "%s/capture", d.dir);
+	(void)snprintf(attach_out, sizeof(attach_out), "%s/attach.out", d.dir);
+	(void)snprintf(stream_out, sizeof(stream_out), "%s/stream.out", d.dir);
+	r = wait_exit(ptctl_spawn(&d, attach_out, "attach", pidarg,
+				  "--capture", capdir));
+	CHECK_EQ_INT(r, 0);
+	REQUIRE(ptd_file_read_all(attach_out, 4096, &text, &len) == 0);
+	(void)snprintf(sidarg, sizeof(sidarg), "%.*s",
+		       (int)strcspn(text, "\n"), text);
+	free(text);
+	text = NULL;
+	streamer = ptctl_spawn(&d, stream_out, "stream", sidarg, NULL, NULL);
+	msleep(300);	/* the subscriber is in before the target runs */
+	release(&go);
+	CHECK_EQ_INT(wait_exit(streamer), 0);
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+	REQUIRE(ptd_file_read_all(stream_out, 1u << 30, &text, &len) == 0);
+	CHECK(is_type(text, "hello"));
+	r = ptd_capture_load(capdir, &cap, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("capture: %s", diag.msg);
+		free(text);
+		daemon_stop(&d);
+		return;
+	}
+	for (size_t i = 0; i < cap.nthreads; i++) {
+		uint64_t *ips = NULL;
+		size_t nips = 0, k = 0;
+		char key[64];
+		const char *p = text;
+
+		REQUIRE(ptd_capture_read_truth(&cap, i, &ips, &nips,
+					       &diag) == 0);
+		(void)snprintf(key, sizeof(key), "\"tid\":%d,",
+			       (int)cap.threads[i].tid);
+		while (*p) {
+			const char *e = strchr(p, '\n'), *ipp;
+			uint64_t ip;
+
+			if (!e)
+				break;
+			if (!strncmp(p, "{\"type\":\"insn\"", 14) &&
+			    memmem(p, (size_t)(e - p), key, strlen(key)) &&
+			    (ipp = memmem(p, (size_t)(e - p), "\"ip\":\"", 6)) &&
+			    !strncmp(ipp + 6, "0x", 2) &&
+			    ptd_parse_u64n(ipp + 8, strcspn(ipp + 8, "\""), 16,
+					   &ip) == 0) {
+				if (k >= nips || ip != ips[k]) {
+					CHECK_FAIL_("tid %d: insn %zu is "
+						    "%#llx, truth %#llx",
+						    (int)cap.threads[i].tid, k,
+						    (unsigned long long)ip,
+						    k < nips ? (unsigned long long)
+								       ips[k]
+							     : 0ull);
+					break;
+				}
+				k++;
+			}
+			p = e + 1;
+		}
+		CHECK_EQ_U64(k, nips);
+		if (k == nips && nips > 0)
+			nthreads_seen++;
+		fprintf(stderr, "  tid %d: %zu insns streamed = truth\n",
+			(int)cap.threads[i].tid, k);
+		free(ips);
+	}
+	CHECK(nthreads_seen >= 4);	/* main, 2 workers, brief ones */
+	CHECK(strstr(text, "\"type\":\"bye\"") != NULL);
+	CHECK(strstr(text, "\"reason\":\"exited\"") != NULL);
+	ptd_capture_free(&cap);
+	free(text);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+int main(void)
+{
+	const char *root = getenv("PTD_BUILD_ROOT");
+	const char *p = getenv("PTD_TEST_PROGS");
+	char ptd[1100];
+
+	if (!root || !p)
+		SKIP_ALL("PTD_BUILD_ROOT and PTD_TEST_PROGS must be set (run "
+			 "through meson test)");
+	(void)snprintf(build_root, sizeof(build_root), "%s", root);
+	(void)snprintf(progs, sizeof(progs), "%s", p);
+	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
+	if (access(ptd, X_OK) < 0)
+		SKIP_ALL("%s is not built", ptd);
+	/* A short path: sun_path holds 108 bytes. */
+	(void)snprintf(tmpdir, sizeof(tmpdir), "/tmp/ptdd-XXXXXX");
+	if (!mkdtemp(tmpdir))
+		SKIP_ALL("cannot create a temporary directory");
+	signal(SIGPIPE, SIG_IGN);
+	RUN(test_check_config);
+	RUN(test_bad_requests);
+	RUN(test_max_connections);
+	RUN(test_groundtruth);
+	RUN(test_filters_exit_and_fds);
+	RUN(test_slow_subscriber);
+	RUN(test_detach);
+	RUN(test_shutdown);
+	if (!check_failures)
+		(void)ptd_rm_rf(tmpdir);
+	else
+		fprintf(stderr, "daemon logs kept in %s\n", tmpdir);
+	return check_done();
+}

@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: MIT */
+/* The fan-out: a producer thread pushes synthetic records; a fast consumer,
+ * a deliberately slow one with a small queue and a filtered one drain their
+ * queues concurrently.  The slow one's lost counts plus what it received
+ * equal what it matched; the fast one loses nothing; every stream is in
+ * order, starts with hello and ends with bye; memory stays bounded. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/strutil.h"
+#include "daemon/fanout.h"
+#include "record/jsonw.h"
+
+#define NRECORDS 60000
+
+static atomic_uint wakes;
+
+static void wake(void *ctx)
+{
+	(void)ctx;
+	atomic_fetch_add(&wakes, 1);
+}
+
+static struct ptd_record mkinsn(uint64_t seq)
+{
+	struct ptd_record r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = PTD_REC_INSN;
+	r.pid = 100;
+	r.tid = 1 + (pid_t)(seq % 2);	/* tids 1 and 2 alternate */
+	r.u.insn.ip = 0x400000 + seq;	/* the sequence number */
+	r.u.insn.iclass = ptic_other;
+	r.u.insn.module = "/bin/prog";
+	r.u.insn.size = 1;
+	r.u.insn.raw[0] = 0x90;
+	return r;
+}
+
+static struct ptd_filter filter_of(unsigned kinds, pid_t tid)
+{
+	struct ptd_filter_spec s;
+	struct ptd_filter f;
+
+	memset(&s, 0, sizeof(s));
+	s.kinds = kinds;
+	if (tid) {
+		s.ntids = 1;
+		s.tids[0] = tid;
+	}
+	if (ptd_filter_compile(&s, &f) < 0)
+		abort();
+	return f;
+}
+
+/* What one consumer saw. */
+struct consumer {
+	struct ptd_subscriber *sub;
+	unsigned slow_us;		/* sleep per chunk */
+	char *pending;			/* partial line */
+	size_t plen, pcap;
+	uint64_t records, lost, lost_insn, lines;
+	uint64_t last_ip;
+	bool order_ok, hello_first, bye_last, saw_bye, any_lost_line;
+	bool tid_ok;
+	pid_t want_tid;
+	char bye_reason[32];
+	int exit_code;
+	uint64_t bye_sent, bye_lost;
+	size_t max_mem;
+	char first_error[256];
+};
+
+static void fail_once(struct consumer *c, const char *what)
+{
+	if (!c->first_error[0])
+		(void)snprintf(c->first_error, sizeof(c->first_error), "%s",
+			       what);
+}
+
+static void consume_line(struct consumer *c, const char *line, size_t n)
+{
+	cJSON *o = cJSON_ParseWithLength(line, n);
+	const cJSON *t = o ? cJSON_GetObjectItem(o, "type") : NULL;
+	const char *type = cJSON_IsString(t) ? t->valuestring : "";
+
+	if (!o) {
+		fail_once(c, "a line is not JSON");
+		return;
+	}
+	if (c->saw_bye)
+		c->bye_last = false;
+	if (c->lines == 0)
+		c->hello_first = !strcmp(type, "hello");
+	c->lines++;
+	if (!strcmp(type, "insn")) {
+		const cJSON *ip = cJSON_GetObjectItem(o, "ip");
+		const cJSON *tid = cJSON_GetObjectItem(o, "tid");
+		uint64_t v = 0;
+
+		if (!cJSON_IsString(ip) ||
+		    ptd_parse_u64(ip->valuestring, 0, &v) < 0)
+			fail_once(c, "bad ip");
+		if (c->records && v <= c->last_ip)
+			c->order_ok = false;
+		c->last_ip = v;
+		if (c->want_tid && (!cJSON_IsNumber(tid) ||
+				    tid->valueint != c->want_tid))
+			c->tid_ok = false;
+		c->records++;
+	} else if (!strcmp(type, "lost")) {
+		const cJSON *n2 = cJSON_GetObjectItem(o, "records");
+		const cJSON *ni = cJSON_GetObjectItem(o, "insn");
+
+		c->any_lost_line = true;
+		c->lost += cJSON_IsNumber(n2) ? (uint64_t)n2->valuedouble : 0;
+		c->lost_insn += cJSON_IsNumber(ni) ? (uint64_t)ni->valuedouble
+						   : 0;
+	} else if (!strcmp(type, "bye")) {
+		const cJSON *r = cJSON_GetObjectItem(o, "reason");
+		const cJSON *e = cJSON_GetObjectItem(o, "exit_code");
+
+		c->saw_bye = c->bye_last = true;
+		(void)snprintf(c->bye_reason, sizeof(c->bye_reason), "%s",
+			       cJSON_IsString(r) ? r->valuestring : "?");
+		c->exit_code = cJSON_IsNumber(e) ? e->valueint : -1000;
+		c->bye_sent = (uint64_t)cJSON_GetObjectItem(o, "sent")
+				      ->valuedouble;
+		c->bye_lost = (uint64_t)cJSON_GetObjectItem(o, "lost")
+				      ->valuedouble;
+	} else if (strcmp(type, "hello")) {
+		fail_once(c, "unexpected record type");
+	}
+	cJSON_Delete(o);
+}
+
+/* Feed bytes; split lines. */
+static void consume_bytes(struct consumer *c, const char *d, size_t n)
+{
+	size_t i, start = 0;
+
+	for (i = 0; i < n; i++) {
+		if (d[i] != '\n')
+			continue;
+		if (c->plen) {
+			if (c->plen + (i - start) > c->pcap)
+				abort();
+			memcpy(c->pending + c->plen, d + start, i - start);
+			consume_line(c, c->pending, c->plen + (i - start));
+			c->plen = 0;
+		} else {
+			consume_line(c, d + start, i - start);
+		}
+		start = i + 1;
+	}
+	if (start < n) {
+		if (c->plen + (n - start) > c->pcap)
+			abort();
+		memcpy(c->pending + c->plen, d + start, n - start);
+		c->plen += n - start;
+	}
+}
+
+static void *consumer_main(void *arg)
+{
+	struct consumer *c = arg;
+	unsigned spins = 0;
+
+	for (;;) {
+		struct ptd_subscriber_stats st;
+		const char *d;
+		size_t n;
+		enum ptd_sub_state s = ptd_subscriber_peek(c->sub, &d, &n);
+
+		ptd_subscriber_get_stats(c->sub, &st);
+		if (st.mem > c->max_mem)
+			c->max_mem = st.mem;
+		if (st.sent + st.lost != st.matched)
+			fail_once(c, "sent + lost != matched mid-stream");
+		if (s == PTD_SUB_DONE)
+			break;
+		if (s == PTD_SUB_IDLE) {
+			if (++spins > 20000000)
+				break;	/* the test would hang otherwise */
+			sched_yield();
+			continue;
+		}
+		/* Take at most 4 KiB at a time, like a socket would. */
+		if (n > 4096)
+			n = 4096;
+		consume_bytes(c, d, n);
+		ptd_subscriber_consume(c->sub, n);
+		if (c->slow_us)
+			usleep(c->slow_us);
+	}
+	return NULL;
+}
+
+static void consumer_init(struct consumer *c, struct ptd_subscriber *sub,
+			  unsigned slow_us)
+{
+	memset(c, 0, sizeof(*c));
+	c->sub = sub;
+	c->slow_us = slow_us;
+	c->order_ok = c->tid_ok = true;
+	c->pcap = 2 * PTD_JSON_MAX_RECORD + 8192;
+	c->pending = malloc(c->pcap);
+}
+
+static void test_fast_slow_filtered(void)
+{
+	struct ptd_fanout *f = ptd_fanout_new(7, 100, wake, NULL);
+	struct ptd_subscriber *fast, *slow, *filt;
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_filter tid2 = filter_of(PTD_REC_ALL, 2);
+	struct consumer cf, cs, ct;
+	struct ptd_subscriber_stats st;
+	struct ptd_session_end end;
+	pthread_t tf, ts, tt;
+	uint64_t i;
+
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &all, 64u << 20, 16, &fast) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &all, PTD_JSON_MAX_RECORD, 16,
+				     &slow) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &tid2, 64u << 20, 16, &filt) == 0);
+	CHECK_EQ_INT(ptd_fanout_count(f), 3);
+	consumer_init(&cf, fast, 0);
+	consumer_init(&cs, slow, 200);
+	consumer_init(&ct, filt, 0);
+	ct.want_tid = 2;
+	pthread_create(&tf, NULL, consumer_main, &cf);
+	pthread_create(&ts, NULL, consumer_main, &cs);
+	pthread_create(&tt, NULL, consumer_main, &ct);
+	/* The producer: this thread. */
+	for (i = 0; i < NRECORDS; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		ptd_fanout_record(f, &r);
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	end.exit_code = 3;
+	ptd_fanout_end(f, &end);
+	pthread_join(tf, NULL);
+	pthread_join(ts, NULL);
+	pthread_join(tt, NULL);
+
+	/* Fast: everything, in order, nothing lost. */
+	CHECK_EQ_STR(cf.first_error, "");
+	CHECK(cf.hello_first);
+	CHECK(cf.bye_last);
+	CHECK_EQ_U64(cf.records, NRECORDS);
+	CHECK_EQ_U64(cf.lost, 0);
+	CHECK(!cf.any_lost_line);
+	CHECK(cf.order_ok);
+	CHECK_EQ_STR(cf.bye_reason, "exited");
+	CHECK_EQ_INT(cf.exit_code, 3);
+	CHECK_EQ_U64(cf.bye_sent, NRECORDS);
+	ptd_subscriber_get_stats(fast, &st);
+	CHECK_EQ_U64(st.matched, NRECORDS);
+	CHECK_EQ_U64(st.sent, NRECORDS);
+	CHECK_EQ_U64(st.lost, 0);
+
+	/* Slow: lost + received == matched == produced; order kept. */
+	CHECK_EQ_STR(cs.first_error, "");
+	CHECK(cs.hello_first);
+	CHECK(cs.bye_last);
+	CHECK(cs.order_ok);
+	CHECK(cs.lost > 0);
+	CHECK(cs.any_lost_line);
+	CHECK_EQ_U64(cs.lost + cs.records, NRECORDS);
+	CHECK_EQ_U64(cs.lost_insn, cs.lost);
+	ptd_subscriber_get_stats(slow, &st);
+	CHECK_EQ_U64(st.matched, NRECORDS);
+	CHECK_EQ_U64(st.sent, cs.records);
+	CHECK_EQ_U64(st.lost, cs.lost);
+	CHECK_EQ_U64(st.lost_kind[PTD_REC_INSN], cs.lost);
+	CHECK_EQ_U64(cs.bye_sent, cs.records);
+	CHECK_EQ_U64(cs.bye_lost, cs.lost);
+	/* Bounded: two buffers, each at most twice the limit plus one
+	 * lost line and the bye. */
+	if (cs.max_mem > 4 * (PTD_JSON_MAX_RECORD + 4096))
+		CHECK_FAIL_("slow subscriber memory %zu exceeds the bound",
+			    cs.max_mem);
+
+	/* Filtered: exactly the tid 2 records. */
+	CHECK_EQ_STR(ct.first_error, "");
+	CHECK(ct.tid_ok);
+	CHECK(ct.order_ok);
+	CHECK_EQ_U64(ct.records, NRECORDS / 2);
+	CHECK_EQ_U64(ct.lost, 0);
+	CHECK(atomic_load(&wakes) > 0);
+
+	free(cf.pending);
+	free(cs.pending);
+	free(ct.pending);
+	ptd_fanout_unsubscribe(f, fast);
+	CHECK_EQ_INT(ptd_fanout_count(f), 2);
+	ptd_fanout_free(f);	/* frees slow and filt */
+}
+
+/* Drain everything queued now into @buf (NUL-terminated). */
+static enum ptd_sub_state drain(struct ptd_subscriber *s, char *buf,
+				size_t cap)
+{
+	size_t len = strlen(buf);
+	enum ptd_sub_state st;
+	const char *d;
+	size_t n;
+
+	while ((st = ptd_subscriber_peek(s, &d, &n)) == PTD_SUB_DATA) {
+		if (len + n >= cap)
+			abort();
+		memcpy(buf + len, d, n);
+		len += n;
+		buf[len] = 0;
+		ptd_subscriber_consume(s, n);
+	}
+	return st;
+}
+
+static void test_lost_before_next_and_bye(void)
+{
+	struct ptd_fanout *f = ptd_fanout_new(1, 5, NULL, NULL);
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *s;
+	struct ptd_session_end end;
+	static char buf[1 << 20];
+	uint64_t i, n = 0;
+	char *p, *lost;
+
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &all, PTD_JSON_MAX_RECORD, 1, &s) ==
+		0);
+	/* Nothing drains: the queue fills, the rest is dropped. */
+	for (i = 0; i < 200; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		ptd_fanout_record(f, &r);
+	}
+	buf[0] = 0;
+	CHECK_EQ_INT(drain(s, buf, sizeof(buf)), PTD_SUB_IDLE);
+	CHECK(strstr(buf, "\"type\":\"lost\"") == NULL);
+	for (p = buf; (p = strstr(p, "\"type\":\"insn\"")); p++)
+		n++;
+	CHECK(n > 0 && n < 200);
+	/* The next record that fits comes after a lost line. */
+	struct ptd_record r = mkinsn(1000);
+
+	ptd_fanout_record(f, &r);
+	buf[0] = 0;
+	drain(s, buf, sizeof(buf));
+	lost = strstr(buf, "{\"type\":\"lost\"");
+	REQUIRE(lost == buf);
+	char want[128];
+
+	(void)snprintf(want, sizeof(want),
+		       "{\"type\":\"lost\",\"records\":%" PRIu64
+		       ",\"insn\":%" PRIu64 "}\n",
+		       200 - n, 200 - n);
+	CHECK(!strncmp(buf, want, strlen(want)));
+	CHECK_CONTAINS(buf, "\"ip\":\"0x4003e8\"");
+	/* Drop more, then end: lost comes before bye. */
+	for (i = 0; i < 200; i++) {
+		struct ptd_record r2 = mkinsn(2000 + i);
+
+		ptd_fanout_record(f, &r2);
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_ERROR;
+	strcpy(end.message, "the source \"failed\"\n");
+	ptd_fanout_end(f, &end);
+	/* After the end records are ignored. */
+	r = mkinsn(9999);
+	ptd_fanout_record(f, &r);
+	buf[0] = 0;
+	CHECK_EQ_INT(drain(s, buf, sizeof(buf)), PTD_SUB_DONE);
+	char *l = strstr(buf, "{\"type\":\"lost\"");
+	char *b = strstr(buf, "{\"type\":\"bye\"");
+
+	REQUIRE(l && b);
+	CHECK(l < b);
+	CHECK(strstr(b, "\n") == b + strlen(b) - 1);
+	CHECK(strstr(buf, "0x40270f") == NULL);
+	CHECK_CONTAINS(b, "\"reason\":\"error\"");
+	CHECK_CONTAINS(b, "\"message\":\"the source \\\"failed\\\"\\u000a\"");
+	cJSON *o = cJSON_Parse(b);
+
+	CHECK(o != NULL);
+	cJSON_Delete(o);
+	ptd_fanout_free(f);
+}
+
+static void test_subscribe_rules(void)
+{
+	struct ptd_fanout *f = ptd_fanout_new(3, 42, NULL, NULL);
+	struct ptd_filter ev = filter_of(PTD_REC_BIT(PTD_REC_EVENT) |
+					 PTD_REC_BIT(PTD_REC_INSN), 0);
+	struct ptd_subscriber *a = NULL, *b = NULL, *c = (void *)0xcd;
+	struct ptd_session_end end;
+	char buf[4096];
+
+	REQUIRE(f);
+	CHECK_EQ_INT(ptd_fanout_subscribe(f, &ev, PTD_JSON_MAX_RECORD - 1, 4,
+					  &c),
+		     -EINVAL);
+	CHECK(c == (void *)0xcd);
+	REQUIRE(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &a) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &b) == 0);
+	CHECK_EQ_INT(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &c), -PTD_ELIMIT);
+	CHECK(c == (void *)0xcd);
+	buf[0] = 0;
+	CHECK_EQ_INT(drain(a, buf, sizeof(buf)), PTD_SUB_IDLE);
+	CHECK_EQ_STR(buf, "{\"type\":\"hello\",\"version\":1,\"session\":3,"
+			  "\"pid\":42,\"subscriber\":1,\"kinds\":[\"insn\","
+			  "\"event\"]}\n");
+	ptd_fanout_unsubscribe(f, b);
+	ptd_fanout_unsubscribe(f, NULL);
+	CHECK_EQ_INT(ptd_fanout_count(f), 1);
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	end.exit_code = -1;
+	end.exit_signal = 9;
+	CHECK(!ptd_fanout_ended(f));
+	ptd_fanout_end(f, &end);
+	CHECK(ptd_fanout_ended(f));
+	/* A subscriber joining an ended session gets hello and bye. */
+	REQUIRE(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &c) == 0);
+	buf[0] = 0;
+	CHECK_EQ_INT(drain(c, buf, sizeof(buf)), PTD_SUB_DONE);
+	CHECK_CONTAINS(buf, "\"subscriber\":3");
+	CHECK_CONTAINS(buf, "{\"type\":\"bye\",\"reason\":\"exited\","
+			    "\"session\":3,\"pid\":42,\"sent\":0,\"lost\":0,"
+			    "\"signal\":9}\n");
+	buf[0] = 0;
+	CHECK_EQ_INT(drain(a, buf, sizeof(buf)), PTD_SUB_DONE);
+	CHECK_CONTAINS(buf, "\"signal\":9");
+	ptd_fanout_free(f);
+	ptd_fanout_free(NULL);
+}
+
+int main(void)
+{
+	RUN(test_subscribe_rules);
+	RUN(test_lost_before_next_and_bye);
+	RUN(test_fast_slow_filtered);
+	return check_done();
+}
