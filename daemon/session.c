@@ -6,6 +6,7 @@
  */
 #include "daemon/session.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -15,14 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "aspace/iscache.h"
 #include "common/fileio.h"
+#include "common/strutil.h"
 #include "decode/feed.h"
 #include "decode/insncache.h"
 #include "decode/stream.h"
+#include "aspace/maps.h"
+#include "perf/attr.h"
 #include "perf/pmu.h"
 #include "perf/sideband.h"
 #include "swpt/livesink.h"
@@ -33,7 +40,10 @@
 
 /* One traced thread on the decode side. */
 struct dthread {
-	struct ptd_livesink_thread *lt;
+	pid_t tid;
+	struct ptd_livesink_thread *lt;	/* software source */
+	int fd;				/* intel_pt: its event, or -1 */
+	struct ptd_perf_buf hwbuf;	/* intel_pt: its buffer */
 	struct ptd_stream *stream;
 	struct ptd_feed *feed;
 	bool done;		/* final decode delivered */
@@ -73,6 +83,18 @@ struct ptd_session {
 	atomic_uint snapseq;
 	struct dthread *dt;
 	size_t ndt;
+
+	/* intel_pt (per-thread events: each sees only its own thread's
+	 * sideband, so image changes are shared here, and new threads are
+	 * followed from FORK records) */
+	struct ptd_pt_pmu pmu;
+	struct perf_event_attr attr;
+	struct pt_cpu cpu;
+	struct ptd_timeline hist;	/* image changes so far */
+	pid_t *newtids;			/* FORKs seen during a drain */
+	atomic_uint hw_threads, hw_live;
+	size_t nnew;
+	bool leader_exited;
 
 	/* counters */
 	atomic_uint_fast64_t trace_bytes, insns, records, lost_bytes;
@@ -269,6 +291,8 @@ static int dthread_add(struct ptd_session *s, struct ptd_livesink_thread *lt)
 	d = &s->dt[s->ndt];
 	memset(d, 0, sizeof(*d));
 	d->lt = lt;
+	d->tid = lt->tid;
+	d->fd = -1;
 	memset(&so, 0, sizeof(so));
 	so.decode.path = PTD_PATH_BLOCK;
 	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
@@ -315,7 +339,7 @@ static int dthread_step(struct ptd_session *s, struct dthread *d, bool final,
 	r = ptd_stream_decode(d->stream, last, deliver, s);
 	if (r < 0)
 		return ptd_diagf(diag, r, "thread %d: decoding: %s",
-				 (int)d->lt->tid, ptd_strerror(r));
+				 (int)d->tid, ptd_strerror(r));
 	if (last)
 		d->done = true;
 	return 0;
@@ -405,6 +429,283 @@ static void *decode_main(void *arg)
 	return NULL;
 }
 
+/* ---- intel_pt: per-thread events ------------------------------------- */
+
+static int hw_image(void *ctx, pid_t tid, const struct ptd_tl_event *ev);
+static int hw_task(void *ctx, const struct ptd_perf_event *e);
+
+/* The image as it is: file code from /proc/PID/maps, non-file code
+ * (vDSO, JIT) copied now into snapshot files. */
+static int hw_initial_image(struct ptd_session *s, struct ptd_diag *diag)
+{
+	struct ptd_maps maps;
+	int r = ptd_maps_read_pid("/proc", s->o.pid, &maps, diag);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r >= 0 && i < maps.n; i++) {
+		const struct ptd_map *m = &maps.v[i];
+		struct ptd_tl_event ev = { 0 };
+		char file[64], path[512];
+
+		if (!(m->prot & PTD_MAP_PROT_X) || m->kind == PTD_MAP_VSYSCALL)
+			continue;
+		ev.start = m->start;
+		ev.end = m->end;
+		if (m->kind == PTD_MAP_FILE) {
+			ev.op = PTD_TL_MAP;
+			ev.pgoff = m->offset;
+			ev.path = m->path;
+		} else {
+			size_t len = (size_t)(m->end - m->start);
+			uint8_t *buf = len <= (64u << 20) ? malloc(len) : NULL;
+			struct iovec l = { buf, len };
+			struct iovec rm = { (void *)(uintptr_t)m->start, len };
+
+			if (!buf || process_vm_readv(s->o.pid, &l, 1, &rm, 1,
+						     0) != (ssize_t)len) {
+				free(buf);
+				continue;	/* unreadable: decoded as gaps */
+			}
+			snprintf(file, sizeof(file), "snap-%u.bin",
+				 atomic_fetch_add(&s->snapseq, 1u));
+			snprintf(path, sizeof(path), "%s/%s", s->dir, file);
+			r = ptd_file_write_atomic(path, buf, len);
+			free(buf);
+			if (r < 0)
+				break;
+			ev.op = PTD_TL_SNAPSHOT;
+			ev.name = m->path[0] ? m->path : (char *)"[anon]";
+			ev.file = file;
+		}
+		r = (int)ptd_timeline_add(&s->hist, &ev);
+	}
+	ptd_maps_free(&maps);
+	return r < 0 ? ptd_diagf(diag, r, "process %d: reading its image: "
+				 "%s", (int)s->o.pid, ptd_strerror(r)) : 0;
+}
+
+/* Open, map and enable @tid's intel_pt event; its stream starts with the
+ * image as it is.  A thread already gone is not an error. */
+static int hw_open_thread(struct ptd_session *s, pid_t tid,
+			  struct ptd_diag *diag)
+{
+	struct ptd_stream_opts so;
+	struct ptd_feed_hooks hooks = { hw_image, hw_task, s };
+	struct dthread *v, *d;
+	int fd, r;
+
+	for (size_t i = 0; i < s->ndt; i++)
+		if (s->dt[i].tid == tid && !s->dt[i].done)
+			return 0;
+	fd = (int)syscall(SYS_perf_event_open, &s->attr, tid, -1, -1,
+			  PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ESRCH)
+			return 0;
+		if (r == -EACCES || r == -EPERM)
+			return ptd_diagf(diag, r, "intel_pt event for thread "
+					 "%d refused: ptd needs CAP_PERFMON "
+					 "(or a lower "
+					 "/proc/sys/kernel/perf_event_paranoid)",
+					 (int)tid);
+		return ptd_diagf(diag, r, "the kernel refused the intel_pt "
+				 "event (PMU type %u) for thread %d: %s",
+				 s->pmu.type, (int)tid, ptd_strerror(r));
+	}
+	v = realloc(s->dt, (s->ndt + 1) * sizeof(*v));
+	if (!v) {
+		(void)close(fd);
+		return -ENOMEM;
+	}
+	s->dt = v;
+	d = &s->dt[s->ndt];
+	memset(d, 0, sizeof(*d));
+	d->tid = tid;
+	d->fd = fd;
+	r = ptd_perf_buf_map(fd, s->cfg.data_buffer_size,
+			     s->cfg.aux_buffer_size, false, &d->hwbuf, diag);
+	memset(&so, 0, sizeof(so));
+	so.decode.path = PTD_PATH_BLOCK;
+	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	so.decode.json_bodies = true;
+	so.decode.cpu = s->cpu;
+	so.pid = s->o.pid;
+	so.tid = tid;
+	so.iscache = s->iscache;
+	so.icache = s->icache;
+	so.dir = s->dir;
+	if (r == 0)
+		r = ptd_stream_new(&so, &d->stream);
+	for (size_t i = 0; r == 0 && i < s->hist.n; i++)
+		r = ptd_stream_add_event(d->stream, &s->hist.ev[i]);
+	if (r == 0)
+		r = ptd_feed_new(&d->hwbuf, tid, d->stream, s->dir,
+				 &s->snapseq, s->attr.sample_type,
+				 s->attr.sample_id_all, &d->feed);
+	if (r == 0)
+		ptd_feed_set_hooks(d->feed, &hooks);
+	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+		r = ptd_diagf(diag, -errno, "thread %d: enabling its intel_pt "
+			      "event: %s", (int)tid, strerror(errno));
+	s->ndt++;	/* freed with the session, even half made */
+	if (r < 0) {
+		d->done = true;
+		return r;
+	}
+	atomic_fetch_add(&s->hw_threads, 1);
+	atomic_fetch_add(&s->hw_live, 1);
+	return 0;
+}
+
+/* An image change in one thread's sideband applies to every thread. */
+static int hw_image(void *ctx, pid_t tid, const struct ptd_tl_event *ev)
+{
+	struct ptd_session *s = ctx;
+	int64_t seq;
+	int r;
+
+	(void)tid;
+	seq = ptd_timeline_add(&s->hist, ev);
+	if (seq < 0)
+		return (int)seq;
+	for (size_t i = 0; i < s->ndt; i++)
+		if (!s->dt[i].done && s->dt[i].stream &&
+		    (r = ptd_stream_add_event(s->dt[i].stream, ev)) < 0)
+			return r;
+	return 0;
+}
+
+/* FORK of a new thread of the process: open its event after the drain.
+ * EXIT of the leader: the process is gone. */
+static int hw_task(void *ctx, const struct ptd_perf_event *e)
+{
+	struct ptd_session *s = ctx;
+	pid_t *v;
+
+	if ((pid_t)e->u.task.pid != s->o.pid)
+		return 0;
+	if (e->type == PERF_RECORD_EXIT) {
+		if ((pid_t)e->u.task.tid == s->o.pid)
+			s->leader_exited = true;
+		return 0;
+	}
+	v = realloc(s->newtids, (s->nnew + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->newtids = v;
+	s->newtids[s->nnew++] = (pid_t)e->u.task.tid;
+	return 0;
+}
+
+static int hw_start(struct ptd_session *s, struct ptd_diag *diag)
+{
+	struct ptd_pt_options po = ptd_pt_options_default();
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	unsigned n = 0;
+	int r;
+
+	ptd_timeline_init(&s->hist);
+	po.tsc = true;
+	r = ptd_pt_attr_build(&s->pmu, &po, s->cfg.aux_buffer_size, false,
+			      &s->attr, diag);
+	if (r < 0)
+		return r;
+	/* per-thread mode: the event carries its thread's sideband */
+	s->attr.mmap = 1;
+	s->attr.mmap2 = 1;
+	s->attr.comm = 1;
+	s->attr.comm_exec = 1;
+	s->attr.task = 1;
+	if (ptd_pt_cpu_read("/proc/cpuinfo", &s->cpu, NULL) < 0)
+		s->cpu.vendor = pcv_unknown;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)s->o.pid);
+	d = opendir(path);
+	if (!d)
+		return ptd_diagf(diag, -ESRCH, "no such process: %d",
+				 (int)s->o.pid);
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	rewinddir(d);
+	r = ptd_perf_mlock_check(s->cfg.aux_buffer_size +
+				 s->cfg.data_buffer_size + 4096, n, "/proc",
+				 diag);
+	if (r == 0)
+		r = hw_initial_image(s, diag);
+	while (r == 0 && (de = readdir(d))) {
+		uint64_t tid;
+
+		if (ptd_parse_u64(de->d_name, 10, &tid) == 0 &&
+		    tid <= INT32_MAX)
+			r = hw_open_thread(s, (pid_t)tid, diag);
+	}
+	(void)closedir(d);
+	return r;
+}
+
+/* One round: drain every thread's buffer, decode, follow new threads. */
+static int hw_round(struct ptd_session *s, bool final, struct ptd_diag *diag)
+{
+	int r;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct dthread *d = &s->dt[i];
+
+		if (d->done || !d->feed)
+			continue;
+		if (final)
+			(void)ioctl(d->fd, PERF_EVENT_IOC_DISABLE, 0);
+		if ((r = dthread_step(s, d, final, diag)) < 0)
+			return r;
+		if (d->done) {
+			(void)close(d->fd);
+			d->fd = -1;
+			atomic_fetch_sub(&s->hw_live, 1);
+		}
+	}
+	for (size_t i = 0; !final && i < s->nnew; i++)
+		if ((r = hw_open_thread(s, s->newtids[i], diag)) < 0)
+			return r;
+	s->nnew = 0;
+	return 0;
+}
+
+static void *hw_decode_main(void *arg)
+{
+	struct ptd_session *s = arg;
+	struct ptd_diag diag = { "" };
+	struct pollfd p = { s->wake_fd, POLLIN, 0 };
+	int r = 0;
+
+	for (;;) {
+		bool last = atomic_load(&s->stop) || s->leader_exited ||
+			    kill(s->o.pid, 0) < 0;
+		uint64_t v;
+
+		r = hw_round(s, last, &diag);
+		if (r < 0 || last)
+			break;
+		if (poll(&p, 1, POLL_MS / 2) > 0 &&
+		    read(s->wake_fd, &v, sizeof(v)) < 0) {
+			/* nothing to read: fine */
+		}
+	}
+	if (r < 0)	/* stop tracing whatever happened */
+		(void)hw_round(s, true, &diag);
+	s->src_err = r;
+	if (r < 0)
+		s->src_diag = diag;
+	if (!atomic_load(&s->stop)) {
+		s->res.exited = true;
+		s->res.exit_code = -1;	/* not our child: unknown */
+	}
+	finish(s, r, &diag);
+	return NULL;
+}
+
 /* ---- start / stop ---------------------------------------------------- */
 
 /* Which source: intel_pt where the PMU is, else the software source if
@@ -415,11 +716,11 @@ static int choose_source(struct ptd_session *s, struct ptd_diag *diag)
 	struct ptd_diag d = { "" };
 	int r = ptd_pt_pmu_probe(s->cfg.intel_pt_sysfs, &pmu, &d);
 
-	if (r == 0 && s->o.source != PTD_SOURCE_SOFTWARE)
-		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "this CPU has "
-				 "Intel PT (%s), but live intel_pt sessions "
-				 "are not built yet: attach with source "
-				 "\"software\"", s->cfg.intel_pt_sysfs);
+	if (r == 0 && s->o.source != PTD_SOURCE_SOFTWARE) {
+		s->pmu = pmu;
+		s->source = PTD_SOURCE_INTEL_PT;
+		return 0;
+	}
 	if (s->o.source == PTD_SOURCE_INTEL_PT)
 		return ptd_diagf(diag, r < 0 ? r : -PTD_ENOPT, "%s", d.msg);
 	if (s->o.source == PTD_SOURCE_AUTO && !s->cfg.software_source)
@@ -452,7 +753,12 @@ static void session_destroy(struct ptd_session *s)
 	for (size_t i = 0; i < s->ndt; i++) {
 		ptd_feed_free(s->dt[i].feed);
 		ptd_stream_free(s->dt[i].stream);
+		if (s->dt[i].fd >= 0)
+			(void)close(s->dt[i].fd);
+		ptd_perf_buf_free(&s->dt[i].hwbuf);
 	}
+	ptd_timeline_free(&s->hist);
+	free(s->newtids);
 	free(s->dt);
 	ptd_livesink_free(s->ls);
 	ptd_insncache_free(s->icache);
@@ -509,6 +815,16 @@ int ptd_session_start(const struct ptd_session_opts *o,
 	if (s->wake_fd < 0 || !s->iscache || !s->icache) {
 		r = s->wake_fd < 0 ? -errno : -ENOMEM;
 		goto fail;
+	}
+	if (s->source == PTD_SOURCE_INTEL_PT) {
+		r = hw_start(s, diag);
+		if (r == 0)
+			r = -pthread_create(&s->dec, NULL, hw_decode_main, s);
+		if (r < 0)
+			goto fail;
+		s->dec_started = true;
+		*ret_session = s;
+		return 0;
 	}
 	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size,
 			     s->cfg.aux_buffer_size, s->wake_fd, &s->cancel,
@@ -579,7 +895,11 @@ void ptd_session_get_stats(struct ptd_session *s,
 
 	memset(ret, 0, sizeof(*ret));
 	ret->source = s->source;
-	while (ptd_livesink_threads(s->ls, n, lt, 1) == 1) {
+	if (!s->ls) {
+		ret->threads = atomic_load(&s->hw_threads);
+		ret->threads_live = atomic_load(&s->hw_live);
+	}
+	while (s->ls && ptd_livesink_threads(s->ls, n, lt, 1) == 1) {
 		n++;
 		if (!atomic_load(&lt[0]->ended))
 			ret->threads_live++;

@@ -23,6 +23,7 @@ struct ptd_feed {
 	bool sample_id_all;
 	bool ended;
 	struct ptd_feed_stats st;
+	struct ptd_feed_hooks hooks;
 	struct ptd_diag *diag;		/* during a drain */
 	/* a snapshot being reassembled from CODE chunks */
 	uint8_t *code;
@@ -73,6 +74,8 @@ static int on_loss(void *ctx, const struct ptd_perf_loss *l)
 static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
 {
 	f->st.image_events++;
+	if (f->hooks.image)
+		return f->hooks.image(f->hooks.ctx, f->tid, ev);
 	return ptd_stream_add_event(f->stream, ev);
 }
 
@@ -149,7 +152,9 @@ static int on_record(void *ctx, const struct perf_event_header *hdr)
 	case PERF_RECORD_EXIT:
 		if ((pid_t)e.u.task.tid == f->tid)
 			f->ended = true;
-		return 0;
+		return f->hooks.task ? f->hooks.task(f->hooks.ctx, &e) : 0;
+	case PERF_RECORD_FORK:
+		return f->hooks.task ? f->hooks.task(f->hooks.ctx, &e) : 0;
 	default:
 		break;
 	}
@@ -215,6 +220,11 @@ int ptd_feed_drain(struct ptd_feed *f, struct ptd_diag *diag)
 	r = ptd_perf_reader_drain(&f->reader, &feed_ops, f);
 	f->diag = NULL;
 	return r;
+}
+
+void ptd_feed_set_hooks(struct ptd_feed *f, const struct ptd_feed_hooks *h)
+{
+	f->hooks = *h;
 }
 
 bool ptd_feed_ended(const struct ptd_feed *f)

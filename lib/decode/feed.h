@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "aspace/timeline.h"
 #include "common/diag.h"
 #include "decode/stream.h"
 #include "perf/ring.h"
@@ -47,6 +48,18 @@ int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
 		 atomic_uint *snapseq, uint64_t sample_type,
 		 bool sample_id_all, struct ptd_feed **ret);
 void ptd_feed_free(struct ptd_feed *f);
+
+/* Per-thread intel_pt events see only their own thread's sideband, so a
+ * session shares image changes between its threads' streams, and follows
+ * new threads from FORK records.  NULL members keep the default (the
+ * change goes to this feed's stream; task records only end the feed). */
+struct ptd_perf_event;
+struct ptd_feed_hooks {
+	int (*image)(void *ctx, pid_t tid, const struct ptd_tl_event *ev);
+	int (*task)(void *ctx, const struct ptd_perf_event *e);
+	void *ctx;
+};
+void ptd_feed_set_hooks(struct ptd_feed *f, const struct ptd_feed_hooks *h);
 
 /* Drain what the buffer holds into the stream (the caller then decodes).
  * Returns records read (>= 0), or a negative error with a message in

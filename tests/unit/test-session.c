@@ -31,7 +31,7 @@
 #include "swpt/replay.h"
 
 static const char *progs_dir;
-static char workdir[64];
+static char workdir[128];
 
 #define MAX_TIDS 256
 
@@ -333,6 +333,42 @@ static void test_session_setuid_exec(void)
 	collect_free(&c);
 }
 
+/* Where the CPU has Intel PT, sessions use it: here a fake PMU tree (a
+ * Skylake's, with a PMU type no kernel has) reaches the kernel, whose
+ * refusal names the event; the target is never touched. */
+static void test_session_intel_pt_path(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink = { on_record, on_ended, NULL };
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct ptd_config c2 = cfg;
+	const char *data = getenv("PTD_TEST_DATA");
+	char cmd[1024];
+	struct target t;
+	int r;
+
+	if (!data) {
+		fprintf(stderr, "  skipped: PTD_TEST_DATA is not set\n");
+		return;
+	}
+	snprintf(c2.intel_pt_sysfs, sizeof(c2.intel_pt_sysfs), "%s/pmu",
+		 workdir);
+	snprintf(cmd, sizeof(cmd), "cp -r %s/sysfs/skylake %s && "
+		 "echo 999999 > %s/type", data, c2.intel_pt_sysfs,
+		 c2.intel_pt_sysfs);
+	REQUIRE(system(cmd) == 0);
+	REQUIRE(target_start(progs_dir, 0.5, &t) == 0);
+	o.pid = t.pid;
+	o.config = &c2;
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	CHECK(r < 0);
+	CHECK_CONTAINS(diag.msg, "PMU type 999999");
+	fprintf(stderr, "  %s\n", diag.msg);
+	CHECK(s == NULL);
+	target_finish(&t);
+}
+
 static void test_session_refused(void)
 {
 	struct ptd_session_opts o = { 0 };
@@ -373,6 +409,7 @@ int main(void)
 	/* no intel_pt here, whatever the machine has */
 	strcpy(cfg.intel_pt_sysfs, "/nonexistent/intel_pt");
 	RUN(test_session_refused);
+	RUN(test_session_intel_pt_path);
 	RUN(test_session_detach);
 	RUN(test_session_exit);
 	RUN(test_session_setuid_exec);
