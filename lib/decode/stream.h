@@ -20,9 +20,12 @@
  *    bytes before P are dropped.  Otherwise A stays (exact, slower).  With
  *    opts.check_anchor every record after the first instruction/block of
  *    the decode at P is compared (tests, debugging).
- *  - Known limit: with return compression, a corrupt byte after P can send
- *    a decode through P down a wrong path that pops a return-stack entry
- *    pushed before P; a decode from P then differs from it.
+ *  - Known limit: a corrupt byte after P can send a decode through P down
+ *    a wrong path that pops a return-stack entry pushed before P (libipt
+ *    takes a TNT bit at a RET as a compressed return, whatever the trace
+ *    was recorded with); a decode from P then differs from it after that
+ *    error.  Intact trace is unaffected: returns are compressed only
+ *    against calls since the last PSB.
  *  - A final round decodes [A, end) with end-of-stream behaviour.
  *
  * The records are exactly those of one decode of the whole stream, in the

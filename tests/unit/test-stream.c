@@ -464,6 +464,32 @@ static void test_recursion(void)
 	check_small_psb(&small, "recursion");
 }
 
+/* Corrupt streams: up to and including the first error record, the
+ * stream gives exactly the whole decode's records; after it both go on
+ * (resynced) but may differ -- a corrupt byte can make libipt pop a
+ * return-stack entry pushed before the anchor PSB (stream.h's known
+ * limit), so exact equality there depends on where the bytes fell. */
+static void corrupt_compare(const struct reclist *want,
+			    const struct reclist *got, bool block)
+{
+	size_t first = want->n;
+	struct reclist a = *want, b = *got;
+
+	for (size_t i = 0; i < want->n; i++)
+		if (want->r[i].type == PTD_REC_ERROR) {
+			first = i;
+			break;
+		}
+	if (first == want->n) {		/* flips that decode cleanly */
+		(void)same_path("corrupt", want, got, block);
+		return;
+	}
+	a.n = first + 1;
+	b.n = got->n < first + 1 ? got->n : first + 1;
+	(void)same_path("corrupt, up to the first error", &a, &b, block);
+	CHECK(got->n > first + 1);	/* decoding went on after it */
+}
+
 /* Flipped bytes: error records and resyncs, the same chunked as whole.
  * Without return compression: with it, a corrupt byte can send a decode
  * that passes a PSB down a wrong path that pops a return-stack entry from
@@ -504,8 +530,7 @@ static void test_corrupt(void)
 				rnd_state = 77 + k;
 				if (feed_stream(&small, 0, &o, pt, small_len, &f,
 						&got, &st) == 0)
-					(void)same_path("corrupt", &want, &got,
-						     block);
+					corrupt_compare(&want, &got, block);
 				reclist_free(&got);
 			}
 			reclist_free(&want);
