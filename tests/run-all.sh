@@ -11,7 +11,10 @@ run_suite() {
 	local dir=$1; shift
 	rm -rf "$dir"
 	meson setup "$dir" -Dwerror=true "$@" >/dev/null
-	ninja -C "$dir"
+	if ! ninja -C "$dir"; then
+		echo "BUILD FAILED ($dir)" >>"$summary"
+		return 1
+	fi
 	local rc=0
 	meson test -C "$dir" --print-errorlogs --num-processes 2 || rc=$?
 	python3 - "$dir/meson-logs/testlog.json" <<'PY' >>"$summary"

@@ -1015,7 +1015,7 @@ static void test_groundtruth(void)
 		uint64_t *ips = NULL;
 		size_t nips = 0, k = 0;
 		char key[64];
-		const char *p = text;
+		const char *p = text ? text : "";
 
 		REQUIRE(ptd_capture_read_truth(&cap, i, &ips, &nips,
 					       &diag) == 0);
