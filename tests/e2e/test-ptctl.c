@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -363,6 +364,20 @@ static void test_bad_usage(void)
 		{ { "trace", "--", "/nonexistent/program" }, 2,
 		  "/nonexistent/program" },
 		{ { "verify" }, 1, "Usage" },
+		/* daemon verbs */
+		{ { "--socket", "/nonexistent/ptd.sock", "list" }, 5,
+		  "is ptd running? (systemctl start ptd)" },
+		{ { "--socket", "/nonexistent/ptd.sock", "attach", "1" }, 5,
+		  "cannot connect to /nonexistent/ptd.sock" },
+		{ { "attach" }, 1, "expected one PID" },
+		{ { "attach", "12x" }, 1, "expected one PID" },
+		{ { "attach", "1", "--source", "bogus" }, 1,
+		  "--source: expected auto, software or intel_pt" },
+		{ { "attach", "1", "--capture", "rel/dir" }, 1,
+		  "--capture: expected an absolute path" },
+		{ { "stream" }, 1, "expected one SESSION" },
+		{ { "detach" }, 1, "expected a SESSION" },
+		{ { "status", "12x" }, 1, "expected a session id" },
 	};
 
 	for (size_t i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
@@ -406,6 +421,76 @@ static void test_bad_capture(void)
 	}
 }
 
+/* Against a real ptd: the refusals a user meets, each with its exit code
+ * and a message that says what went wrong. */
+static void test_daemon_refusals(void)
+{
+	char conf[400], sock[400], text[600], ptd[600], pidarg[32];
+	pid_t d;
+	int st = 0;
+
+	(void)snprintf(sock, sizeof(sock), "%s/ptd.sock", workdir);
+	(void)snprintf(conf, sizeof(conf), "%s/ptd.conf", workdir);
+	/* no intel_pt here, whatever the machine has */
+	(void)snprintf(text, sizeof(text), "socket_path = %s\n"
+		       "intel_pt_sysfs = /nonexistent/intel_pt\n", sock);
+	REQUIRE(ptd_file_write_atomic(conf, text, strlen(text)) == 0);
+	(void)snprintf(ptd, sizeof(ptd), "%.*s/ptd",
+		       (int)(strrchr(ptctl, '/') - ptctl), ptctl);
+	d = fork();
+	if (d == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 2);
+		execl(ptd, ptd, "-c", conf, (char *)NULL);
+		_exit(127);
+	}
+	REQUIRE(d > 0);
+	for (int i = 0; i < 200 && access(sock, F_OK) < 0; i++)
+		usleep(10000);
+	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)getpid());
+	{
+		const struct {
+			const char *args[8];
+			int status;
+			const char *msg;
+		} cases[] = {
+			{ { "--socket", sock, "attach", "4000000" }, 7,
+			  "no such process" },
+			{ { "--socket", sock, "attach", pidarg, "--source",
+			    "intel_pt" }, 9, "/nonexistent/intel_pt" },
+			{ { "--socket", sock, "status", "4242" }, 7,
+			  "no session 4242" },
+			{ { "--socket", sock, "detach", "4242" }, 7,
+			  "no session 4242" },
+			{ { "--socket", sock, "stream", "4242" }, 7,
+			  "no session 4242" },
+		};
+
+		for (size_t i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
+			struct run r = run_ptctl(cases[i].args);
+
+			check_current = cases[i].args[2];
+			CHECK_EQ_INT(r.status, cases[i].status);
+			CHECK_CONTAINS(r.err, cases[i].msg);
+			run_free(&r);
+		}
+		check_current = "test_daemon_refusals";
+	}
+	{
+		const char *args[] = { "--socket", sock, "list", "--json",
+				       NULL };
+		struct run r = run_ptctl(args);
+
+		CHECK_EQ_INT(r.status, 0);
+		CHECK_CONTAINS(r.out, "\"sessions\"");
+		run_free(&r);
+	}
+	(void)kill(d, SIGTERM);
+	CHECK(waitpid(d, &st, 0) == d);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 int main(void)
 {
 	const char *root = getenv("PTD_BUILD_ROOT");
@@ -426,6 +511,7 @@ int main(void)
 	RUN(test_max_insns);
 	RUN(test_bad_usage);
 	RUN(test_bad_capture);
+	RUN(test_daemon_refusals);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }
