@@ -158,7 +158,8 @@ static int parse_status(const char *text, struct proc_info *pi,
 	if (bad)
 		goto err;
 	st += strspn(st, " \t");
-	if (*st < 'A' || *st > 'Z') {
+	/* upper case, and 't' (tracing stop: traced, e.g. by ptd itself) */
+	if ((*st < 'A' || *st > 'Z') && (*st < 'a' || *st > 'z')) {
 		bad = "State";
 		goto err;
 	}

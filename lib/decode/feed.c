@@ -141,6 +141,10 @@ static int on_record(void *ctx, const struct perf_event_header *hdr)
 	int r;
 
 	f->st.records++;
+	/* the reader acted on these already (bytes, losses) */
+	if (hdr->type == PERF_RECORD_AUX || hdr->type == PERF_RECORD_LOST ||
+	    hdr->type == PERF_RECORD_LOST_SAMPLES)
+		return 0;
 	if (ptd_perf_event_parse(hdr, f->sample_type, f->sample_id_all, &e,
 				 &d) < 0) {
 		f->st.bad_records++;
