@@ -98,23 +98,6 @@ void ptd_fanout_free(struct ptd_fanout *f)
 	free(f);
 }
 
-static const char *end_name(enum ptd_session_end_reason r)
-{
-	switch (r) {
-	case PTD_END_EXITED:
-		return "exited";
-	case PTD_END_DETACHED:
-		return "detached";
-	case PTD_END_LIMIT:
-		return "limit";
-	case PTD_END_SHUTDOWN:
-		return "shutdown";
-	case PTD_END_ERROR:
-		return "error";
-	}
-	return "error";
-}
-
 /* Bytes of @s not yet written (lock held). */
 static size_t sub_pending(const struct ptd_subscriber *s)
 {
@@ -209,6 +192,29 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		f->wake(f->wake_ctx);
 }
 
+void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
+{
+	struct ptd_subscriber *s;
+	bool wake = false;
+
+	pthread_mutex_lock(&f->lock);
+	for (s = f->subs; s && !f->ended; s = s->next) {
+		if (s->lost_pending)
+			(void)put_lost(s);
+		if (s->q.len == 0)
+			wake = true;
+		/* -ENOMEM: the subscriber misses this line */
+		(void)ptd_buf_append(&s->q, line, len);
+	}
+	if (wake && !f->wake_pending)
+		f->wake_pending = true;
+	else
+		wake = false;
+	pthread_mutex_unlock(&f->lock);
+	if (wake && f->wake)
+		f->wake(f->wake_ctx);
+}
+
 /* Render the bye record into f->bye; returns its length. */
 static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s)
 {
@@ -219,7 +225,7 @@ static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s)
 	k = snprintf(f->bye, cap,
 		     "{\"type\":\"bye\",\"reason\":\"%s\",\"session\":%" PRIu64
 		     ",\"pid\":%ld,\"sent\":%" PRIu64 ",\"lost\":%" PRIu64,
-		     end_name(e->reason), f->session_id, (long)f->pid, s->sent,
+		     ptd_session_end_name(e->reason), f->session_id, (long)f->pid, s->sent,
 		     s->lost);
 	n = (size_t)k;
 	if (e->reason == PTD_END_EXITED) {

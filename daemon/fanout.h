@@ -79,6 +79,12 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s);
 /* Decode thread: one record; one end (after it records are ignored). */
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r);
 void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end);
+/* Decode thread: a control line (@len bytes of one JSON object with its
+ * '\n', e.g. a snapshot marker) for every subscriber, whatever its
+ * filter, in stream order (a pending lost record goes first).  Like bye it
+ * is small, comes rarely and is not counted against the queue limit nor in
+ * matched/sent/lost.  Ignored after the end. */
+void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len);
 
 /* Loop: forget that a wake-up was sent, before draining the queues; a
  * record appended after this wakes the loop again. */

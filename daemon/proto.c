@@ -3,6 +3,7 @@
  * The control protocol: strict request parsing and response rendering.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,34 +29,12 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "status";
 	case PTD_CMD_SUBSCRIBE:
 		return "subscribe";
+	case PTD_CMD_SNAPSHOT:
+		return "snapshot";
 	case PTD_CMD_COUNT:
 		break;
 	}
 	return NULL;
-}
-
-const char *ptd_proto_source_name(enum ptd_source_kind k)
-{
-	switch (k) {
-	case PTD_SOURCE_AUTO:
-		return "auto";
-	case PTD_SOURCE_INTEL_PT:
-		return "intel_pt";
-	case PTD_SOURCE_SOFTWARE:
-		return "software";
-	}
-	return "unknown";
-}
-
-int ptd_proto_source_parse(const char *name)
-{
-	if (!strcmp(name, "auto"))
-		return PTD_SOURCE_AUTO;
-	if (!strcmp(name, "intel_pt"))
-		return PTD_SOURCE_INTEL_PT;
-	if (!strcmp(name, "software"))
-		return PTD_SOURCE_SOFTWARE;
-	return -1;
 }
 
 const char *ptd_proto_error_code(int err)
@@ -178,11 +157,50 @@ static int parse_session(const cJSON *o, bool required, struct ptd_request *req,
 	return r;
 }
 
+/* options.mode and options.snapshot_size. */
+static int parse_mode(const cJSON *o, struct ptd_request *req,
+		      struct ptd_diag *diag)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "mode");
+	const char *s;
+	uint64_t n;
+	int r;
+
+	if (v) {
+		r = get_string(v, "options.mode", 64, &s, diag);
+		if (r < 0)
+			return r;
+		r = ptd_session_mode_parse(s);
+		if (r < 0)
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "\"options.mode\": unknown mode "
+					 "\"%s\" (full, snapshot)", s);
+		req->mode = (enum ptd_session_mode)r;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "snapshot_size");
+	if (!v)
+		return 0;
+	if (req->mode != PTD_MODE_SNAPSHOT)
+		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.snapshot_size"
+				 "\" needs \"mode\": \"snapshot\"");
+	r = get_int(v, "options.snapshot_size", 4096,
+		    PTD_SESSION_SNAPSHOT_MAX, &n, diag);
+	if (r < 0)
+		return r;
+	if (n & (n - 1))
+		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.snapshot_size"
+				 "\" must be a power of two, got %" PRIu64,
+				 n);
+	req->snapshot_size = n;
+	return 0;
+}
+
 static int parse_options(const cJSON *o, struct ptd_request *req,
 			 struct ptd_diag *diag)
 {
 	static const char *const keys[] = { "source", "tsc", "max_insns",
-					    "capture", NULL };
+					    "capture", "mode",
+					    "snapshot_size", NULL };
 	const cJSON *v;
 	const char *s;
 	int r;
@@ -199,7 +217,7 @@ static int parse_options(const cJSON *o, struct ptd_request *req,
 		r = get_string(v, "options.source", 64, &s, diag);
 		if (r < 0)
 			return r;
-		r = ptd_proto_source_parse(s);
+		r = ptd_source_parse(s);
 		if (r < 0)
 			return ptd_diagf(diag, -PTD_EFORMAT,
 					 "\"options.source\": unknown source "
@@ -235,7 +253,7 @@ static int parse_options(const cJSON *o, struct ptd_request *req,
 					 "\"%s\"", s);
 		snprintf(req->capture, sizeof(req->capture), "%s", s);
 	}
-	return 0;
+	return parse_mode(o, req, diag);
 }
 
 static int parse_attach(const cJSON *o, struct ptd_request *req,
@@ -479,6 +497,7 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return attach;
 	case PTD_CMD_DETACH:
 	case PTD_CMD_STATUS:
+	case PTD_CMD_SNAPSHOT:
 		return session;
 	case PTD_CMD_SUBSCRIBE:
 		return subscribe;
@@ -529,7 +548,8 @@ static int parse_cmd(const cJSON *o, struct ptd_request *req,
 	if (c == PTD_CMD_COUNT)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
 				 "unknown cmd \"%.64s\" (ping, version, "
-				 "attach, detach, list, status, subscribe)",
+				 "attach, detach, list, status, subscribe, "
+				 "snapshot)",
 				 v->valuestring);
 	req->cmd = (enum ptd_cmd)c;
 	return 0;
@@ -558,6 +578,7 @@ static int parse_object(const cJSON *o, struct ptd_request *req,
 	case PTD_CMD_ATTACH:
 		return parse_attach(o, req, diag);
 	case PTD_CMD_DETACH:
+	case PTD_CMD_SNAPSHOT:
 		return parse_session(o, true, req, diag);
 	case PTD_CMD_STATUS:
 		return parse_session(o, false, req, diag);

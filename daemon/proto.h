@@ -43,6 +43,7 @@ enum ptd_cmd {
 	PTD_CMD_LIST,
 	PTD_CMD_STATUS,
 	PTD_CMD_SUBSCRIBE,
+	PTD_CMD_SNAPSHOT,
 	PTD_CMD_COUNT,
 };
 
@@ -73,7 +74,12 @@ struct ptd_request {
 	/* options.capture: software source only, root only: also write a
 	 * capture (with the ground truth) into this absolute path; "" none */
 	char capture[256];
-	/* status (optional), detach, subscribe */
+	/* options.mode (default FULL) and options.snapshot_size (0: the
+	 * config's aux_buffer_size; only with mode "snapshot"; a power of
+	 * two from 4096 to PTD_SESSION_SNAPSHOT_MAX) */
+	enum ptd_session_mode mode;
+	uint64_t snapshot_size;
+	/* status (optional), detach, subscribe, snapshot */
 	bool has_session;
 	uint64_t session;
 	/* subscribe; kinds default PTD_FILTER_DEFAULT_KINDS */
@@ -109,7 +115,5 @@ char *ptd_response_error(const cJSON *id, const char *code,
 
 /* Source names as the protocol spells them ("auto", "intel_pt",
  * "software"), and the inverse (-1 for an unknown name). */
-const char *ptd_proto_source_name(enum ptd_source_kind k);
-int ptd_proto_source_parse(const char *name);
 
 #endif

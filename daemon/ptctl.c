@@ -34,6 +34,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/decoder.h"
+#include "daemon/session.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
@@ -1209,6 +1210,8 @@ static const struct option attach_long[] = {
 	{ "capture", required_argument, NULL, 'C' },
 	{ "follow", no_argument, NULL, 'f' },
 	{ "json", no_argument, NULL, 'j' },
+	{ "snapshot", no_argument, NULL, 'S' },
+	{ "snapshot-size", required_argument, NULL, 'Z' },
 	{ "kinds", required_argument, NULL, 'k' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "range", required_argument, NULL, 'R' },
@@ -1223,8 +1226,8 @@ static int verb_attach(int argc, char **argv)
 	struct stream_args sa;
 	cJSON *req, *opts, *resp = NULL;
 	const char *source = NULL, *capture = NULL;
-	bool tsc = false, follow = false, json = false;
-	uint64_t pid, max_insns = 0, session;
+	bool tsc = false, follow = false, json = false, snapshot = false;
+	uint64_t pid, max_insns = 0, session, snap_size = 0;
 	FILE *f = NULL;
 	int c, r;
 
@@ -1276,14 +1279,33 @@ static int verb_attach(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'S':
+			snapshot = true;
+			break;
+		case 'Z':
+			if (ptd_parse_u64(optarg, 10, &snap_size) < 0 ||
+			    snap_size < 4096 ||
+			    snap_size > PTD_SESSION_SNAPSHOT_MAX ||
+			    (snap_size & (snap_size - 1))) {
+				errx_msg("--snapshot-size: expected a power "
+					 "of two from 4096 to %u bytes, got "
+					 "'%s'", PTD_SESSION_SNAPSHOT_MAX,
+					 optarg);
+				r = EXIT_USAGE;
+			}
+			break;
 		case 'h':
 			printf("Usage: ptctl attach PID [--source "
 			       "auto|software|intel_pt] [--tsc]\n"
 			       "       [--max-insns N] [--capture DIR] "
-			       "[--follow [stream options]] [--json]\n\n"
+			       "[--snapshot [--snapshot-size BYTES]]\n"
+			       "       [--follow [stream options]] "
+			       "[--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
-			       "stream).\n");
+			       "stream).  --snapshot: keep only the newest "
+			       "trace, decoded at each\n`ptctl snapshot "
+			       "SESSION`.\n");
 			stream_args_free(&sa);
 			return 0;
 		default:
@@ -1298,6 +1320,11 @@ static int verb_attach(int argc, char **argv)
 	if (optind + 1 != argc || ptd_parse_u64(argv[optind], 10, &pid) < 0 ||
 	    pid == 0 || pid > INT32_MAX) {
 		errx_msg("expected one PID (ptctl attach PID [OPTIONS])");
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	if (snap_size && !snapshot) {
+		errx_msg("--snapshot-size needs --snapshot");
 		stream_args_free(&sa);
 		return EXIT_USAGE;
 	}
@@ -1317,6 +1344,11 @@ static int verb_attach(int argc, char **argv)
 		cJSON_AddNumberToObject(opts, "max_insns", (double)max_insns);
 	if (capture)
 		cJSON_AddStringToObject(opts, "capture", capture);
+	if (snapshot)
+		cJSON_AddStringToObject(opts, "mode", "snapshot");
+	if (snap_size)
+		cJSON_AddNumberToObject(opts, "snapshot_size",
+					(double)snap_size);
 	r = client_call(f, req, json, &resp);
 	if (!r) {
 		const cJSON *res = cJSON_GetObjectItemCaseSensitive(resp,
@@ -1420,9 +1452,15 @@ static void print_status(const cJSON *res)
 		       num_of(res, "connections"));
 		return;
 	}
-	printf("session %.0f: pid %.0f, owner %.0f, %s source, %s\n",
+	printf("session %.0f: pid %.0f, owner %.0f, %s source, %s mode, %s\n",
 	       num_of(res, "session"), num_of(res, "pid"), num_of(res, "owner"),
-	       str_of(res, "source"), str_of(res, "state"));
+	       str_of(res, "source"), str_of(res, "mode"),
+	       str_of(res, "state"));
+	if (!strcmp(str_of(res, "mode"), "snapshot"))
+		printf("  snapshots %.0f (%.0f bytes per thread), %.0f bytes "
+		       "overwritten before a snapshot\n",
+		       num_of(res, "snapshots"), num_of(res, "snapshot_size"),
+		       num_of(res, "overwritten_bytes"));
 	printf("  threads %.0f (%.0f live), %.0f trace bytes, %.0f "
 	       "instructions, %.0f records, %.0f bytes lost by the source\n",
 	       num_of(res, "threads"), num_of(res, "threads_live"),
@@ -1440,6 +1478,28 @@ static void print_status(const cJSON *res)
 		printf("]: %.0f sent, %.0f lost\n", num_of(s, "sent"),
 		       num_of(s, "lost"));
 	}
+}
+
+static void print_snapshot(const cJSON *res)
+{
+	const cJSON *t;
+
+	printf("session %.0f snapshot %.0f: %.0f thread(s), %.0f bytes "
+	       "read, %.0f overwritten, %.0f records (%.0f instructions)\n",
+	       num_of(res, "session"), num_of(res, "seq"),
+	       num_of(res, "threads_total"), num_of(res, "bytes"),
+	       num_of(res, "overwritten"), num_of(res, "records"),
+	       num_of(res, "insns"));
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(res, "threads"))
+		printf("  tid %.0f: %.0f bytes, %.0f overwritten, %.0f "
+		       "records\n", num_of(t, "tid"), num_of(t, "bytes"),
+		       num_of(t, "overwritten"), num_of(t, "records"));
+}
+
+static int verb_snapshot(int argc, char **argv)
+{
+	return simple_verb(argc, argv, "snapshot", true, false,
+			   print_snapshot);
 }
 
 static int verb_detach(int argc, char **argv)
@@ -1469,6 +1529,8 @@ static const struct verb {
 	  "check a capture's decode against its ground truth" },
 	{ "attach", verb_attach, "ask ptd to trace a running process" },
 	{ "detach", verb_detach, "stop a session; the process runs on" },
+	{ "snapshot", verb_snapshot,
+	  "decode a snapshot-mode session's newest trace" },
 	{ "list", verb_list, "list your sessions" },
 	{ "status", verb_status, "ptd's status, or one session's" },
 	{ "stream", verb_stream, "a session's records as JSON lines" },

@@ -32,6 +32,7 @@
 #include "daemon/sdnotify.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
+#include "record/jsonw.h"
 
 #define MAX_LISTEN 4
 /* Responses a client has not read yet, beyond which its requests wait. */
@@ -65,6 +66,17 @@ struct srv_session {
 	bool reaped;			/* the loop saw the end, freed s */
 	struct ptd_session_stats last;	/* stats at the end */
 	uint64_t ended_at_ms;
+	enum ptd_session_mode mode;
+	/* A snapshot asked for and not answered yet (loop only): snap_conn
+	 * waits for the response (NULL once it is gone), snap_id is its
+	 * request's id. */
+	bool snap_busy;
+	struct conn *snap_conn;
+	cJSON *snap_id;
+	/* Written by the decode thread before snap_ready (release). */
+	struct ptd_snapshot_info snap_info;
+	atomic_bool snap_ready;
+	char marker[PTD_DIAG_MAX * 6 + 512];	/* decode thread only */
 };
 
 struct conn {
@@ -80,6 +92,8 @@ struct conn {
 	uint32_t events;		/* registered epoll events */
 	struct srv_session *ss;		/* streaming subscriber of ss */
 	struct ptd_subscriber *sub;
+	bool waiting;			/* for a snapshot: no request is read
+					 * until it is answered */
 };
 
 struct ptd_server {
@@ -108,23 +122,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static const char *end_reason_name(enum ptd_session_end_reason r)
-{
-	switch (r) {
-	case PTD_END_EXITED:
-		return "exited";
-	case PTD_END_DETACHED:
-		return "detached";
-	case PTD_END_LIMIT:
-		return "limit";
-	case PTD_END_SHUTDOWN:
-		return "shutdown";
-	case PTD_END_ERROR:
-		return "error";
-	}
-	return "error";
 }
 
 /* ---- sockets ---- */
@@ -312,6 +309,46 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 	ptd_fanout_record(ss->fan, rec);
 }
 
+/* Snapshot markers bracket a snapshot's records in every subscriber's
+ * stream (doc/protocol.md, "snapshot records"). */
+static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
+			  bool done)
+{
+	struct srv_session *ss = ctx;
+	size_t cap = sizeof(ss->marker), n;
+	int k;
+
+	if (!done)
+		k = snprintf(ss->marker, cap,
+			     "{\"type\":\"snapshot\",\"phase\":\"begin\","
+			     "\"session\":%" PRIu64 ",\"seq\":%" PRIu64
+			     ",\"threads\":%u,\"bytes\":%" PRIu64
+			     ",\"overwritten\":%" PRIu64,
+			     ss->id, in->seq, in->nthreads, in->bytes,
+			     in->overwritten);
+	else
+		k = snprintf(ss->marker, cap,
+			     "{\"type\":\"snapshot\",\"phase\":\"end\","
+			     "\"session\":%" PRIu64 ",\"seq\":%" PRIu64
+			     ",\"records\":%" PRIu64 ",\"insns\":%" PRIu64,
+			     ss->id, in->seq, in->records, in->insns);
+	n = k > 0 ? (size_t)k : 0;
+	if (done && in->err && n + 16 < cap) {
+		memcpy(ss->marker + n, ",\"error\":", 9);
+		n += 9;
+		n += ptd_json_string(ss->marker + n, cap - n - 4, in->message,
+				     strnlen(in->message,
+					     sizeof(in->message)));
+	}
+	memcpy(ss->marker + n, "}\n", 2);
+	ptd_fanout_line(ss->fan, ss->marker, n + 2);
+	if (!done)
+		return;
+	ss->snap_info = *in;
+	atomic_store_explicit(&ss->snap_ready, true, memory_order_release);
+	server_wake(ss->srv);
+}
+
 static void sink_ended(void *ctx, const struct ptd_session_end *end)
 {
 	struct srv_session *ss = ctx;
@@ -330,7 +367,9 @@ static void conn_update_events(struct ptd_server *s, struct conn *c,
 	uint32_t ev = 0;
 	struct epoll_event e;
 
-	if (!c->close_after_flush &&
+	/* (a connection waiting for a snapshot reads nothing meanwhile;
+	 * a hang-up is still reported) */
+	if (!c->close_after_flush && !c->waiting &&
 	    c->out.len - c->out_off < OUT_HIGH_WATER)
 		ev |= EPOLLIN;
 	if (want_out)
@@ -499,6 +538,7 @@ static void session_free(struct srv_session *ss)
 		return;
 	ptd_session_free(ss->s);
 	ptd_fanout_free(ss->fan);
+	cJSON_Delete(ss->snap_id);
 	free(ss);
 }
 
@@ -560,8 +600,13 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	o.config = &s->cfg;
 	o.uid = c->peer.uid;
 	o.capture_dir = req->capture[0] ? req->capture : NULL;
+	o.mode = req->mode;
+	o.snapshot_size = (size_t)req->snapshot_size;
+	ss->mode = req->mode;
+	memset(&sink, 0, sizeof(sink));
 	sink.record = sink_record;
 	sink.ended = sink_ended;
+	sink.snapshot = sink_snapshot;
 	sink.ctx = ss;
 	r = ptd_session_start(&o, &sink, &ss->s, &diag);
 	if (r < 0) {
@@ -580,12 +625,13 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	s->sessions = ss;
 	ptd_log_info("session %" PRIu64 ": uid %u attached to pid %ld (%s)",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
-		     ptd_proto_source_name(ss->source));
+		     ptd_source_name(ss->source));
 	res = cJSON_CreateObject();
 	cJSON_AddNumberToObject(res, "session", (double)ss->id);
 	cJSON_AddStringToObject(res, "source",
-				ptd_proto_source_name(ss->source));
+				ptd_source_name(ss->source));
 	cJSON_AddNumberToObject(res, "pid", ss->pid);
+	cJSON_AddStringToObject(res, "mode", ptd_session_mode_name(ss->mode));
 	if (ss->source == PTD_SOURCE_SOFTWARE)
 		cJSON_AddStringToObject(res, "warning",
 					"the software PT source single-steps "
@@ -614,12 +660,13 @@ static cJSON *session_summary(struct srv_session *ss)
 	cJSON_AddNumberToObject(o, "pid", ss->pid);
 	cJSON_AddNumberToObject(o, "owner", ss->owner);
 	cJSON_AddStringToObject(o, "source",
-				ptd_proto_source_name(ss->source));
+				ptd_source_name(ss->source));
 	cJSON_AddStringToObject(o, "state", session_state(ss));
+	cJSON_AddStringToObject(o, "mode", ptd_session_mode_name(ss->mode));
 	cJSON_AddNumberToObject(o, "subscribers", ptd_fanout_count(ss->fan));
 	if (ss->reaped)
 		cJSON_AddStringToObject(o, "end",
-					end_reason_name(ss->end.reason));
+					ptd_session_end_name(ss->end.reason));
 	return o;
 }
 
@@ -682,6 +729,14 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "insns", (double)st.insns);
 	cJSON_AddNumberToObject(res, "records", (double)st.records);
 	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
+	if (ss->mode == PTD_MODE_SNAPSHOT) {
+		cJSON_AddNumberToObject(res, "snapshot_size",
+					(double)st.snapshot_size);
+		cJSON_AddNumberToObject(res, "snapshots",
+					(double)st.snapshots);
+		cJSON_AddNumberToObject(res, "overwritten_bytes",
+					(double)st.overwritten_bytes);
+	}
 	a = cJSON_AddArrayToObject(res, "subscriber_list");
 	n = ptd_fanout_get_stats(ss->fan, subs, PTD_ARRAY_SIZE(subs));
 	for (i = 0; a && i < n; i++) {
@@ -769,6 +824,114 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+/* Ask for a snapshot; the response comes when the decode thread has
+ * taken it (snapshots_answer), and the connection's later requests wait
+ * for it. */
+static void cmd_snapshot(struct ptd_server *s, struct conn *c,
+			 const struct ptd_request *req)
+{
+	struct srv_session *ss = session_find(s, c, req->session);
+	uint64_t seq;
+	int r;
+
+	if (!ss) {
+		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+			    "no session %" PRIu64, req->session);
+		return;
+	}
+	if (ss->mode != PTD_MODE_SNAPSHOT) {
+		reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+			    "session %" PRIu64 " is not in snapshot mode "
+			    "(attach with \"mode\": \"snapshot\")", ss->id);
+		return;
+	}
+	if (ss->snap_busy) {
+		reply_error(c, req->id, PTD_ERR_LIMIT,
+			    "a snapshot of session %" PRIu64 " is being "
+			    "taken", ss->id);
+		return;
+	}
+	r = ss->s && !ss->reaped ? ptd_session_snapshot(ss->s, &seq) : -ESRCH;
+	if (r < 0) {
+		reply_error(c, req->id,
+			    r == -ESRCH ? PTD_ERR_NO_SUCH_SESSION
+			    : r == -EBUSY ? PTD_ERR_LIMIT
+					  : PTD_ERR_INTERNAL,
+			    "session %" PRIu64 ": %s", ss->id,
+			    r == -ESRCH ? "it has ended" : ptd_strerror(r));
+		return;
+	}
+	ss->snap_id = req->id ? cJSON_Duplicate(req->id, true) : NULL;
+	ss->snap_busy = true;
+	ss->snap_conn = c;
+	c->waiting = true;
+}
+
+static cJSON *snapshot_result(const struct srv_session *ss)
+{
+	const struct ptd_snapshot_info *in = &ss->snap_info;
+	cJSON *res = cJSON_CreateObject();
+	cJSON *a = cJSON_AddArrayToObject(res, "threads");
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	cJSON_AddNumberToObject(res, "seq", (double)in->seq);
+	for (unsigned i = 0; a && i < in->nlisted; i++) {
+		const struct ptd_snapshot_thread *t = &in->th[i];
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(o, "tid", t->tid);
+		cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
+		cJSON_AddNumberToObject(o, "end", (double)t->end);
+		cJSON_AddNumberToObject(o, "overwritten",
+					(double)t->overwritten);
+		cJSON_AddNumberToObject(o, "records", (double)t->records);
+		cJSON_AddNumberToObject(o, "insns", (double)t->insns);
+		cJSON_AddItemToArray(a, o);
+	}
+	cJSON_AddNumberToObject(res, "threads_total", in->nthreads);
+	cJSON_AddNumberToObject(res, "bytes", (double)in->bytes);
+	cJSON_AddNumberToObject(res, "overwritten", (double)in->overwritten);
+	cJSON_AddNumberToObject(res, "records", (double)in->records);
+	cJSON_AddNumberToObject(res, "insns", (double)in->insns);
+	return res;
+}
+
+static void handle_lines(struct ptd_server *s, struct conn *c);
+
+/* Answer the snapshots the decode threads have taken. */
+static void snapshots_answer(struct ptd_server *s)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next) {
+		struct conn *c = ss->snap_conn;
+		cJSON *id = ss->snap_id;
+
+		if (!atomic_load_explicit(&ss->snap_ready,
+					  memory_order_acquire))
+			continue;
+		/* idle before the waiting requests may ask again */
+		atomic_store(&ss->snap_ready, false);
+		ss->snap_busy = false;
+		ss->snap_conn = NULL;
+		ss->snap_id = NULL;
+		if (c) {
+			c->waiting = false;
+			if (ss->snap_info.err)
+				reply_error(c, id, PTD_ERR_INTERNAL,
+					    "session %" PRIu64 ": snapshot "
+					    "failed: %s", ss->id,
+					    ss->snap_info.message);
+			else
+				reply_ok(c, id, snapshot_result(ss));
+			/* the requests that waited */
+			handle_lines(s, c);
+			conn_flush(s, c);
+		}
+		cJSON_Delete(id);
+	}
+}
+
 static void cmd_version(struct conn *c, const struct ptd_request *req)
 {
 	cJSON *res = cJSON_CreateObject();
@@ -809,6 +972,9 @@ static void dispatch(struct ptd_server *s, struct conn *c,
 		return;
 	case PTD_CMD_SUBSCRIBE:
 		cmd_subscribe(s, c, req);
+		return;
+	case PTD_CMD_SNAPSHOT:
+		cmd_snapshot(s, c, req);
 		return;
 	case PTD_CMD_COUNT:
 		break;
@@ -853,7 +1019,7 @@ static void handle_lines(struct ptd_server *s, struct conn *c)
 	size_t start = 0;
 	char *nl;
 
-	while (!c->sub && !c->close_after_flush &&
+	while (!c->sub && !c->close_after_flush && !c->waiting &&
 	       c->out.len - c->out_off < OUT_HIGH_WATER) {
 		size_t len;
 
@@ -869,7 +1035,7 @@ static void handle_lines(struct ptd_server *s, struct conn *c)
 		start += len + 1;
 	}
 	/* No end of line within the limit: framing is lost. */
-	if (!c->sub && !c->close_after_flush &&
+	if (!c->sub && !c->close_after_flush && !c->waiting &&
 	    c->in_len - start > s->cfg.max_request_size &&
 	    !memchr(c->in + start, '\n', c->in_len - start))
 		too_long(s, c);
@@ -911,6 +1077,12 @@ static void conn_readable(struct ptd_server *s, struct conn *c)
 
 static void conn_free(struct ptd_server *s, struct conn *c)
 {
+	struct srv_session *ss;
+
+	/* a snapshot it waits for is answered to nobody */
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->snap_conn == c)
+			ss->snap_conn = NULL;
 	if (c->sub)
 		ptd_fanout_unsubscribe(c->ss->fan, c->sub);
 	if (c->tag.fd >= 0) {
@@ -1007,6 +1179,7 @@ static void sessions_reap(struct ptd_server *s)
 	struct srv_session **p = &s->sessions, *ss;
 	uint64_t now = now_ms();
 
+	snapshots_answer(s);	/* answered before their session goes */
 	while ((ss = *p)) {
 		if (!ss->reaped &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
@@ -1018,7 +1191,7 @@ static void sessions_reap(struct ptd_server *s)
 						  ? 0
 						  : now;
 			ptd_log_info("session %" PRIu64 ": ended: %s%s%s",
-				     ss->id, end_reason_name(ss->end.reason),
+				     ss->id, ptd_session_end_name(ss->end.reason),
 				     ss->end.message[0] ? ": " : "",
 				     ss->end.message);
 		}
@@ -1045,6 +1218,7 @@ static void drain_wakeups(struct ptd_server *s)
 	}
 	for (ss = s->sessions; ss; ss = ss->next)
 		ptd_fanout_clear_wake(ss->fan);
+	snapshots_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)
 			conn_flush(s, c);

@@ -47,6 +47,13 @@ struct dthread {
 	struct ptd_stream *stream;
 	struct ptd_feed *feed;
 	bool done;		/* final decode delivered */
+	/* snapshot mode */
+	struct ptd_timeline *tl;	/* software: its image changes */
+	uint64_t snap_head;	/* aux_head at its previous snapshot */
+	uint8_t *snap;		/* the bytes of the snapshot being taken */
+	size_t nsnap;
+	uint64_t snap_over;	/* overwritten before this snapshot */
+	bool in_snap;		/* part of the snapshot being taken */
 };
 
 struct ptd_session {
@@ -96,6 +103,16 @@ struct ptd_session {
 	size_t nnew;
 	bool leader_exited;
 
+	/* snapshot mode.  Guarded by lock: snap_pending (a request taken,
+	 * not yet answered), snap_closed (no more requests: the decode
+	 * thread is finishing), snap_seq (the last seq handed out). */
+	size_t snap_size;
+	bool snap_pending, snap_closed;
+	uint64_t snap_seq;
+	struct ptd_perf_reader *snap_reader;	/* decode thread only */
+	struct ptd_snapshot_info *snap_info;	/* decode thread only */
+	atomic_uint_fast64_t snapshots, overwritten;
+
 	/* counters */
 	atomic_uint_fast64_t trace_bytes, insns, records, lost_bytes;
 	atomic_bool ended;
@@ -125,6 +142,28 @@ int ptd_source_parse(const char *name)
 		return PTD_SOURCE_INTEL_PT;
 	if (!strcmp(name, "software"))
 		return PTD_SOURCE_SOFTWARE;
+	return -PTD_EFORMAT;
+}
+
+const char *ptd_session_mode_name(enum ptd_session_mode m)
+{
+	switch (m) {
+	case PTD_MODE_FULL:
+		return "full";
+	case PTD_MODE_SNAPSHOT:
+		return "snapshot";
+	}
+	return "?";
+}
+
+int ptd_session_mode_parse(const char *name)
+{
+	if (!name)
+		return -PTD_EFORMAT;
+	if (!strcmp(name, "full"))
+		return PTD_MODE_FULL;
+	if (!strcmp(name, "snapshot"))
+		return PTD_MODE_SNAPSHOT;
 	return -PTD_EFORMAT;
 }
 
@@ -278,6 +317,36 @@ static int deliver(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+/* The stream options of thread @tid's decoders. */
+static void stream_opts(const struct ptd_session *s, pid_t tid,
+			struct ptd_stream_opts *so)
+{
+	memset(so, 0, sizeof(*so));
+	so->decode.path = PTD_PATH_BLOCK;
+	so->decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	so->decode.json_bodies = true;
+	if (s->source == PTD_SOURCE_INTEL_PT)
+		so->decode.cpu = s->cpu;
+	else	/* the packets come from libipt's encoder, not a CPU with
+		 * errata */
+		so->decode.cpu.vendor = pcv_unknown;
+	so->pid = s->o.pid;
+	so->tid = tid;
+	so->iscache = s->iscache;
+	so->icache = s->icache;
+	so->dir = s->dir;
+}
+
+/* Snapshot mode, software source: a thread's image changes are kept (in
+ * stream order) for the snapshots' decoders. */
+static int sw_snap_image(void *ctx, pid_t tid, const struct ptd_tl_event *ev)
+{
+	int64_t r = ptd_timeline_add(ctx, ev);
+
+	(void)tid;
+	return r < 0 ? (int)r : 0;
+}
+
 static int dthread_add(struct ptd_session *s, struct ptd_livesink_thread *lt)
 {
 	struct ptd_stream_opts so;
@@ -293,25 +362,29 @@ static int dthread_add(struct ptd_session *s, struct ptd_livesink_thread *lt)
 	d->lt = lt;
 	d->tid = lt->tid;
 	d->fd = -1;
-	memset(&so, 0, sizeof(so));
-	so.decode.path = PTD_PATH_BLOCK;
-	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
-	so.decode.json_bodies = true;
-	/* the packets come from libipt's encoder, not a CPU with errata */
-	so.decode.cpu.vendor = pcv_unknown;
-	so.pid = s->o.pid;
-	so.tid = lt->tid;
-	so.iscache = s->iscache;
-	so.icache = s->icache;
-	so.dir = s->dir;
+	stream_opts(s, lt->tid, &so);
+	if (s->o.mode == PTD_MODE_SNAPSHOT) {
+		d->tl = malloc(sizeof(*d->tl));
+		if (!d->tl)
+			return -ENOMEM;
+		ptd_timeline_init(d->tl);
+	}
+	/* (snapshot mode: the feed's stream only takes what the feed
+	 * gives it; the image goes to d->tl) */
 	r = ptd_stream_new(&so, &d->stream);
-	if (r < 0)
-		return r;
-	r = ptd_feed_new(&lt->buf, lt->tid, d->stream, s->dir, &s->snapseq,
-			 PTD_SIDEBAND_SAMPLE_TYPE, true, &d->feed);
+	if (r == 0)
+		r = ptd_feed_new(&lt->buf, lt->tid, d->stream, s->dir,
+				 &s->snapseq, PTD_SIDEBAND_SAMPLE_TYPE, true,
+				 &d->feed);
 	if (r < 0) {
 		ptd_stream_free(d->stream);
+		free(d->tl);
 		return r;
+	}
+	if (d->tl) {
+		struct ptd_feed_hooks h = { sw_snap_image, NULL, d->tl };
+
+		ptd_feed_set_hooks(d->feed, &h);
 	}
 	s->ndt++;
 	return 0;
@@ -336,6 +409,11 @@ static int dthread_step(struct ptd_session *s, struct dthread *d, bool final,
 	atomic_fetch_add(&s->trace_bytes, after.aux_bytes - before.aux_bytes);
 	atomic_fetch_add(&s->lost_bytes, after.lost_bytes - before.lost_bytes);
 	last = final || ptd_feed_ended(d->feed);
+	if (s->o.mode == PTD_MODE_SNAPSHOT) {
+		/* sideband only: the trace is decoded at snapshots */
+		d->done = last;
+		return 0;
+	}
 	r = ptd_stream_decode(d->stream, last, deliver, s);
 	if (r < 0)
 		return ptd_diagf(diag, r, "thread %d: decoding: %s",
@@ -359,6 +437,288 @@ static int decode_round(struct ptd_session *s, bool final,
 	for (size_t i = 0; i < s->ndt; i++)
 		if ((r = dthread_step(s, &s->dt[i], final, diag)) < 0)
 			return r;
+	return 0;
+}
+
+/* ---- snapshots (SNAPSHOT mode) --------------------------------------- */
+
+static const uint8_t psb[16] = { 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+				 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+				 0x02, 0x82, 0x02, 0x82 };
+
+/* Offset of the first PSB in @p (@n bytes), or @n if there is none. */
+static size_t first_psb(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i + sizeof(psb) <= n; i++)
+		if (p[i] == psb[0] && !memcmp(p + i, psb, sizeof(psb)))
+			return i;
+	return n;
+}
+
+static int snap_aux(void *ctx, uint64_t off, const void *bytes, size_t len)
+{
+	struct dthread *d = ctx;
+
+	(void)off;
+	memcpy(d->snap + d->nsnap, bytes, len);
+	d->nsnap += len;
+	return 0;
+}
+
+static int snap_loss(void *ctx, const struct ptd_perf_loss *l)
+{
+	struct dthread *d = ctx;
+
+	if (l->kind == PTD_PERF_LOSS_OVERWRITTEN)
+		d->snap_over += l->bytes;
+	return 0;
+}
+
+static struct ptd_perf_buf *dthread_buf(struct dthread *d)
+{
+	return d->lt ? &d->lt->buf : &d->hwbuf;
+}
+
+/* Read the sideband so far and the newest AUX bytes of every thread that
+ * wrote some since its previous snapshot.  The producers are paused:
+ * nothing moves in the buffers meanwhile. */
+static int snapshot_read_all(struct ptd_session *s,
+			     struct ptd_snapshot_info *in,
+			     struct ptd_diag *diag)
+{
+	static const struct ptd_perf_reader_ops ops = { NULL, snap_aux,
+							snap_loss };
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < s->ndt; i++) {
+		struct dthread *d = &s->dt[i];
+		struct ptd_perf_buf *b = dthread_buf(d);
+		int64_t n;
+
+		if (!d->feed || !b->meta || !b->aux_size)
+			continue;
+		if (!d->done && (r = ptd_feed_drain(d->feed, diag)) < 0)
+			break;
+		r = 0;
+		if (__atomic_load_n(&b->meta->aux_head, __ATOMIC_ACQUIRE) ==
+		    d->snap_head)
+			continue;	/* nothing new */
+		d->snap = malloc(b->aux_size);
+		if (!d->snap)
+			return -ENOMEM;
+		d->nsnap = 0;
+		d->snap_over = 0;
+		ptd_perf_reader_init(s->snap_reader, b);
+		s->snap_reader->snap_head = d->snap_head;
+		n = ptd_perf_reader_snapshot(s->snap_reader, &ops, d);
+		if (n < 0)
+			return ptd_diagf(diag, (int)n, "thread %d: reading its "
+					 "AUX area: %s", (int)d->tid,
+					 ptd_strerror((int)n));
+		d->snap_head = s->snap_reader->snap_head;
+		d->in_snap = true;
+		if (in->nlisted < PTD_SNAPSHOT_MAX_THREADS) {
+			struct ptd_snapshot_thread *t = &in->th[in->nlisted++];
+
+			t->tid = d->tid;
+			t->end = d->snap_head;
+			t->bytes = d->nsnap;
+			t->overwritten = d->snap_over;
+		}
+		in->nthreads++;
+		in->bytes += d->nsnap;
+		in->overwritten += d->snap_over;
+	}
+	return r;
+}
+
+/* Pause the producers, read, resume. */
+static int snapshot_read(struct ptd_session *s, struct ptd_snapshot_info *in,
+			 struct ptd_diag *diag)
+{
+	struct ptd_livesink_thread *lt[64];
+	size_t n;
+	int r = 0;
+
+	if (s->ls) {
+		ptd_livesink_pause(s->ls);
+		/* no thread can begin while paused: the list is complete */
+		while (r == 0 &&
+		       (n = ptd_livesink_threads(s->ls, s->ndt, lt, 64)) > 0)
+			for (size_t i = 0; r == 0 && i < n; i++)
+				r = dthread_add(s, lt[i]);
+	} else {
+		/* the hardware's pause, which also flushes its internal
+		 * buffers into the AUX area */
+		for (size_t i = 0; i < s->ndt; i++)
+			if (s->dt[i].fd >= 0)
+				(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_DISABLE,
+					    0);
+	}
+	if (r == 0)
+		r = snapshot_read_all(s, in, diag);
+	if (s->ls)
+		ptd_livesink_resume(s->ls);
+	else
+		for (size_t i = 0; i < s->ndt; i++)
+			if (s->dt[i].fd >= 0)
+				(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_ENABLE,
+					    0);
+	return r;
+}
+
+struct snap_ctx {
+	struct ptd_session *s;
+	struct ptd_snapshot_thread *t;
+};
+
+static int snap_deliver(void *ctx, const struct ptd_record *rec)
+{
+	struct snap_ctx *c = ctx;
+
+	c->t->records++;
+	if (rec->type == PTD_REC_INSN)
+		c->t->insns++;
+	return deliver(c->s, rec);
+}
+
+/* Decode one thread's snapshot bytes from their first PSB with a fresh
+ * decoder, its image being every change seen so far. */
+static int snapshot_decode(struct ptd_session *s, struct dthread *d,
+			   struct ptd_snapshot_thread *t,
+			   struct ptd_diag *diag)
+{
+	const struct ptd_timeline *tl = d->tl ? d->tl : &s->hist;
+	struct snap_ctx c = { s, t };
+	struct ptd_stream_opts so;
+	struct ptd_stream *st = NULL;
+	size_t at = first_psb(d->snap, d->nsnap);
+	int r;
+
+	t->tid = d->tid;
+	t->end = d->snap_head;
+	t->bytes = d->nsnap;
+	t->overwritten = d->snap_over;
+	if (d->snap_over) {
+		struct ptd_record rec;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.type = PTD_REC_ERROR;
+		rec.pid = s->o.pid;
+		rec.tid = d->tid;
+		rec.u.error.code = -PTD_ETRUNC;
+		rec.u.error.ptd_code = true;
+		rec.u.error.context = "overwritten";
+		rec.u.error.skipped = d->snap_over;
+		(void)snap_deliver(&c, &rec);
+	}
+	stream_opts(s, d->tid, &so);
+	so.max_buffered = d->nsnap + 4096;
+	r = ptd_stream_new(&so, &st);
+	for (size_t i = 0; r == 0 && i < tl->n; i++)
+		r = ptd_stream_add_event(st, &tl->ev[i]);
+	if (r == 0 && at < d->nsnap)
+		r = ptd_stream_append(st, d->snap + at, d->nsnap - at);
+	if (r == 0) {
+		r = ptd_stream_decode(st, true, snap_deliver, &c);
+		r = r < 0 ? r : 0;
+	}
+	ptd_stream_free(st);
+	if (r < 0)
+		return ptd_diagf(diag, r, "thread %d: decoding its snapshot: "
+				 "%s", (int)d->tid, ptd_strerror(r));
+	return 0;
+}
+
+static void snapshot_take(struct ptd_session *s, uint64_t seq)
+{
+	struct ptd_snapshot_info *in = s->snap_info;
+	struct ptd_diag diag = { "" };
+	unsigned k = 0;
+	int r;
+
+	memset(in, 0, sizeof(*in));
+	in->seq = seq;
+	r = snapshot_read(s, in, &diag);
+	if (r < 0) {
+		in->err = r;
+		snprintf(in->message, sizeof(in->message), "%s",
+			 diag.msg[0] ? diag.msg : ptd_strerror(r));
+	}
+	if (s->sink.snapshot)
+		s->sink.snapshot(s->sink.ctx, in, false);
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct dthread *d = &s->dt[i];
+		struct ptd_snapshot_thread spare, *t;
+
+		if (!d->in_snap)
+			continue;
+		t = k < PTD_SNAPSHOT_MAX_THREADS ? &in->th[k] : &spare;
+		memset(t, 0, sizeof(*t));
+		k++;
+		if (r == 0 && (r = snapshot_decode(s, d, t, &diag)) < 0) {
+			in->err = r;
+			snprintf(in->message, sizeof(in->message), "%s",
+				 diag.msg);
+		}
+		in->records += t->records;
+		in->insns += t->insns;
+		atomic_fetch_add(&s->trace_bytes, d->nsnap);
+		atomic_fetch_add(&s->overwritten, d->snap_over);
+		free(d->snap);
+		d->snap = NULL;
+		d->nsnap = 0;
+		d->in_snap = false;
+	}
+	atomic_fetch_add(&s->snapshots, 1);
+	(void)pthread_mutex_lock(&s->lock);
+	s->snap_pending = false;
+	(void)pthread_mutex_unlock(&s->lock);
+	if (s->sink.snapshot)
+		s->sink.snapshot(s->sink.ctx, in, true);
+}
+
+/* Take the snapshot asked for, if any.  @close: no request is taken after
+ * this one (the session is ending). */
+static void snapshot_poll(struct ptd_session *s, bool close)
+{
+	uint64_t seq;
+	bool pending;
+
+	if (s->o.mode != PTD_MODE_SNAPSHOT)
+		return;
+	(void)pthread_mutex_lock(&s->lock);
+	if (close)
+		s->snap_closed = true;
+	pending = s->snap_pending;
+	seq = s->snap_seq;
+	(void)pthread_mutex_unlock(&s->lock);
+	if (pending)
+		snapshot_take(s, seq);
+}
+
+int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq)
+{
+	uint64_t seq = 0;
+	int r = 0;
+
+	if (!s || s->o.mode != PTD_MODE_SNAPSHOT)
+		return -EINVAL;
+	(void)pthread_mutex_lock(&s->lock);
+	if (s->snap_closed || atomic_load(&s->ended))
+		r = -ESRCH;
+	else if (s->snap_pending)
+		r = -EBUSY;
+	else {
+		s->snap_pending = true;
+		seq = ++s->snap_seq;
+	}
+	(void)pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	wake(s);
+	if (ret_seq)
+		*ret_seq = seq;
 	return 0;
 }
 
@@ -408,6 +768,7 @@ static void *decode_main(void *arg)
 		r = decode_round(s, done, &diag);
 		if (r < 0 || done)
 			break;
+		snapshot_poll(s, false);
 		if (atomic_load(&s->stop))	/* get the tracer out of waitpid */
 			(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
 		if (poll(&p, 1, POLL_MS) > 0 &&
@@ -425,6 +786,7 @@ static void *decode_main(void *arg)
 			(void)poll(&p, 1, 10);
 		}
 	}
+	snapshot_poll(s, true);
 	finish(s, r, &diag);
 	return NULL;
 }
@@ -524,18 +886,9 @@ static int hw_open_thread(struct ptd_session *s, pid_t tid,
 	memset(d, 0, sizeof(*d));
 	d->tid = tid;
 	d->fd = fd;
-	r = ptd_perf_buf_map(fd, s->cfg.data_buffer_size,
-			     s->cfg.aux_buffer_size, false, &d->hwbuf, diag);
-	memset(&so, 0, sizeof(so));
-	so.decode.path = PTD_PATH_BLOCK;
-	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
-	so.decode.json_bodies = true;
-	so.decode.cpu = s->cpu;
-	so.pid = s->o.pid;
-	so.tid = tid;
-	so.iscache = s->iscache;
-	so.icache = s->icache;
-	so.dir = s->dir;
+	r = ptd_perf_buf_map(fd, s->cfg.data_buffer_size, s->snap_size,
+			     s->o.mode == PTD_MODE_SNAPSHOT, &d->hwbuf, diag);
+	stream_opts(s, tid, &so);
 	if (r == 0)
 		r = ptd_stream_new(&so, &d->stream);
 	for (size_t i = 0; r == 0 && i < s->hist.n; i++)
@@ -610,8 +963,8 @@ static int hw_start(struct ptd_session *s, struct ptd_diag *diag)
 
 	ptd_timeline_init(&s->hist);
 	po.tsc = true;
-	r = ptd_pt_attr_build(&s->pmu, &po, s->cfg.aux_buffer_size, false,
-			      &s->attr, diag);
+	r = ptd_pt_attr_build(&s->pmu, &po, s->snap_size,
+			      s->o.mode == PTD_MODE_SNAPSHOT, &s->attr, diag);
 	if (r < 0)
 		return r;
 	/* per-thread mode: the event carries its thread's sideband */
@@ -630,7 +983,7 @@ static int hw_start(struct ptd_session *s, struct ptd_diag *diag)
 	while ((de = readdir(d)))
 		n += de->d_name[0] != '.';
 	rewinddir(d);
-	r = ptd_perf_mlock_check(s->cfg.aux_buffer_size +
+	r = ptd_perf_mlock_check(s->snap_size +
 				 s->cfg.data_buffer_size + 4096, n, "/proc",
 				 diag);
 	if (r == 0)
@@ -688,6 +1041,7 @@ static void *hw_decode_main(void *arg)
 		r = hw_round(s, last, &diag);
 		if (r < 0 || last)
 			break;
+		snapshot_poll(s, false);
 		if (poll(&p, 1, POLL_MS / 2) > 0 &&
 		    read(s->wake_fd, &v, sizeof(v)) < 0) {
 			/* nothing to read: fine */
@@ -702,6 +1056,7 @@ static void *hw_decode_main(void *arg)
 		s->res.exited = true;
 		s->res.exit_code = -1;	/* not our child: unknown */
 	}
+	snapshot_poll(s, true);
 	finish(s, r, &diag);
 	return NULL;
 }
@@ -731,6 +1086,33 @@ static int choose_source(struct ptd_session *s, struct ptd_diag *diag)
 	return 0;
 }
 
+/* The mode and the AUX size per thread it implies. */
+static int check_mode(struct ptd_session *s, struct ptd_diag *diag)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t n = s->o.snapshot_size;
+
+	s->snap_size = s->cfg.aux_buffer_size;
+	if (s->o.mode == PTD_MODE_FULL) {
+		if (n != 0)
+			return ptd_diagf(diag, -EINVAL, "snapshot_size is for "
+					 "snapshot mode only");
+		return 0;
+	}
+	if (s->o.mode != PTD_MODE_SNAPSHOT)
+		return ptd_diagf(diag, -EINVAL, "unknown session mode %d",
+				 (int)s->o.mode);
+	if (n == 0)
+		n = s->cfg.aux_buffer_size;
+	if (page <= 0 || n < (size_t)page || (n & (n - 1)) ||
+	    n > PTD_SESSION_SNAPSHOT_MAX)
+		return ptd_diagf(diag, -EINVAL, "snapshot_size %zu is not a "
+				 "power of two from %ld to %u bytes", n, page,
+				 PTD_SESSION_SNAPSHOT_MAX);
+	s->snap_size = n;
+	return 0;
+}
+
 static int make_dir(struct ptd_session *s, struct ptd_diag *diag)
 {
 	const char *base = getenv("RUNTIME_DIRECTORY");
@@ -756,7 +1138,13 @@ static void session_destroy(struct ptd_session *s)
 		if (s->dt[i].fd >= 0)
 			(void)close(s->dt[i].fd);
 		ptd_perf_buf_free(&s->dt[i].hwbuf);
+		if (s->dt[i].tl)
+			ptd_timeline_free(s->dt[i].tl);
+		free(s->dt[i].tl);
+		free(s->dt[i].snap);
 	}
+	free(s->snap_reader);
+	free(s->snap_info);
 	ptd_timeline_free(&s->hist);
 	free(s->newtids);
 	free(s->dt);
@@ -798,7 +1186,9 @@ int ptd_session_start(const struct ptd_session_opts *o,
 	s->wake_fd = -1;
 	(void)pthread_mutex_init(&s->lock, NULL);
 	(void)pthread_cond_init(&s->cond, NULL);
-	r = choose_source(s, diag);
+	r = check_mode(s, diag);
+	if (r == 0)
+		r = choose_source(s, diag);
 	if (r < 0)
 		goto fail;
 	if (o->capture_dir && !(s->capture_dir = strdup(o->capture_dir))) {
@@ -816,6 +1206,14 @@ int ptd_session_start(const struct ptd_session_opts *o,
 		r = s->wake_fd < 0 ? -errno : -ENOMEM;
 		goto fail;
 	}
+	if (s->o.mode == PTD_MODE_SNAPSHOT) {
+		s->snap_reader = malloc(sizeof(*s->snap_reader));
+		s->snap_info = malloc(sizeof(*s->snap_info));
+		if (!s->snap_reader || !s->snap_info) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	}
 	if (s->source == PTD_SOURCE_INTEL_PT) {
 		r = hw_start(s, diag);
 		if (r == 0)
@@ -826,13 +1224,14 @@ int ptd_session_start(const struct ptd_session_opts *o,
 		*ret_session = s;
 		return 0;
 	}
-	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size,
-			     s->cfg.aux_buffer_size, s->wake_fd, &s->cancel,
-			     &s->ls);
+	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size, s->snap_size,
+			     s->wake_fd, &s->cancel, &s->ls);
+	if (r == 0 && s->o.mode == PTD_MODE_SNAPSHOT)
+		r = ptd_livesink_set_overwrite(s->ls, true);
 	if (r < 0) {
 		ptd_diagf(diag, r, "cannot set up the trace buffers "
 			  "(data %zu, aux %zu bytes): %s",
-			  s->cfg.data_buffer_size, s->cfg.aux_buffer_size,
+			  s->cfg.data_buffer_size, s->snap_size,
 			  ptd_strerror(r));
 		goto fail;
 	}
@@ -903,8 +1302,15 @@ void ptd_session_get_stats(struct ptd_session *s,
 		n++;
 		if (!atomic_load(&lt[0]->ended))
 			ret->threads_live++;
+		ret->aux_written += __atomic_load_n(&lt[0]->buf.meta->aux_head,
+						    __ATOMIC_ACQUIRE);
 	}
-	ret->threads = (unsigned)n;
+	if (s->ls)
+		ret->threads = (unsigned)n;
+	ret->mode = s->o.mode;
+	ret->snapshot_size = s->o.mode == PTD_MODE_SNAPSHOT ? s->snap_size : 0;
+	ret->snapshots = atomic_load(&s->snapshots);
+	ret->overwritten_bytes = atomic_load(&s->overwritten);
 	ret->trace_bytes = atomic_load(&s->trace_bytes);
 	ret->insns = atomic_load(&s->insns);
 	ret->records = atomic_load(&s->records);

@@ -36,6 +36,26 @@ enum ptd_source_kind {
 const char *ptd_source_name(enum ptd_source_kind k);	/* "auto", ... */
 int ptd_source_parse(const char *name);		/* kind or -PTD_EFORMAT */
 
+/* How a session records (perf's full-trace vs snapshot mode, perf -S).
+ *  FULL      every byte of trace is read and decoded as it comes; the sink
+ *            gets records all along.
+ *  SNAPSHOT  each thread's AUX area is a ring that overwrites its oldest
+ *            bytes (software source: the producer never waits for room
+ *            there; intel_pt: the AUX area mapped read-only).  Sideband is
+ *            still read all along, so no image change is lost, but nothing
+ *            is decoded until ptd_session_snapshot: the sink gets records
+ *            only then. */
+enum ptd_session_mode {
+	PTD_MODE_FULL,
+	PTD_MODE_SNAPSHOT,
+};
+
+const char *ptd_session_mode_name(enum ptd_session_mode m); /* "full",.. */
+int ptd_session_mode_parse(const char *name);	/* mode or -PTD_EFORMAT */
+
+/* snapshot_size bounds: a power of two in [page size, this]. */
+#define PTD_SESSION_SNAPSHOT_MAX (64u << 20)
+
 struct ptd_session_opts {
 	pid_t pid;			/* process (thread group) to trace */
 	enum ptd_source_kind source;
@@ -54,6 +74,11 @@ struct ptd_session_opts {
 	uid_t uid;
 	const struct ptd_config *config;	/* sizes, software_source,
 						 * intel_pt_sysfs; copied */
+	enum ptd_session_mode mode;	/* FULL (0) by default */
+	/* SNAPSHOT: AUX bytes kept per thread (the newest ones); 0: the
+	 * config's aux_buffer_size.  A power of two, at least a page, at
+	 * most PTD_SESSION_SNAPSHOT_MAX. */
+	size_t snapshot_size;
 };
 
 enum ptd_session_end_reason {
@@ -73,6 +98,35 @@ struct ptd_session_end {
 	char message[PTD_DIAG_MAX];	/* ERROR: what went wrong */
 };
 
+/* One thread's part of a snapshot. */
+struct ptd_snapshot_thread {
+	pid_t tid;
+	uint64_t end;		/* offset in the thread's trace (all bytes
+				 * it wrote) where these end: aux_head */
+	uint64_t bytes;		/* AUX bytes read (the newest ones, ending
+				 * at @end) */
+	uint64_t overwritten;	/* bytes written since the previous
+				 * snapshot that were overwritten before
+				 * this one: lost */
+	uint64_t records;	/* records handed to the sink */
+	uint64_t insns;		/* of which instructions */
+};
+
+/* Threads listed in a snapshot's result at most (nthreads counts all). */
+#define PTD_SNAPSHOT_MAX_THREADS 64u
+
+/* What a snapshot did.  Threads whose AUX area got no byte since the
+ * previous snapshot are not part of it. */
+struct ptd_snapshot_info {
+	uint64_t seq;		/* 1, 2, ...: ptd_session_snapshot's */
+	int err;		/* 0, or why it failed (message) */
+	char message[PTD_DIAG_MAX];
+	unsigned nthreads;	/* threads in this snapshot */
+	unsigned nlisted;	/* entries of th[] filled */
+	struct ptd_snapshot_thread th[PTD_SNAPSHOT_MAX_THREADS];
+	uint64_t bytes, overwritten, records, insns;	/* sums */
+};
+
 /* Where a session's records go.  Both calls come on the session's decode
  * thread, never at the same time; @rec and what it points to are valid
  * only during the call. */
@@ -82,6 +136,15 @@ struct ptd_session_sink {
 	 * thread once this has been called. */
 	void (*ended)(void *ctx, const struct ptd_session_end *end);
 	void *ctx;
+	/* SNAPSHOT mode, may be NULL: called around each snapshot's records,
+	 * on the decode thread like the others: with @done false once the
+	 * buffers are read (seq, nthreads, bytes, overwritten and th[].tid/
+	 * bytes/overwritten filled; err may already be set, then no record
+	 * follows), then the records, then with @done true (everything
+	 * filled).  The session takes the next snapshot request before the
+	 * @done call. */
+	void (*snapshot)(void *ctx, const struct ptd_snapshot_info *info,
+			 bool done);
 };
 
 struct ptd_session_stats {
@@ -93,6 +156,14 @@ struct ptd_session_stats {
 	uint64_t records;		/* records handed to the sink */
 	uint64_t lost_bytes;		/* trace bytes the source lost */
 	bool ended;
+	enum ptd_session_mode mode;
+	size_t snapshot_size;		/* SNAPSHOT: AUX bytes per thread */
+	uint64_t snapshots;		/* snapshots taken */
+	uint64_t overwritten_bytes;	/* SNAPSHOT: bytes overwritten before
+					 * a snapshot read them */
+	uint64_t aux_written;		/* software source: trace bytes
+					 * written into the AUX areas so far
+					 * (read or not); intel_pt: 0 */
 };
 
 struct ptd_session;
@@ -120,6 +191,26 @@ int ptd_session_start(const struct ptd_session_opts *o,
  * `ended` is called.  Returns at once; safe from any thread, repeatable. */
 void ptd_session_stop(struct ptd_session *s,
 		      enum ptd_session_end_reason reason);
+
+/* SNAPSHOT mode: ask for a snapshot.  The decode thread pauses every
+ * thread's producer (software source: the tracing thread waits at its next
+ * output call; intel_pt: PERF_EVENT_IOC_DISABLE), reads the sideband so far
+ * and the newest AUX bytes of each thread, resumes them, then decodes each
+ * thread's bytes from their first PSB with a fresh decoder (final: the
+ * last instructions are delivered even if the trace is cut there), its
+ * image being every image change seen so far for that thread -- an
+ * approximation: a change that came after the oldest bytes but unmapped
+ * code they ran is applied too early.  Before a thread's records comes an
+ * error record (code -PTD_ETRUNC, context "overwritten", skipped = the
+ * bytes) if bytes were overwritten since its previous snapshot.  The sink's
+ * snapshot callback brackets the records.  Returns at once: 0 and
+ * *ret_seq, the seq the sink will see, or
+ *  -EINVAL  not a SNAPSHOT-mode session (or NULL)
+ *  -EBUSY   the previous snapshot is not done yet
+ *  -ESRCH   the session has ended (or is ending: no snapshot will come)
+ * A request that was taken is always answered through the sink before
+ * `ended`. */
+int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq);
 
 /* Thread-safe snapshot of the counters. */
 void ptd_session_get_stats(struct ptd_session *s,

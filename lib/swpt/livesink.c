@@ -29,6 +29,14 @@ struct ptd_livesink {
 	int wake_fd;
 	atomic_int *cancel;
 	struct ptd_swpt_out out;
+	bool overwrite;			/* AUX areas overwrite themselves */
+	/* The pause gate: a producer is `busy` from the start of an output
+	 * call to its end, except while it sleeps waiting for ring space;
+	 * it enters only when not `paused`.  So once the pauser saw
+	 * paused && !busy, no producer touches a buffer. */
+	pthread_mutex_t gate;
+	pthread_cond_t gate_cond;
+	bool paused, busy;
 	pthread_mutex_t lock;		/* th, nth (the reader copies) */
 	struct ptd_livesink_thread **th;
 	size_t nth, cap;
@@ -67,6 +75,23 @@ static struct ptd_livesink_thread *find(struct ptd_livesink *s, pid_t tid)
 	return NULL;
 }
 
+static void gate_enter(struct ptd_livesink *s)
+{
+	(void)pthread_mutex_lock(&s->gate);
+	while (s->paused)
+		(void)pthread_cond_wait(&s->gate_cond, &s->gate);
+	s->busy = true;
+	(void)pthread_mutex_unlock(&s->gate);
+}
+
+static void gate_leave(struct ptd_livesink *s)
+{
+	(void)pthread_mutex_lock(&s->gate);
+	s->busy = false;
+	(void)pthread_cond_broadcast(&s->gate_cond);
+	(void)pthread_mutex_unlock(&s->gate);
+}
+
 /* Wait until the reader made room for @data data bytes and @aux AUX bytes:
  * the traced program waits rather than lose trace. */
 static int wait_space(struct ptd_livesink *s, struct ptd_livesink_thread *t,
@@ -81,7 +106,10 @@ static int wait_space(struct ptd_livesink *s, struct ptd_livesink_thread *t,
 		if (s->cancel && atomic_load(s->cancel))
 			return -ECANCELED;
 		(void)ptd_perf_producer_flush(&t->prod);
+		/* nothing half-written: a pause may come in meanwhile */
+		gate_leave(s);
 		(void)nanosleep(&(struct timespec){ 0, WAIT_NS }, NULL);
+		gate_enter(s);
 	}
 }
 
@@ -102,7 +130,8 @@ static size_t aux_record_size(void)
 	       ptd_perf_sample_id_size(SAMPLE_TYPE);
 }
 
-static int on_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+static int on_pt_locked(void *ctx, pid_t tid, const uint8_t *data,
+			size_t len)
 {
 	struct ptd_livesink *s = ctx;
 	struct ptd_livesink_thread *t = find(s, tid);
@@ -183,8 +212,8 @@ static const char *base_name(const char *path)
 	return p ? p + 1 : path;
 }
 
-static int on_image(void *ctx, const struct ptd_tl_event *ev,
-		    const uint8_t *code, size_t ncode)
+static int on_image_locked(void *ctx, const struct ptd_tl_event *ev,
+			   const uint8_t *code, size_t ncode)
 {
 	struct ptd_livesink *s = ctx;
 	struct ptd_perf_sample_id sid = sid_of(s, s->pid);
@@ -273,7 +302,7 @@ static int add_thread(struct ptd_livesink *s, struct ptd_livesink_thread *t)
 	return r;
 }
 
-static int on_thread_begin(void *ctx, pid_t tid)
+static int on_thread_begin_locked(void *ctx, pid_t tid)
 {
 	struct ptd_livesink *s = ctx;
 	struct ptd_perf_sample_id sid = sid_of(s, tid);
@@ -285,13 +314,17 @@ static int on_thread_begin(void *ctx, pid_t tid)
 	if (!t)
 		return -ENOMEM;
 	t->tid = tid;
-	r = ptd_perf_buf_alloc(s->data_size, s->aux_size, false, &t->buf);
+	r = ptd_perf_buf_alloc(s->data_size, s->aux_size, s->overwrite,
+			       &t->buf);
 	if (r < 0) {
 		free(t);
 		return r;
 	}
 	ptd_perf_producer_init(&t->prod, &t->buf);
-	ptd_perf_producer_set_wake(&t->prod, s->wake_fd, 1);
+	/* overwrite mode: nobody reads the AUX area as it fills, so the
+	 * reader is woken for sideband (and full rings), not for PT bytes */
+	ptd_perf_producer_set_wake(&t->prod, s->wake_fd,
+				   s->overwrite ? s->aux_size : 1);
 	r = add_thread(s, t);
 	if (r < 0) {
 		ptd_perf_buf_free(&t->buf);
@@ -309,7 +342,7 @@ static int on_thread_begin(void *ctx, pid_t tid)
 	return 0;
 }
 
-static int on_thread_end(void *ctx, pid_t tid)
+static int on_thread_end_locked(void *ctx, pid_t tid)
 {
 	struct ptd_livesink *s = ctx;
 	struct ptd_livesink_thread *t = find(s, tid);
@@ -338,6 +371,48 @@ static int on_thread_end(void *ctx, pid_t tid)
 	return r;
 }
 
+/* The output calls, each inside the pause gate. */
+static int on_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+{
+	int r;
+
+	gate_enter(ctx);
+	r = on_pt_locked(ctx, tid, data, len);
+	gate_leave(ctx);
+	return r;
+}
+
+static int on_image(void *ctx, const struct ptd_tl_event *ev,
+		    const uint8_t *code, size_t ncode)
+{
+	int r;
+
+	gate_enter(ctx);
+	r = on_image_locked(ctx, ev, code, ncode);
+	gate_leave(ctx);
+	return r;
+}
+
+static int on_thread_begin(void *ctx, pid_t tid)
+{
+	int r;
+
+	gate_enter(ctx);
+	r = on_thread_begin_locked(ctx, tid);
+	gate_leave(ctx);
+	return r;
+}
+
+static int on_thread_end(void *ctx, pid_t tid)
+{
+	int r;
+
+	gate_enter(ctx);
+	r = on_thread_end_locked(ctx, tid);
+	gate_leave(ctx);
+	return r;
+}
+
 int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
 		     int wake_fd, atomic_int *cancel,
 		     struct ptd_livesink **ret)
@@ -358,6 +433,8 @@ int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
 	s->wake_fd = wake_fd;
 	s->cancel = cancel;
 	(void)pthread_mutex_init(&s->lock, NULL);
+	(void)pthread_mutex_init(&s->gate, NULL);
+	(void)pthread_cond_init(&s->gate_cond, NULL);
 	s->out.thread_begin = on_thread_begin;
 	s->out.pt = on_pt;
 	s->out.image = on_image;
@@ -379,6 +456,8 @@ void ptd_livesink_free(struct ptd_livesink *s)
 	hist_clear(s);
 	free(s->hist);
 	(void)pthread_mutex_destroy(&s->lock);
+	(void)pthread_mutex_destroy(&s->gate);
+	(void)pthread_cond_destroy(&s->gate_cond);
 	free(s);
 }
 
@@ -397,4 +476,46 @@ size_t ptd_livesink_threads(struct ptd_livesink *s, size_t from,
 		out[n++] = s->th[i];
 	(void)pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on)
+{
+	int r = 0;
+
+	if (!s)
+		return -EINVAL;
+	(void)pthread_mutex_lock(&s->lock);
+	if (s->nth > 0)
+		r = -EBUSY;
+	else
+		s->overwrite = on;
+	(void)pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void ptd_livesink_pause(struct ptd_livesink *s)
+{
+	(void)pthread_mutex_lock(&s->gate);
+	s->paused = true;
+	while (s->busy)
+		(void)pthread_cond_wait(&s->gate_cond, &s->gate);
+	(void)pthread_mutex_unlock(&s->gate);
+}
+
+void ptd_livesink_resume(struct ptd_livesink *s)
+{
+	(void)pthread_mutex_lock(&s->gate);
+	s->paused = false;
+	(void)pthread_cond_broadcast(&s->gate_cond);
+	(void)pthread_mutex_unlock(&s->gate);
+}
+
+bool ptd_livesink_paused(struct ptd_livesink *s)
+{
+	bool p;
+
+	(void)pthread_mutex_lock(&s->gate);
+	p = s->paused;
+	(void)pthread_mutex_unlock(&s->gate);
+	return p;
 }

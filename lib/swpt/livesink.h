@@ -22,13 +22,24 @@
  * Records carry sample_id_all trailers of PTD_SIDEBAND_SAMPLE_TYPE.
  *
  * Nothing is lost: where the kernel would drop (ring full), this producer
- * waits for the reader, which stalls the traced program instead.
+ * waits for the reader, which stalls the traced program instead.  In
+ * overwrite (snapshot) mode (ptd_livesink_set_overwrite) the AUX areas are
+ * rings that overwrite their oldest bytes, as an intel_pt event's mapped
+ * read-only: PT bytes never wait and are not announced by PERF_RECORD_AUX;
+ * sideband records still wait for room in the data ring.
+ *
+ * Pausing (the software PERF_EVENT_IOC_DISABLE): ptd_livesink_pause makes
+ * every producer stop at its next output call -- the tracing thread waits
+ * there, so the traced program is stopped -- and returns once none is in
+ * the middle of writing; the buffers are then still until
+ * ptd_livesink_resume.
  */
 #ifndef PTD_SWPT_LIVESINK_H
 #define PTD_SWPT_LIVESINK_H
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -59,6 +70,21 @@ int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
 		     int wake_fd, atomic_int *cancel,
 		     struct ptd_livesink **ret);
 void ptd_livesink_free(struct ptd_livesink *s);
+
+/* Overwrite (snapshot) mode for the buffers of threads that begin from now
+ * on (call it before tracing starts).  Returns 0, or -EBUSY if a thread's
+ * buffer already exists, -EINVAL for a NULL @s. */
+int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on);
+
+/* Stop every producer at its next output call and wait until none is
+ * writing (a producer waiting for ring space is not writing: it stops
+ * there).  Paused twice, resumed once is not counted: one pauser at a time.
+ * Thread-safe; must not be called from the tracing thread. */
+void ptd_livesink_pause(struct ptd_livesink *s);
+/* Let the producers go on. */
+void ptd_livesink_resume(struct ptd_livesink *s);
+/* Whether paused (tests). */
+bool ptd_livesink_paused(struct ptd_livesink *s);
 
 /* The tracer output that writes into this sink. */
 const struct ptd_swpt_out *ptd_livesink_out(struct ptd_livesink *s);

@@ -1062,6 +1062,194 @@ static void test_groundtruth(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* Snapshot mode through the socket: the subscriber gets records only
+ * between snapshot markers; each snapshot is answered with what it read;
+ * full sessions and bad options are refused. */
+static void test_snapshot(void)
+{
+	struct daemon d;
+	struct sub *s;
+	struct conn *c;
+	char req[512];
+	cJSON *r, *bye;
+	const cJSON *res, *th;
+	long sid, fid;
+	int go, go2;
+	pid_t t, t2;
+	unsigned markers = 0, outside = 0, insns = 0;
+	bool in = false;
+
+	REQUIRE(daemon_start(&d, "snapshot", ""));
+	c = dconnect(&d);
+	REQUIRE(c);
+	/* bad options: bad_request, naming the field */
+	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"mode\":\"fast\"}}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "options.mode");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"mode\":\"snapshot\",\"snapshot_size\":100000}}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "power of two");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"mode\":\"snapshot\",\"snapshot_size\":1024}}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "out of range");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"snapshot_size\":65536}}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "needs \"mode\"");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"mode\":1}}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"snapshot\"}\n");
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "session");
+	cJSON_Delete(r);
+	r = call(c, "{\"id\":1,\"cmd\":\"snapshot\",\"session\":77}\n");
+	CHECK_EQ_STR(err_code(r), "no_such_session");
+	cJSON_Delete(r);
+
+	/* a full session takes no snapshot */
+	t2 = spawn_target(1, &go2);
+	fid = attach(&d, t2);
+	REQUIRE(fid > 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"snapshot\",\"session\":%ld}\n", fid);
+	r = call(c, req);
+	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_CONTAINS(err_msg(r), "is not in snapshot mode");
+	cJSON_Delete(r);
+	release(&go2);
+
+	t = spawn_target(4, &go);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"options\":{\"mode\":\"snapshot\","
+		       "\"snapshot_size\":65536}}\n", (long)t);
+	r = call(c, req);
+	if (!resp_ok(r)) {
+		CHECK_FAIL_("attach: %s: %s", err_code(r), err_msg(r));
+		cJSON_Delete(r);
+		kill(t, SIGKILL);
+		return;
+	}
+	res = cJSON_GetObjectItem(r, "result");
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "mode")),
+		     "snapshot");
+	sid = (long)result_num(r, "session");
+	cJSON_Delete(r);
+	s = subscribe(&d, sid, "");
+	REQUIRE(s);
+	sub_start(s);
+	release(&go);
+	msleep(800);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":3,\"cmd\":\"status\",\"session\":%ld}\n", sid);
+	r = call(c, req);
+	res = cJSON_GetObjectItem(r, "result");
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "mode")),
+		     "snapshot");
+	CHECK(result_num(r, "snapshot_size") == 65536);
+	CHECK(result_num(r, "records") == 0);	/* none until asked */
+	cJSON_Delete(r);
+	/* the first alone; then two requests in one write: the second
+	 * waits for the first's answer, then finds the session idle */
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":11,\"cmd\":\"snapshot\",\"session\":%ld}\n",
+		       sid);
+	REQUIRE(send_str(c, req) == 0);
+	for (int k = 1; k <= 3; k++) {
+		char *line = read_line(c, 30000);
+
+		r = line ? cJSON_Parse(line) : NULL;
+		free(line);
+		CHECK(resp_ok(r));
+		if (r && !resp_ok(r))
+			fprintf(stderr, "  snapshot: %s: %s\n", err_code(r),
+				err_msg(r));
+		CHECK(json_num(r, "id") == 10 + k);
+		CHECK(result_num(r, "seq") == k);
+		th = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
+					 "threads");
+		/* a snapshot reads the threads whose trace grew since the
+		 * last one: the pipelined ones may find nothing new */
+		if (k == 1 || cJSON_GetArraySize(th) > 0) {
+			CHECK(result_num(r, "records") > 0);
+			CHECK(result_num(r, "bytes") > 0);
+			CHECK(cJSON_GetArraySize(th) >= 1);
+			CHECK(json_num(cJSON_GetArrayItem(th, 0), "bytes") <=
+			      65536);
+			CHECK(json_num(cJSON_GetArrayItem(th, 0), "tid") > 0);
+		}
+		cJSON_Delete(r);
+		if (k == 1) {
+			msleep(500);
+			(void)snprintf(req, sizeof(req),
+				       "{\"id\":12,\"cmd\":\"snapshot\","
+				       "\"session\":%ld}\n{\"id\":13,\"cmd\":"
+				       "\"snapshot\",\"session\":%ld}\n",
+				       sid, sid);
+			REQUIRE(send_str(c, req) == 0);
+		}
+	}
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":3,\"cmd\":\"status\",\"session\":%ld}\n", sid);
+	r = call(c, req);
+	CHECK(result_num(r, "snapshots") == 3);
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
+	r = call(c, req);
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	dclose(c);
+	sub_join(s);
+	bye = check_framing(s, "snapshot");
+	CHECK_EQ_STR(bye_reason(bye), "detached");
+	cJSON_Delete(bye);
+	/* begin, records, end; twice; nothing outside */
+	for (size_t i = 1; i + 1 < s->n; i++) {
+		if (is_type(s->lines[i], "snapshot")) {
+			cJSON *o = cJSON_Parse(s->lines[i]);
+			const char *ph = cJSON_GetStringValue(
+				cJSON_GetObjectItem(o, "phase"));
+
+			markers++;
+			CHECK_EQ_STR(ph ? ph : "", in ? "end" : "begin");
+			CHECK(json_num(o, "seq") == (markers + 1) / 2);
+			CHECK(json_num(o, "session") == sid);
+			if (in)
+				CHECK(json_num(o, "insns") == insns);
+			in = !in;
+			insns = 0;
+			cJSON_Delete(o);
+		} else if (is_type(s->lines[i], "lost")) {
+			/* a full queue dropped some: they count */
+			cJSON *o = cJSON_Parse(s->lines[i]);
+
+			if (json_num(o, "insn") > 0)
+				insns += (unsigned)json_num(o, "insn");
+			cJSON_Delete(o);
+		} else if (!in) {
+			outside++;
+		} else if (is_type(s->lines[i], "insn")) {
+			insns++;
+		}
+	}
+	CHECK_EQ_INT(markers, 6);
+	CHECK_EQ_INT(outside, 0);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	CHECK_EQ_INT(wait_target(t2, 60000), 0);
+	sub_free(s);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	const char *root = getenv("PTD_BUILD_ROOT");
@@ -1088,6 +1276,7 @@ int main(void)
 	RUN(test_filters_exit_and_fds);
 	RUN(test_slow_subscriber);
 	RUN(test_detach);
+	RUN(test_snapshot);
 	RUN(test_shutdown);
 	if (!check_failures)
 		(void)ptd_rm_rf(tmpdir);

@@ -321,9 +321,9 @@ static void test_names(void)
 	CHECK_EQ_STR(ptd_proto_error_code(-PTD_ELIMIT), "limit");
 	CHECK_EQ_STR(ptd_proto_error_code(-PTD_EFORMAT), "bad_request");
 	CHECK_EQ_STR(ptd_proto_error_code(-ENOMEM), "internal");
-	CHECK_EQ_STR(ptd_proto_source_name(PTD_SOURCE_INTEL_PT), "intel_pt");
-	CHECK_EQ_INT(ptd_proto_source_parse("software"), PTD_SOURCE_SOFTWARE);
-	CHECK_EQ_INT(ptd_proto_source_parse("Software"), -1);
+	CHECK_EQ_STR(ptd_source_name(PTD_SOURCE_INTEL_PT), "intel_pt");
+	CHECK_EQ_INT(ptd_source_parse("software"), PTD_SOURCE_SOFTWARE);
+	CHECK(ptd_source_parse("Software") < 0);
 	for (int c = 0; c < PTD_CMD_COUNT; c++)
 		CHECK(ptd_cmd_name((enum ptd_cmd)c) != NULL);
 	CHECK(ptd_cmd_name(PTD_CMD_COUNT) == NULL);

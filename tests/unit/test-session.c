@@ -197,6 +197,7 @@ static void test_session_detach(void)
 	int r;
 
 	collect_init(&c);
+	memset(&sink, 0, sizeof(sink));
 	sink.record = on_record;
 	sink.ended = on_ended;
 	sink.ctx = &c;
@@ -252,6 +253,7 @@ static void test_session_exit(void)
 	int r;
 
 	collect_init(&c);
+	memset(&sink, 0, sizeof(sink));
 	sink.record = on_record;
 	sink.ended = on_ended;
 	sink.ctx = &c;
@@ -264,6 +266,8 @@ static void test_session_exit(void)
 	if (r < 0)
 		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
 	REQUIRE(r == 0);
+	/* a full-mode session takes no snapshot */
+	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EINVAL);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_EXITED);
 	CHECK_EQ_INT(c.end.exit_code, 0);
@@ -304,6 +308,7 @@ static void test_session_setuid_exec(void)
 	then[1] = (char *)"--help";
 	then[2] = NULL;
 	collect_init(&c);
+	memset(&sink, 0, sizeof(sink));
 	sink.record = on_record;
 	sink.ended = on_ended;
 	sink.ctx = &c;
@@ -339,7 +344,7 @@ static void test_session_setuid_exec(void)
 static void test_session_intel_pt_path(void)
 {
 	struct ptd_session_opts o = { 0 };
-	struct ptd_session_sink sink = { on_record, on_ended, NULL };
+	struct ptd_session_sink sink = { on_record, on_ended, NULL, NULL };
 	struct ptd_diag diag = { "" };
 	struct ptd_session *s = NULL;
 	struct ptd_config c2 = cfg;
@@ -372,7 +377,7 @@ static void test_session_intel_pt_path(void)
 static void test_session_refused(void)
 {
 	struct ptd_session_opts o = { 0 };
-	struct ptd_session_sink sink = { on_record, on_ended, NULL };
+	struct ptd_session_sink sink = { on_record, on_ended, NULL, NULL };
 	struct ptd_diag diag = { "" };
 	struct ptd_session *s = NULL;
 	struct ptd_config c2 = cfg;
@@ -390,6 +395,371 @@ static void test_session_refused(void)
 	o.config = &c2;
 	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -PTD_ENOPT);
 	CHECK_CONTAINS(diag.msg, "software_source = no");
+	CHECK(s == NULL);
+}
+
+/* ---- snapshot mode ---- */
+
+#define MAX_SNAPS 4
+#define SNAP_TIDS 64
+
+struct snapcol {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool in;			/* between the two snapshot calls */
+	unsigned nbegun, ndone;
+	uint64_t outside;		/* records outside a snapshot */
+	uint64_t bad_calls;		/* callbacks out of order */
+	struct ptd_snapshot_info info[MAX_SNAPS];
+	pid_t tid[MAX_SNAPS][SNAP_TIDS];
+	struct reclist rec[MAX_SNAPS][SNAP_TIDS];
+	size_t ntid[MAX_SNAPS];
+	bool ended;
+	struct ptd_session_end end;
+};
+
+static struct reclist *snap_list(struct snapcol *c, unsigned k, pid_t tid)
+{
+	for (size_t i = 0; i < c->ntid[k]; i++)
+		if (c->tid[k][i] == tid)
+			return &c->rec[k][i];
+	if (c->ntid[k] == SNAP_TIDS)
+		abort();
+	c->tid[k][c->ntid[k]] = tid;
+	return &c->rec[k][c->ntid[k]++];
+}
+
+static void snap_on_record(void *ctx, const struct ptd_record *rec)
+{
+	struct snapcol *c = ctx;
+
+	(void)pthread_mutex_lock(&c->lock);
+	if (!c->in || c->nbegun > MAX_SNAPS)
+		c->outside++;
+	else
+		(void)reclist_add(snap_list(c, c->nbegun - 1, rec->tid), rec);
+	(void)pthread_mutex_unlock(&c->lock);
+}
+
+static void snap_on_ended(void *ctx, const struct ptd_session_end *end)
+{
+	struct snapcol *c = ctx;
+
+	(void)pthread_mutex_lock(&c->lock);
+	c->end = *end;
+	c->ended = true;
+	(void)pthread_cond_broadcast(&c->cond);
+	(void)pthread_mutex_unlock(&c->lock);
+}
+
+static void snap_on_snapshot(void *ctx, const struct ptd_snapshot_info *in,
+			     bool done)
+{
+	struct snapcol *c = ctx;
+
+	(void)pthread_mutex_lock(&c->lock);
+	if (c->in == done) {
+		if (!done)
+			c->nbegun++;
+		else if (c->nbegun <= MAX_SNAPS)
+			c->info[c->nbegun - 1] = *in;
+		c->in = !done;
+		c->ndone += done;
+	} else {
+		c->bad_calls++;
+	}
+	(void)pthread_cond_broadcast(&c->cond);
+	(void)pthread_mutex_unlock(&c->lock);
+}
+
+static void snap_wait(struct snapcol *c, unsigned ndone)
+{
+	(void)pthread_mutex_lock(&c->lock);
+	while (c->ndone < ndone && !c->ended)
+		(void)pthread_cond_wait(&c->cond, &c->lock);
+	(void)pthread_mutex_unlock(&c->lock);
+}
+
+/* Where in @truth (@n) the insn IPs of @ips (@m) run, instruction by
+ * instruction; the last such place (loops repeat).  Returns the index or
+ * -1. */
+static long find_run(const uint64_t *truth, size_t n, const uint64_t *ips,
+		     size_t m)
+{
+	if (m == 0 || m > n)
+		return -1;
+	for (size_t j = n - m + 1; j-- > 0;) {
+		size_t k = 0;
+
+		if (truth[j] != ips[0])
+			continue;
+		while (k < m && truth[j + k] == ips[k])
+			k++;
+		if (k == m)
+			return (long)j;
+	}
+	return -1;
+}
+
+/* The snapshot's part for @tid, or NULL. */
+static const struct ptd_snapshot_thread *
+snap_thread(const struct ptd_snapshot_info *in, pid_t tid)
+{
+	for (unsigned i = 0; i < in->nlisted; i++)
+		if (in->th[i].tid == tid)
+			return &in->th[i];
+	return NULL;
+}
+
+/* Each snapshot's insn records of each thread are a contiguous run of its
+ * ground truth (its start when the snapshot holds the whole trace). */
+static void snap_compare(struct snapcol *c, const struct ptd_capture *cap)
+{
+	struct ptd_diag diag = { "" };
+
+	for (unsigned k = 0; k < c->ndone && k < MAX_SNAPS; k++) {
+		for (size_t i = 0; i < c->ntid[k]; i++) {
+			struct reclist *l = &c->rec[k][i];
+			const struct ptd_snapshot_thread *th =
+				snap_thread(&c->info[k], c->tid[k][i]);
+			uint64_t *truth = NULL, *ips = malloc(
+				(l->n + 1) * sizeof(*ips));
+			size_t nt = 0, m = 0, ti;
+			long at;
+			int r;
+
+			REQUIRE(ips && th);
+			for (size_t j = 0; j < l->n; j++)
+				if (l->r[j].type == PTD_REC_INSN)
+					ips[m++] = l->r[j].u.insn.ip;
+			for (ti = 0; ti < cap->nthreads; ti++)
+				if (cap->threads[ti].tid == c->tid[k][i])
+					break;
+			if (ti == cap->nthreads) {
+				CHECK_FAIL_("snapshot %u: thread %d is not in "
+					    "the capture", k + 1,
+					    (int)c->tid[k][i]);
+				free(ips);
+				continue;
+			}
+			r = ptd_capture_read_truth(cap, ti, &truth, &nt, &diag);
+			CHECK_EQ_INT(r, 0);
+			if (th->bytes == th->end)	/* all of it */
+				at = m <= nt && !memcmp(truth, ips,
+							m * sizeof(*ips))
+					     ? 0 : -1;
+			else
+				at = find_run(truth, nt, ips, m);
+			/* a window of at least a PSB period holds a PSB */
+			if (th->bytes >= 4096 + 16)
+				CHECK(m > 0);
+			if (m > 0 && at < 0)
+				CHECK_FAIL_("snapshot %u, thread %d: its %zu "
+					    "instructions are not a run of "
+					    "the %zu of the truth%s", k + 1,
+					    (int)c->tid[k][i], m, nt,
+					    at == 0 ? "" : " (from its start)");
+			/* no more than the thread wrote */
+			CHECK(th->end <= cap->threads[ti].pt_bytes);
+			fprintf(stderr, "  snapshot %u tid %d: bytes [%llu, "
+				"%llu) of %llu, %zu records, %zu insns = "
+				"truth[%ld..%ld) of %zu\n", k + 1,
+				(int)c->tid[k][i],
+				(unsigned long long)(th->end - th->bytes),
+				(unsigned long long)th->end,
+				(unsigned long long)cap->threads[ti].pt_bytes,
+				l->n, m, at, at + (long)m, nt);
+			free(truth);
+			free(ips);
+		}
+	}
+}
+
+static void test_session_snapshot(void)
+{
+	static struct snapcol c;	/* large */
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink = { snap_on_record, snap_on_ended, &c,
+					 snap_on_snapshot };
+	struct ptd_session_stats st;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct ptd_capture cap;
+	struct target t;
+	char dir[512];
+	uint64_t seq = 0;
+	size_t size = (size_t)sysconf(_SC_PAGESIZE);
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	(void)pthread_mutex_init(&c.lock, NULL);
+	(void)pthread_cond_init(&c.cond, NULL);
+	snprintf(dir, sizeof(dir), "%s/snapshot", workdir);
+	REQUIRE(target_start(progs_dir, 12.0, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.capture_dir = dir;
+	o.mode = PTD_MODE_SNAPSHOT;
+	o.snapshot_size = size;	/* the smallest ring: it wraps soon */
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	REQUIRE(r == 0);
+	ptd_session_get_stats(s, &st);
+	CHECK_EQ_INT(st.mode, PTD_MODE_SNAPSHOT);
+	CHECK_EQ_U64(st.snapshot_size, size);
+	/* until the rings wrapped (the software source is slow) */
+	for (int i = 0; i < 80 && st.aux_written < 6 * size; i++) {
+		(void)usleep(100000);
+		ptd_session_get_stats(s, &st);
+	}
+	fprintf(stderr, "  %llu trace bytes written\n",
+		(unsigned long long)st.aux_written);
+	/* nothing reaches the sink between snapshots */
+	(void)pthread_mutex_lock(&c.lock);
+	CHECK_EQ_U64(c.outside, 0);
+	(void)pthread_mutex_unlock(&c.lock);
+	CHECK_EQ_INT(ptd_session_snapshot(s, &seq), 0);
+	CHECK_EQ_U64(seq, 1);
+	/* one at a time */
+	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EBUSY);
+	snap_wait(&c, 1);
+	(void)usleep(1000000);
+	CHECK_EQ_INT(ptd_session_snapshot(s, &seq), 0);
+	CHECK_EQ_U64(seq, 2);
+	snap_wait(&c, 2);
+	ptd_session_stop(s, PTD_END_DETACHED);
+	(void)pthread_mutex_lock(&c.lock);
+	while (!c.ended)
+		(void)pthread_cond_wait(&c.cond, &c.lock);
+	(void)pthread_mutex_unlock(&c.lock);
+	CHECK_EQ_INT(c.end.reason, PTD_END_DETACHED);
+	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -ESRCH);
+	CHECK_EQ_U64(c.ndone, 2);
+	CHECK_EQ_U64(c.bad_calls, 0);
+	CHECK_EQ_U64(c.outside, 0);
+	ptd_session_get_stats(s, &st);
+	CHECK_EQ_U64(st.snapshots, 2);
+	for (unsigned k = 0; k < c.ndone && k < MAX_SNAPS; k++) {
+		const struct ptd_snapshot_info *in = &c.info[k];
+
+		CHECK_EQ_U64(in->seq, k + 1);
+		CHECK_EQ_INT(in->err, 0);
+		if (in->err)
+			fprintf(stderr, "  %s\n", in->message);
+		CHECK(in->nthreads >= 1);
+		CHECK(in->bytes > 0);
+		CHECK(in->records > 0);
+		CHECK(in->insns > 0);
+		fprintf(stderr, "  snapshot %u: %u threads, %llu bytes, %llu "
+			"overwritten, %llu records\n", k + 1, in->nthreads,
+			(unsigned long long)in->bytes,
+			(unsigned long long)in->overwritten,
+			(unsigned long long)in->records);
+		for (unsigned i = 0; i < in->nlisted; i++) {
+			const struct ptd_snapshot_thread *th = &in->th[i];
+			struct reclist *l = snap_list(&c, k, th->tid);
+
+			const struct ptd_snapshot_thread *prev =
+				k > 0 ? snap_thread(&c.info[k - 1], th->tid)
+				      : NULL;
+			uint64_t from = prev ? prev->end : 0;
+
+			/* the newest bytes, as many as the ring holds */
+			CHECK_EQ_U64(th->bytes, th->end < size ? th->end : size);
+			/* overwritten: written since the previous snapshot
+			 * and gone before this one */
+			CHECK_EQ_U64(th->overwritten,
+				     th->end - from > size
+					     ? th->end - from - size : 0);
+			/* what was overwritten comes first, as a loss */
+			if (th->overwritten) {
+				REQUIRE(l->n > 0);
+				CHECK_EQ_INT(l->r[0].type, PTD_REC_ERROR);
+				CHECK_EQ_STR(l->r[0].u.error.context,
+					     "overwritten");
+				CHECK_EQ_U64(l->r[0].u.error.skipped,
+					     th->overwritten);
+			}
+			CHECK_EQ_U64(l->n, th->records);
+		}
+	}
+	/* the ring had wrapped before the first snapshot */
+	CHECK(c.info[0].overwritten > 0);
+	CHECK_EQ_U64(st.overwritten_bytes,
+		     c.info[0].overwritten + c.info[1].overwritten);
+	REQUIRE(ptd_capture_load(dir, &cap, &diag) == 0);
+	snap_compare(&c, &cap);
+	/* the newest trace: the second snapshot ends after the first, and
+	 * closer to the thread's end (the detach, right after it) than to
+	 * where the first one ended */
+	{
+		const struct ptd_snapshot_thread *t1, *t2;
+		pid_t busiest = 0;
+		uint64_t most = 0;
+
+		for (unsigned i = 0; i < c.info[1].nlisted; i++)
+			if (c.info[1].th[i].end > most) {
+				most = c.info[1].th[i].end;
+				busiest = c.info[1].th[i].tid;
+			}
+		t1 = snap_thread(&c.info[0], busiest);
+		t2 = snap_thread(&c.info[1], busiest);
+		REQUIRE(t1 && t2);
+		CHECK(t2->end > t1->end);
+		for (size_t ti = 0; ti < cap.nthreads; ti++) {
+			if (cap.threads[ti].tid != busiest)
+				continue;
+			fprintf(stderr, "  tid %d: snapshots end at byte %llu, "
+				"%llu; detached at %llu\n", (int)busiest,
+				(unsigned long long)t1->end,
+				(unsigned long long)t2->end,
+				(unsigned long long)cap.threads[ti].pt_bytes);
+			CHECK(cap.threads[ti].pt_bytes - t2->end <
+			      t2->end - t1->end);
+		}
+	}
+	ptd_capture_free(&cap);
+	ptd_session_free(s);
+	target_finish(&t);
+	for (unsigned k = 0; k < MAX_SNAPS; k++)
+		for (size_t i = 0; i < c.ntid[k]; i++)
+			reclist_free(&c.rec[k][i]);
+}
+
+/* Bad modes and sizes are refused before anything is touched; full-mode
+ * sessions take no snapshot. */
+static void test_session_snapshot_refused(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink = { on_record, on_ended, NULL, NULL };
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+
+	CHECK_EQ_STR(ptd_session_mode_name(PTD_MODE_FULL), "full");
+	CHECK_EQ_STR(ptd_session_mode_name(PTD_MODE_SNAPSHOT), "snapshot");
+	CHECK_EQ_INT(ptd_session_mode_parse("snapshot"), PTD_MODE_SNAPSHOT);
+	CHECK_EQ_INT(ptd_session_mode_parse("full"), PTD_MODE_FULL);
+	CHECK_EQ_INT(ptd_session_mode_parse("Full"), -PTD_EFORMAT);
+	CHECK_EQ_INT(ptd_session_mode_parse(NULL), -PTD_EFORMAT);
+	CHECK_EQ_INT(ptd_session_snapshot(NULL, NULL), -EINVAL);
+	o.config = &cfg;
+	o.pid = getpid();
+	o.mode = PTD_MODE_SNAPSHOT;
+	o.snapshot_size = 3000;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "snapshot_size 3000");
+	o.snapshot_size = 2 * (size_t)PTD_SESSION_SNAPSHOT_MAX;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "is not a power of two");
+	o.mode = PTD_MODE_FULL;
+	o.snapshot_size = 65536;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "snapshot mode only");
+	o.mode = (enum ptd_session_mode)7;
+	o.snapshot_size = 0;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "unknown session mode");
 	CHECK(s == NULL);
 }
 
@@ -412,6 +782,8 @@ int main(void)
 	RUN(test_session_intel_pt_path);
 	RUN(test_session_detach);
 	RUN(test_session_exit);
+	RUN(test_session_snapshot_refused);
+	RUN(test_session_snapshot);
 	RUN(test_session_setuid_exec);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
