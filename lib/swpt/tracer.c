@@ -951,26 +951,38 @@ static int resume(struct tracer *tr, struct tthread *t, int sig)
 	return 0;
 }
 
-static int read_tgid(pid_t tid, pid_t *ret)
+/* The number after "@key" (e.g. "Tgid:") in /proc/TID/status, in @base.
+ * Returns 0, -errno (no such thread), or -PTD_EFORMAT. */
+static int status_u64(pid_t tid, const char *key, int base, uint64_t *ret)
 {
 	_cleanup_free_ char *text = NULL;
-	char path[64];
+	char path[64], k[32];
 	const char *p;
 	size_t len;
-	uint64_t v;
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
 	r = ptd_file_read_all(path, 1u << 16, &text, &len);
 	if (r < 0)
 		return r;
-	p = strstr(text, "\nTgid:");
+	snprintf(k, sizeof(k), "\n%s", key);
+	p = strstr(text, k);
 	if (!p)
 		return -PTD_EFORMAT;
-	p += strlen("\nTgid:");
+	p += strlen(k);
 	p += strspn(p, " \t");
-	r = ptd_parse_u64n(p, strcspn(p, "\n"), 10, &v);
-	if (r < 0 || v > INT_MAX)
+	return ptd_parse_u64n(p, strcspn(p, "\n"), base, ret) < 0
+		       ? -PTD_EFORMAT : 0;
+}
+
+static int read_tgid(pid_t tid, pid_t *ret)
+{
+	uint64_t v;
+	int r = status_u64(tid, "Tgid:", 10, &v);
+
+	if (r < 0)
+		return r;
+	if (v > INT_MAX)
 		return -PTD_EFORMAT;
 	*ret = (pid_t)v;
 	return 0;
@@ -1309,23 +1321,10 @@ static int on_signal(struct tracer *tr, struct tthread *t, int sig,
 /* Whether a SIGTRAP is queued for thread @tid (SigPnd in its status). */
 static bool trap_pending(pid_t tid)
 {
-	_cleanup_free_ char *text = NULL;
-	char path[64];
-	const char *p;
-	size_t len;
 	uint64_t v;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	if (ptd_file_read_all(path, 1u << 16, &text, &len) < 0)
-		return false;
-	p = strstr(text, "\nSigPnd:");
-	if (!p)
-		return false;
-	p += strlen("\nSigPnd:");
-	p += strspn(p, " \t");
-	if (ptd_parse_u64n(p, strcspn(p, "\n"), 16, &v) < 0)
-		return false;
-	return v & (1ull << (SIGTRAP - 1));
+	return status_u64(tid, "SigPnd:", 16, &v) == 0 &&
+	       (v & (1ull << (SIGTRAP - 1)));
 }
 
 static bool is_stop_signal(int sig)
@@ -1836,21 +1835,9 @@ static const long SEIZE_OPTS = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
 /* Who traces @tid already (TracerPid in its status), or -1. */
 static pid_t tracer_of(pid_t tid)
 {
-	_cleanup_free_ char *text = NULL;
-	char path[64];
-	const char *p;
-	size_t len;
 	uint64_t v;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	if (ptd_file_read_all(path, 1u << 16, &text, &len) < 0)
-		return -1;
-	p = strstr(text, "\nTracerPid:");
-	if (!p)
-		return -1;
-	p += strlen("\nTracerPid:");
-	p += strspn(p, " \t");
-	if (ptd_parse_u64n(p, strcspn(p, "\n"), 10, &v) < 0 || v > INT_MAX)
+	if (status_u64(tid, "TracerPid:", 10, &v) < 0 || v > INT_MAX)
 		return -1;
 	return (pid_t)v;
 }
