@@ -273,7 +273,13 @@ int ptd_image_map_file(struct ptd_image *img, const char *path,
 		return ptd_diagf(diag, -EINVAL,
 				 "cannot map '%s': bad range 0x%" PRIx64
 				 "+0x%" PRIx64, path, vaddr, size);
-	isid = ptd_iscache_add(img->ic, path, offset, size, vaddr, name);
+	struct ptd_diag rd = { "" };
+
+	isid = ptd_iscache_add_resolved(img->ic, path, offset, size, vaddr,
+					name, &rd);
+	if (isid < 0 && rd.msg[0])
+		return ptd_diagf(diag, isid, "cannot map '%s' at 0x%" PRIx64
+				 ": %s", path, vaddr, rd.msg);
 	if (isid == -EINVAL) {
 		struct stat st;
 

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,6 +32,8 @@ struct ptd_iscache {
 	/* mods[isid] for 0 < isid < nmods; isid 0 marks an unused slot. */
 	struct ptd_module *mods;
 	size_t nmods;
+	ptd_iscache_resolve_fn resolve;
+	void *resolve_ctx;
 };
 
 struct ptd_iscache *ptd_iscache_new(void)
@@ -185,6 +188,38 @@ int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 	if (r < 0)
 		return r;
 	return isid;
+}
+
+void ptd_iscache_set_resolver(struct ptd_iscache *ic,
+			      ptd_iscache_resolve_fn fn, void *ctx)
+{
+	if (!ic)
+		return;
+	ic->resolve = fn;
+	ic->resolve_ctx = fn ? ctx : NULL;
+}
+
+int ptd_iscache_add_resolved(struct ptd_iscache *ic, const char *path,
+			     uint64_t offset, uint64_t size, uint64_t vaddr,
+			     const char *name, struct ptd_diag *diag)
+{
+	char real[PATH_MAX];
+	int r;
+
+	if (!ic || !path || !*path)
+		return -EINVAL;
+	if (!ic->resolve)
+		return ptd_iscache_add(ic, path, offset, size, vaddr, name);
+	real[0] = '\0';
+	r = ic->resolve(ic->resolve_ctx, path, real, sizeof(real), diag);
+	if (r < 0)
+		return r;
+	if (!real[0] || !memchr(real, '\0', sizeof(real)))
+		return ptd_diagf(diag, -EINVAL,
+				 "resolving '%s': the resolver gave no file",
+				 path);
+	return ptd_iscache_add(ic, real, offset, size, vaddr,
+			       name ? name : path);
 }
 
 const struct ptd_module *ptd_iscache_module(const struct ptd_iscache *ic,

@@ -16,6 +16,7 @@
 #ifndef PTD_ASPACE_ISCACHE_H
 #define PTD_ASPACE_ISCACHE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct pt_image_section_cache;
@@ -37,6 +38,30 @@ struct ptd_module {
 struct ptd_iscache *ptd_iscache_new(void);
 /* Free; accepts NULL.  Every image using it must be freed first. */
 void ptd_iscache_free(struct ptd_iscache *ic);
+
+/* Where a file named in a trace really is.  Traces name files by the path
+ * they had on the traced machine (/proc/PID/maps, MMAP2 records, a
+ * manifest); a saved trace keeps them elsewhere (a bundle's copies, a
+ * --sysroot, the perf build-id cache).  The resolver gets the traced @path
+ * and writes the file to open into @out (@outsz bytes, NUL-terminated).
+ * Returns 0, or a negative error (-ENOENT: not found; its message, if any,
+ * in @diag, e.g. "not in the bundle" or "build-id 1234... not in
+ * ~/.debug") which ptd_iscache_add returns and ptd_image_map_file reports.
+ * Records keep naming the module by the traced path. */
+struct ptd_diag;
+typedef int (*ptd_iscache_resolve_fn)(void *ctx, const char *path, char *out,
+				      size_t outsz, struct ptd_diag *diag);
+
+/* Set (or with NULL clear) the resolver used by every later add. */
+void ptd_iscache_set_resolver(struct ptd_iscache *ic,
+			      ptd_iscache_resolve_fn fn, void *ctx);
+
+/* Like ptd_iscache_add, but through the resolver (if set): @path is the
+ * traced path, which becomes the module name unless @name is given.
+ * Resolver errors are returned with their message in @diag. */
+int ptd_iscache_add_resolved(struct ptd_iscache *ic, const char *path,
+			     uint64_t offset, uint64_t size, uint64_t vaddr,
+			     const char *name, struct ptd_diag *diag);
 
 /* The libipt cache, for pt_image_add_cached. */
 struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic);

@@ -771,11 +771,71 @@ static void test_decoder_agrees(void)
 	ptd_iscache_free(ic);
 }
 
+/* A resolver redirects a traced path to the file that holds its bytes; the
+ * module keeps the traced name; its errors reach the caller by name. */
+static int resolve_to_pattern(void *ctx, const char *path, char *out,
+			      size_t outsz, struct ptd_diag *diag)
+{
+	int *calls = ctx;
+
+	(*calls)++;
+	if (!strcmp(path, "/traced/lib.so"))
+		return snprintf(out, outsz, "%s", pattern_path) < (int)outsz
+			       ? 0
+			       : -ENAMETOOLONG;
+	if (!strcmp(path, "/traced/empty"))
+		return 0;	/* gives no file: refused */
+	return ptd_diagf(diag, -ENOENT, "'%s' is not in the bundle", path);
+}
+
+static void test_resolver(void)
+{
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *img = ptd_image_new(ic, "resolved");
+	struct ptd_diag d = { "" };
+	const struct ptd_module *m;
+	uint8_t buf[4];
+	int calls = 0, isid;
+
+	REQUIRE(ic && img);
+	ptd_iscache_set_resolver(ic, resolve_to_pattern, &calls);
+	isid = ptd_image_map_file(img, "/traced/lib.so", PAGE, PAGE, VA, NULL,
+				  &d);
+	REQUIRE(isid > 0);
+	CHECK_EQ_INT(calls, 1);
+	m = ptd_iscache_module(ic, isid);
+	REQUIRE(m);
+	CHECK_EQ_STR(m->path, pattern_path);
+	CHECK_EQ_STR(m->name, "/traced/lib.so");
+	CHECK_EQ_INT(ptd_image_read(img, VA + 7, buf, 1), 1);
+	CHECK_EQ_INT(buf[0], pattern(PAGE + 7));
+
+	CHECK_EQ_INT(ptd_image_map_file(img, "/traced/other", 0, PAGE, VA,
+					NULL, &d),
+		     -ENOENT);
+	CHECK(strstr(d.msg, "/traced/other") != NULL);
+	CHECK(strstr(d.msg, "not in the bundle") != NULL);
+	CHECK_EQ_INT(ptd_image_map_file(img, "/traced/empty", 0, PAGE, VA,
+					NULL, &d),
+		     -EINVAL);
+	CHECK(strstr(d.msg, "gave no file") != NULL);
+
+	/* cleared: paths are opened as they are */
+	ptd_iscache_set_resolver(ic, NULL, NULL);
+	CHECK_EQ_INT(ptd_image_map_file(img, "/traced/lib.so", 0, PAGE, VA,
+					NULL, &d),
+		     -ENOENT);
+	CHECK_EQ_INT(calls, 3);
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+}
+
 int main(void)
 {
 	setup();
 	RUN(test_iscache);
 	RUN(test_real_file);
+	RUN(test_resolver);
 	RUN(test_map_errors);
 	RUN(test_map_and_find);
 	RUN(test_unmap_middle);
