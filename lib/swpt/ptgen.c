@@ -23,6 +23,11 @@
  *    that reads on across a PSB keeps older entries, ours is then always
  *    the top of its stack, and every compressed return pops the same entry
  *    on both sides.
+ * perf's own Intel PT decoder (tools/perf/util/intel-pt-decoder) differs in
+ * one way: it pops its stack on every near return, compressed or not.  So
+ * ptgen keeps both models and compresses a return only when both predict
+ * its target (then both pop); a return sent as TIP pops perf's model only.
+ * On that encoding the two decoders cannot disagree.
  */
 #include "swpt/ptgen.h"
 
@@ -40,6 +45,13 @@
 #define PTGEN_PSB_DEFAULT 4096u
 #define PTGEN_PSB_MIN 256u
 #define PTGEN_PSB_MAX (1u << 20)
+
+/* A return-address stack: a ring of the latest PTGEN_RETSTACK entries. */
+struct retstack {
+	uint64_t ip[PTGEN_RETSTACK];
+	unsigned top;		/* index of the next push */
+	unsigned n;		/* entries held, <= PTGEN_RETSTACK */
+};
 
 struct ptd_ptgen {
 	struct ptd_ptgen_config cfg;
@@ -62,11 +74,9 @@ struct ptd_ptgen {
 	uint64_t tnt_bits;
 	unsigned tnt_n;
 
-	/* Return-address stack, libipt's model: a ring of the latest
-	 * PTGEN_RETSTACK entries. */
-	uint64_t rs[PTGEN_RETSTACK];
-	unsigned rs_top;	/* index of the next push */
-	unsigned rs_n;		/* entries held, <= PTGEN_RETSTACK */
+	/* Return-address stacks: libipt's model (pops on compressed
+	 * returns only) and perf's (pops on every return). */
+	struct retstack ipt, perf;
 
 	int err;		/* sticky: the stream is broken */
 };
@@ -225,33 +235,53 @@ static void tnt_add(struct ptd_ptgen *g, bool taken)
 		tnt_flush(g);
 }
 
-static void rs_clear(struct ptd_ptgen *g)
+static void rs_clear(struct retstack *rs)
 {
-	g->rs_top = 0;
-	g->rs_n = 0;
+	rs->top = 0;
+	rs->n = 0;
 }
 
-static void rs_push(struct ptd_ptgen *g, uint64_t ip)
+static void rs_push(struct retstack *rs, uint64_t ip)
 {
-	g->rs[g->rs_top] = ip;
-	g->rs_top = (g->rs_top + 1) % PTGEN_RETSTACK;
-	if (g->rs_n < PTGEN_RETSTACK)
-		g->rs_n++;
+	rs->ip[rs->top] = ip;
+	rs->top = (rs->top + 1) % PTGEN_RETSTACK;
+	if (rs->n < PTGEN_RETSTACK)
+		rs->n++;
 }
 
-/* Pop if the top predicts @target; the return is then compressed. */
-static bool rs_pop_if(struct ptd_ptgen *g, uint64_t target)
+/* Whether the top of @rs is @target. */
+static bool rs_predicts(const struct retstack *rs, uint64_t target)
 {
-	unsigned top;
+	return rs->n &&
+	       rs->ip[(rs->top + PTGEN_RETSTACK - 1) % PTGEN_RETSTACK] ==
+		       target;
+}
 
-	if (!g->rs_n)
-		return false;
-	top = (g->rs_top + PTGEN_RETSTACK - 1) % PTGEN_RETSTACK;
-	if (g->rs[top] != target)
-		return false;
-	g->rs_top = top;
-	g->rs_n--;
-	return true;
+static void rs_pop(struct retstack *rs)
+{
+	if (!rs->n)
+		return;
+	rs->top = (rs->top + PTGEN_RETSTACK - 1) % PTGEN_RETSTACK;
+	rs->n--;
+}
+
+static void calls_push(struct ptd_ptgen *g, uint64_t ip)
+{
+	rs_push(&g->ipt, ip);
+	rs_push(&g->perf, ip);
+}
+
+/* A near return to @target: whether it is compressed.  Both models must
+ * predict it; perf's pops either way. */
+static bool ret_compress(struct ptd_ptgen *g, uint64_t target)
+{
+	bool both = !g->cfg.noretcomp && rs_predicts(&g->ipt, target) &&
+		    rs_predicts(&g->perf, target);
+
+	if (both)
+		rs_pop(&g->ipt);
+	rs_pop(&g->perf);
+	return both;
 }
 
 /* PSB+ (after the pending TNT bits); FUP(@ip) if tracing is enabled. */
@@ -264,7 +294,8 @@ static void psb_write(struct ptd_ptgen *g, bool fup, uint64_t ip)
 	g->have_psb = true;
 	emit_simple(g, ppt_psb);
 	g->last_ip_valid = false;
-	rs_clear(g);
+	rs_clear(&g->ipt);
+	rs_clear(&g->perf);
 
 	if (fup)
 		emit_ip(g, ppt_fup, ip);
@@ -431,15 +462,15 @@ int ptd_ptgen_step(struct ptd_ptgen *g, uint64_t ip,
 		break;
 	case PTD_X86_CALL_DIRECT:
 		if (insn->target != fall)
-			rs_push(g, fall);
+			calls_push(g, fall);
 		break;
 	case PTD_X86_CALL_INDIRECT:
-		rs_push(g, fall);
+		calls_push(g, fall);
 		tnt_flush(g);
 		emit_ip(g, ppt_tip, next_ip);
 		break;
 	case PTD_X86_RET:
-		if (!g->cfg.noretcomp && rs_pop_if(g, next_ip)) {
+		if (ret_compress(g, next_ip)) {
 			tnt_add(g, true);
 			break;
 		}

@@ -996,6 +996,49 @@ static void test_scenarios(void)
 }
 
 /* The TNT packing of the loop scenario: full TNT-64 packets. */
+/* A return is compressed only where libipt's stack (pops on compressed
+ * returns) and perf's (pops on every return) both predict it.  Here f
+ * calls g, g returns elsewhere (TIP: perf's stack drops g's entry,
+ * libipt's keeps it), and a return to g's return address follows: libipt
+ * alone would predict it, so it must be a TIP; the next return, to f's
+ * caller, is predicted by neither (libipt still has g's entry on top). */
+static void test_ret_models(void)
+{
+	struct ptd_ptgen_config cfg = { .sink = sink_write };
+	struct sink sk = { 0 };
+	struct pkt_stats *st = malloc(sizeof(*st));
+	struct ptd_x86_insn call_f, call_g, ret;
+	const uint8_t call0[] = { 0xe8, 0x00, 0x10, 0x00, 0x00 };
+	const uint8_t ret_b[] = { 0xc3 };
+	const uint64_t a = 0x401000, f = a + 5 + 0x1000, g_ = f + 5 + 0x1000,
+		       x = 0x405000;
+	struct ptd_ptgen *g;
+	unsigned tips;
+
+	REQUIRE(st);
+	REQUIRE(ptd_x86_decode(call0, 5, a, ptem_64bit, &call_f) == 0);
+	REQUIRE(ptd_x86_decode(call0, 5, f, ptem_64bit, &call_g) == 0);
+	REQUIRE(ptd_x86_decode(ret_b, 1, g_, ptem_64bit, &ret) == 0);
+	cfg.sink_ctx = &sk;
+	g = ptd_ptgen_new(&cfg, NULL);
+	REQUIRE(g);
+	CHECK_EQ_INT(ptd_ptgen_enable(g, a), 0);
+	CHECK_EQ_INT(ptd_ptgen_step(g, a, &call_f, f), 0);
+	CHECK_EQ_INT(ptd_ptgen_step(g, f, &call_g, g_), 0);
+	CHECK_EQ_INT(ptd_ptgen_step(g, g_, &ret, x), 0);	/* TIP */
+	CHECK_EQ_INT(ptd_ptgen_step(g, x, &ret, f + 5), 0);	/* TIP */
+	CHECK_EQ_INT(ptd_ptgen_step(g, f + 5, &ret, a + 5), 0); /* TIP */
+	CHECK_EQ_INT(ptd_ptgen_finish(g, a + 5), 0);
+	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	scan(sk.data, sk.len, st);
+	CHECK_EQ_INT(st->status, -pte_eos);
+	tips = st->count[ppt_tip];
+	CHECK_EQ_INT(tips, 3);
+	CHECK_EQ_INT(st->tnt_bits, 0);
+	free(sk.data);
+	free(st);
+}
+
 static void test_tnt_packing(void)
 {
 	struct ptd_ptgen_config cfg = { .sink = sink_write };
@@ -1276,6 +1319,7 @@ int main(void)
 	RUN(test_misuse);
 	RUN(test_free_flushes_tnt);
 	RUN(test_ip_compression);
+	RUN(test_ret_models);
 	RUN(test_tnt_packing);
 	RUN(test_sink_failure);
 	RUN(test_scenarios);
