@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Detecting a saved trace's kind and decoding it through its reader (see
+ * input.h).
+ */
+#include "input/input.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "aspace/iscache.h"
+#include "decode/insncache.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+
+/* Each reader, once built, sets its entry here. */
+static const struct {
+	enum ptd_input_kind kind;
+	const char *name;
+	ptd_input_decode_fn decode;	/* NULL: not built yet */
+} readers[] = {
+	{ PTD_INPUT_CAPTURE, "swpt-capture", ptd_capture_decode },
+	{ PTD_INPUT_BUNDLE, "ptd-bundle", NULL },
+	{ PTD_INPUT_PERFDATA, "perf.data", NULL },
+	{ PTD_INPUT_LLDB, "lldb-bundle", NULL },
+};
+
+const char *ptd_input_kind_name(enum ptd_input_kind k)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(readers) / sizeof(readers[0]); i++)
+		if (readers[i].kind == k)
+			return readers[i].name;
+	return "unknown";
+}
+
+static bool dir_has(const char *dir, const char *name)
+{
+	char p[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(p, sizeof(p), "%s/%s", dir, name) >= (int)sizeof(p))
+		return false;
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* A file's first bytes say what it is: perf.data starts with its magic;
+ * an LLDB trace description is a JSON object naming "intel-pt". */
+static int detect_file(const char *path, enum ptd_input_kind *ret,
+		       struct ptd_diag *diag)
+{
+	char head[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return ptd_diagf(diag, -errno, "cannot open '%s': %s", path,
+				 strerror(errno));
+	n = read(fd, head, sizeof(head) - 1);
+	(void)close(fd);
+	if (n < 0)
+		return ptd_diagf(diag, -errno, "cannot read '%s': %s", path,
+				 strerror(errno));
+	head[n] = '\0';
+	if (n >= 8 && !memcmp(head, "PERFILE2", 8)) {
+		*ret = PTD_INPUT_PERFDATA;
+		return 0;
+	}
+	const char *p = head;
+	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+		p++;
+	if (*p == '{' && strstr(p, "\"intel-pt\"")) {
+		*ret = PTD_INPUT_LLDB;
+		return 0;
+	}
+	return ptd_diagf(diag, -PTD_EFORMAT,
+			 "'%s' is not a trace ptd reads (not a perf.data file "
+			 "nor an LLDB trace.json)", path);
+}
+
+int ptd_input_detect(const char *path, enum ptd_input_kind *ret,
+		     struct ptd_diag *diag)
+{
+	struct stat st;
+
+	if (!path || !ret)
+		return -EINVAL;
+	*ret = PTD_INPUT_NONE;
+	if (!strcmp(path, "-")) {	/* a pipe-mode perf.data stream */
+		*ret = PTD_INPUT_PERFDATA;
+		return 0;
+	}
+	if (stat(path, &st) < 0)
+		return ptd_diagf(diag, -errno, "'%s': %s", path,
+				 strerror(errno));
+	if (S_ISDIR(st.st_mode)) {
+		if (dir_has(path, "ptd-bundle.json"))
+			*ret = PTD_INPUT_BUNDLE;
+		else if (dir_has(path, "capture.json"))
+			*ret = PTD_INPUT_CAPTURE;
+		else if (dir_has(path, "trace.json"))
+			*ret = PTD_INPUT_LLDB;
+		else
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "directory '%s' holds no trace ptd "
+					 "reads (no ptd-bundle.json, "
+					 "capture.json or trace.json)", path);
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "'%s' is neither a file nor a directory",
+				 path);
+	return detect_file(path, ret, diag);
+}
+
+int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
+		     const struct ptd_input_sink *sink,
+		     size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	enum ptd_input_kind k;
+	size_t i;
+	int r;
+
+	if (!path || !o || !sink || !sink->record)
+		return -EINVAL;
+	r = ptd_input_detect(path, &k, diag);
+	if (r < 0)
+		return r;
+	for (i = 0; i < sizeof(readers) / sizeof(readers[0]); i++) {
+		if (readers[i].kind != k)
+			continue;
+		if (!readers[i].decode)
+			return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+					 "'%s' is a %s, which this build of "
+					 "ptd cannot read", path,
+					 readers[i].name);
+		return readers[i].decode(path, o, sink, ret_thread_errors,
+					 diag);
+	}
+	return -EINVAL;
+}
+
+/* ---- the software-source capture reader ------------------------------ */
+
+int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
+		       const struct ptd_input_sink *sink,
+		       size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	struct ptd_capture c;
+	struct ptd_iscache *ic = NULL;
+	struct ptd_insncache *icache = NULL;
+	struct ptd_decode_opts dopts;
+	struct ptd_input_info info;
+	size_t i, nsel = 0, errors = 0;
+	int r;
+
+	if (!path || !o || !sink || !sink->record)
+		return -EINVAL;
+	if (ret_thread_errors)
+		*ret_thread_errors = 0;
+	r = ptd_capture_load(path, &c, diag);
+	if (r < 0)
+		return r;
+	for (i = 0; i < c.nthreads; i++)
+		if (!o->have_tid || c.threads[i].tid == o->tid)
+			nsel++;
+	if (o->have_tid && !nsel) {
+		r = ptd_diagf(diag, -ENOENT, "capture '%s' has no thread %ld",
+			      path, (long)o->tid);
+		goto out;
+	}
+	ic = ptd_iscache_new();
+	icache = ptd_insncache_new(0);
+	if (!ic || !icache) {
+		r = -ENOMEM;
+		goto out;
+	}
+	dopts = o->decode;
+	if (!o->cpu_given)
+		dopts.cpu = c.cpu;
+	info = (struct ptd_input_info){ PTD_INPUT_CAPTURE, "swpt-capture",
+					(long)c.pid, nsel };
+	r = sink->info ? sink->info(sink->ctx, &info) : 0;
+	for (i = 0; r == 0 && i < c.nthreads; i++) {
+		struct ptd_decode_stats st;
+		struct ptd_diag td = { "" };
+
+		if (o->have_tid && c.threads[i].tid != o->tid)
+			continue;
+		memset(&st, 0, sizeof(st));
+		r = ptd_replay_thread(&c, i, &dopts, ic, icache, sink->record,
+				      sink->ctx, &st, &td);
+		if (r < 0) {
+			errors++;
+			if (sink->thread_done)
+				sink->thread_done(sink->ctx, c.threads[i].tid,
+						  &st, r, &td);
+			r = 0;
+			continue;
+		}
+		if (sink->thread_done)
+			sink->thread_done(sink->ctx, c.threads[i].tid, &st, 0,
+					  &td);
+	}
+	if (ret_thread_errors)
+		*ret_thread_errors = errors;
+out:
+	ptd_insncache_free(icache);
+	ptd_iscache_free(ic);
+	ptd_capture_free(&c);
+	return r;
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Saved traces of every kind, decoded through one interface.
+ *
+ * An input is a path: a software-source capture directory (capture.json),
+ * a ptd bundle (a directory with ptd-bundle.json), a perf.data file (or
+ * pipe-mode stream: "-" is stdin), or an LLDB trace bundle (a directory
+ * with trace.json, or the trace.json itself).  Each kind's reader has a
+ * decode function of the one shape ptd_input_decode_fn; ptd_input_decode
+ * detects the kind and calls it, so `ptctl decode` and the daemon's
+ * `replay` treat all of them alike.
+ *
+ * A decode delivers, per thread, the thread's records in trace order
+ * (threads one after another, in the order the input lists them), then
+ * returns.  Errors inside a trace are error records; a refused input
+ * (missing, truncated, tampered, of another format) is a negative return
+ * with a message naming the file and what was wrong in @diag.  Everything
+ * read is untrusted.
+ */
+#ifndef PTD_INPUT_INPUT_H
+#define PTD_INPUT_INPUT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "decode/decoder.h"
+
+enum ptd_input_kind {
+	PTD_INPUT_NONE = 0,
+	PTD_INPUT_CAPTURE,	/* software-source capture directory */
+	PTD_INPUT_BUNDLE,	/* ptd bundle (checked) */
+	PTD_INPUT_PERFDATA,	/* perf.data, file or pipe mode */
+	PTD_INPUT_LLDB,		/* LLDB trace bundle */
+};
+
+struct ptd_input_opts {
+	/* How to decode.  decode.cpu: used when cpu_given, else the input's
+	 * own CPU (if it names one). */
+	struct ptd_decode_opts decode;
+	bool cpu_given;
+	/* Only this thread (have_tid). */
+	bool have_tid;
+	pid_t tid;
+	/* Where the traced files are: looked up under @sysroot first (the
+	 * traced path appended), then by build-id in @buildid_dir (NULL:
+	 * $HOME/.debug, then /usr/lib/debug/.build-id), then as they are.
+	 * Readers whose inputs carry their files (bundles) ignore these. */
+	const char *sysroot;
+	const char *buildid_dir;
+};
+
+/* What an input says about itself before its records (for the stream's
+ * hello).  Filled by the decode function through @info_fn before the first
+ * record; strings live until the decode returns. */
+struct ptd_input_info {
+	enum ptd_input_kind kind;
+	const char *source;	/* "swpt-capture", "ptd-bundle", "perf.data",
+				 * "lldb-bundle" */
+	long pid;		/* the traced process, 0 if unknown/several */
+	size_t nthreads;	/* threads that will be decoded */
+};
+
+struct ptd_input_sink {
+	/* Called once, before any record (may be NULL).  Non-zero stops. */
+	int (*info)(void *ctx, const struct ptd_input_info *info);
+	/* Each record. */
+	ptd_record_fn record;
+	/* Called after each thread's records with that thread's statistics
+	 * (may be NULL); @err is 0 or the negative error that ended the
+	 * thread early (its message in @diag: the decode goes on with the
+	 * next thread). */
+	void (*thread_done)(void *ctx, pid_t tid,
+			    const struct ptd_decode_stats *st, int err,
+			    const struct ptd_diag *diag);
+	void *ctx;
+};
+
+/* Every reader's decode function.  Returns 0 when every selected thread was
+ * decoded (some may have ended early: see thread_done; *@ret_thread_errors
+ * counts them), the sink's non-zero value if it stopped the decode, or a
+ * negative error if the input was refused (nothing, or only the threads
+ * before the problem, was delivered), with the message in @diag.  A
+ * have_tid for a thread the input does not have is -ENOENT naming it. */
+typedef int (*ptd_input_decode_fn)(const char *path,
+				   const struct ptd_input_opts *o,
+				   const struct ptd_input_sink *sink,
+				   size_t *ret_thread_errors,
+				   struct ptd_diag *diag);
+
+/* Which kind @path is, by its content (never its name): -ENOENT if it does
+ * not exist, -PTD_EFORMAT naming the path if it is no kind ptd reads. */
+int ptd_input_detect(const char *path, enum ptd_input_kind *ret,
+		     struct ptd_diag *diag);
+
+/* The kind's name in messages and hello records ("perf.data"...). */
+const char *ptd_input_kind_name(enum ptd_input_kind k);
+
+/* Detect and decode. */
+int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
+		     const struct ptd_input_sink *sink,
+		     size_t *ret_thread_errors, struct ptd_diag *diag);
+
+/* The software-source capture reader, in this interface. */
+int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
+		       const struct ptd_input_sink *sink,
+		       size_t *ret_thread_errors, struct ptd_diag *diag);
+
+#endif
