@@ -4,6 +4,12 @@
 set -euo pipefail
 pkgs=(gcc meson ninja-build pkg-config python3
       libipt-dev libelf-dev libcjson-dev libbpf-dev libzydis-dev)
+# Independent decoders the tests hold ptd's output against: perf's own
+# Intel PT decoder (perf script) and LLDB's (lldb-22 is in Debian 12's
+# security archive; older LLDBs cannot load Intel PT bundles).  Installed
+# when the archive has them; the tests that need them skip, with the
+# reason, where they are missing.
+optional=(linux-perf lldb-22)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
@@ -17,4 +23,18 @@ if ((${#missing[@]})); then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+want=()
+for p in "${optional[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
+		want+=("$p")
+done
+if ((${#want[@]})) && [ "$(id -u)" = 0 ]; then
+	export DEBIAN_FRONTEND=noninteractive
+	((${#missing[@]})) || apt-get update -qq || true
+	for p in "${want[@]}"; do
+		apt-get install -y -qq --no-install-recommends "$p" ||
+			echo "install-deps: $p not installable here; the tests" \
+			     "that compare with it will skip" >&2
+	done
 fi
