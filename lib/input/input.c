@@ -14,7 +14,10 @@
 #include <unistd.h>
 
 #include "aspace/iscache.h"
+#include "bundle/bundle.h"
 #include "decode/insncache.h"
+#include "lldb/trace.h"
+#include "perfdata/decode.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
 
@@ -25,9 +28,9 @@ static const struct {
 	ptd_input_decode_fn decode;	/* NULL: not built yet */
 } readers[] = {
 	{ PTD_INPUT_CAPTURE, "swpt-capture", ptd_capture_decode },
-	{ PTD_INPUT_BUNDLE, "ptd-bundle", NULL },
-	{ PTD_INPUT_PERFDATA, "perf.data", NULL },
-	{ PTD_INPUT_LLDB, "lldb-bundle", NULL },
+	{ PTD_INPUT_BUNDLE, "ptd-bundle", ptd_bundle_decode },
+	{ PTD_INPUT_PERFDATA, "perf.data", ptd_perfdata_decode },
+	{ PTD_INPUT_LLDB, "lldb-bundle", ptd_lldb_decode },
 };
 
 const char *ptd_input_kind_name(enum ptd_input_kind k)
@@ -113,7 +116,13 @@ int ptd_input_detect(const char *path, enum ptd_input_kind *ret,
 					 "capture.json or trace.json)", path);
 		return 0;
 	}
-	if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
+	if (S_ISFIFO(st.st_mode)) {
+		/* reading to look would eat what the reader needs: a pipe
+		 * can only carry a pipe-mode perf.data stream */
+		*ret = PTD_INPUT_PERFDATA;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
 		return ptd_diagf(diag, -PTD_EFORMAT,
 				 "'%s' is neither a file nor a directory",
 				 path);
@@ -149,16 +158,79 @@ int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
 
 /* ---- the software-source capture reader ------------------------------ */
 
-int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
-		       const struct ptd_input_sink *sink,
-		       size_t *ret_thread_errors, struct ptd_diag *diag)
+int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
+			      enum ptd_input_kind kind, const char *source,
+			      ptd_iscache_resolve_fn resolve, void *resolve_ctx,
+			      const struct ptd_input_opts *o,
+			      const struct ptd_input_sink *sink,
+			      size_t *ret_thread_errors,
+			      struct ptd_diag *diag)
 {
-	struct ptd_capture c;
 	struct ptd_iscache *ic = NULL;
 	struct ptd_insncache *icache = NULL;
 	struct ptd_decode_opts dopts;
 	struct ptd_input_info info;
 	size_t i, nsel = 0, errors = 0;
+	int r;
+
+	if (!c || !origin || !source || !o || !sink || !sink->record)
+		return -EINVAL;
+	if (ret_thread_errors)
+		*ret_thread_errors = 0;
+	for (i = 0; i < c->nthreads; i++)
+		if (!o->have_tid || c->threads[i].tid == o->tid)
+			nsel++;
+	if (o->have_tid && !nsel)
+		return ptd_diagf(diag, -ENOENT, "%s '%s' has no thread %ld",
+				 ptd_input_kind_name(kind), origin,
+				 (long)o->tid);
+	ic = ptd_iscache_new();
+	icache = ptd_insncache_new(0);
+	if (!ic || !icache) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (resolve)
+		ptd_iscache_set_resolver(ic, resolve, resolve_ctx);
+	dopts = o->decode;
+	if (!o->cpu_given)
+		dopts.cpu = c->cpu;
+	info = (struct ptd_input_info){ kind, source, (long)c->pid, nsel };
+	r = sink->info ? sink->info(sink->ctx, &info) : 0;
+	for (i = 0; r == 0 && i < c->nthreads; i++) {
+		struct ptd_decode_stats st;
+		struct ptd_diag td = { "" };
+
+		if (o->have_tid && c->threads[i].tid != o->tid)
+			continue;
+		memset(&st, 0, sizeof(st));
+		r = ptd_replay_thread(c, i, &dopts, ic, icache, sink->record,
+				      sink->ctx, &st, &td);
+		if (r < 0) {
+			errors++;
+			if (sink->thread_done)
+				sink->thread_done(sink->ctx, c->threads[i].tid,
+						  &st, r, &td);
+			r = 0;
+			continue;
+		}
+		if (sink->thread_done)
+			sink->thread_done(sink->ctx, c->threads[i].tid, &st, 0,
+					  &td);
+	}
+	if (ret_thread_errors)
+		*ret_thread_errors = errors;
+out:
+	ptd_insncache_free(icache);
+	ptd_iscache_free(ic);
+	return r;
+}
+
+int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
+		       const struct ptd_input_sink *sink,
+		       size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	struct ptd_capture c;
 	int r;
 
 	if (!path || !o || !sink || !sink->record)
@@ -168,52 +240,9 @@ int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
 	r = ptd_capture_load(path, &c, diag);
 	if (r < 0)
 		return r;
-	for (i = 0; i < c.nthreads; i++)
-		if (!o->have_tid || c.threads[i].tid == o->tid)
-			nsel++;
-	if (o->have_tid && !nsel) {
-		r = ptd_diagf(diag, -ENOENT, "capture '%s' has no thread %ld",
-			      path, (long)o->tid);
-		goto out;
-	}
-	ic = ptd_iscache_new();
-	icache = ptd_insncache_new(0);
-	if (!ic || !icache) {
-		r = -ENOMEM;
-		goto out;
-	}
-	dopts = o->decode;
-	if (!o->cpu_given)
-		dopts.cpu = c.cpu;
-	info = (struct ptd_input_info){ PTD_INPUT_CAPTURE, "swpt-capture",
-					(long)c.pid, nsel };
-	r = sink->info ? sink->info(sink->ctx, &info) : 0;
-	for (i = 0; r == 0 && i < c.nthreads; i++) {
-		struct ptd_decode_stats st;
-		struct ptd_diag td = { "" };
-
-		if (o->have_tid && c.threads[i].tid != o->tid)
-			continue;
-		memset(&st, 0, sizeof(st));
-		r = ptd_replay_thread(&c, i, &dopts, ic, icache, sink->record,
-				      sink->ctx, &st, &td);
-		if (r < 0) {
-			errors++;
-			if (sink->thread_done)
-				sink->thread_done(sink->ctx, c.threads[i].tid,
-						  &st, r, &td);
-			r = 0;
-			continue;
-		}
-		if (sink->thread_done)
-			sink->thread_done(sink->ctx, c.threads[i].tid, &st, 0,
-					  &td);
-	}
-	if (ret_thread_errors)
-		*ret_thread_errors = errors;
-out:
-	ptd_insncache_free(icache);
-	ptd_iscache_free(ic);
+	r = ptd_capture_decode_loaded(&c, path, PTD_INPUT_CAPTURE,
+				      "swpt-capture", NULL, NULL, o, sink,
+				      ret_thread_errors, diag);
 	ptd_capture_free(&c);
 	return r;
 }

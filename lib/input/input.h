@@ -23,8 +23,11 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "aspace/iscache.h"
 #include "common/diag.h"
 #include "decode/decoder.h"
+
+struct ptd_capture;
 
 enum ptd_input_kind {
 	PTD_INPUT_NONE = 0,
@@ -105,5 +108,18 @@ int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
 int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
 		       const struct ptd_input_sink *sink,
 		       size_t *ret_thread_errors, struct ptd_diag *diag);
+
+/* The capture reader's decode of a capture @c the caller has loaded (and
+ * still owns), for readers that wrap a capture (bundles): traced paths are
+ * resolved through @resolve with @resolve_ctx (NULL: opened as they are),
+ * and the hello names @kind and @source.  Returns as ptd_input_decode_fn
+ * (-ENOENT naming @origin for a have_tid the capture does not have). */
+int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
+			      enum ptd_input_kind kind, const char *source,
+			      ptd_iscache_resolve_fn resolve, void *resolve_ctx,
+			      const struct ptd_input_opts *o,
+			      const struct ptd_input_sink *sink,
+			      size_t *ret_thread_errors,
+			      struct ptd_diag *diag);
 
 #endif

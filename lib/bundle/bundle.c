@@ -1,0 +1,1643 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptd bundles (see bundle.h): saving a capture with everything it needs,
+ * and loading one only after every byte of it was verified.
+ */
+#include "bundle/bundle.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/fileio.h"
+#include "common/strutil.h"
+
+#define CAPTURE_SUBDIR "capture"
+#define IMAGES_SUBDIR "images"
+#define MANIFEST_TMP ".ptd-bundle.json.tmp"
+#define CAPTURE_MANIFEST "capture.json"
+#define CAPTURE_TIMELINE "timeline.jsonl"
+#define JSON_MAX_INT (1ull << 53)
+#define BUILD_ID_MAX 64u	/* bytes */
+#define SOURCE_SWPT "swpt-capture"
+#define COPY_CHUNK (1u << 16)
+
+/* ---- small helpers ---------------------------------------------------- */
+
+void ptd_bundle_free(struct ptd_bundle *b)
+{
+	size_t i;
+
+	if (!b)
+		return;
+	for (i = 0; i < b->nfiles; i++)
+		free(b->files[i].name);
+	for (i = 0; i < b->nimages; i++) {
+		free(b->images[i].path);
+		free(b->images[i].file);
+		free(b->images[i].build_id);
+	}
+	free(b->files);
+	free(b->images);
+	free(b->dir);
+	free(b->created);
+	free(b->source);
+	if (b->have_capture)
+		ptd_capture_free(&b->capture);
+	memset(b, 0, sizeof(*b));
+}
+
+/* A plain file name: one path component, not "." or "..". */
+static bool plain_name(const char *s)
+{
+	size_t len = strlen(s);
+
+	return len > 0 && len <= NAME_MAX && !strchr(s, '/') &&
+	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+
+/* Whether @name has a ".." component. */
+static bool has_dotdot(const char *name)
+{
+	const char *p = name;
+
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return true;
+		if (!slash)
+			return false;
+		p = slash + 1;
+	}
+}
+
+/* The part of @name after "@subdir/" if it is exactly "@subdir/PLAIN",
+ * else NULL. */
+static const char *in_subdir(const char *name, const char *subdir)
+{
+	size_t n = strlen(subdir);
+
+	if (strncmp(name, subdir, n) != 0 || name[n] != '/')
+		return NULL;
+	return plain_name(name + n + 1) ? name + n + 1 : NULL;
+}
+
+static bool is_hex(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+			return false;
+	return true;
+}
+
+/* Read all of @fd, at most @limit bytes, NUL-terminated. */
+static int read_fd_all(int fd, size_t limit, char **ret, size_t *ret_len)
+{
+	struct ptd_buf b = { 0 };
+	char chunk[65536];
+	int r;
+
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			goto err;
+		}
+		if (n == 0)
+			break;
+		if (b.len + (size_t)n > limit) {
+			r = -PTD_ELIMIT;
+			goto err;
+		}
+		r = ptd_buf_append(&b, chunk, (size_t)n);
+		if (r < 0)
+			goto err;
+	}
+	r = ptd_buf_append(&b, "", 1);
+	if (r < 0)
+		goto err;
+	*ret = (char *)b.data;
+	*ret_len = b.len - 1;
+	return 0;
+err:
+	ptd_buf_free(&b);
+	return r;
+}
+
+/* ---- the manifest: parsing -------------------------------------------- */
+
+struct mctx {
+	const char *origin;
+	struct ptd_diag *diag;
+};
+
+static int bad(const struct mctx *m, int err, const char *field,
+	       const char *what)
+{
+	return ptd_diagf(m->diag, err, "%s: field \"%s\": %s", m->origin,
+			 field, what);
+}
+
+/* Every key of @obj must be one of @keys (NULL-terminated) and appear at
+ * most once; those whose bit is in @required must be present. */
+static int check_keys(const struct mctx *m, const cJSON *obj,
+		      const char *where, const char *const *keys,
+		      unsigned required)
+{
+	const cJSON *it;
+	unsigned seen = 0;
+	size_t i;
+
+	cJSON_ArrayForEach(it, obj) {
+		for (i = 0; keys[i]; i++)
+			if (it->string && !strcmp(it->string, keys[i]))
+				break;
+		if (!keys[i])
+			return ptd_diagf(m->diag, -PTD_EFORMAT,
+					 "%s: %s: unknown field \"%.64s\"",
+					 m->origin, where,
+					 it->string ? it->string : "");
+		if (seen & (1u << i))
+			return ptd_diagf(m->diag, -PTD_EFORMAT,
+					 "%s: %s: field \"%s\" given twice",
+					 m->origin, where, keys[i]);
+		seen |= 1u << i;
+	}
+	for (i = 0; keys[i]; i++)
+		if ((required & (1u << i)) && !(seen & (1u << i)))
+			return ptd_diagf(m->diag, -PTD_EFORMAT,
+					 "%s: %s: field \"%s\" missing",
+					 m->origin, where, keys[i]);
+	return 0;
+}
+
+static int get_str(const struct mctx *m, const cJSON *obj, const char *key,
+		   const char *field, const char **ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+	if (!it)
+		return bad(m, -PTD_EFORMAT, field, "missing");
+	if (!cJSON_IsString(it) || !it->valuestring)
+		return bad(m, -PTD_EFORMAT, field, "not a string");
+	if (strlen(it->valuestring) > PTD_BUNDLE_MAX_NAME)
+		return bad(m, -PTD_ELIMIT, field, "longer than the limit");
+	*ret = it->valuestring;
+	return 0;
+}
+
+static int get_uint(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, uint64_t max, uint64_t *ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	double v;
+
+	if (!it)
+		return bad(m, -PTD_EFORMAT, field, "missing");
+	if (!cJSON_IsNumber(it))
+		return bad(m, -PTD_EFORMAT, field, "not a number");
+	v = it->valuedouble;
+	/* NaN fails the first test; the cast is exact only for integers */
+	if (!(v >= 0) || v > (double)JSON_MAX_INT ||
+	    v != (double)(uint64_t)v)
+		return bad(m, -PTD_EFORMAT, field,
+			   "not a non-negative integer");
+	if ((uint64_t)v > max)
+		return ptd_diagf(m->diag, -PTD_ELIMIT,
+				 "%s: field \"%s\": %" PRIu64
+				 " is beyond the limit %" PRIu64, m->origin,
+				 field, (uint64_t)v, max);
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+static int get_sha(const struct mctx *m, const cJSON *obj, const char *field,
+		   uint8_t out[PTD_SHA256_LEN])
+{
+	const char *s;
+	int r = get_str(m, obj, "sha256", field, &s);
+
+	if (r < 0)
+		return r;
+	if (strlen(s) != PTD_SHA256_HEX_LEN || !is_hex(s) ||
+	    ptd_sha256_parse_hex(s, out) < 0)
+		return bad(m, -PTD_EFORMAT, field,
+			   "not 64 lower-case hex digits");
+	return 0;
+}
+
+/* A name of a file in the bundle: "@subdir/PLAIN". */
+static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
+		    const char *field, const char *subdir, char **ret)
+{
+	const char *s;
+	char what[160];
+	int r = get_str(m, obj, key, field, &s);
+
+	if (r < 0)
+		return r;
+	if (s[0] == '/')
+		return bad(m, -PTD_EFORMAT, field,
+			   "an absolute name, not a path inside the bundle");
+	if (has_dotdot(s))
+		return bad(m, -PTD_EFORMAT, field,
+			   "contains \"..\": it would leave the bundle");
+	if (!in_subdir(s, subdir)) {
+		(void)snprintf(what, sizeof(what),
+			       "\"%.64s\" is not a plain file name under "
+			       "%s/", s, subdir);
+		return bad(m, -PTD_EFORMAT, field, what);
+	}
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* "YYYY-MM-DDTHH:MM:SSZ" */
+static bool iso_time(const char *s)
+{
+	static const char pat[] = "dddd-dd-ddTdd:dd:ddZ";
+	size_t i;
+
+	if (strlen(s) != sizeof(pat) - 1)
+		return false;
+	for (i = 0; pat[i]; i++)
+		if (pat[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9')
+				  : s[i] != pat[i])
+			return false;
+	return true;
+}
+
+static int parse_header(const struct mctx *m, const cJSON *root,
+			struct ptd_bundle *b)
+{
+	static const char *const keys[] = { "format", "version", "created",
+					     "source", "files", "images",
+					     NULL };
+	const char *s;
+	uint64_t ver;
+	int r;
+
+	if (!cJSON_IsObject(root))
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: not a JSON object", m->origin);
+	/* format and version first: another format's fields are not ours */
+	r = get_str(m, root, "format", "format", &s);
+	if (r < 0)
+		return r;
+	if (strcmp(s, PTD_BUNDLE_FORMAT) != 0)
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: field \"format\": \"%.64s\" is not \""
+				 PTD_BUNDLE_FORMAT "\"", m->origin, s);
+	r = get_uint(m, root, "version", "version", JSON_MAX_INT, &ver);
+	if (r < 0)
+		return r;
+	if (ver != PTD_BUNDLE_VERSION)
+		return ptd_diagf(m->diag, -PTD_EVERSION,
+				 "%s: field \"version\": %" PRIu64
+				 " not supported (only %d)", m->origin, ver,
+				 PTD_BUNDLE_VERSION);
+	r = check_keys(m, root, "manifest", keys, 0x3f);
+	if (r < 0)
+		return r;
+	r = get_str(m, root, "created", "created", &s);
+	if (r < 0)
+		return r;
+	if (!iso_time(s))
+		return bad(m, -PTD_EFORMAT, "created",
+			   "not a time YYYY-MM-DDTHH:MM:SSZ");
+	b->created = strdup(s);
+	if (!b->created)
+		return -ENOMEM;
+	r = get_str(m, root, "source", "source", &s);
+	if (r < 0)
+		return r;
+	if (strcmp(s, SOURCE_SWPT) != 0)
+		return bad(m, -PTD_EFORMAT, "source",
+			   "not \"" SOURCE_SWPT "\"");
+	b->source = strdup(s);
+	return b->source ? 0 : -ENOMEM;
+}
+
+/* The array @key of @root, with at most @max entries. */
+static int get_array(const struct mctx *m, const cJSON *root,
+		     const char *key, size_t max, const cJSON **ret,
+		     size_t *ret_n)
+{
+	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, key);
+	int n;
+
+	if (!cJSON_IsArray(arr))
+		return bad(m, -PTD_EFORMAT, key, "not an array");
+	n = cJSON_GetArraySize(arr);
+	if (n < 0 || (size_t)n > max)
+		return ptd_diagf(m->diag, -PTD_ELIMIT,
+				 "%s: field \"%s\": more than %zu entries",
+				 m->origin, key, max);
+	*ret = arr;
+	*ret_n = (size_t)n;
+	return 0;
+}
+
+static int parse_file(const struct mctx *m, const cJSON *it, size_t i,
+		      struct ptd_bundle_file *f)
+{
+	static const char *const keys[] = { "name", "size", "sha256", NULL };
+	char where[64], field[96];
+	int r;
+
+	(void)snprintf(where, sizeof(where), "files[%zu]", i);
+	if (!cJSON_IsObject(it))
+		return bad(m, -PTD_EFORMAT, where, "not an object");
+	r = check_keys(m, it, where, keys, 7);
+	if (r < 0)
+		return r;
+	(void)snprintf(field, sizeof(field), "%s.name", where);
+	r = get_name(m, it, "name", field, CAPTURE_SUBDIR, &f->name);
+	if (r < 0)
+		return r;
+	(void)snprintf(field, sizeof(field), "%s.size", where);
+	r = get_uint(m, it, "size", field, PTD_BUNDLE_MAX_FILE_SIZE,
+		     &f->size);
+	if (r < 0)
+		return r;
+	(void)snprintf(field, sizeof(field), "%s.sha256", where);
+	return get_sha(m, it, field, f->sha256);
+}
+
+static int parse_image(const struct mctx *m, const cJSON *it, size_t i,
+		       struct ptd_bundle_image *im)
+{
+	static const char *const keys[] = { "path", "size", "sha256", "file",
+					     "build_id", NULL };
+	char where[64], field[96];
+	const char *s;
+	int r;
+
+	(void)snprintf(where, sizeof(where), "images[%zu]", i);
+	if (!cJSON_IsObject(it))
+		return bad(m, -PTD_EFORMAT, where, "not an object");
+	r = check_keys(m, it, where, keys, 7);
+	if (r < 0)
+		return r;
+	(void)snprintf(field, sizeof(field), "%s.path", where);
+	r = get_str(m, it, "path", field, &s);
+	if (r < 0)
+		return r;
+	if (s[0] != '/')
+		return bad(m, -PTD_EFORMAT, field,
+			   "not an absolute path (the traced file)");
+	im->path = strdup(s);
+	if (!im->path)
+		return -ENOMEM;
+	(void)snprintf(field, sizeof(field), "%s.size", where);
+	r = get_uint(m, it, "size", field, PTD_BUNDLE_MAX_FILE_SIZE,
+		     &im->size);
+	if (r < 0)
+		return r;
+	(void)snprintf(field, sizeof(field), "%s.sha256", where);
+	r = get_sha(m, it, field, im->sha256);
+	if (r < 0)
+		return r;
+	if (cJSON_GetObjectItemCaseSensitive(it, "file")) {
+		(void)snprintf(field, sizeof(field), "%s.file", where);
+		r = get_name(m, it, "file", field, IMAGES_SUBDIR, &im->file);
+		if (r < 0)
+			return r;
+	}
+	if (cJSON_GetObjectItemCaseSensitive(it, "build_id")) {
+		(void)snprintf(field, sizeof(field), "%s.build_id", where);
+		r = get_str(m, it, "build_id", field, &s);
+		if (r < 0)
+			return r;
+		if (!*s || strlen(s) % 2 || strlen(s) > 2 * BUILD_ID_MAX ||
+		    !is_hex(s))
+			return bad(m, -PTD_EFORMAT, field,
+				   "not lower-case hex bytes");
+		im->build_id = strdup(s);
+		if (!im->build_id)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The first name given twice in @names (@n entries; sorted in place), or
+ * NULL. */
+static const char *first_dup(const char **names, size_t n)
+{
+	size_t i;
+
+	qsort(names, n, sizeof(*names), cmp_str);
+	for (i = 1; i < n; i++)
+		if (!strcmp(names[i - 1], names[i]))
+			return names[i];
+	return NULL;
+}
+
+/* No file named twice, no traced path given twice. */
+static int check_dups(const struct mctx *m, const struct ptd_bundle *b)
+{
+	size_t n = b->nfiles + b->nimages, k = 0, i;
+	const char **names = calloc(n ? n : 1, sizeof(*names));
+	const char *dup;
+
+	if (!names)
+		return -ENOMEM;
+	for (i = 0; i < b->nfiles; i++)
+		names[k++] = b->files[i].name;
+	for (i = 0; i < b->nimages; i++)
+		if (b->images[i].file)
+			names[k++] = b->images[i].file;
+	dup = first_dup(names, k);
+	if (dup) {
+		int r = ptd_diagf(m->diag, -PTD_EFORMAT,
+				  "%s: file \"%.64s\" is listed twice",
+				  m->origin, dup);
+		free(names);
+		return r;
+	}
+	for (k = 0, i = 0; i < b->nimages; i++)
+		names[k++] = b->images[i].path;
+	dup = first_dup(names, k);
+	free(names);
+	if (dup)
+		return ptd_diagf(m->diag, -PTD_EFORMAT,
+				 "%s: image path \"%.64s\" is listed twice",
+				 m->origin, dup);
+	return 0;
+}
+
+static int parse_lists(const struct mctx *m, const cJSON *root,
+		       struct ptd_bundle *b)
+{
+	const cJSON *arr, *it;
+	size_t n, i;
+	int r;
+
+	r = get_array(m, root, "files", PTD_BUNDLE_MAX_FILES, &arr, &n);
+	if (r < 0)
+		return r;
+	b->files = calloc(n ? n : 1, sizeof(*b->files));
+	if (!b->files)
+		return -ENOMEM;
+	i = 0;
+	cJSON_ArrayForEach(it, arr) {
+		b->nfiles = i + 1;
+		r = parse_file(m, it, i, &b->files[i]);
+		if (r < 0)
+			return r;
+		i++;
+	}
+	r = get_array(m, root, "images", PTD_BUNDLE_MAX_IMAGES, &arr, &n);
+	if (r < 0)
+		return r;
+	b->images = calloc(n ? n : 1, sizeof(*b->images));
+	if (!b->images)
+		return -ENOMEM;
+	i = 0;
+	cJSON_ArrayForEach(it, arr) {
+		b->nimages = i + 1;
+		r = parse_image(m, it, i, &b->images[i]);
+		if (r < 0)
+			return r;
+		i++;
+	}
+	return check_dups(m, b);
+}
+
+int ptd_bundle_parse_manifest(const char *text, size_t len,
+			      const char *origin, struct ptd_bundle *ret,
+			      struct ptd_diag *diag)
+{
+	struct ptd_bundle b = { 0 };
+	struct mctx m = { origin ? origin : PTD_BUNDLE_MANIFEST, diag };
+	cJSON *root;
+	int r;
+
+	if (!text || !ret)
+		return -EINVAL;
+	if (len > PTD_BUNDLE_MAX_MANIFEST)
+		return ptd_diagf(diag, -PTD_ELIMIT,
+				 "%s: larger than %u bytes", m.origin,
+				 PTD_BUNDLE_MAX_MANIFEST);
+	root = cJSON_ParseWithLength(text, len);
+	if (!root)
+		return ptd_diagf(diag, -PTD_EFORMAT, "%s: not valid JSON",
+				 m.origin);
+	r = parse_header(&m, root, &b);
+	if (r == 0)
+		r = parse_lists(&m, root, &b);
+	cJSON_Delete(root);
+	if (r < 0) {
+		ptd_bundle_free(&b);
+		return r;
+	}
+	*ret = b;
+	return 0;
+}
+
+/* ---- loading: verification -------------------------------------------- */
+
+/* Open "@subdir/NAME" under @dfd: neither the subdirectory nor the file may
+ * be a symlink; a FIFO does not block (O_NONBLOCK) and is then refused as
+ * not regular. */
+static int open_member(int dfd, const char *name, int *ret_fd)
+{
+	const char *slash = strchr(name, '/');
+	char sub[NAME_MAX + 1];
+	_cleanup_close_ int sfd = -1;
+	int fd;
+
+	if (!slash || (size_t)(slash - name) > NAME_MAX)
+		return -EINVAL;
+	memcpy(sub, name, (size_t)(slash - name));
+	sub[slash - name] = '\0';
+	sfd = openat(dfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		     O_CLOEXEC);
+	if (sfd < 0)
+		return errno == ENOTDIR ? -ELOOP : -errno;
+	fd = openat(sfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		    O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Check the file open at @fd (called @what) against @size and @sha. */
+static int verify_fd(int fd, const char *what, uint64_t size,
+		     const uint8_t sha[PTD_SHA256_LEN], struct ptd_diag *diag)
+{
+	uint8_t got[PTD_SHA256_LEN];
+	char hg[PTD_SHA256_HEX_LEN + 1], hw[PTD_SHA256_HEX_LEN + 1];
+	struct stat st;
+	uint64_t n = 0;
+	int r;
+
+	if (fstat(fd, &st) < 0)
+		return ptd_diagf(diag, -errno, "%s: cannot stat: %s", what,
+				 strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: not a regular file", what);
+	if ((uint64_t)st.st_size < size)
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s: truncated: size %" PRIu64
+				 " expected %" PRIu64, what,
+				 (uint64_t)st.st_size, size);
+	if ((uint64_t)st.st_size != size)
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s: wrong size: size %" PRIu64
+				 " expected %" PRIu64, what,
+				 (uint64_t)st.st_size, size);
+	r = ptd_sha256_fd(fd, size, got, &n);
+	if (r == -PTD_ELIMIT || (r == 0 && n != size))
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s: changed while being read", what);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cannot read: %s", what,
+				 ptd_strerror(r));
+	if (memcmp(got, sha, PTD_SHA256_LEN) != 0) {
+		ptd_sha256_hex(got, hg);
+		ptd_sha256_hex(sha, hw);
+		return ptd_diagf(diag, -PTD_ECHECKSUM,
+				 "%s: tampered: checksum mismatch (sha256 "
+				 "%.16s..., expected %.16s...)", what, hg, hw);
+	}
+	return 0;
+}
+
+/* Verify bundle member @name. */
+static int verify_member(int dfd, const char *dir, const char *name,
+			 uint64_t size, const uint8_t sha[PTD_SHA256_LEN],
+			 struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	char what[PATH_MAX + 32];
+	int r;
+
+	(void)snprintf(what, sizeof(what), "bundle '%s': file '%s'", dir,
+		       name);
+	r = open_member(dfd, name, &fd);
+	if (r == -ENOENT)
+		return ptd_diagf(diag, -ENOENT, "%s: missing", what);
+	if (r == -ELOOP)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: a symlink, not a regular file", what);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cannot open: %s", what,
+				 ptd_strerror(r));
+	return verify_fd(fd, what, size, sha, diag);
+}
+
+/* Verify a referenced image at its traced path. */
+static int verify_reference(const char *dir,
+			    const struct ptd_bundle_image *im,
+			    struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	char what[PATH_MAX + 64];
+
+	(void)snprintf(what, sizeof(what),
+		       "bundle '%s': referenced image '%s'", dir, im->path);
+	fd = open(im->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return ptd_diagf(diag, -ENOENT, "%s: missing", what);
+	if (fd < 0)
+		return ptd_diagf(diag, -errno, "%s: cannot open: %s", what,
+				 strerror(errno));
+	return verify_fd(fd, what, im->size, im->sha256, diag);
+}
+
+static int verify_all(int dfd, const struct ptd_bundle *b,
+		      struct ptd_diag *diag)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < b->nfiles; i++) {
+		r = verify_member(dfd, b->dir, b->files[i].name,
+				  b->files[i].size, b->files[i].sha256, diag);
+		if (r < 0)
+			return r;
+	}
+	for (i = 0; i < b->nimages; i++) {
+		const struct ptd_bundle_image *im = &b->images[i];
+
+		r = im->file ? verify_member(dfd, b->dir, im->file, im->size,
+					     im->sha256, diag)
+			     : verify_reference(b->dir, im, diag);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static bool file_listed(const struct ptd_bundle *b, const char *plain)
+{
+	size_t i;
+
+	for (i = 0; i < b->nfiles; i++) {
+		const char *n = in_subdir(b->files[i].name, CAPTURE_SUBDIR);
+
+		if (n && !strcmp(n, plain))
+			return true;
+	}
+	return false;
+}
+
+static const struct ptd_bundle_image *find_image(const struct ptd_bundle *b,
+						 const char *path)
+{
+	size_t i;
+
+	for (i = 0; i < b->nimages; i++)
+		if (!strcmp(b->images[i].path, path))
+			return &b->images[i];
+	return NULL;
+}
+
+static int not_listed(const struct ptd_bundle *b, const char *plain,
+		      struct ptd_diag *diag)
+{
+	return ptd_diagf(diag, -PTD_EFORMAT,
+			 "bundle '%s': file '" CAPTURE_SUBDIR "/%s': not "
+			 "listed in " PTD_BUNDLE_MANIFEST, b->dir, plain);
+}
+
+/* Every file the loaded capture needs is listed (and so verified). */
+static int check_needed(const struct ptd_bundle *b, struct ptd_diag *diag)
+{
+	const struct ptd_capture *c = &b->capture;
+	size_t i;
+
+	for (i = 0; i < c->nthreads; i++) {
+		if (!file_listed(b, c->threads[i].pt))
+			return not_listed(b, c->threads[i].pt, diag);
+		if (!file_listed(b, c->threads[i].truth))
+			return not_listed(b, c->threads[i].truth, diag);
+	}
+	for (i = 0; i < c->tl.n; i++) {
+		const struct ptd_tl_event *ev = &c->tl.ev[i];
+
+		if (ev->op == PTD_TL_SNAPSHOT && ev->file &&
+		    !file_listed(b, ev->file))
+			return not_listed(b, ev->file, diag);
+		if (ev->op == PTD_TL_MAP && ev->path && !find_image(b, ev->path))
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "bundle '%s': image '%s' (timeline "
+					 "seq %" PRIu64 "): not listed in "
+					 PTD_BUNDLE_MANIFEST, b->dir,
+					 ev->path, ev->seq);
+	}
+	return 0;
+}
+
+static int read_manifest(int dfd, const char *dir, char **ret_text,
+			 size_t *ret_len, struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = openat(dfd, PTD_BUNDLE_MANIFEST,
+					O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+					O_CLOEXEC);
+	struct stat st;
+	int r;
+
+	if (fd < 0 && errno == ENOENT)
+		return ptd_diagf(diag, -ENOENT, "'%s' is not a bundle: no "
+				 PTD_BUNDLE_MANIFEST, dir);
+	if (fd < 0)
+		return ptd_diagf(diag, -errno, "bundle '%s': cannot open "
+				 PTD_BUNDLE_MANIFEST ": %s", dir,
+				 strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return ptd_diagf(diag, -PTD_EFORMAT, "bundle '%s': "
+				 PTD_BUNDLE_MANIFEST " is not a regular file",
+				 dir);
+	r = read_fd_all(fd, PTD_BUNDLE_MAX_MANIFEST, ret_text, ret_len);
+	if (r == -PTD_ELIMIT)
+		return ptd_diagf(diag, r, "bundle '%s': " PTD_BUNDLE_MANIFEST
+				 " is larger than %u bytes", dir,
+				 PTD_BUNDLE_MAX_MANIFEST);
+	if (r < 0)
+		return ptd_diagf(diag, r, "bundle '%s': cannot read "
+				 PTD_BUNDLE_MANIFEST ": %s", dir,
+				 ptd_strerror(r));
+	return 0;
+}
+
+/* Load the capture, once its manifest and timeline are known verified. */
+static int load_capture(struct ptd_bundle *b, struct ptd_diag *diag)
+{
+	_cleanup_free_ char *cdir = NULL;
+	int r;
+
+	if (!file_listed(b, CAPTURE_MANIFEST))
+		return not_listed(b, CAPTURE_MANIFEST, diag);
+	if (!file_listed(b, CAPTURE_TIMELINE))
+		return not_listed(b, CAPTURE_TIMELINE, diag);
+	if (asprintf(&cdir, "%s/" CAPTURE_SUBDIR, b->dir) < 0) {
+		cdir = NULL;
+		return -ENOMEM;
+	}
+	r = ptd_capture_load(cdir, &b->capture, diag);
+	if (r < 0)
+		return r;
+	b->have_capture = true;
+	return check_needed(b, diag);
+}
+
+int ptd_bundle_load(const char *bundle_dir, struct ptd_bundle *ret,
+		    struct ptd_diag *diag)
+{
+	struct ptd_bundle b = { 0 };
+	_cleanup_close_ int dfd = -1;
+	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ char *origin = NULL;
+	size_t len;
+	int r;
+
+	if (!bundle_dir || !ret)
+		return -EINVAL;
+	dfd = open(bundle_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return ptd_diagf(diag, -errno, "bundle '%s': %s", bundle_dir,
+				 strerror(errno));
+	r = read_manifest(dfd, bundle_dir, &text, &len, diag);
+	if (r < 0)
+		return r;
+	if (asprintf(&origin, "%s/" PTD_BUNDLE_MANIFEST, bundle_dir) < 0) {
+		origin = NULL;
+		return -ENOMEM;
+	}
+	r = ptd_bundle_parse_manifest(text, len, origin, &b, diag);
+	if (r < 0)
+		return r;
+	b.dir = strdup(bundle_dir);
+	if (!b.dir) {
+		r = -ENOMEM;
+		goto err;
+	}
+	r = verify_all(dfd, &b, diag);
+	if (r == 0)
+		r = load_capture(&b, diag);
+	if (r < 0)
+		goto err;
+	*ret = b;
+	return 0;
+err:
+	ptd_bundle_free(&b);
+	return r;
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+int ptd_bundle_resolve(void *ctx, const char *path, char *out, size_t outsz,
+		       struct ptd_diag *diag)
+{
+	const struct ptd_bundle *b = ctx;
+	const struct ptd_bundle_image *im;
+	int n;
+
+	if (!b || !path || !out)
+		return -EINVAL;
+	im = find_image(b, path);
+	if (im) {
+		n = im->file ? snprintf(out, outsz, "%s/%s", b->dir, im->file)
+			     : snprintf(out, outsz, "%s", im->path);
+		if (n < 0 || (size_t)n >= outsz)
+			return ptd_diagf(diag, -ENAMETOOLONG,
+					 "'%s': its bundle path is too long",
+					 path);
+		return 0;
+	}
+	/* Snapshots are opened from the capture directory: only listed,
+	 * verified ones. */
+	if (b->have_capture) {
+		size_t dl = strlen(b->capture.dir);
+
+		if (!strncmp(path, b->capture.dir, dl) && path[dl] == '/' &&
+		    plain_name(path + dl + 1) && file_listed(b, path + dl + 1))
+			return ptd_strlcpy(out, path, outsz) < 0
+				       ? ptd_diagf(diag, -ENAMETOOLONG,
+						   "'%s': too long", path)
+				       : 0;
+	}
+	return ptd_diagf(diag, -ENOENT, "'%s' is not in the bundle", path);
+}
+
+int ptd_bundle_decode(const char *path, const struct ptd_input_opts *o,
+		      const struct ptd_input_sink *sink,
+		      size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	struct ptd_bundle b = { 0 };
+	int r;
+
+	if (!path || !o || !sink || !sink->record)
+		return -EINVAL;
+	if (ret_thread_errors)
+		*ret_thread_errors = 0;
+	r = ptd_bundle_load(path, &b, diag);
+	if (r < 0)
+		return r;
+	r = ptd_capture_decode_loaded(&b.capture, path, PTD_INPUT_BUNDLE,
+				      "ptd-bundle", ptd_bundle_resolve, &b, o,
+				      sink, ret_thread_errors, diag);
+	ptd_bundle_free(&b);
+	return r;
+}
+
+/* ---- saving: the plan ------------------------------------------------- */
+
+static bool plan_has_file(const struct ptd_bundle *b, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < b->nfiles; i++)
+		if (!strcmp(b->files[i].name, name))
+			return true;
+	return false;
+}
+
+/* Add "capture/@plain" to the plan (once). */
+static int plan_file(struct ptd_bundle *b, size_t cap, const char *plain)
+{
+	char *name;
+
+	if (asprintf(&name, CAPTURE_SUBDIR "/%s", plain) < 0)
+		return -ENOMEM;
+	if (plan_has_file(b, name)) {
+		free(name);
+		return 0;
+	}
+	if (b->nfiles >= cap) {	/* cannot happen: cap counts every name */
+		free(name);
+		return -PTD_ELIMIT;
+	}
+	b->files[b->nfiles++].name = name;
+	return 0;
+}
+
+/* "images/N-BASENAME": the index keeps names apart. */
+static int plan_image(struct ptd_bundle *b, const char *path, bool copy)
+{
+	const char *base = strrchr(path, '/');
+	struct ptd_bundle_image *im = &b->images[b->nimages];
+
+	base = base ? base + 1 : path;
+	if (!plain_name(base))
+		base = "image";
+	im->path = strdup(path);
+	if (!im->path)
+		return -ENOMEM;
+	b->nimages++;
+	if (copy && asprintf(&im->file, IMAGES_SUBDIR "/%zu-%.200s",
+			     b->nimages, base) < 0) {
+		im->file = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* What a bundle of @c holds: every capture file it needs, every image its
+ * timeline maps. */
+static int make_plan(const struct ptd_capture *c, bool copy,
+		     struct ptd_bundle *b)
+{
+	size_t fcap = 2 + 2 * c->nthreads + c->tl.n, i;
+	int r;
+
+	b->files = calloc(fcap, sizeof(*b->files));
+	b->images = calloc(c->tl.n ? c->tl.n : 1, sizeof(*b->images));
+	if (!b->files || !b->images)
+		return -ENOMEM;
+	r = plan_file(b, fcap, CAPTURE_MANIFEST);
+	if (r == 0)
+		r = plan_file(b, fcap, CAPTURE_TIMELINE);
+	for (i = 0; r == 0 && i < c->nthreads; i++) {
+		r = plan_file(b, fcap, c->threads[i].pt);
+		if (r == 0)
+			r = plan_file(b, fcap, c->threads[i].truth);
+	}
+	for (i = 0; r == 0 && i < c->tl.n; i++) {
+		const struct ptd_tl_event *ev = &c->tl.ev[i];
+
+		if (ev->op == PTD_TL_SNAPSHOT && ev->file)
+			r = plan_file(b, fcap, ev->file);
+		else if (ev->op == PTD_TL_MAP && ev->path &&
+			 !find_image(b, ev->path))
+			r = plan_image(b, ev->path, copy);
+	}
+	if (r == 0 && (b->nfiles > PTD_BUNDLE_MAX_FILES ||
+		       b->nimages > PTD_BUNDLE_MAX_IMAGES))
+		r = -PTD_ELIMIT;
+	return r;
+}
+
+/* ---- saving: writing -------------------------------------------------- */
+
+struct writer {
+	const struct ptd_bundle_save_opts *o;
+	struct ptd_diag *diag;
+};
+
+static int own_fd(const struct writer *w, int fd, const char *what)
+{
+	if (w->o->set_owner && fchown(fd, w->o->uid, w->o->gid) < 0)
+		return ptd_diagf(w->diag, -errno, "cannot give '%s' to "
+				 "%u:%u: %s", what, (unsigned)w->o->uid,
+				 (unsigned)w->o->gid, strerror(errno));
+	return 0;
+}
+
+/* Make directory @name in @dfd and open it. */
+static int make_dir(const struct writer *w, int dfd, const char *name,
+		    int *ret_fd)
+{
+	int fd, r;
+
+	if (mkdirat(dfd, name, 0755) < 0)
+		return ptd_diagf(w->diag, -errno, "cannot create directory "
+				 "'%s': %s", name, strerror(errno));
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		    O_CLOEXEC);
+	if (fd < 0)
+		return ptd_diagf(w->diag, -errno, "cannot open directory "
+				 "'%s': %s", name, strerror(errno));
+	r = own_fd(w, fd, name);
+	if (r < 0) {
+		(void)close(fd);
+		return r;
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Hash @src (and copy it to @dst_fd if >= 0): size and sha256 out. */
+static int copy_hash(const struct writer *w, int src, const char *src_name,
+		     int dst_fd, uint64_t *ret_size,
+		     uint8_t sha[PTD_SHA256_LEN])
+{
+	_cleanup_free_ uint8_t *buf = malloc(COPY_CHUNK);
+	struct ptd_sha256 s;
+	uint64_t total = 0;
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	ptd_sha256_init(&s);
+	for (;;) {
+		ssize_t n = read(src, buf, COPY_CHUNK);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return ptd_diagf(w->diag, -errno, "cannot read '%s': "
+					 "%s", src_name, strerror(errno));
+		if (n == 0)
+			break;
+		total += (uint64_t)n;
+		if (total > PTD_BUNDLE_MAX_FILE_SIZE)
+			return ptd_diagf(w->diag, -PTD_ELIMIT, "'%s' is "
+					 "larger than %llu bytes", src_name,
+					 (unsigned long long)
+					 PTD_BUNDLE_MAX_FILE_SIZE);
+		ptd_sha256_update(&s, buf, (size_t)n);
+		if (dst_fd >= 0) {
+			r = ptd_write_all(dst_fd, buf, (size_t)n);
+			if (r < 0)
+				return ptd_diagf(w->diag, r, "cannot write "
+						 "the copy of '%s': %s",
+						 src_name, ptd_strerror(r));
+		}
+	}
+	ptd_sha256_final(&s, sha);
+	*ret_size = total;
+	return 0;
+}
+
+/* Open a source file; it must be regular. */
+static int open_source(const struct writer *w, const char *path, int flags,
+		       int *ret_fd)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+
+	if (fd < 0)
+		return ptd_diagf(w->diag, -errno, "cannot open '%s': %s", path,
+				 strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		(void)close(fd);
+		return ptd_diagf(w->diag, -PTD_EFORMAT,
+				 "'%s' is not a regular file", path);
+	}
+	*ret_fd = fd;
+	return 0;
+}
+
+/* Copy @src_path into @name of @dfd (created, fsynced, owned). */
+static int copy_into(const struct writer *w, const char *src_path, int sflags,
+		     int dfd, const char *name, uint64_t *ret_size,
+		     uint8_t sha[PTD_SHA256_LEN])
+{
+	_cleanup_close_ int src = -1;
+	_cleanup_close_ int dst = -1;
+	int r = open_source(w, src_path, sflags, &src);
+
+	if (r < 0)
+		return r;
+	if (dfd < 0)	/* hash only: a referenced image */
+		return copy_hash(w, src, src_path, -1, ret_size, sha);
+	dst = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+		     O_CLOEXEC, 0644);
+	if (dst < 0)
+		return ptd_diagf(w->diag, -errno, "cannot create '%s': %s",
+				 name, strerror(errno));
+	r = own_fd(w, dst, name);
+	if (r == 0)
+		r = copy_hash(w, src, src_path, dst, ret_size, sha);
+	if (r == 0 && fsync(dst) < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot fsync '%s': %s", name,
+			      strerror(errno));
+	return r;
+}
+
+/* The GNU build-id of the ELF file open at @fd, as hex (NULL if none). */
+static char *read_build_id(int fd)
+{
+	Elf *e;
+	Elf_Scn *scn = NULL;
+	char *hex = NULL;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return NULL;
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e)
+		return NULL;
+	while (!hex && (scn = elf_nextscn(e, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Nhdr nh;
+		size_t off = 0, noff, doff, next;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		d = elf_getdata(scn, NULL);
+		while (d && !hex &&
+		       (next = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
+			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+			    !memcmp((char *)d->d_buf + noff, "GNU", 4) &&
+			    nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX) {
+				hex = malloc(2 * nh.n_descsz + 1);
+				for (size_t i = 0; hex && i < nh.n_descsz; i++)
+					(void)snprintf(hex + 2 * i, 3, "%02x",
+						((uint8_t *)d->d_buf)[doff + i]);
+			}
+			off = next;
+		}
+	}
+	elf_end(e);
+	return hex;
+}
+
+static int save_capture_files(const struct writer *w, const char *cdir,
+			      int dfd, struct ptd_bundle *b)
+{
+	_cleanup_close_ int sub = -1;
+	size_t i;
+	int r = make_dir(w, dfd, CAPTURE_SUBDIR, &sub);
+
+	for (i = 0; r == 0 && i < b->nfiles; i++) {
+		struct ptd_bundle_file *f = &b->files[i];
+		const char *plain = in_subdir(f->name, CAPTURE_SUBDIR);
+		_cleanup_free_ char *src = NULL;
+
+		if (asprintf(&src, "%s/%s", cdir, plain) < 0) {
+			src = NULL;
+			return -ENOMEM;
+		}
+		r = copy_into(w, src, O_NOFOLLOW, sub, plain, &f->size,
+			      f->sha256);
+	}
+	if (r == 0 && fsync(sub) < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot fsync '"
+			      CAPTURE_SUBDIR "': %s", strerror(errno));
+	return r;
+}
+
+static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
+{
+	_cleanup_close_ int sub = -1;
+	size_t i;
+	int r = make_dir(w, dfd, IMAGES_SUBDIR, &sub);
+
+	for (i = 0; r == 0 && i < b->nimages; i++) {
+		struct ptd_bundle_image *im = &b->images[i];
+		_cleanup_close_ int fd = -1;
+
+		r = im->file ? copy_into(w, im->path, 0, sub,
+					 in_subdir(im->file, IMAGES_SUBDIR),
+					 &im->size, im->sha256)
+			     : copy_into(w, im->path, 0, -1, NULL, &im->size,
+					 im->sha256);
+		if (r == 0 && open_source(w, im->path, 0, &fd) == 0)
+			im->build_id = read_build_id(fd);
+	}
+	if (r == 0 && fsync(sub) < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot fsync '"
+			      IMAGES_SUBDIR "': %s", strerror(errno));
+	return r;
+}
+
+static bool add_sha(cJSON *o, const uint8_t sha[PTD_SHA256_LEN])
+{
+	char hex[PTD_SHA256_HEX_LEN + 1];
+
+	ptd_sha256_hex(sha, hex);
+	return cJSON_AddStringToObject(o, "sha256", hex) != NULL;
+}
+
+static cJSON *manifest_json(const struct ptd_bundle *b)
+{
+	cJSON *root = cJSON_CreateObject(), *files, *images, *o;
+	bool ok = root != NULL;
+	size_t i;
+
+	ok = ok && cJSON_AddStringToObject(root, "format", PTD_BUNDLE_FORMAT);
+	ok = ok && cJSON_AddNumberToObject(root, "version",
+					   PTD_BUNDLE_VERSION);
+	ok = ok && cJSON_AddStringToObject(root, "created", b->created);
+	ok = ok && cJSON_AddStringToObject(root, "source", SOURCE_SWPT);
+	ok = ok && (files = cJSON_AddArrayToObject(root, "files")) != NULL;
+	for (i = 0; ok && i < b->nfiles; i++) {
+		ok = (o = cJSON_CreateObject()) != NULL &&
+		     cJSON_AddItemToArray(files, o);
+		ok = ok && cJSON_AddStringToObject(o, "name", b->files[i].name);
+		ok = ok && cJSON_AddNumberToObject(o, "size",
+						   (double)b->files[i].size);
+		ok = ok && add_sha(o, b->files[i].sha256);
+	}
+	ok = ok && (images = cJSON_AddArrayToObject(root, "images")) != NULL;
+	for (i = 0; ok && i < b->nimages; i++) {
+		const struct ptd_bundle_image *im = &b->images[i];
+
+		ok = (o = cJSON_CreateObject()) != NULL &&
+		     cJSON_AddItemToArray(images, o);
+		ok = ok && cJSON_AddStringToObject(o, "path", im->path);
+		if (ok && im->file)
+			ok = cJSON_AddStringToObject(o, "file", im->file);
+		ok = ok && cJSON_AddNumberToObject(o, "size", (double)im->size);
+		ok = ok && add_sha(o, im->sha256);
+		if (ok && im->build_id)
+			ok = cJSON_AddStringToObject(o, "build_id",
+						     im->build_id);
+	}
+	if (!ok) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+/* The manifest, last: a temporary name, fsync, rename, fsync the dir. */
+static int save_manifest(const struct writer *w, int dfd,
+			 const struct ptd_bundle *b)
+{
+	cJSON *j = manifest_json(b);
+	char *text = j ? cJSON_Print(j) : NULL;
+	_cleanup_close_ int fd = -1;
+	int r = 0;
+
+	cJSON_Delete(j);
+	if (!text)
+		return -ENOMEM;
+	fd = openat(dfd, MANIFEST_TMP, O_WRONLY | O_CREAT | O_EXCL |
+		    O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot create " MANIFEST_TMP
+			      ": %s", strerror(errno));
+	if (r == 0)
+		r = own_fd(w, fd, MANIFEST_TMP);
+	if (r == 0) {
+		r = ptd_write_all(fd, text, strlen(text));
+		if (r == 0 && fsync(fd) < 0)
+			r = -errno;
+		if (r < 0)
+			r = ptd_diagf(w->diag, r, "cannot write " MANIFEST_TMP
+				      ": %s", ptd_strerror(r));
+	}
+	free(text);
+	if (r == 0 && renameat(dfd, MANIFEST_TMP, dfd, PTD_BUNDLE_MANIFEST))
+		r = ptd_diagf(w->diag, -errno, "cannot rename " MANIFEST_TMP
+			      ": %s", strerror(errno));
+	if (r == 0 && fsync(dfd) < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot fsync the bundle "
+			      "directory: %s", strerror(errno));
+	if (r < 0)
+		(void)unlinkat(dfd, MANIFEST_TMP, 0);
+	return r;
+}
+
+static int now_iso(char **ret)
+{
+	char s[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm) ||
+	    !strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		return -EINVAL;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int check_opts(const struct ptd_bundle_save_opts *o)
+{
+	const uint8_t *p = (const uint8_t *)o;
+	size_t i;
+
+	if (o->sz < sizeof(size_t) + sizeof(bool))
+		return -EINVAL;
+	for (i = sizeof(*o); i < o->sz; i++)
+		if (p[i])
+			return -EINVAL;
+	return 0;
+}
+
+/* Options as this version knows them (zero where the caller's are
+ * shorter). */
+static int get_opts(const struct ptd_bundle_save_opts *in,
+		    struct ptd_bundle_save_opts *out)
+{
+	*out = PTD_BUNDLE_SAVE_OPTS_INIT;
+	if (!in)
+		return 0;
+	if (check_opts(in) < 0)
+		return -EINVAL;
+	memcpy(out, in, in->sz < sizeof(*out) ? in->sz : sizeof(*out));
+	out->sz = sizeof(*out);
+	return 0;
+}
+
+/* Load the capture and plan its bundle. */
+static int prepare(const char *capture_dir, const struct writer *w,
+		   struct ptd_capture *c, struct ptd_bundle *b)
+{
+	int r = ptd_capture_load(capture_dir, c, w->diag);
+
+	if (r < 0)
+		return r;
+	r = make_plan(c, !w->o->reference_images, b);
+	if (r == -PTD_ELIMIT)
+		return ptd_diagf(w->diag, r, "capture '%s' needs more files "
+				 "than a bundle may hold", capture_dir);
+	if (r == 0)
+		r = now_iso(&b->created);
+	return r;
+}
+
+/* Write capture/ and images/ into @dfd. */
+static int save_payload(const char *capture_dir, const struct writer *w,
+			int dfd, struct ptd_bundle *b)
+{
+	int r = save_capture_files(w, capture_dir, dfd, b);
+
+	if (r == 0)
+		r = save_images(w, dfd, b);
+	return r;
+}
+
+/* @path without trailing slashes (malloc'd). */
+static char *strip_slashes(const char *path)
+{
+	char *p = strdup(path);
+	size_t n;
+
+	if (!p)
+		return NULL;
+	n = strlen(p);
+	while (n > 1 && p[n - 1] == '/')
+		p[--n] = '\0';
+	return p;
+}
+
+/* 0 if @dir does not exist or is an empty directory, -EEXIST if it holds
+ * anything or is no directory, -errno. */
+static int check_empty_fd(int fd)
+{
+	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+	int r = 0;
+
+	if (dup_fd < 0)
+		return -errno;
+	d = fdopendir(dup_fd);
+	if (!d) {
+		r = -errno;
+		(void)close(dup_fd);
+		return r;
+	}
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			r = -EEXIST;
+			break;
+		}
+	(void)closedir(d);
+	return r;
+}
+
+static int check_target(const char *dir, struct ptd_diag *diag)
+{
+	struct stat st;
+	int fd, r;
+
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT ? 0
+				       : ptd_diagf(diag, -errno, "'%s': %s", dir,
+						   strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ptd_diagf(diag, -EEXIST, "'%s' exists and is not a "
+				 "directory", dir);
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return ptd_diagf(diag, -errno, "'%s': %s", dir,
+				 strerror(errno));
+	r = check_empty_fd(fd);
+	(void)close(fd);
+	if (r == -EEXIST)
+		return ptd_diagf(diag, r, "'%s' exists and is not empty", dir);
+	return r < 0 ? ptd_diagf(diag, r, "'%s': %s", dir, strerror(-r)) : 0;
+}
+
+static int fsync_parent(const char *path)
+{
+	_cleanup_free_ char *p = strdup(path);
+	char *slash;
+	int fd, r = 0;
+
+	if (!p)
+		return -ENOMEM;
+	slash = strrchr(p, '/');
+	if (slash == p)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	fd = open(slash ? p : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		r = -errno;
+	(void)close(fd);
+	return r;
+}
+
+int ptd_bundle_save(const char *capture_dir, const char *bundle_dir,
+		    const struct ptd_bundle_save_opts *opts,
+		    struct ptd_diag *diag)
+{
+	struct ptd_bundle_save_opts o;
+	struct writer w = { &o, diag };
+	struct ptd_capture c = { 0 };
+	struct ptd_bundle b = { 0 };
+	_cleanup_free_ char *dst = NULL;
+	_cleanup_free_ char *tmp = NULL;
+	_cleanup_close_ int tfd = -1;
+	bool made = false;
+	int r;
+
+	if (!capture_dir || !bundle_dir || !*bundle_dir ||
+	    get_opts(opts, &o) < 0)
+		return -EINVAL;
+	dst = strip_slashes(bundle_dir);
+	if (!dst || asprintf(&tmp, "%s.tmp-XXXXXX", dst) < 0) {
+		tmp = NULL;
+		return -ENOMEM;
+	}
+	r = check_target(dst, diag);
+	if (r < 0)
+		return r;
+	ptd_timeline_init(&c.tl);
+	r = prepare(capture_dir, &w, &c, &b);
+	if (r < 0)
+		goto out;
+	if (!mkdtemp(tmp)) {
+		r = ptd_diagf(diag, -errno, "cannot create '%s': %s", tmp,
+			      strerror(errno));
+		goto out;
+	}
+	made = true;
+	tfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (tfd < 0)
+		r = ptd_diagf(diag, -errno, "cannot open '%s': %s", tmp,
+			      strerror(errno));
+	if (r == 0 && o.set_owner)
+		r = own_fd(&w, tfd, tmp);
+	if (r == 0 && fchmod(tfd, 0755) < 0)	/* mkdtemp made it 0700 */
+		r = -errno;
+	if (r == 0)
+		r = save_payload(capture_dir, &w, tfd, &b);
+	if (r == 0)
+		r = save_manifest(&w, tfd, &b);
+	/* rename(2) replaces an empty directory, refuses a non-empty one */
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = ptd_diagf(diag, errno == ENOTEMPTY ? -EEXIST : -errno,
+			      "cannot move the bundle to '%s': %s", dst,
+			      strerror(errno));
+	if (r == 0) {
+		made = false;
+		(void)fsync_parent(dst);
+	}
+out:
+	if (made)	/* only what mkdtemp made: never a name it did not */
+		(void)ptd_rm_rf(tmp);
+	ptd_bundle_free(&b);
+	ptd_capture_free(&c);
+	return r;
+}
+
+/* Remove @name in @dfd and everything below it, not following symlinks. */
+static void rm_rf_at(int dfd, const char *name)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			O_CLOEXEC);
+	DIR *d;
+	struct dirent *de;
+
+	if (fd < 0) {
+		(void)unlinkat(dfd, name, 0);
+		return;
+	}
+	d = fdopendir(fd);
+	if (!d) {
+		(void)close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (de->d_type == DT_DIR)
+			rm_rf_at(dirfd(d), de->d_name);
+		else
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	}
+	(void)closedir(d);
+	(void)unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* A fresh temporary directory ".ptd-bundle.tmp-XXXXXX" in @dfd. */
+static int make_tmp_at(int dfd, char name[32])
+{
+	static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned tries;
+
+	for (tries = 0; tries < 100; tries++) {
+		uint8_t rnd[6];
+		size_t i;
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return -EIO;
+		memcpy(name, ".ptd-bundle.tmp-", 17);
+		for (i = 0; i < sizeof(rnd); i++)
+			name[16 + i] = chars[rnd[i] % (sizeof(chars) - 1)];
+		name[16 + sizeof(rnd)] = '\0';
+		if (mkdirat(dfd, name, 0700) == 0)
+			return 0;
+		if (errno != EEXIST)
+			return -errno;
+	}
+	return -EEXIST;
+}
+
+/* Write capture/ and images/ under a temporary directory in @dfd, then
+ * move them out of it. */
+static int save_at_payload(const char *capture_dir, const struct writer *w,
+			   int dfd, struct ptd_bundle *b, bool *ret_moved)
+{
+	char tmp[32];
+	int tfd, r = make_tmp_at(dfd, tmp);
+
+	if (r < 0)
+		return ptd_diagf(w->diag, r, "cannot create a temporary "
+				 "directory in the bundle directory: %s",
+				 ptd_strerror(r));
+	tfd = openat(dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+		     O_CLOEXEC);
+	if (tfd < 0)
+		r = ptd_diagf(w->diag, -errno, "cannot open '%s': %s", tmp,
+			      strerror(errno));
+	if (r == 0)
+		r = save_payload(capture_dir, w, tfd, b);
+	if (r == 0) {
+		*ret_moved = true;
+		if (renameat(tfd, CAPTURE_SUBDIR, dfd, CAPTURE_SUBDIR) < 0 ||
+		    renameat(tfd, IMAGES_SUBDIR, dfd, IMAGES_SUBDIR) < 0)
+			r = ptd_diagf(w->diag, -errno, "cannot move the "
+				      "bundle's files into place: %s",
+				      strerror(errno));
+	}
+	if (tfd >= 0)
+		(void)close(tfd);
+	rm_rf_at(dfd, tmp);
+	return r;
+}
+
+int ptd_bundle_save_at(const char *capture_dir, int dir_fd,
+		       const struct ptd_bundle_save_opts *opts,
+		       struct ptd_diag *diag)
+{
+	struct ptd_bundle_save_opts o;
+	struct writer w = { &o, diag };
+	struct ptd_capture c = { 0 };
+	struct ptd_bundle b = { 0 };
+	struct stat st;
+	bool moved = false;
+	int r;
+
+	if (!capture_dir || dir_fd < 0 || get_opts(opts, &o) < 0)
+		return -EINVAL;
+	if (fstat(dir_fd, &st) < 0)
+		return ptd_diagf(diag, -errno, "bundle directory: %s",
+				 strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return ptd_diagf(diag, -ENOTDIR, "the bundle directory is not "
+				 "a directory");
+	r = check_empty_fd(dir_fd);
+	if (r < 0)
+		return ptd_diagf(diag, r, "the bundle directory %s", r == -EEXIST
+				 ? "is not empty" : ptd_strerror(r));
+	ptd_timeline_init(&c.tl);
+	r = prepare(capture_dir, &w, &c, &b);
+	if (r == 0)
+		r = save_at_payload(capture_dir, &w, dir_fd, &b, &moved);
+	if (r == 0)
+		r = save_manifest(&w, dir_fd, &b);
+	if (r < 0 && moved) {
+		rm_rf_at(dir_fd, CAPTURE_SUBDIR);
+		rm_rf_at(dir_fd, IMAGES_SUBDIR);
+	}
+	ptd_bundle_free(&b);
+	ptd_capture_free(&c);
+	return r;
+}
