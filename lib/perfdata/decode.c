@@ -1,0 +1,957 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * perf.data decoding (see decode.h): one pass over the records builds each
+ * thread's stream, its losses, and each process's timeline; then every
+ * thread is decoded, segment by segment between losses.
+ */
+#include "perfdata/decode.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "aspace/iscache.h"
+#include "aspace/timeline.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "decode/insncache.h"
+#include "perf/percpu.h"
+
+/* A place in a thread's stream where something was lost. */
+struct loss {
+	uint64_t pos;
+	uint64_t bytes;		/* trace bytes lost, 0 unknown */
+	bool split;		/* the stream is discontinuous here */
+	char *why;
+};
+
+struct thr {
+	pid_t pid, tid;
+	size_t proc;
+	uint64_t first_seq;
+	struct ptd_buf pt;
+	bool have_next;
+	uint64_t next_aux;	/* expected AUX offset of the next payload */
+	uint64_t last_len;	/* bytes of the last payload appended */
+	bool have_aux_end;
+	uint64_t aux_end;	/* end of the AUX data PERF_RECORD_AUX announced */
+	struct loss *loss;
+	size_t nloss;
+};
+
+/* A mapping whose file was not found. */
+struct miss {
+	uint64_t seq;
+	char *msg;
+};
+
+struct proc {
+	pid_t pid;
+	struct ptd_timeline tl;
+	struct miss *miss;
+	size_t nmiss;
+};
+
+/* A traced path's build-id (MMAP2 records). */
+struct bid {
+	char *path;
+	char hex[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
+};
+
+struct dec {
+	const struct ptd_perfdata *pd;
+	const struct ptd_input_opts *o;
+	struct ptd_diag *diag;
+	struct thr *th;
+	size_t nth;
+	struct proc *pr;
+	size_t npr;
+	struct bid *bids;
+	size_t nbids;
+	struct ptd_iscache *ic;
+};
+
+/* ---- threads and processes -------------------------------------------- */
+
+static struct proc *proc_get(struct dec *d, pid_t pid, size_t *ret_idx)
+{
+	struct proc *p;
+	size_t i;
+
+	for (i = 0; i < d->npr; i++)
+		if (d->pr[i].pid == pid)
+			goto out;
+	p = reallocarray(d->pr, d->npr + 1, sizeof(*p));
+	if (!p)
+		return NULL;
+	d->pr = p;
+	memset(&d->pr[i], 0, sizeof(*p));
+	d->pr[i].pid = pid;
+	ptd_timeline_init(&d->pr[i].tl);
+	d->npr++;
+out:
+	if (ret_idx)
+		*ret_idx = i;
+	return &d->pr[i];
+}
+
+static struct thr *thr_find(struct dec *d, pid_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < d->nth; i++)
+		if (d->th[i].tid == tid)
+			return &d->th[i];
+	return NULL;
+}
+
+/* The process of @tid by the records that name both (0: none does). */
+static pid_t pid_of(const struct dec *d, pid_t tid)
+{
+	size_t i;
+
+	for (i = 0; i < d->pd->nrecs; i++) {
+		struct ptd_perf_event e;
+
+		if (d->pd->recs[i].attr < 0 ||
+		    ptd_perfdata_event(d->pd, i, &e, NULL) < 0)
+			continue;
+		if (e.type == PERF_RECORD_ITRACE_START &&
+		    (pid_t)e.u.itrace.tid == tid)
+			return (pid_t)e.u.itrace.pid;
+		if ((e.type == PERF_RECORD_COMM) &&
+		    (pid_t)e.u.comm.tid == tid)
+			return (pid_t)e.u.comm.pid;
+		if (e.type == PERF_RECORD_FORK && (pid_t)e.u.task.tid == tid)
+			return (pid_t)e.u.task.pid;
+	}
+	return 0;
+}
+
+/* Thread @tid (of @pid, 0: look it up), created on first sight. */
+static struct thr *thr_get(struct dec *d, pid_t pid, pid_t tid)
+{
+	struct thr *t = thr_find(d, tid);
+	struct proc *p;
+	size_t pi;
+
+	if (t)
+		return t;
+	if (pid <= 0)
+		pid = pid_of(d, tid);
+	if (pid <= 0)
+		pid = tid;
+	p = proc_get(d, pid, &pi);
+	if (!p)
+		return NULL;
+	t = reallocarray(d->th, d->nth + 1, sizeof(*t));
+	if (!t)
+		return NULL;
+	d->th = t;
+	t = &d->th[d->nth++];
+	memset(t, 0, sizeof(*t));
+	t->pid = pid;
+	t->tid = tid;
+	t->proc = pi;
+	t->first_seq = p->tl.next_seq;
+	return t;
+}
+
+/* Append trace bytes to @t.  Every image change read before a thread's
+ * first byte is in effect when its stream starts. */
+static int thr_append(struct dec *d, struct thr *t, const uint8_t *p,
+		      size_t n)
+{
+	if (!n)
+		return 0;
+	if (!t->pt.len)
+		t->first_seq = d->pr[t->proc].tl.next_seq;
+	t->last_len = n;
+	return ptd_buf_append(&t->pt, p, n);
+}
+
+static int add_loss(struct thr *t, uint64_t bytes, bool split,
+		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int add_loss(struct thr *t, uint64_t bytes, bool split,
+		    const char *fmt, ...)
+{
+	struct loss *l = reallocarray(t->loss, t->nloss + 1, sizeof(*l));
+	va_list ap;
+	int n;
+
+	if (!l)
+		return -ENOMEM;
+	t->loss = l;
+	l = &t->loss[t->nloss];
+	l->pos = t->pt.len;
+	l->bytes = bytes;
+	l->split = split;
+	va_start(ap, fmt);
+	n = vasprintf(&l->why, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	t->nloss++;
+	return 0;
+}
+
+/* ---- finding files ---------------------------------------------------- */
+
+static bool is_file(const char *p)
+{
+	struct stat st;
+
+	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The build-id of @path as hex in @hex, or NULL if none is known. */
+static const char *bid_of(const struct dec *d, const char *path,
+			  char hex[static 2 * PTD_PERFDATA_BUILD_ID_MAX + 1])
+{
+	const struct ptd_perfdata_buildid *b;
+	size_t i;
+
+	for (i = 0; i < d->nbids; i++)
+		if (!strcmp(d->bids[i].path, path))
+			return d->bids[i].hex;
+	b = ptd_perfdata_find_buildid(d->pd, path);
+	if (!b)
+		return NULL;
+	for (i = 0; i < b->size; i++)
+		(void)snprintf(hex + 2 * i, 3, "%02x", b->id[i]);
+	return hex;
+}
+
+/* Format a candidate path into @out; true if it is a regular file. */
+static bool try_path(char *out, size_t outsz, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static bool try_path(char *out, size_t outsz, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(out, outsz, fmt, ap);
+	va_end(ap);
+	return n >= 0 && (size_t)n < outsz && is_file(out);
+}
+
+/* The build-id cache layouts (see decode.h). */
+static bool find_by_buildid(const struct dec *d, const char *hex, char *out,
+			    size_t outsz)
+{
+	const char *home = getenv("HOME");
+	char dir[4096];
+
+	if (!hex || strlen(hex) < 3)
+		return false;
+	if (d->o->buildid_dir) {
+		const char *bd = d->o->buildid_dir;
+
+		return try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", bd,
+				hex, hex + 2) ||
+		       try_path(out, outsz, "%s/.build-id/%.2s/%s", bd, hex,
+				hex + 2);
+	}
+	if (home && snprintf(dir, sizeof(dir), "%s/.debug", home) <
+			    (int)sizeof(dir) &&
+	    try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", dir, hex,
+		     hex + 2))
+		return true;
+	return try_path(out, outsz, "%s/.build-id/%.2s/%s.debug",
+			"/usr/lib/debug", hex, hex + 2);
+}
+
+static int resolve(void *ctx, const char *path, char *out, size_t outsz,
+		   struct ptd_diag *diag)
+{
+	const struct dec *d = ctx;
+	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
+	const char *hex = bid_of(d, path, buf);
+
+	if (d->o->sysroot && path[0] == '/' &&
+	    try_path(out, outsz, "%s%s", d->o->sysroot, path))
+		return 0;
+	if (find_by_buildid(d, hex, out, outsz))
+		return 0;
+	if (path[0] == '/' && is_file(path) &&
+	    ptd_strlcpy(out, path, outsz) == 0)
+		return 0;
+	return ptd_diagf(diag, -ENOENT, "image '%s' (build-id %s): not "
+			 "found%s%s%s, in the build-id cache, or at its "
+			 "path", path, hex ? hex : "unknown",
+			 d->o->sysroot ? " under sysroot '" : "",
+			 d->o->sysroot ? d->o->sysroot : "",
+			 d->o->sysroot ? "'" : "");
+}
+
+/* ---- the pass over the records ---------------------------------------- */
+
+/* Add @ev to @pid's timeline, placed at every known thread's length. */
+static int tl_add(struct dec *d, pid_t pid, struct ptd_tl_event *ev,
+		  const char *miss)
+{
+	struct ptd_tl_pos *pos;
+	struct proc *p = proc_get(d, pid, NULL);
+	size_t i, n = 0;
+	int64_t seq;
+
+	if (!p)
+		return -ENOMEM;
+	pos = calloc(d->nth + 1, sizeof(*pos));
+	if (!pos)
+		return -ENOMEM;
+	for (i = 0; i < d->nth; i++)
+		if (d->th[i].pid == pid) {
+			pos[n].tid = d->th[i].tid;
+			pos[n++].pos = d->th[i].pt.len;
+		}
+	ev->pos = pos;
+	ev->npos = n;
+	seq = ptd_timeline_add(&p->tl, ev);
+	free(pos);
+	if (seq < 0)
+		return (int)seq;
+	if (miss) {
+		struct miss *m = reallocarray(p->miss, p->nmiss + 1,
+					      sizeof(*m));
+
+		if (!m)
+			return -ENOMEM;
+		p->miss = m;
+		m[p->nmiss].seq = (uint64_t)seq;
+		m[p->nmiss].msg = strdup(miss);
+		if (!m[p->nmiss].msg)
+			return -ENOMEM;
+		p->nmiss++;
+	}
+	return 0;
+}
+
+static int note_buildid(struct dec *d, const struct ptd_perf_mmap *m)
+{
+	struct bid *b;
+	size_t i;
+
+	if (!m->has_build_id || !m->build_id_size)
+		return 0;
+	b = reallocarray(d->bids, d->nbids + 1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	d->bids = b;
+	b = &d->bids[d->nbids];
+	b->path = strdup(m->filename);
+	if (!b->path)
+		return -ENOMEM;
+	for (i = 0; i < m->build_id_size; i++)
+		(void)snprintf(b->hex + 2 * i, 3, "%02x", m->build_id[i]);
+	d->nbids++;
+	return 0;
+}
+
+/* An image change from record @e of process @pid. */
+static int image_change(struct dec *d, const struct ptd_perf_event *e)
+{
+	struct ptd_tl_event ev;
+	struct ptd_diag rd = { "" };
+	char out[4096];
+	pid_t pid;
+	int r;
+
+	memset(&ev, 0, sizeof(ev));
+	r = ptd_perf_event_to_tl(e, &ev, NULL);
+	if (r <= 0)
+		return 0;	/* nothing for the image (or a bad range) */
+	pid = (pid_t)(e->type == PERF_RECORD_COMM ? e->u.comm.pid
+			 : e->type == PTD_PERF_RECORD_UNMAP ? e->u.unmap.pid
+							    : e->u.mmap.pid);
+	if (e->type == PERF_RECORD_MMAP2 && (r = note_buildid(d, &e->u.mmap)))
+		return r;
+	if (!thr_find(d, (pid_t)(e->type == PERF_RECORD_COMM
+					 ? e->u.comm.tid
+					 : e->u.mmap.tid)) &&
+	    e->type != PTD_PERF_RECORD_UNMAP &&
+	    !thr_get(d, pid, (pid_t)(e->type == PERF_RECORD_COMM
+					     ? e->u.comm.tid
+					     : e->u.mmap.tid)))
+		return -ENOMEM;
+	if (r == PTD_PERF_TL_NONFILE) {
+		/* Non-file code: by build-id only, as a file named like it
+		 * (the resolver finds it); else left out of the image. */
+		ev.op = PTD_TL_MAP;
+		ev.path = ev.name;
+		ev.pgoff = 0;
+		ev.name = NULL;
+	}
+	if (ev.op == PTD_TL_MAP &&
+	    resolve(d, ev.path, out, sizeof(out), &rd) < 0) {
+		ev.op = PTD_TL_UNMAP;	/* no stale code stays there */
+		ev.path = NULL;
+		return tl_add(d, pid, &ev, rd.msg);
+	}
+	return tl_add(d, pid, &ev, NULL);
+}
+
+/* An AUXTRACE payload of a per-thread recording. */
+static int thread_payload(struct dec *d,
+			  const struct ptd_perfdata_auxtrace_rec *a)
+{
+	struct thr *t = thr_get(d, 0, (pid_t)a->tid);
+	uint64_t skip = 0;
+	int r = 0;
+
+	if (!t)
+		return -ENOMEM;
+	if (t->have_next && d->pd->pt.snapshot_mode)
+		r = add_loss(t, 0, true, "snapshot: trace between AUXTRACE "
+			     "records (0x%" PRIx64 ") not recorded",
+			     a->rec_offset);
+	else if (t->have_next && a->offset > t->next_aux)
+		r = add_loss(t, a->offset - t->next_aux, true,
+			     "lost %" PRIu64 " trace bytes (AUX offset "
+			     "0x%" PRIx64 " to 0x%" PRIx64 ")",
+			     a->offset - t->next_aux, t->next_aux, a->offset);
+	else if (t->have_next && a->offset < t->next_aux) {
+		/* perf pads each payload to 8 bytes with zeros and the next
+		 * one starts at the unpadded end: the overlap is the last
+		 * payload's padding, dropped.  A larger overlap is data
+		 * passed before: skipped. */
+		uint64_t over = t->next_aux - a->offset;
+
+		if (over < 8 && over <= t->last_len)
+			t->pt.len -= over;
+		else
+			skip = over;
+	}
+	if (r < 0)
+		return r;
+	t->have_next = true;
+	if (a->offset + a->size > t->next_aux || !skip)
+		t->next_aux = a->offset + a->size;
+	if (skip >= a->size)
+		return 0;
+	return thr_append(d, t, a->data + skip, a->size - skip);
+}
+
+/* Losses a record announces, for thread @tid (0: every thread). */
+static int record_loss(struct dec *d, const struct ptd_perf_event *e)
+{
+	struct thr *t = thr_find(d, (pid_t)e->sid.tid);
+	size_t i;
+
+	if (e->type == PERF_RECORD_AUX && t) {
+		uint64_t f = e->u.aux.flags;
+
+		if (!t->have_aux_end ||
+		    e->u.aux.aux_offset + e->u.aux.aux_size > t->aux_end)
+			t->aux_end = e->u.aux.aux_offset + e->u.aux.aux_size;
+		t->have_aux_end = true;
+		if (f & PERF_AUX_FLAG_TRUNCATED)
+			return add_loss(t, 0, true, "AUX data truncated "
+					"after offset 0x%" PRIx64 " (buffer "
+					"full): trace lost",
+					e->u.aux.aux_offset +
+						e->u.aux.aux_size);
+		if (f & (PERF_AUX_FLAG_PARTIAL | PERF_AUX_FLAG_COLLISION))
+			return add_loss(t, 0, false, "AUX chunk of %" PRIu64
+					" bytes at 0x%" PRIx64 " has gaps",
+					e->u.aux.aux_size,
+					e->u.aux.aux_offset);
+		return 0;
+	}
+	if (e->type != PERF_RECORD_LOST)
+		return 0;
+	for (i = 0; i < d->nth; i++) {
+		int r = add_loss(&d->th[i], 0, false, "%" PRIu64 " sideband "
+				 "records lost: the image may be wrong",
+				 e->u.lost.lost);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* A kernel record of a per-thread recording. */
+static int thread_record(struct dec *d, const struct ptd_perf_event *e)
+{
+	switch (e->type) {
+	case PERF_RECORD_ITRACE_START:
+		return thr_get(d, (pid_t)e->u.itrace.pid,
+			       (pid_t)e->u.itrace.tid) ? 0 : -ENOMEM;
+	case PERF_RECORD_FORK:
+		return thr_get(d, (pid_t)e->u.task.pid,
+			       (pid_t)e->u.task.tid) ? 0 : -ENOMEM;
+	case PERF_RECORD_COMM:
+		if (!thr_get(d, (pid_t)e->u.comm.pid, (pid_t)e->u.comm.tid))
+			return -ENOMEM;
+		return image_change(d, e);
+	case PERF_RECORD_MMAP:
+	case PERF_RECORD_MMAP2:
+	case PTD_PERF_RECORD_UNMAP:
+		return image_change(d, e);
+	case PERF_RECORD_AUX:
+	case PERF_RECORD_LOST:
+		return record_loss(d, e);
+	default:
+		return 0;
+	}
+}
+
+/* ---- per-CPU recordings ----------------------------------------------- */
+
+static int pc_bytes(void *ctx, uint32_t tid, const uint8_t *data, size_t len)
+{
+	struct thr *t = thr_get(ctx, 0, (pid_t)tid);
+
+	return t ? thr_append(ctx, t, data, len) : -ENOMEM;
+}
+
+static int pc_record(void *ctx, uint32_t tid, const struct ptd_perf_event *e)
+{
+	(void)tid;
+	return thread_record(ctx, e);
+}
+
+static int pc_lost(void *ctx, uint32_t tid, uint64_t bytes)
+{
+	struct thr *t = thr_get(ctx, 0, (pid_t)tid);
+
+	if (!t)
+		return -ENOMEM;
+	if (bytes)
+		return add_loss(t, bytes, true, "lost %" PRIu64 " trace "
+				"bytes", bytes);
+	return add_loss(t, 0, true, "trace lost (size unknown)");
+}
+
+static int pc_seen(void *ctx, uint32_t pid, uint32_t tid)
+{
+	return thr_get(ctx, (pid_t)pid, (pid_t)tid) ? 0 : -ENOMEM;
+}
+
+/* Copy CPU @cpu's AUX bytes [off, off + len) from its payloads; returns
+ * the bytes found contiguous from @off (the rest is a gap). */
+static size_t cpu_bytes(const struct ptd_perfdata *pd, uint32_t cpu,
+			uint64_t off, uint64_t len, uint8_t *out)
+{
+	uint64_t have = 0;
+	size_t i;
+
+	for (i = 0; i < pd->nauxtrace && have < len; i++) {
+		const struct ptd_perfdata_auxtrace_rec *a = &pd->auxtrace[i];
+		uint64_t want = off + have, n;
+
+		if (a->cpu != cpu || want < a->offset ||
+		    want >= a->offset + a->size)
+			continue;
+		n = a->offset + a->size - want;
+		if (n > len - have)
+			n = len - have;
+		memcpy(out + have, a->data + (want - a->offset), n);
+		have += n;
+		i = (size_t)-1;	/* the next piece may be anywhere */
+	}
+	return have;
+}
+
+static int percpu_pass(struct dec *d)
+{
+	const struct ptd_perfdata *pd = d->pd;
+	const struct perf_event_attr *a0 = &pd->attrs[0].attr;
+	struct ptd_percpu_sink sink = { pc_bytes, pc_record, pc_lost,
+					pc_seen, d };
+	struct ptd_percpu_opts po;
+	struct ptd_percpu *pc = NULL;
+	uint32_t ncpus = 1;
+	uint8_t *buf = NULL;
+	size_t i;
+	int r;
+
+	for (i = 1; i < pd->nattrs; i++)
+		if (pd->attrs[i].attr.sample_type != a0->sample_type ||
+		    pd->attrs[i].attr.sample_id_all != a0->sample_id_all)
+			break;
+	if (i < pd->nattrs || !a0->sample_id_all ||
+	    (a0->sample_type & (PERF_SAMPLE_TID | PERF_SAMPLE_CPU)) !=
+		    (PERF_SAMPLE_TID | PERF_SAMPLE_CPU))
+		return ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: per-CPU "
+				 "trace needs every event with sample_id_all "
+				 "and the same sample_type with TID and CPU",
+				 pd->name);
+	for (i = 0; i < pd->nauxtrace; i++)
+		if (pd->auxtrace[i].cpu != UINT32_MAX &&
+		    pd->auxtrace[i].cpu >= ncpus)
+			ncpus = pd->auxtrace[i].cpu + 1;
+	if (ncpus > PTD_PERCPU_MAX_CPUS)
+		return ptd_diagf(d->diag, -PTD_EFORMAT, "%s: AUXTRACE cpu %u "
+				 "(at most %u)", pd->name, ncpus - 1,
+				 PTD_PERCPU_MAX_CPUS - 1);
+	memset(&po, 0, sizeof(po));
+	po.ncpus = ncpus;
+	po.pid = -1;
+	po.sample_type = a0->sample_type;
+	po.sample_id_all = true;
+	r = ptd_percpu_new(&po, &sink, &pc);
+	for (i = 0; r == 0 && i < pd->nrecs; i++) {
+		const struct perf_event_header *h = pd->recs[i].hdr;
+		struct ptd_perf_event e;
+		size_t got;
+
+		if (pd->recs[i].type >= PTD_PERFDATA_RECORD_USER_TYPE_START ||
+		    pd->recs[i].attr < 0)
+			continue;
+		r = ptd_perfdata_event(pd, i, &e, d->diag);
+		if (r < 0)
+			break;
+		if (e.sid.cpu >= ncpus)
+			continue;	/* no trace there */
+		if (e.type == PERF_RECORD_AUX && e.u.aux.aux_size) {
+			if (e.u.aux.aux_size > PTD_PERF_AUX_MAX) {
+				r = ptd_diagf(d->diag, -PTD_EFORMAT, "%s: "
+					      "offset 0x%" PRIx64 ": AUX size "
+					      "%" PRIu64, pd->name,
+					      pd->recs[i].offset,
+					      e.u.aux.aux_size);
+				break;
+			}
+			free(buf);
+			buf = malloc(e.u.aux.aux_size);
+			if (!buf) {
+				r = -ENOMEM;
+				break;
+			}
+			got = cpu_bytes(pd, e.sid.cpu, e.u.aux.aux_offset,
+					e.u.aux.aux_size, buf);
+			r = ptd_percpu_aux(pc, e.sid.cpu, e.u.aux.aux_offset,
+					   buf, got);
+			if (r == 0 && got < e.u.aux.aux_size) {
+				struct ptd_perf_loss l = {
+					.kind = PTD_PERF_LOSS_AUX_GAP,
+					.bytes = e.u.aux.aux_size - got,
+					.bytes_known = true,
+					.aux_offset = e.u.aux.aux_offset + got,
+				};
+				r = ptd_percpu_loss(pc, e.sid.cpu, &l);
+			}
+			if (r < 0)
+				break;
+		}
+		r = ptd_percpu_record(pc, e.sid.cpu, h);
+	}
+	free(buf);
+	ptd_percpu_free(pc);
+	return r;
+}
+
+static int build(struct dec *d)
+{
+	const struct ptd_perfdata *pd = d->pd;
+	bool per_cpu = pd->pt.per_cpu_mmaps;
+	size_t i;
+	int r = 0;
+
+	for (i = 0; i < pd->nauxtrace; i++)
+		if (pd->auxtrace[i].tid == UINT32_MAX)
+			per_cpu = true;
+	if (per_cpu)
+		return percpu_pass(d);
+	for (i = 0; r == 0 && i < pd->nrecs; i++) {
+		const struct ptd_perfdata_rec *rec = &pd->recs[i];
+		struct ptd_perf_event e;
+
+		if (rec->aux != UINT32_MAX) {
+			r = thread_payload(d, &pd->auxtrace[rec->aux]);
+			continue;
+		}
+		if (rec->attr < 0)
+			continue;
+		r = ptd_perfdata_event(pd, i, &e, d->diag);
+		if (r == 0)
+			r = thread_record(d, &e);
+	}
+	/* The last payload's zero padding, past the end the AUX records
+	 * announced, is not trace. */
+	for (i = 0; r == 0 && i < d->nth; i++) {
+		struct thr *t = &d->th[i];
+
+		if (t->have_aux_end && t->have_next &&
+		    t->next_aux > t->aux_end &&
+		    t->next_aux - t->aux_end < 8 &&
+		    t->next_aux - t->aux_end <= t->last_len)
+			t->pt.len -= t->next_aux - t->aux_end;
+	}
+	return r;
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+static int emit_error(const struct ptd_input_sink *sink, const struct thr *t,
+		      int code, uint64_t off, uint64_t skipped,
+		      const char *why)
+{
+	struct ptd_record rec;
+
+	memset(&rec, 0, sizeof(rec));
+	rec.type = PTD_REC_ERROR;
+	rec.pid = t->pid;
+	rec.tid = t->tid;
+	rec.u.error.code = code;
+	rec.u.error.ptd_code = true;
+	rec.u.error.offset = off;
+	rec.u.error.context = why;
+	rec.u.error.skipped = skipped;
+	return sink->record(sink->ctx, &rec);
+}
+
+/* Image errors of thread @t: every missing file it would have mapped. */
+static int image_errors(const struct dec *d, const struct thr *t,
+			const struct ptd_input_sink *sink,
+			struct ptd_decode_stats *st)
+{
+	const struct proc *p = &d->pr[t->proc];
+	size_t i;
+
+	for (i = 0; i < p->nmiss; i++) {
+		const struct ptd_tl_event *ev = NULL;
+		int64_t pos = 0;
+		size_t k;
+		int r;
+
+		for (k = 0; k < p->tl.n; k++)
+			if (p->tl.ev[k].seq == p->miss[i].seq)
+				ev = &p->tl.ev[k];
+		if (ev && ev->seq >= t->first_seq &&
+		    (pos = ptd_tl_event_pos(ev, t->tid)) < 0)
+			continue;	/* not in this thread's life */
+		st->errors++;
+		r = emit_error(sink, t, -PTD_ENOIMAGE, (uint64_t)pos, 0,
+			       p->miss[i].msg);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void add_stats(struct ptd_decode_stats *a,
+		      const struct ptd_decode_stats *b)
+{
+	a->insns += b->insns;
+	a->blocks += b->blocks;
+	a->events += b->events;
+	a->errors += b->errors;
+	a->bytes += b->bytes;
+	a->skipped += b->skipped;
+	a->tl_applied += b->tl_applied;
+}
+
+static int decode_thread(const struct dec *d, const struct thr *t,
+			 const struct ptd_decode_opts *dopts,
+			 struct ptd_insncache *icache,
+			 const struct ptd_input_sink *sink,
+			 struct ptd_decode_stats *st, struct ptd_diag *td)
+{
+	const struct proc *p = &d->pr[t->proc];
+	struct ptd_decode_thread_args a;
+	struct ptd_tl_cursor cur;
+	struct ptd_image *img;
+	char name[64];
+	uint64_t start = 0;
+	size_t li = 0;
+	int r;
+
+	(void)snprintf(name, sizeof(name), "tid %ld", (long)t->tid);
+	img = ptd_image_new(d->ic, name);
+	if (!img)
+		return -ENOMEM;
+	/* Missing files were taken out of the timeline and are reported
+	 * here, so an error applying the rest is not expected. */
+	(void)ptd_tl_cursor_init(&cur, &p->tl, NULL, t->tid, t->first_seq,
+				 img, td);
+	r = image_errors(d, t, sink, st);
+	while (r == 0) {
+		uint64_t end = t->pt.len;
+		struct ptd_decode_stats s;
+		size_t k;
+
+		/* The losses up to @start, then the segment up to the next
+		 * discontinuity (split losses are in increasing order). */
+		for (; r == 0 && li < t->nloss && t->loss[li].pos <= start;
+		     li++) {
+			st->errors++;
+			r = emit_error(sink, t, -PTD_ETRUNC, t->loss[li].pos,
+				       t->loss[li].bytes, t->loss[li].why);
+		}
+		if (r)
+			break;
+		for (k = li; k < t->nloss; k++)
+			if (t->loss[k].split && t->loss[k].pos > start) {
+				end = t->loss[k].pos;
+				break;
+			}
+		memset(&a, 0, sizeof(a));
+		memset(&s, 0, sizeof(s));
+		a.pt = t->pt.data + start;
+		a.len = end - start;
+		a.base = start;
+		a.pid = t->pid;
+		a.tid = t->tid;
+		a.img = img;
+		a.cursor = &cur;
+		a.icache = icache;
+		if (end > start)
+			r = ptd_decode_thread(dopts, &a, sink->record,
+					      sink->ctx, &s);
+		add_stats(st, &s);
+		if (end >= t->pt.len)
+			break;
+		start = end;
+	}
+	/* Losses after the last byte (a truncated end). */
+	for (; r == 0 && li < t->nloss; li++) {
+		st->errors++;
+		r = emit_error(sink, t, -PTD_ETRUNC, t->loss[li].pos,
+			       t->loss[li].bytes, t->loss[li].why);
+	}
+	ptd_image_free(img);
+	return r;
+}
+
+static void dec_free(struct dec *d)
+{
+	size_t i, k;
+
+	for (i = 0; i < d->nth; i++) {
+		for (k = 0; k < d->th[i].nloss; k++)
+			free(d->th[i].loss[k].why);
+		free(d->th[i].loss);
+		ptd_buf_free(&d->th[i].pt);
+	}
+	free(d->th);
+	for (i = 0; i < d->npr; i++) {
+		for (k = 0; k < d->pr[i].nmiss; k++)
+			free(d->pr[i].miss[k].msg);
+		free(d->pr[i].miss);
+		ptd_timeline_free(&d->pr[i].tl);
+	}
+	free(d->pr);
+	for (i = 0; i < d->nbids; i++)
+		free(d->bids[i].path);
+	free(d->bids);
+	ptd_iscache_free(d->ic);
+}
+
+static bool selected(const struct ptd_input_opts *o, const struct thr *t)
+{
+	return t->pt.len && (!o->have_tid || t->tid == o->tid);
+}
+
+static int run(struct dec *d, const struct ptd_input_sink *sink,
+	       size_t *ret_thread_errors)
+{
+	const struct ptd_perfdata *pd = d->pd;
+	struct ptd_insncache *icache = NULL;
+	struct ptd_decode_opts dopts = d->o->decode;
+	struct ptd_input_info info;
+	size_t i, nsel = 0, errors = 0;
+	pid_t pid = 0;
+	int r;
+
+	for (i = 0; i < d->nth; i++) {
+		if (!selected(d->o, &d->th[i]))
+			continue;
+		if (nsel++ == 0)
+			pid = d->th[i].pid;
+		else if (pid != d->th[i].pid)
+			pid = -1;
+	}
+	if (d->o->have_tid && !nsel)
+		return ptd_diagf(d->diag, -ENOENT, "%s has no trace of thread "
+				 "%ld", pd->name, (long)d->o->tid);
+	if (!d->o->cpu_given && pd->have_cpu)
+		dopts.cpu = pd->cpu;
+	icache = ptd_insncache_new(0);
+	if (!icache)
+		return -ENOMEM;
+	info = (struct ptd_input_info){ PTD_INPUT_PERFDATA, "perf.data",
+					pid > 0 ? (long)pid : 0, nsel };
+	r = sink->info ? sink->info(sink->ctx, &info) : 0;
+	for (i = 0; r == 0 && i < d->nth; i++) {
+		struct ptd_decode_stats st;
+		struct ptd_diag td = { "" };
+
+		if (!selected(d->o, &d->th[i]))
+			continue;
+		memset(&st, 0, sizeof(st));
+		r = decode_thread(d, &d->th[i], &dopts, icache, sink, &st,
+				  &td);
+		if (r < 0) {
+			errors++;
+			if (sink->thread_done)
+				sink->thread_done(sink->ctx, d->th[i].tid, &st,
+						  r, &td);
+			r = 0;
+			continue;
+		}
+		if (r == 0 && sink->thread_done)
+			sink->thread_done(sink->ctx, d->th[i].tid, &st, 0,
+					  &td);
+	}
+	if (ret_thread_errors)
+		*ret_thread_errors = errors;
+	ptd_insncache_free(icache);
+	return r;
+}
+
+int ptd_perfdata_decode_parsed(const struct ptd_perfdata *pd,
+			       const struct ptd_input_opts *o,
+			       const struct ptd_input_sink *sink,
+			       size_t *ret_thread_errors,
+			       struct ptd_diag *diag)
+{
+	struct dec d;
+	int r;
+
+	if (!pd || !o || !sink || !sink->record)
+		return -EINVAL;
+	if (ret_thread_errors)
+		*ret_thread_errors = 0;
+	if (!pd->pt.present || pd->pt.type != PTD_PERFDATA_AUXTRACE_INTEL_PT)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "%s: %s", pd->name,
+				 pd->pt.present ? "its AUX trace is not Intel "
+						  "PT" : "no Intel PT trace "
+						  "(no AUXTRACE_INFO record)");
+	memset(&d, 0, sizeof(d));
+	d.pd = pd;
+	d.o = o;
+	d.diag = diag;
+	d.ic = ptd_iscache_new();
+	if (!d.ic)
+		return -ENOMEM;
+	ptd_iscache_set_resolver(d.ic, resolve, &d);
+	r = build(&d);
+	if (r == 0)
+		r = run(&d, sink, ret_thread_errors);
+	dec_free(&d);
+	return r;
+}
+
+int ptd_perfdata_decode(const char *path, const struct ptd_input_opts *o,
+			const struct ptd_input_sink *sink,
+			size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	struct ptd_perfdata *pd = NULL;
+	int r;
+
+	if (!path || !o || !sink || !sink->record)
+		return -EINVAL;
+	r = ptd_perfdata_open(path, &pd, diag);
+	if (r < 0)
+		return r;
+	r = ptd_perfdata_decode_parsed(pd, o, sink, ret_thread_errors, diag);
+	ptd_perfdata_free(pd);
+	return r;
+}

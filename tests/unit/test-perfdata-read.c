@@ -1,0 +1,1272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * perf.data reader: files and pipe streams built here from format.h and the
+ * sideband encoders (per-thread and per-CPU, every feature ptd reads),
+ * every kind of damage refused with a message naming what and where, a
+ * fuzz of random mutations, and real `perf record -e dummy:u` files whose
+ * image model matches the traced program's own /proc/self/maps.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "aspace/maps.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "perfdata/decode.h"
+#include "perfdata/read.h"
+
+#define ST (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |             \
+	    PERF_SAMPLE_IDENTIFIER)
+
+static char tmpdir[] = "/tmp/ptd-pdr-XXXXXX";
+
+/* ---- building files --------------------------------------------------- */
+
+struct feat {
+	unsigned id;
+	struct ptd_buf body;
+};
+
+struct fb {
+	struct ptd_buf recs;		/* the data section */
+	struct perf_event_attr attr[2];
+	uint64_t ids[2];
+	size_t nattr;
+	struct feat feat[8];
+	size_t nfeat;
+	uint64_t time;
+	uint64_t aux_offsets[8];	/* of AUXTRACE records in recs */
+	size_t naux;
+};
+
+static void put(struct ptd_buf *b, const void *p, size_t n)
+{
+	if (ptd_buf_append(b, p, n) < 0)
+		abort();
+}
+
+static void put_u32(struct ptd_buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_u64(struct ptd_buf *b, uint64_t v) { put(b, &v, 8); }
+
+static struct ptd_perf_sample_id sid(struct fb *f, uint32_t pid,
+				     uint32_t tid, uint32_t cpu, uint64_t id)
+{
+	struct ptd_perf_sample_id s;
+
+	memset(&s, 0, sizeof(s));
+	s.pid = pid;
+	s.tid = tid;
+	s.time = ++f->time;
+	s.cpu = cpu;
+	s.identifier = id;
+	return s;
+}
+
+static void fb_init(struct fb *f)
+{
+	memset(f, 0, sizeof(*f));
+	for (size_t i = 0; i < 2; i++) {
+		f->attr[i].size = PTD_PERFDATA_ATTR_SIZE;
+		f->attr[i].sample_type = ST;
+		f->attr[i].sample_id_all = 1;
+		f->ids[i] = i + 1;
+	}
+	f->attr[0].type = 8;	/* intel_pt */
+	f->attr[1].type = PERF_TYPE_SOFTWARE;
+	f->attr[1].config = PERF_COUNT_SW_DUMMY;
+	f->nattr = 2;
+}
+
+static void fb_free(struct fb *f)
+{
+	ptd_buf_free(&f->recs);
+	for (size_t i = 0; i < f->nfeat; i++)
+		ptd_buf_free(&f->feat[i].body);
+}
+
+static struct ptd_buf *fb_feat(struct fb *f, unsigned id)
+{
+	f->feat[f->nfeat].id = id;
+	return &f->feat[f->nfeat++].body;
+}
+
+static void put_string(struct ptd_buf *b, const char *s)
+{
+	char pad[64] = { 0 };
+	size_t n = strlen(s) + 1, p = (n + 63) & ~(size_t)63;
+
+	put_u32(b, (uint32_t)p);
+	put(b, s, n);
+	put(b, pad, p - n);
+}
+
+static void fb_ptinfo(struct fb *f, bool per_cpu, const char *filter)
+{
+	uint64_t priv[PTD_PERFDATA_INTEL_PT_PRIV_MAX] = { 0 };
+	struct ptd_perfdata_auxtrace_info h;
+	size_t flen = filter ? strlen(filter) : 0;
+	size_t fpad = filter ? (flen + 1 + 7) & ~(size_t)7 : 0;
+	char buf[64] = { 0 };
+
+	priv[PTD_PERFDATA_INTEL_PT_PMU_TYPE] = 8;
+	priv[PTD_PERFDATA_INTEL_PT_TSC_BIT] = 10;
+	priv[PTD_PERFDATA_INTEL_PT_NORETCOMP_BIT] = 11;
+	priv[PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS] = per_cpu;
+	priv[PTD_PERFDATA_INTEL_PT_MTC_BIT] = 9;
+	priv[PTD_PERFDATA_INTEL_PT_CYC_BIT] = 1;
+	priv[PTD_PERFDATA_INTEL_PT_FILTER_STR_LEN] = flen;
+	memset(&h, 0, sizeof(h));
+	h.header.type = PTD_PERFDATA_RECORD_AUXTRACE_INFO;
+	h.header.size = (uint16_t)(sizeof(h) + sizeof(priv) + fpad);
+	h.type = PTD_PERFDATA_AUXTRACE_INTEL_PT;
+	put(&f->recs, &h, sizeof(h));
+	put(&f->recs, priv, sizeof(priv));
+	if (filter) {
+		memcpy(buf, filter, flen);
+		put(&f->recs, buf, fpad);
+	}
+}
+
+static void fb_rec(struct fb *f, const void *rec, size_t n)
+{
+	if (!n)
+		abort();
+	put(&f->recs, rec, n);
+}
+
+static void fb_comm(struct fb *f, uint32_t pid, uint32_t tid, bool exec,
+		    const char *name)
+{
+	struct ptd_perf_comm c = { pid, tid, exec, name };
+	struct ptd_perf_sample_id s = sid(f, pid, tid, 0, 2);
+	uint8_t buf[256];
+
+	fb_rec(f, buf, ptd_perf_encode_comm(buf, sizeof(buf), &c, ST, &s));
+}
+
+static void fb_mmap2(struct fb *f, uint32_t pid, uint64_t addr,
+		     uint64_t len, uint64_t pgoff, const char *path,
+		     const uint8_t *bid)
+{
+	struct ptd_perf_mmap m;
+	struct ptd_perf_sample_id s = sid(f, pid, pid, 0, 2);
+	uint8_t buf[4200];
+
+	memset(&m, 0, sizeof(m));
+	m.pid = m.tid = pid;
+	m.addr = addr;
+	m.len = len;
+	m.pgoff = pgoff;
+	m.prot = 5;	/* r-x */
+	m.flags = 2;	/* MAP_PRIVATE */
+	m.filename = path;
+	if (bid) {
+		m.has_build_id = true;
+		m.build_id_size = 20;
+		memcpy(m.build_id, bid, 20);
+	}
+	fb_rec(f, buf, ptd_perf_encode_mmap2(buf, sizeof(buf), &m, ST, &s));
+}
+
+static void fb_itrace(struct fb *f, uint32_t pid, uint32_t tid,
+		      uint32_t cpu)
+{
+	struct ptd_perf_itrace_start it = { pid, tid };
+	struct ptd_perf_sample_id s = sid(f, pid, tid, cpu, 1);
+	uint8_t buf[128];
+
+	fb_rec(f, buf,
+	       ptd_perf_encode_itrace_start(buf, sizeof(buf), &it, ST, &s));
+}
+
+/* PERF_RECORD_AUX (no encoder in sideband.h). */
+static void fb_aux(struct fb *f, uint32_t pid, uint32_t tid, uint32_t cpu,
+		   uint64_t off, uint64_t size, uint64_t flags)
+{
+	struct perf_event_header h = { PERF_RECORD_AUX, 0, 8 + 24 + 32 };
+
+	put(&f->recs, &h, sizeof(h));
+	put_u64(&f->recs, off);
+	put_u64(&f->recs, size);
+	put_u64(&f->recs, flags);
+	put_u32(&f->recs, pid);
+	put_u32(&f->recs, tid);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, cpu);
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 1);
+}
+
+static void fb_auxtrace(struct fb *f, uint32_t tid, uint32_t cpu,
+			uint64_t off, const void *data, size_t n)
+{
+	struct ptd_perfdata_auxtrace a;
+
+	memset(&a, 0, sizeof(a));
+	a.header.type = PTD_PERFDATA_RECORD_AUXTRACE;
+	a.header.size = sizeof(a);
+	a.size = n;
+	a.offset = off;
+	a.tid = tid;
+	a.cpu = cpu;
+	f->aux_offsets[f->naux++] = f->recs.len;
+	put(&f->recs, &a, sizeof(a));
+	put(&f->recs, data, n);
+}
+
+static void fb_buildid(struct ptd_buf *b, const char *name,
+		       const uint8_t *id)
+{
+	struct ptd_perfdata_build_id e;
+	char fn[64] = { 0 };
+
+	memset(&e, 0, sizeof(e));
+	e.header.misc = PERF_RECORD_MISC_USER |
+			PTD_PERFDATA_MISC_BUILD_ID_SIZE;
+	e.header.size = sizeof(e) + sizeof(fn);
+	e.pid = -1;
+	memcpy(e.build_id, id, 20);
+	e.build_id_size = 20;
+	(void)snprintf(fn, sizeof(fn), "%s", name);
+	put(b, &e, sizeof(e));
+	put(b, fn, sizeof(fn));
+}
+
+/* The usual features: CPUID, NRCPUS, CLOCK_DATA, BUILD_ID. */
+static void fb_features(struct fb *f)
+{
+	static const uint8_t id[20] = { 0xab, 0xcd, 1, 2, 3 };
+	struct ptd_perfdata_clock_data cd = { 1, 1, 1000, 2000 };
+	struct ptd_perfdata_nrcpus nr = { 8, 4 };
+
+	put_string(fb_feat(f, PTD_PERFDATA_HEADER_CPUID),
+		   "GenuineIntel,6,85,4");
+	put(fb_feat(f, PTD_PERFDATA_HEADER_NRCPUS), &nr, sizeof(nr));
+	put(fb_feat(f, PTD_PERFDATA_HEADER_CLOCK_DATA), &cd, sizeof(cd));
+	fb_buildid(fb_feat(f, PTD_PERFDATA_HEADER_BUILD_ID), "/no/such/lib",
+		   id);
+}
+
+/* Lay out a file-mode perf.data (with the AUXTRACE index feature). */
+static void fb_file(struct fb *f, struct ptd_buf *out)
+{
+	struct ptd_perfdata_file_header h;
+	struct ptd_buf idx = { 0 };
+	uint64_t off, ids_off, data_off, bodies;
+	size_t i;
+
+	memset(&h, 0, sizeof(h));
+	memset(out, 0, sizeof(*out));
+	h.magic = PTD_PERFDATA_MAGIC;
+	h.size = sizeof(h);
+	h.attr_size = sizeof(struct ptd_perfdata_file_attr);
+	h.attrs.offset = sizeof(h);
+	h.attrs.size = f->nattr * h.attr_size;
+	ids_off = h.attrs.offset + h.attrs.size;
+	data_off = ids_off + 8 * f->nattr;
+	h.data.offset = data_off;
+	h.data.size = f->recs.len;
+	if (f->naux) {
+		put_u64(&idx, f->naux);
+		for (i = 0; i < f->naux; i++) {
+			put_u64(&idx, data_off + f->aux_offsets[i]);
+			put_u64(&idx, 48);
+		}
+	}
+	for (i = 0; i < f->nfeat; i++)
+		ptd_perfdata_feat_set(h.features, f->feat[i].id);
+	if (f->naux)
+		ptd_perfdata_feat_set(h.features, PTD_PERFDATA_HEADER_AUXTRACE);
+	put(out, &h, sizeof(h));
+	for (i = 0; i < f->nattr; i++) {
+		struct ptd_perfdata_file_attr fa;
+
+		memset(&fa, 0, sizeof(fa));
+		memcpy(fa.attr, &f->attr[i], PTD_PERFDATA_ATTR_SIZE);
+		fa.ids.offset = ids_off + 8 * i;
+		fa.ids.size = 8;
+		put(out, &fa, sizeof(fa));
+	}
+	for (i = 0; i < f->nattr; i++)
+		put_u64(out, f->ids[i]);
+	put(out, f->recs.data, f->recs.len);
+	/* Feature table in bit order, then the bodies. */
+	bodies = out->len + 16 * (f->nfeat + !!f->naux);
+	off = bodies;
+	for (unsigned bit = 0; bit < PTD_PERFDATA_FEAT_BITS; bit++) {
+		const struct ptd_buf *b = NULL;
+
+		if (!ptd_perfdata_feat_test(h.features, bit))
+			continue;
+		for (i = 0; i < f->nfeat; i++)
+			if (f->feat[i].id == bit)
+				b = &f->feat[i].body;
+		if (bit == PTD_PERFDATA_HEADER_AUXTRACE)
+			b = &idx;
+		put_u64(out, off);
+		put_u64(out, b->len);
+		off += b->len;
+	}
+	for (unsigned bit = 0; bit < PTD_PERFDATA_FEAT_BITS; bit++) {
+		if (!ptd_perfdata_feat_test(h.features, bit))
+			continue;
+		for (i = 0; i < f->nfeat; i++)
+			if (f->feat[i].id == bit)
+				put(out, f->feat[i].body.data,
+				    f->feat[i].body.len);
+		if (bit == PTD_PERFDATA_HEADER_AUXTRACE)
+			put(out, idx.data, idx.len);
+	}
+	ptd_buf_free(&idx);
+}
+
+/* Lay out a pipe-mode stream. */
+static void fb_pipe(struct fb *f, struct ptd_buf *out)
+{
+	size_t i;
+
+	memset(out, 0, sizeof(*out));
+	put_u64(out, PTD_PERFDATA_MAGIC);
+	put_u64(out, 16);
+	for (i = 0; i < f->nattr; i++) {
+		struct perf_event_header h = { PTD_PERFDATA_RECORD_HEADER_ATTR,
+					       0, 8 + PTD_PERFDATA_ATTR_SIZE +
+							  8 };
+		put(out, &h, sizeof(h));
+		put(out, &f->attr[i], PTD_PERFDATA_ATTR_SIZE);
+		put_u64(out, f->ids[i]);
+	}
+	for (i = 0; i < f->nfeat; i++) {
+		struct perf_event_header h = {
+			PTD_PERFDATA_RECORD_HEADER_FEATURE, 0,
+			(uint16_t)(16 + f->feat[i].body.len)
+		};
+		put(out, &h, sizeof(h));
+		put_u64(out, f->feat[i].id);
+		put(out, f->feat[i].body.data, f->feat[i].body.len);
+	}
+	put(out, f->recs.data, f->recs.len);
+}
+
+static const uint8_t trace_a[64] = { 0x02, 0x82, 0x02, 0x82 };
+static const uint8_t trace_b[32] = { 0x02, 0x82 };
+
+/* A per-thread recording of process 100 (threads 100, 101). */
+static void fb_per_thread(struct fb *f)
+{
+	fb_init(f);
+	fb_ptinfo(f, false, "filter main @ /bin/x");
+	fb_comm(f, 100, 100, true, "prog");
+	fb_mmap2(f, 100, 0x400000, 0x1000, 0, "/bin/true", NULL);
+	fb_itrace(f, 100, 100, UINT32_MAX);
+	fb_itrace(f, 100, 101, UINT32_MAX);
+	fb_auxtrace(f, 100, UINT32_MAX, 0, trace_a, sizeof(trace_a));
+	fb_aux(f, 100, 100, 0, 0, sizeof(trace_a), 0);
+	fb_auxtrace(f, 101, UINT32_MAX, 0, trace_b, sizeof(trace_b));
+	fb_aux(f, 100, 101, 0, 0, sizeof(trace_b), 0);
+	fb_features(f);
+}
+
+static void check_per_thread(const struct ptd_perfdata *pd, bool pipe)
+{
+	CHECK_EQ_INT(pd->pipe, pipe);
+	CHECK_EQ_U64(pd->nattrs, 2);
+	CHECK_EQ_U64(pd->attrs[0].nids, 1);
+	CHECK_EQ_U64(pd->attrs[1].ids[0], 2);
+	CHECK_EQ_U64(pd->attrs[1].attr.sample_type, ST);
+	CHECK(pd->have_cpu);
+	CHECK_EQ_INT(pd->cpu.family, 6);
+	CHECK_EQ_INT(pd->cpu.model, 85);
+	CHECK_EQ_INT(pd->cpu.stepping, 4);
+	CHECK(pd->have_nrcpus);
+	CHECK_EQ_U64(pd->nrcpus.nr_cpus_online, 4);
+	CHECK(pd->have_clock_data);
+	CHECK_EQ_U64(pd->clock_data.wall_clock_ns, 1000);
+	CHECK(pd->pt.present);
+	CHECK_EQ_U64(pd->pt.pmu_type, 8);
+	CHECK_EQ_U64(pd->pt.tsc_bit, 10);
+	CHECK_EQ_U64(pd->pt.noretcomp_bit, 11);
+	CHECK_EQ_U64(pd->pt.mtc_bit, 9);
+	CHECK_EQ_U64(pd->pt.cyc_bit, 1);
+	CHECK(!pd->pt.per_cpu_mmaps);
+	CHECK_EQ_STR(pd->pt.filter, "filter main @ /bin/x");
+	REQUIRE(pd->nauxtrace == 2);
+	CHECK_EQ_U64(pd->auxtrace[0].tid, 100);
+	CHECK_EQ_U64(pd->auxtrace[1].size, sizeof(trace_b));
+	CHECK(!memcmp(pd->auxtrace[0].data, trace_a, sizeof(trace_a)));
+	CHECK_EQ_U64(pd->nindex, pipe ? 0 : 2);
+	CHECK(ptd_perfdata_feat_test(pd->features, PTD_PERFDATA_HEADER_CPUID));
+	REQUIRE(pd->nbuildids == 1);
+	CHECK_EQ_STR(pd->buildids[0].filename, "/no/such/lib");
+	CHECK_EQ_U64(pd->buildids[0].id[0], 0xab);
+	CHECK(ptd_perfdata_find_buildid(pd, "/no/such/lib") != NULL);
+	CHECK_EQ_U64(pd->nrecs, pipe ? 15 : 9);
+}
+
+static void test_file_per_thread(void)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_perf_event e;
+	struct ptd_buf out;
+	struct fb f;
+	int r;
+
+	fb_per_thread(&f);
+	fb_file(&f, &out);
+	r = ptd_perfdata_parse(out.data, out.len, "t.data", &pd, &diag);
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		check_per_thread(pd, false);
+		CHECK_EQ_INT(ptd_perfdata_event(pd, 2, &e, &diag), 0);
+		CHECK_EQ_INT(e.type, PERF_RECORD_MMAP2);
+		CHECK_EQ_STR(e.u.mmap.filename, "/bin/true");
+		CHECK_EQ_U64(e.sid.identifier, 2);
+		CHECK_EQ_INT(ptd_perfdata_event(pd, 0, &e, NULL), -EINVAL);
+	}
+	ptd_perfdata_free(pd);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* The same content as a pipe stream: from memory, from a pipe fd, and
+ * through ptd_perfdata_open of a FIFO path. */
+static void test_pipe_per_thread(void)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_buf out;
+	struct fb f;
+	int fds[2], r;
+	pid_t child;
+
+	fb_per_thread(&f);
+	fb_pipe(&f, &out);
+	r = ptd_perfdata_parse(out.data, out.len, "pipe", &pd, &diag);
+	CHECK_EQ_INT(r, 0);
+	if (r == 0)
+		check_per_thread(pd, true);
+	ptd_perfdata_free(pd);
+	pd = NULL;
+
+	REQUIRE(pipe(fds) == 0);
+	child = fork();
+	REQUIRE(child >= 0);
+	if (child == 0) {
+		close(fds[0]);
+		_exit(ptd_write_all(fds[1], out.data, out.len) ? 1 : 0);
+	}
+	close(fds[1]);
+	r = ptd_perfdata_read_fd(fds[0], "-", &pd, &diag);
+	close(fds[0]);
+	CHECK_EQ_INT(r, 0);
+	if (r == 0)
+		check_per_thread(pd, true);
+	ptd_perfdata_free(pd);
+	pd = NULL;
+	(void)waitpid(child, NULL, 0);
+
+	/* A FIFO given by path is read as a stream. */
+	{
+		char fifo[512];
+
+		(void)snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir);
+		REQUIRE(mkfifo(fifo, 0600) == 0);
+		child = fork();
+		REQUIRE(child >= 0);
+		if (child == 0) {
+			int fd = open(fifo, O_WRONLY | O_CLOEXEC);
+
+			_exit(fd < 0 || ptd_write_all(fd, out.data, out.len));
+		}
+		r = ptd_perfdata_open(fifo, &pd, &diag);
+		CHECK_EQ_INT(r, 0);
+		if (r == 0)
+			check_per_thread(pd, true);
+		ptd_perfdata_free(pd);
+		(void)waitpid(child, NULL, 0);
+	}
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+static void test_per_cpu(void)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_buf out;
+	struct fb f;
+	int r;
+
+	fb_init(&f);
+	fb_ptinfo(&f, true, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_itrace(&f, 100, 100, 1);
+	fb_aux(&f, 100, 100, 1, 0, sizeof(trace_a), 0);
+	fb_auxtrace(&f, UINT32_MAX, 1, 0, trace_a, sizeof(trace_a));
+	fb_file(&f, &out);
+	r = ptd_perfdata_parse(out.data, out.len, "cpu.data", &pd, &diag);
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		CHECK(pd->pt.per_cpu_mmaps);
+		CHECK(pd->pt.filter == NULL);
+		CHECK_EQ_U64(pd->auxtrace[0].cpu, 1);
+		CHECK_EQ_U64(pd->auxtrace[0].tid, UINT32_MAX);
+	}
+	ptd_perfdata_free(pd);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* ---- damage ----------------------------------------------------------- */
+
+static void expect_refused(const char *what, const struct ptd_buf *b,
+			   int err, const char *msg)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	int r = ptd_perfdata_parse(b->data, b->len, "bad.data", &pd, &diag);
+
+	if (err == 0) {
+		if (r != 0)
+			CHECK_FAIL_("%s: refused: %s", what, diag.msg);
+		ptd_perfdata_free(pd);
+		return;
+	}
+	if (r != err)
+		CHECK_FAIL_("%s: expected %s, got %d (%s) '%s'", what,
+			    ptd_strerror(err), r, ptd_strerror(r), diag.msg);
+	CHECK(pd == NULL);
+	if (!strstr(diag.msg, msg) || !strstr(diag.msg, "bad.data"))
+		CHECK_FAIL_("%s: message '%s' lacks '%s' or the file name",
+			    what, diag.msg, msg);
+	ptd_perfdata_free(pd);
+}
+
+static void set_u64(struct ptd_buf *b, size_t off, uint64_t v)
+{
+	memcpy(b->data + off, &v, 8);
+}
+
+static void set_u16(struct ptd_buf *b, size_t off, uint16_t v)
+{
+	memcpy(b->data + off, &v, 2);
+}
+
+static void test_damage(void)
+{
+	struct ptd_buf good, b;
+	struct fb f;
+	uint64_t data_off, rec0, aux0;
+	fb_per_thread(&f);
+	fb_file(&f, &good);
+	memcpy(&data_off, good.data + 40, 8);
+	rec0 = data_off;		/* AUXTRACE_INFO */
+	aux0 = data_off + f.aux_offsets[0];
+
+#define MUT(what, err, msg, ...)                                              \
+	do {                                                                  \
+		memset(&b, 0, sizeof(b));                                     \
+		put(&b, good.data, good.len);                                 \
+		__VA_ARGS__;                                                  \
+		expect_refused(what, &b, err, msg);                           \
+		ptd_buf_free(&b);                                             \
+	} while (0)
+
+	MUT("empty", -PTD_ETRUNC, "too short", b.len = 0);
+	MUT("truncated header", -PTD_ETRUNC, "file header cut short",
+	    b.len = 60);
+	MUT("wrong magic", -PTD_EFORMAT, "bad magic", b.data[0] = 'X');
+	MUT("big-endian", -PTD_EUNSUPPORTED, "big-endian",
+	    set_u64(&b, 0, PTD_PERFDATA_MAGIC_SWAPPED));
+	MUT("header size", -PTD_EFORMAT, "header size 96",
+	    set_u64(&b, 8, 96));
+	MUT("attr_size", -PTD_EFORMAT, "attr_size 100", set_u64(&b, 16, 100));
+	MUT("attr_size stride", -PTD_EFORMAT, "not a multiple of attr_size",
+	    set_u64(&b, 16, 136));
+	MUT("attrs outside", -PTD_ETRUNC, "attrs section",
+	    set_u64(&b, 24, good.len));
+	MUT("absurd attr count", -PTD_ELIMIT, "event attrs",
+	    set_u64(&b, 32, 144ull * 100000));
+	MUT("ids outside", -PTD_EFORMAT, "ids section",
+	    set_u64(&b, 104 + 128, good.len + 8));
+	MUT("attr.size", -PTD_EFORMAT, "attr.size",
+	    b.data[104 + 4] = 200);
+	MUT("data outside", -PTD_ETRUNC, "data section",
+	    set_u64(&b, 48, good.len));
+	MUT("data misaligned", -PTD_EFORMAT, "8-aligned",
+	    set_u64(&b, 40, data_off + 4));
+	MUT("record size 0", -PTD_EFORMAT, "below its 8-byte header",
+	    set_u16(&b, rec0 + 6, 0));
+	MUT("record size 4", -PTD_EFORMAT, "below its 8-byte header",
+	    set_u16(&b, rec0 + 6, 4));
+	MUT("record past data", -PTD_ETRUNC, "runs past the end",
+	    set_u64(&b, 48, 100));
+	MUT("AUXTRACE beyond file", -PTD_ETRUNC, "AUXTRACE payload",
+	    set_u64(&b, aux0 + 8, 1ull << 40));
+	MUT("AUXTRACE size odd", -PTD_EFORMAT, "multiple of 8",
+	    set_u64(&b, aux0 + 8, 63));
+	MUT("AUXTRACE header", -PTD_EFORMAT, "AUXTRACE record of 40",
+	    set_u16(&b, aux0 + 6, 40));
+	MUT("compressed", -PTD_EUNSUPPORTED, "compressed",
+	    set_u16(&b, rec0, PTD_PERFDATA_RECORD_COMPRESSED));
+	{
+		struct ptd_perfdata *pd = NULL;
+		uint64_t mm, idx, bodies, pd_comm;
+
+		REQUIRE(ptd_perfdata_parse(good.data, good.len, "g", &pd,
+					   NULL) == 0);
+		mm = pd->recs[2].offset;	/* the MMAP2 */
+		pd_comm = pd->recs[1].offset;
+		ptd_perfdata_free(pd);
+		MUT("record size odd", -PTD_EFORMAT, "not a multiple of 8",
+		    set_u16(&b, pd_comm + 6, 20));
+		MUT("unterminated MMAP2 name", -PTD_EFORMAT, "MMAP2",
+		    memset(b.data + mm + 72, 'x', 16));
+		/* bodies: BUILD_ID, NRCPUS, CPUID, AUXTRACE index, CLOCK_DATA */
+		bodies = data_off + f.recs.len + 5 * 16;
+		idx = good.len - 24 - 40;
+		MUT("index to nowhere", -PTD_EFORMAT, "not an AUXTRACE record",
+		    set_u64(&b, idx + 8, data_off));
+		MUT("absurd index count", -PTD_EFORMAT, "auxtrace index group",
+		    set_u64(&b, idx, 1ull << 40));
+		MUT("build-id entry size", -PTD_EFORMAT, "build-id entry size",
+		    set_u16(&b, bodies + 6, 60000));
+	}
+	MUT("truncated file", -PTD_ETRUNC, "feature", b.len = good.len - 70);
+	MUT("unknown feature", -PTD_EUNSUPPORTED, "feature 40",
+	    b.data[72 + 5] |= 1);
+	MUT("feature outside", -PTD_ETRUNC, "lies outside",
+	    set_u64(&b, data_off + f.recs.len + 8, 1ull << 50));
+	ptd_buf_free(&good);
+	fb_free(&f);
+
+	/* Events of different sample_id layouts: told apart by
+	 * IDENTIFIER; an id no event owns is refused. */
+	fb_init(&f);
+	f.attr[0].sample_type |= PERF_SAMPLE_ID;
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_file(&f, &good);
+	memcpy(&data_off, good.data + 40, 8);
+	MUT("different layouts", 0, "", (void)0);
+	MUT("unknown sample id", -PTD_EFORMAT, "belongs to no event",
+	    set_u64(&b, data_off + f.recs.len - 8, 7));
+	f.attr[0].sample_type &= ~(uint64_t)PERF_SAMPLE_IDENTIFIER;
+	ptd_buf_free(&good);
+	fb_file(&f, &good);
+	MUT("layouts without common id", -PTD_EUNSUPPORTED, "sample_id "
+	    "layouts", (void)0);
+	ptd_buf_free(&good);
+	fb_free(&f);
+
+	/* Pipe streams: an attr record whose size lies, a truncated record,
+	 * trailing bytes. */
+	fb_per_thread(&f);
+	fb_pipe(&f, &good);
+	MUT("pipe attr size", -PTD_EFORMAT, "HEADER_ATTR attr.size",
+	    b.data[16 + 12] = 248);
+	MUT("pipe truncated", -PTD_ETRUNC, "runs past the end",
+	    b.len = good.len - 8);
+	MUT("pipe trailing bytes", -PTD_ETRUNC, "record header cut short",
+	    put_u32(&b, 0));
+	MUT("pipe unknown feature", -PTD_EUNSUPPORTED, "feature 77",
+	    set_u64(&b, 16 + 2 * 144 + 8, 77));
+	ptd_buf_free(&good);
+	fb_free(&f);
+#undef MUT
+}
+
+/* ---- decoding errors without real PT ---------------------------------- */
+
+struct sinkrec {
+	unsigned errors, info;
+	char first[512];
+	long pid;
+};
+
+static int sr_info(void *ctx, const struct ptd_input_info *in)
+{
+	struct sinkrec *s = ctx;
+
+	s->info++;
+	s->pid = in->pid;
+	return 0;
+}
+
+static int sr_record(void *ctx, const struct ptd_record *r)
+{
+	struct sinkrec *s = ctx;
+
+	if (r->type == PTD_REC_ERROR && r->u.error.ptd_code &&
+	    r->u.error.code == -PTD_ENOIMAGE && !s->first[0])
+		(void)snprintf(s->first, sizeof(s->first), "%s",
+			       r->u.error.context);
+	if (r->type == PTD_REC_ERROR)
+		s->errors++;
+	return 0;
+}
+
+static void decode_buf(const struct ptd_buf *b,
+		       const struct ptd_input_opts *o, struct sinkrec *s,
+		       int want)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_input_sink sink = { sr_info, sr_record, NULL, s };
+	int r = ptd_perfdata_parse(b->data, b->len, "d.data", &pd, &diag);
+
+	memset(s, 0, sizeof(*s));
+	CHECK_EQ_INT(r, 0);
+	if (r == 0) {
+		r = ptd_perfdata_decode_parsed(pd, o, &sink, NULL, &diag);
+		if (r != want)
+			CHECK_FAIL_("decode: expected %d, got %d: %s", want, r,
+				    diag.msg);
+	}
+	ptd_perfdata_free(pd);
+}
+
+/* A mapping whose file is missing gives an error record naming it and
+ * its build-id; a build-id cache or a sysroot makes it found. */
+static void test_missing_image(void)
+{
+	static const uint8_t id[20] = { 0x12, 0x34, 0x56 };
+	char path[512], dir[512];
+	struct ptd_input_opts o;
+	struct sinkrec s;
+	struct ptd_buf out;
+	struct fb f;
+
+	fb_init(&f);
+	fb_ptinfo(&f, false, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_mmap2(&f, 100, 0x400000, 0x1000, 0, "/no/such/prog", id);
+	fb_itrace(&f, 100, 100, UINT32_MAX);
+	fb_auxtrace(&f, 100, UINT32_MAX, 0, trace_a, sizeof(trace_a));
+	fb_file(&f, &out);
+	memset(&o, 0, sizeof(o));
+	decode_buf(&out, &o, &s, 0);
+	CHECK_EQ_INT(s.info, 1);
+	CHECK_EQ_INT(s.pid, 100);
+	CHECK_CONTAINS(s.first, "/no/such/prog");
+	CHECK_CONTAINS(s.first, "1234560000");
+
+	/* build-id cache: DIR/.build-id/12/3456.../elf */
+	(void)snprintf(dir, sizeof(dir), "%s/bid/.build-id/12/"
+		       "34560000000000000000000000000000000000", tmpdir);
+	REQUIRE(ptd_strlcpy(path, dir, sizeof(path)) == 0);
+	REQUIRE(system(NULL) != 0);
+	{
+		char cmd[1200];
+
+		(void)snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp /bin/true "
+			       "%s/elf && mkdir -p %s/root/no/such && cp "
+			       "/bin/true %s/root/no/such/prog", dir, dir,
+			       tmpdir, tmpdir);
+		REQUIRE(system(cmd) == 0);
+	}
+	(void)snprintf(path, sizeof(path), "%s/bid", tmpdir);
+	o.buildid_dir = path;
+	decode_buf(&out, &o, &s, 0);
+	CHECK_EQ_STR(s.first, "");
+	o.buildid_dir = tmpdir;	/* no cache there */
+	decode_buf(&out, &o, &s, 0);
+	CHECK_CONTAINS(s.first, "/no/such/prog");
+	(void)snprintf(dir, sizeof(dir), "%s/root", tmpdir);
+	o.sysroot = dir;
+	decode_buf(&out, &o, &s, 0);
+	CHECK_EQ_STR(s.first, "");
+
+	/* have_tid of a thread without trace. */
+	memset(&o, 0, sizeof(o));
+	o.have_tid = true;
+	o.tid = 4242;
+	decode_buf(&out, &o, &s, -ENOENT);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* A file without AUXTRACE_INFO is refused by the decoder. */
+static void test_no_pt(void)
+{
+	struct ptd_input_opts o;
+	struct sinkrec s;
+	struct ptd_buf out;
+	struct fb f;
+
+	fb_init(&f);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_file(&f, &out);
+	memset(&o, 0, sizeof(o));
+	decode_buf(&out, &o, &s, -PTD_EUNSUPPORTED);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* ---- streams and losses ---------------------------------------------- */
+
+struct tstat {
+	pid_t tid[4];
+	uint64_t bytes[4];
+	size_t n;
+	unsigned trunc;
+	char trunc_msg[4][256];
+};
+
+static int ts_record(void *ctx, const struct ptd_record *r)
+{
+	struct tstat *t = ctx;
+
+	if (r->type == PTD_REC_ERROR && r->u.error.ptd_code &&
+	    r->u.error.code == -PTD_ETRUNC && t->trunc < 4)
+		(void)snprintf(t->trunc_msg[t->trunc++], 256, "%d:%s:%" PRIu64,
+			       r->tid, r->u.error.context,
+			       r->u.error.skipped);
+	return 0;
+}
+
+static void ts_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		    int err, const struct ptd_diag *diag)
+{
+	struct tstat *t = ctx;
+
+	(void)err;
+	(void)diag;
+	if (t->n < 4) {
+		t->tid[t->n] = tid;
+		t->bytes[t->n++] = st->bytes;
+	}
+}
+
+static int decode_stats(const struct ptd_buf *b, struct tstat *t)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_input_sink sink = { NULL, ts_record, ts_done, t };
+	struct ptd_input_opts o;
+	int r = ptd_perfdata_parse(b->data, b->len, "s.data", &pd, &diag);
+
+	memset(t, 0, sizeof(*t));
+	memset(&o, 0, sizeof(o));
+	if (r == 0)
+		r = ptd_perfdata_decode_parsed(pd, &o, &sink, NULL, &diag);
+	if (r)
+		fprintf(stderr, "decode: %s\n", diag.msg);
+	ptd_perfdata_free(pd);
+	return r;
+}
+
+/* SWITCH (no encoder in sideband.h): header and the sample_id trailer. */
+static void fb_switch(struct fb *f, uint32_t pid, uint32_t tid, uint32_t cpu,
+		      bool out)
+{
+	struct perf_event_header h = {
+		PERF_RECORD_SWITCH,
+		(uint16_t)(out ? PERF_RECORD_MISC_SWITCH_OUT : 0), 8 + 32
+	};
+
+	put(&f->recs, &h, sizeof(h));
+	put_u32(&f->recs, pid);
+	put_u32(&f->recs, tid);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, cpu);
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 2);
+}
+
+/* Per-CPU: CPU 1's AUX goes to the thread that owned the CPU when each
+ * PERF_RECORD_AUX was read. */
+static void test_per_cpu_split(void)
+{
+	uint8_t bytes[96];
+	struct ptd_buf out;
+	struct tstat t;
+	struct fb f;
+
+	memset(bytes, 0, sizeof(bytes));
+	fb_init(&f);
+	fb_ptinfo(&f, true, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_itrace(&f, 100, 100, 1);
+	fb_aux(&f, 100, 100, 1, 0, 40, 0);
+	fb_switch(&f, 100, 100, 1, true);
+	fb_switch(&f, 100, 101, 1, false);
+	fb_aux(&f, 100, 101, 1, 40, 56, 0);
+	/* perf record writes a CPU's AUXTRACE payload after the data ring's
+	 * records that announce it: found anywhere in the file. */
+	fb_auxtrace(&f, UINT32_MAX, 1, 0, bytes, sizeof(bytes));
+	fb_file(&f, &out);
+	CHECK_EQ_INT(decode_stats(&out, &t), 0);
+	REQUIRE(t.n == 2);
+	CHECK_EQ_U64(t.bytes[0], 40);
+	CHECK_EQ_U64(t.bytes[1], 56);
+	ptd_buf_free(&out);
+	fb_free(&f);
+
+	fb_init(&f);
+	fb_ptinfo(&f, true, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_auxtrace(&f, UINT32_MAX, 1, 0, bytes, sizeof(bytes));
+	fb_itrace(&f, 100, 100, 1);
+	fb_aux(&f, 100, 100, 1, 0, 40, 0);
+	fb_switch(&f, 100, 100, 1, true);
+	fb_switch(&f, 100, 101, 1, false);
+	fb_aux(&f, 100, 101, 1, 40, 56, 0);
+	fb_file(&f, &out);
+	CHECK_EQ_INT(decode_stats(&out, &t), 0);
+	REQUIRE(t.n == 2);
+	CHECK_EQ_INT(t.tid[0], 100);
+	CHECK_EQ_U64(t.bytes[0], 40);
+	CHECK_EQ_INT(t.tid[1], 101);
+	CHECK_EQ_U64(t.bytes[1], 56);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* Per-thread: a jump in AUX offsets and a TRUNCATED AUX record are error
+ * records with their byte counts; payload padding is dropped. */
+static void test_losses(void)
+{
+	uint8_t bytes[64];
+	struct ptd_buf out;
+	struct tstat t;
+	struct fb f;
+
+	memset(bytes, 0, sizeof(bytes));
+	fb_init(&f);
+	fb_ptinfo(&f, false, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_itrace(&f, 100, 100, UINT32_MAX);
+	/* 21 bytes padded to 24; the next payload starts at 21 */
+	fb_auxtrace(&f, 100, UINT32_MAX, 0, bytes, 24);
+	fb_aux(&f, 100, 100, 0, 0, 21, 0);
+	fb_auxtrace(&f, 100, UINT32_MAX, 21, bytes, 16);
+	fb_aux(&f, 100, 100, 0, 21, 16, 0);
+	/* 1000 bytes never recorded */
+	fb_auxtrace(&f, 100, UINT32_MAX, 1037, bytes, 8);
+	fb_aux(&f, 100, 100, 0, 1037, 8, PERF_AUX_FLAG_TRUNCATED);
+	fb_file(&f, &out);
+	CHECK_EQ_INT(decode_stats(&out, &t), 0);
+	REQUIRE(t.n == 1);
+	CHECK_EQ_U64(t.bytes[0], 21 + 16 + 8);
+	CHECK_EQ_INT(t.trunc, 2);
+	CHECK_CONTAINS(t.trunc_msg[0], "lost 1000 trace bytes");
+	CHECK_CONTAINS(t.trunc_msg[0], ":1000");
+	CHECK_CONTAINS(t.trunc_msg[1], "truncated");
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
+/* ---- fuzz ------------------------------------------------------------- */
+
+static void fuzz_one(const struct ptd_buf *good, uint32_t *seed,
+		     unsigned *parsed)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_buf b = { 0 };
+	unsigned k, n = 1 + rand_r(seed) % 4;
+	int r;
+
+	put(&b, good->data, good->len);
+	for (k = 0; k < n; k++) {
+		size_t at = (size_t)rand_r(seed) % b.len;
+
+		switch (rand_r(seed) % 4) {
+		case 0:	/* bit flip */
+			b.data[at] ^= (uint8_t)(1u << (rand_r(seed) % 8));
+			break;
+		case 1:	/* truncation */
+			b.len = at;
+			break;
+		case 2:	/* spliced size: a small or huge value at a u16/u64 */
+			if (at + 8 <= b.len) {
+				uint64_t v = rand_r(seed) % 2
+						     ? (uint64_t)rand_r(seed)
+						     : (uint64_t)(rand_r(seed) %
+								  512);
+				memcpy(b.data + at, &v,
+				       rand_r(seed) % 2 ? 2 : 8);
+			}
+			break;
+		default: /* random byte */
+			b.data[at] = (uint8_t)rand_r(seed);
+			break;
+		}
+		if (!b.len)
+			break;
+	}
+	r = ptd_perfdata_parse(b.data, b.len, "fuzz", &pd, &diag);
+	if (r == 0) {
+		struct ptd_input_opts o;
+		struct sinkrec s;
+		struct ptd_input_sink sink = { sr_info, sr_record, NULL, &s };
+
+		(*parsed)++;
+		memset(&o, 0, sizeof(o));
+		o.sysroot = "/nonexistent";
+		memset(&s, 0, sizeof(s));
+		(void)ptd_perfdata_decode_parsed(pd, &o, &sink, NULL, &diag);
+	} else if (!diag.msg[0] && r != -ENOMEM) {
+		CHECK_FAIL_("refused (%d) without a message", r);
+	}
+	ptd_perfdata_free(pd);
+	ptd_buf_free(&b);
+}
+
+static void test_fuzz(void)
+{
+	struct ptd_buf good[2];
+	uint32_t seed = 12345;
+	unsigned parsed = 0, i;
+	struct fb f;
+
+	fb_per_thread(&f);
+	fb_file(&f, &good[0]);
+	fb_pipe(&f, &good[1]);
+	for (i = 0; i < 3000; i++)
+		fuzz_one(&good[i % 2], &seed, &parsed);
+	fprintf(stderr, "fuzz: %u of %u mutations parsed\n", parsed, i);
+	CHECK(parsed > 0);
+	ptd_buf_free(&good[0]);
+	ptd_buf_free(&good[1]);
+	fb_free(&f);
+}
+
+/* ---- real perf record ------------------------------------------------- */
+
+/* Run `perf record -e dummy:u -o FILE -- ARGV...` with stdout to @out. */
+static int perf_record(const char *file, const char *out,
+		       const char *const argv[])
+{
+	const char *args[16] = { "perf", "record", "-q", "-e", "dummy:u",
+				 "-o", file, "--" };
+	size_t n = 8, i;
+	pid_t pid;
+	int st;
+
+	for (i = 0; argv[i] && n < 15; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0600);
+		int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+		if (fd < 0 || nul < 0 || dup2(fd, 1) < 0 || dup2(nul, 2) < 0)
+			_exit(126);
+		execvp("perf", (char *const *)args);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) < 0)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Build the image of process @pid from the file's records, in order. */
+static struct ptd_image *image_of(const struct ptd_perfdata *pd,
+				  struct ptd_iscache *ic, uint32_t pid,
+				  unsigned *nmaps)
+{
+	struct ptd_image *img = ptd_image_new(ic, "perf");
+	size_t i;
+
+	*nmaps = 0;
+	for (i = 0; img && i < pd->nrecs; i++) {
+		struct ptd_perf_event e;
+		struct ptd_tl_event ev;
+		struct ptd_diag diag = { "" };
+
+		if (pd->recs[i].attr < 0 ||
+		    ptd_perfdata_event(pd, i, &e, &diag) < 0)
+			continue;
+		if ((e.type == PERF_RECORD_MMAP2 && e.u.mmap.pid != pid) ||
+		    ptd_perf_event_to_tl(&e, &ev, &diag) != 1)
+			continue;
+		if (ptd_tl_event_apply(&ev, img, NULL, &diag) == 0 &&
+		    ev.op == PTD_TL_MAP)
+			(*nmaps)++;
+	}
+	return img;
+}
+
+/* cat prints its own maps: every executable file mapping in it must be in
+ * the image built from the recording, from the same file and offset. */
+static void test_real_cat_maps(void)
+{
+	char data[512], out[512], *text = NULL;
+	const char *argv[] = { "cat", "/proc/self/maps", NULL };
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *img = NULL;
+	struct ptd_maps maps = { 0 };
+	unsigned nmaps = 0, checked = 0;
+	uint32_t pid = 0;
+	size_t len, i;
+	int r;
+
+	(void)snprintf(data, sizeof(data), "%s/cat.data", tmpdir);
+	(void)snprintf(out, sizeof(out), "%s/cat.maps", tmpdir);
+	r = perf_record(data, out, argv);
+	if (r != 0) {
+		fprintf(stderr, "SKIP part: perf record failed (exit %d): "
+			"perf missing or perf_event_paranoid too high\n", r);
+		ptd_iscache_free(ic);
+		return;
+	}
+	REQUIRE(ptd_file_read_all(out, 1 << 20, &text, &len) == 0);
+	REQUIRE(ptd_maps_parse(text, len, out, &maps, &diag) == 0);
+	r = ptd_perfdata_open(data, &pd, &diag);
+	if (r)
+		CHECK_FAIL_("%s", diag.msg);
+	REQUIRE(r == 0);
+	CHECK(!pd->pt.present);
+	for (i = 0; i < pd->nrecs; i++) {
+		struct ptd_perf_event e;
+
+		if (pd->recs[i].attr >= 0 &&
+		    ptd_perfdata_event(pd, i, &e, NULL) == 0 &&
+		    e.type == PERF_RECORD_COMM && e.u.comm.exec)
+			pid = e.u.comm.pid;
+	}
+	CHECK(pid != 0);
+	img = image_of(pd, ic, pid, &nmaps);
+	REQUIRE(img);
+	for (i = 0; i < maps.n; i++) {
+		const struct ptd_map *m = &maps.v[i];
+		const struct ptd_image_region *reg;
+		const struct ptd_module *mod;
+
+		if (m->kind != PTD_MAP_FILE || !(m->prot & PTD_MAP_PROT_X))
+			continue;
+		reg = ptd_image_find(img, m->start);
+		if (!reg) {
+			CHECK_FAIL_("%s at 0x%" PRIx64 " is not in the image",
+				    m->path, m->start);
+			continue;
+		}
+		mod = ptd_iscache_module(ic, reg->isid);
+		REQUIRE(mod);
+		CHECK_EQ_STR(mod->path, m->path);
+		CHECK_EQ_U64(mod->offset + (m->start - mod->vaddr), m->offset);
+		CHECK(reg->end >= m->end);
+		checked++;
+	}
+	CHECK(checked >= 2);	/* cat and libc at least */
+	CHECK(nmaps >= checked);
+	ptd_image_free(img);
+	ptd_perfdata_free(pd);
+	ptd_maps_free(&maps);
+	ptd_iscache_free(ic);
+	free(text);
+}
+
+/* dlopen: the library appears at its MMAP2 address; exec / fork files
+ * parse and name both programs / processes. */
+static void test_real_progs(void)
+{
+	const char *progs = getenv("PTD_TEST_PROGS");
+	char data[512], out[512], prog[512], lib[512];
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	static const char *const names[] = { "prog-dlopen", "prog-exec",
+					     "prog-fork" };
+	size_t k, i;
+
+	if (!progs) {
+		fprintf(stderr, "SKIP part: PTD_TEST_PROGS not set\n");
+		return;
+	}
+	(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs);
+	for (k = 0; k < 3; k++) {
+		const char *argv[] = { prog, k == 0 ? lib : NULL, NULL };
+		unsigned libmaps = 0, execs = 0, forks = 0;
+		int r;
+
+		(void)snprintf(prog, sizeof(prog), "%s/%s", progs, names[k]);
+		(void)snprintf(data, sizeof(data), "%s/%s.data", tmpdir,
+			       names[k]);
+		(void)snprintf(out, sizeof(out), "%s/%s.out", tmpdir,
+			       names[k]);
+		r = perf_record(data, out, argv);
+		if (r == 126 || r == 127 || r == 128) {
+			fprintf(stderr, "SKIP part: perf record %s: %d\n",
+				names[k], r);
+			continue;
+		}
+		r = ptd_perfdata_open(data, &pd, &diag);
+		if (r)
+			CHECK_FAIL_("%s: %s", names[k], diag.msg);
+		if (r)
+			continue;
+		for (i = 0; i < pd->nrecs; i++) {
+			struct ptd_perf_event e;
+
+			if (pd->recs[i].attr < 0 ||
+			    ptd_perfdata_event(pd, i, &e, NULL) < 0)
+				continue;
+			if (e.type == PERF_RECORD_MMAP2 &&
+			    !strcmp(e.u.mmap.filename, lib) && e.u.mmap.exec) {
+				struct ptd_iscache *ic = ptd_iscache_new();
+				unsigned n;
+				struct ptd_image *img =
+					image_of(pd, ic, e.u.mmap.pid, &n);
+				const struct ptd_image_region *reg =
+					img ? ptd_image_find(img,
+							     e.u.mmap.addr)
+					    : NULL;
+
+				CHECK(reg && ptd_iscache_module(ic, reg->isid) &&
+				      !strcmp(ptd_iscache_module(ic, reg->isid)
+						      ->path, lib));
+				ptd_image_free(img);
+				ptd_iscache_free(ic);
+				libmaps++;
+			}
+			if (e.type == PERF_RECORD_COMM && e.u.comm.exec)
+				execs++;
+			if (e.type == PERF_RECORD_FORK)
+				forks++;
+		}
+		if (k == 0)
+			CHECK(libmaps >= 2);	/* dlopen twice */
+		if (k == 1)
+			CHECK(execs >= 2);
+		if (k == 2)
+			CHECK(forks >= 1);
+		ptd_perfdata_free(pd);
+		pd = NULL;
+	}
+}
+
+int main(void)
+{
+	if (!mkdtemp(tmpdir))
+		SKIP_ALL("cannot create a temporary directory");
+	RUN(test_file_per_thread);
+	RUN(test_pipe_per_thread);
+	RUN(test_per_cpu);
+	RUN(test_damage);
+	RUN(test_missing_image);
+	RUN(test_no_pt);
+	RUN(test_per_cpu_split);
+	RUN(test_losses);
+	RUN(test_fuzz);
+	RUN(test_real_cat_maps);
+	RUN(test_real_progs);
+	(void)ptd_rm_rf(tmpdir);
+	return check_done();
+}
