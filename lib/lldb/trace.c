@@ -1,0 +1,908 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading LLDB Intel PT trace bundles (see trace.h).
+ */
+#include "lldb/trace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "aspace/image.h"
+#include "aspace/iscache.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "decode/insncache.h"
+
+/* Integers a JSON number holds exactly (cJSON keeps a double). */
+#define JSON_MAX_EXACT (1ull << 53)
+#define FIELD_MAX 160
+
+/* ---- parsing ---------------------------------------------------------- */
+
+struct pctx {
+	const char *origin;
+	const char *dir;
+	struct ptd_diag *diag;
+};
+
+static int bad(const struct pctx *p, const char *field, const char *what)
+{
+	return ptd_diagf(p->diag, -PTD_EFORMAT, "%s: %s: %s", p->origin,
+			 field, what);
+}
+
+/* Format a field name into @out (FIELD_MAX bytes; a long one is cut:
+ * vsnprintf, so the compiler does not second-guess the cut). */
+__attribute__((format(printf, 2, 3)))
+static void fieldf(char *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(out, FIELD_MAX, fmt, ap);
+	va_end(ap);
+}
+
+/* "PREFIX.key" (or "key" at the top) into @out. */
+static const char *fname(char *out, const char *prefix, const char *key)
+{
+	fieldf(out, "%s%s%s", prefix, *prefix ? "." : "", key);
+	return out;
+}
+
+/* "PREFIX.what[idx]" into @out. */
+static void subfield(char *out, const char *prefix, const char *what,
+		     size_t idx)
+{
+	fieldf(out, "%s%s%s[%zu]", prefix, *prefix ? "." : "", what, idx);
+}
+
+/* An integer in [@min, @max].  Absent: -ENOENT when !@required (nothing
+ * written), else a message. */
+static int get_int(const struct pctx *p, const cJSON *obj, const char *key,
+		   const char *prefix, bool required, uint64_t min,
+		   uint64_t max, uint64_t *ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char f[FIELD_MAX];
+	double v;
+
+	fname(f, prefix, key);
+	if (!it)
+		return required ? bad(p, f, "missing") : -ENOENT;
+	if (!cJSON_IsNumber(it))
+		return bad(p, f, "expected an integer");
+	v = it->valuedouble;
+	/* NaN fails the first test; the cast is exact only for integers */
+	if (!(v >= 0) || v >= (double)JSON_MAX_EXACT ||
+	    v != (double)(uint64_t)v) {
+		if (v < 0 && v > -(double)JSON_MAX_EXACT &&
+		    v == (double)(int64_t)v)
+			return bad(p, f, "expected a non-negative integer");
+		return bad(p, f, "expected an integer");
+	}
+	if ((uint64_t)v < min || (uint64_t)v > max)
+		return ptd_diagf(p->diag, -PTD_EFORMAT,
+				 "%s: %s: %" PRIu64 " out of range [%" PRIu64
+				 ", %" PRIu64 "]", p->origin, f, (uint64_t)v,
+				 min, max);
+	*ret = (uint64_t)v;
+	return 0;
+}
+
+/* An address: an integer up to 2^53, or a decimal / "0x" hex string. */
+static int get_addr(const struct pctx *p, const cJSON *obj, const char *key,
+		    const char *prefix, bool required, uint64_t *ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char f[FIELD_MAX];
+
+	fname(f, prefix, key);
+	if (!it)
+		return required ? bad(p, f, "missing") : -ENOENT;
+	if (cJSON_IsString(it) && it->valuestring) {
+		if (ptd_parse_u64(it->valuestring, 0, ret) < 0)
+			return ptd_diagf(p->diag, -PTD_EFORMAT,
+					 "%s: %s: \"%.40s\" is not a decimal "
+					 "or 0x-hex address", p->origin, f,
+					 it->valuestring);
+		return 0;
+	}
+	if (!cJSON_IsNumber(it))
+		return bad(p, f, "expected an integer or a string address");
+	return get_int(p, obj, key, prefix, true, 0, JSON_MAX_EXACT - 1, ret);
+}
+
+/* A string, borrowed from the tree. */
+static int get_str(const struct pctx *p, const cJSON *obj, const char *key,
+		   const char *prefix, bool required, const char **ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char f[FIELD_MAX];
+
+	fname(f, prefix, key);
+	if (!it)
+		return required ? bad(p, f, "missing") : -ENOENT;
+	if (!cJSON_IsString(it) || !it->valuestring)
+		return bad(p, f, "expected a string");
+	if (!it->valuestring[0])
+		return bad(p, f, "empty string");
+	*ret = it->valuestring;
+	return 0;
+}
+
+static int get_strdup(const struct pctx *p, const cJSON *obj,
+		      const char *key, const char *prefix, bool required,
+		      char **ret)
+{
+	const char *s;
+	int r = get_str(p, obj, key, prefix, required, &s);
+
+	if (r < 0)
+		return r;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* Whether @s is a relative path that stays inside its directory. */
+static bool inside_path(const char *s)
+{
+	const char *c = s;
+
+	if (!*s || *s == '/' || strlen(s) >= PATH_MAX)
+		return false;
+	while (*c) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 2 && c[0] == '.' && c[1] == '.')
+			return false;
+		c += n;
+		while (*c == '/')
+			c++;
+	}
+	return true;
+}
+
+/* A path inside the bundle, joined to the bundle directory. */
+static int get_path(const struct pctx *p, const cJSON *obj, const char *key,
+		    const char *prefix, bool required, char **ret)
+{
+	const char *s;
+	char f[FIELD_MAX];
+	int r = get_str(p, obj, key, prefix, required, &s);
+
+	if (r < 0)
+		return r;
+	if (!inside_path(s))
+		return ptd_diagf(p->diag, -PTD_EFORMAT,
+				 "%s: %s: \"%.64s\" is not a relative path "
+				 "inside the bundle", p->origin,
+				 fname(f, prefix, key), s);
+	if (asprintf(ret, "%s/%s", p->dir, s) < 0) {
+		*ret = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* An array member (absent: -ENOENT unless required) of at most @max
+ * elements. */
+static int get_array(const struct pctx *p, const cJSON *obj, const char *key,
+		     const char *prefix, bool required, size_t max,
+		     const cJSON **ret, size_t *ret_n)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char f[FIELD_MAX];
+	int n;
+
+	fname(f, prefix, key);
+	if (!it)
+		return required ? bad(p, f, "missing") : -ENOENT;
+	if (!cJSON_IsArray(it))
+		return bad(p, f, "expected an array");
+	n = cJSON_GetArraySize(it);
+	if (n < 0 || (size_t)n > max)
+		return ptd_diagf(p->diag, -PTD_ELIMIT,
+				 "%s: %s: %d elements, more than the %zu "
+				 "allowed", p->origin, f, n, max);
+	*ret = it;
+	*ret_n = (size_t)n;
+	return 0;
+}
+
+static int get_object(const struct pctx *p, const cJSON *obj,
+		      const char *key, const char *prefix, bool required,
+		      const cJSON **ret)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+	char f[FIELD_MAX];
+
+	fname(f, prefix, key);
+	if (!it)
+		return required ? bad(p, f, "missing") : -ENOENT;
+	if (!cJSON_IsObject(it))
+		return bad(p, f, "expected an object");
+	*ret = it;
+	return 0;
+}
+
+/* An optional item's result: absent is fine. */
+static int optional(int r)
+{
+	return r == -ENOENT ? 0 : r;
+}
+
+static int parse_cpuinfo(const struct pctx *p, const cJSON *root,
+			 struct pt_cpu *cpu)
+{
+	const cJSON *ci = NULL;
+	const char *vendor = NULL;
+	uint64_t fam = 0, model = 0, step = 0;
+	int r;
+
+	r = get_object(p, root, "cpuInfo", "", true, &ci);
+	if (r < 0)
+		return r;
+	r = get_str(p, ci, "vendor", "cpuInfo", true, &vendor);
+	if (r < 0)
+		return r;
+	if (strcmp(vendor, "GenuineIntel") && strcmp(vendor, "unknown"))
+		return ptd_diagf(p->diag, -PTD_EFORMAT,
+				 "%s: cpuInfo.vendor: \"%.40s\" is neither "
+				 "\"GenuineIntel\" nor \"unknown\"", p->origin,
+				 vendor);
+	if ((r = get_int(p, ci, "family", "cpuInfo", true, 0, UINT16_MAX,
+			 &fam)) < 0 ||
+	    (r = get_int(p, ci, "model", "cpuInfo", true, 0, UINT8_MAX,
+			 &model)) < 0 ||
+	    (r = get_int(p, ci, "stepping", "cpuInfo", true, 0, UINT8_MAX,
+			 &step)) < 0)
+		return r;
+	memset(cpu, 0, sizeof(*cpu));
+	cpu->vendor = strcmp(vendor, "GenuineIntel") ? pcv_unknown : pcv_intel;
+	cpu->family = (uint16_t)fam;
+	cpu->model = (uint8_t)model;
+	cpu->stepping = (uint8_t)step;
+	return 0;
+}
+
+static int parse_thread(const struct pctx *p, const cJSON *jt,
+			const char *prefix, struct ptd_lldb_thread *t)
+{
+	uint64_t tid = 0;
+	int r;
+
+	if (!cJSON_IsObject(jt))
+		return bad(p, prefix, "expected an object");
+	r = get_int(p, jt, "tid", prefix, true, 1, INT32_MAX, &tid);
+	if (r < 0)
+		return r;
+	t->tid = (pid_t)tid;
+	return optional(get_path(p, jt, "iptTrace", prefix, false,
+				 &t->ipt_trace));
+}
+
+static int parse_module(const struct pctx *p, const cJSON *jm,
+			const char *prefix, struct ptd_lldb_module *m)
+{
+	int r;
+
+	if (!cJSON_IsObject(jm))
+		return bad(p, prefix, "expected an object");
+	r = get_strdup(p, jm, "systemPath", prefix, true, &m->system_path);
+	if (r < 0)
+		return r;
+	r = optional(get_path(p, jm, "file", prefix, false, &m->file));
+	if (r < 0)
+		return r;
+	r = get_addr(p, jm, "loadAddress", prefix, true, &m->load_address);
+	if (r < 0)
+		return r;
+	return optional(get_strdup(p, jm, "uuid", prefix, false, &m->uuid));
+}
+
+static int parse_process(const struct pctx *p, const cJSON *jp,
+			 const char *prefix, size_t *threads_left,
+			 struct ptd_lldb_process *pr)
+{
+	const cJSON *arr = NULL, *it;
+	char f[FIELD_MAX];
+	uint64_t pid = 0;
+	size_t n = 0, i;
+	int r;
+
+	if (!cJSON_IsObject(jp))
+		return bad(p, prefix, "expected an object");
+	r = get_int(p, jp, "pid", prefix, true, 1, INT32_MAX, &pid);
+	if (r < 0)
+		return r;
+	pr->pid = (pid_t)pid;
+	r = optional(get_strdup(p, jp, "triple", prefix, false, &pr->triple));
+	if (r < 0)
+		return r;
+
+	r = get_array(p, jp, "threads", prefix, true, *threads_left, &arr,
+		      &n);
+	if (r < 0)
+		return r;
+	*threads_left -= n;
+	pr->threads = calloc(n ? n : 1, sizeof(*pr->threads));
+	if (!pr->threads)
+		return -ENOMEM;
+	i = 0;
+	cJSON_ArrayForEach(it, arr) {
+		subfield(f, prefix, "threads", i);
+		r = parse_thread(p, it, f, &pr->threads[i]);
+		pr->nthreads = ++i;
+		if (r < 0)
+			return r;
+	}
+
+	r = get_array(p, jp, "modules", prefix, true, PTD_LLDB_MAX_MODULES,
+		      &arr, &n);
+	if (r < 0)
+		return r;
+	pr->modules = calloc(n ? n : 1, sizeof(*pr->modules));
+	if (!pr->modules)
+		return -ENOMEM;
+	i = 0;
+	cJSON_ArrayForEach(it, arr) {
+		subfield(f, prefix, "modules", i);
+		r = parse_module(p, it, f, &pr->modules[i]);
+		pr->nmodules = ++i;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_processes(const struct pctx *p, const cJSON *root,
+			   struct ptd_lldb_trace *t)
+{
+	const cJSON *arr = NULL, *it;
+	size_t n = 0, i = 0, threads_left = PTD_LLDB_MAX_THREADS;
+	char f[FIELD_MAX];
+	int r;
+
+	r = get_array(p, root, "processes", "", false, PTD_LLDB_MAX_PROCS,
+		      &arr, &n);
+	if (r < 0)
+		return optional(r);
+	t->procs = calloc(n ? n : 1, sizeof(*t->procs));
+	if (!t->procs)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, arr) {
+		(void)snprintf(f, sizeof(f), "processes[%zu]", i);
+		r = parse_process(p, it, f, &threads_left, &t->procs[i]);
+		t->nprocs = ++i;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int parse_cpus(const struct pctx *p, const cJSON *root,
+		      struct ptd_lldb_trace *t)
+{
+	const cJSON *arr = NULL, *it;
+	size_t n = 0, i = 0, j;
+	char f[FIELD_MAX];
+	int r;
+
+	r = get_array(p, root, "cpus", "", false, PTD_LLDB_MAX_CPUS, &arr, &n);
+	if (r < 0)
+		return optional(r);
+	t->cpus = calloc(n ? n : 1, sizeof(*t->cpus));
+	if (!t->cpus)
+		return -ENOMEM;
+	cJSON_ArrayForEach(it, arr) {
+		struct ptd_lldb_cpu *c = &t->cpus[i];
+		uint64_t id = 0;
+
+		(void)snprintf(f, sizeof(f), "cpus[%zu]", i);
+		t->ncpus = ++i;
+		if (!cJSON_IsObject(it))
+			return bad(p, f, "expected an object");
+		if ((r = get_int(p, it, "id", f, true, 0, INT32_MAX, &id)) < 0 ||
+		    (r = get_path(p, it, "iptTrace", f, true,
+				  &c->ipt_trace)) < 0 ||
+		    (r = get_path(p, it, "contextSwitchTrace", f, true,
+				  &c->context_switch_trace)) < 0)
+			return r;
+		c->id = (uint32_t)id;
+		for (j = 0; j + 1 < i; j++)
+			if (t->cpus[j].id == c->id)
+				return ptd_diagf(p->diag, -PTD_EFORMAT,
+						 "%s: %s.id: cpu %u is listed "
+						 "twice", p->origin, f, c->id);
+	}
+	return 0;
+}
+
+static int parse_tsc_conv(const struct pctx *p, const cJSON *root,
+			  struct ptd_lldb_trace *t)
+{
+	const char *k = "tscPerfZeroConversion";
+	const cJSON *o = NULL;
+	uint64_t mult = 0, shift = 0;
+	int r = get_object(p, root, k, "", false, &o);
+
+	if (r < 0)
+		return optional(r);
+	if ((r = get_int(p, o, "timeMult", k, true, 0, UINT32_MAX,
+			 &mult)) < 0 ||
+	    (r = get_int(p, o, "timeShift", k, true, 0, 63, &shift)) < 0 ||
+	    (r = get_addr(p, o, "timeZero", k, true, &t->time_zero)) < 0)
+		return r;
+	t->has_tsc_conv = true;
+	t->time_mult = (uint32_t)mult;
+	t->time_shift = (uint16_t)shift;
+	return 0;
+}
+
+static int parse_kernel(const struct pctx *p, const cJSON *root,
+			struct ptd_lldb_trace *t)
+{
+	const cJSON *o = NULL;
+	int r = get_object(p, root, "kernel", "", false, &o);
+
+	if (r < 0)
+		return optional(r);
+	t->has_kernel = true;
+	t->kernel_load = 0xffffffff81000000ull;
+	r = optional(get_addr(p, o, "loadAddress", "kernel", false,
+			      &t->kernel_load));
+	if (r < 0)
+		return r;
+	return get_path(p, o, "file", "kernel", true, &t->kernel_file);
+}
+
+/* The rules between sections (see the schema's notes). */
+static int check_consistency(const struct pctx *p,
+			     const struct ptd_lldb_trace *t)
+{
+	size_t i, j;
+
+	if (t->has_kernel && t->nprocs)
+		return bad(p, "kernel",
+			   "a kernel trace has no \"processes\"");
+	if (t->has_kernel && !t->ncpus)
+		return bad(p, "kernel", "a kernel trace needs \"cpus\"");
+	if (t->ncpus && !t->has_tsc_conv)
+		return bad(p, "tscPerfZeroConversion",
+			   "missing (required with \"cpus\")");
+	for (i = 0; i < t->nprocs; i++)
+		for (j = 0; j < t->procs[i].nthreads; j++) {
+			char f[FIELD_MAX];
+
+			if (!t->ncpus || !t->procs[i].threads[j].ipt_trace)
+				continue;
+			(void)snprintf(f, sizeof(f),
+				       "processes[%zu].threads[%zu].iptTrace",
+				       i, j);
+			return bad(p, f, "not allowed with \"cpus\" (a "
+				   "bundle is per-thread or per-CPU)");
+		}
+	return 0;
+}
+
+static int parse_root(const struct pctx *p, const cJSON *root,
+		      struct ptd_lldb_trace *t)
+{
+	const char *type = NULL;
+	int r;
+
+	if (!cJSON_IsObject(root))
+		return ptd_diagf(p->diag, -PTD_EFORMAT,
+				 "%s: not a JSON object", p->origin);
+	r = get_str(p, root, "type", "", true, &type);
+	if (r < 0)
+		return r;
+	if (strcmp(type, "intel-pt"))
+		return ptd_diagf(p->diag, -PTD_EFORMAT,
+				 "%s: type: \"%.40s\" is not \"intel-pt\"",
+				 p->origin, type);
+	if ((r = parse_cpuinfo(p, root, &t->cpu)) < 0 ||
+	    (r = parse_processes(p, root, t)) < 0 ||
+	    (r = parse_cpus(p, root, t)) < 0 ||
+	    (r = parse_tsc_conv(p, root, t)) < 0 ||
+	    (r = parse_kernel(p, root, t)) < 0)
+		return r;
+	return check_consistency(p, t);
+}
+
+void ptd_lldb_trace_free(struct ptd_lldb_trace *t)
+{
+	size_t i, j;
+
+	if (!t)
+		return;
+	for (i = 0; i < t->nprocs; i++) {
+		struct ptd_lldb_process *pr = &t->procs[i];
+
+		for (j = 0; j < pr->nthreads; j++)
+			free(pr->threads[j].ipt_trace);
+		for (j = 0; j < pr->nmodules; j++) {
+			free(pr->modules[j].system_path);
+			free(pr->modules[j].file);
+			free(pr->modules[j].uuid);
+		}
+		free(pr->threads);
+		free(pr->modules);
+		free(pr->triple);
+	}
+	for (i = 0; i < t->ncpus; i++) {
+		free(t->cpus[i].ipt_trace);
+		free(t->cpus[i].context_switch_trace);
+	}
+	free(t->procs);
+	free(t->cpus);
+	free(t->kernel_file);
+	free(t->dir);
+	free(t->origin);
+	memset(t, 0, sizeof(*t));
+}
+
+int ptd_lldb_trace_parse(const char *text, size_t len, const char *dir,
+			 const char *origin, struct ptd_lldb_trace *ret,
+			 struct ptd_diag *diag)
+{
+	struct ptd_lldb_trace t;
+	struct pctx p = { origin, dir, diag };
+	const char *end = NULL;
+	cJSON *root;
+	int r;
+
+	if (!text || !dir || !origin || !ret)
+		return -EINVAL;
+	if (len > PTD_LLDB_MAX_DESC)
+		return ptd_diagf(diag, -PTD_ELIMIT,
+				 "%s: %zu bytes, more than the %u allowed",
+				 origin, len, PTD_LLDB_MAX_DESC);
+	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+	if (!root) {
+		size_t at = end && end >= text ? (size_t)(end - text) : 0;
+
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: not valid JSON (near byte %zu)", origin,
+				 at);
+	}
+	memset(&t, 0, sizeof(t));
+	r = parse_root(&p, root, &t);
+	cJSON_Delete(root);
+	if (r == 0) {
+		t.dir = strdup(dir);
+		t.origin = strdup(origin);
+		if (!t.dir || !t.origin)
+			r = -ENOMEM;
+	}
+	if (r == -ENOMEM)
+		(void)ptd_diagf(diag, r, "%s: out of memory", origin);
+	if (r < 0) {
+		ptd_lldb_trace_free(&t);
+		return r;
+	}
+	*ret = t;
+	return 0;
+}
+
+int ptd_lldb_trace_load(const char *path, struct ptd_lldb_trace *ret,
+			struct ptd_diag *diag)
+{
+	_cleanup_free_ char *dir = NULL, *file = NULL, *text = NULL;
+	struct stat st;
+	size_t len = 0;
+	int r;
+
+	if (!path || !ret)
+		return -EINVAL;
+	if (stat(path, &st) < 0) {
+		r = -errno;
+		return ptd_diagf(diag, r, "'%s': %s", path, ptd_strerror(r));
+	}
+	if (S_ISDIR(st.st_mode)) {
+		dir = strdup(path);
+		if (asprintf(&file, "%s/" PTD_LLDB_DESC, path) < 0)
+			file = NULL;
+	} else {
+		const char *slash = strrchr(path, '/');
+
+		dir = slash ? strndup(path, (size_t)(slash - path) +
+							(slash == path))
+			    : strdup(".");
+		file = strdup(path);
+	}
+	if (!dir || !file)
+		return -ENOMEM;
+	r = ptd_file_read_all(file, PTD_LLDB_MAX_DESC, &text, &len);
+	if (r == -PTD_ELIMIT)
+		return ptd_diagf(diag, r, "%s: larger than the %u bytes "
+				 "allowed", file, PTD_LLDB_MAX_DESC);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot read '%s': %s", file,
+				 ptd_strerror(r));
+	return ptd_lldb_trace_parse(text, len, dir, file, ret, diag);
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+/* Map every executable PT_LOAD of module @m as LLDB loads it: the first
+ * PT_LOAD (in header order: ObjectFile's base address) at loadAddress,
+ * every other segment at the same distance from it.  @field names the
+ * module in messages. */
+static int map_module(struct ptd_image *img, const struct ptd_lldb_module *m,
+		      const char *sysroot, const char *field,
+		      struct ptd_diag *diag)
+{
+	char sysfile[PATH_MAX];
+	const char *file = m->file;
+	_cleanup_close_ int fd = -1;
+	Elf *elf = NULL;
+	struct stat st;
+	size_t phnum = 0, i;
+	uint64_t bias = 0;
+	bool have_base = false;
+	int mapped = 0, r = 0;
+
+	if (!file && sysroot) {
+		if (snprintf(sysfile, sizeof(sysfile), "%s%s", sysroot,
+			     m->system_path) >= (int)sizeof(sysfile))
+			return ptd_diagf(diag, -ENAMETOOLONG,
+					 "%s: path too long", field);
+		file = sysfile;
+	} else if (!file) {
+		file = m->system_path;
+	}
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return ptd_diagf(diag, -PTD_EFORMAT, "libelf is unusable");
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		r = -errno;
+		return ptd_diagf(diag, r, "%s: cannot open '%s': %s", field,
+				 file, ptd_strerror(r));
+	}
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF ||
+	    elf_getphdrnum(elf, &phnum) != 0) {
+		r = ptd_diagf(diag, -PTD_EFORMAT, "%s: '%s' is not an ELF file",
+			      field, file);
+		goto out;
+	}
+	for (i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph)) {
+			r = ptd_diagf(diag, -PTD_EFORMAT,
+				      "%s: '%s': program header %zu "
+				      "unreadable", field, file, i);
+			goto out;
+		}
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (!have_base) {
+			/* wraps modulo 2^64 like the addresses do */
+			bias = m->load_address - ph.p_vaddr;
+			have_base = true;
+		}
+		if (!(ph.p_flags & PF_X) || !ph.p_filesz)
+			continue;
+		if (ph.p_offset > (uint64_t)st.st_size ||
+		    ph.p_filesz > (uint64_t)st.st_size - ph.p_offset) {
+			r = ptd_diagf(diag, -PTD_EFORMAT,
+				      "%s: '%s': segment %zu lies outside "
+				      "the file", field, file, i);
+			goto out;
+		}
+		r = ptd_image_map_file(img, file, ph.p_offset, ph.p_filesz,
+				       ph.p_vaddr + bias, m->system_path,
+				       diag);
+		if (r < 0)
+			goto out;
+		mapped++;
+	}
+	r = mapped ? 0
+		   : ptd_diagf(diag, -PTD_ENOIMAGE,
+			       "%s: '%s' has no executable segment", field,
+			       file);
+out:
+	elf_end(elf);
+	return r;
+}
+
+static int build_image(const struct ptd_lldb_trace *t, size_t pi,
+		       const char *sysroot, struct ptd_image *img,
+		       struct ptd_diag *diag)
+{
+	const struct ptd_lldb_process *pr = &t->procs[pi];
+	size_t j;
+	int r;
+
+	for (j = 0; j < pr->nmodules; j++) {
+		char f[FIELD_MAX + 64];
+		struct ptd_diag md = { "" };
+
+		(void)snprintf(f, sizeof(f), "%s: processes[%zu].modules[%zu]",
+			       t->origin, pi, j);
+		r = map_module(img, &pr->modules[j], sysroot, f, &md);
+		if (r < 0) {
+			if (!md.msg[0])
+				(void)snprintf(md.msg, sizeof(md.msg),
+					       "%s: %s", f, ptd_strerror(r));
+			return ptd_diagf(diag, r, "%s", md.msg);
+		}
+	}
+	return 0;
+}
+
+static bool selected(const struct ptd_lldb_thread *th,
+		     const struct ptd_input_opts *o)
+{
+	return th->ipt_trace && (!o->have_tid || th->tid == o->tid);
+}
+
+struct dctx {
+	const struct ptd_lldb_trace *t;
+	const struct ptd_input_opts *o;
+	const struct ptd_input_sink *sink;
+	struct ptd_decode_opts dopts;
+	struct ptd_insncache *icache;
+	size_t errors;
+};
+
+/* Decode thread @ti of process @pi with @img.  Returns 0 (the thread
+ * decoded, maybe with an error reported through thread_done), the sink's
+ * non-zero stop value, or a negative refusal. */
+static int decode_one(struct dctx *d, size_t pi, size_t ti,
+		      struct ptd_image *img, struct ptd_diag *diag)
+{
+	const struct ptd_lldb_process *pr = &d->t->procs[pi];
+	const struct ptd_lldb_thread *th = &pr->threads[ti];
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+	struct ptd_diag td = { "" };
+	char *pt = NULL;
+	size_t len = 0;
+	int r;
+
+	r = ptd_file_read_all(th->ipt_trace, PTD_LLDB_MAX_PT, &pt, &len);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: processes[%zu].threads[%zu]."
+				 "iptTrace: cannot read '%s': %s",
+				 d->t->origin, pi, ti, th->ipt_trace,
+				 ptd_strerror(r));
+	memset(&a, 0, sizeof(a));
+	memset(&st, 0, sizeof(st));
+	a.pt = (const uint8_t *)pt;
+	a.len = len;
+	a.pid = pr->pid;
+	a.tid = th->tid;
+	a.img = img;
+	a.icache = d->icache;
+	r = ptd_decode_thread(&d->dopts, &a, d->sink->record, d->sink->ctx,
+			      &st);
+	free(pt);
+	if (r > 0)
+		return r;
+	if (r < 0) {
+		(void)ptd_diagf(&td, r, "decoding thread %ld failed: %s",
+				(long)th->tid, ptd_strerror(r));
+		d->errors++;
+	}
+	if (d->sink->thread_done)
+		d->sink->thread_done(d->sink->ctx, th->tid, &st, r < 0 ? r : 0,
+				     &td);
+	return 0;
+}
+
+static int decode_process(struct dctx *d, struct ptd_iscache *ic, size_t pi,
+			  struct ptd_diag *diag)
+{
+	const struct ptd_lldb_process *pr = &d->t->procs[pi];
+	struct ptd_image *img;
+	char name[64];
+	size_t ti;
+	int r = 0;
+
+	for (ti = 0; ti < pr->nthreads; ti++)
+		if (selected(&pr->threads[ti], d->o))
+			break;
+	if (ti == pr->nthreads)
+		return 0;	/* nothing to decode: no image needed */
+	(void)snprintf(name, sizeof(name), "pid %ld", (long)pr->pid);
+	img = ptd_image_new(ic, name);
+	if (!img)
+		return -ENOMEM;
+	r = build_image(d->t, pi, d->o->sysroot, img, diag);
+	for (; r == 0 && ti < pr->nthreads; ti++)
+		if (selected(&pr->threads[ti], d->o))
+			r = decode_one(d, pi, ti, img, diag);
+	ptd_image_free(img);
+	return r;
+}
+
+static int check_decodable(const struct ptd_lldb_trace *t,
+			   const struct ptd_input_opts *o, size_t *ret_nsel,
+			   struct ptd_diag *diag)
+{
+	size_t i, j, n = 0;
+
+	if (t->ncpus || t->has_kernel)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+				 "%s: a per-CPU%s LLDB trace (%zu cpus): "
+				 "splitting a CPU's trace into threads by its "
+				 "context switch trace is not supported; "
+				 "only per-thread bundles are", t->origin,
+				 t->has_kernel ? " kernel" : "", t->ncpus);
+	for (i = 0; i < t->nprocs; i++)
+		for (j = 0; j < t->procs[i].nthreads; j++)
+			if (selected(&t->procs[i].threads[j], o))
+				n++;
+	if (o->have_tid && !n)
+		return ptd_diagf(diag, -ENOENT,
+				 "%s: no trace of thread %ld", t->origin,
+				 (long)o->tid);
+	*ret_nsel = n;
+	return 0;
+}
+
+int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
+		    const struct ptd_input_sink *sink,
+		    size_t *ret_thread_errors, struct ptd_diag *diag)
+{
+	struct ptd_lldb_trace t;
+	struct ptd_iscache *ic = NULL;
+	struct ptd_input_info info;
+	struct dctx d;
+	size_t nsel = 0, pi;
+	int r;
+
+	if (!path || !o || !sink || !sink->record)
+		return -EINVAL;
+	if (ret_thread_errors)
+		*ret_thread_errors = 0;
+	r = ptd_lldb_trace_load(path, &t, diag);
+	if (r < 0)
+		return r;
+	memset(&d, 0, sizeof(d));
+	r = check_decodable(&t, o, &nsel, diag);
+	if (r < 0)
+		goto out;
+	ic = ptd_iscache_new();
+	d.icache = ptd_insncache_new(0);
+	if (!ic || !d.icache) {
+		r = -ENOMEM;
+		goto out;
+	}
+	d.t = &t;
+	d.o = o;
+	d.sink = sink;
+	d.dopts = o->decode;
+	if (!o->cpu_given)
+		d.dopts.cpu = t.cpu;
+	info = (struct ptd_input_info){ PTD_INPUT_LLDB, "lldb-bundle",
+					t.nprocs == 1 ? (long)t.procs[0].pid
+						      : 0,
+					nsel };
+	r = sink->info ? sink->info(sink->ctx, &info) : 0;
+	for (pi = 0; r == 0 && pi < t.nprocs; pi++)
+		r = decode_process(&d, ic, pi, diag);
+	if (ret_thread_errors)
+		*ret_thread_errors = d.errors;
+out:
+	ptd_insncache_free(d.icache);
+	ptd_iscache_free(ic);
+	ptd_lldb_trace_free(&t);
+	return r;
+}

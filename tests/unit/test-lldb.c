@@ -1,0 +1,728 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * LLDB trace bundles: parsing trace.json (good, per-CPU, every kind of bad
+ * field), the minimal ELF wrapper, and the round trip of a real capture:
+ * exported, read back, decoded to the ground truth and to the same records
+ * as the capture itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "input/input.h"
+#include "lldb/elfwrap.h"
+#include "lldb/export.h"
+#include "lldb/trace.h"
+#include "swpt/capture.h"
+#include "swpt/tracer.h"
+#include "unit/reccmp.h"
+
+static char workdir[256];
+
+static const char *wpath(const char *name)
+{
+	static char p[4][512];
+	static unsigned next;
+	char *s = p[next++ % 4];
+
+	(void)snprintf(s, 512, "%s/%s", workdir, name);
+	return s;
+}
+
+static int parse(const char *json, struct ptd_lldb_trace *t,
+		 struct ptd_diag *d)
+{
+	return ptd_lldb_trace_parse(json, strlen(json), "/b", "/b/trace.json",
+				    t, d);
+}
+
+#define CPU "\"cpuInfo\":{\"vendor\":\"GenuineIntel\",\"family\":6," \
+	    "\"model\":85,\"stepping\":4}"
+
+static void test_parse_per_thread(void)
+{
+	const char *j =
+		"{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":10,"
+		"\"triple\":\"x86_64-unknown-linux-gnu\",\"threads\":["
+		"{\"tid\":10,\"iptTrace\":\"threads/10.trace\"},{\"tid\":11}],"
+		"\"modules\":[{\"systemPath\":\"/bin/true\",\"file\":\"m/true\","
+		"\"loadAddress\":\"0x555555554000\",\"uuid\":\"ab-cd\"},"
+		"{\"systemPath\":\"[vdso]\",\"loadAddress\":4096},"
+		"{\"systemPath\":\"/lib/x.so\",\"loadAddress\":\"1234\"}]}],"
+		"\"futureKey\":[1,2]}";
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+
+	memset(&t, 0xcd, sizeof(t));
+	REQUIRE(parse(j, &t, &d) == 0);
+	CHECK_EQ_INT(t.cpu.vendor, pcv_intel);
+	CHECK_EQ_INT(t.cpu.family, 6);
+	CHECK_EQ_INT(t.cpu.model, 85);
+	CHECK_EQ_INT(t.cpu.stepping, 4);
+	REQUIRE(t.nprocs == 1);
+	CHECK_EQ_INT(t.procs[0].pid, 10);
+	CHECK_EQ_STR(t.procs[0].triple, "x86_64-unknown-linux-gnu");
+	REQUIRE(t.procs[0].nthreads == 2);
+	CHECK_EQ_INT(t.procs[0].threads[0].tid, 10);
+	CHECK_EQ_STR(t.procs[0].threads[0].ipt_trace, "/b/threads/10.trace");
+	CHECK(t.procs[0].threads[1].ipt_trace == NULL);
+	REQUIRE(t.procs[0].nmodules == 3);
+	CHECK_EQ_STR(t.procs[0].modules[0].system_path, "/bin/true");
+	CHECK_EQ_STR(t.procs[0].modules[0].file, "/b/m/true");
+	CHECK_EQ_U64(t.procs[0].modules[0].load_address, 0x555555554000ull);
+	CHECK_EQ_STR(t.procs[0].modules[0].uuid, "ab-cd");
+	CHECK(t.procs[0].modules[1].file == NULL);
+	CHECK_EQ_U64(t.procs[0].modules[1].load_address, 4096);
+	CHECK_EQ_U64(t.procs[0].modules[2].load_address, 1234);
+	CHECK_EQ_INT(t.ncpus, 0);
+	CHECK(!t.has_kernel && !t.has_tsc_conv);
+	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_free(&t);	/* twice: a freed trace is empty */
+}
+
+static const char *percpu_json =
+	"{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"unknown\","
+	"\"family\":0,\"model\":0,\"stepping\":0},\"processes\":[{\"pid\":7,"
+	"\"threads\":[{\"tid\":7},{\"tid\":8}],\"modules\":[]}],"
+	"\"cpus\":[{\"id\":0,\"iptTrace\":\"cpus/0.trace\","
+	"\"contextSwitchTrace\":\"cpus/0.cs\"},{\"id\":3,\"iptTrace\":"
+	"\"cpus/3.trace\",\"contextSwitchTrace\":\"cpus/3.cs\"}],"
+	"\"tscPerfZeroConversion\":{\"timeMult\":1076,\"timeShift\":10,"
+	"\"timeZero\":\"0x1234567890abcdef\"}}";
+
+static void test_parse_per_cpu(void)
+{
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+
+	REQUIRE(parse(percpu_json, &t, &d) == 0);
+	CHECK_EQ_INT(t.cpu.vendor, pcv_unknown);
+	REQUIRE(t.ncpus == 2);
+	CHECK_EQ_INT(t.cpus[1].id, 3);
+	CHECK_EQ_STR(t.cpus[1].ipt_trace, "/b/cpus/3.trace");
+	CHECK_EQ_STR(t.cpus[1].context_switch_trace, "/b/cpus/3.cs");
+	CHECK(t.has_tsc_conv);
+	CHECK_EQ_INT(t.time_mult, 1076);
+	CHECK_EQ_INT(t.time_shift, 10);
+	CHECK_EQ_U64(t.time_zero, 0x1234567890abcdefull);
+	CHECK_EQ_INT(t.procs[0].nthreads, 2);
+	ptd_lldb_trace_free(&t);
+
+	/* a kernel trace */
+	const char *k =
+		"{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,"
+		"\"iptTrace\":\"a\",\"contextSwitchTrace\":\"b\"}],"
+		"\"tscPerfZeroConversion\":{\"timeMult\":1,\"timeShift\":0,"
+		"\"timeZero\":0},\"kernel\":{\"file\":\"vmlinux\"}}";
+	REQUIRE(parse(k, &t, &d) == 0);
+	CHECK(t.has_kernel);
+	CHECK_EQ_U64(t.kernel_load, 0xffffffff81000000ull);
+	CHECK_EQ_STR(t.kernel_file, "/b/vmlinux");
+	ptd_lldb_trace_free(&t);
+}
+
+/* Each bad description, the error and a piece of the message. */
+static const struct {
+	const char *json;
+	int err;
+	const char *msg;
+} bad_cases[] = {
+	{ "{", -PTD_EFORMAT, "not valid JSON" },
+	{ "[1]", -PTD_EFORMAT, "not a JSON object" },
+	{ "{\"type\":\"intel-pt\"}", -PTD_EFORMAT, "cpuInfo: missing" },
+	{ "{" CPU "}", -PTD_EFORMAT, "type: missing" },
+	{ "{\"type\":\"amd-ibs\"," CPU "}", -PTD_EFORMAT, "is not \"intel-pt\"" },
+	{ "{\"type\":3," CPU "}", -PTD_EFORMAT, "type: expected a string" },
+	{ "{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"AuthenticAMD\","
+	  "\"family\":6,\"model\":1,\"stepping\":1}}", -PTD_EFORMAT,
+	  "cpuInfo.vendor: \"AuthenticAMD\"" },
+	{ "{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"GenuineIntel\","
+	  "\"family\":\"6\",\"model\":1,\"stepping\":1}}", -PTD_EFORMAT,
+	  "cpuInfo.family: expected an integer" },
+	{ "{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"GenuineIntel\","
+	  "\"family\":6,\"model\":256,\"stepping\":1}}", -PTD_EFORMAT,
+	  "cpuInfo.model: 256 out of range" },
+	{ "{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"GenuineIntel\","
+	  "\"family\":6,\"model\":1.5,\"stepping\":1}}", -PTD_EFORMAT,
+	  "cpuInfo.model: expected an integer" },
+	{ "{\"type\":\"intel-pt\",\"cpuInfo\":{\"vendor\":\"GenuineIntel\","
+	  "\"family\":6,\"model\":1}}", -PTD_EFORMAT,
+	  "cpuInfo.stepping: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":{}}", -PTD_EFORMAT,
+	  "processes: expected an array" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[3]}", -PTD_EFORMAT,
+	  "processes[0]: expected an object" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"threads\":[],"
+	  "\"modules\":[]}]}", -PTD_EFORMAT, "processes[0].pid: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":-4,"
+	  "\"threads\":[],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].pid: expected a non-negative integer" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":0,"
+	  "\"threads\":[],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].pid: 0 out of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"modules\":[]}]}", -PTD_EFORMAT, "processes[0].threads: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1},{\"tid\":2},{\"tid\":\"x\"}],"
+	  "\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[2].tid: expected an integer" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":4294967296}],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[0].tid: 4294967296 out of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"/etc/passwd\"}],"
+	  "\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[0].iptTrace: \"/etc/passwd\" is not a "
+	  "relative path inside the bundle" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"a/../../x\"}],"
+	  "\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[0].iptTrace: \"a/../../x\" is not" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"\"}],\"modules\":[]}]}",
+	  -PTD_EFORMAT, "processes[0].threads[0].iptTrace: empty string" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[]}]}", -PTD_EFORMAT, "processes[0].modules: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"loadAddress\":0}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].systemPath: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\",\"file\":"
+	  "\"../a\",\"loadAddress\":0}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].file: \"../a\" is not" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\"}]}]}",
+	  -PTD_EFORMAT, "processes[0].modules[0].loadAddress: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":\"0x12g\"}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].loadAddress: \"0x12g\" is not a decimal" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":\"0x10000000000000000\"}]}]}", -PTD_EFORMAT,
+	  "loadAddress: \"0x10000000000000000\" is not" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":1e300}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].loadAddress: expected an integer" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":true}]}]}", -PTD_EFORMAT,
+	  "loadAddress: expected an integer or a string address" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":1,\"uuid\":7}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].uuid: expected a string" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,\"iptTrace\":"
+	  "\"a\",\"contextSwitchTrace\":\"b\"}]}", -PTD_EFORMAT,
+	  "tscPerfZeroConversion: missing (required with \"cpus\")" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,\"iptTrace\":"
+	  "\"a\"}],\"tscPerfZeroConversion\":{\"timeMult\":1,\"timeShift\":0,"
+	  "\"timeZero\":0}}", -PTD_EFORMAT,
+	  "cpus[0].contextSwitchTrace: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,\"iptTrace\":"
+	  "\"a\",\"contextSwitchTrace\":\"b\"},{\"id\":0,\"iptTrace\":\"c\","
+	  "\"contextSwitchTrace\":\"d\"}],\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0}}", -PTD_EFORMAT,
+	  "cpus[1].id: cpu 0 is listed twice" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":1,\"timeShift\":64,\"timeZero\":0}}", -PTD_EFORMAT,
+	  "tscPerfZeroConversion.timeShift: 64 out of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"t\"}],\"modules\":[]}],"
+	  "\"cpus\":[{\"id\":0,\"iptTrace\":\"a\",\"contextSwitchTrace\":"
+	  "\"b\"}],\"tscPerfZeroConversion\":{\"timeMult\":1,\"timeShift\":0,"
+	  "\"timeZero\":0}}", -PTD_EFORMAT,
+	  "processes[0].threads[0].iptTrace: not allowed with \"cpus\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"kernel\":{\"file\":\"k\"}}",
+	  -PTD_EFORMAT, "kernel: a kernel trace needs \"cpus\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[]}],\"kernel\":{\"file\":\"k\"}}",
+	  -PTD_EFORMAT, "kernel: a kernel trace has no \"processes\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"kernel\":{\"loadAddress\":1}}",
+	  -PTD_EFORMAT, "kernel.file: missing" },
+};
+
+static void test_parse_bad(void)
+{
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
+		struct ptd_lldb_trace t;
+		struct ptd_diag d = { "" };
+		int r;
+
+		memset(&t, 0xcd, sizeof(t));
+		r = parse(bad_cases[i].json, &t, &d);
+		if (r != bad_cases[i].err)
+			CHECK_FAIL_("case %zu: expected %d, got %d (%s)", i,
+				    bad_cases[i].err, r, d.msg);
+		CHECK_CONTAINS(d.msg, bad_cases[i].msg);
+		CHECK_CONTAINS(d.msg, "/b/trace.json: ");
+		/* nothing written on failure */
+		CHECK_EQ_U64(*(uint8_t *)&t, 0xcd);
+		if (r == 0)
+			ptd_lldb_trace_free(&t);
+	}
+}
+
+static void test_parse_limits(void)
+{
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+	struct ptd_buf b = { 0 };
+	const char *head = "{\"type\":\"intel-pt\"," CPU ",\"processes\":[";
+	int r;
+
+	CHECK_EQ_INT(ptd_lldb_trace_parse(NULL, 0, "/b", "o", &t, &d),
+		     -EINVAL);
+	CHECK_EQ_INT(ptd_lldb_trace_parse("{}", PTD_LLDB_MAX_DESC + 1u, "/b",
+					  "o", &t, &d), -PTD_ELIMIT);
+	/* one process too many */
+	REQUIRE(ptd_buf_append(&b, head, strlen(head)) == 0);
+	for (unsigned i = 0; i <= PTD_LLDB_MAX_PROCS; i++) {
+		const char *p = i ? ",{}" : "{}";
+
+		REQUIRE(ptd_buf_append(&b, p, strlen(p)) == 0);
+	}
+	REQUIRE(ptd_buf_append(&b, "]}", 2) == 0);
+	r = ptd_lldb_trace_parse((char *)b.data, b.len, "/b", "/b/trace.json",
+				 &t, &d);
+	CHECK_EQ_INT(r, -PTD_ELIMIT);
+	CHECK_CONTAINS(d.msg, "processes: 1025 elements");
+	ptd_buf_free(&b);
+}
+
+static void test_load(void)
+{
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+	const char *dir = wpath("load");
+	char file[600];
+
+	REQUIRE(mkdir(dir, 0755) == 0);
+	CHECK_EQ_INT(ptd_lldb_trace_load(dir, &t, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "trace.json");
+	(void)snprintf(file, sizeof(file), "%s/trace.json", dir);
+	REQUIRE(ptd_file_write_atomic(file, percpu_json,
+				      strlen(percpu_json)) == 0);
+	REQUIRE(ptd_lldb_trace_load(dir, &t, &d) == 0);
+	CHECK_EQ_STR(t.dir, dir);
+	CHECK_EQ_INT(t.ncpus, 2);
+	ptd_lldb_trace_free(&t);
+	REQUIRE(ptd_lldb_trace_load(file, &t, &d) == 0);
+	CHECK_EQ_STR(t.dir, dir);
+	CHECK_EQ_STR(t.origin, file);
+	ptd_lldb_trace_free(&t);
+}
+
+static int count_rec(void *ctx, const struct ptd_record *r)
+{
+	(void)r;
+	(*(size_t *)ctx)++;
+	return 0;
+}
+
+/* Per-CPU bundles are parsed, but not decoded. */
+static void test_decode_per_cpu_refused(void)
+{
+	struct ptd_input_opts o;
+	struct ptd_diag d = { "" };
+	size_t n = 0;
+	struct ptd_input_sink sink = { NULL, count_rec, NULL, &n };
+
+	memset(&o, 0, sizeof(o));
+	CHECK_EQ_INT(ptd_lldb_decode(wpath("load"), &o, &sink, NULL, &d),
+		     -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(d.msg, "per-CPU");
+	/* the same through the one interface */
+	CHECK_EQ_INT(ptd_input_decode(wpath("load/trace.json"), &o, &sink,
+				      NULL, &d), -PTD_EUNSUPPORTED);
+	CHECK_EQ_INT(n, 0);
+}
+
+/* ---- elfwrap ------------------------------------------------------------ */
+
+static void check_wrapped(const char *path, const uint8_t *code, size_t len,
+			  uint64_t vaddr)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf *e;
+	GElf_Ehdr eh;
+	GElf_Phdr ph;
+	size_t n = 0, shstrndx = 0;
+	Elf_Scn *scn = NULL;
+	bool text = false;
+
+	REQUIRE(fd >= 0);
+	REQUIRE(elf_version(EV_CURRENT) != EV_NONE);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	REQUIRE(e && elf_kind(e) == ELF_K_ELF);
+	REQUIRE(gelf_getehdr(e, &eh));
+	CHECK_EQ_INT(eh.e_ident[EI_CLASS], ELFCLASS64);
+	CHECK_EQ_INT(eh.e_type, ET_EXEC);
+	CHECK_EQ_INT(eh.e_machine, EM_X86_64);
+	REQUIRE(elf_getphdrnum(e, &n) == 0);
+	CHECK_EQ_INT(n, 1);
+	REQUIRE(gelf_getphdr(e, 0, &ph));
+	CHECK_EQ_INT(ph.p_type, PT_LOAD);
+	CHECK_EQ_INT(ph.p_flags, PF_R | PF_X);
+	CHECK_EQ_U64(ph.p_vaddr, vaddr);
+	CHECK_EQ_U64(ph.p_filesz, len);
+	CHECK_EQ_U64(ph.p_memsz, len);
+	CHECK_EQ_U64(ph.p_offset % 4096, vaddr % 4096);
+	/* the bytes are at p_offset */
+	{
+		char *data = NULL;
+		size_t flen = 0;
+
+		REQUIRE(ptd_file_read_all(path, 1 << 24, &data, &flen) == 0);
+		REQUIRE(ph.p_offset + len <= flen);
+		CHECK(!memcmp(data + ph.p_offset, code, len));
+		free(data);
+	}
+	REQUIRE(elf_getshdrstrndx(e, &shstrndx) == 0);
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		REQUIRE(gelf_getshdr(scn, &sh));
+		name = elf_strptr(e, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, ".text"))
+			continue;
+		text = true;
+		CHECK_EQ_U64(sh.sh_addr, vaddr);
+		CHECK_EQ_U64(sh.sh_size, len);
+		CHECK_EQ_U64(sh.sh_offset, ph.p_offset);
+		CHECK(sh.sh_flags & SHF_EXECINSTR);
+		Elf_Data *dd = elf_getdata(scn, NULL);
+		REQUIRE(dd && dd->d_size == len);
+		CHECK(!memcmp(dd->d_buf, code, len));
+	}
+	CHECK(text);
+	elf_end(e);
+	close(fd);
+}
+
+static void test_elfwrap(void)
+{
+	uint8_t code[300];
+	struct ptd_buf b = { 0 };
+	struct ptd_diag d = { "" };
+
+	for (size_t i = 0; i < sizeof(code); i++)
+		code[i] = (uint8_t)(i * 7 + 1);
+	REQUIRE(ptd_elfwrap_write(wpath("w1.elf"), code, sizeof(code),
+				  0x7fff12345000ull, &d) == 0);
+	check_wrapped(wpath("w1.elf"), code, sizeof(code), 0x7fff12345000ull);
+	/* an address not page-aligned */
+	REQUIRE(ptd_elfwrap_write(wpath("w2.elf"), code, 17, 0x401234, &d) ==
+		0);
+	check_wrapped(wpath("w2.elf"), code, 17, 0x401234);
+
+	CHECK_EQ_INT(ptd_elfwrap_build(code, 0, 0x1000, &b, &d), -EINVAL);
+	CHECK_EQ_INT(ptd_elfwrap_build(NULL, 1, 0x1000, &b, &d), -EINVAL);
+	CHECK_EQ_INT(ptd_elfwrap_build(code, 16, UINT64_MAX - 8, &b, &d),
+		     -PTD_ELIMIT);
+	CHECK_CONTAINS(d.msg, "cannot be wrapped");
+	CHECK_EQ_INT(ptd_elfwrap_build(code, PTD_ELFWRAP_MAX_CODE + 1u, 0, &b,
+				       &d), -PTD_ELIMIT);
+	CHECK_EQ_INT(b.len, 0);
+	CHECK_EQ_INT(ptd_elfwrap_write(wpath("nodir/x.elf"), code, 4, 0x1000,
+				       &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "nodir/x.elf");
+}
+
+/* ---- export, and reading it back --------------------------------------- */
+
+/* Module names outlive the decode that made them (they belong to its
+ * section cache): keep one copy of each. */
+static char *names[64];
+
+static const char *intern(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < 64 && names[i]; i++)
+		if (!strcmp(names[i], s))
+			return names[i];
+	if (i == 64)
+		abort();
+	names[i] = strdup(s);
+	if (!names[i])
+		abort();
+	return names[i];
+}
+
+/* Records, with isids zeroed: section ids number the sections in the order
+ * they were added, which differs between the capture's timeline and a
+ * bundle's module list; everything else must be equal. */
+static int collect_noisid(void *ctx, const struct ptd_record *rec)
+{
+	struct ptd_record r = *rec;
+
+	if (r.type == PTD_REC_INSN) {
+		r.u.insn.isid = 0;
+		r.u.insn.module = intern(r.u.insn.module);
+		r.u.insn.json_body = NULL;
+		r.u.insn.json_body_len = 0;
+	}
+	if (r.type == PTD_REC_BLOCK) {
+		r.u.block.isid = 0;
+		r.u.block.module = intern(r.u.block.module);
+	}
+	return reclist_add(ctx, &r);
+}
+
+static struct ptd_input_info seen_info;
+static unsigned seen_info_calls;
+
+static int on_info(void *ctx, const struct ptd_input_info *i)
+{
+	(void)ctx;
+	seen_info = *i;
+	seen_info_calls++;
+	return 0;
+}
+
+static const char *progs_dir;
+
+static void test_export_roundtrip(void)
+{
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag d = { "" };
+	struct ptd_capture c;
+	struct ptd_input_opts o;
+	struct reclist direct = { 0 }, bundle = { 0 };
+	char prog[512];
+	char *argv[] = { prog, NULL };
+	const char *cdir = wpath("cap"), *bdir = wpath("bundle");
+	uint64_t *truth = NULL;
+	size_t ntruth = 0, errs = 99, i, k;
+	int r;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-recursion", progs_dir);
+	memset(&so, 0, sizeof(so));
+	so.outdir = cdir;
+	so.quiet_target = true;
+	r = ptd_swpt_run(argv, &so, &res, &d);
+	if (r == -EPERM)
+		SKIP_ALL("ptrace refused: %s", d.msg);
+	REQUIRE(r == 0);
+	REQUIRE(ptd_capture_load(cdir, &c, &d) == 0);
+	r = ptd_lldb_export_capture(&c, bdir, &d);
+	if (r < 0)
+		CHECK_FAIL_("export: %s", d.msg);
+	REQUIRE(r == 0);
+	/* again: the directory exists */
+	CHECK_EQ_INT(ptd_lldb_export_capture(&c, bdir, &d), -EEXIST);
+	CHECK_CONTAINS(d.msg, "already exists");
+
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	struct ptd_input_sink sd = { NULL, collect_noisid, NULL, &direct };
+	struct ptd_input_sink sb = { on_info, collect_noisid, NULL, &bundle };
+
+	REQUIRE(ptd_capture_decode(cdir, &o, &sd, NULL, &d) == 0);
+	/* through the one interface: detection of trace.json included */
+	r = ptd_input_decode(bdir, &o, &sb, &errs, &d);
+	if (r < 0)
+		CHECK_FAIL_("decode of the bundle: %s", d.msg);
+	REQUIRE(r == 0);
+	CHECK_EQ_INT(errs, 0);
+	CHECK_EQ_INT(seen_info_calls, 1);
+	CHECK_EQ_INT(seen_info.kind, PTD_INPUT_LLDB);
+	CHECK_EQ_STR(seen_info.source, "lldb-bundle");
+	CHECK_EQ_INT(seen_info.pid, c.pid);
+	CHECK_EQ_INT(seen_info.nthreads, 1);
+	CHECK(reccmp_lists(stderr, "capture: ", &direct, "bundle:  ",
+			   &bundle));
+
+	/* the bundle's instructions are the ground truth */
+	REQUIRE(ptd_capture_read_truth(&c, 0, &truth, &ntruth, &d) == 0);
+	for (i = 0, k = 0; i < bundle.n; i++) {
+		if (bundle.r[i].type != PTD_REC_INSN)
+			continue;
+		if (k >= ntruth || bundle.r[i].u.insn.ip != truth[k]) {
+			CHECK_FAIL_("instruction %zu: expected 0x%llx, got "
+				    "0x%llx", k,
+				    k < ntruth ? (unsigned long long)truth[k]
+					       : 0ull,
+				    (unsigned long long)bundle.r[i].u.insn.ip);
+			break;
+		}
+		k++;
+	}
+	CHECK_EQ_INT(k, ntruth);
+	CHECK(ntruth > 1000);
+
+	/* the block path gives the same instructions */
+	reclist_free(&bundle);
+	o.decode.path = PTD_PATH_BLOCK;
+	REQUIRE(ptd_lldb_decode(bdir, &o, &sb, NULL, &d) == 0);
+	for (i = 0, k = 0; i < bundle.n && k < ntruth; i++)
+		if (bundle.r[i].type == PTD_REC_INSN &&
+		    bundle.r[i].u.insn.ip == truth[k])
+			k++;
+	CHECK_EQ_INT(k, ntruth);
+
+	/* a thread the bundle does not have */
+	o.have_tid = true;
+	o.tid = 1;
+	CHECK_EQ_INT(ptd_lldb_decode(bdir, &o, &sb, NULL, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "no trace of thread 1");
+
+	free(truth);
+	reclist_free(&direct);
+	reclist_free(&bundle);
+	ptd_capture_free(&c);
+}
+
+/* A module the bundle names but does not hold is refused, by name. */
+static void test_decode_missing_module(void)
+{
+	const char *dir = wpath("bundle");
+	char p[600];
+	struct ptd_input_opts o;
+	struct ptd_diag d = { "" };
+	size_t n = 0;
+	struct ptd_input_sink sink = { NULL, count_rec, NULL, &n };
+
+	(void)snprintf(p, sizeof(p), "%s/modules/1", dir);
+	REQUIRE(ptd_rm_rf(p) == 0);
+	memset(&o, 0, sizeof(o));
+	CHECK_EQ_INT(ptd_lldb_decode(dir, &o, &sink, NULL, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "processes[0].modules[1]: cannot open");
+	CHECK_EQ_INT(n, 0);
+
+	/* a module that is not an ELF file */
+	REQUIRE(mkdir(p, 0755) == 0);
+	(void)snprintf(p, sizeof(p), "%s/modules/1/ld-linux-x86-64.so.2",
+		       dir);
+	REQUIRE(ptd_file_write_atomic(p, "junk", 4) == 0);
+	CHECK_EQ_INT(ptd_lldb_decode(dir, &o, &sink, NULL, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "is not an ELF file");
+}
+
+/* Captures whose image is not one static image are refused. */
+static void test_export_refusals(void)
+{
+	struct ptd_capture c;
+	struct ptd_tl_event ev;
+	struct ptd_diag d = { "" };
+	char dir[512];
+	char snap[600];
+	uint8_t a[64], b[64];
+
+	memset(a, 0x90, sizeof(a));
+	memset(b, 0xc3, sizeof(b));
+	(void)snprintf(dir, sizeof(dir), "%s", wpath("fake"));
+	REQUIRE(mkdir(dir, 0755) == 0);
+	(void)snprintf(snap, sizeof(snap), "%s/snap-a.bin", dir);
+	REQUIRE(ptd_file_write_atomic(snap, a, sizeof(a)) == 0);
+	(void)snprintf(snap, sizeof(snap), "%s/snap-b.bin", dir);
+	REQUIRE(ptd_file_write_atomic(snap, b, sizeof(b)) == 0);
+
+	memset(&c, 0, sizeof(c));
+	c.dir = dir;
+	c.pid = 5;
+	ptd_timeline_init(&c.tl);
+	memset(&ev, 0, sizeof(ev));
+	ev.op = PTD_TL_SNAPSHOT;
+	ev.start = 0x10000;
+	ev.end = 0x10040;
+	ev.name = (char *)"[anon]";
+	ev.file = (char *)"snap-a.bin";
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	/* the same bytes again: fine, one module */
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	REQUIRE(ptd_lldb_export_capture(&c, wpath("fake-ok"), &d) == 0);
+	{
+		struct ptd_lldb_trace t;
+
+		REQUIRE(ptd_lldb_trace_load(wpath("fake-ok"), &t, &d) == 0);
+		REQUIRE(t.nprocs == 1);
+		CHECK_EQ_INT(t.procs[0].nmodules, 1);
+		CHECK_EQ_STR(t.procs[0].modules[0].system_path, "[anon]");
+		CHECK_EQ_U64(t.procs[0].modules[0].load_address, 0x10000);
+		check_wrapped(t.procs[0].modules[0].file, a, sizeof(a),
+			      0x10000);
+		/* the software source has no CPU: an Intel one LLDB takes */
+		CHECK_EQ_INT(t.cpu.vendor, pcv_intel);
+		ptd_lldb_trace_free(&t);
+	}
+
+	/* rewritten in place (JIT): two images */
+	ev.file = (char *)"snap-b.bin";
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	CHECK_EQ_INT(ptd_lldb_export_capture(&c, wpath("fake-jit"), &d),
+		     -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(d.msg, "overlap at 0x10000");
+	CHECK(access(wpath("fake-jit"), F_OK) != 0);
+
+	/* an exec after code was mapped */
+	ptd_timeline_free(&c.tl);
+	ptd_timeline_init(&c.tl);
+	ev.file = (char *)"snap-a.bin";
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	memset(&ev, 0, sizeof(ev));
+	ev.op = PTD_TL_EXEC;
+	ev.path = (char *)"/bin/true";
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	CHECK_EQ_INT(ptd_lldb_export_capture(&c, wpath("fake-exec"), &d),
+		     -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(d.msg, "exec of '/bin/true'");
+
+	/* a mapped file that is not an ELF */
+	ptd_timeline_free(&c.tl);
+	ptd_timeline_init(&c.tl);
+	memset(&ev, 0, sizeof(ev));
+	ev.op = PTD_TL_MAP;
+	ev.start = 0x20000;
+	ev.end = 0x21000;
+	ev.path = snap;
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	CHECK_EQ_INT(ptd_lldb_export_capture(&c, wpath("fake-notelf"), &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "is not an ELF file");
+	ptd_timeline_free(&c.tl);
+	CHECK_EQ_INT(ptd_lldb_export_capture(NULL, "x", &d), -EINVAL);
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	progs_dir = getenv("PTD_TEST_PROGS");
+	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-test-lldb-XXXXXX",
+		       tmp ? tmp : "/tmp");
+	if (!mkdtemp(workdir))
+		SKIP_ALL("cannot create a work directory");
+	RUN(test_parse_per_thread);
+	RUN(test_parse_per_cpu);
+	RUN(test_parse_bad);
+	RUN(test_parse_limits);
+	RUN(test_load);
+	RUN(test_decode_per_cpu_refused);
+	RUN(test_elfwrap);
+	RUN(test_export_refusals);
+	if (progs_dir) {
+		RUN(test_export_roundtrip);
+		RUN(test_decode_missing_module);
+	} else {
+		fprintf(stderr, "PTD_TEST_PROGS unset: no round trip\n");
+		check_failures++;
+	}
+	(void)ptd_rm_rf(workdir);
+	for (size_t i = 0; i < 64; i++)
+		free(names[i]);
+	return check_done();
+}
