@@ -222,6 +222,22 @@ static int release(struct dec *d)
 	return 0;
 }
 
+/* Give @r, whose has_tsc/tsc are set, the times of its TSC (decoder.h:
+ * has_clock, has_wallref). */
+static void rec_time(const struct dec *d, struct ptd_record *r)
+{
+	const struct ptd_decode_opts *o = d->o;
+
+	if (!r->has_tsc || !o->has_clock)
+		return;
+	r->has_time = true;
+	r->time = ptd_perf_tsc_to_time(&o->clock, r->tsc);
+	if (o->has_wallref) {
+		r->has_wall = true;
+		r->wall = ptd_perf_time_to_wall(&o->wallref, r->time);
+	}
+}
+
 static void rec_init(const struct dec *d, struct ptd_record *r,
 		     enum ptd_rec_type type)
 {
@@ -320,6 +336,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	rec_init(d, r, PTD_REC_INSN);
 	r->has_tsc = d->has_tsc;
 	r->tsc = d->tsc;
+	rec_time(d, r);
 	r->u.insn.flags = d->next_flags;
 	d->next_flags = 0;
 	d->have_insn = true;
@@ -461,6 +478,7 @@ static int on_event_record(struct dec *d, const struct pt_event *ev,
 	r->u.event.offset = off;
 	r->has_tsc = ev->has_tsc;
 	r->tsc = ev->has_tsc ? ev->tsc : 0;
+	rec_time(d, r);
 	/* Nothing pending: nothing the record must wait for. */
 	return r == &one ? deliver(d, r) : 0;
 }
@@ -676,6 +694,7 @@ static int emit_block(struct dec *d, const struct pt_block *b,
 	rec_init(d, &d->pend_blk, PTD_REC_BLOCK);
 	d->pend_blk.has_tsc = d->has_tsc;
 	d->pend_blk.tsc = d->tsc;
+	rec_time(d, &d->pend_blk);
 	r->ip = b->ip;
 	r->end_ip = b->end_ip;
 	r->isid = b->isid;
@@ -907,6 +926,9 @@ static int check_args(const struct ptd_decode_opts *o,
 	if (o->want & ~PTD_REC_ALL)
 		return -EINVAL;
 	if ((o->want & PTD_REC_BIT(PTD_REC_BLOCK)) && o->path != PTD_PATH_BLOCK)
+		return -EINVAL;
+	if (o->has_clock &&
+	    (o->clock.time_mult == 0 || o->clock.time_shift >= 32))
 		return -EINVAL;
 	return 0;
 }

@@ -29,6 +29,7 @@
 #include "aspace/image.h"
 #include "aspace/timeline.h"
 #include "decode/insncache.h"
+#include "perf/time.h"
 #include "record/record.h"
 
 enum ptd_decode_path {
@@ -53,6 +54,16 @@ struct ptd_decode_opts {
 	 * record the body its instruction cache entry rendered once
 	 * (ptd_rec_insn.json_body), so the writer copies it. */
 	bool json_bodies;
+	/* Time on records (record.h has_time/time, has_wall/wall): with
+	 * has_clock, every record with a TSC also gets its perf time through
+	 * @clock (ptd_perf_tsc_to_time); with has_wallref too, its wall-clock
+	 * time through @wallref (ptd_perf_time_to_wall).  has_clock false:
+	 * records carry the TSC only.  A clock with time_mult 0 or time_shift
+	 * >= 32 is refused (-EINVAL). */
+	bool has_clock;
+	bool has_wallref;
+	struct ptd_perf_clock clock;
+	struct ptd_perf_wallref wallref;
 };
 
 struct ptd_decode_stats {

@@ -10,6 +10,7 @@
 #include "aspace/timeline.h"
 #include "common/fileio.h"
 #include "perf/sideband.h"
+#include "perf/time.h"
 
 #define CODE_MAX (256ull << 20)	/* one snapshot */
 
@@ -180,6 +181,25 @@ static const struct ptd_perf_reader_ops feed_ops = {
 	.loss = on_loss,
 };
 
+/* The clock of the buffer's header page to the stream: the kernel's for an
+ * intel_pt event, the calibrated one for the software source's buffers; a
+ * page without one (cap_user_time_zero 0) leaves the records without
+ * times.  Read at each drain: the kernel may update it (under its seqlock).
+ * A page that kept changing while read keeps the last clock. */
+static void update_clock(struct ptd_feed *f)
+{
+	struct ptd_perf_clock c;
+	int r;
+
+	if (!f->reader.buf || !f->reader.buf->meta)
+		return;
+	r = ptd_perf_clock_from_page(f->reader.buf->meta, &c, NULL);
+	if (r == 0)
+		(void)ptd_stream_set_clock(f->stream, &c, NULL);
+	else if (r != -EAGAIN)
+		(void)ptd_stream_set_clock(f->stream, NULL, NULL);
+}
+
 int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
 		 struct ptd_stream *stream, const char *snapdir,
 		 atomic_uint *snapseq, uint64_t sample_type,
@@ -203,6 +223,7 @@ int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
 	f->snapseq = snapseq;
 	f->sample_type = sample_type;
 	f->sample_id_all = sample_id_all;
+	update_clock(f);
 	*ret = f;
 	return 0;
 }
@@ -221,6 +242,7 @@ int ptd_feed_drain(struct ptd_feed *f, struct ptd_diag *diag)
 	int r;
 
 	f->diag = diag;
+	update_clock(f);
 	r = ptd_perf_reader_drain(&f->reader, &feed_ops, f);
 	f->diag = NULL;
 	return r;

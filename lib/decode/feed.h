@@ -10,6 +10,13 @@
  * ptd CODE chunks reassembled into a snapshot file); losses the reader
  * reports become gaps in the stream (decoding resumes at the next PSB) and
  * are counted; PERF_RECORD_EXIT of the thread ends it.
+ *
+ * Time: the TSC -> perf time conversion of the buffer's header page
+ * (time_zero/time_mult/time_shift when cap_user_time_zero is set: the
+ * kernel's, or the software source's calibrated one) is given to the stream
+ * (ptd_stream_set_clock) when the feed is made and at each drain, so its
+ * records with a TSC carry perf time (and wall-clock time if the stream's
+ * options have a wall-clock reference).  A page without one: TSC only.
  */
 #ifndef PTD_DECODE_FEED_H
 #define PTD_DECODE_FEED_H

@@ -548,8 +548,28 @@ static bool decode_opts_valid(const struct ptd_decode_opts *d)
 		return false;
 	if (d->want & ~PTD_REC_ALL)
 		return false;
+	if (d->has_clock &&
+	    (d->clock.time_mult == 0 || d->clock.time_shift >= 32))
+		return false;
 	return !((d->want & PTD_REC_BIT(PTD_REC_BLOCK)) &&
 		 d->path != PTD_PATH_BLOCK);
+}
+
+int ptd_stream_set_clock(struct ptd_stream *s,
+			 const struct ptd_perf_clock *clock,
+			 const struct ptd_perf_wallref *wallref)
+{
+	if (!s || (clock && (clock->time_mult == 0 ||
+			     clock->time_shift >= 32)))
+		return -EINVAL;
+	s->o.decode.has_clock = clock != NULL;
+	if (clock)
+		s->o.decode.clock = *clock;
+	if (wallref) {
+		s->o.decode.has_wallref = true;
+		s->o.decode.wallref = *wallref;
+	}
+	return 0;
 }
 
 int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)

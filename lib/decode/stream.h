@@ -132,6 +132,17 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes);
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		      void *ctx);
 
+/* The clock for the times on records (decoder.h has_clock/has_wallref):
+ * @clock replaces the options' clock (NULL: none, records carry the TSC
+ * only); @wallref, when not NULL, replaces their wall-clock reference.
+ * Records delivered from then on use them; set it before the first decode
+ * (ptd_feed_new does, from the buffer's header page).
+ * Returns 0, or -EINVAL (NULL @s; @clock with time_mult 0 or
+ * time_shift >= 32). */
+int ptd_stream_set_clock(struct ptd_stream *s,
+			 const struct ptd_perf_clock *clock,
+			 const struct ptd_perf_wallref *wallref);
+
 /* Copy the counters into *ret. */
 void ptd_stream_get_stats(const struct ptd_stream *s,
 			  struct ptd_stream_stats *ret);

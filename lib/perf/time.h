@@ -85,4 +85,53 @@ uint64_t ptd_perf_time_to_wall(const struct ptd_perf_wallref *ref,
  * there is none (not x86). */
 int ptd_perf_rdtsc(uint64_t *ret);
 
+/*
+ * The software PT source's clock: a conversion TSC -> CLOCK_MONOTONIC ns in
+ * the kernel's form, which the source publishes in its buffers' header
+ * pages (ptd_perf_clock_to_page) so that readers treat it like the
+ * kernel's.  (The source stamps sideband records with CLOCK_MONOTONIC, so
+ * this is its perf time.)
+ *
+ * How: pairs (TSC, CLOCK_MONOTONIC) are sampled, each as the middle of the
+ * tightest rdtsc / clock_gettime / rdtsc window out of a few tries.  The
+ * first call takes a baseline pair, waits PTD_PERF_CALIBRATE_MIN_NS and
+ * takes a second one: the rate is (mono2 - mono1) / (tsc2 - tsc1) and
+ * time_zero makes the second pair convert exactly.  The baseline is kept
+ * for the process: a later call whose baseline has at least doubled in age
+ * since the last computation re-measures the rate over the whole span
+ * (and re-anchors time_zero now); otherwise it returns the last result.
+ *
+ * Error: each pair is off by at most half its window (w/2, ~10-30 ns on
+ * x86 with the vDSO), so the rate is off by about w / span: with w = 40 ns
+ * and the first span of 100 ms, 0.4 ppm, i.e. ~24 us after a minute and
+ * ~0.4 us after a second; a daemon's later calls shrink it (span 10 min:
+ * 0.07 ppm).  Measured on a KVM guest (clocksource tsc): 0.04 ppm from the
+ * first call, 2.4 us a minute.  On top: CLOCK_MONOTONIC is slewed by NTP (up to 500 ppm,
+ * usually < 10 ppm of drift changes) which a fixed rate cannot follow, and
+ * the conversion is only as good as the TSC is invariant (constant_tsc,
+ * nonstop_tsc).  The unit test checks the bound it documents: within
+ * 50 us + 2 ppm of the time since calibration.
+ */
+#define PTD_PERF_CALIBRATE_MIN_NS 100000000ull
+
+/* Returns 0 and fills *ret (cap_user_time_short false).
+ * Returns -EINVAL if @ret is NULL.
+ * Returns -EOPNOTSUPP on a machine without a TSC (not x86).
+ * Returns -PTD_EUNSUPPORTED if the TSC does not advance with the clock (or
+ *   the rate is outside 1 MHz .. 100 GHz).
+ * Returns -errno from clock_gettime / clock_nanosleep.
+ * Thread-safe. */
+int ptd_perf_clock_calibrate(struct ptd_perf_clock *ret,
+			     struct ptd_diag *diag);
+
+/* Publish @c in header page @pg as the kernel does: time_zero, time_mult,
+ * time_shift, cap_user_time_zero = 1 (cap_user_time_short from @c, with
+ * time_cycles/time_mask), written inside the page's seqlock (pg->lock
+ * incremented before and after) so a concurrent ptd_perf_clock_from_page
+ * sees one consistent set.  @c NULL: clears cap_user_time_zero (no
+ * conversion).  Returns 0, or -EINVAL for a NULL @pg or an invalid @c
+ * (time_mult 0, time_shift >= 32). */
+int ptd_perf_clock_to_page(const struct ptd_perf_clock *c,
+			   struct perf_event_mmap_page *pg);
+
 #endif

@@ -15,14 +15,15 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "x86/insn.h"
 
 /* Bytes kept free after a record's module name for the fields that follow
- * it (offset, flags, size, raw, tsc, "}\n"): 30 + 124 + 11 + 38 + 25 + 2
- * = 230 at most, rounded up. */
+ * it (offset, flags, size, raw, tsc, time, wall, "}\n"): 30 + 124 + 11 + 38
+ * + 25 + 28 + 40 + 2 = 298 at most, rounded up. */
 #define TAIL_RESERVE 320u
 /* Longest `{"type":"insn","pid":P,"tid":T`. */
 #define INSN_HEAD_MAX 64u
@@ -275,11 +276,82 @@ static char *put_head(char *p, const char *type_lit, size_t type_len,
 	return p;
 }
 
-static char *put_tail(char *p, const struct ptd_record *r)
+/* "YYYY-MM-DDTHH:MM:SS." of @sec seconds since the epoch (UTC) into @buf
+ * (PTD_JSON_WALL_PREFIX bytes, no NUL).  Wall times are unsigned ns, so
+ * years 1970..2554: always four digits. */
+static void wall_prefix(char *buf, uint64_t sec)
+{
+	time_t t = (time_t)sec;
+	struct tm tm;
+	unsigned v[6];
+	char *p = buf;
+
+	memset(&tm, 0, sizeof(tm));
+	(void)gmtime_r(&t, &tm);
+	v[0] = (unsigned)tm.tm_year + 1900;
+	v[1] = (unsigned)tm.tm_mon + 1;
+	v[2] = (unsigned)tm.tm_mday;
+	v[3] = (unsigned)tm.tm_hour;
+	v[4] = (unsigned)tm.tm_min;
+	v[5] = (unsigned)tm.tm_sec;
+	*p++ = (char)('0' + v[0] / 1000 % 10);
+	*p++ = (char)('0' + v[0] / 100 % 10);
+	*p++ = (char)('0' + v[0] / 10 % 10);
+	*p++ = (char)('0' + v[0] % 10);
+	for (unsigned i = 1; i < 6; i++) {
+		static const char sep[5] = { '-', '-', 'T', ':', ':' };
+
+		*p++ = sep[i - 1];
+		*p++ = (char)('0' + v[i] / 10 % 10);
+		*p++ = (char)('0' + v[i] % 10);
+	}
+	*p = '.';	/* the 20th byte */
+}
+
+/* ,"wall":"2026-11-22T10:00:00.123456789Z".  The date and time of day are
+ * rendered once per second through @w's cache (NULL: every time). */
+static char *put_wall(char *p, uint64_t wall_ns, struct ptd_jsonw *w)
+{
+	uint64_t sec = wall_ns / 1000000000u;
+	uint32_t ns = (uint32_t)(wall_ns % 1000000000u);
+	char tmp[PTD_JSON_WALL_PREFIX];
+	const char *pre = tmp;
+
+	if (w && w->wall_valid && w->wall_sec == sec)
+		pre = w->wall_prefix;
+	else if (w) {
+		wall_prefix(w->wall_prefix, sec);
+		w->wall_sec = sec;
+		w->wall_valid = true;
+		pre = w->wall_prefix;
+	} else
+		wall_prefix(tmp, sec);
+	PUT_LIT(p, ",\"wall\":\"");
+	memcpy(p, pre, PTD_JSON_WALL_PREFIX);
+	p += PTD_JSON_WALL_PREFIX;
+	for (unsigned i = 9; i > 0; i--) {
+		p[i - 1] = (char)('0' + ns % 10);
+		ns /= 10;
+	}
+	p += 9;
+	*p++ = 'Z';
+	*p++ = '"';
+	return p;
+}
+
+/* The time fields and the end of the line. */
+static char *put_tail(char *p, const struct ptd_record *r,
+		      struct ptd_jsonw *w)
 {
 	if (r->has_tsc) {
 		PUT_LIT(p, ",\"tsc\":");
 		p = put_hex64(p, r->tsc);
+		if (r->has_time) {
+			PUT_LIT(p, ",\"time\":");
+			p = put_hex64(p, r->time);
+		}
+		if (r->has_wall)
+			p = put_wall(p, r->wall, w);
 	}
 	*p++ = '}';
 	*p++ = '\n';
@@ -339,14 +411,15 @@ static char *put_insn_body_or_copy(char *p, const struct ptd_rec_insn *in)
 	return put_insn_body(p, p - INSN_HEAD_MAX, in);
 }
 
-static char *put_insn(char *p, const struct ptd_record *r)
+static char *put_insn(char *p, const struct ptd_record *r,
+		      struct ptd_jsonw *w)
 {
 	const struct ptd_rec_insn *in = &r->u.insn;
 
 	p = put_head(p, "{\"type\":\"insn\"", 14, r);
 	p = put_insn_body_or_copy(p, in);
 	p = put_flags(p, in->flags);
-	return put_tail(p, r);
+	return put_tail(p, r, w);
 }
 
 size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
@@ -419,7 +492,7 @@ static char *put_block(char *p, const struct ptd_record *r,
 	p = put_flags(p, b->flags);
 	if (b->flags & PTD_F_TRUNCATED)
 		p = put_raw_field(p, b->size, b->raw);
-	return put_tail(p, r);
+	return put_tail(p, r, w);
 }
 
 /* ,"ip":"0x.." unless the event's ip is suppressed. */
@@ -525,7 +598,8 @@ static char *put_event_fields(char *p, const struct pt_event *ev)
 	return p;
 }
 
-static char *put_event(char *p, const struct ptd_record *r)
+static char *put_event(char *p, const struct ptd_record *r,
+		       struct ptd_jsonw *w)
 {
 	const struct pt_event *ev = &r->u.event.ev;
 
@@ -545,7 +619,7 @@ static char *put_event(char *p, const struct ptd_record *r)
 		PUT_LIT(p, ",\"lost_cyc\":");
 		p = put_u64(p, ev->lost_cyc);
 	}
-	return put_tail(p, r);
+	return put_tail(p, r, w);
 }
 
 /* The C name of a ptd domain error code; NULL if it is not one. */
@@ -601,7 +675,8 @@ static const char *error_message(const struct ptd_rec_error *e)
 	return ptd_strerror(e->code);
 }
 
-static char *put_error(char *p, const struct ptd_record *r)
+static char *put_error(char *p, const struct ptd_record *r,
+		       struct ptd_jsonw *w)
 {
 	const struct ptd_rec_error *e = &r->u.error;
 	const char *msg = error_message(e);
@@ -625,7 +700,7 @@ static char *put_error(char *p, const struct ptd_record *r)
 	p = put_str_cut(p, CONTEXT_BUDGET, ctx, strlen(ctx));
 	PUT_LIT(p, ",\"skipped\":");
 	p = put_u64(p, e->skipped);
-	return put_tail(p, r);
+	return put_tail(p, r, w);
 }
 
 /* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes; @w (may
@@ -637,16 +712,16 @@ static size_t write_record(char *buf, const struct ptd_record *r,
 
 	switch (r->type) {
 	case PTD_REC_INSN:
-		p = put_insn(p, r);
+		p = put_insn(p, r, w);
 		break;
 	case PTD_REC_BLOCK:
 		p = put_block(p, r, w);
 		break;
 	case PTD_REC_EVENT:
-		p = put_event(p, r);
+		p = put_event(p, r, w);
 		break;
 	case PTD_REC_ERROR:
-		p = put_error(p, r);
+		p = put_error(p, r, w);
 		break;
 	case PTD_REC_NTYPES:
 		return 0;
@@ -726,7 +801,7 @@ static size_t write_insn_fast(struct ptd_jsonw *w, const struct ptd_record *r)
 	p += w->insn_head_len;
 	p = put_insn_body_or_copy(p, &r->u.insn);
 	p = put_flags(p, r->u.insn.flags);
-	p = put_tail(p, r);
+	p = put_tail(p, r, w);
 	return (size_t)(p - start);
 }
 

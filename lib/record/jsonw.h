@@ -11,8 +11,12 @@
  *
  *  {"type":"insn","pid":1,"tid":1,"ip":"0x401000","size":3,"raw":"4889e5",
  *   "iclass":"other","mode":"64bit","isid":1,"module":"/usr/bin/ls",
- *   "offset":"0x1000","flags":["enabled"],"tsc":"0x..."}
- *     ("flags" only when any is set, "tsc" only when known)
+ *   "offset":"0x1000","flags":["enabled"],"tsc":"0x...","time":"0x...",
+ *   "wall":"2026-11-22T10:00:00.123456789Z"}
+ *     ("flags" only when any is set, "tsc" only when known; "time" (perf
+ *     time, ns) and "wall" (UTC, ISO 8601 with ns) only with "tsc" and
+ *     when the decoder knew the clock: ptd_record.has_time/has_wall; every
+ *     record type ends with these three when it has them)
  *  {"type":"block","pid":1,"tid":1,"ip":"0x..","end_ip":"0x..","ninsn":4,
  *   "iclass":"cond_jump","mode":"64bit","isid":1,"module":"..",
  *   "offset":"0x..","flags":[...]}   (+"size","raw" when truncated)
@@ -55,6 +59,9 @@ size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in);
  * length or 0 if it does not fit in @cap. */
 size_t ptd_json_string(char *buf, size_t cap, const char *s, size_t n);
 
+/* Length of "YYYY-MM-DDTHH:MM:SS." in a "wall" value. */
+#define PTD_JSON_WALL_PREFIX 20u
+
 /* A buffered writer of lines to a file descriptor. */
 struct ptd_jsonw {
 	int fd;
@@ -77,6 +84,11 @@ struct ptd_jsonw {
 	char mod_raw[256];
 	char mod_esc[6 * 256 + 16];
 	size_t mod_esc_len;
+	/* "YYYY-MM-DDTHH:MM:SS." of wall second @wall_sec, rendered once a
+	 * second for the "wall" field. */
+	bool wall_valid;
+	uint64_t wall_sec;
+	char wall_prefix[PTD_JSON_WALL_PREFIX];
 };
 
 /* @bufsize 0: 256 KiB.  Returns 0 or -ENOMEM. */

@@ -207,6 +207,12 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		RC_FIELD(has_tsc);
 		if (a->has_tsc)
 			RC_FIELD(tsc);
+		RC_FIELD(has_time);
+		if (a->has_time)
+			RC_FIELD(time);
+		RC_FIELD(has_wall);
+		if (a->has_wall)
+			RC_FIELD(wall);
 	}
 	switch (a->type) {
 	case PTD_REC_INSN:
@@ -265,6 +271,8 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		RC_FIELD(u.event.ev.lost_cyc);
 		if (!time) {
 			ca.has_tsc = cb.has_tsc = false;
+			ca.has_time = cb.has_time = false;
+			ca.has_wall = cb.has_wall = false;
 			ca.u.event.ev.has_tsc = cb.u.event.ev.has_tsc = 0;
 		}
 		na = ptd_json_record(la, sizeof(la), &ca);

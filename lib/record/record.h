@@ -119,6 +119,14 @@ struct ptd_record {
 	pid_t tid;
 	bool has_tsc;
 	uint64_t tsc;
+	/* Set by the decoder from @tsc when it knows the clock
+	 * (ptd_decode_opts.has_clock / has_wallref): perf time in ns (the
+	 * clock sideband records use) and wall-clock time (CLOCK_REALTIME ns
+	 * since the epoch).  Never set without has_tsc. */
+	bool has_time;
+	bool has_wall;
+	uint64_t time;
+	uint64_t wall;
 	union {
 		struct ptd_rec_insn insn;
 		struct ptd_rec_block block;
@@ -130,7 +138,8 @@ struct ptd_record {
 /* Compare two records over every field (module names by content; event
  * variants through their JSON form).  Returns the name of the first field
  * that differs ("u.insn.flags", ...) or NULL if they are equal.  With
- * PTD_DIFF_IGNORE_TIME, has_tsc/tsc are not compared (the block path times a
+ * PTD_DIFF_IGNORE_TIME, has_tsc/tsc and the times derived from them
+ * (has_time/time, has_wall/wall) are not compared (the block path times a
  * whole block, the insn path each instruction). */
 #define PTD_DIFF_IGNORE_TIME 0x1u
 const char *ptd_record_diff(const struct ptd_record *a,

@@ -125,6 +125,8 @@ static void head(struct ptd_record *r, enum ptd_rec_type t)
 	r->pid = 1234;
 	r->tid = 1240;
 	r->has_tsc = false;
+	r->has_time = false;
+	r->has_wall = false;
 }
 
 static void check_head(const cJSON *j, const char *type)
@@ -616,6 +618,9 @@ static void test_long_module(void)
 		memset(r.u.block.raw, 0xff, sizeof(r.u.block.raw));
 		r.has_tsc = true;
 		r.tsc = UINT64_MAX;
+		/* the longest time fields too */
+		r.has_time = r.has_wall = true;
+		r.time = r.wall = UINT64_MAX;
 		j = write_parse(&r);
 		if (!j) {
 			free(mod);
@@ -625,6 +630,8 @@ static void test_long_module(void)
 		CHECK(got && strlen(got) > 1000);
 		CHECK(got && strcmp(got + strlen(got) - 3, "...") == 0);
 		CHECK_EQ_U64(jhex(j, "tsc"), UINT64_MAX);
+		CHECK_EQ_U64(jhex(j, "time"), UINT64_MAX);
+		CHECK_EQ_STR(jstr(j, "wall"), "2554-07-21T23:34:33.709551615Z");
 		CHECK_EQ_U64(jhex(j, "offset"), UINT64_MAX);
 		CHECK_EQ_INT(jnum(j, "size"), pt_max_insn_size);
 		CHECK_EQ_U64(jflags(j), (1u << PTD_F_NFLAGS) - 1);
@@ -636,12 +643,16 @@ static void test_long_module(void)
 		r.u.insn.size = 255;	/* raw is cut to 15 bytes */
 		r.has_tsc = true;
 		r.tsc = UINT64_MAX;
+		r.has_time = r.has_wall = true;
+		r.time = r.wall = UINT64_MAX;
 		j = write_parse(&r);
 		free(mod);
 		REQUIRE(j);
 		CHECK_EQ_INT(strlen(jstr(j, "raw") ? jstr(j, "raw") : ""),
 			     2 * pt_max_insn_size);
 		CHECK_EQ_U64(jhex(j, "tsc"), UINT64_MAX);
+		CHECK_EQ_U64(jhex(j, "time"), UINT64_MAX);
+		CHECK_EQ_STR(jstr(j, "wall"), "2554-07-21T23:34:33.709551615Z");
 		cJSON_Delete(j);
 	}
 }
