@@ -261,6 +261,7 @@ void ptd_capture_free(struct ptd_capture *c)
 		free(c->threads[i].truth);
 	}
 	free(c->threads);
+	free(c->filter);
 	ptd_timeline_free(&c->tl);
 	memset(c, 0, sizeof(*c));
 }
@@ -366,7 +367,7 @@ static int get_obj(const struct mctx *m, const cJSON *obj, const char *key,
 static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
 		    const char *field, char **ret)
 {
-	const char *s;
+	const char *s = NULL;
 	int r = get_str(m, obj, key, field, &s);
 
 	if (r < 0)
@@ -382,7 +383,7 @@ static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
 
 static int load_header(const struct mctx *m, const cJSON *root)
 {
-	const char *fmt;
+	const char *fmt = NULL;
 	uint64_t ver;
 	int r;
 
@@ -443,8 +444,8 @@ static int load_argv(const struct mctx *m, const cJSON *root,
 static int load_cpu(const struct mctx *m, const cJSON *root,
 		    struct ptd_capture *c)
 {
-	const cJSON *cpu;
-	const char *vendor;
+	const cJSON *cpu = NULL;
+	const char *vendor = NULL;
 	uint64_t family, model, stepping;
 	int r;
 
@@ -472,7 +473,7 @@ static int load_cpu(const struct mctx *m, const cJSON *root,
 static int load_config(const struct mctx *m, const cJSON *root,
 		       struct ptd_capture *c)
 {
-	const cJSON *cfg;
+	const cJSON *cfg = NULL;
 	uint64_t period, cbr = 0;
 	int r;
 
@@ -495,10 +496,91 @@ static int load_config(const struct mctx *m, const cJSON *root,
 	return 0;
 }
 
+/* Slot @i of a decoder filter config. */
+static void filter_slot(struct pt_conf_addr_filter *f, unsigned i,
+			uint64_t **a, uint64_t **b)
+{
+	uint64_t *v[4][2] = { { &f->addr0_a, &f->addr0_b },
+			      { &f->addr1_a, &f->addr1_b },
+			      { &f->addr2_a, &f->addr2_b },
+			      { &f->addr3_a, &f->addr3_b } };
+
+	*a = v[i][0];
+	*b = v[i][1];
+}
+
+static int load_range(const struct mctx *m, const cJSON *it, unsigned i,
+		      struct pt_conf_addr_filter *f)
+{
+	char fa[40], fb[40], fact[40];
+	const char *action = NULL;
+	uint64_t a, b, *pa, *pb, cfg;
+	int r;
+
+	snprintf(fa, sizeof(fa), "filter.ranges[%u].a", i);
+	snprintf(fb, sizeof(fb), "filter.ranges[%u].b", i);
+	snprintf(fact, sizeof(fact), "filter.ranges[%u].action", i);
+	if (!cJSON_IsObject(it))
+		return bad(m, fact, "range is not an object");
+	if ((r = get_str(m, it, "action", fact, &action)) < 0 ||
+	    (r = get_uint(m, it, "a", fa, JSON_MAX_INT, &a)) < 0 ||
+	    (r = get_uint(m, it, "b", fb, JSON_MAX_INT, &b)) < 0)
+		return r;
+	if (!strcmp(action, "filter"))
+		cfg = 1;
+	else if (!strcmp(action, "tracestop"))
+		cfg = 2;
+	else
+		return bad(m, fact, "neither \"filter\" nor \"tracestop\"");
+	if (a > b)
+		return bad(m, fb, "below a");
+	f->config.addr_cfg |= cfg << (4 * i);
+	filter_slot(f, i, &pa, &pb);
+	*pa = a;
+	*pb = b;
+	return 0;
+}
+
+/* The optional "filter" object. */
+static int load_filter(const struct mctx *m, const cJSON *root,
+		       struct ptd_capture *c)
+{
+	struct pt_conf_addr_filter f;
+	const cJSON *fo = NULL, *ranges = NULL, *it;
+	const char *text = NULL;
+	unsigned n = 0;
+	int r;
+
+	if (!cJSON_GetObjectItemCaseSensitive(root, "filter"))
+		return 0;
+	if ((r = get_obj(m, root, "filter", "filter", &fo)) < 0 ||
+	    (r = get_item(m, fo, "ranges", "filter.ranges", &ranges)) < 0)
+		return r;
+	if (!cJSON_IsArray(ranges))
+		return bad(m, "filter.ranges", "not an array");
+	memset(&f, 0, sizeof(f));
+	cJSON_ArrayForEach(it, ranges) {
+		if (n == 4)
+			return bad(m, "filter.ranges", "more than 4 ranges");
+		if ((r = load_range(m, it, n, &f)) < 0)
+			return r;
+		n++;
+	}
+	if (!n)
+		return bad(m, "filter.ranges", "empty");
+	if (cJSON_GetObjectItemCaseSensitive(fo, "text") &&
+	    (r = get_str(m, fo, "text", "filter.text", &text)) < 0)
+		return r;
+	if (text && !(c->filter = strdup(text)))
+		return -ENOMEM;
+	c->addr_filter = f;
+	return 0;
+}
+
 static int load_exit(const struct mctx *m, const cJSON *root,
 		     struct ptd_capture *c)
 {
-	const cJSON *ex;
+	const cJSON *ex = NULL;
 	uint64_t v;
 	int r, kinds;
 
@@ -685,6 +767,7 @@ static int load_manifest(const struct mctx *m, const char *text, size_t len,
 	    (r = load_argv(m, root, c)) < 0 ||
 	    (r = load_cpu(m, root, c)) < 0 ||
 	    (r = load_config(m, root, c)) < 0 ||
+	    (r = load_filter(m, root, c)) < 0 ||
 	    (r = load_exit(m, root, c)) < 0 ||
 	    (r = load_threads(m, root, c, diag)) < 0)
 		goto out;
@@ -762,6 +845,39 @@ static bool add_thread(cJSON *arr, const struct ptd_capture_thread *th)
 	       add_num(t, "pt_bytes", (double)th->pt_bytes);
 }
 
+/* The "filter" object, if there is a filter. */
+static bool add_filter(cJSON *root, const struct ptd_capture *c)
+{
+	struct pt_conf_addr_filter f = c->addr_filter;
+	cJSON *fo, *ranges;
+
+	if (!f.config.addr_cfg)
+		return true;
+	if (!(fo = cJSON_AddObjectToObject(root, "filter")) ||
+	    (c->filter && !cJSON_AddStringToObject(fo, "text", c->filter)) ||
+	    !(ranges = cJSON_AddArrayToObject(fo, "ranges")))
+		return false;
+	for (unsigned i = 0; i < 4; i++) {
+		unsigned cfg = (unsigned)(f.config.addr_cfg >> (4 * i)) & 0xf;
+		uint64_t *a, *b;
+		cJSON *r;
+
+		if (!cfg)
+			continue;
+		filter_slot(&f, i, &a, &b);
+		r = cJSON_CreateObject();
+		if (!r || !cJSON_AddItemToArray(ranges, r)) {
+			cJSON_Delete(r);
+			return false;
+		}
+		if (!cJSON_AddStringToObject(r, "action", cfg == 2 ? "tracestop"
+								   : "filter") ||
+		    !add_num(r, "a", (double)*a) || !add_num(r, "b", (double)*b))
+			return false;
+	}
+	return true;
+}
+
 static cJSON *build_manifest(const struct ptd_capture *c)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -799,6 +915,7 @@ static cJSON *build_manifest(const struct ptd_capture *c)
 	     add_num(cfg, "cbr", c->config.cbr);
 	for (size_t i = 0; ok && i < c->nthreads; i++)
 		ok = add_thread(thr, &c->threads[i]);
+	ok = ok && add_filter(root, c);
 	if (ok && c->detached)
 		ok = cJSON_AddBoolToObject(ex, "detached", true);
 	else if (ok && c->exit_signal)

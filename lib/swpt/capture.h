@@ -20,6 +20,15 @@
  *                "truth":"truth-123.bin","insns":117000,"pt_bytes":31337}],
  *    "exit":{"code":0}}            or {"signal":9}, or {"detached":true}
  *
+ * Optional (still version 1): the address filter the trace was made with,
+ * resolved to addresses (what a decoder's pt_config.addr_filter needs),
+ * and the text it was given as:
+ *    "filter":{"text":"filter 0x1130/0x40@/usr/bin/prog",
+ *              "ranges":[{"action":"filter","a":4198704,"b":4198767}]}
+ * ranges: 1 to 4, action "filter" or "tracestop", a <= b (inclusive) below
+ * 2^53; text may be absent.  Ranges are saved in slot order, unused slots
+ * left out, and loaded into slots 0, 1, ...
+ *
  * Everything read from a capture is untrusted: names must be plain file
  * names inside the directory, sizes are bounded, and a mismatch (a truth file
  * that does not hold "insns" IPs, a PT file of another size) is refused with
@@ -62,6 +71,9 @@ struct ptd_capture {
 	char **argv;		/* NULL-terminated */
 	struct pt_cpu cpu;
 	struct ptd_ptgen_config config;	/* sink unused */
+	/* Address filter (all zero: none) and its text (NULL: none). */
+	struct pt_conf_addr_filter addr_filter;
+	char *filter;
 	struct ptd_capture_thread *threads;
 	size_t nthreads;
 	struct ptd_timeline tl;

@@ -78,6 +78,13 @@ struct ptd_ptgen {
 	 * returns only) and perf's (pops on every return). */
 	struct retstack ipt, perf;
 
+	/* Address filter (ptd_ptgen_set_filter). */
+	struct pt_conf_addr_filter filter;
+	bool have_filter;	/* at least one FilterEn range */
+	bool have_stop;		/* at least one TraceStop range */
+	bool pkt;		/* PacketEn: enabled and inside the filter */
+	bool stopped;		/* a TraceStop range was entered */
+
 	int err;		/* sticky: the stream is broken */
 };
 
@@ -105,6 +112,96 @@ uint64_t ptd_ptgen_offset(const struct ptd_ptgen *g)
 bool ptd_ptgen_enabled(const struct ptd_ptgen *g)
 {
 	return g && g->enabled;
+}
+
+bool ptd_ptgen_stopped(const struct ptd_ptgen *g)
+{
+	return g && g->stopped;
+}
+
+/* ---- address filter --------------------------------------------------- */
+
+#define FILTER_RANGES 4u
+#define CFG_FILTER 1u	/* IA32_RTIT_CTL.ADDRn_CFG: FilterEn range */
+#define CFG_STOP 2u	/* TraceStop range */
+
+static unsigned range_cfg(const struct pt_conf_addr_filter *f, unsigned i)
+{
+	return (unsigned)(f->config.addr_cfg >> (4 * i)) & 0xfu;
+}
+
+static void range_get(const struct pt_conf_addr_filter *f, unsigned i,
+		      uint64_t *a, uint64_t *b)
+{
+	const uint64_t v[FILTER_RANGES][2] = {
+		{ f->addr0_a, f->addr0_b }, { f->addr1_a, f->addr1_b },
+		{ f->addr2_a, f->addr2_b }, { f->addr3_a, f->addr3_b },
+	};
+
+	*a = v[i][0];
+	*b = v[i][1];
+}
+
+/* Whether @ip is in a range configured as @cfg. */
+static bool in_ranges(const struct ptd_ptgen *g, unsigned cfg, uint64_t ip)
+{
+	for (unsigned i = 0; i < FILTER_RANGES; i++) {
+		uint64_t a, b;
+
+		if (range_cfg(&g->filter, i) != cfg)
+			continue;
+		range_get(&g->filter, i, &a, &b);
+		if (a <= ip && ip <= b)
+			return true;
+	}
+	return false;
+}
+
+/* FilterEn at @ip: inside a filter range, or there are none. */
+static bool filter_en(const struct ptd_ptgen *g, uint64_t ip)
+{
+	return !g->have_filter || in_ranges(g, CFG_FILTER, ip);
+}
+
+static bool in_stop(const struct ptd_ptgen *g, uint64_t ip)
+{
+	return g->have_stop && in_ranges(g, CFG_STOP, ip);
+}
+
+int ptd_ptgen_set_filter(struct ptd_ptgen *g,
+			 const struct pt_conf_addr_filter *f)
+{
+	static const struct pt_conf_addr_filter none;
+	bool have_filter = false, have_stop = false;
+
+	if (!g)
+		return -EINVAL;
+	if (!f)
+		f = &none;
+	/* Only the four 4-bit fields exist. */
+	if (f->config.addr_cfg >> (4 * FILTER_RANGES))
+		return -EINVAL;
+	for (unsigned i = 0; i < FILTER_RANGES; i++) {
+		unsigned cfg = range_cfg(f, i);
+		uint64_t a, b;
+
+		range_get(f, i, &a, &b);
+		if (cfg > CFG_STOP || (cfg && a > b))
+			return -EINVAL;
+		have_filter |= cfg == CFG_FILTER;
+		have_stop |= cfg == CFG_STOP;
+	}
+	if (g->enabled)
+		return -EBUSY;
+	g->filter = *f;
+	g->have_filter = have_filter;
+	g->have_stop = have_stop;
+	return 0;
+}
+
+bool ptd_ptgen_traces(const struct ptd_ptgen *g, uint64_t ip)
+{
+	return g && !g->stopped && filter_en(g, ip) && !in_stop(g, ip);
 }
 
 void ptd_ptgen_set_tsc(struct ptd_ptgen *g, uint64_t tsc)
@@ -390,6 +487,42 @@ int ptd_ptgen_free(struct ptd_ptgen *g)
 	return err;
 }
 
+static void pge(struct ptd_ptgen *g, uint64_t ip)
+{
+	emit_ip(g, ppt_tip_pge, ip);
+	g->pkt = true;
+}
+
+/* Packets go off after @insn at @ip, whose successor @next is outside
+ * every filter range (or in a TraceStop range). */
+static void filter_exit(struct ptd_ptgen *g, const struct ptd_x86_insn *insn,
+			uint64_t next)
+{
+	tnt_flush(g);
+	if (insn->kind == PTD_X86_OTHER || insn->kind == PTD_X86_PTWRITE) {
+		/* No branch to bind a disable to: an asynchronous one
+		 * before the first instruction outside. */
+		emit_ip(g, ppt_fup, next);
+		emit_pgd(g);
+	} else {
+		/* The branch's TNT bit or TIP becomes a TIP.PGD carrying
+		 * its target. */
+		emit_ip(g, ppt_tip_pgd, next);
+	}
+	/* Calls made outside are not seen by the decoder: start over. */
+	rs_clear(&g->ipt);
+	rs_clear(&g->perf);
+	g->pkt = false;
+}
+
+/* A TraceStop range was entered: TraceEn is cleared for good. */
+static void trace_stop(struct ptd_ptgen *g)
+{
+	emit_simple(g, ppt_stop);
+	g->pkt = false;
+	g->stopped = true;
+}
+
 int ptd_ptgen_enable(struct ptd_ptgen *g, uint64_t ip)
 {
 	int err;
@@ -399,11 +532,16 @@ int ptd_ptgen_enable(struct ptd_ptgen *g, uint64_t ip)
 	err = make_room(g);
 	if (err)
 		return err;
+	g->enabled = true;
+	if (g->stopped)
+		return 0;
 	/* The first PSB+, or a due one: tracing is still off, no FUP. */
 	if (psb_due(g))
 		psb_write(g, false, 0);
-	emit_ip(g, ppt_tip_pge, ip);
-	g->enabled = true;
+	if (in_stop(g, ip))
+		trace_stop(g);
+	else if (filter_en(g, ip))
+		pge(g, ip);
 	return g->err;
 }
 
@@ -448,6 +586,28 @@ int ptd_ptgen_step(struct ptd_ptgen *g, uint64_t ip,
 	err = make_room(g);
 	if (err)
 		return err;
+	if (g->stopped)
+		return 0;
+	if (!g->pkt) {
+		/* Outside the filter: only entering it writes packets. */
+		if (in_stop(g, next_ip))
+			trace_stop(g);
+		else if (filter_en(g, next_ip))
+			pge(g, next_ip);
+		else
+			return g->err;
+		if (!g->stopped && psb_due(g))
+			psb_write(g, true, next_ip);
+		return g->err;
+	}
+	if (!filter_en(g, next_ip) || in_stop(g, next_ip)) {
+		filter_exit(g, insn, next_ip);
+		if (in_stop(g, next_ip))
+			trace_stop(g);
+		else if (psb_due(g))
+			psb_write(g, false, 0);
+		return g->err;
+	}
 
 	fall = ip + insn->size;
 	switch (insn->kind) {
@@ -504,6 +664,9 @@ int ptd_ptgen_kernel_entry(struct ptd_ptgen *g, uint64_t ip,
 	if (err)
 		return err;
 
+	g->enabled = false;
+	if (!g->pkt)
+		return g->err;	/* held off by the filter, or stopped */
 	tnt_flush(g);
 	/* SYSCALL completes in user space as far as the trace goes: the
 	 * PGD binds to it.  INT is reported as interrupted before it
@@ -511,7 +674,7 @@ int ptd_ptgen_kernel_entry(struct ptd_ptgen *g, uint64_t ip,
 	if (insn->kind == PTD_X86_INT)
 		emit_ip(g, ppt_fup, ip);
 	emit_pgd(g);
-	g->enabled = false;
+	g->pkt = false;
 	return g->err;
 }
 
@@ -525,10 +688,13 @@ int ptd_ptgen_interrupt(struct ptd_ptgen *g, uint64_t ip)
 	if (err)
 		return err;
 
+	g->enabled = false;
+	if (!g->pkt)
+		return g->err;
 	tnt_flush(g);
 	emit_ip(g, ppt_fup, ip);
 	emit_pgd(g);
-	g->enabled = false;
+	g->pkt = false;
 	return g->err;
 }
 

@@ -27,6 +27,23 @@
  *  - Asynchronous transfers (signal delivery) at an instruction not yet
  *    executed: FUP(its ip) + TIP.PGD; the return to user space is a
  *    TIP.PGE at wherever execution resumes.
+ *  - Address filters (ptd_ptgen_set_filter), as IA32_RTIT_ADDRn ranges:
+ *    with FilterEn ranges, packets are generated only while the IP is
+ *    inside one (PacketEn = enabled && inside).  Leaving a range:
+ *      branch (Jcc taken or not, JMP, CALL, RET, indirect): no TNT bit
+ *        or TIP for it; TIP.PGD(target) instead, which libipt binds to
+ *        that branch (a Jcc always; a direct branch whose target is the
+ *        payload; any indirect branch or RET);
+ *      sequential flow off the end: FUP(first outside ip) + TIP.PGD (IP
+ *        suppressed), an asynchronous disable there (no branch to bind
+ *        to), as libipt's fup-tip_pgd-stop.ptt has it.
+ *    Entering one, by any flow: TIP.PGE(first inside ip).  A SYSCALL or
+ *    signal outside every range writes nothing.  A PSB+ due while the
+ *    filter holds packets off has no FUP.  The return-address stacks
+ *    are emptied at every filter exit (calls made outside are not seen
+ *    by the decoder; an empty stack only costs compression).
+ *    TraceStop ranges: entering one stops tracing for good: TIP.PGD as
+ *    above if packets were on, then a TraceStop packet; nothing after.
  */
 #ifndef PTD_SWPT_PTGEN_H
 #define PTD_SWPT_PTGEN_H
@@ -34,6 +51,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include <intel-pt.h>
 
 #include "x86/insn.h"
 
@@ -99,7 +118,29 @@ int ptd_ptgen_flush(struct ptd_ptgen *g);
  * enable, this is exactly the end of the TIP.PGD. */
 uint64_t ptd_ptgen_offset(const struct ptd_ptgen *g);
 
-/* Whether tracing is currently enabled. */
+/* Whether tracing is currently enabled (user space, TraceEn: packets may
+ * still be held off by a filter, see ptd_ptgen_traces). */
 bool ptd_ptgen_enabled(const struct ptd_ptgen *g);
+
+/* Set the address filter (libipt's config layout: addrN_cfg 0 unused,
+ * 1 filter, 2 TraceStop; addrN_a..addrN_b inclusive); NULL or all-zero:
+ * no filter, trace everything.  Only while tracing is not enabled (before
+ * the first ptd_ptgen_enable, or between a kernel entry and the next
+ * enable), as the MSRs can only be written with TraceEn clear.
+ * Returns 0.
+ * Returns -EINVAL if @g is NULL, a range has a > b or a cfg other than
+ *   0, 1 or 2.
+ * Returns -EBUSY if tracing is enabled. */
+int ptd_ptgen_set_filter(struct ptd_ptgen *g,
+			 const struct pt_conf_addr_filter *f);
+
+/* Whether an instruction at @ip, executed while tracing is enabled, is in
+ * the trace a decoder reproduces: inside a filter range (if there are
+ * any) and tracing not stopped by a TraceStop range.  With no filter,
+ * true. */
+bool ptd_ptgen_traces(const struct ptd_ptgen *g, uint64_t ip);
+
+/* Whether a TraceStop range stopped tracing. */
+bool ptd_ptgen_stopped(const struct ptd_ptgen *g);
 
 #endif

@@ -58,6 +58,7 @@ int ptd_replay_thread(const struct ptd_capture *c, size_t idx,
 {
 	struct ptd_iscache *own_ic = NULL;
 	struct ptd_replay_stream rs;
+	struct ptd_decode_opts dopts;
 	int r;
 
 	if (!c || idx >= c->nthreads || !o || !fn)
@@ -68,10 +69,14 @@ int ptd_replay_thread(const struct ptd_capture *c, size_t idx,
 			return -ENOMEM;
 		ic = own_ic;
 	}
+	/* The capture's filter, unless the caller gave one. */
+	dopts = *o;
+	if (!dopts.addr_filter.config.addr_cfg)
+		dopts.addr_filter = c->addr_filter;
 	r = ptd_replay_open(c, idx, ic, &rs, diag);
 	if (r == 0) {
 		rs.args.icache = icache;
-		r = ptd_decode_thread(o, &rs.args, fn, ctx, stats);
+		r = ptd_decode_thread(&dopts, &rs.args, fn, ctx, stats);
 	}
 	ptd_replay_close(&rs);
 	ptd_iscache_free(own_ic);

@@ -45,6 +45,8 @@ void ptd_replay_close(struct ptd_replay_stream *rs);
 /* Decode thread @idx of @c with @o, delivering records to @fn.  @ic is the
  * shared section cache (NULL: a private one); @icache the insn cache for the
  * block path (NULL: a private one).  The PT bytes are read from the capture.
+ * The decoder's address filter is o->addr_filter, or if that is all zero
+ * the capture's (c->addr_filter).
  * Returns what ptd_decode_thread returns, or a negative error reading the
  * capture or building the thread's first image (message in @diag). */
 int ptd_replay_thread(const struct ptd_capture *c, size_t idx,

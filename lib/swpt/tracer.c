@@ -235,6 +235,10 @@ struct tracer {
 	unsigned flush_tick;
 	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
+	/* opt->filter resolved (once, when tracing starts); every thread's
+	 * generator has it. */
+	struct pt_conf_addr_filter fcfg;
+	bool fcfg_set;
 	bool exited;
 	int exit_code, exit_signal;
 };
@@ -375,6 +379,9 @@ static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	if (!t->gen)
 		return failf(tr, r, "cannot set up the packet generator: %s",
 			     ptd_strerror(r));
+	if (tr->fcfg_set && (r = ptd_ptgen_set_filter(t->gen, &tr->fcfg)) < 0)
+		return failf(tr, r, "thread %d: cannot set the filter: %s",
+			     (int)tid, ptd_strerror(r));
 	tr->live++;
 	*ret = t;
 	return 0;
@@ -593,6 +600,32 @@ static int maps_load_all(struct tracer *tr)
 	return 0;
 }
 
+/* Resolve opt->filter against the maps just read (once) and hand it to
+ * every thread's generator; none of them is tracing yet (the threads were
+ * just seized, or the program was just exec'd). */
+static int filter_resolve(struct tracer *tr)
+{
+	int r;
+
+	if (!tr->opt->filter || tr->fcfg_set)
+		return 0;
+	r = ptd_addrfilter_to_config(tr->opt->filter, &tr->maps, &tr->fcfg,
+				     tr->diag);
+	if (r < 0)
+		return r;	/* the message is in diag */
+	tr->fcfg_set = true;
+	for (size_t i = 0; i < tr->nth; i++) {
+		if (!tr->th[i]->gen)
+			continue;
+		r = ptd_ptgen_set_filter(tr->th[i]->gen, &tr->fcfg);
+		if (r < 0)
+			return failf(tr, r, "thread %d: cannot set the filter "
+				     "while it is tracing: %s",
+				     (int)tr->th[i]->tid, ptd_strerror(r));
+	}
+	return 0;
+}
+
 /* ---- code bytes, snapshots ------------------------------------------- */
 
 /* Read up to @len bytes at @addr of @tid; a range that crosses into an
@@ -776,7 +809,8 @@ static int record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
 		if (r < 0)
 			return r;
 	}
-	if (!truth)
+	/* Outside the filter ranges: not in the trace, nor the truth. */
+	if (!truth || !ptd_ptgen_traces(t->gen, ip))
 		return 0;
 	if (t->has_truth && (r = ptd_truth_writer_add(&t->truth, ip)) < 0)
 		return r;
@@ -1592,6 +1626,8 @@ static int start_main(struct tracer *tr)
 	if (r < 0)
 		return r;
 	r = maps_load_all(tr);
+	if (r == 0)
+		r = filter_resolve(tr);
 	if (r < 0)
 		return r;
 	t->started = true;
@@ -1690,6 +1726,8 @@ static int save_capture(struct tracer *tr, char *const argv[])
 	c.config = tr->opt->gen;
 	c.config.sink = NULL;
 	c.config.sink_ctx = NULL;
+	c.addr_filter = tr->fcfg;
+	c.filter = (char *)tr->opt->filter_text;
 	c.threads = th;
 	c.nthreads = tr->nth;
 	c.tl = tr->tl;
@@ -1772,6 +1810,7 @@ static void fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
 	ret->exit_code = tr->exit_code;
 	ret->exit_signal = tr->exit_signal;
 	ret->detached = tr->detaching;
+	ret->addr_filter = tr->fcfg;
 }
 
 int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
@@ -1871,9 +1910,10 @@ static int seize_thread(struct tracer *tr, pid_t tid)
 		r = -errno;
 		/* a thread born since the scan began is ours already (its
 		 * creator was seized), or gone: both fine but for the
-		 * leader */
+		 * leader.  TracerPid names the tracing *thread*: in the
+		 * daemon that is not the process's main thread. */
 		if (tid != tr->pid &&
-		    (r == -ESRCH || tracer_of(tid) == getpid()))
+		    (r == -ESRCH || tracer_of(tid) == gettid()))
 			return 0;
 		return seize_refused(tr, tid, r);
 	}
@@ -1993,6 +2033,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	/* the image as it is: every stream starts with it (position 0) */
 	if (r == 0)
 		r = maps_load_all(&tr);
+	if (r == 0)
+		r = filter_resolve(&tr);
 	if (r == 0 && opt->started)
 		opt->started(opt->started_ctx);
 	if (r == 0)

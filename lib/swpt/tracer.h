@@ -21,6 +21,14 @@
  *    thread's position between PGD and PGE.
  *  - Signals: a signal delivered to a handler is FUP + TIP.PGD at the
  *    interrupted instruction and TIP.PGE at the handler.
+ *  - Address filters (opt->filter): the generator traces only inside the
+ *    ranges (swpt/ptgen.h); the truth holds only the traced instructions,
+ *    and the capture records the ranges.  File ranges are resolved to
+ *    addresses once, with the target's /proc/PID/maps when tracing starts
+ *    (ptd_swpt_run: when the program is exec'd, its dynamic libraries are
+ *    not mapped yet, so only the executable itself can be named there;
+ *    ptd_swpt_attach: at the attach); code mapped later (dlopen) or a
+ *    later exec is not re-resolved: the ranges stay where they were.
  *  - Non-file executable memory ([vdso], anonymous, deleted files) is
  *    snapshotted the first time an instruction in it executes (and again
  *    after its mapping changes).
@@ -35,6 +43,7 @@
 
 #include "aspace/timeline.h"
 #include "common/diag.h"
+#include "perf/addrfilter.h"
 #include "swpt/ptgen.h"
 
 /* Where a live trace goes, as it is made (swpt/livesink.h writes it into
@@ -79,6 +88,14 @@ struct ptd_swpt_options {
 	uint64_t max_insns;
 	/* Redirect the target's stdout/stderr to /dev/null. */
 	bool quiet_target;
+	/* Address filter (perf/addrfilter.h; NULL: trace everything) and
+	 * its text for the capture (may be NULL).  Kernel-address ranges
+	 * never match: the software source traces user space only.  If a
+	 * range cannot be resolved, tracing fails with -PTD_ENOIMAGE or
+	 * -PTD_EFORMAT (see ptd_addrfilter_to_config).  With a filter,
+	 * insns and max_insns count traced instructions only. */
+	const struct ptd_addrfilter *filter;
+	const char *filter_text;
 };
 
 struct ptd_swpt_result {
@@ -92,6 +109,8 @@ struct ptd_swpt_result {
 	int exit_code;
 	int exit_signal;
 	bool detached;		/* max_insns reached */
+	/* The filter as resolved (all zero: none). */
+	struct pt_conf_addr_filter addr_filter;
 };
 
 /* Run @argv (argv[0] is looked up in PATH) under the software source until

@@ -1,0 +1,714 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Address filters on real programs, through the software PT source: trace
+ * tests/progs/prog-recursion with a filter on one function given as
+ * file+offset (found with libelf), and require that
+ *  - both decoder paths reproduce the capture's ground truth exactly
+ *    (ptd_replay_verify, the decoder configured from the capture),
+ *  - every traced instruction lies inside the range,
+ *  - an unfiltered trace of the same run (ASLR off) holds the same
+ *    instructions inside the range, in the same order;
+ * with two ranges at once; and that a range in a file the program does not
+ * map is refused with a message naming it.
+ *
+ * Through the daemon: `ptctl attach --filter` (with --capture) on a running
+ * prog-attach, a filter on collatz(): the stream holds only instructions
+ * inside the range, and per thread they are the end of the capture's
+ * ground truth (the subscriber joins after the attach); status shows the
+ * filter; a bad filter is refused naming the column, an unmapped file
+ * naming the file.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "perf/addrfilter.h"
+#include "swpt/capture.h"
+#include "swpt/replay.h"
+#include "swpt/tracer.h"
+
+static const char *progs_dir;
+static char workdir[256];
+
+static char *prog(const char *name)
+{
+	static char path[4][PATH_MAX];
+	static unsigned next;
+	char *p = path[next++ % 4];
+
+	char tmp[512];
+
+	/* The path the kernel shows in /proc/PID/maps, which filters name. */
+	(void)snprintf(tmp, sizeof(tmp), "%s/prog-%s", progs_dir, name);
+	if (!realpath(tmp, p))
+		(void)snprintf(p, 512, "%s", tmp);
+	return p;
+}
+
+/* File offset and size of function @sym in @path (its symbol table and
+ * the PT_LOAD segment holding it).  Returns 0 or -1 (printed). */
+static int func_offset(const char *path, const char *sym, uint64_t *ret_off,
+		       uint64_t *ret_size)
+{
+	Elf *e = NULL;
+	Elf_Scn *scn = NULL;
+	GElf_Sym found;
+	bool have = false;
+	size_t nph = 0;
+	int fd, r = -1;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -1;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !(e = elf_begin(fd, ELF_C_READ, NULL)))
+		goto out;
+	while (!have && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB ||
+		    !sh.sh_entsize || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym s;
+			const char *n;
+
+			if (!gelf_getsym(d, (int)i, &s) ||
+			    GELF_ST_TYPE(s.st_info) != STT_FUNC || !s.st_size)
+				continue;
+			n = elf_strptr(e, sh.sh_link, s.st_name);
+			if (n && !strcmp(n, sym)) {
+				found = s;
+				have = true;
+				break;
+			}
+		}
+	}
+	if (!have || elf_getphdrnum(e, &nph) != 0)
+		goto out;
+	for (size_t i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || found.st_value < ph.p_vaddr ||
+		    found.st_value >= ph.p_vaddr + ph.p_filesz)
+			continue;
+		*ret_off = found.st_value - ph.p_vaddr + ph.p_offset;
+		*ret_size = found.st_size;
+		r = 0;
+		break;
+	}
+out:
+	if (r)
+		fprintf(stderr, "no function '%s' found in %s\n", sym, path);
+	if (e)
+		elf_end(e);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* Trace @argv with @filter_text (NULL: none) into @name. */
+static int trace(const char *name, char *const argv[], const char *filter_text,
+		 char *dir, size_t cap, struct ptd_diag *diag)
+{
+	struct ptd_addrfilter f;
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	int r;
+
+	(void)snprintf(dir, cap, "%s/%s", workdir, name);
+	memset(&so, 0, sizeof(so));
+	so.outdir = dir;
+	so.quiet_target = true;
+	memset(&f, 0, sizeof(f));
+	if (filter_text) {
+		r = ptd_addrfilter_parse(filter_text, PTD_ADDRFILTER_MAX, &f,
+					 diag);
+		if (r < 0)
+			return r;
+		so.filter = &f;
+		so.filter_text = filter_text;
+	}
+	r = ptd_swpt_run(argv, &so, &res, diag);
+	ptd_addrfilter_free(&f);
+	if (r == 0 && (!res.exited || res.exit_code != 0))
+		r = ptd_diagf(diag, -EPROTO, "%s did not exit 0", argv[0]);
+	return r;
+}
+
+struct range {
+	uint64_t a, b;
+};
+
+static bool in_ranges(const struct range *rg, size_t n, uint64_t ip)
+{
+	for (size_t i = 0; i < n; i++)
+		if (rg[i].a <= ip && ip <= rg[i].b)
+			return true;
+	return false;
+}
+
+/* Load @dir, verify it, check every truth IP is inside @rg, and return
+ * thread 0's truth. */
+static void check_capture(const char *dir, const char *text,
+			  struct range *rg, size_t nrg, uint64_t **ret_truth,
+			  size_t *ret_n)
+{
+	struct ptd_verify_report rep;
+	struct ptd_diag diag = { "" };
+	struct ptd_capture c;
+	uint64_t *truth = NULL;
+	size_t n = 0;
+	int r;
+
+	*ret_truth = NULL;
+	*ret_n = 0;
+	r = ptd_capture_load(dir, &c, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
+		return;
+	}
+	/* The capture records the filter, resolved. */
+	CHECK_EQ_STR(c.filter, text);
+	CHECK_EQ_INT(c.addr_filter.config.ctl.addr0_cfg, 1);
+	CHECK_EQ_U64(c.addr_filter.addr0_b - c.addr_filter.addr0_a,
+		     rg[0].b - rg[0].a);
+	rg[0].a = c.addr_filter.addr0_a;
+	rg[0].b = c.addr_filter.addr0_b;
+	if (nrg > 1) {
+		CHECK_EQ_INT(c.addr_filter.config.ctl.addr1_cfg, 1);
+		CHECK_EQ_U64(c.addr_filter.addr1_b - c.addr_filter.addr1_a,
+			     rg[1].b - rg[1].a);
+		rg[1].a = c.addr_filter.addr1_a;
+		rg[1].b = c.addr_filter.addr1_b;
+	}
+	r = ptd_replay_verify(&c, &rep, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("verify %s: %s", dir, diag.msg);
+	} else {
+		for (size_t i = 0; i < rep.nthreads; i++)
+			if (!rep.threads[i].ok)
+				CHECK_FAIL_("thread %ld: %s",
+					    (long)rep.threads[i].tid,
+					    rep.threads[i].why);
+		CHECK(rep.ok);
+		ptd_verify_report_free(&rep);
+	}
+	r = ptd_capture_read_truth(&c, 0, &truth, &n, &diag);
+	CHECK_EQ_INT(r, 0);
+	CHECK(n > 0);
+	for (size_t i = 0; i < n; i++)
+		if (!in_ranges(rg, nrg, truth[i])) {
+			CHECK_FAIL_("truth[%zu] = %#" PRIx64 " is outside "
+				    "the filter", i, truth[i]);
+			break;
+		}
+	ptd_capture_free(&c);
+	*ret_truth = truth;
+	*ret_n = n;
+}
+
+/* The unfiltered trace's instructions inside @rg equal @want. */
+static void check_subsequence(const char *dir, const struct range *rg,
+			      size_t nrg, const uint64_t *want, size_t nwant)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_capture c;
+	uint64_t *all = NULL;
+	size_t n = 0, k = 0;
+
+	if (ptd_capture_load(dir, &c, &diag) < 0 ||
+	    ptd_capture_read_truth(&c, 0, &all, &n, &diag) < 0) {
+		CHECK_FAIL_("reading %s: %s", dir, diag.msg);
+		ptd_capture_free(&c);
+		return;
+	}
+	CHECK(!c.addr_filter.config.addr_cfg);
+	for (size_t i = 0; i < n; i++) {
+		if (!in_ranges(rg, nrg, all[i]))
+			continue;
+		if (k >= nwant || all[i] != want[k]) {
+			CHECK_FAIL_("in-range instruction #%zu of the "
+				    "unfiltered trace is %#" PRIx64 ", the "
+				    "filtered trace has %#" PRIx64, k, all[i],
+				    k < nwant ? want[k] : 0);
+			break;
+		}
+		k++;
+	}
+	CHECK_EQ_INT(k, nwant);
+	free(all);
+	ptd_capture_free(&c);
+}
+
+/* The unfiltered trace of prog-recursion (made once). */
+static const char *unfiltered(void)
+{
+	static char dir[600];
+	static bool done;
+	char *argv[] = { prog("recursion"), NULL };
+	struct ptd_diag diag = { "" };
+
+	if (!done && trace("all", argv, NULL, dir, sizeof(dir), &diag) < 0) {
+		CHECK_FAIL_("tracing %s: %s", argv[0], diag.msg);
+		return NULL;
+	}
+	done = true;
+	return dir;
+}
+
+static void test_one_function(void)
+{
+	char *argv[] = { prog("recursion"), NULL };
+	struct ptd_diag diag = { "" };
+	struct range rg[1];
+	uint64_t off, size, *truth;
+	char text[1024], dir[600];
+	size_t n;
+	int r;
+
+	REQUIRE(func_offset(argv[0], "fib", &off, &size) == 0);
+	rg[0].a = 0;
+	rg[0].b = size - 1;
+	(void)snprintf(text, sizeof(text), "filter %#" PRIx64 "/%#" PRIx64
+		       "@%s", off, size, argv[0]);
+	r = trace("fib", argv, text, dir, sizeof(dir), &diag);
+	if (r < 0)
+		CHECK_FAIL_("tracing with '%s': %s", text, diag.msg);
+	REQUIRE(r == 0);
+	check_capture(dir, text, rg, 1, &truth, &n);
+	REQUIRE(truth);
+	fprintf(stderr, "  fib: %zu instructions traced in [%#" PRIx64
+		", %#" PRIx64 "]\n", n, rg[0].a, rg[0].b);
+	if (unfiltered())
+		check_subsequence(unfiltered(), rg, 1, truth, n);
+	free(truth);
+}
+
+/* Two ranges (fib and deep), the second with separators perf accepts. */
+static void test_two_functions(void)
+{
+	char *argv[] = { prog("recursion"), NULL };
+	struct ptd_diag diag = { "" };
+	struct range rg[2];
+	uint64_t off[2], size[2], *truth;
+	char text[2048], dir[600];
+	size_t n;
+	int r;
+
+	REQUIRE(func_offset(argv[0], "fib", &off[0], &size[0]) == 0);
+	REQUIRE(func_offset(argv[0], "deep", &off[1], &size[1]) == 0);
+	for (int i = 0; i < 2; i++) {
+		rg[i].a = 0;
+		rg[i].b = size[i] - 1;
+	}
+	(void)snprintf(text, sizeof(text),
+		       "filter %#" PRIx64 "/%#" PRIx64 "@%s, filter %" PRIu64
+		       " / %" PRIu64 " @ %s", off[0], size[0], argv[0],
+		       off[1], size[1], argv[0]);
+	r = trace("fib-deep", argv, text, dir, sizeof(dir), &diag);
+	if (r < 0)
+		CHECK_FAIL_("tracing with '%s': %s", text, diag.msg);
+	REQUIRE(r == 0);
+	check_capture(dir, text, rg, 2, &truth, &n);
+	REQUIRE(truth);
+	/* deep(100) alone runs > 100 instructions of deep. */
+	{
+		size_t in_deep = 0;
+
+		for (size_t i = 0; i < n; i++)
+			in_deep += rg[1].a <= truth[i] && truth[i] <= rg[1].b;
+		CHECK(in_deep > 100);
+		CHECK(in_deep < n);
+	}
+	if (unfiltered())
+		check_subsequence(unfiltered(), rg, 2, truth, n);
+	free(truth);
+}
+
+/* A file the program never maps: refused, naming the file. */
+static void test_unmapped_file(void)
+{
+	char *argv[] = { prog("recursion"), NULL };
+	struct ptd_diag diag = { "" };
+	char text[1024], dir[600];
+	int r;
+
+	(void)snprintf(text, sizeof(text), "filter 0x0/0x10@%s",
+		       prog("fnptr"));
+	r = trace("unmapped", argv, text, dir, sizeof(dir), &diag);
+	CHECK_EQ_INT(r, -PTD_ENOIMAGE);
+	CHECK_CONTAINS(diag.msg, "prog-fnptr");
+}
+
+/* ---- through the daemon --------------------------------------------- */
+
+static const char *build_root;
+static char sock[700];
+static pid_t ptd_pid;
+
+static void msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool sock_ready(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	if (strlen(sock) >= sizeof(a.sun_path)) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	memcpy(a.sun_path, sock, strlen(sock) + 1);
+	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+static bool daemon_start(void)
+{
+	char dir[600], conf[700], text[2048], ptd[1100], log[700];
+
+	(void)snprintf(dir, sizeof(dir), "%s/daemon", workdir);
+	(void)mkdir(dir, 0700);
+	(void)snprintf(conf, sizeof(conf), "%s/ptd.conf", dir);
+	(void)snprintf(sock, sizeof(sock), "%s/ptd.sock", dir);
+	(void)snprintf(log, sizeof(log), "%s/ptd.log", dir);
+	(void)snprintf(text, sizeof(text), "socket_path = %s\nsocket_mode = "
+		       "0600\nsubscriber_queue_size = 1G\n", sock);
+	if (ptd_file_write_atomic(conf, text, strlen(text)) < 0)
+		return false;
+	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
+	ptd_pid = fork();
+	if (ptd_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 2);
+		execl(ptd, ptd, "-c", conf, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++, msleep(10))
+		if (sock_ready())
+			return true;
+	return false;
+}
+
+static int wait_exit(pid_t pid)
+{
+	int st = 0;
+
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void daemon_stop(void)
+{
+	if (ptd_pid <= 0)
+		return;
+	kill(ptd_pid, SIGTERM);
+	CHECK_EQ_INT(wait_exit(ptd_pid), 0);
+	ptd_pid = 0;
+}
+
+/* Start ptctl with up to 8 arguments (NULL-terminated), stdout into @out,
+ * stderr into @err (NULL: into @out too). */
+static pid_t ptctl_spawn(const char *out, const char *err,
+			 const char *const *args)
+{
+	char ptctl[1100];
+	const char *argv[16];
+	size_t n = 0;
+	pid_t pid;
+
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
+	argv[n++] = ptctl;
+	argv[n++] = "--socket";
+	argv[n++] = sock;
+	while (*args && n < 15)
+		argv[n++] = *args++;
+	argv[n] = NULL;
+	pid = fork();
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		int efd = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600)
+			      : fd;
+
+		dup2(fd, 1);
+		dup2(efd, 2);
+		execv(ptctl, (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Run ptctl to the end; its stdout (malloc'd) in *ret_out; stderr goes
+ * to ours. */
+static int ptctl(const char *const *args, char **ret_out)
+{
+	char out[700], err[700];
+	char *etext = NULL;
+	size_t len;
+	int r;
+
+	(void)snprintf(out, sizeof(out), "%s/ptctl.out", workdir);
+	(void)snprintf(err, sizeof(err), "%s/ptctl.err", workdir);
+	r = wait_exit(ptctl_spawn(out, err, args));
+	if (ptd_file_read_all(err, 1u << 20, &etext, &len) == 0 && etext) {
+		fprintf(stderr, "%s", etext);
+		/* refusals are checked on what the user sees */
+		if (r != 0)
+			(void)ptd_file_write_atomic(out, etext, len);
+		free(etext);
+	}
+	if (ptd_file_read_all(out, 1u << 20, ret_out, &len) < 0)
+		*ret_out = NULL;
+	if (!*ret_out)
+		*ret_out = calloc(1, 1);
+	if (!*ret_out)
+		abort();
+	return r;
+}
+
+/* prog-attach running for @secs, past its "ready". */
+static pid_t start_target(double secs)
+{
+	char arg[32], buf[8];
+	int p[2];
+	pid_t pid;
+
+	(void)snprintf(arg, sizeof(arg), "%g", secs);
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(p[1], 3);
+		execl(prog("attach"), prog("attach"), arg, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	if (read(p[0], buf, sizeof(buf)) <= 0) {
+		close(p[0]);
+		return -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+/* The IPs of @tid's insn records in @text, in order. */
+static size_t stream_ips(const char *text, pid_t tid, uint64_t *ips,
+			 size_t cap)
+{
+	char key[64];
+	size_t n = 0;
+
+	if (!text)
+		return 0;
+	(void)snprintf(key, sizeof(key), "\"tid\":%d,", (int)tid);
+	for (const char *p = text, *e; (e = strchr(p, '\n')); p = e + 1) {
+		const char *ipp;
+		uint64_t ip;
+
+		if (strncmp(p, "{\"type\":\"insn\"", 14) ||
+		    !memmem(p, (size_t)(e - p), key, strlen(key)) ||
+		    !(ipp = memmem(p, (size_t)(e - p), "\"ip\":\"0x", 8)) ||
+		    ptd_parse_u64n(ipp + 8, strcspn(ipp + 8, "\""), 16,
+				   &ip) < 0)
+			continue;
+		if (n < cap)
+			ips[n] = ip;
+		n++;
+	}
+	return n;
+}
+
+/* Every insn record of the stream is inside [a, b]; per thread the stream
+ * is the end of the capture's truth.  Returns the instructions streamed. */
+static size_t check_stream(const char *text, const char *capdir)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_capture c;
+	size_t total = 0;
+
+	if (ptd_capture_load(capdir, &c, &diag) < 0) {
+		CHECK_FAIL_("capture: %s", diag.msg);
+		return 0;
+	}
+	CHECK_EQ_INT(c.addr_filter.config.ctl.addr0_cfg, 1);
+	for (size_t i = 0; i < c.nthreads; i++) {
+		uint64_t *truth = NULL, *got;
+		size_t nt = 0, ng;
+
+		if (ptd_capture_read_truth(&c, i, &truth, &nt, &diag) < 0) {
+			CHECK_FAIL_("truth: %s", diag.msg);
+			continue;
+		}
+		ng = stream_ips(text, c.threads[i].tid, NULL, 0);
+		got = calloc(ng + 1, sizeof(*got));
+		if (!got) {
+			CHECK_FAIL_("%s", "out of memory");
+			free(truth);
+			continue;
+		}
+		(void)stream_ips(text, c.threads[i].tid, got, ng);
+		CHECK(ng <= nt);
+		for (size_t k = 0; k < ng && ng <= nt; k++) {
+			if (got[k] < c.addr_filter.addr0_a ||
+			    got[k] > c.addr_filter.addr0_b) {
+				CHECK_FAIL_("tid %d: streamed %#" PRIx64
+					    " outside the filter",
+					    (int)c.threads[i].tid, got[k]);
+				break;
+			}
+			if (got[k] != truth[nt - ng + k]) {
+				CHECK_FAIL_("tid %d: streamed insn %zu of %zu "
+					    "is %#" PRIx64 ", truth %#" PRIx64,
+					    (int)c.threads[i].tid, k, ng,
+					    got[k], truth[nt - ng + k]);
+				break;
+			}
+		}
+		total += ng;
+		free(got);
+		free(truth);
+	}
+	ptd_capture_free(&c);
+	return total;
+}
+
+static void test_daemon(void)
+{
+	uint64_t off, size;
+	char pidarg[32], filter[1200], capdir[700], sout[700], sid[32];
+	char *out = NULL;
+	pid_t t, streamer;
+	int r;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "  skipped: --capture needs root\n");
+		return;
+	}
+	REQUIRE(func_offset(prog("attach"), "collatz", &off, &size) == 0);
+	REQUIRE(daemon_start());
+	t = start_target(1.5);
+	REQUIRE(t > 0);
+	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)t);
+
+	/* A bad filter: the column and the reason. */
+	{
+		const char *a[] = { "attach", pidarg, "--filter",
+				    "filter 0x10/0x10@/bin/x, filter 0x20",
+				    NULL };
+
+		CHECK(ptctl(a, &out) != 0);
+		CHECK_CONTAINS(out, "column 26");
+		free(out);
+	}
+	/* A file the process does not map. */
+	{
+		const char *a[] = { "attach", pidarg, "--filter",
+				    "filter 0x0/0x10@/nonexistent/lib.so",
+				    NULL };
+
+		CHECK(ptctl(a, &out) != 0);
+		CHECK_CONTAINS(out, "/nonexistent/lib.so");
+		free(out);
+	}
+
+	(void)snprintf(filter, sizeof(filter), "filter %#" PRIx64 "/%#"
+		       PRIx64 "@%s", off, size, prog("attach"));
+	(void)snprintf(capdir, sizeof(capdir), "%s/daemon-capture", workdir);
+	{
+		const char *a[] = { "attach", pidarg, "--filter", filter,
+				    "--capture", capdir, NULL };
+
+		r = ptctl(a, &out);
+		CHECK_EQ_INT(r, 0);
+		if (r)
+			fprintf(stderr, "  attach: %s", out ? out : "");
+		if (!out)
+			return;
+		(void)snprintf(sid, sizeof(sid), "%.*s",
+			       (int)strcspn(out, "\n"), out);
+		free(out);
+	}
+	if (r == 0) {
+		const char *st[] = { "status", sid, "--json", NULL };
+		const char *sa[] = { "stream", sid, NULL };
+		size_t n;
+
+		(void)snprintf(sout, sizeof(sout), "%s/stream.out", workdir);
+		streamer = ptctl_spawn(sout, NULL, sa);
+		CHECK_EQ_INT(ptctl(st, &out), 0);
+		CHECK_CONTAINS(out, "\"filter\":\"filter 0x");
+		free(out);
+		CHECK_EQ_INT(wait_exit(streamer), 0);
+		out = NULL;
+		REQUIRE(ptd_file_read_all(sout, 1u << 30, &out, &n) == 0);
+		n = check_stream(out, capdir);
+		fprintf(stderr, "  daemon: %zu in-range instructions streamed "
+			"= the end of the truth\n", n);
+		CHECK(n > 0);
+		free(out);
+	}
+	CHECK_EQ_INT(wait_exit(t), 0);
+	daemon_stop();
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	progs_dir = getenv("PTD_TEST_PROGS");
+	if (!progs_dir)
+		SKIP_ALL("PTD_TEST_PROGS is not set (run through meson test)");
+	/* Same addresses in every run: the unfiltered trace is compared
+	 * with the filtered one address for address. */
+	if (personality(ADDR_NO_RANDOMIZE) < 0)
+		SKIP_ALL("personality(ADDR_NO_RANDOMIZE): %s", strerror(errno));
+	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-af-XXXXXX",
+		       tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(workdir)) {
+		fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+		return 1;
+	}
+	RUN(test_one_function);
+	RUN(test_two_functions);
+	RUN(test_unmapped_file);
+	build_root = getenv("PTD_BUILD_ROOT");
+	if (build_root)
+		RUN(test_daemon);
+	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
+		(void)ptd_rm_rf(workdir);
+	else
+		fprintf(stderr, "captures kept in %s\n", workdir);
+	return check_done();
+}
