@@ -13,9 +13,18 @@
 
 #include "common/strutil.h"
 #include "perf/sideband.h"
+#include "perf/time.h"
 
 #define SAMPLE_TYPE PTD_SIDEBAND_SAMPLE_TYPE
 #define WAIT_NS 200000l		/* poll interval while a ring is full */
+
+/* A virtual CPU of per-CPU mode: one buffer for every thread it runs. */
+struct vcpu {
+	struct ptd_perf_buf buf;
+	struct ptd_perf_producer prod;
+	struct ptd_livesink_thread *cur;	/* the last one switched in */
+	bool in;				/* cur is switched in */
+};
 
 /* An encoded record kept to replay into threads that begin later. */
 struct blob {
@@ -43,6 +52,12 @@ struct ptd_livesink {
 	struct ptd_livesink_thread *last;	/* lookup cache */
 	struct blob *hist;		/* image records since the last exec */
 	size_t nhist, caphist;
+	/* per-CPU mode (ncpu > 0): see ptd_livesink_set_cpus */
+	unsigned ncpu, migrate_every;
+	struct vcpu *cpu;
+	unsigned next_cpu;		/* round-robin for new threads */
+	unsigned last_cpu;		/* where the last batch ran */
+	uint64_t last_time;		/* the last sample time given */
 	uint8_t rec[PTD_PERF_RECORD_MAX_SIZE + 8];
 };
 
@@ -94,23 +109,29 @@ static void gate_leave(struct ptd_livesink *s)
 
 /* Wait until the reader made room for @data data bytes and @aux AUX bytes:
  * the traced program waits rather than lose trace. */
-static int wait_space(struct ptd_livesink *s, struct ptd_livesink_thread *t,
-		      size_t data, size_t aux)
+static int wait_space_p(struct ptd_livesink *s, struct ptd_perf_producer *p,
+			size_t data, size_t aux)
 {
 	for (;;) {
 		size_t dfree, afree;
 
-		ptd_perf_producer_space(&t->prod, &dfree, &afree);
+		ptd_perf_producer_space(p, &dfree, &afree);
 		if (dfree >= data && afree >= aux)
 			return 0;
 		if (s->cancel && atomic_load(s->cancel))
 			return -ECANCELED;
-		(void)ptd_perf_producer_flush(&t->prod);
+		(void)ptd_perf_producer_flush(p);
 		/* nothing half-written: a pause may come in meanwhile */
 		gate_leave(s);
 		(void)nanosleep(&(struct timespec){ 0, WAIT_NS }, NULL);
 		gate_enter(s);
 	}
+}
+
+static int wait_space(struct ptd_livesink *s, struct ptd_livesink_thread *t,
+		      size_t data, size_t aux)
+{
+	return wait_space_p(s, &t->prod, data, aux);
 }
 
 static int put_record(struct ptd_livesink *s, struct ptd_livesink_thread *t,
@@ -130,6 +151,209 @@ static size_t aux_record_size(void)
 	       ptd_perf_sample_id_size(SAMPLE_TYPE);
 }
 
+/* ---- per-CPU mode ---------------------------------------------------- *
+ *
+ * Switches happen only between two batches of PT bytes (pt() calls), and
+ * every batch goes whole into one PERF_RECORD_AUX of the thread's virtual
+ * CPU, so the splitter (perf/percpu.h) hands each thread exactly the bytes
+ * the per-thread mode would: its stream after a switch goes on where its
+ * PT left off (no PSB or TIP.PGD is needed at a switch).  Sample times are
+ * strictly increasing (one tracing thread writes every record), so the
+ * feed's merge across CPUs (decode/cpufeed.h) has no ties to break. */
+
+static int add_thread(struct ptd_livesink *s, struct ptd_livesink_thread *t);
+
+/* A sample_id for a record of @tid on virtual CPU @cpu. */
+static struct ptd_perf_sample_id cpu_sid(struct ptd_livesink *s, pid_t tid,
+					 unsigned cpu)
+{
+	struct ptd_perf_sample_id sid = sid_of(s, tid);
+
+	if (sid.time <= s->last_time)
+		sid.time = s->last_time + 1;
+	s->last_time = sid.time;
+	sid.cpu = cpu;
+	return sid;
+}
+
+static int cpu_put(struct ptd_livesink *s, struct vcpu *c, const void *rec,
+		   size_t len)
+{
+	int r;
+
+	if (len == 0)
+		return -EINVAL;
+	r = wait_space_p(s, &c->prod, len, 0);
+	return r < 0 ? r : ptd_perf_producer_record(&c->prod, rec, len);
+}
+
+/* PERF_RECORD_SWITCH (IN, or OUT) of @t on CPU @c: a header and the
+ * sample_id trailer, which is laid out here by the ITRACE_START encoder
+ * (header + {pid, tid} + trailer) and moved up over {pid, tid}. */
+static int cpu_switch(struct ptd_livesink *s, struct vcpu *c,
+		      const struct ptd_livesink_thread *t, bool out)
+{
+	struct ptd_perf_itrace_start it = { (uint32_t)s->pid,
+					    (uint32_t)t->tid };
+	struct ptd_perf_sample_id sid = cpu_sid(s, t->tid,
+						(unsigned)(c - s->cpu));
+	struct perf_event_header h;
+	size_t len = ptd_perf_encode_itrace_start(s->rec, sizeof(s->rec), &it,
+						  SAMPLE_TYPE, &sid);
+
+	if (len < sizeof(h) + 8)
+		return -EINVAL;
+	memmove(s->rec + sizeof(h), s->rec + sizeof(h) + 8,
+		len - sizeof(h) - 8);
+	h.type = PERF_RECORD_SWITCH;
+	h.misc = out ? PERF_RECORD_MISC_SWITCH_OUT : 0;
+	h.size = (uint16_t)(len - 8);
+	memcpy(s->rec, &h, sizeof(h));
+	return cpu_put(s, c, s->rec, len - 8);
+}
+
+static int cpu_switch_out(struct ptd_livesink *s, struct vcpu *c)
+{
+	int r = 0;
+
+	if (c->cur && c->in)
+		r = cpu_switch(s, c, c->cur, true);
+	c->in = false;
+	return r;
+}
+
+/* Make @t the running thread of @c. */
+static int cpu_switch_in(struct ptd_livesink *s, struct vcpu *c,
+			 struct ptd_livesink_thread *t)
+{
+	int r;
+
+	if (c->cur == t && c->in)
+		return 0;
+	if ((r = cpu_switch_out(s, c)) < 0)
+		return r;
+	c->cur = t;
+	c->in = true;
+	return cpu_switch(s, c, t, false);
+}
+
+/* Before a process-wide record: every running thread goes out. */
+static int cpu_quiesce(struct ptd_livesink *s)
+{
+	int r;
+
+	for (unsigned i = 0; i < s->ncpu; i++)
+		if ((r = cpu_switch_out(s, &s->cpu[i])) < 0)
+			return r;
+	return 0;
+}
+
+static int cpu_pt(struct ptd_livesink *s, pid_t tid, const uint8_t *data,
+		  size_t len)
+{
+	struct ptd_livesink_thread *t = find(s, tid);
+	size_t chunk_max = s->aux_size / 2;
+	struct vcpu *c;
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	/* now and then a thread moves to the next CPU */
+	if (s->migrate_every && s->ncpu > 1 &&
+	    ++t->batches % s->migrate_every == 0) {
+		c = &s->cpu[t->cpu];
+		if (c->cur == t && (r = cpu_switch_out(s, c)) < 0)
+			return r;
+		t->cpu = (t->cpu + 1) % s->ncpu;
+		t->migrations++;
+	}
+	c = &s->cpu[t->cpu];
+	if ((r = cpu_switch_in(s, c, t)) < 0)
+		return r;
+	s->last_cpu = t->cpu;
+	while (len > 0) {
+		size_t n = len < chunk_max ? len : chunk_max;
+		int64_t w;
+
+		if ((r = wait_space_p(s, &c->prod, aux_record_size(), n)) < 0)
+			return r;
+		w = ptd_perf_producer_aux(&c->prod, data, n, 0);
+		if (w < 0)
+			return (int)w;
+		if ((size_t)w != n)
+			return -EIO;
+		data += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int cpu_thread_begin(struct ptd_livesink *s, pid_t tid)
+{
+	struct ptd_livesink_thread *t = calloc(1, sizeof(*t));
+	struct ptd_perf_itrace_start it = { (uint32_t)s->pid, (uint32_t)tid };
+	struct ptd_perf_sample_id sid;
+	struct vcpu *c;
+	size_t len;
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	t->tid = tid;
+	t->cpu = s->next_cpu++ % s->ncpu;
+	if ((r = add_thread(s, t)) < 0) {
+		free(t);
+		return r;
+	}
+	c = &s->cpu[t->cpu];
+	if ((r = cpu_switch_out(s, c)) < 0)
+		return r;
+	/* ITRACE_START names the CPU's new owner */
+	sid = cpu_sid(s, tid, t->cpu);
+	len = ptd_perf_encode_itrace_start(s->rec, sizeof(s->rec), &it,
+					   SAMPLE_TYPE, &sid);
+	c->cur = t;
+	c->in = true;
+	return cpu_put(s, c, s->rec, len);
+}
+
+static int cpu_thread_end(struct ptd_livesink *s, pid_t tid)
+{
+	struct ptd_livesink_thread *t = find(s, tid);
+	struct ptd_perf_sample_id sid;
+	struct ptd_perf_task task;
+	struct vcpu *c;
+	size_t len;
+	int r;
+
+	if (!t)
+		return -ESRCH;
+	c = &s->cpu[t->cpu];
+	/* out first: no record of the thread may follow its EXIT */
+	r = c->cur == t ? cpu_switch_out(s, c) : 0;
+	sid = cpu_sid(s, tid, t->cpu);
+	task = (struct ptd_perf_task){ (uint32_t)s->pid, (uint32_t)s->pid,
+				       (uint32_t)tid, (uint32_t)tid,
+				       sid.time };
+	len = ptd_perf_encode_task(s->rec, sizeof(s->rec), true, &task,
+				   SAMPLE_TYPE, &sid);
+	if (r == 0)
+		r = cpu_put(s, c, s->rec, len);
+	(void)ptd_perf_producer_flush(&c->prod);
+	if (c->cur == t)
+		c->cur = NULL;
+	atomic_store(&t->ended, true);
+	if (s->last == t)
+		s->last = NULL;
+	if (s->wake_fd >= 0) {
+		uint64_t one = 1;
+		ssize_t n = write(s->wake_fd, &one, sizeof(one));
+
+		(void)n;
+	}
+	return r;
+}
+
 static int on_pt_locked(void *ctx, pid_t tid, const uint8_t *data,
 			size_t len)
 {
@@ -137,6 +361,8 @@ static int on_pt_locked(void *ctx, pid_t tid, const uint8_t *data,
 	struct ptd_livesink_thread *t = find(s, tid);
 	size_t chunk_max = s->aux_size / 2;
 
+	if (s->ncpu)
+		return cpu_pt(s, tid, data, len);
 	if (!t)
 		return -ESRCH;
 	while (len > 0) {
@@ -194,6 +420,8 @@ static int broadcast(struct ptd_livesink *s, const void *rec, size_t len)
 
 	if (len == 0)
 		return -EINVAL;
+	if (s->ncpu)	/* the process's: one copy, the feed keeps it */
+		return cpu_put(s, &s->cpu[s->last_cpu], rec, len);
 	for (size_t i = 0; i < s->nth; i++) {
 		struct ptd_livesink_thread *t = s->th[i];
 
@@ -220,6 +448,13 @@ static int on_image_locked(void *ctx, const struct ptd_tl_event *ev,
 	size_t len = 0;
 	int r;
 
+	if (s->ncpu) {
+		/* every CPU's bytes so far end with a timed record before
+		 * this change (cpufeed.h's ordering rule) */
+		if ((r = cpu_quiesce(s)) < 0)
+			return r;
+		sid = cpu_sid(s, s->pid, s->last_cpu);
+	}
 	switch (ev->op) {
 	case PTD_TL_MAP: {
 		struct ptd_perf_mmap m = { 0 };
@@ -308,11 +543,16 @@ static int on_thread_begin_locked(void *ctx, pid_t tid)
 	struct ptd_perf_sample_id sid = sid_of(s, tid);
 	struct ptd_perf_itrace_start it = { (uint32_t)s->pid, (uint32_t)tid };
 	struct ptd_livesink_thread *t = calloc(1, sizeof(*t));
+	struct ptd_perf_clock clk;
 	size_t len;
 	int r;
 
 	if (!t)
 		return -ENOMEM;
+	if (s->ncpu) {
+		free(t);
+		return cpu_thread_begin(s, tid);
+	}
 	t->tid = tid;
 	r = ptd_perf_buf_alloc(s->data_size, s->aux_size, s->overwrite,
 			       &t->buf);
@@ -320,6 +560,11 @@ static int on_thread_begin_locked(void *ctx, pid_t tid)
 		free(t);
 		return r;
 	}
+	/* The TSC -> perf time (CLOCK_MONOTONIC) conversion, in the header
+	 * page as the kernel publishes its own (perf/time.h); without a
+	 * usable TSC the page says none (cap_user_time_zero 0). */
+	if (ptd_perf_clock_calibrate(&clk, NULL) == 0)
+		(void)ptd_perf_clock_to_page(&clk, t->buf.meta);
 	ptd_perf_producer_init(&t->prod, &t->buf);
 	/* overwrite mode: nobody reads the AUX area as it fills, so the
 	 * reader is woken for sideband (and full rings), not for PT bytes */
@@ -352,6 +597,8 @@ static int on_thread_end_locked(void *ctx, pid_t tid)
 	size_t len;
 	int r;
 
+	if (s->ncpu)
+		return cpu_thread_end(s, tid);
 	if (!t)
 		return -ESRCH;
 	len = ptd_perf_encode_task(s->rec, sizeof(s->rec), true, &task,
@@ -453,6 +700,9 @@ void ptd_livesink_free(struct ptd_livesink *s)
 		free(s->th[i]);
 	}
 	free(s->th);
+	for (unsigned c = 0; s->cpu && c < s->ncpu; c++)
+		ptd_perf_buf_free(&s->cpu[c].buf);
+	free(s->cpu);
 	hist_clear(s);
 	free(s->hist);
 	(void)pthread_mutex_destroy(&s->lock);
@@ -482,7 +732,7 @@ int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on)
 {
 	int r = 0;
 
-	if (!s)
+	if (!s || (on && s->ncpu))
 		return -EINVAL;
 	(void)pthread_mutex_lock(&s->lock);
 	if (s->nth > 0)
@@ -518,4 +768,56 @@ bool ptd_livesink_paused(struct ptd_livesink *s)
 	p = s->paused;
 	(void)pthread_mutex_unlock(&s->gate);
 	return p;
+}
+
+int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
+			  unsigned migrate_every)
+{
+	struct ptd_perf_clock clk;
+	bool has_clk;
+	int r = 0;
+
+	if (!s || ncpus == 0 || ncpus > PTD_LIVESINK_MAX_CPUS || s->overwrite)
+		return -EINVAL;
+	(void)pthread_mutex_lock(&s->lock);
+	if (s->nth > 0 || s->ncpu > 0)
+		r = -EBUSY;
+	(void)pthread_mutex_unlock(&s->lock);
+	if (r < 0)
+		return r;
+	s->cpu = calloc(ncpus, sizeof(*s->cpu));
+	if (!s->cpu)
+		return -ENOMEM;
+	has_clk = ptd_perf_clock_calibrate(&clk, NULL) == 0;
+	for (unsigned c = 0; c < ncpus; c++) {
+		struct vcpu *v = &s->cpu[c];
+
+		r = ptd_perf_buf_alloc(s->data_size, s->aux_size, false,
+				       &v->buf);
+		if (r < 0) {
+			while (c-- > 0)
+				ptd_perf_buf_free(&s->cpu[c].buf);
+			free(s->cpu);
+			s->cpu = NULL;
+			return r;
+		}
+		/* the perf clock, as for a per-thread buffer */
+		if (has_clk)
+			(void)ptd_perf_clock_to_page(&clk, v->buf.meta);
+		ptd_perf_producer_init(&v->prod, &v->buf);
+		ptd_perf_producer_set_wake(&v->prod, s->wake_fd, 1);
+	}
+	s->ncpu = ncpus;
+	s->migrate_every = migrate_every;
+	return 0;
+}
+
+size_t ptd_livesink_cpus(struct ptd_livesink *s, struct ptd_perf_buf **out,
+			 size_t max)
+{
+	size_t n = 0;
+
+	for (unsigned c = 0; s && c < s->ncpu && n < max; c++)
+		out[n++] = &s->cpu[c].buf;
+	return n;
 }

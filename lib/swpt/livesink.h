@@ -52,8 +52,13 @@
  * the reader side anybody's (one reader). */
 struct ptd_livesink_thread {
 	pid_t tid;
-	struct ptd_perf_buf buf;
+	struct ptd_perf_buf buf;	/* per-CPU mode: none (zeroed) */
 	struct ptd_perf_producer prod;
+	/* per-CPU mode (tracing thread's; read them once it ended): its
+	 * virtual CPU, its PT batches, how often it moved to another CPU */
+	unsigned cpu;
+	uint64_t batches;
+	unsigned migrations;
 	/* set (release) once the EXIT record is in the ring: after the
 	 * reader drained past it, nothing more comes */
 	atomic_bool ended;
@@ -73,8 +78,50 @@ void ptd_livesink_free(struct ptd_livesink *s);
 
 /* Overwrite (snapshot) mode for the buffers of threads that begin from now
  * on (call it before tracing starts).  Returns 0, or -EBUSY if a thread's
- * buffer already exists, -EINVAL for a NULL @s. */
+ * buffer already exists, -EINVAL for a NULL @s (or @on in per-CPU mode). */
 int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on);
+
+/* Per-CPU mode, at most this many virtual CPUs. */
+#define PTD_LIVESINK_MAX_CPUS 64u
+
+/*
+ * Per-CPU mode (perf's default layout for intel_pt: one event per CPU with
+ * inherit=1): @ncpus virtual CPUs, each with one perf buffer of the sizes
+ * given to ptd_livesink_new, instead of one buffer per thread.  Call it
+ * before tracing starts; overwrite mode is not supported with it.
+ *  - A thread gets a virtual CPU when it begins, round-robin; every
+ *    @migrate_every-th batch of its PT bytes (0: never) it moves to the
+ *    next CPU (to exercise migration: SWITCH OUT on the old one).
+ *  - When a CPU's running thread changes: PERF_RECORD_SWITCH OUT of the
+ *    old one, then SWITCH IN of the new one (per-task switch records, as
+ *    an inherited event writes them); a new thread: ITRACE_START {pid,
+ *    tid} on its CPU instead of the IN.
+ *  - Switches happen only between two batches of PT bytes (pt() calls),
+ *    and each batch is written whole as AUX chunks of the thread's CPU,
+ *    so each thread's bytes, split back out (perf/percpu.h), are exactly
+ *    its per-thread stream: it goes on after a switch where its PT left
+ *    off; no PSB is inserted and no TIP.PGD is waited for.
+ *  - Image changes (MMAP2, COMM exec, ptd CODE / UNMAP) are the
+ *    process's: written once, into the buffer of the CPU that ran the last
+ *    batch, after a SWITCH OUT of every running thread (so every CPU's
+ *    bytes before the change end with a timed record; the next batch
+ *    switches back IN).  They are not replayed for new threads: the reader
+ *    keeps the process's image (decode/cpufeed.h).
+ *  - A thread's end: SWITCH OUT (if running), then PERF_RECORD_EXIT on its
+ *    CPU.
+ *  - Every record has sample_id_all (PTD_SIDEBAND_SAMPLE_TYPE) with
+ *    cpu = the virtual CPU and strictly increasing times (CLOCK_MONOTONIC
+ *    nanoseconds, raised by 1 where the clock did not move).
+ * Returns 0, or -EINVAL (NULL, @ncpus 0 or above PTD_LIVESINK_MAX_CPUS,
+ * overwrite mode set), -EBUSY (a thread already began, or called twice),
+ * -ENOMEM. */
+int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
+			  unsigned migrate_every);
+
+/* Per-CPU mode: the CPUs' buffers, up to @max (all live until
+ * ptd_livesink_free).  Returns how many were copied (0: not per-CPU). */
+size_t ptd_livesink_cpus(struct ptd_livesink *s, struct ptd_perf_buf **out,
+			 size_t max);
 
 /* Stop every producer at its next output call and wait until none is
  * writing (a producer waiting for ring space is not writing: it stops
@@ -91,7 +138,8 @@ const struct ptd_swpt_out *ptd_livesink_out(struct ptd_livesink *s);
 
 /* The threads' buffers in creation order, from index @from on: up to @max
  * pointers are copied to @out.  Thread-safe; the buffers live until
- * ptd_livesink_free.  Returns how many were copied. */
+ * ptd_livesink_free.  Returns how many were copied.  (Per-CPU mode: the
+ * threads, without buffers.) */
 size_t ptd_livesink_threads(struct ptd_livesink *s, size_t from,
 			    struct ptd_livesink_thread **out, size_t max);
 
