@@ -11,6 +11,7 @@
 
 #include "common/strutil.h"
 #include "daemon/proto.h"
+#include "perf/addrfilter.h"
 
 const char *ptd_cmd_name(enum ptd_cmd c)
 {
@@ -31,6 +32,10 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "subscribe";
 	case PTD_CMD_SNAPSHOT:
 		return "snapshot";
+	case PTD_CMD_REPLAY:
+		return "replay";
+	case PTD_CMD_RECORD:
+		return "record";
 	case PTD_CMD_COUNT:
 		break;
 	}
@@ -140,6 +145,74 @@ static int get_string(const cJSON *v, const char *field, size_t max,
 }
 
 static int parse_session(const cJSON *o, bool required, struct ptd_request *req,
+			 struct ptd_diag *diag);
+
+static int get_bool(const cJSON *v, const char *field, bool *ret,
+		    struct ptd_diag *diag)
+{
+	if (!cJSON_IsBool(v))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "\"%s\" must be a boolean, got %s", field,
+				 json_type_name(v));
+	*ret = cJSON_IsTrue(v);
+	return 0;
+}
+
+/* replay: path (absolute), lossless, tid, wait_ms. */
+static int parse_replay(const cJSON *o, struct ptd_request *req,
+			struct ptd_diag *diag)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "path");
+	const char *s;
+	uint64_t n;
+	int r;
+
+	if (!v)
+		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"path\"");
+	r = get_string(v, "path", PTD_PROTO_PATH_MAX, &s, diag);
+	if (r < 0)
+		return r;
+	if (s[0] != '/')
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "\"path\" must be an absolute path, got "
+				 "\"%.200s\"", s);
+	(void)ptd_strlcpy(req->path, s, sizeof(req->path));
+	v = cJSON_GetObjectItemCaseSensitive(o, "lossless");
+	if (v && (r = get_bool(v, "lossless", &req->lossless, diag)) < 0)
+		return r;
+	v = cJSON_GetObjectItemCaseSensitive(o, "tid");
+	if (v) {
+		r = get_int(v, "tid", 1, PTD_PROTO_PID_MAX, &n, diag);
+		if (r < 0)
+			return r;
+		req->has_tid = true;
+		req->tid = (pid_t)n;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "wait_ms");
+	if (v) {
+		r = get_int(v, "wait_ms", 0, PTD_PROTO_WAIT_MS_MAX,
+			    &req->wait_ms, diag);
+		if (r < 0)
+			return r;
+		req->has_wait_ms = true;
+	}
+	return 0;
+}
+
+/* record: session, wait. */
+static int parse_record(const cJSON *o, struct ptd_request *req,
+			struct ptd_diag *diag)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "wait");
+	int r;
+
+	req->record_wait = true;
+	if (v && (r = get_bool(v, "wait", &req->record_wait, diag)) < 0)
+		return r;
+	return parse_session(o, true, req, diag);
+}
+
+static int parse_session(const cJSON *o, bool required, struct ptd_request *req,
 			 struct ptd_diag *diag)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "session");
@@ -195,12 +268,37 @@ static int parse_mode(const cJSON *o, struct ptd_request *req,
 	return 0;
 }
 
+/* options.filter: checked with the grammar (at most PTD_ADDRFILTER_MAX
+ * ranges; the session checks the PMU's own limit), kept as text. */
+static int parse_addr_filter(const cJSON *v, struct ptd_request *req,
+			     struct ptd_diag *diag)
+{
+	struct ptd_addrfilter f;
+	struct ptd_diag pd = { "" };
+	const char *s = NULL;
+	int r;
+
+	r = get_string(v, "options.filter", PTD_ADDRFILTER_TEXT_MAX, &s, diag);
+	if (r < 0)
+		return r;
+	r = ptd_addrfilter_parse(s, PTD_ADDRFILTER_MAX, &f, &pd);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.filter\": %s",
+				 pd.msg);
+	ptd_addrfilter_free(&f);
+	req->addr_filter = strdup(s);
+	return req->addr_filter ? 0 : -ENOMEM;
+}
+
 static int parse_options(const cJSON *o, struct ptd_request *req,
 			 struct ptd_diag *diag)
 {
 	static const char *const keys[] = { "source", "tsc", "max_insns",
 					    "capture", "mode",
-					    "snapshot_size", NULL };
+					    "snapshot_size", "record",
+					    "per_cpu", "filter", NULL };
 	const cJSON *v;
 	const char *s;
 	int r;
@@ -253,6 +351,18 @@ static int parse_options(const cJSON *o, struct ptd_request *req,
 					 "\"%s\"", s);
 		snprintf(req->capture, sizeof(req->capture), "%s", s);
 	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "record");
+	if (v) {
+		r = get_bool(v, "options.record", &req->record, diag);
+		if (r < 0)
+			return r;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "per_cpu");
+	if (v && (r = get_bool(v, "options.per_cpu", &req->per_cpu, diag)) < 0)
+		return r;
+	v = cJSON_GetObjectItemCaseSensitive(o, "filter");
+	if (v && (r = parse_addr_filter(v, req, diag)) < 0)
+		return r;
 	return parse_mode(o, req, diag);
 }
 
@@ -491,6 +601,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", NULL };
+	static const char *const replay[] = { "id", "cmd", "path", "lossless",
+					      "tid", "wait_ms", NULL };
+	static const char *const record[] = { "id", "cmd", "session", "wait",
+					      NULL };
 
 	switch (c) {
 	case PTD_CMD_ATTACH:
@@ -501,6 +615,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return session;
 	case PTD_CMD_SUBSCRIBE:
 		return subscribe;
+	case PTD_CMD_REPLAY:
+		return replay;
+	case PTD_CMD_RECORD:
+		return record;
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -549,7 +667,7 @@ static int parse_cmd(const cJSON *o, struct ptd_request *req,
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
 				 "unknown cmd \"%.64s\" (ping, version, "
 				 "attach, detach, list, status, subscribe, "
-				 "snapshot)",
+				 "snapshot, replay, record)",
 				 v->valuestring);
 	req->cmd = (enum ptd_cmd)c;
 	return 0;
@@ -584,6 +702,10 @@ static int parse_object(const cJSON *o, struct ptd_request *req,
 		return parse_session(o, false, req, diag);
 	case PTD_CMD_SUBSCRIBE:
 		return parse_subscribe(o, req, diag);
+	case PTD_CMD_REPLAY:
+		return parse_replay(o, req, diag);
+	case PTD_CMD_RECORD:
+		return parse_record(o, req, diag);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -634,6 +756,8 @@ void ptd_request_free(struct ptd_request *req)
 		return;
 	cJSON_Delete(req->id);
 	req->id = NULL;
+	free(req->addr_filter);
+	req->addr_filter = NULL;
 }
 
 /* Print @o as one line with '\n'; takes @o. */

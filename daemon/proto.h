@@ -44,6 +44,8 @@ enum ptd_cmd {
 	PTD_CMD_STATUS,
 	PTD_CMD_SUBSCRIBE,
 	PTD_CMD_SNAPSHOT,
+	PTD_CMD_REPLAY,
+	PTD_CMD_RECORD,
 	PTD_CMD_COUNT,
 };
 
@@ -62,6 +64,19 @@ const char *ptd_cmd_name(enum ptd_cmd c);
 #define PTD_ERR_LIMIT "limit"
 #define PTD_ERR_SHUTTING_DOWN "shutting_down"
 #define PTD_ERR_INTERNAL "internal"
+/* replay: the trace (or a file it needs) does not exist / is not a trace
+ * ptd reads or is damaged */
+#define PTD_ERR_NO_SUCH_FILE "no_such_file"
+#define PTD_ERR_BAD_TRACE "bad_trace"
+/* record: the session was not attached with options.record; the
+ * directory passed is not empty or not the client's */
+#define PTD_ERR_NOT_RECORDING "not_recording"
+#define PTD_ERR_BAD_DIRECTORY "bad_directory"
+
+/* Longest replay path (bytes, without the NUL). */
+#define PTD_PROTO_PATH_MAX 4095
+/* Longest replay wait_ms. */
+#define PTD_PROTO_WAIT_MS_MAX 60000
 
 struct ptd_request {
 	cJSON *id;		/* the request's id (a copy), or NULL */
@@ -79,11 +94,31 @@ struct ptd_request {
 	 * two from 4096 to PTD_SESSION_SNAPSHOT_MAX) */
 	enum ptd_session_mode mode;
 	uint64_t snapshot_size;
+	/* options.per_cpu (attach, default false): per-CPU buffers
+	 * (ptd_session_opts.per_cpu) */
+	bool per_cpu;
+	/* options.filter (attach): address filter text, perf's --filter
+	 * grammar (perf/addrfilter.h), syntax-checked here (a bad one is
+	 * "bad_request" naming the column); malloc'd, NULL: none */
+	char *addr_filter;
 	/* status (optional), detach, subscribe, snapshot */
 	bool has_session;
 	uint64_t session;
 	/* subscribe; kinds default PTD_FILTER_DEFAULT_KINDS */
 	struct ptd_filter_spec filter;
+	/* options.record (attach): keep the raw trace for a record request */
+	bool record;
+	/* replay: {"path":ABS,"lossless":B,"tid":N,"wait_ms":N}; wait_ms
+	 * (first subscriber) defaults to PTD_REPLAY_WAIT_MS (has_wait_ms
+	 * false) */
+	char path[PTD_PROTO_PATH_MAX + 1];
+	bool lossless;
+	bool has_tid;
+	pid_t tid;
+	bool has_wait_ms;
+	uint64_t wait_ms;
+	/* record: {"session":N,"wait":B}; wait defaults to true */
+	bool record_wait;
 };
 
 /* Parse the request in @line (@len bytes, no newline).  @req is always

@@ -3,7 +3,7 @@
  * ptctl: ptd's command-line client.
  *
  *   ptctl trace [OPTIONS] -- PROGRAM [ARGS...]
- *   ptctl decode [OPTIONS] CAPTURE_DIR
+ *   ptctl decode [OPTIONS] TRACE (capture, bundle, perf.data, LLDB bundle)
  *   ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] |
  *                --raw FILE[:FROM[-TO]]:ADDR)...
  *   ptctl verify CAPTURE_DIR
@@ -15,6 +15,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -35,6 +36,10 @@
 #include "common/strutil.h"
 #include "decode/decoder.h"
 #include "daemon/session.h"
+#include "bundle/bundle.h"
+#include "input/input.h"
+#include "lldb/export.h"
+#include "perfdata/write.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
@@ -74,8 +79,11 @@ __attribute__((format(printf, 1, 2))) static void errx_msg(const char *fmt,
 /* Options every decoding verb shares. */
 struct decode_args {
 	struct ptd_decode_opts opts;
+	bool cpu_given;		/* --cpu, also 'none' */
 	bool have_tid;
 	long tid;
+	const char *sysroot;
+	const char *buildid_dir;
 };
 
 static void decode_args_init(struct decode_args *d)
@@ -181,6 +189,7 @@ static int decode_option(struct decode_args *d, int c, const char *arg)
 		d->tid = (long)v;
 		return 1;
 	case 'c':
+		d->cpu_given = true;
 		return parse_cpu(arg, &d->opts.cpu) < 0 ? -EINVAL : 1;
 	default:
 		return 0;
@@ -285,73 +294,88 @@ static void stats_add(struct ptd_decode_stats *t,
 }
 
 /* Decode every (or one) thread of the capture in @dir to stdout. */
-static int decode_capture(const char *dir, const struct decode_args *d)
-{
-	struct ptd_capture c;
-	struct ptd_diag diag = { "" };
+/* The sink of a saved trace's decode: hello from what the input says of
+ * itself, records to the writer, each thread's problems to stderr. */
+struct input_output {
 	struct output out;
-	struct ptd_iscache *ic = NULL;
-	struct ptd_insncache *icache = NULL;
-	bool found = false;
-	int r, ret = 0;
-	size_t i;
+	const char *path;
+	bool failed;		/* a thread ended early */
+	bool hello;		/* the stream has begun */
+};
 
-	r = ptd_capture_load(dir, &c, &diag);
-	if (r < 0) {
-		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+static int input_info(void *ctx, const struct ptd_input_info *info)
+{
+	struct input_output *io = ctx;
+
+	io->hello = true;
+	return output_hello(&io->out, info->source, io->path, info->pid);
+}
+
+static void input_thread_done(void *ctx, pid_t tid,
+			      const struct ptd_decode_stats *st, int err,
+			      const struct ptd_diag *diag)
+{
+	struct input_output *io = ctx;
+
+	stats_add(&io->out.total, st);
+	io->out.threads++;
+	if (err < 0) {
+		errx_msg("thread %ld: %s", (long)tid,
+			 diag->msg[0] ? diag->msg : ptd_strerror(err));
+		io->failed = true;
+	}
+}
+
+/* Decode a saved trace of any kind (input/input.h). */
+static int decode_input(const char *path, const struct decode_args *d)
+{
+	struct ptd_input_opts o;
+	struct ptd_diag diag = { "" };
+	struct input_output io;
+	struct ptd_input_sink sink = { input_info, output_record,
+				       input_thread_done, &io };
+	size_t thread_errors = 0;
+	int r, ret = 0;
+
+	memset(&io, 0, sizeof(io));
+	io.path = path;
+	io.out.want = d->opts.want;
+	if (ptd_jsonw_init(&io.out.w, STDOUT_FILENO, 0) < 0) {
+		errx_msg("out of memory");
 		return EXIT_INPUT;
 	}
-	memset(&out, 0, sizeof(out));
-	out.want = d->opts.want;
-	ic = ptd_iscache_new();
-	icache = ptd_insncache_new(0);
-	if (!ic || !icache || ptd_jsonw_init(&out.w, STDOUT_FILENO, 0) < 0) {
-		errx_msg("out of memory");
+	memset(&o, 0, sizeof(o));
+	o.decode = d->opts;
+	o.cpu_given = d->cpu_given;
+	o.have_tid = d->have_tid;
+	o.tid = (pid_t)d->tid;
+	o.sysroot = d->sysroot;
+	o.buildid_dir = d->buildid_dir;
+	r = ptd_input_decode(path, &o, &sink, &thread_errors, &diag);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		ret = EXIT_INPUT;
-		goto out;
-	}
-	struct ptd_decode_opts o = d->opts;
-	if (o.cpu.vendor == pcv_unknown && !d->opts.cpu.family)
-		o.cpu = c.cpu;
-	r = output_hello(&out, "swpt-capture", dir, (long)c.pid);
-	for (i = 0; r == 0 && i < c.nthreads; i++) {
-		struct ptd_decode_stats st;
-
-		if (d->have_tid && c.threads[i].tid != d->tid)
-			continue;
-		found = true;
-		memset(&st, 0, sizeof(st));
-		r = ptd_replay_thread(&c, i, &o, ic, icache, output_record,
-				      &out, &st, &diag);
-		stats_add(&out.total, &st);
-		out.threads++;
-		if (r < 0) {
-			errx_msg("thread %ld: %s", (long)c.threads[i].tid,
-				 diag.msg[0] ? diag.msg : ptd_strerror(r));
-			ret = EXIT_INPUT;
-			r = 0;
-		}
-	}
-	if (r == 0 && d->have_tid && !found) {
-		errx_msg("capture '%s' has no thread %ld", dir, d->tid);
+		/* a refused input before any record has no stream at all */
+		if (!io.hello)
+			goto out;
+	} else if (thread_errors || io.failed) {
 		ret = EXIT_INPUT;
 	}
-	if (r == 0)
-		r = output_bye(&out, ret ? "input error" : "end of trace");
-	if (ptd_jsonw_fini(&out.w) < 0 || r < 0) {
+	if (r <= 0)
+		r = output_bye(&io.out, ret ? "input error" : "end of trace");
+	if (ptd_jsonw_fini(&io.out.w) < 0 || r < 0) {
 		errx_msg("writing records: %s",
-			 ptd_strerror(r < 0 ? r : out.w.err));
+			 ptd_strerror(r < 0 ? r : io.out.w.err));
 		ret = EXIT_INPUT;
 	}
-	if (!ret && out.total.errors) {
+	if (!ret && io.out.total.errors) {
 		errx_msg("%" PRIu64 " decode errors (see the error records)",
-			 out.total.errors);
+			 io.out.total.errors);
 		ret = EXIT_DECODE_ERRORS;
 	}
+	return ret;
 out:
-	ptd_insncache_free(icache);
-	ptd_iscache_free(ic);
-	ptd_capture_free(&c);
+	(void)ptd_jsonw_fini(&io.out.w);
 	return ret;
 }
 
@@ -502,17 +526,22 @@ static const struct option decode_long[] = {
 	{ "raw", required_argument, NULL, 'R' },
 	{ "elf", required_argument, NULL, 'e' },
 	{ "pid", required_argument, NULL, 'i' },
+	{ "sysroot", required_argument, NULL, 'S' },
+	{ "buildid-dir", required_argument, NULL, 'B' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
 static void help_decode(void)
 {
-	printf("Usage: ptctl decode [OPTIONS] CAPTURE_DIR\n"
+	printf("Usage: ptctl decode [OPTIONS] TRACE\n"
 	       "       ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] | "
 	       "--raw FILE[:FROM[-TO]]:ADDR)...\n\n"
 	       "Decode a trace into JSON lines on stdout (hello, records, "
-	       "bye).\n\n"
+	       "bye).\nTRACE is a capture directory, a ptd bundle, a "
+	       "perf.data file ('-': a pipe-mode\nstream on stdin) or an "
+	       "LLDB trace bundle (its directory or trace.json);\nthe kind "
+	       "is found from the content.\n\n"
 	       "  --records KINDS   insn,block,event,error (default "
 	       "insn,event,error)\n"
 	       "  --path insn|block decoder path (default block; same "
@@ -526,7 +555,12 @@ static void help_decode(void)
 	       "optionally relocated to BASE\n"
 	       "  --raw FILE[:FROM[-TO]]:ADDR  bytes FROM..TO of a file (default "
 	       "all) loaded at ADDR\n"
-	       "  --pid PID         label for raw input\n");
+	       "  --pid PID         label for raw input\n"
+	       "  --sysroot DIR     look for the traced files under DIR "
+	       "first\n"
+	       "  --buildid-dir DIR perf's build-id cache (default "
+	       "~/.debug, then\n"
+	       "                    /usr/lib/debug/.build-id)\n");
 }
 
 static int verb_decode(int argc, char **argv)
@@ -579,6 +613,12 @@ static int verb_decode(int argc, char **argv)
 			}
 			ri.pid = (long)v;
 			break;
+		case 'S':
+			d.sysroot = optarg;
+			break;
+		case 'B':
+			d.buildid_dir = optarg;
+			break;
 		case 'h':
 			help_decode();
 			goto out;
@@ -595,7 +635,7 @@ static int verb_decode(int argc, char **argv)
 	}
 	if (ri.pt) {
 		if (optind != argc) {
-			errx_msg("--pt takes no CAPTURE_DIR argument");
+			errx_msg("--pt takes no TRACE argument");
 			ret = EXIT_USAGE;
 		} else if (!have_code) {
 			errx_msg("--pt needs the code it ran: --elf FILE or "
@@ -607,12 +647,12 @@ static int verb_decode(int argc, char **argv)
 		goto out;
 	}
 	if (have_code || optind + 1 != argc) {
-		errx_msg("expected one CAPTURE_DIR, or --pt FILE with --elf/"
+		errx_msg("expected one TRACE, or --pt FILE with --elf/"
 			 "--raw (see ptctl decode --help)");
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	ret = decode_capture(argv[optind], &d);
+	ret = decode_input(argv[optind], &d);
 out:
 	ptd_image_free(ri.img);
 	ptd_iscache_free(ri.ic);
@@ -655,6 +695,105 @@ static int print_verify(const char *dir)
 	ptd_verify_report_free(&rep);
 	ptd_capture_free(&c);
 	return r;
+}
+
+/* ---- export: a capture as a bundle, a perf.data or an LLDB bundle ---- */
+
+static void help_export(FILE *f)
+{
+	fprintf(f,
+		"Usage: ptctl export --format bundle|perf-data|lldb [--reference] "
+		"CAPTURE_DIR OUT\n\n"
+		"Write a software-source capture in another form:\n"
+		"  bundle     a ptd bundle: the capture, a copy of every image it "
+		"maps and a\n"
+		"             manifest with the size and sha256 of every file, "
+		"checked before\n"
+		"             use (--reference: images referenced by path, "
+		"size and sha256,\n"
+		"             not copied)\n"
+		"  perf-data  a per-thread intel_pt perf.data that `perf script "
+		"--itrace=i1i`\n"
+		"             (and ptctl decode) decode\n"
+		"  lldb       an LLDB trace bundle for `trace load` (lldb 22 and "
+		"later)\n"
+		"OUT must not exist (bundle, lldb: or be an empty directory). "
+		"Nothing is left\nbehind on failure.\n");
+}
+
+static int verb_export(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "reference", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ptd_bundle_save_opts bo = PTD_BUNDLE_SAVE_OPTS_INIT;
+	struct ptd_diag diag = { "" };
+	const char *format = NULL, *in, *out;
+	struct ptd_capture c;
+	int opt, r;
+
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'f':
+			format = optarg;
+			break;
+		case 'r':
+			bo.reference_images = true;
+			break;
+		case 'h':
+			help_export(stdout);
+			return 0;
+		default:
+			help_export(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!format || optind + 2 != argc) {
+		errx_msg("expected --format FORMAT CAPTURE_DIR OUT (see ptctl "
+			 "export --help)");
+		return EXIT_USAGE;
+	}
+	in = argv[optind];
+	out = argv[optind + 1];
+	if (strcmp(format, "bundle") && strcmp(format, "perf-data") &&
+	    strcmp(format, "lldb")) {
+		errx_msg("--format: expected bundle, perf-data or lldb, got "
+			 "'%s'",
+			 format);
+		return EXIT_USAGE;
+	}
+	if (bo.reference_images && strcmp(format, "bundle")) {
+		errx_msg("--reference is for --format bundle");
+		return EXIT_USAGE;
+	}
+	if (!strcmp(format, "perf-data") && access(out, F_OK) == 0) {
+		/* bundles and LLDB bundles refuse a non-empty OUT themselves;
+		 * a file is never replaced either */
+		errx_msg("'%s' exists: not replaced", out);
+		return EXIT_INPUT;
+	}
+	if (!strcmp(format, "bundle")) {
+		r = ptd_bundle_save(in, out, &bo, &diag);
+	} else {
+		r = ptd_capture_load(in, &c, &diag);
+		if (r == 0) {
+			r = !strcmp(format, "lldb")
+				    ? ptd_lldb_export_capture(&c, out, &diag)
+				    : ptd_perfdata_write_capture(&c, out,
+								 &diag);
+			ptd_capture_free(&c);
+		}
+	}
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		return EXIT_INPUT;
+	}
+	printf("%s\n", out);
+	return 0;
 }
 
 static int verb_verify(int argc, char **argv)
@@ -828,7 +967,7 @@ static int verb_trace(int argc, char **argv)
 	else if (no_decode)
 		ret = 0;
 	else
-		ret = decode_capture(outdir, &d);
+		ret = decode_input(outdir, &d);
 out:
 	if (tmp)
 		(void)ptd_rm_rf(outdir);
@@ -932,12 +1071,11 @@ static int exit_for_code(const char *code)
 
 /* Send @req (taken) and read its response into *ret_resp.  Returns 0 if
  * ok:true; an exit status otherwise, with the message printed. */
+static int client_read_response(FILE *f, bool json, cJSON **ret_resp);
+
 static int client_call(FILE *f, cJSON *req, bool json, cJSON **ret_resp)
 {
 	_cleanup_free_ char *s = cJSON_PrintUnformatted(req);
-	_cleanup_free_ char *line = NULL;
-	size_t cap = 0;
-	cJSON *resp, *ok, *err;
 
 	cJSON_Delete(req);
 	if (!s || fprintf(f, "%s\n", s) < 0 || fflush(f) != 0) {
@@ -945,6 +1083,17 @@ static int client_call(FILE *f, cJSON *req, bool json, cJSON **ret_resp)
 			 strerror(errno));
 		return EXIT_CONNECT;
 	}
+	return client_read_response(f, json, ret_resp);
+}
+
+/* Read a response into *ret_resp: 0 if ok:true; an exit status
+ * otherwise, with the message printed. */
+static int client_read_response(FILE *f, bool json, cJSON **ret_resp)
+{
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	cJSON *resp, *ok, *err;
+
 	if (read_line(f, &line, &cap) < 0) {
 		errx_msg("ptd closed the connection without answering");
 		return EXIT_CONNECT;
@@ -1217,16 +1366,24 @@ static const struct option attach_long[] = {
 	{ "range", required_argument, NULL, 'R' },
 	{ "iclass", required_argument, NULL, 'I' },
 	{ "module", required_argument, NULL, 'M' },
+	{ "record", required_argument, NULL, 'D' },
+	{ "per-cpu", no_argument, NULL, 'P' },
+	{ "filter", required_argument, NULL, 'F' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+static int send_record(FILE *f, uint64_t session, const char *dir,
+		       bool wait, bool json, cJSON **ret_resp);
 
 static int verb_attach(int argc, char **argv)
 {
 	struct stream_args sa;
 	cJSON *req, *opts, *resp = NULL;
-	const char *source = NULL, *capture = NULL;
+	const char *source = NULL, *capture = NULL, *record = NULL;
+	const char *addr_filter = NULL;	/* --filter: checked by ptd */
 	bool tsc = false, follow = false, json = false, snapshot = false;
+	bool per_cpu = false;
 	uint64_t pid, max_insns = 0, session, snap_size = 0;
 	FILE *f = NULL;
 	int c, r;
@@ -1279,8 +1436,17 @@ static int verb_attach(int argc, char **argv)
 		case 'j':
 			json = true;
 			break;
+		case 'D':
+			record = optarg;
+			break;
 		case 'S':
 			snapshot = true;
+			break;
+		case 'P':
+			per_cpu = true;
+			break;
+		case 'F':
+			addr_filter = optarg;
 			break;
 		case 'Z':
 			if (ptd_parse_u64(optarg, 10, &snap_size) < 0 ||
@@ -1299,13 +1465,23 @@ static int verb_attach(int argc, char **argv)
 			       "auto|software|intel_pt] [--tsc]\n"
 			       "       [--max-insns N] [--capture DIR] "
 			       "[--snapshot [--snapshot-size BYTES]]\n"
-			       "       [--follow [stream options]] "
-			       "[--json]\n\n"
+			       "       [--record DIR] [--per-cpu] [--filter "
+			       "TEXT]\n"
+			       "       [--follow [stream options]] [--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
 			       "stream).  --snapshot: keep only the newest "
 			       "trace, decoded at each\n`ptctl snapshot "
-			       "SESSION`.\n");
+			       "SESSION`.  --record: when the session ends, ptd "
+			       "writes a bundle of\nits trace into DIR (an "
+			       "empty directory of yours).  --per-cpu: one "
+			       "trace buffer per CPU\n(perf's layout; "
+			       "intel_pt follows new threads and children by "
+			       "inheritance)\ninstead of one per thread.  "
+			       "--filter: trace only inside address ranges,\n"
+			       "perf record's --filter syntax: 'filter "
+			       "OFFSET/SIZE@FILE' (also 'tracestop'),\n"
+			       "up to 4, separated by ','.\n");
 			stream_args_free(&sa);
 			return 0;
 		default:
@@ -1346,6 +1522,12 @@ static int verb_attach(int argc, char **argv)
 		cJSON_AddStringToObject(opts, "capture", capture);
 	if (snapshot)
 		cJSON_AddStringToObject(opts, "mode", "snapshot");
+	if (per_cpu)
+		cJSON_AddBoolToObject(opts, "per_cpu", true);
+	if (addr_filter)
+		cJSON_AddStringToObject(opts, "filter", addr_filter);
+	if (record)
+		cJSON_AddBoolToObject(opts, "record", true);
 	if (snap_size)
 		cJSON_AddNumberToObject(opts, "snapshot_size",
 					(double)snap_size);
@@ -1364,8 +1546,206 @@ static int verb_attach(int argc, char **argv)
 				 session, str_of(res, "source"),
 				 num_of(res, "pid"));
 		cJSON_Delete(resp);
-		if (follow)
+		resp = NULL;
+		if (record) {
+			r = send_record(f, session, record, false, json,
+					&resp);
+			cJSON_Delete(resp);
+			if (r)
+				errx_msg("session %" PRIu64 " is traced but "
+					 "will not be recorded (ptctl record "
+					 "%" PRIu64 " DIR, or ptctl detach "
+					 "%" PRIu64 ")", session, session,
+					 session);
+			else if (!json)
+				errx_msg("the bundle of session %" PRIu64
+					 " will be written into '%s' when it "
+					 "ends", session, record);
+		}
+		if (follow && !r)
 			r = subscribe_and_follow(f, session, &sa);
+	}
+	stream_args_free(&sa);
+	fclose(f);
+	return r;
+}
+
+/* Send a record request for @session with @dir's descriptor (opened
+ * here, as the user: ptd writes into what the user could open). */
+static int send_record(FILE *f, uint64_t session, const char *dir,
+		       bool wait, bool json, cJSON **ret_resp)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	_cleanup_close_ int dfd = -1;
+	_cleanup_free_ char *js = NULL, *s = NULL;
+	cJSON *req = new_request("record");
+	struct iovec iov;
+	struct msghdr m;
+	size_t len;
+	ssize_t n;
+
+	cJSON_AddNumberToObject(req, "session", (double)session);
+	cJSON_AddBoolToObject(req, "wait", wait);
+	js = cJSON_PrintUnformatted(req);
+	cJSON_Delete(req);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		errx_msg("cannot open directory '%s': %s", dir,
+			 strerror(errno));
+		return EXIT_USAGE;
+	}
+	len = js ? strlen(js) : 0;
+	s = js ? malloc(len + 2) : NULL;
+	if (!s) {
+		errx_msg("out of memory");
+		return EXIT_CONNECT;
+	}
+	memcpy(s, js, len);
+	s[len++] = '\n';
+	s[len] = 0;
+	iov = (struct iovec){ s, len };
+	memset(&m, 0, sizeof(m));
+	memset(&ctl, 0, sizeof(ctl));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl.b;
+	m.msg_controllen = sizeof(ctl.b);
+	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), &dfd, sizeof(int));
+	/* The fd goes with the request's first byte; the rest plainly. */
+	if (fflush(f) != 0 ||
+	    (n = sendmsg(fileno(f), &m, MSG_NOSIGNAL)) < 0 ||
+	    ptd_write_all(fileno(f), s + n, len - (size_t)n) < 0) {
+		errx_msg("cannot send the request to ptd: %s",
+			 strerror(errno));
+		return EXIT_CONNECT;
+	}
+	return client_read_response(f, json, ret_resp);
+}
+
+static int verb_record(int argc, char **argv)
+{
+	bool json = false;
+	const char *args[2];
+	unsigned nargs = 0;
+	uint64_t session;
+	cJSON *resp = NULL;
+	FILE *f = NULL;
+	int i, r;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--help") ||
+			   !strcmp(argv[i], "-h")) {
+			printf("Usage: ptctl record SESSION DIR [--json]\n\n"
+			       "Write a bundle of SESSION's trace into DIR (an "
+			       "empty directory of yours)\nonce the session "
+			       "has ended; the session must have been "
+			       "attached with\n--record.  Waits until the "
+			       "bundle is written.\n");
+			return 0;
+		} else if (nargs < 2) {
+			args[nargs++] = argv[i];
+		} else {
+			nargs = 3;
+		}
+	}
+	if (nargs != 2) {
+		errx_msg("expected SESSION and DIR (ptctl record SESSION DIR)");
+		return EXIT_USAGE;
+	}
+	r = parse_session_arg(args[0], &session);
+	if (!r)
+		r = client_connect(&f);
+	if (!r)
+		r = send_record(f, session, args[1], true, json, &resp);
+	if (!r && !json)
+		printf("bundle of session %" PRIu64 " written to %s\n",
+		       session, args[1]);
+	cJSON_Delete(resp);
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static const struct option replay_long[] = {
+	{ "lossless", no_argument, NULL, 'L' },
+	{ "kinds", required_argument, NULL, 'k' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "range", required_argument, NULL, 'R' },
+	{ "iclass", required_argument, NULL, 'I' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* ptctl replay: ptd decodes a saved trace (read with the user's own
+ * permissions) as a session; stream it like ptctl stream. */
+static int verb_replay(int argc, char **argv)
+{
+	struct stream_args sa;
+	_cleanup_free_ char *path = NULL;
+	bool lossless = false;
+	cJSON *req, *resp = NULL;
+	uint64_t session;
+	FILE *f = NULL;
+	int c, r;
+
+	memset(&sa, 0, sizeof(sa));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", replay_long, NULL)) != -1) {
+		r = stream_option(&sa, c, optarg);
+		if (r == 1)
+			continue;
+		if (c == 'L') {
+			lossless = true;
+			continue;
+		}
+		if (c == 'h')
+			printf("Usage: ptctl replay [--lossless] [stream "
+			       "options] TRACE\n\n"
+			       "ptd decodes the saved TRACE (a capture, "
+			       "bundle, perf.data or LLDB bundle,\nread with "
+			       "your permissions) as a session; its records "
+			       "are written like\nptctl stream's.  "
+			       "--lossless: ptd waits for this client "
+			       "instead of dropping\nrecords.\n");
+		stream_args_free(&sa);
+		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
+	}
+	if (optind + 1 != argc) {
+		errx_msg("expected one TRACE (ptctl replay [OPTIONS] TRACE)");
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	path = realpath(argv[optind], NULL);
+	if (!path) {
+		errx_msg("'%s': %s", argv[optind], strerror(errno));
+		stream_args_free(&sa);
+		return EXIT_NOT_FOUND;
+	}
+	r = client_connect(&f);
+	if (r) {
+		stream_args_free(&sa);
+		return r;
+	}
+	req = new_request("replay");
+	cJSON_AddStringToObject(req, "path", path);
+	if (lossless)
+		cJSON_AddBoolToObject(req, "lossless", true);
+	r = client_call(f, req, false, &resp);
+	if (!r) {
+		session = (uint64_t)num_of(
+			cJSON_GetObjectItemCaseSensitive(resp, "result"),
+			"session");
+		cJSON_Delete(resp);
+		r = subscribe_and_follow(f, session, &sa);
 	}
 	stream_args_free(&sa);
 	fclose(f);
@@ -1456,6 +1836,8 @@ static void print_status(const cJSON *res)
 	       num_of(res, "session"), num_of(res, "pid"), num_of(res, "owner"),
 	       str_of(res, "source"), str_of(res, "mode"),
 	       str_of(res, "state"));
+	if (*str_of(res, "buffers"))	/* live sessions */
+		printf("  buffers: %s\n", str_of(res, "buffers"));
 	if (!strcmp(str_of(res, "mode"), "snapshot"))
 		printf("  snapshots %.0f (%.0f bytes per thread), %.0f bytes "
 		       "overwritten before a snapshot\n",
@@ -1524,7 +1906,10 @@ static const struct verb {
 } verbs[] = {
 	{ "trace", verb_trace,
 	  "run a program under the software PT source and stream it" },
-	{ "decode", verb_decode, "decode a capture or raw PT to JSON lines" },
+	{ "decode", verb_decode,
+	  "decode a saved trace (capture, bundle, perf.data, LLDB) or raw PT" },
+	{ "export", verb_export,
+	  "write a capture as a ptd bundle, a perf.data or an LLDB bundle" },
 	{ "verify", verb_verify,
 	  "check a capture's decode against its ground truth" },
 	{ "attach", verb_attach, "ask ptd to trace a running process" },
@@ -1534,6 +1919,10 @@ static const struct verb {
 	{ "list", verb_list, "list your sessions" },
 	{ "status", verb_status, "ptd's status, or one session's" },
 	{ "stream", verb_stream, "a session's records as JSON lines" },
+	{ "replay", verb_replay,
+	  "ptd decodes a saved trace as a session; stream it" },
+	{ "record", verb_record,
+	  "write a recorded session's bundle into a directory" },
 };
 
 static void help(FILE *f)

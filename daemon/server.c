@@ -4,11 +4,13 @@
  * except the two sink callbacks, which run on a session's decode thread and
  * touch only the session's fan-out, its end record and the eventfd.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,10 +27,12 @@
 
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "bundle/bundle.h"
 #include "daemon/auth.h"
 #include "daemon/fanout.h"
 #include "daemon/log.h"
 #include "daemon/proto.h"
+#include "daemon/replay.h"
 #include "daemon/sdnotify.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
@@ -41,6 +45,11 @@
 #define READ_CHUNK 65536
 #define FLUSH_ROUNDS 8
 #define ACCEPT_BURST 32
+/* A recorded session's instructions at most, unless max_insns says: the
+ * spool holds about 3 bytes of capture per instruction. */
+#define PTD_RECORD_MAX_INSNS 50000000u
+/* File descriptors taken from one recvmsg (the last one is kept). */
+#define MAX_PASS_FDS 4
 
 enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN };
 
@@ -67,6 +76,8 @@ struct srv_session {
 	struct ptd_session_stats last;	/* stats at the end */
 	uint64_t ended_at_ms;
 	enum ptd_session_mode mode;
+	bool per_cpu;			/* attach's options.per_cpu */
+	char *filter;			/* attach's options.filter, or NULL */
 	/* A snapshot asked for and not answered yet (loop only): snap_conn
 	 * waits for the response (NULL once it is gone), snap_id is its
 	 * request's id. */
@@ -77,6 +88,17 @@ struct srv_session {
 	struct ptd_snapshot_info snap_info;
 	atomic_bool snap_ready;
 	char marker[PTD_DIAG_MAX * 6 + 512];	/* decode thread only */
+	/* A replay (kind "replay"): rp instead of s; the trace's path and
+	 * kind. */
+	struct ptd_replay *rp;
+	char *path;
+	enum ptd_input_kind input_kind;
+	bool lossless;
+	/* options.record: where the session's capture is spooled (ptd's own
+	 * directory, removed with the session), and the record request
+	 * (record.c-like state, loop only; see rec_* below). */
+	char *spool;
+	struct srv_record *rec;
 };
 
 struct conn {
@@ -92,8 +114,12 @@ struct conn {
 	uint32_t events;		/* registered epoll events */
 	struct srv_session *ss;		/* streaming subscriber of ss */
 	struct ptd_subscriber *sub;
-	bool waiting;			/* for a snapshot: no request is read
-					 * until it is answered */
+	bool waiting;			/* for a snapshot or a record: no
+					 * request is read until it is
+					 * answered */
+	int pass_fd;			/* the last fd the client passed
+					 * (SCM_RIGHTS), for a record
+					 * request; -1 none */
 };
 
 struct ptd_server {
@@ -517,6 +543,8 @@ static void session_stats(struct srv_session *ss, struct ptd_session_stats *st)
 {
 	if (ss->s)
 		ptd_session_get_stats(ss->s, st);
+	else if (ss->rp && !ss->reaped)
+		ptd_replay_get_stats(ss->rp, st);
 	else
 		*st = ss->last;
 }
@@ -532,13 +560,152 @@ static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
 	return n;
 }
 
+/* ---- record: a recorded session's bundle into the client's directory ---- */
+
+/* A record request (loop only, except what the save thread writes before
+ * `done`).  The save runs on its own thread once the session has ended:
+ * it hashes and copies files, which the loop must not wait for. */
+struct srv_record {
+	struct ptd_server *srv;
+	const char *spool;		/* the session's */
+	int fd;				/* the client's directory */
+	uid_t uid;
+	gid_t gid;
+	struct conn *conn;		/* waits for the answer, or NULL */
+	cJSON *id;			/* its request's id */
+	bool started, answered;
+	pthread_t th;
+	atomic_bool done;		/* err and diag written (release) */
+	int err;
+	struct ptd_diag diag;
+};
+
+static void *record_main(void *arg)
+{
+	struct srv_record *rc = arg;
+	struct ptd_bundle_save_opts o = PTD_BUNDLE_SAVE_OPTS_INIT;
+
+	/* Every file written is the client's, as if it had written it. */
+	o.set_owner = true;
+	o.uid = rc->uid;
+	o.gid = rc->gid;
+	rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
+	atomic_store_explicit(&rc->done, true, memory_order_release);
+	server_wake(rc->srv);
+	return NULL;
+}
+
+/* The session has ended: start writing the bundle. */
+static void record_start(struct srv_session *ss)
+{
+	struct srv_record *rc = ss->rec;
+	int r;
+
+	if (!rc || rc->started)
+		return;
+	rc->started = true;
+	r = pthread_create(&rc->th, NULL, record_main, rc);
+	if (r) {
+		rc->started = false;
+		rc->err = ptd_diagf(&rc->diag, -r,
+				    "cannot start writing the bundle: %s",
+				    strerror(r));
+		atomic_store(&rc->done, true);
+	}
+}
+
+/* Forget @ss's record request and spool (the session is being freed). */
+static void record_forget(struct srv_session *ss)
+{
+	struct srv_record *rc = ss->rec;
+	int r;
+
+	if (rc) {
+		if (rc->started)
+			(void)pthread_join(rc->th, NULL);
+		if (rc->fd >= 0)
+			close(rc->fd);
+		cJSON_Delete(rc->id);
+		free(rc);
+		ss->rec = NULL;
+	}
+	if (ss->spool) {
+		r = ptd_rm_rf(ss->spool);
+		if (r < 0)
+			ptd_log_err(PTD_LOG_WARNING, r,
+				    "failed to remove spool '%s', ignoring",
+				    ss->spool);
+		free(ss->spool);
+		ss->spool = NULL;
+	}
+}
+
+/* options.record: the session's capture goes into ptd's spool,
+ * SPOOL/session-ID beside the control socket (the directory made 0700),
+ * removed when the session is forgotten.  Its size is bounded by the
+ * session's max_insns, PTD_RECORD_MAX_INSNS when the client gave none. */
+static int record_spool(struct ptd_server *s, struct srv_session *ss,
+			struct ptd_session_opts *o, struct ptd_diag *diag)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int n;
+
+	(void)ptd_strlcpy(dir, s->cfg.socket_path, sizeof(dir));
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return ptd_diagf(diag, -EINVAL, "no spool directory for "
+				 "socket '%s'", s->cfg.socket_path);
+	(void)ptd_strlcpy(slash + 1, "spool", sizeof(dir) - (size_t)(slash + 1 - dir));
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return ptd_diagf(diag, -errno, "failed to create spool "
+				 "directory '%s': %s", dir, strerror(errno));
+	n = snprintf(dir + strlen(dir), sizeof(dir) - strlen(dir),
+		     "/session-%" PRIu64, ss->id);
+	if (n < 0 || !(ss->spool = strdup(dir)))
+		return ptd_diagf(diag, -ENOMEM, "out of memory");
+	/* a stale one of an earlier ptd */
+	(void)ptd_rm_rf(ss->spool);
+	o->capture_dir = ss->spool;
+	o->source = PTD_SOURCE_SOFTWARE;
+	if (!o->max_insns)
+		o->max_insns = PTD_RECORD_MAX_INSNS;
+	return 0;
+}
+
+/* A live session or a replay: stop it (any reason; repeatable). */
+static void ss_stop(struct srv_session *ss, enum ptd_session_end_reason why)
+{
+	if (ss->s)
+		ptd_session_stop(ss->s, why);
+	if (ss->rp)
+		ptd_replay_stop(ss->rp, why);
+}
+
+/* The end was reported: keep the last stats, free the threads. */
+static void ss_release(struct srv_session *ss)
+{
+	if (ss->s)
+		ptd_session_get_stats(ss->s, &ss->last);
+	else if (ss->rp)
+		ptd_replay_get_stats(ss->rp, &ss->last);
+	ptd_session_free(ss->s);
+	ss->s = NULL;
+	ptd_replay_free(ss->rp);
+	ss->rp = NULL;
+}
+
 static void session_free(struct srv_session *ss)
 {
 	if (!ss)
 		return;
 	ptd_session_free(ss->s);
+	ptd_replay_free(ss->rp);
+	record_forget(ss);
 	ptd_fanout_free(ss->fan);
 	cJSON_Delete(ss->snap_id);
+	free(ss->path);
+	free(ss->filter);
 	free(ss);
 }
 
@@ -572,6 +739,14 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 			    "only root may ask for options.capture");
 		return;
 	}
+	if (req->record && (req->capture[0] ||
+			    req->source == PTD_SOURCE_INTEL_PT ||
+			    req->mode != PTD_MODE_FULL)) {
+		reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
+			    "options.record needs the software source in "
+			    "full mode, without options.capture");
+		return;
+	}
 	r = ptd_auth_may_trace(&c->peer, req->pid, s->procroot, &diag);
 	if (r < 0) {
 		reply_error(c, req->id,
@@ -602,7 +777,24 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	o.capture_dir = req->capture[0] ? req->capture : NULL;
 	o.mode = req->mode;
 	o.snapshot_size = (size_t)req->snapshot_size;
+	o.per_cpu = req->per_cpu;
+	ss->per_cpu = req->per_cpu;
+	if (req->addr_filter && !(ss->filter = strdup(req->addr_filter))) {
+		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+		session_free(ss);
+		return;
+	}
+	o.filter = ss->filter;
 	ss->mode = req->mode;
+	if (req->record) {
+		r = record_spool(s, ss, &o, &diag);
+		if (r < 0) {
+			reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
+				    diag.msg);
+			session_free(ss);
+			return;
+		}
+	}
 	memset(&sink, 0, sizeof(sink));
 	sink.record = sink_record;
 	sink.ended = sink_ended;
@@ -632,6 +824,8 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 				ptd_source_name(ss->source));
 	cJSON_AddNumberToObject(res, "pid", ss->pid);
 	cJSON_AddStringToObject(res, "mode", ptd_session_mode_name(ss->mode));
+	if (ss->filter)
+		cJSON_AddStringToObject(res, "filter", ss->filter);
 	if (ss->source == PTD_SOURCE_SOFTWARE)
 		cJSON_AddStringToObject(res, "warning",
 					"the software PT source single-steps "
@@ -659,10 +853,25 @@ static cJSON *session_summary(struct srv_session *ss)
 	cJSON_AddNumberToObject(o, "session", (double)ss->id);
 	cJSON_AddNumberToObject(o, "pid", ss->pid);
 	cJSON_AddNumberToObject(o, "owner", ss->owner);
-	cJSON_AddStringToObject(o, "source",
-				ptd_source_name(ss->source));
+	cJSON_AddStringToObject(o, "kind", ss->path ? "replay" : "live");
+	if (ss->path) {
+		cJSON_AddStringToObject(o, "source",
+					ptd_input_kind_name(ss->input_kind));
+		cJSON_AddStringToObject(o, "path", ss->path);
+		cJSON_AddBoolToObject(o, "lossless", ss->lossless);
+	} else {
+		cJSON_AddStringToObject(o, "source",
+					ptd_source_name(ss->source));
+	}
+	if (ss->spool)
+		cJSON_AddBoolToObject(o, "record", true);
 	cJSON_AddStringToObject(o, "state", session_state(ss));
 	cJSON_AddStringToObject(o, "mode", ptd_session_mode_name(ss->mode));
+	if (!ss->path)	/* live sessions: their buffer layout */
+		cJSON_AddStringToObject(o, "buffers", ss->per_cpu ? "per-cpu"
+								  : "per-thread");
+	if (ss->filter)
+		cJSON_AddStringToObject(o, "filter", ss->filter);
 	cJSON_AddNumberToObject(o, "subscribers", ptd_fanout_count(ss->fan));
 	if (ss->reaped)
 		cJSON_AddStringToObject(o, "end",
@@ -764,8 +973,8 @@ static void cmd_detach(struct ptd_server *s, struct conn *c,
 			    "no session %" PRIu64, req->session);
 		return;
 	}
-	if (ss->s && !ss->reaped && !ss->stopping) {
-		ptd_session_stop(ss->s, PTD_END_DETACHED);
+	if (!ss->reaped && !ss->stopping && (ss->s || ss->rp)) {
+		ss_stop(ss, PTD_END_DETACHED);
 		ptd_log_info("session %" PRIu64 ": detach asked by uid %u",
 			     ss->id, (unsigned)c->peer.uid);
 	}
@@ -932,6 +1141,327 @@ static void snapshots_answer(struct ptd_server *s)
 	}
 }
 
+/* ---- replay ---- */
+
+/* The client's supplementary groups (SO_PEERGROUPS), malloc'd.  Returns
+ * the count (0 with *ret NULL if it has none) or -errno. */
+static int peer_groups(int fd, gid_t **ret)
+{
+	socklen_t len = 64 * sizeof(gid_t);
+	gid_t *g = NULL;
+
+	*ret = NULL;
+	for (;;) {
+		gid_t *n = realloc(g, len ? len : sizeof(gid_t));
+
+		if (!n) {
+			free(g);
+			return -ENOMEM;
+		}
+		g = n;
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
+			break;
+		if (errno != ERANGE ||
+		    len > PTD_REPLAY_MAX_GROUPS * sizeof(gid_t)) {
+			free(g);
+			return -errno;
+		}
+	}
+	if (len == 0) {
+		free(g);
+		return 0;
+	}
+	*ret = g;
+	return (int)(len / sizeof(gid_t));
+}
+
+/* The response code of a refused replay. */
+static const char *replay_error_code(int err)
+{
+	switch (err) {
+	case -ENOENT:
+	case -ENOTDIR:
+		return PTD_ERR_NO_SUCH_FILE;
+	case -EACCES:
+	case -EPERM:
+		return PTD_ERR_PERMISSION;
+	case -EINVAL:
+		return PTD_ERR_BAD_REQUEST;
+	case -PTD_EFORMAT:
+	case -PTD_EVERSION:
+	case -PTD_ECHECKSUM:
+	case -PTD_ETRUNC:
+	case -PTD_EUNSUPPORTED:
+	case -PTD_ELIMIT:
+		return PTD_ERR_BAD_TRACE;
+	default:
+		return PTD_ERR_INTERNAL;
+	}
+}
+
+static void replay_opts(const struct ptd_server *s, const struct conn *c,
+			const struct ptd_request *req,
+			struct ptd_replay_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = req->path;
+	o->input.decode.path = PTD_PATH_INSN;
+	o->input.decode.want = PTD_FILTER_DEFAULT_KINDS;
+	o->input.have_tid = req->has_tid;
+	o->input.tid = req->tid;
+	o->lossless = req->lossless;
+	o->creds.uid = c->peer.uid;
+	o->creds.gid = c->peer.gid;
+	o->wait_ms = req->has_wait_ms ? (unsigned)req->wait_ms
+				      : PTD_REPLAY_WAIT_MS;
+	o->queue_size = s->cfg.subscriber_queue_size;
+}
+
+static cJSON *replay_result(const struct srv_session *ss,
+			    const struct ptd_replay_info *info)
+{
+	cJSON *res = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	cJSON_AddStringToObject(res, "kind", "replay");
+	cJSON_AddStringToObject(res, "source",
+				ptd_input_kind_name(info->kind));
+	cJSON_AddNumberToObject(res, "pid", (double)info->pid);
+	cJSON_AddNumberToObject(res, "threads", (double)info->nthreads);
+	cJSON_AddBoolToObject(res, "lossless", ss->lossless);
+	return res;
+}
+
+/* Decode a saved trace as a session of kind "replay" (replay.h): the
+ * client reads files with its own permissions, subscribes as to any
+ * session, and the replay waits for that first subscriber. */
+static void cmd_replay(struct ptd_server *s, struct conn *c,
+		       const struct ptd_request *req)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_replay_opts o;
+	struct ptd_replay_info info;
+	struct ptd_session_sink sink;
+	struct srv_session *ss;
+	gid_t *groups = NULL;
+	int r;
+
+	if (live_sessions_of(s, c->peer.uid) >= s->cfg.max_sessions_per_user) {
+		reply_error(c, req->id, PTD_ERR_LIMIT,
+			    "uid %u already has %u sessions "
+			    "(max_sessions_per_user)",
+			    (unsigned)c->peer.uid,
+			    s->cfg.max_sessions_per_user);
+		return;
+	}
+	r = peer_groups(c->tag.fd, &groups);
+	ss = calloc(1, sizeof(*ss));
+	if (r < 0 || !ss || !(ss->path = strdup(req->path))) {
+		free(groups);
+		session_free(ss);
+		reply_error(c, req->id, PTD_ERR_INTERNAL,
+			    "cannot start a replay: %s",
+			    ptd_strerror(r < 0 ? r : -ENOMEM));
+		return;
+	}
+	replay_opts(s, c, req, &o);
+	o.creds.groups = groups;
+	o.creds.ngroups = (size_t)r;
+	ss->srv = s;
+	ss->id = s->next_session_id;
+	ss->owner = c->peer.uid;
+	ss->lossless = req->lossless;
+	memset(&sink, 0, sizeof(sink));
+	sink.record = sink_record;
+	sink.ended = sink_ended;
+	sink.ctx = ss;
+	r = ptd_replay_start(&o, &sink, &ss->rp, &info, &diag);
+	free(groups);
+	if (r == 0 && !(ss->fan = ptd_fanout_new(ss->id, (pid_t)info.pid,
+						 server_wake, s)))
+		r = ptd_diagf(&diag, -ENOMEM, "out of memory");
+	if (r < 0) {
+		ptd_log_info("uid %u: replay of '%s' refused: %s",
+			     (unsigned)c->peer.uid, req->path,
+			     diag.msg[0] ? diag.msg : ptd_strerror(r));
+		reply_error(c, req->id, replay_error_code(r), "%s",
+			    diag.msg[0] ? diag.msg : ptd_strerror(r));
+		session_free(ss);
+		return;
+	}
+	s->next_session_id++;
+	ss->pid = (pid_t)info.pid;
+	ss->input_kind = info.kind;
+	ptd_replay_go(ss->rp, ss->fan);
+	ss->next = s->sessions;
+	s->sessions = ss;
+	ptd_log_info("session %" PRIu64 ": uid %u replays '%s' (%s%s)", ss->id,
+		     (unsigned)ss->owner, ss->path,
+		     ptd_input_kind_name(info.kind),
+		     ss->lossless ? ", lossless" : "");
+	reply_ok(c, req->id, replay_result(ss, &info));
+}
+
+/* ---- record ---- */
+
+/* Is the directory open at @fd one ptd may write @c's bundle into?
+ * A directory, the client's own (unless the client is root), empty. */
+static int record_check_dir(const struct conn *c, int fd, char *msg,
+			    size_t cap)
+{
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	int dfd, n = 0;
+
+	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		(void)snprintf(msg, cap, "the file descriptor passed is not "
+			       "a directory (open it with O_DIRECTORY)");
+		return -ENOTDIR;
+	}
+	if (c->peer.uid != 0 && st.st_uid != c->peer.uid) {
+		(void)snprintf(msg, cap, "the directory belongs to uid %u, "
+			       "you are uid %u", (unsigned)st.st_uid,
+			       (unsigned)c->peer.uid);
+		return -EPERM;
+	}
+	/* A second descriptor to list it: readdir consumes the position. */
+	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		n = -errno;
+		if (dfd >= 0)
+			close(dfd);
+		(void)snprintf(msg, cap, "cannot list the directory: %s",
+			       strerror(-n));
+		return n;
+	}
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	if (n) {
+		(void)snprintf(msg, cap, "the directory is not empty (%d "
+			       "entries)", n);
+		return -EEXIST;
+	}
+	return 0;
+}
+
+static cJSON *record_result(const struct srv_session *ss, const char *state)
+{
+	cJSON *res = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	cJSON_AddStringToObject(res, "state", state);
+	return res;
+}
+
+/* Save a recorded session's bundle into the directory the client passed
+ * with the request (SCM_RIGHTS) once the session has ended.  With "wait"
+ * (the default) the response comes when the bundle is written and the
+ * connection's later requests wait for it; without, at once ("pending"). */
+static void cmd_record(struct ptd_server *s, struct conn *c,
+		       const struct ptd_request *req)
+{
+	struct srv_session *ss = session_find(s, c, req->session);
+	struct srv_record *rc;
+	char msg[256];
+	int r;
+
+	if (!ss) {
+		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+			    "no session %" PRIu64, req->session);
+		return;
+	}
+	if (!ss->spool) {
+		reply_error(c, req->id, PTD_ERR_NOT_RECORDING,
+			    "session %" PRIu64 " was not attached with "
+			    "record (attach with \"options\": {\"record\": "
+			    "true})", ss->id);
+		return;
+	}
+	if (c->pass_fd < 0) {
+		reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+			    "no directory file descriptor was passed with "
+			    "the request (SCM_RIGHTS)");
+		return;
+	}
+	if (ss->rec) {
+		reply_error(c, req->id, PTD_ERR_LIMIT,
+			    "session %" PRIu64 " is already being recorded",
+			    ss->id);
+		return;
+	}
+	r = record_check_dir(c, c->pass_fd, msg, sizeof(msg));
+	if (r < 0) {
+		reply_error(c, req->id, r == -EEXIST || r == -ENOTDIR ||
+					r == -EPERM ? PTD_ERR_BAD_DIRECTORY
+						    : PTD_ERR_INTERNAL,
+			    "%s", msg);
+		return;
+	}
+	rc = calloc(1, sizeof(*rc));
+	if (!rc) {
+		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+		return;
+	}
+	rc->srv = s;
+	rc->spool = ss->spool;
+	rc->fd = c->pass_fd;
+	c->pass_fd = -1;
+	rc->uid = c->peer.uid;
+	rc->gid = c->peer.gid;
+	ss->rec = rc;
+	if (req->record_wait) {
+		rc->id = req->id ? cJSON_Duplicate(req->id, true) : NULL;
+		rc->conn = c;
+		c->waiting = true;
+	} else {
+		reply_ok(c, req->id, record_result(ss, "pending"));
+	}
+	if (ss->reaped)
+		record_start(ss);
+}
+
+/* Answer the record requests whose bundle has been written. */
+static void records_answer(struct ptd_server *s)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next) {
+		struct srv_record *rc = ss->rec;
+		struct conn *c;
+
+		if (!rc || rc->answered ||
+		    !atomic_load_explicit(&rc->done, memory_order_acquire))
+			continue;
+		rc->answered = true;
+		if (rc->err < 0)
+			ptd_log_info("session %" PRIu64 ": record failed: %s",
+				     ss->id, rc->diag.msg);
+		else
+			ptd_log_info("session %" PRIu64 ": bundle written for "
+				     "uid %u", ss->id, (unsigned)rc->uid);
+		c = rc->conn;
+		rc->conn = NULL;
+		if (!c)
+			continue;
+		c->waiting = false;
+		if (rc->err < 0)
+			reply_error(c, rc->id,
+				    rc->err == -EEXIST ? PTD_ERR_BAD_DIRECTORY
+						       : PTD_ERR_INTERNAL,
+				    "session %" PRIu64 ": %s", ss->id,
+				    rc->diag.msg[0] ? rc->diag.msg
+						    : ptd_strerror(rc->err));
+		else
+			reply_ok(c, rc->id, record_result(ss, "written"));
+		handle_lines(s, c);
+		conn_flush(s, c);
+	}
+}
+
 static void cmd_version(struct conn *c, const struct ptd_request *req)
 {
 	cJSON *res = cJSON_CreateObject();
@@ -975,6 +1505,12 @@ static void dispatch(struct ptd_server *s, struct conn *c,
 		return;
 	case PTD_CMD_SNAPSHOT:
 		cmd_snapshot(s, c, req);
+		return;
+	case PTD_CMD_REPLAY:
+		cmd_replay(s, c, req);
+		return;
+	case PTD_CMD_RECORD:
+		cmd_record(s, c, req);
 		return;
 	case PTD_CMD_COUNT:
 		break;
@@ -1043,6 +1579,43 @@ static void handle_lines(struct ptd_server *s, struct conn *c)
 	c->in_len -= start;
 }
 
+/* recv that also takes file descriptors passed with SCM_RIGHTS (for a
+ * record request): the last one is kept in c->pass_fd (replacing an
+ * earlier one), the others closed; the kernel closes what does not fit. */
+static ssize_t recv_with_fds(struct conn *c, char *buf, size_t len)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(MAX_PASS_FDS * sizeof(int))];
+	} ctl;
+	struct iovec iov = { buf, len };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1,
+			    .msg_control = ctl.b,
+			    .msg_controllen = sizeof(ctl.b) };
+	struct cmsghdr *h;
+	ssize_t n;
+
+	n = recvmsg(c->tag.fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return n;
+	for (h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+		size_t i, nfd;
+		int fd;
+
+		if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < nfd; i++) {
+			memcpy(&fd, CMSG_DATA(h) + i * sizeof(int),
+			       sizeof(fd));
+			if (c->pass_fd >= 0)
+				close(c->pass_fd);
+			c->pass_fd = fd;
+		}
+	}
+	return n;
+}
+
 static void conn_readable(struct ptd_server *s, struct conn *c)
 {
 	char discard[4096];
@@ -1061,9 +1634,9 @@ static void conn_readable(struct ptd_server *s, struct conn *c)
 		handle_lines(s, c);
 		return;
 	}
-	n = recv(c->tag.fd, c->in + c->in_len,
-		 cap - c->in_len < READ_CHUNK ? cap - c->in_len : READ_CHUNK,
-		 MSG_DONTWAIT);
+	n = recv_with_fds(c, c->in + c->in_len,
+			  cap - c->in_len < READ_CHUNK ? cap - c->in_len
+						       : READ_CHUNK);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 		c->dead = true;
 		return;
@@ -1080,9 +1653,14 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 	struct srv_session *ss;
 
 	/* a snapshot it waits for is answered to nobody */
-	for (ss = s->sessions; ss; ss = ss->next)
+	for (ss = s->sessions; ss; ss = ss->next) {
 		if (ss->snap_conn == c)
 			ss->snap_conn = NULL;
+		if (ss->rec && ss->rec->conn == c)
+			ss->rec->conn = NULL;
+	}
+	if (c->pass_fd >= 0)
+		close(c->pass_fd);
 	if (c->sub)
 		ptd_fanout_unsubscribe(c->ss->fan, c->sub);
 	if (c->tag.fd >= 0) {
@@ -1157,6 +1735,7 @@ static void accept_conns(struct ptd_server *s, int lfd)
 		}
 		c->tag.kind = EP_CONN;
 		c->tag.fd = fd;
+		c->pass_fd = -1;
 		c->events = EPOLLIN;
 		if (ep_add(s, &c->tag, EPOLLIN) < 0) {
 			free(c->in);
@@ -1180,22 +1759,25 @@ static void sessions_reap(struct ptd_server *s)
 	uint64_t now = now_ms();
 
 	snapshots_answer(s);	/* answered before their session goes */
+	records_answer(s);
 	while ((ss = *p)) {
 		if (!ss->reaped &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
-			ptd_session_get_stats(ss->s, &ss->last);
-			ptd_session_free(ss->s);
-			ss->s = NULL;
+			ss_release(ss);
 			ss->reaped = true;
-			ss->ended_at_ms = ss->stopping && !s->shutting_down
+			/* a recorded session lingers for its record request */
+			ss->ended_at_ms = ss->stopping && !s->shutting_down &&
+						  !(ss->spool && !ss->rec)
 						  ? 0
 						  : now;
+			record_start(ss);
 			ptd_log_info("session %" PRIu64 ": ended: %s%s%s",
 				     ss->id, ptd_session_end_name(ss->end.reason),
 				     ss->end.message[0] ? ": " : "",
 				     ss->end.message);
 		}
 		if (ss->reaped && ptd_fanout_count(ss->fan) == 0 &&
+		    (!ss->rec || ss->rec->answered) &&
 		    (s->shutting_down ||
 		     now >= ss->ended_at_ms + PTD_SERVER_LINGER_MS ||
 		     ss->ended_at_ms == 0)) {
@@ -1219,6 +1801,7 @@ static void drain_wakeups(struct ptd_server *s)
 	for (ss = s->sessions; ss; ss = ss->next)
 		ptd_fanout_clear_wake(ss->fan);
 	snapshots_answer(s);
+	records_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)
 			conn_flush(s, c);
@@ -1246,8 +1829,8 @@ static void shutdown_begin(struct ptd_server *s)
 		s->created_socket = false;
 	}
 	for (ss = s->sessions; ss; ss = ss->next) {
-		if (ss->s && !ss->reaped)
-			ptd_session_stop(ss->s, PTD_END_SHUTDOWN);
+		if (!ss->reaped)
+			ss_stop(ss, PTD_END_SHUTDOWN);
 		ss->stopping = true;
 	}
 }
@@ -1426,8 +2009,8 @@ void ptd_server_free(struct ptd_server *s)
 	/* Stop every session first, so that freeing them in turn does not
 	 * wait for each one's shutdown one after the other. */
 	for (ss = s->sessions; ss; ss = ss->next)
-		if (ss->s && !ss->reaped)
-			ptd_session_stop(ss->s, PTD_END_SHUTDOWN);
+		if (!ss->reaped)
+			ss_stop(ss, PTD_END_SHUTDOWN);
 	while ((c = s->conns)) {
 		s->conns = c->next;
 		conn_free(s, c);

@@ -25,10 +25,12 @@
 #include "aspace/iscache.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "decode/cpufeed.h"
 #include "decode/feed.h"
 #include "decode/insncache.h"
 #include "decode/stream.h"
 #include "aspace/maps.h"
+#include "perf/addrfilter.h"
 #include "perf/attr.h"
 #include "perf/pmu.h"
 #include "perf/sideband.h"
@@ -47,6 +49,7 @@ struct dthread {
 	struct ptd_stream *stream;
 	struct ptd_feed *feed;
 	bool done;		/* final decode delivered */
+	bool ended;		/* per-CPU: its EXIT was read */
 	/* snapshot mode */
 	struct ptd_timeline *tl;	/* software: its image changes */
 	uint64_t snap_head;	/* aux_head at its previous snapshot */
@@ -63,6 +66,12 @@ struct ptd_session {
 	enum ptd_source_kind source;
 	char *capture_dir;
 	char dir[256];			/* snapshot files */
+	/* opts.filter: the text (copied), parsed, resolved for the decoder
+	 * (all zero: none) and as the kernel takes it (intel_pt) */
+	char *filter_text;
+	struct ptd_addrfilter filter;
+	struct pt_conf_addr_filter fcfg;
+	char *filter_kstr;
 
 	pthread_t src, dec;
 	bool src_started, dec_started;
@@ -88,6 +97,9 @@ struct ptd_session {
 	struct ptd_iscache *iscache;
 	struct ptd_insncache *icache;
 	atomic_uint snapseq;
+	/* wall clock <-> perf time, sampled once (records' "wall") */
+	bool has_wallref;
+	struct ptd_perf_wallref wallref;
 	struct dthread *dt;
 	size_t ndt;
 
@@ -102,6 +114,15 @@ struct ptd_session {
 	atomic_uint hw_threads, hw_live;
 	size_t nnew;
 	bool leader_exited;
+
+	/* per-CPU mode (opts.per_cpu): one buffer per CPU, decoded by cf.
+	 * intel_pt: pc_fd[i] the intel_pt event of CPU pc_cpus[i] (the
+	 * sideband dummy pc_sbfd[i] writes into its ring), pc_buf[i]. */
+	struct ptd_cpufeed *cf;
+	unsigned ncpus;
+	int *pc_cpus, *pc_fd, *pc_sbfd;
+	struct ptd_perf_buf *pc_buf;
+	struct ptd_cpufeed_stats cf_last;	/* counters already added */
 
 	/* snapshot mode.  Guarded by lock: snap_pending (a request taken,
 	 * not yet answered), snap_closed (no more requests: the decode
@@ -297,6 +318,8 @@ static void *source_main(void *arg)
 	so.started = on_started;
 	so.started_ctx = s;
 	so.quiet_target = false;
+	so.filter = s->filter_text ? &s->filter : NULL;
+	so.filter_text = s->filter_text;
 	s->src_err = ptd_swpt_attach(s->o.pid, &so, &s->res, &s->src_diag);
 	set_state(s, s->src_err < 0 ? -1 : 1);
 	atomic_store(&s->src_done, true);
@@ -318,6 +341,74 @@ static int deliver(void *ctx, const struct ptd_record *rec)
 }
 
 /* The stream options of thread @tid's decoders. */
+/* ---- address filter (opts.filter) ------------------------------------ */
+
+/* Parse opts.filter (against the PMU's number of ranges for intel_pt) and
+ * resolve its file ranges with the process's maps now, for the decoders;
+ * intel_pt also gets the kernel's string. */
+static int filter_setup(struct ptd_session *s, struct ptd_diag *diag)
+{
+	uint32_t cap = PTD_ADDRFILTER_MAX;
+	struct ptd_maps maps;
+	size_t klen;
+	int r;
+
+	if (!s->o.filter)
+		return 0;
+	if (!(s->filter_text = strdup(s->o.filter)))
+		return -ENOMEM;
+	s->o.filter = s->filter_text;
+	if (s->source == PTD_SOURCE_INTEL_PT) {
+		cap = s->pmu.nr_addr_filters;
+		if (!cap)
+			return ptd_diagf(diag, -PTD_EUNSUPPORTED, "filter: "
+					 "this CPU's intel_pt cannot filter by "
+					 "address (nr_addr_filters is 0)");
+	}
+	r = ptd_addrfilter_parse(s->filter_text, cap, &s->filter, diag);
+	if (r < 0)
+		return r;
+	r = ptd_maps_read_pid("/proc", s->o.pid, &maps, diag);
+	if (r < 0)
+		return r;
+	r = ptd_addrfilter_to_config(&s->filter, &maps, &s->fcfg, diag);
+	ptd_maps_free(&maps);
+	/* A range in a file the process does not map: the request is at
+	 * fault (bad_request), not the daemon. */
+	if (r == -PTD_ENOIMAGE)
+		r = -PTD_EFORMAT;
+	if (r < 0 || s->source != PTD_SOURCE_INTEL_PT)
+		return r;
+	/* Every range adds at most its file name and two numbers. */
+	klen = strlen(s->filter_text) + PTD_ADDRFILTER_MAX * 64 + 1;
+	if (!(s->filter_kstr = malloc(klen)))
+		return -ENOMEM;
+	r = ptd_addrfilter_kernel_string(&s->filter, s->filter_kstr, klen);
+	if (r < 0)
+		return ptd_diagf(diag, r, "filter: the kernel's filter string "
+				 "does not fit in %zu bytes", klen);
+	return 0;
+}
+
+/* Hand the filter to the intel_pt event @fd (before it is enabled) of
+ * thread @tid (-1: a per-CPU event). */
+static int filter_apply(struct ptd_session *s, int fd, pid_t tid,
+			struct ptd_diag *diag)
+{
+	struct ptd_diag d = { "" };
+	int r = ptd_addrfilter_apply(fd, s->filter_kstr, &d);
+
+	if (r < 0 && tid >= 0)
+		return ptd_diagf(diag, r, "thread %d: setting the address "
+				 "filter '%s': %s", (int)tid, s->filter_kstr,
+				 d.msg);
+	if (r < 0)
+		return ptd_diagf(diag, r, "process %d: setting the address "
+				 "filter '%s': %s", (int)s->o.pid,
+				 s->filter_kstr, d.msg);
+	return 0;
+}
+
 static void stream_opts(const struct ptd_session *s, pid_t tid,
 			struct ptd_stream_opts *so)
 {
@@ -335,6 +426,10 @@ static void stream_opts(const struct ptd_session *s, pid_t tid,
 	so->iscache = s->iscache;
 	so->icache = s->icache;
 	so->dir = s->dir;
+	/* (the perf clock comes from each buffer's header page: the feed) */
+	so->decode.has_wallref = s->has_wallref;
+	so->decode.wallref = s->wallref;
+	so->decode.addr_filter = s->fcfg;
 }
 
 /* Snapshot mode, software source: a thread's image changes are kept (in
@@ -423,6 +518,109 @@ static int dthread_step(struct ptd_session *s, struct dthread *d, bool final,
 	return 0;
 }
 
+/* ---- per-CPU mode: per-CPU buffers through decode/cpufeed.h ---------- */
+
+/* A thread of the process appeared in the merged trace: its stream. */
+static int pc_thread_new(void *ctx, pid_t pid, pid_t tid,
+			 struct ptd_stream **ret_stream)
+{
+	struct ptd_session *s = ctx;
+	struct ptd_stream_opts so;
+	struct dthread *v, *d;
+	int r;
+
+	(void)pid;
+	v = realloc(s->dt, (s->ndt + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->dt = v;
+	d = &s->dt[s->ndt];
+	memset(d, 0, sizeof(*d));
+	d->tid = tid;
+	d->fd = -1;
+	stream_opts(s, tid, &so);
+	r = ptd_stream_new(&so, &d->stream);
+	if (r < 0)
+		return r;
+	s->ndt++;
+	if (!s->ls) {
+		atomic_fetch_add(&s->hw_threads, 1);
+		atomic_fetch_add(&s->hw_live, 1);
+	}
+	*ret_stream = d->stream;
+	return 0;
+}
+
+static int pc_thread_end(void *ctx, pid_t tid)
+{
+	struct ptd_session *s = ctx;
+
+	for (size_t i = s->ndt; i-- > 0;)
+		if (s->dt[i].tid == tid && !s->dt[i].ended) {
+			s->dt[i].ended = true;
+			break;
+		}
+	if (tid == s->o.pid)
+		s->leader_exited = true;
+	return 0;
+}
+
+static int pc_feed_new(struct ptd_session *s, struct ptd_perf_buf **bufs,
+		       unsigned n, uint64_t sample_type,
+		       struct ptd_diag *diag)
+{
+	struct ptd_cpufeed_opts fo = { 0 };
+	struct ptd_cpufeed_ops ops = { pc_thread_new, pc_thread_end, NULL, NULL,
+				       s };
+	int r;
+
+	fo.ncpus = n;
+	fo.bufs = bufs;
+	fo.pid = s->o.pid;
+	fo.sample_type = sample_type;
+	fo.sample_id_all = true;
+	fo.snapdir = s->dir;
+	fo.snapseq = &s->snapseq;
+	r = ptd_cpufeed_new(&fo, &ops, &s->cf);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot set up the per-CPU decoder "
+				 "(%u buffers): %s", n, ptd_strerror(r));
+	s->ncpus = n;
+	return 0;
+}
+
+/* Read every CPU's buffer, then decode what each thread got; a thread
+ * whose EXIT was read (or every thread, @final) is decoded to its end. */
+static int pc_round(struct ptd_session *s, bool final, struct ptd_diag *diag)
+{
+	struct ptd_cpufeed_stats st;
+	int r = ptd_cpufeed_round(s->cf, final, diag);
+
+	if (r < 0)
+		return r;
+	ptd_cpufeed_get_stats(s->cf, &st);
+	atomic_fetch_add(&s->trace_bytes, st.aux_bytes - s->cf_last.aux_bytes);
+	atomic_fetch_add(&s->lost_bytes, st.lost_bytes - s->cf_last.lost_bytes);
+	s->cf_last = st;
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct dthread *d = &s->dt[i];
+		bool last = final || d->ended;
+
+		if (d->done)
+			continue;
+		r = ptd_stream_decode(d->stream, last, deliver, s);
+		if (r < 0)
+			return ptd_diagf(diag, r, "thread %d: decoding: %s",
+					 (int)d->tid, ptd_strerror(r));
+		if (last) {
+			d->done = true;
+			if (!s->ls)
+				atomic_fetch_sub(&s->hw_live, 1);
+		}
+	}
+	return 0;
+}
+
 static int decode_round(struct ptd_session *s, bool final,
 			struct ptd_diag *diag)
 {
@@ -430,6 +628,8 @@ static int decode_round(struct ptd_session *s, bool final,
 	size_t n;
 	int r;
 
+	if (s->cf)
+		return pc_round(s, final, diag);
 	while ((n = ptd_livesink_threads(s->ls, s->ndt, lt, 64)) > 0)
 		for (size_t i = 0; i < n; i++)
 			if ((r = dthread_add(s, lt[i])) < 0)
@@ -613,6 +813,9 @@ static int snapshot_decode(struct ptd_session *s, struct dthread *d,
 		(void)snap_deliver(&c, &rec);
 	}
 	stream_opts(s, d->tid, &so);
+	so.decode.has_clock = ptd_perf_clock_from_page(
+		d->lt ? d->lt->buf.meta : d->hwbuf.meta, &so.decode.clock,
+		NULL) == 0;
 	so.max_buffered = d->nsnap + 4096;
 	r = ptd_stream_new(&so, &st);
 	for (size_t i = 0; r == 0 && i < tl->n; i++)
@@ -888,6 +1091,13 @@ static int hw_open_thread(struct ptd_session *s, pid_t tid,
 	d->fd = fd;
 	r = ptd_perf_buf_map(fd, s->cfg.data_buffer_size, s->snap_size,
 			     s->o.mode == PTD_MODE_SNAPSHOT, &d->hwbuf, diag);
+	if (r == 0 && !s->has_wallref) {
+		struct ptd_perf_clock c;	/* the kernel's perf clock */
+
+		s->has_wallref = ptd_perf_clock_from_page(d->hwbuf.meta, &c,
+							  NULL) == 0 &&
+				 ptd_perf_wallref_sample(&c, 0, &s->wallref) == 0;
+	}
 	stream_opts(s, tid, &so);
 	if (r == 0)
 		r = ptd_stream_new(&so, &d->stream);
@@ -899,6 +1109,8 @@ static int hw_open_thread(struct ptd_session *s, pid_t tid,
 				 s->attr.sample_id_all, &d->feed);
 	if (r == 0)
 		ptd_feed_set_hooks(d->feed, &hooks);
+	if (r == 0 && s->filter_kstr)
+		r = filter_apply(s, fd, tid, diag);
 	if (r == 0 && ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
 		r = ptd_diagf(diag, -errno, "thread %d: enabling its intel_pt "
 			      "event: %s", (int)tid, strerror(errno));
@@ -1061,6 +1273,143 @@ static void *hw_decode_main(void *arg)
 	return NULL;
 }
 
+/* ---- intel_pt: per-CPU events (opts.per_cpu) ------------------------- */
+
+/* CPU @i's events: intel_pt for the process (inherit: its threads and
+ * children created later too), and the sideband dummy, whose records the
+ * kernel writes into the intel_pt event's ring (SET_OUTPUT, as perf
+ * does): one ring per CPU, in the order the kernel wrote it. */
+static int hw_pc_open_cpu(struct ptd_session *s, unsigned i,
+			  struct ptd_diag *diag)
+{
+	int cpu = s->pc_cpus[i];
+	int fd, r;
+
+	fd = (int)syscall(SYS_perf_event_open, &s->attr, s->o.pid, cpu, -1,
+			  PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -EACCES || r == -EPERM)
+			return ptd_diagf(diag, r, "intel_pt event on cpu #%d "
+					 "refused: ptd needs CAP_PERFMON (or a "
+					 "lower /proc/sys/kernel/"
+					 "perf_event_paranoid)", cpu);
+		return ptd_diagf(diag, r, "the kernel refused the intel_pt "
+				 "event (PMU type %u, inherit) for process %d "
+				 "on cpu #%d: %s", s->pmu.type, (int)s->o.pid,
+				 cpu, ptd_strerror(r));
+	}
+	s->pc_fd[i] = fd;
+	r = s->filter_kstr ? filter_apply(s, fd, -1, diag) : 0;
+	if (r == 0)
+		r = ptd_perf_buf_map(fd, s->cfg.data_buffer_size,
+				     s->snap_size, false, &s->pc_buf[i], diag);
+	if (r == 0)
+		r = ptd_sideband_open(s->o.pid, cpu, true, &s->pc_sbfd[i],
+				      diag);
+	if (r == 0 && ioctl(s->pc_sbfd[i], PERF_EVENT_IOC_SET_OUTPUT, fd) < 0)
+		r = ptd_diagf(diag, -errno, "cpu #%d: redirecting the sideband "
+			      "event into the intel_pt ring: %s", cpu,
+			      strerror(errno));
+	return r;
+}
+
+static int hw_pc_start(struct ptd_session *s, struct ptd_diag *diag)
+{
+	struct ptd_pt_options po = ptd_pt_options_default();
+	struct ptd_perf_buf **bufs;
+	size_t n = 0;
+	int r;
+
+	ptd_timeline_init(&s->hist);
+	po.tsc = true;
+	po.inherit = true;
+	r = ptd_pt_attr_build(&s->pmu, &po, s->snap_size, false, &s->attr,
+			      diag);
+	if (r < 0)
+		return r;
+	if (ptd_pt_cpu_read("/proc/cpuinfo", &s->cpu, NULL) < 0)
+		s->cpu.vendor = pcv_unknown;
+	r = ptd_sideband_online_cpus(NULL, &s->pc_cpus, &n, diag);
+	if (r < 0)
+		return r;
+	if (n > PTD_PERCPU_MAX_CPUS)
+		return ptd_diagf(diag, -PTD_ELIMIT, "%zu CPUs: ptd traces at "
+				 "most %u per session", n,
+				 PTD_PERCPU_MAX_CPUS);
+	s->pc_fd = malloc(n * sizeof(*s->pc_fd));
+	s->pc_sbfd = malloc(n * sizeof(*s->pc_sbfd));
+	s->pc_buf = calloc(n, sizeof(*s->pc_buf));
+	bufs = malloc(n * sizeof(*bufs));
+	if (!s->pc_fd || !s->pc_sbfd || !s->pc_buf || !bufs) {
+		free(bufs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		s->pc_fd[i] = s->pc_sbfd[i] = -1;
+		bufs[i] = &s->pc_buf[i];
+	}
+	s->ncpus = (unsigned)n;	/* session_destroy frees what is open */
+	r = ptd_perf_mlock_check(s->snap_size + s->cfg.data_buffer_size +
+				 4096, (unsigned)n, "/proc", diag);
+	for (unsigned i = 0; r == 0 && i < n; i++)
+		r = hw_pc_open_cpu(s, i, diag);
+	if (r == 0)
+		r = hw_initial_image(s, diag);
+	if (r == 0)
+		r = pc_feed_new(s, bufs, (unsigned)n, s->attr.sample_type, diag);
+	free(bufs);
+	for (size_t i = 0; r == 0 && i < s->hist.n; i++)
+		r = ptd_cpufeed_image(s->cf, &s->hist.ev[i]);
+	for (unsigned i = 0; r == 0 && i < n; i++)
+		if (ioctl(s->pc_sbfd[i], PERF_EVENT_IOC_ENABLE, 0) < 0 ||
+		    ioctl(s->pc_fd[i], PERF_EVENT_IOC_ENABLE, 0) < 0)
+			r = ptd_diagf(diag, -errno, "cpu #%d: enabling the "
+				      "events: %s", s->pc_cpus[i],
+				      strerror(errno));
+	return r;
+}
+
+static void *hw_pc_decode_main(void *arg)
+{
+	struct ptd_session *s = arg;
+	struct ptd_diag diag = { "" };
+	struct pollfd p = { s->wake_fd, POLLIN, 0 };
+	int r = 0;
+
+	for (;;) {
+		bool last = atomic_load(&s->stop) || s->leader_exited ||
+			    kill(s->o.pid, 0) < 0;
+		uint64_t v;
+
+		if (last)	/* the hardware flushes into the AUX area */
+			for (unsigned i = 0; i < s->ncpus; i++) {
+				(void)ioctl(s->pc_fd[i], PERF_EVENT_IOC_DISABLE,
+					    0);
+				(void)ioctl(s->pc_sbfd[i],
+					    PERF_EVENT_IOC_DISABLE, 0);
+			}
+		r = pc_round(s, last, &diag);
+		if (r < 0 || last)
+			break;
+		if (poll(&p, 1, POLL_MS / 2) > 0 &&
+		    read(s->wake_fd, &v, sizeof(v)) < 0) {
+			/* nothing to read: fine */
+		}
+	}
+	for (unsigned i = 0; i < s->ncpus; i++)
+		(void)ioctl(s->pc_fd[i], PERF_EVENT_IOC_DISABLE, 0);
+	s->src_err = r;
+	if (r < 0)
+		s->src_diag = diag;
+	if (!atomic_load(&s->stop)) {
+		s->res.exited = true;
+		s->res.exit_code = -1;	/* not our child: unknown */
+	}
+	finish(s, r, &diag);
+	return NULL;
+}
+
 /* ---- start / stop ---------------------------------------------------- */
 
 /* Which source: intel_pt where the PMU is, else the software source if
@@ -1093,6 +1442,9 @@ static int check_mode(struct ptd_session *s, struct ptd_diag *diag)
 	size_t n = s->o.snapshot_size;
 
 	s->snap_size = s->cfg.aux_buffer_size;
+	if (s->o.per_cpu && s->o.mode != PTD_MODE_FULL)
+		return ptd_diagf(diag, -EINVAL, "per-CPU buffers are for full "
+				 "mode only");
 	if (s->o.mode == PTD_MODE_FULL) {
 		if (n != 0)
 			return ptd_diagf(diag, -EINVAL, "snapshot_size is for "
@@ -1143,6 +1495,18 @@ static void session_destroy(struct ptd_session *s)
 		free(s->dt[i].tl);
 		free(s->dt[i].snap);
 	}
+	ptd_cpufeed_free(s->cf);
+	for (unsigned i = 0; s->pc_fd && i < s->ncpus; i++) {
+		if (s->pc_sbfd[i] >= 0)
+			(void)close(s->pc_sbfd[i]);
+		if (s->pc_fd[i] >= 0)
+			(void)close(s->pc_fd[i]);
+		ptd_perf_buf_free(&s->pc_buf[i]);
+	}
+	free(s->pc_cpus);
+	free(s->pc_fd);
+	free(s->pc_sbfd);
+	free(s->pc_buf);
 	free(s->snap_reader);
 	free(s->snap_info);
 	ptd_timeline_free(&s->hist);
@@ -1158,6 +1522,9 @@ static void session_destroy(struct ptd_session *s)
 	(void)pthread_mutex_destroy(&s->lock);
 	(void)pthread_cond_destroy(&s->cond);
 	free(s->capture_dir);
+	free(s->filter_text);
+	free(s->filter_kstr);
+	ptd_addrfilter_free(&s->filter);
 	free(s);
 }
 
@@ -1189,6 +1556,8 @@ int ptd_session_start(const struct ptd_session_opts *o,
 	r = check_mode(s, diag);
 	if (r == 0)
 		r = choose_source(s, diag);
+	if (r == 0)
+		r = filter_setup(s, diag);
 	if (r < 0)
 		goto fail;
 	if (o->capture_dir && !(s->capture_dir = strdup(o->capture_dir))) {
@@ -1215,25 +1584,43 @@ int ptd_session_start(const struct ptd_session_opts *o,
 		}
 	}
 	if (s->source == PTD_SOURCE_INTEL_PT) {
-		r = hw_start(s, diag);
+		r = s->o.per_cpu ? hw_pc_start(s, diag) : hw_start(s, diag);
 		if (r == 0)
-			r = -pthread_create(&s->dec, NULL, hw_decode_main, s);
+			r = -pthread_create(&s->dec, NULL,
+					    s->o.per_cpu ? hw_pc_decode_main
+							 : hw_decode_main, s);
 		if (r < 0)
 			goto fail;
 		s->dec_started = true;
 		*ret_session = s;
 		return 0;
 	}
+	/* the software source's perf time is CLOCK_MONOTONIC (livesink.h) */
+	s->has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
+						 &s->wallref) == 0;
 	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size, s->snap_size,
 			     s->wake_fd, &s->cancel, &s->ls);
 	if (r == 0 && s->o.mode == PTD_MODE_SNAPSHOT)
 		r = ptd_livesink_set_overwrite(s->ls, true);
+	if (r == 0 && s->o.per_cpu)
+		r = ptd_livesink_set_cpus(s->ls, PTD_SESSION_SW_CPUS,
+					  PTD_SESSION_SW_MIGRATE);
 	if (r < 0) {
 		ptd_diagf(diag, r, "cannot set up the trace buffers "
 			  "(data %zu, aux %zu bytes): %s",
 			  s->cfg.data_buffer_size, s->snap_size,
 			  ptd_strerror(r));
 		goto fail;
+	}
+	if (s->o.per_cpu) {
+		struct ptd_perf_buf *bufs[PTD_SESSION_SW_CPUS];
+		size_t n = ptd_livesink_cpus(s->ls, bufs,
+					     PTD_SESSION_SW_CPUS);
+
+		r = pc_feed_new(s, bufs, (unsigned)n,
+				PTD_SIDEBAND_SAMPLE_TYPE, diag);
+		if (r < 0)
+			goto fail;
 	}
 	r = pthread_create(&s->src, NULL, source_main, s);
 	if (r != 0) {
@@ -1302,9 +1689,22 @@ void ptd_session_get_stats(struct ptd_session *s,
 		n++;
 		if (!atomic_load(&lt[0]->ended))
 			ret->threads_live++;
-		ret->aux_written += __atomic_load_n(&lt[0]->buf.meta->aux_head,
-						    __ATOMIC_ACQUIRE);
+		else if (lt[0]->migrations)	/* written before ended */
+			ret->migrated++;
+		if (lt[0]->buf.meta)	/* none in per-CPU mode */
+			ret->aux_written += __atomic_load_n(
+				&lt[0]->buf.meta->aux_head, __ATOMIC_ACQUIRE);
 	}
+	if (s->ls && s->o.per_cpu) {
+		struct ptd_perf_buf *b[PTD_SESSION_SW_CPUS];
+		size_t nb = ptd_livesink_cpus(s->ls, b, PTD_SESSION_SW_CPUS);
+
+		for (size_t i = 0; i < nb; i++)
+			ret->aux_written += __atomic_load_n(
+				&b[i]->meta->aux_head, __ATOMIC_ACQUIRE);
+	}
+	ret->per_cpu = s->o.per_cpu;
+	ret->ncpus = s->ncpus;
 	if (s->ls)
 		ret->threads = (unsigned)n;
 	ret->mode = s->o.mode;
@@ -1316,6 +1716,11 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->records = atomic_load(&s->records);
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->ended = atomic_load(&s->ended);
+}
+
+const char *ptd_session_filter(const struct ptd_session *s)
+{
+	return s ? s->filter_text : NULL;
 }
 
 pid_t ptd_session_pid(const struct ptd_session *s)

@@ -6,7 +6,8 @@
  *  - the source thread: the software PT source (ptrace; the only thread
  *    that may touch the target) or the intel_pt perf events.  Either way
  *    it fills perf-layout buffers (header page + data ring + AUX area,
- *    lib/perf/ring.h), one per traced thread;
+ *    lib/perf/ring.h), one per traced thread (or one per CPU, with
+ *    opts.per_cpu: decoded through decode/cpufeed.h);
  *  - the decode thread: reads those buffers through the shared reader,
  *    keeps each thread's image from the sideband, decodes each thread's
  *    stream as it grows (decode/stream.h) and hands every record to the
@@ -79,7 +80,31 @@ struct ptd_session_opts {
 	 * config's aux_buffer_size.  A power of two, at least a page, at
 	 * most PTD_SESSION_SNAPSHOT_MAX. */
 	size_t snapshot_size;
+	/* Per-CPU buffers (perf's default layout) instead of per-thread
+	 * ones.  intel_pt: one intel_pt event per online CPU with inherit=1
+	 * for the process, plus one sideband dummy event per CPU (mmap2,
+	 * comm, task, context_switch); threads and children created later
+	 * are traced by inheritance.  Software source: the livesink's
+	 * per-CPU mode with PTD_SESSION_SW_CPUS virtual CPUs, threads
+	 * migrating every PTD_SESSION_SW_MIGRATE batches.  Either way the
+	 * buffers are decoded by decode/cpufeed.h.  FULL mode only. */
+	bool per_cpu;
+	/* Address filter, perf's --filter text (perf/addrfilter.h; copied;
+	 * NULL: none): only instructions inside the ranges are traced.
+	 * File ranges are resolved with /proc/PID/maps at the start, for the
+	 * decoder (pt_config.addr_filter) and the software source; intel_pt
+	 * events get the text with PERF_EVENT_IOC_SET_FILTER (the kernel
+	 * resolves it), at most the PMU's nr_addr_filters ranges.  Start
+	 * fails with -PTD_EFORMAT (bad text, the message naming the column;
+	 * or a range in a file the process does not map, or across the end
+	 * of its mapping), -PTD_ELIMIT (too many ranges), -PTD_EUNSUPPORTED
+	 * (intel_pt without address filtering), or the ioctl's error. */
+	const char *filter;
 };
+
+/* Software source, per-CPU mode: its virtual CPUs and migration period. */
+#define PTD_SESSION_SW_CPUS 2u
+#define PTD_SESSION_SW_MIGRATE 8u
 
 enum ptd_session_end_reason {
 	PTD_END_EXITED,		/* the target exited (code or signal) */
@@ -164,6 +189,10 @@ struct ptd_session_stats {
 	uint64_t aux_written;		/* software source: trace bytes
 					 * written into the AUX areas so far
 					 * (read or not); intel_pt: 0 */
+	bool per_cpu;			/* per-CPU buffers (opts.per_cpu) */
+	unsigned ncpus;			/* per_cpu: buffers (CPUs) */
+	unsigned migrated;		/* software per_cpu: ended threads that
+					 * ran on more than one CPU */
 };
 
 struct ptd_session;
@@ -217,6 +246,9 @@ void ptd_session_get_stats(struct ptd_session *s,
 			   struct ptd_session_stats *ret);
 
 pid_t ptd_session_pid(const struct ptd_session *s);
+
+/* The session's address filter text (opts.filter), or NULL. */
+const char *ptd_session_filter(const struct ptd_session *s);
 
 /* Wait for the session's threads and free it.  If `ended` has not been
  * called yet this stops the session (SHUTDOWN) and waits for it. NULL is

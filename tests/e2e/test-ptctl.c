@@ -341,6 +341,117 @@ static void test_max_insns(void)
 	run_free(&r);
 }
 
+/* The (tid, ip) of every insn record of a stream, in order, as one string:
+ * "tid:ip\n"... (NULL if a line does not parse). */
+static char *insn_seq(const char *out, size_t *ret_n)
+{
+	struct ptd_buf b = { 0 };
+	const char *p = out;
+	size_t n = 0;
+
+	while (p && *p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		cJSON *o = cJSON_ParseWithLength(p, len);
+		const cJSON *t = o ? cJSON_GetObjectItem(o, "type") : NULL;
+
+		if (!o) {
+			free(b.data);
+			return NULL;
+		}
+		if (cJSON_IsString(t) && !strcmp(t->valuestring, "insn")) {
+			char line[64];
+			const cJSON *tid = cJSON_GetObjectItem(o, "tid");
+			int k = snprintf(line, sizeof(line), "%d:%" PRIx64 "\n",
+					 cJSON_IsNumber(tid) ? tid->valueint
+							     : -1,
+					 hex_of(o, "ip"));
+
+			if (ptd_buf_append(&b, line, (size_t)k) < 0) {
+				cJSON_Delete(o);
+				free(b.data);
+				return NULL;
+			}
+			n++;
+		}
+		cJSON_Delete(o);
+		p = nl ? nl + 1 : NULL;
+	}
+	if (ptd_buf_append(&b, "", 1) < 0) {
+		free(b.data);
+		return NULL;
+	}
+	*ret_n = n;
+	return (char *)b.data;
+}
+
+/* A capture exported as a ptd bundle, a perf.data and an LLDB bundle:
+ * `ptctl decode` of each gives the same instructions of the same threads
+ * in the same order as decoding the capture itself. */
+static void test_export_roundtrip(void)
+{
+	static const char *const formats[] = { "bundle", "perf-data", "lldb" };
+	char prog[512], dir[300], out[320];
+	const char *trace[] = { "trace", "--out", dir, "--no-decode",
+				"--quiet-target", "--", prog, NULL };
+	const char *dec_cap[] = { "decode", "--records", "insn", dir, NULL };
+	const char *dec_out[] = { "decode", "--records", "insn", out, NULL };
+	char *want;
+	size_t nwant = 0, i;
+	struct run r;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/exp", workdir);
+	r = run_ptctl(trace);
+	CHECK_EQ_INT(r.status, 0);
+	run_free(&r);
+	r = run_ptctl(dec_cap);
+	CHECK_EQ_INT(r.status, 0);
+	want = r.out ? insn_seq(r.out, &nwant) : NULL;
+	run_free(&r);
+	REQUIRE(want && nwant > 1000);
+
+	for (i = 0; i < PTD_ARRAY_SIZE(formats); i++) {
+		const char *exp[] = { "export", "--format", formats[i], dir,
+				      out, NULL };
+		char *got;
+		size_t ngot = 0;
+
+		(void)snprintf(out, sizeof(out), "%s/exp.%s", workdir,
+			       formats[i]);
+		r = run_ptctl(exp);
+		CHECK_EQ_INT(r.status, 0);
+		if (r.status)
+			fprintf(stderr, "export %s: %s\n", formats[i], r.err);
+		run_free(&r);
+		/* not twice over the same output */
+		r = run_ptctl(exp);
+		CHECK_EQ_INT(r.status, 2);
+		run_free(&r);
+
+		r = run_ptctl(dec_out);
+		CHECK_EQ_INT(r.status, 0);
+		if (r.status)
+			fprintf(stderr, "decode %s: %s\n", formats[i], r.err);
+		got = r.out ? insn_seq(r.out, &ngot) : NULL;
+		CHECK(got != NULL);
+		CHECK_EQ_U64(ngot, nwant);
+		if (got && strcmp(got, want)) {
+			size_t k = 0;
+
+			while (got[k] == want[k])
+				k++;
+			CHECK_FAIL_("%s: instructions differ from the "
+				    "capture's at byte %zu: ...%.40s vs "
+				    "...%.40s",
+				    formats[i], k, got + k, want + k);
+		}
+		free(got);
+		run_free(&r);
+	}
+	free(want);
+}
+
 static void test_bad_usage(void)
 {
 	static const struct {
@@ -357,13 +468,20 @@ static void test_bad_usage(void)
 		  "needs --path block" },
 		{ { "decode", "--cpu", "6/x", "x" }, 1, "--cpu" },
 		{ { "decode", "--tid", "12abc", "x" }, 1, "--tid" },
-		{ { "decode" }, 1, "CAPTURE_DIR" },
+		{ { "decode" }, 1, "expected one TRACE" },
 		{ { "trace" }, 1, "no program" },
 		{ { "trace", "--psb-period", "1000", "--", "true" }, 1,
 		  "power of two" },
 		{ { "trace", "--", "/nonexistent/program" }, 2,
 		  "/nonexistent/program" },
 		{ { "verify" }, 1, "Usage" },
+		{ { "export", "x", "y" }, 1, "--format FORMAT" },
+		{ { "export", "--format", "tar", "x", "y" }, 1,
+		  "expected bundle, perf-data or lldb" },
+		{ { "export", "--format", "lldb", "--reference", "x", "y" }, 1,
+		  "--reference is for --format bundle" },
+		{ { "export", "--format", "perf-data", "/nonexistent/cap", "y" },
+		  2, "/nonexistent/cap" },
 		/* daemon verbs */
 		{ { "--socket", "/nonexistent/ptd.sock", "list" }, 5,
 		  "is ptd running? (systemctl start ptd)" },
@@ -509,6 +627,7 @@ int main(void)
 	RUN(test_capture_decode_verify);
 	RUN(test_raw_missing_code);
 	RUN(test_max_insns);
+	RUN(test_export_roundtrip);
 	RUN(test_bad_usage);
 	RUN(test_bad_capture);
 	RUN(test_daemon_refusals);

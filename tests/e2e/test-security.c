@@ -507,6 +507,145 @@ static void test_security(void)
 	(void)close(rfd);
 }
 
+/* ---- replay: files are read with the client's permissions ---- */
+
+static char build_root[512];
+
+/* `ptctl trace --out OUT --no-decode PROG 1` as root, then give OUT to
+ * @uid (0: keep root's). */
+static bool make_capture(const char *prog, const char *out, uid_t uid,
+			 gid_t gid)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd),
+		 "'%s/daemon/ptctl' trace --out '%s' --no-decode "
+		 "--max-insns 3000 --quiet-target '%s' 1 >/dev/null 2>&1",
+		 build_root, out, prog);
+	if (system(cmd) != 0)
+		return false;
+	snprintf(cmd, sizeof(cmd), "chown -R %u:%u '%s'", (unsigned)uid,
+		 (unsigned)gid, out);
+	return system(cmd) == 0;
+}
+
+struct replay_out {
+	bool ok;
+	char code[64], message[512];
+	unsigned insns, in_module;	/* insn records, of them in @module */
+	bool bye;
+};
+
+/* A line from @fd through @buf (its own buffer), or NULL. */
+static char *rline(int fd, char *buf, size_t cap, size_t *have)
+{
+	for (;;) {
+		char *nl = memchr(buf, '\n', *have);
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n;
+
+		if (nl) {
+			size_t l = (size_t)(nl - buf);
+			char *s = strndup(buf, l);
+
+			*have -= l + 1;
+			memmove(buf, nl + 1, *have);
+			return s;
+		}
+		if (*have == cap || poll(&p, 1, 30000) != 1)
+			return NULL;
+		n = read(fd, buf + *have, cap - *have);
+		if (n <= 0)
+			return NULL;
+		*have += (size_t)n;
+	}
+}
+
+/* Replay @path as @uid (lossless), stream it, count insns in @module. */
+static void replay_as(uid_t uid, gid_t gid, const char *path,
+		      const char *module, struct replay_out *o)
+{
+	static char buf[1 << 16];
+	size_t have = 0;
+	char line[1024];
+	int fd = connect_as(uid, gid);
+	char *l;
+	cJSON *r;
+
+	memset(o, 0, sizeof(*o));
+	if (fd < 0)
+		return;
+	snprintf(line, sizeof(line),
+		 "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
+		 "\"lossless\":true}\n", path);
+	if (ptd_write_all(fd, line, strlen(line)) < 0 ||
+	    !(l = rline(fd, buf, sizeof(buf), &have))) {
+		(void)close(fd);
+		return;
+	}
+	r = cJSON_Parse(l);
+	free(l);
+	o->ok = resp_ok(r);
+	snprintf(o->code, sizeof(o->code), "%s", resp_err(r, "code"));
+	snprintf(o->message, sizeof(o->message), "%s",
+		 resp_err(r, "message"));
+	if (o->ok) {
+		snprintf(line, sizeof(line),
+			 "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%.0f}\n",
+			 resp_num(r, "session"));
+		(void)ptd_write_all(fd, line, strlen(line));
+		while ((l = rline(fd, buf, sizeof(buf), &have))) {
+			if (!strncmp(l, "{\"type\":\"insn\"", 14)) {
+				o->insns++;
+				o->in_module += strstr(l, module) != NULL;
+			}
+			if (!strncmp(l, "{\"type\":\"bye\"", 13))
+				o->bye = true;
+			free(l);
+			if (o->bye)
+				break;
+		}
+	}
+	cJSON_Delete(r);
+	(void)close(fd);
+}
+
+static void test_replay_permissions(void)
+{
+	const char *progs = getenv("PTD_TEST_PROGS");
+	char prog[512], ucap[300], rcap[300], cmd[1024];
+	struct replay_out o;
+
+	if (!progs) {
+		fprintf(stderr, "PTD_TEST_PROGS not set: replay not tested\n");
+		return;
+	}
+	snprintf(prog, sizeof(prog), "%s/prog-loop", progs);
+	snprintf(ucap, sizeof(ucap), "%s/ucap", tmpdir);
+	snprintf(rcap, sizeof(rcap), "%s/rcap", tmpdir);
+	REQUIRE(make_capture(prog, ucap, user_uid, user_gid));
+	REQUIRE(make_capture(prog, rcap, 0, 0));
+
+	/* The user replays its own capture. */
+	replay_as(user_uid, user_gid, ucap, "prog-loop", &o);
+	CHECK(o.ok);
+	if (!o.ok)
+		fprintf(stderr, "user replay: %s\n", o.message);
+	CHECK(o.bye);
+	CHECK(o.insns > 1000);
+
+	/* Root's capture with a 0600 manifest: refused, naming the file;
+	 * root itself may replay it. */
+	snprintf(cmd, sizeof(cmd), "%s/capture.json", rcap);
+	REQUIRE(chmod(cmd, 0600) == 0);
+	replay_as(user_uid, user_gid, rcap, "prog-loop", &o);
+	CHECK(!o.ok);
+	CHECK_EQ_STR(o.code, "permission_denied");
+	CHECK_CONTAINS(o.message, cmd);
+	replay_as(0, 0, rcap, "prog-loop", &o);
+	CHECK(o.ok && o.bye && o.insns > 1000);
+}
+
 /* A client that is not root may not reach a socket it has no access to:
  * the daemon applied socket_mode (0666 here) -- and the default 0660 is
  * what the shipped config asks. */
@@ -541,6 +680,8 @@ int main(void)
 	}
 	RUN(test_socket_mode);
 	RUN(test_security);
+	snprintf(build_root, sizeof(build_root), "%s", root ? root : ".");
+	RUN(test_replay_permissions);
 	st = stop_ptd();
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	if (check_failures)

@@ -1,0 +1,530 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replays of saved traces (see replay.h).
+ *
+ * Threads: the caller (the control loop) calls start, go, stop, stats and
+ * free; the replay thread does everything else.  r->lock guards state,
+ * go, fan and stop_reason; the counters are atomics.  The thread never
+ * holds r->lock while it calls the sink or the fan-out.
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/strutil.h"
+#include "daemon/replay.h"
+#include "record/jsonw.h"
+
+/* Subscribers the lossless wait looks at (more are not waited for). */
+#define MAX_WATCH 64
+
+enum rp_state { RP_STARTING, RP_ACCEPTED, RP_REFUSED };
+
+struct ptd_replay {
+	pthread_t th;
+	bool th_started;
+	/* options (copies) */
+	char *path, *sysroot, *buildid_dir;
+	struct ptd_input_opts in;
+	bool lossless;
+	unsigned wait_ms, stall_ms;
+	size_t queue_size;
+	uid_t uid;
+	gid_t gid;
+	gid_t *groups;
+	size_t ngroups;
+	struct ptd_session_sink sink;
+	/* guarded by lock */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	enum rp_state state;
+	int err;			/* REFUSED: why */
+	struct ptd_diag diag;		/* REFUSED: the message */
+	struct ptd_replay_info info;
+	bool go;
+	struct ptd_fanout *fan;
+	int stop_reason;		/* 0, or a ptd_session_end_reason + 1 */
+	/* replay thread only: lossless, subscribers that stalled, and the
+	 * queued bytes they had then */
+	unsigned nstalled;
+	unsigned stalled_id[MAX_WATCH];
+	size_t stalled_queued[MAX_WATCH];
+	/* counters */
+	atomic_uint threads;
+	atomic_bool decoding;
+	atomic_uint_fast64_t bytes, insns, records;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { ms / 1000u, (long)(ms % 1000u) * 1000000L };
+
+	(void)nanosleep(&ts, NULL);
+}
+
+/* ---- credentials ---- */
+
+/* Drop the capabilities that bypass file permissions from this thread's
+ * effective and permitted sets (capset acts on the calling thread). */
+static int drop_dac_caps(struct ptd_diag *diag)
+{
+	static const int caps[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+				    CAP_FOWNER };
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	size_t i;
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return ptd_diagf(diag, -errno, "capget failed: %s",
+				 strerror(errno));
+	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
+		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
+		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
+	}
+	h.pid = 0;
+	if (syscall(SYS_capset, &h, d) < 0)
+		return ptd_diagf(diag, -errno, "capset failed: %s",
+				 strerror(errno));
+	return 0;
+}
+
+int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
+{
+	int r;
+
+	if (!c || (c->ngroups && !c->groups) ||
+	    c->ngroups > PTD_REPLAY_MAX_GROUPS)
+		return -EINVAL;
+	if (geteuid() != 0) {
+		/* Without root ptd cannot become anyone else; reading as its
+		 * own uid is reading as the client only if they are one. */
+		if (c->uid != geteuid())
+			return ptd_diagf(diag, -EPERM,
+					 "ptd runs as uid %u and cannot read "
+					 "files as uid %u",
+					 (unsigned)geteuid(), (unsigned)c->uid);
+		return 0;
+	}
+	/* The raw syscall: glibc's setgroups changes every thread. */
+	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
+		return ptd_diagf(diag, -errno, "setgroups failed: %s",
+				 strerror(errno));
+	(void)setfsgid(c->gid);
+	(void)setfsuid(c->uid);
+	/* setfs*id return the previous value: ask again to be sure. */
+	if ((uid_t)setfsuid((uid_t)-1) != c->uid ||
+	    (gid_t)setfsgid((gid_t)-1) != c->gid)
+		return ptd_diagf(diag, -EPERM,
+				 "could not take uid %u gid %u for reading",
+				 (unsigned)c->uid, (unsigned)c->gid);
+	if (c->uid == 0)
+		return 0;
+	r = drop_dac_caps(diag);
+	return r;
+}
+
+/* ---- the thread's side ---- */
+
+static int stop_reason(struct ptd_replay *r)
+{
+	int s;
+
+	pthread_mutex_lock(&r->lock);
+	s = r->stop_reason;
+	pthread_mutex_unlock(&r->lock);
+	return s;
+}
+
+/* The input is accepted (or refused, @err < 0): tell start. */
+static void set_state(struct ptd_replay *r, int err,
+		      const struct ptd_diag *diag)
+{
+	pthread_mutex_lock(&r->lock);
+	if (r->state == RP_STARTING) {
+		r->state = err < 0 ? RP_REFUSED : RP_ACCEPTED;
+		r->err = err;
+		if (diag)
+			r->diag = *diag;
+		pthread_cond_broadcast(&r->cond);
+	}
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Wait for go (true) or a stop before it (false). */
+static bool wait_go(struct ptd_replay *r)
+{
+	bool go;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->go && !r->stop_reason)
+		pthread_cond_wait(&r->cond, &r->lock);
+	go = r->go;
+	pthread_mutex_unlock(&r->lock);
+	return go;
+}
+
+/* Wait (bounded) for the first subscriber, so that it sees the start. */
+static void wait_subscriber(struct ptd_replay *r)
+{
+	uint64_t deadline = now_ms() + r->wait_ms;
+
+	while (r->wait_ms && ptd_fanout_count(r->fan) == 0 &&
+	       !stop_reason(r) && now_ms() < deadline)
+		sleep_ms(5);
+}
+
+static int on_info(void *ctx, const struct ptd_input_info *info)
+{
+	struct ptd_replay *r = ctx;
+
+	pthread_mutex_lock(&r->lock);
+	r->info.kind = info->kind;
+	r->info.pid = info->pid;
+	r->info.nthreads = info->nthreads;
+	pthread_mutex_unlock(&r->lock);
+	set_state(r, 0, NULL);
+	if (!wait_go(r))
+		return 1;
+	wait_subscriber(r);
+	return stop_reason(r) ? 1 : 0;
+}
+
+static ssize_t stalled_find(const struct ptd_replay *r, unsigned id)
+{
+	for (unsigned i = 0; i < r->nstalled; i++)
+		if (r->stalled_id[i] == id)
+			return i;
+	return -1;
+}
+
+/* Does subscriber @st hold the replay back?  One that stalled holds it
+ * back again only once it has taken bytes since. */
+static bool holds_back(struct ptd_replay *r,
+		       const struct ptd_subscriber_stats *st, size_t need)
+{
+	ssize_t k = stalled_find(r, st->id);
+
+	if (k >= 0) {
+		if (st->queued >= r->stalled_queued[k])
+			return false;
+		r->stalled_id[k] = r->stalled_id[--r->nstalled];
+		r->stalled_queued[k] = r->stalled_queued[r->nstalled];
+	}
+	return st->queued + need > r->queue_size;
+}
+
+/* Lossless: wait until every subscriber has room for the largest record.
+ * A subscriber that takes nothing for stall_ms is marked stalled. */
+static void wait_room(struct ptd_replay *r)
+{
+	struct ptd_subscriber_stats st[MAX_WATCH];
+	size_t need = PTD_JSON_MAX_RECORD;
+	uint64_t since = 0;
+	size_t first_queued = 0;
+	unsigned first_id = 0;
+
+	for (;;) {
+		unsigned n = ptd_fanout_get_stats(r->fan, st, MAX_WATCH), i;
+		bool blocked = false;
+
+		for (i = 0; i < n && !blocked; i++)
+			blocked = holds_back(r, &st[i], need);
+		if (!blocked || stop_reason(r))
+			return;
+		i--;
+		/* Progress resets the stall clock. */
+		if (!since || st[i].id != first_id ||
+		    st[i].queued < first_queued) {
+			since = now_ms();
+			first_id = st[i].id;
+			first_queued = st[i].queued;
+		} else if (now_ms() - since >= r->stall_ms &&
+			   r->nstalled < MAX_WATCH) {
+			r->stalled_id[r->nstalled] = st[i].id;
+			r->stalled_queued[r->nstalled++] = st[i].queued;
+			since = 0;
+			continue;
+		}
+		sleep_ms(1);
+	}
+}
+
+static int on_record(void *ctx, const struct ptd_record *rec)
+{
+	struct ptd_replay *r = ctx;
+
+	if (stop_reason(r))
+		return 1;
+	if (r->lossless)
+		wait_room(r);
+	if (rec->type == PTD_REC_INSN)
+		atomic_fetch_add(&r->insns, 1);
+	atomic_fetch_add(&r->records, 1);
+	r->sink.record(r->sink.ctx, rec);
+	return 0;
+}
+
+static void on_thread_done(void *ctx, pid_t tid,
+			   const struct ptd_decode_stats *st, int err,
+			   const struct ptd_diag *diag)
+{
+	struct ptd_replay *r = ctx;
+
+	(void)tid;
+	(void)err;
+	(void)diag;
+	atomic_fetch_add(&r->threads, 1);
+	atomic_fetch_add(&r->bytes, st->bytes);
+}
+
+/* How the replay ended, from the decode's result. */
+static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
+		   const struct ptd_diag *diag, struct ptd_session_end *end)
+{
+	int stop = stop_reason(r);
+
+	memset(end, 0, sizeof(*end));
+	if (stop) {
+		end->reason = (enum ptd_session_end_reason)(stop - 1);
+		return;
+	}
+	if (res < 0) {
+		end->reason = PTD_END_ERROR;
+		(void)snprintf(end->message, sizeof(end->message), "%s",
+			       diag->msg[0] ? diag->msg : ptd_strerror(res));
+		return;
+	}
+	end->reason = PTD_END_EXITED;
+	if (thread_errors)
+		(void)snprintf(end->message, sizeof(end->message),
+			       "end of the trace; %zu thread(s) ended early "
+			       "(see the error records)", thread_errors);
+	else
+		(void)snprintf(end->message, sizeof(end->message),
+			       "end of the trace");
+}
+
+static void *replay_main(void *arg)
+{
+	struct ptd_replay *r = arg;
+	struct ptd_replay_creds c = { r->uid, r->gid, r->groups, r->ngroups };
+	struct ptd_input_sink isink = { on_info, on_record, on_thread_done,
+					r };
+	struct ptd_diag diag = { "" };
+	struct ptd_session_end end;
+	size_t thread_errors = 0;
+	struct stat st;
+	int res;
+
+	res = ptd_replay_become(&c, &diag);
+	/* A FIFO would block the open until someone writes to it. */
+	if (res == 0 && stat(r->path, &st) == 0 && S_ISFIFO(st.st_mode))
+		res = ptd_diagf(&diag, -EINVAL,
+				"'%s' is a FIFO; replay reads files", r->path);
+	if (res < 0) {
+		set_state(r, res, &diag);
+		return NULL;
+	}
+	atomic_store(&r->decoding, true);
+	res = ptd_input_decode(r->path, &r->in, &isink, &thread_errors, &diag);
+	atomic_store(&r->decoding, false);
+	pthread_mutex_lock(&r->lock);
+	if (r->state == RP_STARTING && res < 0) {
+		/* refused before the reader described it: start says so */
+		r->state = RP_REFUSED;
+		r->err = res;
+		r->diag = diag;
+		pthread_cond_broadcast(&r->cond);
+		pthread_mutex_unlock(&r->lock);
+		return NULL;
+	}
+	pthread_mutex_unlock(&r->lock);
+	set_state(r, 0, NULL);
+	if (!wait_go(r))
+		return NULL;
+	end_of(r, res, thread_errors, &diag, &end);
+	r->sink.ended(r->sink.ctx, &end);
+	return NULL;
+}
+
+/* ---- the caller's side ---- */
+
+static void replay_free_mem(struct ptd_replay *r)
+{
+	free(r->path);
+	free(r->sysroot);
+	free(r->buildid_dir);
+	free(r->groups);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}
+
+static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
+{
+	const struct ptd_replay_creds *c = &o->creds;
+
+	r->path = strdup(o->path);
+	r->in = o->input;
+	r->sysroot = o->input.sysroot ? strdup(o->input.sysroot) : NULL;
+	r->buildid_dir = o->input.buildid_dir ? strdup(o->input.buildid_dir)
+					      : NULL;
+	r->in.sysroot = r->sysroot;
+	r->in.buildid_dir = r->buildid_dir;
+	r->lossless = o->lossless;
+	r->wait_ms = o->wait_ms;
+	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;
+	r->queue_size = o->queue_size;
+	r->uid = c->uid;
+	r->gid = c->gid;
+	r->ngroups = c->ngroups;
+	if (c->ngroups) {
+		r->groups = calloc(c->ngroups, sizeof(gid_t));
+		if (r->groups)
+			memcpy(r->groups, c->groups,
+			       c->ngroups * sizeof(gid_t));
+	}
+	if (!r->path || (o->input.sysroot && !r->sysroot) ||
+	    (o->input.buildid_dir && !r->buildid_dir) ||
+	    (c->ngroups && !r->groups))
+		return -ENOMEM;
+	return 0;
+}
+
+static int check_opts(const struct ptd_replay_opts *o,
+		      const struct ptd_session_sink *sink,
+		      struct ptd_diag *diag)
+{
+	if (!o || !sink || !sink->record || !sink->ended)
+		return -EINVAL;
+	if (!o->path || o->path[0] != '/')
+		return ptd_diagf(diag, -EINVAL,
+				 "the trace path must be absolute, got '%s'",
+				 o->path ? o->path : "");
+	if (o->creds.ngroups > PTD_REPLAY_MAX_GROUPS ||
+	    (o->creds.ngroups && !o->creds.groups))
+		return ptd_diagf(diag, -EINVAL, "bad supplementary groups");
+	if (o->lossless && o->queue_size < PTD_JSON_MAX_RECORD)
+		return ptd_diagf(diag, -EINVAL,
+				 "lossless needs the queue size (at least "
+				 "%u bytes)", PTD_JSON_MAX_RECORD);
+	return 0;
+}
+
+/* Wait for the thread to accept or refuse the input, at most
+ * PTD_REPLAY_START_MS; a timeout accepts it. */
+static void wait_accepted(struct ptd_replay *r)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += PTD_REPLAY_START_MS / 1000u;
+	pthread_mutex_lock(&r->lock);
+	while (r->state == RP_STARTING)
+		if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	if (r->state == RP_STARTING)
+		r->state = RP_ACCEPTED;
+	pthread_mutex_unlock(&r->lock);
+}
+
+int ptd_replay_start(const struct ptd_replay_opts *o,
+		     const struct ptd_session_sink *sink,
+		     struct ptd_replay **ret_replay,
+		     struct ptd_replay_info *ret_info, struct ptd_diag *diag)
+{
+	struct ptd_replay *r;
+	int err;
+
+	err = check_opts(o, sink, diag);
+	if (err < 0)
+		return err;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	r->sink = *sink;
+	err = copy_opts(r, o);
+	if (err == 0)
+		err = -pthread_create(&r->th, NULL, replay_main, r);
+	if (err < 0) {
+		replay_free_mem(r);
+		return ptd_diagf(diag, err, "cannot start a replay: %s",
+				 strerror(-err));
+	}
+	r->th_started = true;
+	wait_accepted(r);
+	if (r->state == RP_REFUSED) {
+		err = r->err;
+		*diag = r->diag;
+		(void)pthread_join(r->th, NULL);
+		replay_free_mem(r);
+		return err;
+	}
+	pthread_mutex_lock(&r->lock);
+	*ret_info = r->info;
+	pthread_mutex_unlock(&r->lock);
+	*ret_replay = r;
+	return 0;
+}
+
+void ptd_replay_go(struct ptd_replay *r, struct ptd_fanout *fan)
+{
+	pthread_mutex_lock(&r->lock);
+	r->fan = fan;
+	r->go = true;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void ptd_replay_stop(struct ptd_replay *r, enum ptd_session_end_reason reason)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&r->lock);
+	if (!r->stop_reason)
+		r->stop_reason = (int)reason + 1;
+	pthread_cond_broadcast(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->source = PTD_SOURCE_AUTO;
+	ret->threads = atomic_load(&r->threads);
+	ret->threads_live = atomic_load(&r->decoding) ? 1 : 0;
+	ret->trace_bytes = atomic_load(&r->bytes);
+	ret->insns = atomic_load(&r->insns);
+	ret->records = atomic_load(&r->records);
+}
+
+void ptd_replay_free(struct ptd_replay *r)
+{
+	if (!r)
+		return;
+	ptd_replay_stop(r, PTD_END_SHUTDOWN);
+	if (r->th_started)
+		(void)pthread_join(r->th, NULL);
+	replay_free_mem(r);
+}

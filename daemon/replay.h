@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A replay: a saved trace (anything ptd_input_decode reads) decoded on a
+ * thread of its own and delivered like a live session's records -- through
+ * a struct ptd_session_sink into the session's fan-out, so subscribers get
+ * hello, records, lost and bye exactly as from a live session.
+ *
+ * Files are read with the CLIENT's permissions, never the daemon's: the
+ * replay thread, before it opens anything, sets its own supplementary
+ * groups (raw SYS_setgroups: per thread, unlike glibc's setgroups), fsgid
+ * and fsuid to the client's and drops CAP_DAC_OVERRIDE,
+ * CAP_DAC_READ_SEARCH and CAP_FOWNER from its effective and permitted sets
+ * (capset on the calling thread only).  Every file of the decode -- the
+ * input, the images it maps, opened lazily -- is opened by that thread.
+ *
+ * Life of a replay:
+ *  1. ptd_replay_start: the thread takes the client's credentials and
+ *     starts the decode; start returns once the input was accepted (the
+ *     reader described it) or refused (-errno with the reader's message),
+ *     or after PTD_REPLAY_START_MS (then it is accepted; a later refusal
+ *     ends the replay with an error).
+ *  2. ptd_replay_go: the caller has made the fan-out; the thread waits for
+ *     the first subscriber (at most @wait_ms: a client subscribes after
+ *     the replay response), then delivers the records.
+ *  3. the sink's `ended` (reason EXITED with exit_code 0 at the end of the
+ *     trace, DETACHED/SHUTDOWN when stopped, ERROR if the decode failed).
+ *
+ * Lossless: before each record the thread waits until every subscriber's
+ * queue has room for a record of the largest size (backpressure) instead
+ * of letting the fan-out drop it.  A subscriber that goes away no longer
+ * counts; one that stays connected but reads nothing for
+ * PTD_REPLAY_STALL_MS stops holding the replay back (its records are then
+ * dropped and counted as lost, as without lossless); a stop is obeyed at
+ * once.
+ */
+#ifndef PTD_DAEMON_REPLAY_H
+#define PTD_DAEMON_REPLAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "daemon/fanout.h"
+#include "daemon/session.h"
+#include "input/input.h"
+
+/* How long ptd_replay_start waits for the input to be accepted. */
+#define PTD_REPLAY_START_MS 5000u
+/* Default wait for the first subscriber. */
+#define PTD_REPLAY_WAIT_MS 5000u
+/* Lossless: how long a subscriber may hold the replay back without
+ * taking a byte. */
+#define PTD_REPLAY_STALL_MS 30000u
+/* Supplementary groups carried at most (NGROUPS_MAX is 65536). */
+#define PTD_REPLAY_MAX_GROUPS 65536u
+
+/* Whose permissions the replay reads with. */
+struct ptd_replay_creds {
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;	/* supplementary groups, copied */
+	size_t ngroups;
+};
+
+struct ptd_replay_opts {
+	const char *path;		/* the saved trace, absolute; copied */
+	struct ptd_input_opts input;	/* decode options; strings copied */
+	bool lossless;
+	struct ptd_replay_creds creds;
+	unsigned wait_ms;		/* first subscriber; 0: none */
+	/* lossless: the subscribers' queue limit (fan-out queue_size) */
+	size_t queue_size;
+	unsigned stall_ms;		/* 0: PTD_REPLAY_STALL_MS */
+};
+
+/* What the input said of itself (the reader's info; kind NONE and pid 0
+ * if it was accepted by timeout). */
+struct ptd_replay_info {
+	enum ptd_input_kind kind;
+	long pid;
+	size_t nthreads;
+};
+
+struct ptd_replay;
+
+/* Start replaying @o->path into @sink (record and ended; snapshot unused).
+ * Returns 0 with *ret_replay and *ret_info, or with a message in @diag:
+ *  -EINVAL  a relative or empty path, a bad option
+ *  -EPERM   ptd cannot take the client's credentials (not root, another
+ *           uid)
+ *  -ENOENT/-EACCES/-ENOTDIR...  the input (or a file it needs) cannot be
+ *           opened as the client: the message names the file
+ *  -PTD_EFORMAT/-PTD_EUNSUPPORTED/...  the input was refused by its reader
+ *  -ENOMEM, -errno (the thread could not be made)
+ * The sink is called only after ptd_replay_go. */
+int ptd_replay_start(const struct ptd_replay_opts *o,
+		     const struct ptd_session_sink *sink,
+		     struct ptd_replay **ret_replay,
+		     struct ptd_replay_info *ret_info, struct ptd_diag *diag);
+
+/* Let the replay deliver: @fan is the fan-out its sink feeds (waited on
+ * for the first subscriber and, lossless, for room).  Call once. */
+void ptd_replay_go(struct ptd_replay *r, struct ptd_fanout *fan);
+
+/* Ask the replay to end with @reason (DETACHED or SHUTDOWN); `ended`
+ * follows.  Returns at once; any thread; repeatable. */
+void ptd_replay_stop(struct ptd_replay *r,
+		     enum ptd_session_end_reason reason);
+
+/* Counters so far (threads: decoded or being decoded; threads_live: 1
+ * while decoding; trace_bytes of finished threads; insns and records
+ * handed to the sink).  source is PTD_SOURCE_AUTO (not a live source). */
+void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret);
+
+/* Stop (SHUTDOWN) if still running, wait for the thread, free.  If
+ * ptd_replay_go was never called, `ended` is not called.  NULL is fine. */
+void ptd_replay_free(struct ptd_replay *r);
+
+/* Take @c's file-system credentials on the calling thread only (see
+ * above).  Returns 0, or -EPERM (ptd may not take them: it is not root
+ * and @c is not its own uid), -errno with a message in @diag.  Exposed
+ * for tests. */
+int ptd_replay_become(const struct ptd_replay_creds *c,
+		      struct ptd_diag *diag);
+
+#endif
