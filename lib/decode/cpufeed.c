@@ -10,11 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/fileio.h"
+#include "decode/codesnap.h"
 #include "perf/sideband.h"
 #include "perf/time.h"
 
-#define CODE_MAX (256ull << 20)	/* one snapshot */
 
 enum item_kind { IT_AUX, IT_REC, IT_LOSS };
 
@@ -65,9 +64,7 @@ struct ptd_cpufeed {
 	struct ptd_perf_clock clock;
 	bool has_clock;
 	/* a snapshot being reassembled from CODE chunks */
-	uint8_t *code;
-	uint64_t code_vaddr, code_len, code_have;
-	char code_name[256];
+	struct ptd_codesnap cs;
 };
 
 /* ---- the queues ------------------------------------------------------ */
@@ -302,58 +299,13 @@ static int sk_lost(void *ctx, uint32_t tid, uint64_t bytes)
 	return 0;
 }
 
-/* Write the reassembled snapshot and apply it. */
-static int code_done(struct ptd_cpufeed *f)
-{
-	struct ptd_tl_event ev = { 0 };
-	char file[64], path[4096 + 64];
-	int r;
-
-	snprintf(file, sizeof(file), "snap-%u.bin",
-		 atomic_fetch_add(f->o.snapseq, 1u));
-	snprintf(path, sizeof(path), "%s/%s", f->snapdir, file);
-	r = ptd_file_write_atomic(path, f->code, f->code_len);
-	free(f->code);
-	f->code = NULL;
-	if (r < 0)
-		return ptd_diagf(f->diag, r, "cannot write '%s': %s", path,
-				 ptd_strerror(r));
-	ev.op = PTD_TL_SNAPSHOT;
-	ev.start = f->code_vaddr;
-	ev.end = f->code_vaddr + f->code_len;
-	ev.name = f->code_name;
-	ev.file = file;
-	return image_apply(f, &ev);
-}
-
-/* CODE chunks come in order, each right after the last; anything else
- * drops the snapshot being built. */
 static int on_code(struct ptd_cpufeed *f, const struct ptd_perf_code *c)
 {
-	if (c->len > CODE_MAX || c->len == 0) {
-		f->st.bad_records++;
-		return 0;
-	}
-	if (c->offset == 0) {
-		free(f->code);
-		f->code = malloc(c->len);
-		if (!f->code)
-			return -ENOMEM;
-		f->code_vaddr = c->vaddr;
-		f->code_len = c->len;
-		f->code_have = 0;
-		snprintf(f->code_name, sizeof(f->code_name), "%s", c->name);
-	}
-	if (!f->code || c->vaddr != f->code_vaddr || c->len != f->code_len ||
-	    c->offset != f->code_have || c->size > c->len - c->offset) {
-		f->st.bad_records++;
-		free(f->code);
-		f->code = NULL;
-		return 0;
-	}
-	memcpy(f->code + c->offset, c->bytes, c->size);
-	f->code_have += c->size;
-	return f->code_have == f->code_len ? code_done(f) : 0;
+	struct ptd_tl_event ev;
+	int r = ptd_codesnap_add(&f->cs, c, f->snapdir, f->o.snapseq, &ev,
+				 &f->st.bad_records, f->diag);
+
+	return r > 0 ? image_apply(f, &ev) : r;
 }
 
 static int sk_record(void *ctx, uint32_t tid, const struct ptd_perf_event *e)
@@ -584,7 +536,7 @@ void ptd_cpufeed_free(struct ptd_cpufeed *f)
 	ptd_percpu_free(f->pc);
 	ptd_timeline_free(&f->hist);
 	free(f->th);
-	free(f->code);
+	ptd_codesnap_free(&f->cs);
 	free(f->snapdir);
 	free(f);
 }

@@ -8,11 +8,10 @@
 #include <string.h>
 
 #include "aspace/timeline.h"
-#include "common/fileio.h"
+#include "decode/codesnap.h"
 #include "perf/sideband.h"
 #include "perf/time.h"
 
-#define CODE_MAX (256ull << 20)	/* one snapshot */
 
 struct ptd_feed {
 	struct ptd_perf_reader reader;	/* large: keep it on the heap */
@@ -27,9 +26,7 @@ struct ptd_feed {
 	struct ptd_feed_hooks hooks;
 	struct ptd_diag *diag;		/* during a drain */
 	/* a snapshot being reassembled from CODE chunks */
-	uint8_t *code;
-	uint64_t code_vaddr, code_len, code_have;
-	char code_name[256];
+	struct ptd_codesnap cs;
 };
 
 static int on_aux(void *ctx, uint64_t off, const void *bytes, size_t len)
@@ -80,57 +77,13 @@ static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
 	return ptd_stream_add_event(f->stream, ev);
 }
 
-/* Write the reassembled snapshot and hand it to the stream. */
-static int code_done(struct ptd_feed *f)
-{
-	struct ptd_tl_event ev = { 0 };
-	char file[64], path[4096 + 64];
-	int r;
-
-	snprintf(file, sizeof(file), "snap-%u.bin",
-		 atomic_fetch_add(f->snapseq, 1u));
-	snprintf(path, sizeof(path), "%s/%s", f->snapdir, file);
-	r = ptd_file_write_atomic(path, f->code, f->code_len);
-	free(f->code);
-	f->code = NULL;
-	if (r < 0)
-		return ptd_diagf(f->diag, r, "cannot write '%s': %s", path,
-				 ptd_strerror(r));
-	ev.op = PTD_TL_SNAPSHOT;
-	ev.start = f->code_vaddr;
-	ev.end = f->code_vaddr + f->code_len;
-	ev.name = f->code_name;
-	ev.file = file;
-	return add_event(f, &ev);
-}
-
 static int on_code(struct ptd_feed *f, const struct ptd_perf_code *c)
 {
-	if (c->len > CODE_MAX) {
-		f->st.bad_records++;
-		return 0;
-	}
-	if (c->offset == 0) {
-		free(f->code);
-		f->code = malloc(c->len ? c->len : 1);
-		if (!f->code)
-			return -ENOMEM;
-		f->code_vaddr = c->vaddr;
-		f->code_len = c->len;
-		f->code_have = 0;
-		snprintf(f->code_name, sizeof(f->code_name), "%s", c->name);
-	}
-	/* chunks come in order, each right after the last */
-	if (!f->code || c->vaddr != f->code_vaddr || c->len != f->code_len ||
-	    c->offset != f->code_have || c->size > c->len - c->offset) {
-		f->st.bad_records++;
-		free(f->code);
-		f->code = NULL;
-		return 0;
-	}
-	memcpy(f->code + c->offset, c->bytes, c->size);
-	f->code_have += c->size;
-	return f->code_have == f->code_len ? code_done(f) : 0;
+	struct ptd_tl_event ev;
+	int r = ptd_codesnap_add(&f->cs, c, f->snapdir, f->snapseq, &ev,
+				 &f->st.bad_records, f->diag);
+
+	return r > 0 ? add_event(f, &ev) : r;
 }
 
 static int on_record(void *ctx, const struct perf_event_header *hdr)
@@ -232,7 +185,7 @@ void ptd_feed_free(struct ptd_feed *f)
 {
 	if (!f)
 		return;
-	free(f->code);
+	ptd_codesnap_free(&f->cs);
 	free(f->snapdir);
 	free(f);
 }
