@@ -560,6 +560,19 @@ static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
 	return n;
 }
 
+/* A new session (attach, replay) for @c would pass max_sessions_per_user:
+ * refuse it (answered) and return true. */
+static bool refuse_over_session_limit(struct ptd_server *s, struct conn *c,
+				      const struct ptd_request *req)
+{
+	if (live_sessions_of(s, c->peer.uid) < s->cfg.max_sessions_per_user)
+		return false;
+	reply_error(c, req->id, PTD_ERR_LIMIT,
+		    "uid %u already has %u sessions (max_sessions_per_user)",
+		    (unsigned)c->peer.uid, s->cfg.max_sessions_per_user);
+	return true;
+}
+
 /* ---- record: a recorded session's bundle into the client's directory ---- */
 
 /* A record request (loop only, except what the save thread writes before
@@ -720,14 +733,8 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	cJSON *res;
 	int r;
 
-	if (live_sessions_of(s, c->peer.uid) >= s->cfg.max_sessions_per_user) {
-		reply_error(c, req->id, PTD_ERR_LIMIT,
-			    "uid %u already has %u sessions "
-			    "(max_sessions_per_user)",
-			    (unsigned)c->peer.uid,
-			    s->cfg.max_sessions_per_user);
+	if (refuse_over_session_limit(s, c, req))
 		return;
-	}
 	if (req->pid == getpid()) {
 		reply_error(c, req->id, PTD_ERR_PERMISSION,
 			    "pid %ld is ptd itself", (long)req->pid);
@@ -1246,14 +1253,8 @@ static void cmd_replay(struct ptd_server *s, struct conn *c,
 	gid_t *groups = NULL;
 	int r;
 
-	if (live_sessions_of(s, c->peer.uid) >= s->cfg.max_sessions_per_user) {
-		reply_error(c, req->id, PTD_ERR_LIMIT,
-			    "uid %u already has %u sessions "
-			    "(max_sessions_per_user)",
-			    (unsigned)c->peer.uid,
-			    s->cfg.max_sessions_per_user);
+	if (refuse_over_session_limit(s, c, req))
 		return;
-	}
 	r = peer_groups(c->tag.fd, &groups);
 	ss = calloc(1, sizeof(*ss));
 	if (r < 0 || !ss || !(ss->path = strdup(req->path))) {

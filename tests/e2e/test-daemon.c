@@ -677,6 +677,66 @@ static void test_max_connections(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* max_sessions_per_user: a uid's second session (attach or replay) is
+ * refused with "limit" naming the setting, and allowed again once the first
+ * has ended. */
+static void test_max_sessions(void)
+{
+	struct daemon d;
+	struct conn *c;
+	char req[160];
+	cJSON *r = NULL;
+	long sid;
+	int go, go2, i;
+	pid_t t, t2;
+
+	REQUIRE(daemon_start(&d, "maxsess", "max_sessions_per_user = 1\n"));
+	t = spawn_target(2, &go);
+	sid = attach(&d, t);
+	REQUIRE(sid > 0);
+	t2 = spawn_target(0.1, &go2);
+	c = dconnect(&d);
+	REQUIRE(c);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"attach\",\"pid\":%ld}\n",
+		       (long)t2);
+	r = call(c, req);
+	CHECK_EQ_STR(err_code(r), "limit");
+	CHECK_CONTAINS(err_msg(r), "already has 1 sessions");
+	CHECK_CONTAINS(err_msg(r), "max_sessions_per_user");
+	cJSON_Delete(r);
+	/* The limit is checked before the path: a replay is refused alike. */
+	r = call(c, "{\"id\":2,\"cmd\":\"replay\",\"path\":\"/nonexistent\"}\n");
+	CHECK_EQ_STR(err_code(r), "limit");
+	CHECK_CONTAINS(err_msg(r), "max_sessions_per_user");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":3,\"cmd\":\"detach\",\"session\":%ld}\n",
+		       sid);
+	r = call(c, req);
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	/* Once the first session has ended, a new one is allowed. */
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":4,\"cmd\":\"attach\",\"pid\":%ld}\n",
+		       (long)t2);
+	for (i = 0, r = NULL; i < 500; i++) {
+		cJSON_Delete(r);
+		r = call(c, req);
+		if (!r || strcmp(err_code(r), "limit"))
+			break;
+		msleep(10);
+	}
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	dclose(c);
+	release(&go);
+	release(&go2);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	CHECK_EQ_INT(wait_target(t2, 60000), 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* Keep the insn lines of @s that satisfy @keep. */
 static size_t insn_lines(const struct sub *s, bool (*keep)(const char *),
 			 char ***ret)
@@ -1272,6 +1332,7 @@ int main(void)
 	RUN(test_check_config);
 	RUN(test_bad_requests);
 	RUN(test_max_connections);
+	RUN(test_max_sessions);
 	RUN(test_groundtruth);
 	RUN(test_filters_exit_and_fds);
 	RUN(test_slow_subscriber);
