@@ -326,6 +326,13 @@ static void input_thread_done(void *ctx, pid_t tid,
 	}
 }
 
+static void input_notice(void *ctx, const struct ptd_diag *diag)
+{
+	(void)ctx;
+	if (diag && diag->msg[0])
+		errx_msg("note: %s", diag->msg);
+}
+
 /* Decode a saved trace of any kind (input/input.h). */
 static int decode_input(const char *path, const struct decode_args *d)
 {
@@ -333,7 +340,7 @@ static int decode_input(const char *path, const struct decode_args *d)
 	struct ptd_diag diag = { "" };
 	struct input_output io;
 	struct ptd_input_sink sink = { input_info, output_record,
-				       input_thread_done, &io };
+				       input_thread_done, &io, input_notice };
 	size_t thread_errors = 0;
 	int r, ret = 0;
 

@@ -58,6 +58,9 @@ struct ptd_replay {
 	unsigned nstalled;
 	unsigned stalled_id[MAX_WATCH];
 	size_t stalled_queued[MAX_WATCH];
+	/* replay thread only: what the input said of itself as a whole
+	 * (input.h notice), told again in the end message */
+	struct ptd_diag notice;
 	/* counters */
 	atomic_uint threads;
 	atomic_bool decoding;
@@ -295,6 +298,14 @@ static void on_thread_done(void *ctx, pid_t tid,
 	atomic_fetch_add(&r->bytes, st->bytes);
 }
 
+static void on_notice(void *ctx, const struct ptd_diag *diag)
+{
+	struct ptd_replay *r = ctx;
+
+	if (diag && diag->msg[0])
+		r->notice = *diag;
+}
+
 /* How the replay ended, from the decode's result. */
 static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 		   const struct ptd_diag *diag, struct ptd_session_end *end)
@@ -320,6 +331,16 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 	else
 		(void)snprintf(end->message, sizeof(end->message),
 			       "end of the trace");
+	if (r->notice.msg[0]) {
+		size_t len = strlen(end->message);
+
+		/* cut to what is left: truncation is fine here */
+		if (len + 2 < sizeof(end->message)) {
+			memcpy(end->message + len, "; ", 2);
+			ptd_strlcpy(end->message + len + 2, r->notice.msg,
+				    sizeof(end->message) - len - 2);
+		}
+	}
 }
 
 static void *replay_main(void *arg)
@@ -327,7 +348,7 @@ static void *replay_main(void *arg)
 	struct ptd_replay *r = arg;
 	struct ptd_replay_creds c = { r->uid, r->gid, r->groups, r->ngroups };
 	struct ptd_input_sink isink = { on_info, on_record, on_thread_done,
-					r };
+					r, on_notice };
 	struct ptd_diag diag = { "" };
 	struct ptd_session_end end;
 	size_t thread_errors = 0;

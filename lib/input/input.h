@@ -77,6 +77,9 @@ struct ptd_input_sink {
 			    const struct ptd_decode_stats *st, int err,
 			    const struct ptd_diag *diag);
 	void *ctx;
+	/* Something about the input as a whole that no record shows (trace
+	 * bytes no thread could be given, ...), in @diag (may be NULL). */
+	void (*notice)(void *ctx, const struct ptd_diag *diag);
 };
 
 /* Every reader's decode function.  Returns 0 when every selected thread was

@@ -24,6 +24,8 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/insncache.h"
+#include "decode/psbsplit.h"
+#include "lldb/percpu.h"
 
 /* Integers a JSON number holds exactly (cJSON keeps a double). */
 #define JSON_MAX_EXACT (1ull << 53)
@@ -441,9 +443,11 @@ static int parse_tsc_conv(const struct pctx *p, const cJSON *root,
 
 	if (r < 0)
 		return optional(r);
-	if ((r = get_int(p, o, "timeMult", k, true, 0, UINT32_MAX,
+	/* perf's header page has mult > 0 and shift < 32; anything else
+	 * would divide by zero or overflow converting. */
+	if ((r = get_int(p, o, "timeMult", k, true, 1, UINT32_MAX,
 			 &mult)) < 0 ||
-	    (r = get_int(p, o, "timeShift", k, true, 0, 63, &shift)) < 0 ||
+	    (r = get_int(p, o, "timeShift", k, true, 0, 31, &shift)) < 0 ||
 	    (r = get_addr(p, o, "timeZero", k, true, &t->time_zero)) < 0)
 		return r;
 	t->has_tsc_conv = true;
@@ -746,11 +750,23 @@ static int build_image(const struct ptd_lldb_trace *t, size_t pi,
 	return 0;
 }
 
-static bool selected(const struct ptd_lldb_thread *th,
+/* A thread is decoded when it has a trace: its own file (per-thread), or
+ * its runs on the CPUs (per-CPU: every listed thread). */
+static bool selected(const struct ptd_lldb_trace *t,
+		     const struct ptd_lldb_thread *th,
 		     const struct ptd_input_opts *o)
 {
-	return th->ipt_trace && (!o->have_tid || th->tid == o->tid);
+	return (th->ipt_trace || t->ncpus) &&
+	       (!o->have_tid || th->tid == o->tid);
 }
+
+/* A CPU of a per-CPU bundle, read and split. */
+struct cpu_trace {
+	uint8_t *pt;
+	size_t len;
+	struct ptd_psb_block *blocks;
+	size_t nblocks;
+};
 
 struct dctx {
 	const struct ptd_lldb_trace *t;
@@ -759,7 +775,92 @@ struct dctx {
 	struct ptd_decode_opts dopts;
 	struct ptd_insncache *icache;
 	size_t errors;
+	/* per-CPU bundles */
+	struct cpu_trace *cpus;
+	struct ptd_lldb_exec *ex;
+	size_t nex;
 };
+
+/* Decode @len bytes of trace at @pt (stream offset @base) as thread
+ * @th of process @pi, adding to @st.  Returns what ptd_decode_thread
+ * returns. */
+static int decode_stretch(struct dctx *d, size_t pi, pid_t tid,
+			  const uint8_t *pt, size_t len, uint64_t base,
+			  struct ptd_image *img, struct ptd_decode_stats *st)
+{
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats s;
+	int r;
+
+	memset(&a, 0, sizeof(a));
+	memset(&s, 0, sizeof(s));
+	a.pt = pt;
+	a.len = len;
+	a.base = base;
+	a.pid = d->t->procs[pi].pid;
+	a.tid = tid;
+	a.img = img;
+	a.icache = d->icache;
+	r = ptd_decode_thread(&d->dopts, &a, d->sink->record, d->sink->ctx,
+			      &s);
+	st->insns += s.insns;
+	st->blocks += s.blocks;
+	st->events += s.events;
+	st->errors += s.errors;
+	st->bytes += s.bytes;
+	st->skipped += s.skipped;
+	st->tl_applied += s.tl_applied;
+	return r;
+}
+
+/* Order of a thread's executions: by their first block's TSC. */
+static int exec_cmp(const void *a, const void *b, void *arg)
+{
+	const struct ptd_lldb_exec *x = *(const struct ptd_lldb_exec *const *)a;
+	const struct ptd_lldb_exec *y = *(const struct ptd_lldb_exec *const *)b;
+	const struct cpu_trace *cpus = arg;
+	uint64_t tx = cpus[x->cpu].blocks[x->first].tsc;
+	uint64_t ty = cpus[y->cpu].blocks[y->first].tsc;
+
+	if (tx != ty)
+		return tx < ty ? -1 : 1;
+	return x->cpu < y->cpu ? -1 : x->cpu > y->cpu;
+}
+
+/* Per-CPU: thread @tid's executions that have trace, each decoded as one
+ * stretch of its CPU's trace, in time order. */
+static int decode_runs(struct dctx *d, size_t pi, pid_t tid,
+		       struct ptd_image *img, struct ptd_decode_stats *st)
+{
+	const struct ptd_lldb_exec **runs = NULL;
+	size_t n = 0, i;
+	int r = 0;
+
+	for (i = 0; i < d->nex; i++)
+		if (d->ex[i].tid == (uint32_t)tid && d->ex[i].nblocks)
+			n++;
+	if (!n)
+		return 0;
+	runs = calloc(n, sizeof(*runs));
+	if (!runs)
+		return -ENOMEM;
+	for (i = 0, n = 0; i < d->nex; i++)
+		if (d->ex[i].tid == (uint32_t)tid && d->ex[i].nblocks)
+			runs[n++] = &d->ex[i];
+	qsort_r(runs, n, sizeof(*runs), exec_cmp, d->cpus);
+	for (i = 0; r == 0 && i < n; i++) {
+		const struct cpu_trace *c = &d->cpus[runs[i]->cpu];
+		const struct ptd_psb_block *b0 = &c->blocks[runs[i]->first];
+		const struct ptd_psb_block *bl =
+			&c->blocks[runs[i]->first + runs[i]->nblocks - 1];
+
+		r = decode_stretch(d, pi, tid, c->pt + b0->offset,
+				   (size_t)(bl->offset + bl->size - b0->offset),
+				   b0->offset, img, st);
+	}
+	free(runs);
+	return r;
+}
 
 /* Decode thread @ti of process @pi with @img.  Returns 0 (the thread
  * decoded, maybe with an error reported through thread_done), the sink's
@@ -769,30 +870,27 @@ static int decode_one(struct dctx *d, size_t pi, size_t ti,
 {
 	const struct ptd_lldb_process *pr = &d->t->procs[pi];
 	const struct ptd_lldb_thread *th = &pr->threads[ti];
-	struct ptd_decode_thread_args a;
 	struct ptd_decode_stats st;
 	struct ptd_diag td = { "" };
 	char *pt = NULL;
 	size_t len = 0;
 	int r;
 
-	r = ptd_file_read_all(th->ipt_trace, PTD_LLDB_MAX_PT, &pt, &len);
-	if (r < 0)
-		return ptd_diagf(diag, r, "%s: processes[%zu].threads[%zu]."
-				 "iptTrace: cannot read '%s': %s",
-				 d->t->origin, pi, ti, th->ipt_trace,
-				 ptd_strerror(r));
-	memset(&a, 0, sizeof(a));
 	memset(&st, 0, sizeof(st));
-	a.pt = (const uint8_t *)pt;
-	a.len = len;
-	a.pid = pr->pid;
-	a.tid = th->tid;
-	a.img = img;
-	a.icache = d->icache;
-	r = ptd_decode_thread(&d->dopts, &a, d->sink->record, d->sink->ctx,
-			      &st);
-	free(pt);
+	if (d->t->ncpus) {
+		r = decode_runs(d, pi, th->tid, img, &st);
+	} else {
+		r = ptd_file_read_all(th->ipt_trace, PTD_LLDB_MAX_PT, &pt,
+				      &len);
+		if (r < 0)
+			return ptd_diagf(diag, r, "%s: processes[%zu]."
+					 "threads[%zu].iptTrace: cannot read "
+					 "'%s': %s", d->t->origin, pi, ti,
+					 th->ipt_trace, ptd_strerror(r));
+		r = decode_stretch(d, pi, th->tid, (const uint8_t *)pt, len,
+				   0, img, &st);
+		free(pt);
+	}
 	if (r > 0)
 		return r;
 	if (r < 0) {
@@ -816,7 +914,7 @@ static int decode_process(struct dctx *d, struct ptd_iscache *ic, size_t pi,
 	int r = 0;
 
 	for (ti = 0; ti < pr->nthreads; ti++)
-		if (selected(&pr->threads[ti], d->o))
+		if (selected(d->t, &pr->threads[ti], d->o))
 			break;
 	if (ti == pr->nthreads)
 		return 0;	/* nothing to decode: no image needed */
@@ -826,10 +924,107 @@ static int decode_process(struct dctx *d, struct ptd_iscache *ic, size_t pi,
 		return -ENOMEM;
 	r = build_image(d->t, pi, d->o->sysroot, img, diag);
 	for (; r == 0 && ti < pr->nthreads; ti++)
-		if (selected(&pr->threads[ti], d->o))
+		if (selected(d->t, &pr->threads[ti], d->o))
 			r = decode_one(d, pi, ti, img, diag);
 	ptd_image_free(img);
 	return r;
+}
+
+/* Read CPU @i of a per-CPU bundle: its trace split into PSB blocks (each
+ * must carry a TSC) and its context switch trace into executions, given
+ * their blocks.  @budget: trace bytes still allowed in memory. */
+static int load_cpu(struct dctx *d, size_t i, size_t *cap, size_t *budget,
+		    uint64_t *none_blocks, uint64_t *none_bytes,
+		    struct ptd_diag *diag)
+{
+	const struct ptd_lldb_cpu *cpu = &d->t->cpus[i];
+	struct cpu_trace *c = &d->cpus[i];
+	struct ptd_perf_clock conv = { .time_zero = d->t->time_zero,
+				       .time_mult = d->t->time_mult,
+				       .time_shift = d->t->time_shift };
+	_cleanup_free_ char *cs = NULL;
+	char what[FIELD_MAX + 64];
+	size_t cslen = 0, first = d->nex, k;
+	uint64_t skipped = 0;
+	int r;
+
+	r = ptd_file_read_all(cpu->ipt_trace, *budget, (char **)&c->pt,
+			      &c->len);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cpus[%zu].iptTrace: cannot "
+				 "read '%s': %s", d->t->origin, i,
+				 cpu->ipt_trace,
+				 r == -PTD_ELIMIT ? "the CPUs' traces are "
+				 "larger than allowed in all"
+						  : ptd_strerror(r));
+	*budget -= c->len;
+	r = ptd_psb_split(c->pt, c->len, &d->dopts.cpu, &c->blocks,
+			  &c->nblocks, &skipped);
+	if (r < 0)
+		return r;
+	for (k = 0; k < c->nblocks; k++)
+		if (!c->blocks[k].has_tsc)
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "%s: cpus[%zu].iptTrace: the PSB at "
+					 "offset %" PRIu64 " has no TSC: a "
+					 "per-CPU trace is split among threads "
+					 "by time and needs TSC packets",
+					 d->t->origin, i,
+					 c->blocks[k].offset);
+	*none_bytes += skipped;
+	r = ptd_file_read_all(cpu->context_switch_trace, PTD_LLDB_MAX_PT,
+			      &cs, &cslen);
+	if (r < 0)
+		return ptd_diagf(diag, r, "%s: cpus[%zu].contextSwitchTrace: "
+				 "cannot read '%s': %s", d->t->origin, i,
+				 cpu->context_switch_trace, ptd_strerror(r));
+	(void)snprintf(what, sizeof(what), "%s: cpus[%zu].contextSwitchTrace",
+		       d->t->origin, i);
+	r = ptd_lldb_cswitch_parse((const uint8_t *)cs, cslen, i, &conv, what,
+				   &d->ex, &d->nex, cap, diag);
+	if (r < 0)
+		return r;
+	*none_blocks += ptd_lldb_assign_blocks(c->blocks, c->nblocks,
+					       d->ex + first, d->nex - first,
+					       none_bytes);
+	return 0;
+}
+
+/* Per-CPU bundles: read every CPU, then say what no thread got. */
+static int load_cpus(struct dctx *d, struct ptd_diag *diag)
+{
+	size_t cap = 0, budget = PTD_LLDB_MAX_PT, i;
+	uint64_t none_blocks = 0, none_bytes = 0;
+	int r;
+
+	d->cpus = calloc(d->t->ncpus, sizeof(*d->cpus));
+	if (!d->cpus)
+		return -ENOMEM;
+	for (i = 0; i < d->t->ncpus; i++)
+		if ((r = load_cpu(d, i, &cap, &budget, &none_blocks,
+				  &none_bytes, diag)) < 0)
+			return r;
+	if (none_bytes && d->sink->notice) {
+		struct ptd_diag n = { "" };
+
+		(void)ptd_diagf(&n, 0, "%s: %" PRIu64 " bytes of the CPUs' "
+				"traces (%" PRIu64 " PSB blocks, and bytes "
+				"before a first PSB) fall in no thread's run "
+				"in the context switch traces: not decoded",
+				d->t->origin, none_bytes, none_blocks);
+		d->sink->notice(d->sink->ctx, &n);
+	}
+	return 0;
+}
+
+static void free_cpus(struct dctx *d)
+{
+	for (size_t i = 0; d->cpus && i < d->t->ncpus; i++) {
+		free(d->cpus[i].pt);
+		free(d->cpus[i].blocks);
+	}
+	free(d->cpus);
+	free(d->ex);
 }
 
 static int check_decodable(const struct ptd_lldb_trace *t,
@@ -838,16 +1033,14 @@ static int check_decodable(const struct ptd_lldb_trace *t,
 {
 	size_t i, j, n = 0;
 
-	if (t->ncpus || t->has_kernel)
+	if (t->has_kernel)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
-				 "%s: a per-CPU%s LLDB trace (%zu cpus): "
-				 "splitting a CPU's trace into threads by its "
-				 "context switch trace is not supported; "
-				 "only per-thread bundles are", t->origin,
-				 t->has_kernel ? " kernel" : "", t->ncpus);
+				 "%s: a kernel LLDB trace (%zu cpus): only "
+				 "process traces are decoded", t->origin,
+				 t->ncpus);
 	for (i = 0; i < t->nprocs; i++)
 		for (j = 0; j < t->procs[i].nthreads; j++)
-			if (selected(&t->procs[i].threads[j], o))
+			if (selected(t, &t->procs[i].threads[j], o))
 				n++;
 	if (o->have_tid && !n)
 		return ptd_diagf(diag, -ENOENT,
@@ -891,6 +1084,16 @@ int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 	d.dopts = o->decode;
 	if (!o->cpu_given)
 		d.dopts.cpu = t.cpu;
+	/* Time on records: the bundle's TSC to perf time conversion. */
+	if (t.has_tsc_conv && !d.dopts.has_clock) {
+		d.dopts.has_clock = true;
+		d.dopts.clock = (struct ptd_perf_clock){
+			.time_zero = t.time_zero,
+			.time_mult = t.time_mult,
+			.time_shift = t.time_shift };
+	}
+	if (t.ncpus && (r = load_cpus(&d, diag)) < 0)
+		goto out;
 	info = (struct ptd_input_info){ PTD_INPUT_LLDB, "lldb-bundle",
 					t.nprocs == 1 ? (long)t.procs[0].pid
 						      : 0,
@@ -901,6 +1104,7 @@ int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 	if (ret_thread_errors)
 		*ret_thread_errors = d.errors;
 out:
+	free_cpus(&d);
 	ptd_insncache_free(d.icache);
 	ptd_iscache_free(ic);
 	ptd_lldb_trace_free(&t);

@@ -22,6 +22,8 @@
  *    component, not empty.  "systemPath" is the path the module had on the
  *    traced machine: any non-empty string, used as the module's name in
  *    records (and as the file to read when "file" is absent).
+ *  - tscPerfZeroConversion: timeMult 1..2^32-1, timeShift 0..31 (what
+ *    perf's header page can hold; others would not convert).
  *  - integers are JSON integers in range (tid/pid > 0 and < 2^31); an
  *    address ("loadAddress", "timeZero") is an integer up to 2^53 or a
  *    decimal or "0x" hex string.
@@ -39,7 +41,9 @@
  * PT_LOAD segment of each module's ELF file, moved as LLDB moves it (the
  * module's first PT_LOAD goes to loadAddress, the others keep their
  * distance).  Each thread's iptTrace is decoded with it, threads in the
- * order the bundle lists them.  Per-CPU bundles (and kernel bundles) are
+ * order the bundle lists them.  Per-CPU bundles: each listed thread's runs
+ * on the CPUs, found as lldb/percpu.h says, decoded in time order.  With
+ * tscPerfZeroConversion, records carry perf time.  Kernel bundles are
  * parsed but not decoded: -PTD_EUNSUPPORTED.
  */
 #ifndef PTD_LLDB_TRACE_H
@@ -127,9 +131,14 @@ int ptd_lldb_trace_load(const char *path, struct ptd_lldb_trace *ret,
 			struct ptd_diag *diag);
 
 /* The LLDB bundle reader (ptd_input_decode_fn, see input/input.h).  Besides
- * the interface's errors: -PTD_EUNSUPPORTED for a per-CPU or kernel bundle;
+ * the interface's errors: -PTD_EUNSUPPORTED for a kernel bundle;
  * -ENOENT / -PTD_EFORMAT / -PTD_ENOIMAGE naming a module whose file is
- * missing or not a usable ELF (processes[i].modules[j]). */
+ * missing or not a usable ELF (processes[i].modules[j]); per-CPU:
+ * -ENOENT / -PTD_ELIMIT naming a CPU's file that cannot be read (the
+ * CPUs' traces are read whole, at most PTD_LLDB_MAX_PT bytes in all),
+ * -PTD_EFORMAT for a trace without TSC or a malformed context switch
+ * trace (cpus[i].contextSwitchTrace: offset N: what).  Trace bytes that
+ * fall in no thread's run are told through sink->notice. */
 int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 		    const struct ptd_input_sink *sink,
 		    size_t *ret_thread_errors, struct ptd_diag *diag);

@@ -579,6 +579,33 @@ size_t ptd_perf_encode_itrace_start(void *buf, size_t cap,
 	return size;
 }
 
+size_t ptd_perf_encode_switch(void *buf, size_t cap,
+			      const struct ptd_perf_switch *sw,
+			      uint64_t sample_type,
+			      const struct ptd_perf_sample_id *sid)
+{
+	size_t size = sizeof(struct perf_event_header) +
+		      (sw && sw->cpu_wide ? 2 * 4 : 0) +
+		      ptd_perf_sample_id_size(sample_type);
+	uint16_t misc = 0;
+	struct wr w;
+
+	if (sw && sw->out)
+		misc = PERF_RECORD_MISC_SWITCH_OUT |
+		       (sw->preempt ? PERF_RECORD_MISC_SWITCH_OUT_PREEMPT : 0);
+	if (!sw || !wr_begin(&w, buf, cap, size,
+			     sw->cpu_wide ? PERF_RECORD_SWITCH_CPU_WIDE
+					  : PERF_RECORD_SWITCH,
+			     misc))
+		return 0;
+	if (sw->cpu_wide) {
+		wr_u32(&w, sw->next_prev_pid);
+		wr_u32(&w, sw->next_prev_tid);
+	}
+	wr_sample_id(&w, sample_type, sid);
+	return size;
+}
+
 /* Bytes of a CODE record before its name. */
 #define CODE_FIXED (sizeof(struct perf_event_header) + 2 * 4 + 3 * 8 + 2 * 4)
 

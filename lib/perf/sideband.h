@@ -244,6 +244,13 @@ size_t ptd_perf_encode_itrace_start(void *buf, size_t cap,
 				    const struct ptd_perf_itrace_start *it,
 				    uint64_t sample_type,
 				    const struct ptd_perf_sample_id *sid);
+/* SWITCH (sw->cpu_wide false) or SWITCH_CPU_WIDE (true: next_prev_pid/tid
+ * are written); misc = PERF_RECORD_MISC_SWITCH_OUT if sw->out, with
+ * PERF_RECORD_MISC_SWITCH_OUT_PREEMPT too if sw->preempt. */
+size_t ptd_perf_encode_switch(void *buf, size_t cap,
+			      const struct ptd_perf_switch *sw,
+			      uint64_t sample_type,
+			      const struct ptd_perf_sample_id *sid);
 /* PTD CODE for one chunk: c->size bytes from c->bytes; 0 if c->size is 0,
  * c->offset + c->size > c->len, or a name/bytes pointer is NULL. */
 size_t ptd_perf_encode_code(void *buf, size_t cap,

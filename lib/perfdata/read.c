@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/bytes.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 
@@ -49,22 +50,6 @@ fail(struct rd *r, int err, uint64_t off, const char *fmt, ...)
 static bool inside(uint64_t off, uint64_t len, uint64_t size)
 {
 	return off <= size && len <= size - off;
-}
-
-static uint32_t get_u32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint64_t get_u64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
 }
 
 /* Grow *@arr (elements of @esz) to hold @n + 1, doubling. */
@@ -99,7 +84,7 @@ static int add_attr(struct rd *r, const uint8_t *p, size_t avail,
 		return fail(r, -PTD_ETRUNC, off, "attr of %zu bytes is "
 			    "shorter than the first attr version (%u)", avail,
 			    PTD_PERFDATA_ATTR_SIZE_VER0);
-	asz = get_u32(p + 4);
+	asz = ptd_get_u32(p + 4);
 	if (asz == 0)	/* perf: a zero size means the first version */
 		asz = PTD_PERFDATA_ATTR_SIZE_VER0;
 	if (asz < PTD_PERFDATA_ATTR_SIZE_VER0 || asz > avail || asz % 8)
@@ -168,7 +153,7 @@ static int read_file_attrs(struct rd *r,
 		uint64_t off = h->attrs.offset + i * h->attr_size;
 		const uint8_t *e = d + off;
 		size_t asz = h->attr_size - 16;
-		uint64_t ioff = get_u64(e + asz), isz = get_u64(e + asz + 8);
+		uint64_t ioff = ptd_get_u64(e + asz), isz = ptd_get_u64(e + asz + 8);
 
 		if (!inside(ioff, isz, r->pd->size) || isz % 8)
 			return fail(r, -PTD_EFORMAT, off + asz, "ids section "
@@ -215,7 +200,7 @@ static int feat_string(struct rd *r, const uint8_t *p, uint64_t len,
 	if (len < 4)
 		return fail(r, -PTD_ETRUNC, off, "string feature of %" PRIu64
 			    " bytes has no length", len);
-	n = get_u32(p);
+	n = ptd_get_u32(p);
 	if (n == 0 || n > len - 4 || !memchr(p + 4, '\0', n))
 		return fail(r, -PTD_EFORMAT, off, "string of %u bytes is not "
 			    "NUL-terminated inside its %" PRIu64 "-byte "
@@ -281,7 +266,7 @@ static int feat_auxtrace_index(struct rd *r, const uint8_t *p, uint64_t len,
 		if (len - pos < 8)
 			return fail(r, -PTD_ETRUNC, off + pos, "auxtrace index "
 				    "count cut short");
-		nr = get_u64(p + pos);
+		nr = ptd_get_u64(p + pos);
 		pos += 8;
 		if (nr > PTD_PERFDATA_AUXTRACE_INDEX_GROUP ||
 		    nr * 16 > len - pos)
@@ -300,8 +285,8 @@ static int feat_auxtrace_index(struct rd *r, const uint8_t *p, uint64_t len,
 			return -ENOMEM;
 		pd->index = n;
 		for (i = 0; i < nr; i++, pos += 16) {
-			pd->index[pd->nindex].file_offset = get_u64(p + pos);
-			pd->index[pd->nindex].sz = get_u64(p + pos + 8);
+			pd->index[pd->nindex].file_offset = ptd_get_u64(p + pos);
+			pd->index[pd->nindex].sz = ptd_get_u64(p + pos + 8);
 			pd->nindex++;
 		}
 	}
@@ -388,8 +373,8 @@ static int read_file_features(struct rd *r,
 			return fail(r, -PTD_ETRUNC, eoff, "feature %u's "
 				    "section entry lies past the end of the "
 				    "file", feat);
-		so = get_u64(d + eoff);
-		sz = get_u64(d + eoff + 8);
+		so = ptd_get_u64(d + eoff);
+		sz = ptd_get_u64(d + eoff + 8);
 		if (!inside(so, sz, r->pd->size))
 			return fail(r, -PTD_ETRUNC, eoff, "feature %u section "
 				    "[0x%" PRIx64 ", +%" PRIu64 ") lies "
@@ -419,7 +404,7 @@ static int parse_auxtrace_info(struct rd *r, const uint8_t *p, uint16_t size,
 			    "(needs 16)", size);
 	memset(pt, 0, sizeof(*pt));
 	pt->present = true;
-	pt->type = get_u32(p + 8);
+	pt->type = ptd_get_u32(p + 8);
 	pt->npriv = n = (size - 16u) / 8;
 	if (pt->type != PTD_PERFDATA_AUXTRACE_INTEL_PT)
 		return 0;	/* the decoder refuses it, with its type */
@@ -427,7 +412,7 @@ static int parse_auxtrace_info(struct rd *r, const uint8_t *p, uint16_t size,
 		return fail(r, -PTD_EFORMAT, off, "Intel PT AUXTRACE_INFO "
 			    "with %zu words (perf needs at least %d)", n,
 			    PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS + 1);
-#define W(i) get_u64(w + 8 * (i))
+#define W(i) ptd_get_u64(w + 8 * (i))
 	pt->pmu_type = W(PTD_PERFDATA_INTEL_PT_PMU_TYPE);
 	pt->clock.time_shift = (uint16_t)W(PTD_PERFDATA_INTEL_PT_TIME_SHIFT);
 	pt->clock.time_mult = (uint32_t)W(PTD_PERFDATA_INTEL_PT_TIME_MULT);
@@ -559,7 +544,7 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 		if (h->size < 8 + PTD_PERFDATA_ATTR_SIZE_VER0)
 			return fail(r, -PTD_EFORMAT, off, "HEADER_ATTR of %u "
 				    "bytes", h->size);
-		asz = get_u32(p + 12);
+		asz = ptd_get_u32(p + 12);
 		if (asz == 0)
 			asz = PTD_PERFDATA_ATTR_SIZE_VER0;
 		if (asz > h->size - 8u)
@@ -574,11 +559,11 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 		if (h->size < sizeof(struct ptd_perfdata_header_feature))
 			return fail(r, -PTD_EFORMAT, off, "HEADER_FEATURE of "
 				    "%u bytes", h->size);
-		err = parse_feature(r, get_u64(p + 8), p + 16, h->size - 16u,
+		err = parse_feature(r, ptd_get_u64(p + 8), p + 16, h->size - 16u,
 				    off + 16);
 		if (err == 0)	/* a defined feature: parse_feature checked */
 			ptd_perfdata_feat_set(r->pd->features,
-					      (unsigned)get_u64(p + 8));
+					      (unsigned)ptd_get_u64(p + 8));
 		break;
 	case PTD_PERFDATA_RECORD_HEADER_BUILD_ID: {
 		int64_t n = add_buildid(r, p, h->size, off);
@@ -806,7 +791,7 @@ static int check_kernel_records(struct rd *r)
 					    "short for its sample id",
 					    ptd_perf_record_name(h->type),
 					    h->size);
-			key.id = get_u64((const uint8_t *)h + h->size -
+			key.id = ptd_get_u64((const uint8_t *)h + h->size -
 					 8u * (unsigned)slot);
 			m = bsearch(&key, r->idmap, r->nidmap, sizeof(key),
 				    idmap_cmp);
@@ -889,8 +874,8 @@ static int parse_mem(struct rd *r)
 	if (pd->size < 16)
 		return fail(r, -PTD_ETRUNC, 0, "%zu bytes: too short for a "
 			    "perf.data header", pd->size);
-	magic = get_u64(pd->data);
-	hsize = get_u64(pd->data + 8);
+	magic = ptd_get_u64(pd->data);
+	hsize = ptd_get_u64(pd->data + 8);
 	if (magic == PTD_PERFDATA_MAGIC_SWAPPED)
 		return fail(r, -PTD_EUNSUPPORTED, 0, "perf.data of a "
 			    "big-endian machine");

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "mapcode.h"
+#include "ptenc.h"
 #include "reccmp.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
@@ -82,98 +83,6 @@ static void setup(void)
 	if (map_bytes("code.bin", code, sizeof(code), BASE) <= 0 ||
 	    map_bytes("tail.bin", tail, sizeof(tail), TAIL) <= 0)
 		SKIP_ALL("cannot map the test code");
-}
-
-/* --- Building traces with libipt's encoder. --- */
-
-struct trace {
-	uint8_t buf[4096];
-	struct pt_encoder *enc;
-	size_t len;
-};
-
-static void tr_begin(struct trace *t)
-{
-	struct pt_config cfg;
-
-	memset(t, 0, sizeof(*t));
-	pt_config_init(&cfg);
-	cfg.begin = t->buf;
-	cfg.end = t->buf + sizeof(t->buf);
-	t->enc = pt_alloc_encoder(&cfg);
-	if (!t->enc)
-		abort();
-}
-
-static void pkt(struct trace *t, const struct pt_packet *p)
-{
-	uint64_t off = 0;
-	int r = pt_enc_next(t->enc, p);
-
-	if (r < 0) {
-		fprintf(stderr, "pt_enc_next(type %d): %s\n", p->type,
-			pt_errstr(pt_errcode(r)));
-		abort();
-	}
-	if (pt_enc_get_offset(t->enc, &off) < 0)
-		abort();
-	t->len = (size_t)off;
-}
-
-static void tr_end(struct trace *t)
-{
-	pt_free_encoder(t->enc);
-	t->enc = NULL;
-}
-
-static void simple(struct trace *t, enum pt_packet_type type)
-{
-	struct pt_packet p;
-
-	memset(&p, 0, sizeof(p));
-	p.type = type;
-	pkt(t, &p);
-}
-
-/* An IP packet; ip 0 means suppressed. */
-static void ippkt(struct trace *t, enum pt_packet_type type, uint64_t ip)
-{
-	struct pt_packet p;
-
-	memset(&p, 0, sizeof(p));
-	p.type = type;
-	p.payload.ip.ipc = ip ? pt_ipc_sext_48 : pt_ipc_suppressed;
-	p.payload.ip.ip = ip;
-	pkt(t, &p);
-}
-
-/* PSB+ with 64-bit mode, tracing off. */
-static void psb(struct trace *t)
-{
-	struct pt_packet p;
-
-	simple(t, ppt_psb);
-	memset(&p, 0, sizeof(p));
-	p.type = ppt_mode;
-	p.payload.mode.leaf = pt_mol_exec;
-	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
-	pkt(t, &p);
-	simple(t, ppt_psbend);
-}
-
-/* TNT-8; @bits "1" taken, "0" not, first branch first. */
-static void tnt(struct trace *t, const char *bits)
-{
-	struct pt_packet p;
-	size_t n = strlen(bits);
-
-	memset(&p, 0, sizeof(p));
-	p.type = ppt_tnt_8;
-	p.payload.tnt.bit_size = (uint8_t)n;
-	for (size_t i = 0; i < n; i++)
-		p.payload.tnt.payload = (p.payload.tnt.payload << 1) |
-					(bits[i] == '1');
-	pkt(t, &p);
 }
 
 static void tsx(struct trace *t, int intx, int abrt)

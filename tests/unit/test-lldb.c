@@ -23,6 +23,7 @@
 #include "lldb/trace.h"
 #include "swpt/capture.h"
 #include "swpt/tracer.h"
+#include "unit/ptenc.h"
 #include "unit/reccmp.h"
 
 static char workdir[256];
@@ -236,6 +237,12 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
 	  "{\"timeMult\":1,\"timeShift\":64,\"timeZero\":0}}", -PTD_EFORMAT,
 	  "tscPerfZeroConversion.timeShift: 64 out of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":1,\"timeShift\":32,\"timeZero\":0}}", -PTD_EFORMAT,
+	  "tscPerfZeroConversion.timeShift: 32 out of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":0,\"timeShift\":0,\"timeZero\":0}}", -PTD_EFORMAT,
+	  "tscPerfZeroConversion.timeMult: 0 out of range" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"t\"}],\"modules\":[]}],"
 	  "\"cpus\":[{\"id\":0,\"iptTrace\":\"a\",\"contextSwitchTrace\":"
@@ -329,22 +336,85 @@ static int count_rec(void *ctx, const struct ptd_record *r)
 	return 0;
 }
 
-/* Per-CPU bundles are parsed, but not decoded. */
-static void test_decode_per_cpu_refused(void)
+static void notice_count(void *ctx, const struct ptd_diag *d)
+{
+	(void)d;
+	(*(size_t *)ctx) += 1000;
+}
+
+static void write_in(const char *dir, const char *name, const void *data,
+		     size_t len)
+{
+	char p[700];
+
+	(void)snprintf(p, sizeof(p), "%s/%s", dir, name);
+	REQUIRE(ptd_file_write_atomic(p, data, len) == 0);
+}
+
+/* Per-CPU bundles: what is refused, and by name (the whole decode is in
+ * e2e/test-lldb-e2e.c, the pieces in test-lldb-percpu.c). */
+static void test_decode_per_cpu_errors(void)
 {
 	struct ptd_input_opts o;
 	struct ptd_diag d = { "" };
 	size_t n = 0;
-	struct ptd_input_sink sink = { NULL, count_rec, NULL, &n };
+	struct ptd_input_sink sink = { NULL, count_rec, NULL, &n,
+				       notice_count };
+	const char *dir = wpath("load");
+	char cpus[600];
+	struct trace t;
 
 	memset(&o, 0, sizeof(o));
-	CHECK_EQ_INT(ptd_lldb_decode(wpath("load"), &o, &sink, NULL, &d),
-		     -PTD_EUNSUPPORTED);
-	CHECK_CONTAINS(d.msg, "per-CPU");
-	/* the same through the one interface */
+	/* the CPUs' files are missing */
+	CHECK_EQ_INT(ptd_lldb_decode(dir, &o, &sink, NULL, &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "trace.json: cpus[0].iptTrace: cannot read");
+	CHECK_CONTAINS(d.msg, "cpus/0.trace");
+	(void)snprintf(cpus, sizeof(cpus), "%s/cpus", dir);
+	REQUIRE(mkdir(cpus, 0755) == 0);
+
+	/* a trace without TSC packets cannot be split by time */
+	tr_begin(&t);
+	psb(&t);
+	tr_end(&t);
+	write_in(dir, "cpus/0.trace", t.buf, t.len);
+	CHECK_EQ_INT(ptd_lldb_decode(dir, &o, &sink, NULL, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "cpus[0].iptTrace: the PSB at offset 0 has no "
+		       "TSC");
+
+	/* a bad context switch trace, named with the offset */
+	tr_begin(&t);
+	simple(&t, ppt_pad);
+	psb_tsc(&t, 0x1000, 0);
+	tr_end(&t);
+	write_in(dir, "cpus/0.trace", t.buf, t.len);
+	write_in(dir, "cpus/0.cs", "\x01\x00\x00\x00\x00\x00\x04\x00", 8);
 	CHECK_EQ_INT(ptd_input_decode(wpath("load/trace.json"), &o, &sink,
-				      NULL, &d), -PTD_EUNSUPPORTED);
-	CHECK_EQ_INT(n, 0);
+				      NULL, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "trace.json: cpus[0].contextSwitchTrace: "
+		       "offset 0: a record of 4 bytes");
+
+	/* no switch records: nothing is any thread's, and the decode says
+	 * so (a notice) instead of losing it silently */
+	write_in(dir, "cpus/0.cs", "", 0);
+	write_in(dir, "cpus/3.trace", t.buf, t.len);
+	write_in(dir, "cpus/3.cs", "", 0);
+	n = 0;
+	CHECK_EQ_INT(ptd_lldb_decode(dir, &o, &sink, NULL, &d), 0);
+	CHECK_EQ_INT(n, 1000);	/* one notice, no record */
+
+	/* kernel traces are not decoded */
+	const char *k =
+		"{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,"
+		"\"iptTrace\":\"a\",\"contextSwitchTrace\":\"b\"}],"
+		"\"tscPerfZeroConversion\":{\"timeMult\":1,\"timeShift\":0,"
+		"\"timeZero\":0},\"kernel\":{\"file\":\"vmlinux\"}}";
+	const char *kdir = wpath("kernel");
+
+	REQUIRE(mkdir(kdir, 0755) == 0);
+	write_in(kdir, "trace.json", k, strlen(k));
+	CHECK_EQ_INT(ptd_lldb_decode(kdir, &o, &sink, NULL, &d),
+		     -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(d.msg, "a kernel LLDB trace");
 }
 
 /* ---- elfwrap ------------------------------------------------------------ */
@@ -711,7 +781,7 @@ int main(void)
 	RUN(test_parse_bad);
 	RUN(test_parse_limits);
 	RUN(test_load);
-	RUN(test_decode_per_cpu_refused);
+	RUN(test_decode_per_cpu_errors);
 	RUN(test_elfwrap);
 	RUN(test_export_refusals);
 	if (progs_dir) {
