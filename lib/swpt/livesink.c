@@ -187,29 +187,19 @@ static int cpu_put(struct ptd_livesink *s, struct vcpu *c, const void *rec,
 	return r < 0 ? r : ptd_perf_producer_record(&c->prod, rec, len);
 }
 
-/* PERF_RECORD_SWITCH (IN, or OUT) of @t on CPU @c: a header and the
- * sample_id trailer, which is laid out here by the ITRACE_START encoder
- * (header + {pid, tid} + trailer) and moved up over {pid, tid}. */
+/* PERF_RECORD_SWITCH (IN, or OUT) of @t on CPU @c. */
 static int cpu_switch(struct ptd_livesink *s, struct vcpu *c,
 		      const struct ptd_livesink_thread *t, bool out)
 {
-	struct ptd_perf_itrace_start it = { (uint32_t)s->pid,
-					    (uint32_t)t->tid };
+	struct ptd_perf_switch sw = { .out = out };
 	struct ptd_perf_sample_id sid = cpu_sid(s, t->tid,
 						(unsigned)(c - s->cpu));
-	struct perf_event_header h;
-	size_t len = ptd_perf_encode_itrace_start(s->rec, sizeof(s->rec), &it,
-						  SAMPLE_TYPE, &sid);
+	size_t len = ptd_perf_encode_switch(s->rec, sizeof(s->rec), &sw,
+					    SAMPLE_TYPE, &sid);
 
-	if (len < sizeof(h) + 8)
+	if (!len)
 		return -EINVAL;
-	memmove(s->rec + sizeof(h), s->rec + sizeof(h) + 8,
-		len - sizeof(h) - 8);
-	h.type = PERF_RECORD_SWITCH;
-	h.misc = out ? PERF_RECORD_MISC_SWITCH_OUT : 0;
-	h.size = (uint16_t)(len - 8);
-	memcpy(s->rec, &h, sizeof(h));
-	return cpu_put(s, c, s->rec, len - 8);
+	return cpu_put(s, c, s->rec, len);
 }
 
 static int cpu_switch_out(struct ptd_livesink *s, struct vcpu *c)

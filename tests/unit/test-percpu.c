@@ -201,30 +201,13 @@ static int put_switch(struct cpu *c, bool wide, bool out, uint32_t pid,
 		      uint32_t tid, uint32_t np_pid, uint32_t np_tid)
 {
 	uint64_t rec[16];
-	uint8_t *p = (uint8_t *)rec + 8;
-	struct perf_event_header h = {
-		.type = wide ? PERF_RECORD_SWITCH_CPU_WIDE : PERF_RECORD_SWITCH,
-		.misc = out ? PERF_RECORD_MISC_SWITCH_OUT : 0,
-	};
+	struct ptd_perf_switch sw = { .out = out, .cpu_wide = wide,
+				      .next_prev_pid = np_pid,
+				      .next_prev_tid = np_tid };
 	struct ptd_perf_sample_id sid = sid_of(c, pid, tid);
-	uint32_t res = 0;
+	size_t n = ptd_perf_encode_switch(rec, sizeof(rec), &sw, ST, &sid);
 
-	if (wide) {
-		memcpy(p, &np_pid, 4);
-		memcpy(p + 4, &np_tid, 4);
-		p += 8;
-	}
-	/* sample_id: TID, TIME, CPU, IDENTIFIER (the kernel's order) */
-	memcpy(p, &sid.pid, 4);
-	memcpy(p + 4, &sid.tid, 4);
-	memcpy(p + 8, &sid.time, 8);
-	memcpy(p + 16, &sid.cpu, 4);
-	memcpy(p + 20, &res, 4);
-	memcpy(p + 24, &sid.identifier, 8);
-	p += 32;
-	h.size = (uint16_t)(p - (uint8_t *)rec);
-	memcpy(rec, &h, sizeof(h));
-	return put(c, rec, h.size);
+	return n ? put(c, rec, n) : -EINVAL;
 }
 
 static int put_task(struct cpu *c, bool exit, uint32_t pid, uint32_t ppid,

@@ -371,6 +371,56 @@ static void test_roundtrip_code_unmap(void)
 	}
 }
 
+static void test_roundtrip_switch(void)
+{
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(sample_types); i++) {
+		uint64_t st = sample_types[i];
+
+		for (int k = 0; k < 8; k++) {
+			struct ptd_perf_switch sw = {
+				.out = k & 1, .preempt = (k & 2) != 0,
+				.cpu_wide = (k & 4) != 0,
+				.next_prev_pid = 41, .next_prev_tid = 42 };
+			struct ptd_perf_event ev;
+			uint16_t misc = 0;
+
+			if (sw.out)
+				misc = PERF_RECORD_MISC_SWITCH_OUT |
+				       (sw.preempt ?
+					PERF_RECORD_MISC_SWITCH_OUT_PREEMPT :
+					0);
+			REQUIRE(ptd_perf_encode_switch(BUF, sizeof(buf_u64),
+						       &sw, st, &test_sid) ==
+				8 + (sw.cpu_wide ? 8u : 0u) +
+					ptd_perf_sample_id_size(st));
+			REQUIRE(parse_buf(st, &ev, NULL) == 0);
+			CHECK_EQ_INT(ev.type, sw.cpu_wide ?
+				     PERF_RECORD_SWITCH_CPU_WIDE :
+				     PERF_RECORD_SWITCH);
+			CHECK_EQ_INT(ev.misc, misc);
+			CHECK_EQ_INT(ev.u.sw.out, sw.out);
+			CHECK_EQ_INT(ev.u.sw.preempt, sw.out && sw.preempt);
+			CHECK_EQ_INT(ev.u.sw.cpu_wide, sw.cpu_wide);
+			if (sw.cpu_wide) {
+				CHECK_EQ_INT(ev.u.sw.next_prev_pid, 41);
+				CHECK_EQ_INT(ev.u.sw.next_prev_tid, 42);
+			}
+			check_sid(&ev.sid, st);
+		}
+	}
+	/* LLDB's context switch records: TID|TIME, 32 bytes */
+	struct ptd_perf_switch wide = { .cpu_wide = true };
+
+	CHECK_EQ_INT(ptd_perf_encode_switch(BUF, sizeof(buf_u64), &wide,
+					    PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
+					    &test_sid), 32);
+	CHECK_EQ_INT(ptd_perf_encode_switch(BUF, 31, &wide,
+					    PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
+					    &test_sid), 0);
+	CHECK_EQ_INT(ptd_perf_encode_switch(BUF, sizeof(buf_u64), NULL, 0,
+					    NULL), 0);
+}
+
 static void test_encode_refusals(void)
 {
 	struct ptd_perf_mmap m = test_mmap;
@@ -1551,6 +1601,7 @@ int main(void)
 	RUN(test_roundtrip_mmap2);
 	RUN(test_roundtrip_comm_task_itrace);
 	RUN(test_roundtrip_code_unmap);
+	RUN(test_roundtrip_switch);
 	RUN(test_encode_refusals);
 	RUN(test_kernel_only_records);
 	RUN(test_unknown_type);
