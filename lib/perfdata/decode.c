@@ -873,6 +873,13 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 				 "%ld", pd->name, (long)d->o->tid);
 	if (!d->o->cpu_given && pd->have_cpu)
 		dopts.cpu = pd->cpu;
+	/* Perf time on records: the TSC conversion AUXTRACE_INFO carries
+	 * when the kernel gave one (cap_user_time_zero; the reader refused
+	 * one that would not convert), as perf's own decoder uses it. */
+	if (!dopts.has_clock && pd->pt.present && pd->pt.cap_user_time_zero) {
+		dopts.has_clock = true;
+		dopts.clock = pd->pt.clock;
+	}
 	icache = ptd_insncache_new(0);
 	if (!icache)
 		return -ENOMEM;

@@ -27,6 +27,12 @@
  * padding after the end the thread's PERF_RECORD_AUX records announce,
  * is dropped.
  *
+ * Time.  When AUXTRACE_INFO carries the kernel's TSC conversion
+ * (cap_user_time_zero), records with a TSC also get perf time ("time"), as
+ * perf's own decoder computes it; no wall time (perf.data has no
+ * reference between perf time and the wall clock unless recorded with
+ * --clockid).
+ *
  * Files.  A mapped file is found under o->sysroot (the traced path
  * appended), else by build-id (from the MMAP2 record or the BUILD_ID
  * feature): o->buildid_dir/.build-id/xx/REST/elf (or .../xx/REST), or

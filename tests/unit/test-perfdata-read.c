@@ -23,6 +23,7 @@
 #include "common/strutil.h"
 #include "perfdata/decode.h"
 #include "perfdata/read.h"
+#include "unit/ptenc.h"
 
 #define ST (PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |             \
 	    PERF_SAMPLE_IDENTIFIER)
@@ -795,6 +796,84 @@ static void test_missing_image(void)
 	fb_free(&f);
 }
 
+/* Records with a TSC and the time they were given. */
+struct timed {
+	struct ptd_perf_clock clock;
+	unsigned tsc, timed, wrong;
+};
+
+static int timed_record(void *ctx, const struct ptd_record *r)
+{
+	struct timed *t = ctx;
+
+	if (!r->has_tsc)
+		return 0;
+	t->tsc++;
+	if (!r->has_time)
+		return 0;
+	t->timed++;
+	if (r->time != ptd_perf_tsc_to_time(&t->clock, r->tsc))
+		t->wrong++;
+	return 0;
+}
+
+/* Records get perf time from AUXTRACE_INFO's TSC conversion when the
+ * kernel gave one (cap_user_time_zero), and none without it. */
+static void test_time(void)
+{
+	struct timed t = { .clock = { .time_zero = 77777, .time_mult = 3,
+				      .time_shift = 1 } };
+	struct ptd_input_sink sink = { NULL, timed_record, NULL, &t };
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag d = { "" };
+	struct ptd_input_opts o;
+	struct ptd_buf out;
+	struct trace pt;
+	struct fb f;
+	size_t priv = sizeof(struct ptd_perfdata_auxtrace_info);
+
+	/* PSB+ with a TSC, tracing on at the start of /bin/true */
+	tr_begin(&pt);
+	psb_tsc(&pt, 0x123456789ull, 0x400000);
+	while (pt.len % 8)	/* AUXTRACE payloads are 8-byte multiples */
+		simple(&pt, ppt_pad);
+	tr_end(&pt);
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
+	for (int with = 0; with < 2; with++) {
+		fb_init(&f);
+		fb_ptinfo(&f, false, NULL);
+		if (with) {
+			set_u64(&f.recs, priv + 8 *
+				PTD_PERFDATA_INTEL_PT_CAP_USER_TIME_ZERO, 1);
+			set_u64(&f.recs, priv + 8 *
+				PTD_PERFDATA_INTEL_PT_TIME_MULT, 3);
+			set_u64(&f.recs, priv + 8 *
+				PTD_PERFDATA_INTEL_PT_TIME_SHIFT, 1);
+			set_u64(&f.recs, priv + 8 *
+				PTD_PERFDATA_INTEL_PT_TIME_ZERO, 77777);
+		}
+		fb_comm(&f, 100, 100, true, "prog");
+		fb_mmap2(&f, 100, 0x400000, 0x1000, 0, "/bin/true", NULL);
+		fb_itrace(&f, 100, 100, UINT32_MAX);
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, pt.buf, pt.len);
+		fb_file(&f, &out);
+		memset(&t.tsc, 0, sizeof(t) - sizeof(t.clock));
+		if (ptd_perfdata_parse(out.data, out.len, "t.data", &pd,
+				       &d) < 0)
+			fprintf(stderr, "  %s\n", d.msg);
+		REQUIRE(pd);
+		CHECK_EQ_INT(ptd_perfdata_decode_parsed(pd, &o, &sink, NULL,
+							&d), 0);
+		CHECK(t.tsc > 0);
+		CHECK_EQ_INT(t.timed, with ? t.tsc : 0);
+		CHECK_EQ_INT(t.wrong, 0);
+		ptd_perfdata_free(pd);
+		ptd_buf_free(&out);
+		fb_free(&f);
+	}
+}
+
 /* A file without AUXTRACE_INFO is refused by the decoder. */
 static void test_no_pt(void)
 {
@@ -1261,6 +1340,7 @@ int main(void)
 	RUN(test_per_cpu);
 	RUN(test_damage);
 	RUN(test_missing_image);
+	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);
 	RUN(test_losses);
