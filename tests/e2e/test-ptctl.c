@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "unit/ptenc.h"
+#include "unit/lldb-unclaimed.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
@@ -232,6 +234,24 @@ static void test_capture_decode_verify(void)
 
 /* Raw input as ptxed takes it: only the program's own ELF, so code in
  * ld.so and libc is missing: error records, decoding goes on, exit 3. */
+/* What an input says of itself as a whole (input.h notice) is printed:
+ * an LLDB per-CPU bundle whose bytes no thread's run claims. */
+static void test_decode_notice(void)
+{
+	char dir[300];
+	const char *dec[] = { "decode", dir, NULL };
+	struct run r;
+
+	(void)snprintf(dir, sizeof(dir), "%s/lldb-unclaimed", workdir);
+	REQUIRE(lldb_unclaimed_bundle(dir));
+	r = run_ptctl(dec);
+	CHECK_EQ_INT(r.status, 0);
+	CHECK_CONTAINS(r.err ? r.err : "", "ptctl: note: ");
+	CHECK_CONTAINS(r.err ? r.err : "", LLDB_UNCLAIMED_NOTICE);
+	CHECK_CONTAINS(r.out ? r.out : "", "\"type\":\"bye\"");
+	run_free(&r);
+}
+
 static void test_raw_missing_code(void)
 {
 	char dir[300], ptfile[400], elf[600], prog[512];
@@ -626,6 +646,7 @@ int main(void)
 	RUN(test_trace_stream);
 	RUN(test_capture_decode_verify);
 	RUN(test_raw_missing_code);
+	RUN(test_decode_notice);
 	RUN(test_max_insns);
 	RUN(test_export_roundtrip);
 	RUN(test_bad_usage);

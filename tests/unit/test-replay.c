@@ -30,6 +30,8 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "unit/ptenc.h"
+#include "unit/lldb-unclaimed.h"
 #include "bundle/bundle.h"
 #include "common/fileio.h"
 #include "daemon/config.h"
@@ -338,8 +340,8 @@ static void expected_lines(struct lines *exp)
 }
 
 /* Replay the capture, subscribe on the same connection, read it all. */
-static cJSON *replay_read(bool lossless, bool slow, struct lines *got,
-			  uint64_t *lost, char **hello)
+static cJSON *replay_path(const char *path, bool lossless, bool slow,
+			  struct lines *got, uint64_t *lost, char **hello)
 {
 	struct client c;
 	char req[600];
@@ -350,7 +352,7 @@ static cJSON *replay_read(bool lossless, bool slow, struct lines *got,
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
 		       "\"lossless\":%s}",
-		       capdir, lossless ? "true" : "false");
+		       path, lossless ? "true" : "false");
 	r = cl_call(&c, req);
 	CHECK(resp_ok(r));
 	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
@@ -367,6 +369,36 @@ static cJSON *replay_read(bool lossless, bool slow, struct lines *got,
 	bye = read_stream(&c, got, lost, slow, hello);
 	cl_close(&c);
 	return bye;
+}
+
+static cJSON *replay_read(bool lossless, bool slow, struct lines *got,
+			  uint64_t *lost, char **hello)
+{
+	return replay_path(capdir, lossless, slow, got, lost, hello);
+}
+
+/* What an input says of itself as a whole reaches the subscribers: an
+ * LLDB per-CPU bundle whose trace no thread's run claims ends with a bye
+ * that says how many bytes were not decoded. */
+static void test_replay_notice(void)
+{
+	struct lines got = { 0 };
+	char dir[128], *hello = NULL;
+	const char *msg;
+	uint64_t lost = 0;
+	cJSON *bye;
+
+	(void)snprintf(dir, sizeof(dir), "%s/lldb-unclaimed", workdir);
+	REQUIRE(lldb_unclaimed_bundle(dir));
+	bye = replay_path(dir, false, false, &got, &lost, &hello);
+	REQUIRE(bye);
+	msg = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(bye,
+								    "message"));
+	CHECK_CONTAINS(msg ? msg : "", "end of the trace; ");
+	CHECK_CONTAINS(msg ? msg : "", LLDB_UNCLAIMED_NOTICE);
+	free(hello);
+	cJSON_Delete(bye);
+	lines_free(&got);
 }
 
 static void compare_lines(const struct lines *got, const struct lines *exp)
@@ -768,6 +800,7 @@ int main(void)
 	RUN(test_replay_equals_decode);
 	RUN(test_lossless_vs_lossy);
 	RUN(test_replay_refusals);
+	RUN(test_replay_notice);
 	RUN(test_replay_list_detach);
 	server_stop();
 	/* live sessions drop what a queue cannot take: a roomy one */
