@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,6 +36,9 @@ static int notify_addr(const char *e, struct sockaddr_un *sa,
 	return 0;
 }
 
+/* How long READY=1 / STOPPING=1 wait for room in a full queue. */
+#define NOTIFY_RETRY_MS 1000u
+
 int ptd_sd_notify(const char *state)
 {
 	const char *e = getenv("NOTIFY_SOCKET");
@@ -54,10 +58,22 @@ int ptd_sd_notify(const char *state)
 	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	do
-		w = sendto(fd, state, strlen(state), MSG_NOSIGNAL,
-			   (const struct sockaddr *)&sa, salen);
-	while (w < 0 && errno == EINTR);
+	/* Never wait long: the control loop calls this, and a notify socket
+	 * whose queue is full (a reader that does not read) would stop it.
+	 * A STATUS= update is dropped at once (-EAGAIN); READY/STOPPING are
+	 * tried for up to NOTIFY_RETRY_MS first. */
+	for (unsigned waited = 0;; waited += 10) {
+		do
+			w = sendto(fd, state, strlen(state),
+				   MSG_NOSIGNAL | MSG_DONTWAIT,
+				   (const struct sockaddr *)&sa, salen);
+		while (w < 0 && errno == EINTR);
+		if (w >= 0 || errno != EAGAIN || waited >= NOTIFY_RETRY_MS ||
+		    !strncmp(state, "STATUS=", 7))
+			break;
+		(void)nanosleep(&(struct timespec){ 0, 10 * 1000 * 1000 },
+				NULL);
+	}
 	if (w < 0)
 		return -errno;
 	return 1;

@@ -17,7 +17,9 @@
  * Returns 1 if sent, 0 if $NOTIFY_SOCKET is unset or empty (not run by
  * systemd: nothing to do), -EINVAL if $NOTIFY_SOCKET is neither absolute
  * nor "@..." or too long for sun_path or @state is NULL/empty, or -errno
- * from socket/sendmsg. */
+ * from socket/sendmsg: -EAGAIN when the receiver's queue is full (the
+ * message is dropped: a STATUS= update at once, anything else after
+ * trying for a second; this never blocks longer). */
 int ptd_sd_notify(const char *state);
 
 /* Sockets passed by systemd socket activation: if $LISTEN_PID is our pid,

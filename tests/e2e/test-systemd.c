@@ -272,6 +272,40 @@ static void test_notify_path(void)
 	(void)unsetenv("NOTIFY_SOCKET");
 }
 
+/* A receiver that does not read fills its queue; sending must not wait
+ * for it (the control loop sends STATUS= on every change: a blocked send
+ * stopped the daemon in test-security, whose notify socket is read only
+ * at start).  Each send returns at once: sent, or -EAGAIN dropped. */
+static void test_notify_full_queue(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, sent = 0, dropped = 0;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify-full", tmpdir);
+	fd = dgram_bind(&sa, sizeof(sa));
+	REQUIRE(fd >= 0);
+	(void)setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+	alarm(20);	/* a blocking send would hang here: fail instead */
+	for (int i = 0; i < 2000; i++) {
+		int r = ptd_sd_notify("STATUS=1 session(s), 1 client(s)");
+
+		if (r == 1)
+			sent++;
+		else if (r == -EAGAIN)
+			dropped++;
+		else
+			CHECK_FAIL_("send %d: %d", i, r);
+	}
+	alarm(0);
+	CHECK(sent > 0);
+	CHECK(dropped > 0);
+	fprintf(stderr, "  %d sent, %d dropped on a full queue\n", sent,
+		dropped);
+	(void)close(fd);
+	(void)unlink(sa.sun_path);
+	(void)unsetenv("NOTIFY_SOCKET");
+}
+
 static void test_notify_abstract(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -569,6 +603,7 @@ int main(void)
 	RUN(test_sysusers);
 	RUN(test_notify_path);
 	RUN(test_notify_abstract);
+	RUN(test_notify_full_queue);
 	RUN(test_notify_bad_env);
 	RUN(test_listen_fds);
 	RUN(test_log_plain);
