@@ -17,17 +17,31 @@ run_suite() {
 	fi
 	local rc=0
 	meson test -C "$dir" --print-errorlogs --num-processes 2 || rc=$?
-	python3 - "$dir/meson-logs/testlog.json" <<'PY' >>"$summary"
+	# One result per line into $summary; each failure's name and the tail of
+	# its output into $failures, printed again at the very end so that a
+	# reader of only the last lines of a CI log still sees what broke.
+	python3 - "$dir/meson-logs/testlog.json" "$dir" "$failures" <<'PY' >>"$summary"
 import json, sys
-for line in open(sys.argv[1]):
-    t = json.loads(line)
-    print(t["result"])
+log, build, failures = sys.argv[1:4]
+with open(failures, "a") as out:
+    for line in open(log):
+        t = json.loads(line)
+        print(t["result"])
+        if t["result"] in ("OK", "SKIP"):
+            continue
+        text = (t.get("stdout") or "") + (t.get("stderr") or "")
+        tail = text.splitlines()[-40:]
+        out.write("=== %s: %s %s after %.1fs; last %d lines:\n"
+                  % (build, t["name"], t["result"], t.get("duration", 0),
+                     len(tail)))
+        out.write("".join(l + "\n" for l in tail))
 PY
 	return $rc
 }
 
 summary=$(mktemp)
-trap 'rm -f "$summary"' EXIT
+failures=$(mktemp)
+trap 'rm -f "$summary" "$failures"' EXIT
 rc=0
 run_suite build-ci || rc=1
 run_suite build-ci-asan -Db_sanitize=address,undefined -Db_lundef=false || rc=1
@@ -35,5 +49,6 @@ run_suite build-ci-asan -Db_sanitize=address,undefined -Db_lundef=false || rc=1
 passed=$(grep -c -x 'OK' "$summary" || true)
 failed=$(grep -c -v -x -e 'OK' -e 'SKIP' "$summary" || true)
 skipped=$(grep -c -x 'SKIP' "$summary" || true)
+cat "$failures"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $rc
