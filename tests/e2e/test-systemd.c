@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -301,6 +302,73 @@ static void test_notify_full_queue(void)
 	CHECK(dropped > 0);
 	fprintf(stderr, "  %d sent, %d dropped on a full queue\n", sent,
 		dropped);
+	(void)close(fd);
+	(void)unlink(sa.sun_path);
+	(void)unsetenv("NOTIFY_SOCKET");
+}
+
+/* Fill @fd's queue with STATUS= updates until one is dropped. */
+static void fill_queue(void)
+{
+	for (int i = 0; i < 4000; i++)
+		if (ptd_sd_notify("STATUS=filler") == -EAGAIN)
+			return;
+	CHECK_FAIL_("%s", "the notify queue never filled");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* READY=1 is not dropped like a STATUS= update: on a full queue it waits
+ * (up to a second) for the reader, and gives up with -EAGAIN when no
+ * reader comes, rather than stopping the control loop. */
+static void test_notify_ready_retry(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char buf[256], last[256] = "";
+	double t0, waited;
+	pid_t pid;
+	int fd, st;
+	ssize_t n;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/notify-retry",
+		 tmpdir);
+	fd = dgram_bind(&sa, sizeof(sa));
+	REQUIRE(fd >= 0);
+	(void)setenv("NOTIFY_SOCKET", sa.sun_path, 1);
+	alarm(20);
+
+	/* No reader: READY=1 retries, then reports the full queue. */
+	fill_queue();
+	t0 = now_s();
+	CHECK_EQ_INT(ptd_sd_notify("READY=1"), -EAGAIN);
+	waited = now_s() - t0;
+	CHECK(waited >= 0.5);
+	fprintf(stderr, "  READY=1 gave up after %.2f s\n", waited);
+
+	/* A reader that frees one slot 200 ms later: READY=1 gets through
+	 * and is the last message in the queue. */
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		(void)nanosleep(&(struct timespec){ 0, 200 * 1000 * 1000 },
+				NULL);
+		_exit(recv(fd, buf, sizeof(buf), 0) > 0 ? 0 : 1);
+	}
+	CHECK_EQ_INT(ptd_sd_notify("READY=1"), 1);
+	REQUIRE(waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	while ((n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT)) > 0) {
+		buf[n] = '\0';
+		memcpy(last, buf, (size_t)n + 1);
+	}
+	CHECK_EQ_STR(last, "READY=1");
+	alarm(0);
 	(void)close(fd);
 	(void)unlink(sa.sun_path);
 	(void)unsetenv("NOTIFY_SOCKET");
@@ -604,6 +672,7 @@ int main(void)
 	RUN(test_notify_path);
 	RUN(test_notify_abstract);
 	RUN(test_notify_full_queue);
+	RUN(test_notify_ready_retry);
 	RUN(test_notify_bad_env);
 	RUN(test_listen_fds);
 	RUN(test_log_plain);
