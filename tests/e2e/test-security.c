@@ -568,9 +568,7 @@ static char *rline(int fd, char *buf, size_t cap, size_t *have)
 	}
 }
 
-/* Replay @path as @uid, stream it, count insns in @module.  (Not lossless:
- * what is checked here is whose rights the files are read with; lossless
- * delivery is test-replay's.) */
+/* Replay @path as @uid, lossless, stream it, count insns in @module. */
 static void replay_as(uid_t uid, gid_t gid, const char *path,
 		      const char *module, struct replay_out *o)
 {
@@ -585,8 +583,8 @@ static void replay_as(uid_t uid, gid_t gid, const char *path,
 	if (fd < 0)
 		return;
 	snprintf(line, sizeof(line),
-		 "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}\n",
-		 path);
+		 "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
+		 "\"lossless\":true}\n", path);
 	if (ptd_write_all(fd, line, strlen(line)) < 0 ||
 	    !(l = rline(fd, buf, sizeof(buf), &have))) {
 		(void)close(fd);
