@@ -43,6 +43,9 @@ struct ptd_replay {
 	gid_t *groups;
 	size_t ngroups;
 	struct ptd_session_sink sink;
+	void (*decided)(void *ctx);	/* told when start is decided */
+	void *decided_ctx;
+	uint64_t started_ms;		/* when the thread was made */
 	/* guarded by lock */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -160,6 +163,8 @@ static int stop_reason(struct ptd_replay *r)
 static void set_state(struct ptd_replay *r, int err,
 		      const struct ptd_diag *diag)
 {
+	bool told = false;
+
 	pthread_mutex_lock(&r->lock);
 	if (r->state == RP_STARTING) {
 		r->state = err < 0 ? RP_REFUSED : RP_ACCEPTED;
@@ -167,8 +172,11 @@ static void set_state(struct ptd_replay *r, int err,
 		if (diag)
 			r->diag = *diag;
 		pthread_cond_broadcast(&r->cond);
+		told = true;
 	}
 	pthread_mutex_unlock(&r->lock);
+	if (told && r->decided)
+		r->decided(r->decided_ctx);
 }
 
 /* Wait for go (true) or a stop before it (false). */
@@ -370,11 +378,8 @@ static void *replay_main(void *arg)
 	pthread_mutex_lock(&r->lock);
 	if (r->state == RP_STARTING && res < 0) {
 		/* refused before the reader described it: start says so */
-		r->state = RP_REFUSED;
-		r->err = res;
-		r->diag = diag;
-		pthread_cond_broadcast(&r->cond);
 		pthread_mutex_unlock(&r->lock);
+		set_state(r, res, &diag);
 		return NULL;
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -450,28 +455,9 @@ static int check_opts(const struct ptd_replay_opts *o,
 	return 0;
 }
 
-/* Wait for the thread to accept or refuse the input, at most
- * PTD_REPLAY_START_MS; a timeout accepts it. */
-static void wait_accepted(struct ptd_replay *r)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += PTD_REPLAY_START_MS / 1000u;
-	pthread_mutex_lock(&r->lock);
-	while (r->state == RP_STARTING)
-		if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) ==
-		    ETIMEDOUT)
-			break;
-	if (r->state == RP_STARTING)
-		r->state = RP_ACCEPTED;
-	pthread_mutex_unlock(&r->lock);
-}
-
-int ptd_replay_start(const struct ptd_replay_opts *o,
+int ptd_replay_begin(const struct ptd_replay_opts *o,
 		     const struct ptd_session_sink *sink,
-		     struct ptd_replay **ret_replay,
-		     struct ptd_replay_info *ret_info, struct ptd_diag *diag)
+		     struct ptd_replay **ret_replay, struct ptd_diag *diag)
 {
 	struct ptd_replay *r;
 	int err;
@@ -485,6 +471,9 @@ int ptd_replay_start(const struct ptd_replay_opts *o,
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->cond, NULL);
 	r->sink = *sink;
+	r->decided = o->decided;
+	r->decided_ctx = o->decided_ctx;
+	r->started_ms = now_ms();
 	err = copy_opts(r, o);
 	if (err == 0)
 		err = -pthread_create(&r->th, NULL, replay_main, r);
@@ -494,17 +483,80 @@ int ptd_replay_start(const struct ptd_replay_opts *o,
 				 strerror(-err));
 	}
 	r->th_started = true;
-	wait_accepted(r);
-	if (r->state == RP_REFUSED) {
-		err = r->err;
-		*diag = r->diag;
-		(void)pthread_join(r->th, NULL);
-		replay_free_mem(r);
-		return err;
-	}
+	*ret_replay = r;
+	return 0;
+}
+
+int ptd_replay_started(struct ptd_replay *r, struct ptd_replay_info *ret_info,
+		       struct ptd_diag *diag)
+{
+	int res;
+
 	pthread_mutex_lock(&r->lock);
-	*ret_info = r->info;
+	/* Undecided for too long (a slow file system, a huge bundle to
+	 * verify): accepted; a later refusal ends the replay with it. */
+	if (r->state == RP_STARTING &&
+	    now_ms() - r->started_ms >= PTD_REPLAY_START_MS)
+		r->state = RP_ACCEPTED;
+	switch (r->state) {
+	case RP_STARTING:
+		res = 0;
+		break;
+	case RP_REFUSED:
+		res = r->err < 0 ? r->err : -EIO;
+		*diag = r->diag;
+		break;
+	case RP_ACCEPTED:
+	default:
+		res = 1;
+		*ret_info = r->info;
+		break;
+	}
 	pthread_mutex_unlock(&r->lock);
+	return res;
+}
+
+unsigned ptd_replay_start_left_ms(struct ptd_replay *r)
+{
+	uint64_t t = now_ms() - r->started_ms;
+
+	return t >= PTD_REPLAY_START_MS ? 0
+					: (unsigned)(PTD_REPLAY_START_MS - t);
+}
+
+int ptd_replay_start(const struct ptd_replay_opts *o,
+		     const struct ptd_session_sink *sink,
+		     struct ptd_replay **ret_replay,
+		     struct ptd_replay_info *ret_info, struct ptd_diag *diag)
+{
+	struct ptd_replay *r;
+	int res;
+
+	res = ptd_replay_begin(o, sink, &r, diag);
+	if (res < 0)
+		return res;
+	pthread_mutex_lock(&r->lock);
+	while (r->state == RP_STARTING) {
+		struct timespec ts;
+		unsigned left = ptd_replay_start_left_ms(r);
+
+		if (!left)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += (time_t)(left / 1000u);
+		ts.tv_nsec += (long)(left % 1000u) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&r->cond, &r->lock, &ts);
+	}
+	pthread_mutex_unlock(&r->lock);
+	res = ptd_replay_started(r, ret_info, diag);
+	if (res < 0) {
+		ptd_replay_free(r);
+		return res;
+	}
 	*ret_replay = r;
 	return 0;
 }

@@ -14,11 +14,16 @@
  * input, the images it maps, opened lazily -- is opened by that thread.
  *
  * Life of a replay:
- *  1. ptd_replay_start: the thread takes the client's credentials and
- *     starts the decode; start returns once the input was accepted (the
- *     reader described it) or refused (-errno with the reader's message),
- *     or after PTD_REPLAY_START_MS (then it is accepted; a later refusal
- *     ends the replay with an error).
+ *  1. ptd_replay_begin: the thread takes the client's credentials and
+ *     starts the decode; begin returns at once.  The input is then
+ *     accepted (the reader described it) or refused (-errno with the
+ *     reader's message) -- or, still undecided after PTD_REPLAY_START_MS,
+ *     accepted (a later refusal ends the replay with an error).  The
+ *     thread calls opts.decided when it decides; ptd_replay_started says
+ *     what was decided.  A daemon's control loop uses these so that a
+ *     slow input (a large bundle to verify) never holds it up;
+ *     ptd_replay_start is begin + waiting for the decision, for callers
+ *     that may block.
  *  2. ptd_replay_go: the caller has made the fan-out; the thread waits for
  *     the first subscriber (at most @wait_ms: a client subscribes after
  *     the replay response), then delivers the records.
@@ -73,6 +78,11 @@ struct ptd_replay_opts {
 	/* lossless: the subscribers' queue limit (fan-out queue_size) */
 	size_t queue_size;
 	unsigned stall_ms;		/* 0: PTD_REPLAY_STALL_MS */
+	/* Called once, on the replay thread, when it accepts or refuses the
+	 * input (not when PTD_REPLAY_START_MS passes: the caller times
+	 * that, see ptd_replay_start_left_ms); NULL: not told. */
+	void (*decided)(void *ctx);
+	void *decided_ctx;
 };
 
 /* What the input said of itself (the reader's info; kind NONE and pid 0
@@ -85,7 +95,25 @@ struct ptd_replay_info {
 
 struct ptd_replay;
 
-/* Start replaying @o->path into @sink (record and ended; snapshot unused).
+/* Start replaying @o->path into @sink (record and ended; snapshot unused)
+ * without waiting for the input to be accepted.  Returns 0 with
+ * *ret_replay, or -EINVAL (a relative or empty path, a bad option),
+ * -ENOMEM, -errno (the thread could not be made) with @diag. */
+int ptd_replay_begin(const struct ptd_replay_opts *o,
+		     const struct ptd_session_sink *sink,
+		     struct ptd_replay **ret_replay, struct ptd_diag *diag);
+
+/* What became of the input of a replay begun: 0 undecided yet; 1 accepted
+ * (*ret_info filled; PTD_REPLAY_START_MS after begin an undecided input
+ * counts as accepted); or the refusal's error as ptd_replay_start returns
+ * it, with its message in @diag (then ptd_replay_free it).  Any thread. */
+int ptd_replay_started(struct ptd_replay *r, struct ptd_replay_info *ret_info,
+		       struct ptd_diag *diag);
+
+/* Milliseconds until an undecided input counts as accepted (0: now). */
+unsigned ptd_replay_start_left_ms(struct ptd_replay *r);
+
+/* ptd_replay_begin, then wait until ptd_replay_started decides.
  * Returns 0 with *ret_replay and *ret_info, or with a message in @diag:
  *  -EINVAL  a relative or empty path, a bad option
  *  -EPERM   ptd cannot take the client's credentials (not root, another

@@ -92,6 +92,11 @@ struct srv_session {
 	 * kind. */
 	struct ptd_replay *rp;
 	char *path;
+	/* While its input is not yet accepted (on ptd_server.starting, not
+	 * yet a session): the connection waiting for the response (NULL once
+	 * it is gone) and its request's id. */
+	struct conn *start_conn;
+	cJSON *start_id;
 	enum ptd_input_kind input_kind;
 	bool lossless;
 	/* options.record: where the session's capture is spooled (ptd's own
@@ -134,6 +139,7 @@ struct ptd_server {
 	struct conn *conns;
 	unsigned nconns;
 	struct srv_session *sessions;
+	struct srv_session *starting;	/* replays not yet accepted */
 	uint64_t next_session_id;
 	bool shutting_down;
 	uint64_t shutdown_deadline_ms;
@@ -557,6 +563,8 @@ static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (ss->owner == uid && !ss->reaped)
 			n++;
+	for (ss = s->starting; ss; ss = ss->next)
+		n += ss->owner == uid;
 	return n;
 }
 
@@ -717,6 +725,7 @@ static void session_free(struct srv_session *ss)
 	record_forget(ss);
 	ptd_fanout_free(ss->fan);
 	cJSON_Delete(ss->snap_id);
+	cJSON_Delete(ss->start_id);
 	free(ss->path);
 	free(ss->filter);
 	free(ss);
@@ -1239,15 +1248,31 @@ static cJSON *replay_result(const struct srv_session *ss,
 	return res;
 }
 
+/* Refuse @ss's replay (logged; answered to @c if it is still there). */
+static void replay_refused(struct conn *c, const struct srv_session *ss,
+			   int err, const struct ptd_diag *diag)
+{
+	const char *msg = diag->msg[0] ? diag->msg : ptd_strerror(err);
+
+	ptd_log_info("uid %u: replay of '%s' refused: %s",
+		     (unsigned)ss->owner, ss->path, msg);
+	if (c)
+		reply_error(c, ss->start_id, replay_error_code(err), "%s",
+			    msg);
+}
+
 /* Decode a saved trace as a session of kind "replay" (replay.h): the
  * client reads files with its own permissions, subscribes as to any
- * session, and the replay waits for that first subscriber. */
+ * session, and the replay waits for that first subscriber.  The input is
+ * checked on the replay's thread (a bundle is verified whole, which takes
+ * a while for large images): the request is answered by replays_answer
+ * once it is accepted or refused; the connection's later requests wait,
+ * other clients do not. */
 static void cmd_replay(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_replay_opts o;
-	struct ptd_replay_info info;
 	struct ptd_session_sink sink;
 	struct srv_session *ss;
 	gid_t *groups = NULL;
@@ -1257,7 +1282,8 @@ static void cmd_replay(struct ptd_server *s, struct conn *c,
 		return;
 	r = peer_groups(c->tag.fd, &groups);
 	ss = calloc(1, sizeof(*ss));
-	if (r < 0 || !ss || !(ss->path = strdup(req->path))) {
+	if (r < 0 || !ss || !(ss->path = strdup(req->path)) ||
+	    (req->id && !(ss->start_id = cJSON_Duplicate(req->id, true)))) {
 		free(groups);
 		session_free(ss);
 		reply_error(c, req->id, PTD_ERR_INTERNAL,
@@ -1268,39 +1294,116 @@ static void cmd_replay(struct ptd_server *s, struct conn *c,
 	replay_opts(s, c, req, &o);
 	o.creds.groups = groups;
 	o.creds.ngroups = (size_t)r;
+	o.decided = server_wake;
+	o.decided_ctx = s;
 	ss->srv = s;
-	ss->id = s->next_session_id;
 	ss->owner = c->peer.uid;
 	ss->lossless = req->lossless;
 	memset(&sink, 0, sizeof(sink));
 	sink.record = sink_record;
 	sink.ended = sink_ended;
 	sink.ctx = ss;
-	r = ptd_replay_start(&o, &sink, &ss->rp, &info, &diag);
+	r = ptd_replay_begin(&o, &sink, &ss->rp, &diag);
 	free(groups);
-	if (r == 0 && !(ss->fan = ptd_fanout_new(ss->id, (pid_t)info.pid,
-						 server_wake, s)))
-		r = ptd_diagf(&diag, -ENOMEM, "out of memory");
 	if (r < 0) {
-		ptd_log_info("uid %u: replay of '%s' refused: %s",
-			     (unsigned)c->peer.uid, req->path,
-			     diag.msg[0] ? diag.msg : ptd_strerror(r));
-		reply_error(c, req->id, replay_error_code(r), "%s",
-			    diag.msg[0] ? diag.msg : ptd_strerror(r));
+		replay_refused(c, ss, r, &diag);
+		session_free(ss);
+		return;
+	}
+	ss->start_conn = c;
+	c->waiting = true;
+	ss->next = s->starting;
+	s->starting = ss;
+}
+
+/* @ss's input was accepted: make it a session and answer @c (if any). */
+static void replay_accepted(struct ptd_server *s, struct srv_session *ss,
+			    struct conn *c, const struct ptd_replay_info *info)
+{
+	ss->id = s->next_session_id;
+	if (!(ss->fan = ptd_fanout_new(ss->id, (pid_t)info->pid,
+				       server_wake, s))) {
+		struct ptd_diag diag;
+
+		replay_refused(c, ss,
+			       ptd_diagf(&diag, -ENOMEM, "out of memory"),
+			       &diag);
 		session_free(ss);
 		return;
 	}
 	s->next_session_id++;
-	ss->pid = (pid_t)info.pid;
-	ss->input_kind = info.kind;
+	ss->pid = (pid_t)info->pid;
+	ss->input_kind = info->kind;
 	ptd_replay_go(ss->rp, ss->fan);
 	ss->next = s->sessions;
 	s->sessions = ss;
 	ptd_log_info("session %" PRIu64 ": uid %u replays '%s' (%s%s)", ss->id,
 		     (unsigned)ss->owner, ss->path,
-		     ptd_input_kind_name(info.kind),
+		     ptd_input_kind_name(info->kind),
 		     ss->lossless ? ", lossless" : "");
-	reply_ok(c, req->id, replay_result(ss, &info));
+	if (c)
+		reply_ok(c, ss->start_id, replay_result(ss, info));
+	else
+		/* Nobody has the session's id: it ends when its wait for a
+		 * first subscriber does, like any replay nobody follows. */
+		ptd_log_info("session %" PRIu64 ": the client that asked for "
+			     "it has gone", ss->id);
+}
+
+/* Answer the replays whose input has been accepted or refused (or has
+ * been undecided for PTD_REPLAY_START_MS: accepted). */
+static void replays_answer(struct ptd_server *s)
+{
+	struct srv_session **p = &s->starting, *ss;
+
+	while ((ss = *p)) {
+		struct ptd_diag diag = { "" };
+		struct ptd_replay_info info;
+		struct conn *c = ss->start_conn;
+		int r = ptd_replay_started(ss->rp, &info, &diag);
+
+		if (r == 0) {
+			p = &ss->next;
+			continue;
+		}
+		*p = ss->next;
+		ss->next = NULL;
+		ss->start_conn = NULL;
+		if (r < 0) {
+			replay_refused(c, ss, r, &diag);
+			session_free(ss);
+		} else if (s->shutting_down) {
+			if (c)
+				reply_error(c, ss->start_id,
+					    PTD_ERR_SHUTTING_DOWN,
+					    "ptd is shutting down");
+			session_free(ss);
+		} else {
+			replay_accepted(s, ss, c, &info);
+		}
+		if (c) {
+			/* the requests that waited */
+			c->waiting = false;
+			handle_lines(s, c);
+			conn_flush(s, c);
+		}
+	}
+}
+
+/* Until when the loop may sleep for the replays being started: the
+ * milliseconds until the first counts as accepted, or -1. */
+static int replays_timeout(const struct ptd_server *s)
+{
+	const struct srv_session *ss;
+	int t = -1;
+
+	for (ss = s->starting; ss; ss = ss->next) {
+		int left = (int)ptd_replay_start_left_ms(ss->rp) + 1;
+
+		if (t < 0 || left < t)
+			t = left;
+	}
+	return t;
 }
 
 /* ---- record ---- */
@@ -1660,6 +1763,9 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 		if (ss->rec && ss->rec->conn == c)
 			ss->rec->conn = NULL;
 	}
+	for (ss = s->starting; ss; ss = ss->next)
+		if (ss->start_conn == c)
+			ss->start_conn = NULL;
 	if (c->pass_fd >= 0)
 		close(c->pass_fd);
 	if (c->sub)
@@ -1761,6 +1867,7 @@ static void sessions_reap(struct ptd_server *s)
 
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
+	replays_answer(s);
 	while ((ss = *p)) {
 		if (!ss->reaped &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
@@ -1803,6 +1910,7 @@ static void drain_wakeups(struct ptd_server *s)
 		ptd_fanout_clear_wake(ss->fan);
 	snapshots_answer(s);
 	records_answer(s);
+	replays_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)
 			conn_flush(s, c);
@@ -1834,6 +1942,8 @@ static void shutdown_begin(struct ptd_server *s)
 			ss_stop(ss, PTD_END_SHUTDOWN);
 		ss->stopping = true;
 	}
+	for (ss = s->starting; ss; ss = ss->next)
+		ptd_replay_stop(ss->rp, PTD_END_SHUTDOWN);
 }
 
 static void handle_signal(struct ptd_server *s)
@@ -1854,6 +1964,8 @@ static bool shutdown_done(struct ptd_server *s)
 
 	if (now_ms() >= s->shutdown_deadline_ms)
 		return true;
+	if (s->starting)
+		return false;
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (!ss->reaped)
 			return false;
@@ -1889,6 +2001,12 @@ int ptd_server_run(struct ptd_server *s)
 
 		if (!s->shutting_down && s->sessions)
 			timeout = 1000;	/* linger expiry */
+		if (s->starting) {
+			int t = replays_timeout(s);
+
+			if (timeout < 0 || t < timeout)
+				timeout = t;
+		}
 		n = epoll_wait(s->epfd, evs, (int)PTD_ARRAY_SIZE(evs), timeout);
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -2018,6 +2136,10 @@ void ptd_server_free(struct ptd_server *s)
 	}
 	while ((ss = s->sessions)) {
 		s->sessions = ss->next;
+		session_free(ss);
+	}
+	while ((ss = s->starting)) {
+		s->starting = ss->next;
 		session_free(ss);
 	}
 	for (i = 0; i < s->nlisten; i++)

@@ -511,6 +511,111 @@ static void test_replay_refusals(void)
 	check_refused(req, "bad_trace", "capture.json");
 }
 
+/* The input of a replay is checked on the replay's thread, not the control
+ * loop's: while a large bundle is verified (a 256 MiB file listed with a
+ * wrong checksum), another client's ping is answered and the replay's
+ * response has not come yet; then the replay is refused naming the file
+ * (or, if verifying took longer than PTD_REPLAY_START_MS, accepted and
+ * ended with that error). */
+static void test_replay_slow_input(void)
+{
+	static const uint64_t pad_size = 256ull << 20;
+	char dir[200], path[300], req[600], *text = NULL, *line;
+	struct ptd_diag diag = { "" };
+	struct pollfd pfd;
+	struct client a, b;
+	cJSON *m, *files, *f, *r;
+	size_t len = 0;
+	int fd;
+
+	(void)snprintf(dir, sizeof(dir), "%s/slowbundle", workdir);
+	if (ptd_bundle_save(capdir, dir, NULL, &diag) < 0) {
+		CHECK_FAIL_("bundle: %s", diag.msg);
+		return;
+	}
+	/* a big (sparse) member, listed with a checksum it does not have */
+	(void)snprintf(path, sizeof(path), "%s/capture/pad", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	REQUIRE(fd >= 0);
+	REQUIRE(ftruncate(fd, (off_t)pad_size) == 0);
+	close(fd);
+	(void)snprintf(path, sizeof(path), "%s/" PTD_BUNDLE_MANIFEST, dir);
+	REQUIRE(ptd_file_read_all(path, 1u << 24, &text, &len) == 0);
+	m = cJSON_Parse(text);
+	free(text);
+	files = cJSON_GetObjectItem(m, "files");
+	REQUIRE(cJSON_IsArray(files));
+	f = cJSON_CreateObject();
+	cJSON_AddStringToObject(f, "name", "capture/pad");
+	cJSON_AddNumberToObject(f, "size", (double)pad_size);
+	cJSON_AddStringToObject(f, "sha256",
+				"00000000000000000000000000000000"
+				"00000000000000000000000000000000");
+	cJSON_InsertItemInArray(files, 0, f);	/* verified first */
+	text = cJSON_PrintUnformatted(m);
+	cJSON_Delete(m);
+	REQUIRE(text && ptd_file_write_atomic(path, text, strlen(text)) == 0);
+	free(text);
+
+	REQUIRE(cl_open(&a));
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}\n", dir);
+	REQUIRE(write(a.fd, req, strlen(req)) == (ssize_t)strlen(req));
+	/* and one whose client leaves before the answer: nobody is told */
+	REQUIRE(cl_open(&b));
+	REQUIRE(write(b.fd, req, strlen(req)) == (ssize_t)strlen(req));
+	cl_close(&b);
+	msleep(200);	/* the replay requests are in ptd before the ping */
+	REQUIRE(cl_open(&b));
+	r = cl_call(&b, "{\"id\":7,\"cmd\":\"ping\"}");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	pfd = (struct pollfd){ a.fd, POLLIN, 0 };
+	CHECK_EQ_INT(poll(&pfd, 1, 0), 0);	/* still verifying */
+	cl_close(&b);
+
+	line = cl_line(&a, 60000);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	REQUIRE(r);
+	if (!resp_ok(r)) {
+		CHECK_EQ_STR(err_field(r, "code"), "bad_trace");
+		CHECK_CONTAINS(err_field(r, "message"), "capture/pad");
+		CHECK_CONTAINS(err_field(r, "message"), "checksum mismatch");
+	} else {
+		/* accepted by time: the refusal ends the replay */
+		bool bye = false;
+
+		fprintf(stderr, "  verifying outlasted the start wait\n");
+		(void)snprintf(req, sizeof(req),
+			       "{\"id\":2,\"cmd\":\"subscribe\","
+			       "\"session\":%.0f}",
+			       res_num(r, "session"));
+		cJSON_Delete(r);
+		r = cl_call(&a, req);
+		CHECK(resp_ok(r));
+		while ((line = cl_line(&a, 60000))) {
+			if (strstr(line, "\"type\":\"bye\"")) {
+				CHECK_CONTAINS(line, "capture/pad");
+				bye = true;
+			}
+			free(line);
+			if (bye)
+				break;
+		}
+		CHECK(bye);
+	}
+	cJSON_Delete(r);
+	cl_close(&a);
+	/* ptd is still well after both */
+	REQUIRE(cl_open(&b));
+	r = cl_call(&b, "{\"id\":8,\"cmd\":\"ping\"}");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	cl_close(&b);
+	(void)ptd_rm_rf(dir);
+}
+
 /* A replay waiting for its first subscriber is listed; detach ends it. */
 static void test_replay_list_detach(void)
 {
@@ -800,6 +905,7 @@ int main(void)
 	RUN(test_replay_equals_decode);
 	RUN(test_lossless_vs_lossy);
 	RUN(test_replay_refusals);
+	RUN(test_replay_slow_input);
 	RUN(test_replay_notice);
 	RUN(test_replay_list_detach);
 	server_stop();
