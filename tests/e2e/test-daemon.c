@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "e2e/subscribed.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
@@ -855,9 +856,15 @@ static void test_filters_exit_and_fds(void)
 	sub_free(calls);
 	sub_free(mainlibc);
 
-	/* Once the subscribers are gone ptd holds what it held before. */
-	msleep(300);
-	fds1 = count_fds(d.pid);
+	/* Once the subscribers are gone ptd holds what it held before (as
+	 * soon as its loop has seen them go: a loaded machine may take a
+	 * while). */
+	for (int i = 0; i < 1000; i++) {
+		fds1 = count_fds(d.pid);
+		if (fds1 == fds0)
+			break;
+		msleep(10);
+	}
 	CHECK_EQ_INT(fds1, fds0);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
@@ -1058,7 +1065,8 @@ static void test_groundtruth(void)
 	free(text);
 	text = NULL;
 	streamer = ptctl_spawn(&d, stream_out, "stream", sidarg, NULL, NULL);
-	msleep(300);	/* the subscriber is in before the target runs */
+	/* the streamer is in before the target runs */
+	CHECK(wait_subscribed(d.sock, sidarg));
 	release(&go);
 	CHECK_EQ_INT(wait_exit(streamer), 0);
 	CHECK_EQ_INT(wait_target(t, 120000), 0);

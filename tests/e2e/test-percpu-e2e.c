@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "e2e/subscribed.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
@@ -311,7 +312,8 @@ static void test_percpu_groundtruth(void)
 
 		streamer = ptctl_spawn(&d, stream_out, args);
 	}
-	msleep(300);	/* the subscriber is in before the target runs */
+	/* the streamer is in before the target runs */
+	CHECK(wait_subscribed(d.sock, sidarg));
 	release(&go);
 	CHECK_EQ_INT(wait_exit(streamer), 0);
 	CHECK_EQ_INT(wait_target(t, 120000), 0);
