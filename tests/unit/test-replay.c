@@ -565,7 +565,7 @@ static void test_replay_slow_input(void)
 	REQUIRE(cl_open(&b));
 	REQUIRE(write(b.fd, req, strlen(req)) == (ssize_t)strlen(req));
 	cl_close(&b);
-	msleep(200);	/* the replay requests are in ptd before the ping */
+	msleep(50);	/* the replay requests are in ptd before the ping */
 	REQUIRE(cl_open(&b));
 	r = cl_call(&b, "{\"id\":7,\"cmd\":\"ping\"}");
 	CHECK(resp_ok(r));
