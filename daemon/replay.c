@@ -159,8 +159,10 @@ static int stop_reason(struct ptd_replay *r)
 	return s;
 }
 
-/* The input is accepted (or refused, @err < 0): tell start. */
-static void set_state(struct ptd_replay *r, int err,
+/* The input is accepted (or refused, @err < 0): tell start.  False if
+ * start had decided already (an undecided input counts as accepted after
+ * PTD_REPLAY_START_MS): then a refusal must end the replay instead. */
+static bool set_state(struct ptd_replay *r, int err,
 		      const struct ptd_diag *diag)
 {
 	bool told = false;
@@ -177,6 +179,7 @@ static void set_state(struct ptd_replay *r, int err,
 	pthread_mutex_unlock(&r->lock);
 	if (told && r->decided)
 		r->decided(r->decided_ctx);
+	return told;
 }
 
 /* Wait for go (true) or a stop before it (false). */
@@ -211,7 +214,7 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	r->info.pid = info->pid;
 	r->info.nthreads = info->nthreads;
 	pthread_mutex_unlock(&r->lock);
-	set_state(r, 0, NULL);
+	(void)set_state(r, 0, NULL);
 	if (!wait_go(r))
 		return 1;
 	wait_subscriber(r);
@@ -368,22 +371,17 @@ static void *replay_main(void *arg)
 	if (res == 0 && stat(r->path, &st) == 0 && S_ISFIFO(st.st_mode))
 		res = ptd_diagf(&diag, -EINVAL,
 				"'%s' is a FIFO; replay reads files", r->path);
-	if (res < 0) {
-		set_state(r, res, &diag);
-		return NULL;
+	if (res == 0) {
+		atomic_store(&r->decoding, true);
+		res = ptd_input_decode(r->path, &r->in, &isink, &thread_errors,
+				       &diag);
+		atomic_store(&r->decoding, false);
 	}
-	atomic_store(&r->decoding, true);
-	res = ptd_input_decode(r->path, &r->in, &isink, &thread_errors, &diag);
-	atomic_store(&r->decoding, false);
-	pthread_mutex_lock(&r->lock);
-	if (r->state == RP_STARTING && res < 0) {
-		/* refused before the reader described it: start says so */
-		pthread_mutex_unlock(&r->lock);
-		set_state(r, res, &diag);
+	/* Refused before the reader described it: start says so -- unless
+	 * start has counted it accepted meanwhile; then the end says so. */
+	if (res < 0 && set_state(r, res, &diag))
 		return NULL;
-	}
-	pthread_mutex_unlock(&r->lock);
-	set_state(r, 0, NULL);
+	(void)set_state(r, 0, NULL);
 	if (!wait_go(r))
 		return NULL;
 	end_of(r, res, thread_errors, &diag, &end);
