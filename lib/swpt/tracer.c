@@ -985,9 +985,10 @@ static int resume(struct tracer *tr, struct tthread *t, int sig)
 	return 0;
 }
 
-/* The number after "@key" (e.g. "Tgid:") in /proc/TID/status, in @base.
- * Returns 0, -errno (no such thread), or -PTD_EFORMAT. */
-static int status_u64(pid_t tid, const char *key, int base, uint64_t *ret)
+/* The value after "@key" (e.g. "Tgid:") in /proc/TID/status, up to the end
+ * of its line, into @buf.  Returns 0, -errno (no such thread), or
+ * -PTD_EFORMAT (no such key, or a value longer than @cap). */
+static int status_field(pid_t tid, const char *key, char *buf, size_t cap)
 {
 	_cleanup_free_ char *text = NULL;
 	char path[64], k[32];
@@ -1005,8 +1006,36 @@ static int status_u64(pid_t tid, const char *key, int base, uint64_t *ret)
 		return -PTD_EFORMAT;
 	p += strlen(k);
 	p += strspn(p, " \t");
-	return ptd_parse_u64n(p, strcspn(p, "\n"), base, ret) < 0
-		       ? -PTD_EFORMAT : 0;
+	len = strcspn(p, "\n");
+	if (len >= cap)
+		return -PTD_EFORMAT;
+	memcpy(buf, p, len);
+	buf[len] = 0;
+	return 0;
+}
+
+/* The number after "@key" in /proc/TID/status, in @base.  Returns 0,
+ * -errno (no such thread), or -PTD_EFORMAT. */
+static int status_u64(pid_t tid, const char *key, int base, uint64_t *ret)
+{
+	char v[32];
+	int r = status_field(tid, key, v, sizeof(v));
+
+	if (r < 0)
+		return r;
+	return ptd_parse_u64n(v, strlen(v), base, ret) < 0 ? -PTD_EFORMAT : 0;
+}
+
+/* Whether @tid has exited or is exiting: gone from /proc, or a zombie or
+ * dead task -- which PTRACE_SEIZE refuses with EPERM, not ESRCH. */
+static bool thread_exited(pid_t tid)
+{
+	char st[64];
+	int r = status_field(tid, "State:", st, sizeof(st));
+
+	if (r == -ENOENT || r == -ESRCH)
+		return true;
+	return r == 0 && (st[0] == 'Z' || st[0] == 'X');
 }
 
 static int read_tgid(pid_t tid, pid_t *ret)
@@ -1888,6 +1917,10 @@ static int seize_refused(struct tracer *tr, pid_t tid, int err)
 	if (err == -ESRCH)
 		return failf(tr, err, "no such process: %d", (int)tid);
 	other = tracer_of(tid);
+	if (err == -EPERM && tid == tr->pid && thread_exited(tid))
+		return failf(tr, err, "process %d: its main thread has exited "
+			     "(a zombie); ptrace cannot attach to a process "
+			     "without its main thread", (int)tr->pid);
 	if (err == -EPERM && other > 0)
 		return failf(tr, err, "thread %d of process %d is traced by "
 			     "process %d already (a debugger?)", (int)tid,
@@ -1900,7 +1933,8 @@ static int seize_refused(struct tracer *tr, pid_t tid, int err)
 		     ptd_strerror(err));
 }
 
-/* Seize one thread and stop it where it is; it gets a stream. */
+/* Seize one thread and stop it where it is; it gets a stream.  Returns 1,
+ * 0 if the thread needs no seizing (see below), or -errno. */
 static int seize_thread(struct tracer *tr, pid_t tid)
 {
 	struct tthread *t;
@@ -1909,11 +1943,14 @@ static int seize_thread(struct tracer *tr, pid_t tid)
 	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)SEIZE_OPTS) < 0) {
 		r = -errno;
 		/* a thread born since the scan began is ours already (its
-		 * creator was seized), or gone: both fine but for the
-		 * leader.  TracerPid names the tracing *thread*: in the
-		 * daemon that is not the process's main thread. */
+		 * creator was seized), or gone, or exiting (EPERM: the
+		 * kernel refuses a task whose exit has begun): all fine
+		 * but for the leader.  TracerPid names the tracing
+		 * *thread*: in the daemon that is not the process's main
+		 * thread. */
 		if (tid != tr->pid &&
-		    (r == -ESRCH || tracer_of(tid) == gettid()))
+		    (r == -ESRCH || (r == -EPERM && thread_exited(tid)) ||
+		     tracer_of(tid) == gettid()))
 			return 0;
 		return seize_refused(tr, tid, r);
 	}
@@ -1923,7 +1960,7 @@ static int seize_thread(struct tracer *tr, pid_t tid)
 	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0 && errno != ESRCH)
 		return failf(tr, -errno, "thread %d: PTRACE_INTERRUPT: %s",
 			     (int)tid, strerror(errno));
-	return 0;
+	return 1;
 }
 
 /* Seize every thread of the process, scanning /proc/PID/task until a scan
@@ -1948,14 +1985,14 @@ static int seize_all(struct tracer *tr)
 				     (int)tr->pid);
 		more = false;
 		r = 0;
-		while (r == 0 && (de = readdir(d))) {
+		while (r >= 0 && (de = readdir(d))) {
 			uint64_t v;
 
 			if (ptd_parse_u64(de->d_name, 10, &v) < 0 ||
 			    v > INT_MAX || find_thread(tr, (pid_t)v))
 				continue;
 			r = seize_thread(tr, (pid_t)v);
-			more = true;
+			more |= r > 0;
 		}
 		(void)closedir(d);
 		if (r < 0)

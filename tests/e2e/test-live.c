@@ -8,6 +8,8 @@
  *    thread, or when the program exits): the capture it wrote decodes to
  *    exactly what every thread executed, and the program runs on and
  *    finishes with every result it computed correct.
+ *  - refused: a process that does not exist, or whose main thread has
+ *    exited, is refused with a message saying so.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -199,6 +201,65 @@ static void test_attach_refused(void)
 	CHECK_CONTAINS(diag.msg, "no such process");
 }
 
+static void *sleep_long(void *arg)
+{
+	(void)arg;
+	(void)sleep(30);
+	return NULL;
+}
+
+/* The State: letter of @pid in /proc, or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[4096], *p;
+	FILE *f;
+	size_t n;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	(void)fclose(f);
+	buf[n] = 0;
+	p = strstr(buf, "\nState:");
+	return p ? p[strspn(p + 7, " \t") + 7] : 0;
+}
+
+/* A process whose main thread has exited (a zombie) while another runs on:
+ * PTRACE_SEIZE refuses the exited thread with EPERM, as it does any thread
+ * whose exit has begun (the same check lets an attach pass by a thread that
+ * ends while the others are seized).  The refusal says why, not "ptrace
+ * refused" with a list of permission causes. */
+static void test_attach_zombie_leader(void)
+{
+	struct ptd_swpt_options so = { 0 };
+	struct ptd_diag diag = { "" };
+	pthread_t th;
+	pid_t pid;
+	int r, status;
+
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		if (pthread_create(&th, NULL, sleep_long, NULL) != 0)
+			_exit(2);
+		pthread_exit(NULL);
+	}
+	for (int i = 0; i < 500 && proc_state(pid) != 'Z'; i++) {
+		struct timespec ts = { 0, 10000000 };
+
+		(void)nanosleep(&ts, NULL);
+	}
+	CHECK(proc_state(pid) == 'Z');
+	so.outdir = subdir("zombie");
+	r = ptd_swpt_attach(pid, &so, NULL, &diag);
+	CHECK_EQ_INT(r, -EPERM);
+	CHECK_CONTAINS(diag.msg, "main thread has exited");
+	(void)kill(pid, SIGKILL);
+	CHECK(waitpid(pid, &status, 0) == pid);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/ptd-live-XXXXXX";
@@ -210,6 +271,7 @@ int main(void)
 		SKIP_ALL("mkdtemp: %s", strerror(errno));
 	(void)snprintf(workdir, sizeof(workdir), "%s", tmpl);
 	RUN(test_attach_refused);
+	RUN(test_attach_zombie_leader);
 	RUN(test_attach_limit);
 	RUN(test_attach_stop);
 	RUN(test_attach_to_exit);
