@@ -159,6 +159,12 @@ static int stop_reason(struct ptd_replay *r)
 	return s;
 }
 
+/* The reader's cancel: a stop ends the input's verification too. */
+static bool cancelled(void *ctx)
+{
+	return stop_reason(ctx) != 0;
+}
+
 /* The input is accepted (or refused, @err < 0): tell start.  False if
  * start had decided already (an undecided input counts as accepted after
  * PTD_REPLAY_START_MS): then a refusal must end the replay instead. */
@@ -413,6 +419,8 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 					      : NULL;
 	r->in.sysroot = r->sysroot;
 	r->in.buildid_dir = r->buildid_dir;
+	r->in.cancel.fn = cancelled;
+	r->in.cancel.ctx = r;
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;

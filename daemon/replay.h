@@ -133,7 +133,10 @@ int ptd_replay_start(const struct ptd_replay_opts *o,
 void ptd_replay_go(struct ptd_replay *r, struct ptd_fanout *fan);
 
 /* Ask the replay to end with @reason (DETACHED or SHUTDOWN); `ended`
- * follows.  Returns at once; any thread; repeatable. */
+ * follows.  An input still being checked (a bundle's files hashed) stops
+ * being checked: it is refused with -ECANCELED (unless it counts as
+ * accepted already; then `ended` follows).  Returns at once; any thread;
+ * repeatable. */
 void ptd_replay_stop(struct ptd_replay *r,
 		     enum ptd_session_end_reason reason);
 

@@ -42,6 +42,15 @@ static const char *check_current;
 		}                                                             \
 	} while (0)
 
+/* REQUIRE for a helper that returns false when it could not do its work. */
+#define REQUIRE_OR_FALSE(cond)                                                \
+	do {                                                                  \
+		if (!(cond)) {                                                \
+			CHECK_FAIL_("REQUIRE(%s) failed", #cond);             \
+			return false;                                         \
+		}                                                             \
+	} while (0)
+
 #define CHECK_EQ_INT(a, b)                                                    \
 	do {                                                                  \
 		long long a_ = (long long)(a), b_ = (long long)(b);           \

@@ -586,9 +586,11 @@ static int open_member(int dfd, const char *name, int *ret_fd)
 	return 0;
 }
 
-/* Check the file open at @fd (called @what) against @size and @sha. */
+/* Check the file open at @fd (called @what) against @size and @sha;
+ * -ECANCELED if @cancel says stop first. */
 static int verify_fd(int fd, const char *what, uint64_t size,
-		     const uint8_t sha[PTD_SHA256_LEN], struct ptd_diag *diag)
+		     const uint8_t sha[PTD_SHA256_LEN],
+		     const struct ptd_cancel *cancel, struct ptd_diag *diag)
 {
 	uint8_t got[PTD_SHA256_LEN];
 	char hg[PTD_SHA256_HEX_LEN + 1], hw[PTD_SHA256_HEX_LEN + 1];
@@ -612,7 +614,10 @@ static int verify_fd(int fd, const char *what, uint64_t size,
 				 "%s: wrong size: size %" PRIu64
 				 " expected %" PRIu64, what,
 				 (uint64_t)st.st_size, size);
-	r = ptd_sha256_fd(fd, size, got, &n);
+	r = ptd_sha256_fd_until(fd, size, cancel, got, &n);
+	if (r == -ECANCELED)
+		return ptd_diagf(diag, r, "%s: verification stopped (the "
+				 "load was cancelled)", what);
 	if (r == -PTD_ELIMIT || (r == 0 && n != size))
 		return ptd_diagf(diag, -PTD_ECHECKSUM,
 				 "%s: changed while being read", what);
@@ -632,6 +637,7 @@ static int verify_fd(int fd, const char *what, uint64_t size,
 /* Verify bundle member @name. */
 static int verify_member(int dfd, const char *dir, const char *name,
 			 uint64_t size, const uint8_t sha[PTD_SHA256_LEN],
+			 const struct ptd_cancel *cancel,
 			 struct ptd_diag *diag)
 {
 	_cleanup_close_ int fd = -1;
@@ -649,12 +655,13 @@ static int verify_member(int dfd, const char *dir, const char *name,
 	if (r < 0)
 		return ptd_diagf(diag, r, "%s: cannot open: %s", what,
 				 ptd_strerror(r));
-	return verify_fd(fd, what, size, sha, diag);
+	return verify_fd(fd, what, size, sha, cancel, diag);
 }
 
 /* Verify a referenced image at its traced path. */
 static int verify_reference(const char *dir,
 			    const struct ptd_bundle_image *im,
+			    const struct ptd_cancel *cancel,
 			    struct ptd_diag *diag)
 {
 	_cleanup_close_ int fd = -1;
@@ -668,18 +675,19 @@ static int verify_reference(const char *dir,
 	if (fd < 0)
 		return ptd_diagf(diag, -errno, "%s: cannot open: %s", what,
 				 strerror(errno));
-	return verify_fd(fd, what, im->size, im->sha256, diag);
+	return verify_fd(fd, what, im->size, im->sha256, cancel, diag);
 }
 
 static int verify_all(int dfd, const struct ptd_bundle *b,
-		      struct ptd_diag *diag)
+		      const struct ptd_cancel *cancel, struct ptd_diag *diag)
 {
 	size_t i;
 	int r;
 
 	for (i = 0; i < b->nfiles; i++) {
 		r = verify_member(dfd, b->dir, b->files[i].name,
-				  b->files[i].size, b->files[i].sha256, diag);
+				  b->files[i].size, b->files[i].sha256,
+				  cancel, diag);
 		if (r < 0)
 			return r;
 	}
@@ -687,8 +695,8 @@ static int verify_all(int dfd, const struct ptd_bundle *b,
 		const struct ptd_bundle_image *im = &b->images[i];
 
 		r = im->file ? verify_member(dfd, b->dir, im->file, im->size,
-					     im->sha256, diag)
-			     : verify_reference(b->dir, im, diag);
+					     im->sha256, cancel, diag)
+			     : verify_reference(b->dir, im, cancel, diag);
 		if (r < 0)
 			return r;
 	}
@@ -811,6 +819,13 @@ static int load_capture(struct ptd_bundle *b, struct ptd_diag *diag)
 int ptd_bundle_load(const char *bundle_dir, struct ptd_bundle *ret,
 		    struct ptd_diag *diag)
 {
+	return ptd_bundle_load_until(bundle_dir, NULL, ret, diag);
+}
+
+int ptd_bundle_load_until(const char *bundle_dir,
+			  const struct ptd_cancel *cancel,
+			  struct ptd_bundle *ret, struct ptd_diag *diag)
+{
 	struct ptd_bundle b = { 0 };
 	_cleanup_close_ int dfd = -1;
 	_cleanup_free_ char *text = NULL;
@@ -839,7 +854,7 @@ int ptd_bundle_load(const char *bundle_dir, struct ptd_bundle *ret,
 		r = -ENOMEM;
 		goto err;
 	}
-	r = verify_all(dfd, &b, diag);
+	r = verify_all(dfd, &b, cancel, diag);
 	if (r == 0)
 		r = load_capture(&b, diag);
 	if (r < 0)
@@ -898,7 +913,7 @@ int ptd_bundle_decode(const char *path, const struct ptd_input_opts *o,
 		return -EINVAL;
 	if (ret_thread_errors)
 		*ret_thread_errors = 0;
-	r = ptd_bundle_load(path, &b, diag);
+	r = ptd_bundle_load_until(path, &o->cancel, &b, diag);
 	if (r < 0)
 		return r;
 	r = ptd_capture_decode_loaded(&b.capture, path, PTD_INPUT_BUNDLE,

@@ -149,6 +149,13 @@ int ptd_bundle_parse_manifest(const char *text, size_t len,
 int ptd_bundle_load(const char *bundle_dir, struct ptd_bundle *ret,
 		    struct ptd_diag *diag);
 
+/* ptd_bundle_load that asks @cancel (may be NULL) between blocks of the
+ * files it verifies (a bundle may hold gigabytes): -ECANCELED naming the
+ * file it was verifying once @cancel says stop. */
+int ptd_bundle_load_until(const char *bundle_dir,
+			  const struct ptd_cancel *cancel,
+			  struct ptd_bundle *ret, struct ptd_diag *diag);
+
 /* An iscache resolver (ptd_iscache_resolve_fn) for a loaded bundle (@ctx):
  * a traced path the bundle has an image for -> its copy (or the verified
  * referenced path).  -ENOENT "not in the bundle" otherwise,
@@ -156,9 +163,10 @@ int ptd_bundle_load(const char *bundle_dir, struct ptd_bundle *ret,
 int ptd_bundle_resolve(void *ctx, const char *path, char *out, size_t outsz,
 		       struct ptd_diag *diag);
 
-/* The bundle reader (ptd_input_decode_fn): load and verify, then decode the
- * capture with images resolved into the bundle; records name the traced
- * paths.  Returns as ptd_input_decode_fn; refusals as ptd_bundle_load. */
+/* The bundle reader (ptd_input_decode_fn): load and verify (cancelled by
+ * @o->cancel), then decode the capture with images resolved into the
+ * bundle; records name the traced paths.  Returns as ptd_input_decode_fn;
+ * refusals as ptd_bundle_load_until. */
 int ptd_bundle_decode(const char *path, const struct ptd_input_opts *o,
 		      const struct ptd_input_sink *sink,
 		      size_t *ret_thread_errors, struct ptd_diag *diag);

@@ -154,13 +154,24 @@ void ptd_sha256(const void *data, size_t len, uint8_t out[PTD_SHA256_LEN])
 int ptd_sha256_fd(int fd, uint64_t limit, uint8_t out[PTD_SHA256_LEN],
 		  uint64_t *ret_size)
 {
+	return ptd_sha256_fd_until(fd, limit, NULL, out, ret_size);
+}
+
+int ptd_sha256_fd_until(int fd, uint64_t limit,
+			const struct ptd_cancel *cancel,
+			uint8_t out[PTD_SHA256_LEN], uint64_t *ret_size)
+{
 	struct ptd_sha256 s;
 	uint8_t buf[65536];
 	uint64_t total = 0;
 
 	ptd_sha256_init(&s);
 	for (;;) {
-		ssize_t n = read(fd, buf, sizeof(buf));
+		ssize_t n;
+
+		if (ptd_cancelled(cancel))
+			return -ECANCELED;
+		n = read(fd, buf, sizeof(buf));
 
 		if (n < 0) {
 			if (errno == EINTR)

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/cancel.h"
+
 #define PTD_SHA256_LEN 32u
 #define PTD_SHA256_HEX_LEN 64u	/* without the NUL */
 
@@ -31,6 +33,12 @@ void ptd_sha256(const void *data, size_t len, uint8_t out[PTD_SHA256_LEN]);
  * -PTD_ELIMIT if there are more.  Returns 0 or -errno. */
 int ptd_sha256_fd(int fd, uint64_t limit, uint8_t out[PTD_SHA256_LEN],
 		  uint64_t *ret_size);
+
+/* ptd_sha256_fd that asks @cancel (may be NULL) before each 64 KiB block:
+ * -ECANCELED once it says stop. */
+int ptd_sha256_fd_until(int fd, uint64_t limit,
+			const struct ptd_cancel *cancel,
+			uint8_t out[PTD_SHA256_LEN], uint64_t *ret_size);
 
 /* Hash the file at @path.  Returns 0,
  * -errno, or -PTD_ELIMIT as ptd_sha256_fd. */

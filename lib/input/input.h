@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #include "aspace/iscache.h"
+#include "common/cancel.h"
 #include "common/diag.h"
 #include "decode/decoder.h"
 
@@ -51,6 +52,10 @@ struct ptd_input_opts {
 	 * Readers whose inputs carry their files (bundles) ignore these. */
 	const char *sysroot;
 	const char *buildid_dir;
+	/* Asked during long reads before the first record (a bundle's
+	 * verification): the decode then returns -ECANCELED.  Zeroed: never.
+	 * Once records flow, the sink's non-zero return stops a decode. */
+	struct ptd_cancel cancel;
 };
 
 /* What an input says about itself before its records (for the stream's

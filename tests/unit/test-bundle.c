@@ -138,6 +138,42 @@ static void test_sha256_file(void)
 	CHECK_EQ_INT(ptd_sha256_file("/nonexistent", 100, d, &size), -ENOENT);
 }
 
+/* A cancel that says stop from its (limit+1)th question on. */
+struct ask_count {
+	unsigned asked, limit;
+};
+
+static bool stop_after(void *ctx)
+{
+	struct ask_count *a = ctx;
+
+	return ++a->asked > a->limit;
+}
+
+/* The cancelled hash stops between blocks; never cancelled, it is the
+ * plain one. */
+static void test_sha256_cancel(void)
+{
+	uint8_t d1[PTD_SHA256_LEN], d2[PTD_SHA256_LEN];
+	struct ask_count a = { 0, 2 };
+	struct ptd_cancel c = { stop_after, &a };
+	struct ptd_cancel never = { 0 };
+	int fd;
+
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0);
+	CHECK_EQ_INT(ptd_sha256_fd_until(fd, UINT64_MAX, &c, d1, NULL),
+		     -ECANCELED);
+	CHECK_EQ_INT(a.asked, 3);	/* two blocks read, then stop */
+	REQUIRE(lseek(fd, 0, SEEK_SET) == 0);
+	CHECK_EQ_INT(ptd_sha256_fd_until(fd, UINT64_MAX, &never, d1, NULL),
+		     0);
+	CHECK_EQ_INT(ptd_sha256_file("/proc/self/exe", UINT64_MAX, d2, NULL),
+		     0);
+	CHECK(memcmp(d1, d2, sizeof(d1)) == 0);
+	(void)close(fd);
+}
+
 /* ---- records ---------------------------------------------------------- */
 
 /* Records with module names copied, so they outlive the decode. */
@@ -418,6 +454,32 @@ static size_t bundle_files(const char *dir, char names[][256], size_t max)
 			(void)snprintf(names[n++], 256, "%s", b.images[i].file);
 	ptd_bundle_free(&b);
 	return n;
+}
+
+/* A load cancelled at any point of its verification stops there, naming
+ * the file; with enough patience it loads.  Every listed file is asked
+ * about at least once. */
+static void test_load_cancel(void)
+{
+	struct ptd_diag d = { "" };
+	struct ptd_bundle b;
+	unsigned limit;
+	int r = -ECANCELED;
+
+	for (limit = 0; limit < 100000 && r == -ECANCELED; limit++) {
+		struct ask_count a = { 0, limit };
+		struct ptd_cancel c = { stop_after, &a };
+
+		d.msg[0] = 0;
+		r = ptd_bundle_load_until(bundir, &c, &b, &d);
+		if (r == -ECANCELED) {
+			CHECK_CONTAINS(d.msg, "verification stopped");
+			CHECK_CONTAINS(d.msg, "file '");
+		}
+	}
+	REQUIRE(r == 0);
+	CHECK(limit - 1 >= b.nfiles + b.nimages);
+	ptd_bundle_free(&b);
 }
 
 static void test_file_corruptions(void)
@@ -1015,6 +1077,7 @@ int main(void)
 		return 2;
 	RUN(test_sha256_vectors);
 	RUN(test_sha256_file);
+	RUN(test_sha256_cancel);
 	setup_capture();
 	if (!have_capture) {
 		if (check_failures)
@@ -1023,6 +1086,7 @@ int main(void)
 			 "tracing refused)");
 	}
 	RUN(test_roundtrip);
+	RUN(test_load_cancel);
 	RUN(test_file_corruptions);
 	RUN(test_manifest_fields);
 	RUN(test_manifest_fuzz);

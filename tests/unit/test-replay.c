@@ -8,7 +8,7 @@
  *    without lossless the same reader loses records, counted in lost
  *    records and in bye (sent + lost = all);
  *  - bad paths are refused naming the path; list shows the replay;
- *    detach stops it;
+ *    detach stops it; a stop during a bundle's verification ends it;
  *  - record: a session attached with record, ended by max_insns, is saved
  *    as a bundle into a directory passed by SCM_RIGHTS; the bundle loads
  *    and decodes to the IPs the live stream had; refusals are named.
@@ -35,6 +35,7 @@
 #include "bundle/bundle.h"
 #include "common/fileio.h"
 #include "daemon/config.h"
+#include "daemon/replay.h"
 #include "daemon/server.h"
 #include "input/input.h"
 #include "record/jsonw.h"
@@ -517,34 +518,36 @@ static void test_replay_refusals(void)
  * response has not come yet; then the replay is refused naming the file
  * (or, if verifying took longer than PTD_REPLAY_START_MS, accepted and
  * ended with that error). */
-static void test_replay_slow_input(void)
+/* A bundle at @dir (under workdir) whose first listed member is a 256 MiB
+ * sparse file listed with a checksum it does not have: verifying it takes
+ * a while, then refuses it.  False (a failed check) if it could not be
+ * made. */
+static bool make_slow_bundle(char *dir, size_t cap, const char *name)
 {
 	static const uint64_t pad_size = 256ull << 20;
-	char dir[200], path[300], req[600], *text = NULL, *line;
 	struct ptd_diag diag = { "" };
-	struct pollfd pfd;
-	struct client a, b;
-	cJSON *m, *files, *f, *r;
+	char path[300], *text = NULL;
+	cJSON *m, *files, *f;
 	size_t len = 0;
 	int fd;
 
-	(void)snprintf(dir, sizeof(dir), "%s/slowbundle", workdir);
+	(void)snprintf(dir, cap, "%s/%s", workdir, name);
 	if (ptd_bundle_save(capdir, dir, NULL, &diag) < 0) {
 		CHECK_FAIL_("bundle: %s", diag.msg);
-		return;
+		return false;
 	}
 	/* a big (sparse) member, listed with a checksum it does not have */
 	(void)snprintf(path, sizeof(path), "%s/capture/pad", dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	REQUIRE(fd >= 0);
-	REQUIRE(ftruncate(fd, (off_t)pad_size) == 0);
+	REQUIRE_OR_FALSE(fd >= 0);
+	REQUIRE_OR_FALSE(ftruncate(fd, (off_t)pad_size) == 0);
 	close(fd);
 	(void)snprintf(path, sizeof(path), "%s/" PTD_BUNDLE_MANIFEST, dir);
-	REQUIRE(ptd_file_read_all(path, 1u << 24, &text, &len) == 0);
+	REQUIRE_OR_FALSE(ptd_file_read_all(path, 1u << 24, &text, &len) == 0);
 	m = cJSON_Parse(text);
 	free(text);
 	files = cJSON_GetObjectItem(m, "files");
-	REQUIRE(cJSON_IsArray(files));
+	REQUIRE_OR_FALSE(cJSON_IsArray(files));
 	f = cJSON_CreateObject();
 	cJSON_AddStringToObject(f, "name", "capture/pad");
 	cJSON_AddNumberToObject(f, "size", (double)pad_size);
@@ -554,9 +557,21 @@ static void test_replay_slow_input(void)
 	cJSON_InsertItemInArray(files, 0, f);	/* verified first */
 	text = cJSON_PrintUnformatted(m);
 	cJSON_Delete(m);
-	REQUIRE(text && ptd_file_write_atomic(path, text, strlen(text)) == 0);
+	REQUIRE_OR_FALSE(text &&
+			 ptd_file_write_atomic(path, text, strlen(text)) == 0);
 	free(text);
+	return true;
+}
 
+static void test_replay_slow_input(void)
+{
+	char dir[200], req[600], *line;
+	struct pollfd pfd;
+	struct client a, b;
+	cJSON *r;
+
+	if (!make_slow_bundle(dir, sizeof(dir), "slowbundle"))
+		return;
 	REQUIRE(cl_open(&a));
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}\n", dir);
@@ -613,6 +628,55 @@ static void test_replay_slow_input(void)
 	CHECK(resp_ok(r));
 	cJSON_Delete(r);
 	cl_close(&b);
+	(void)ptd_rm_rf(dir);
+}
+
+static void no_record(void *ctx, const struct ptd_record *rec)
+{
+	(void)rec;
+	(*(int *)ctx)++;
+}
+
+static void no_end(void *ctx, const struct ptd_session_end *end)
+{
+	(void)end;
+	(*(int *)ctx)++;
+}
+
+/* A replay stopped while its input is still being verified (a shutdown, a
+ * client gone) stops verifying: the input is refused as cancelled, naming
+ * the file it was reading, instead of the stop waiting for the whole
+ * bundle to be hashed (seconds per GiB). */
+static void test_replay_stop_verifying(void)
+{
+	struct ptd_replay_opts o = { 0 };
+	struct ptd_session_sink sink = { 0 };
+	struct ptd_replay_info info;
+	struct ptd_diag diag = { "" };
+	struct ptd_replay *rp = NULL;
+	char dir[200];
+	int calls = 0, res = 0;
+
+	if (!make_slow_bundle(dir, sizeof(dir), "stopbundle"))
+		return;
+	o.path = dir;
+	o.creds.uid = geteuid();
+	o.creds.gid = getegid();
+	sink.record = no_record;
+	sink.ended = no_end;
+	sink.ctx = &calls;
+	REQUIRE(ptd_replay_begin(&o, &sink, &rp, &diag) == 0);
+	ptd_replay_stop(rp, PTD_END_DETACHED);
+	for (int i = 0; i < 60000 && res == 0; i++) {
+		res = ptd_replay_started(rp, &info, &diag);
+		if (res == 0)
+			msleep(1);
+	}
+	CHECK_EQ_INT(res, -ECANCELED);
+	CHECK_CONTAINS(diag.msg, "capture/pad");
+	CHECK_CONTAINS(diag.msg, "verification stopped");
+	ptd_replay_free(rp);
+	CHECK_EQ_INT(calls, 0);
 	(void)ptd_rm_rf(dir);
 }
 
@@ -906,6 +970,7 @@ int main(void)
 	RUN(test_lossless_vs_lossy);
 	RUN(test_replay_refusals);
 	RUN(test_replay_slow_input);
+	RUN(test_replay_stop_verifying);
 	RUN(test_replay_notice);
 	RUN(test_replay_list_detach);
 	server_stop();
