@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "e2e/daemon-harness.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "perf/addrfilter.h"
@@ -361,111 +362,7 @@ static void test_unmapped_file(void)
 
 /* ---- through the daemon --------------------------------------------- */
 
-static const char *build_root;
-static char sock[700];
-static pid_t ptd_pid;
-
-static void msleep(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
-static bool sock_ready(void)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	bool ok;
-
-	if (strlen(sock) >= sizeof(a.sun_path)) {
-		if (fd >= 0)
-			close(fd);
-		return false;
-	}
-	memcpy(a.sun_path, sock, strlen(sock) + 1);
-	ok = fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	if (fd >= 0)
-		close(fd);
-	return ok;
-}
-
-static bool daemon_start(void)
-{
-	char dir[600], conf[700], text[2048], ptd[1100], log[700];
-
-	(void)snprintf(dir, sizeof(dir), "%s/daemon", workdir);
-	(void)mkdir(dir, 0700);
-	(void)snprintf(conf, sizeof(conf), "%s/ptd.conf", dir);
-	(void)snprintf(sock, sizeof(sock), "%s/ptd.sock", dir);
-	(void)snprintf(log, sizeof(log), "%s/ptd.log", dir);
-	(void)snprintf(text, sizeof(text), "socket_path = %s\nsocket_mode = "
-		       "0600\nsubscriber_queue_size = 1G\n", sock);
-	if (ptd_file_write_atomic(conf, text, strlen(text)) < 0)
-		return false;
-	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
-	ptd_pid = fork();
-	if (ptd_pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-		dup2(fd, 2);
-		execl(ptd, ptd, "-c", conf, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500; i++, msleep(10))
-		if (sock_ready())
-			return true;
-	return false;
-}
-
-static int wait_exit(pid_t pid)
-{
-	int st = 0;
-
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void daemon_stop(void)
-{
-	if (ptd_pid <= 0)
-		return;
-	kill(ptd_pid, SIGTERM);
-	CHECK_EQ_INT(wait_exit(ptd_pid), 0);
-	ptd_pid = 0;
-}
-
-/* Start ptctl with up to 8 arguments (NULL-terminated), stdout into @out,
- * stderr into @err (NULL: into @out too). */
-static pid_t ptctl_spawn(const char *out, const char *err,
-			 const char *const *args)
-{
-	char ptctl[1100];
-	const char *argv[16];
-	size_t n = 0;
-	pid_t pid;
-
-	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
-	argv[n++] = ptctl;
-	argv[n++] = "--socket";
-	argv[n++] = sock;
-	while (*args && n < 15)
-		argv[n++] = *args++;
-	argv[n] = NULL;
-	pid = fork();
-	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		int efd = err ? open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600)
-			      : fd;
-
-		dup2(fd, 1);
-		dup2(efd, 2);
-		execv(ptctl, (char *const *)argv);
-		_exit(127);
-	}
-	return pid;
-}
+static struct daemon dmn;
 
 /* Run ptctl to the end; its stdout (malloc'd) in *ret_out; stderr goes
  * to ours. */
@@ -478,7 +375,7 @@ static int ptctl(const char *const *args, char **ret_out)
 
 	(void)snprintf(out, sizeof(out), "%s/ptctl.out", workdir);
 	(void)snprintf(err, sizeof(err), "%s/ptctl.err", workdir);
-	r = wait_exit(ptctl_spawn(out, err, args));
+	r = wait_exit(ptctl_spawn(&dmn, out, err, args));
 	if (ptd_file_read_all(err, 1u << 20, &etext, &len) == 0 && etext) {
 		fprintf(stderr, "%s", etext);
 		/* refusals are checked on what the user sees */
@@ -617,7 +514,7 @@ static void test_daemon(void)
 		return;
 	}
 	REQUIRE(func_offset(prog("attach"), "collatz", &off, &size) == 0);
-	REQUIRE(daemon_start());
+	REQUIRE(daemon_start(&dmn, "daemon", "subscriber_queue_size = 1G\n"));
 	t = start_target(1.5);
 	REQUIRE(t > 0);
 	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)t);
@@ -666,7 +563,7 @@ static void test_daemon(void)
 		size_t n;
 
 		(void)snprintf(sout, sizeof(sout), "%s/stream.out", workdir);
-		streamer = ptctl_spawn(sout, NULL, sa);
+		streamer = ptctl_spawn(&dmn, sout, NULL, sa);
 		CHECK_EQ_INT(ptctl(st, &out), 0);
 		CHECK_CONTAINS(out, "\"filter\":\"filter 0x");
 		free(out);
@@ -680,7 +577,7 @@ static void test_daemon(void)
 		free(out);
 	}
 	CHECK_EQ_INT(wait_exit(t), 0);
-	daemon_stop();
+	CHECK_EQ_INT(daemon_stop(&dmn), 0);
 }
 
 int main(void)
@@ -703,9 +600,13 @@ int main(void)
 	RUN(test_one_function);
 	RUN(test_two_functions);
 	RUN(test_unmapped_file);
-	build_root = getenv("PTD_BUILD_ROOT");
-	if (build_root)
+	if (getenv("PTD_BUILD_ROOT")) {
+		(void)snprintf(build_root, sizeof(build_root), "%s",
+			       getenv("PTD_BUILD_ROOT"));
+		(void)snprintf(progs, sizeof(progs), "%s", progs_dir);
+		(void)snprintf(tmpdir, sizeof(tmpdir), "%s", workdir);
 		RUN(test_daemon);
+	}
 	if (!check_failures || getenv("PTD_TEST_CLEANUP_ALWAYS"))
 		(void)ptd_rm_rf(workdir);
 	else

@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -18,63 +17,18 @@
 
 #include "bundle/bundle.h"
 #include "check.h"
+#include "e2e/run-cmd.h"
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 
-extern char **environ;
-
 static char ptctl[PATH_MAX];
 static char workdir[] = "/tmp/test-bundle-e2e-XXXXXX";
 
-struct run {
-	int status;	/* exit code, or 128 + signal */
-	char *out;
-	size_t out_len;
-	char *err;
-};
-
-static void run_free(struct run *r)
-{
-	free(r->out);
-	free(r->err);
-	memset(r, 0, sizeof(*r));
-}
-
-/* Run ptctl with @args (NULL-terminated), stdout and stderr to files. */
+/* Run ptctl with @args (NULL-terminated) to its end. */
 static struct run run_ptctl(const char *const *args)
 {
-	struct run r = { 0 };
-	char outp[PATH_MAX], errp[PATH_MAX];
-	posix_spawn_file_actions_t fa;
-	const char *argv[32];
-	size_t elen;
-	pid_t pid;
-	int st, n = 0;
-
-	argv[n++] = ptctl;
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	(void)snprintf(outp, sizeof(outp), "%s/stdout", workdir);
-	(void)snprintf(errp, sizeof(errp), "%s/stderr", workdir);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, outp,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 2, errp,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (posix_spawn(&pid, ptctl, &fa, NULL, (char *const *)argv,
-			environ) != 0) {
-		posix_spawn_file_actions_destroy(&fa);
-		r.status = -1;
-		return r;
-	}
-	posix_spawn_file_actions_destroy(&fa);
-	(void)waitpid(pid, &st, 0);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	(void)ptd_file_read_all(outp, 1u << 30, &r.out, &r.out_len);
-	(void)ptd_file_read_all(errp, 1u << 20, &r.err, &elen);
-	return r;
+	return run_cmd(ptctl, args, workdir);
 }
 
 static void path_in(char *out, size_t n, const char *name)

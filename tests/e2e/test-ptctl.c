@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <inttypes.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,66 +17,21 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "e2e/run-cmd.h"
 #include "unit/ptenc.h"
 #include "unit/lldb-unclaimed.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
 
-extern char **environ;
-
 static char ptctl[512];
 static const char *progs;
 static char workdir[256];
 
-struct run {
-	int status;	/* exit code, or 128 + signal */
-	char *out;
-	size_t out_len;
-	char *err;
-	size_t err_len;
-};
-
-static void run_free(struct run *r)
-{
-	free(r->out);
-	free(r->err);
-}
-
-/* Run ptctl with @argv (argv[0] is replaced), capturing stdout/stderr into
- * files. */
+/* Run ptctl with @args (NULL-terminated) to its end. */
 static struct run run_ptctl(const char *const *args)
 {
-	struct run r = { 0 };
-	char outp[300], errp[300];
-	posix_spawn_file_actions_t fa;
-	const char *argv[32];
-	pid_t pid;
-	int st, n = 0;
-
-	argv[n++] = ptctl;
-	for (; *args && n < 31; args++)
-		argv[n++] = *args;
-	argv[n] = NULL;
-	(void)snprintf(outp, sizeof(outp), "%s/stdout", workdir);
-	(void)snprintf(errp, sizeof(errp), "%s/stderr", workdir);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 1, outp,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	posix_spawn_file_actions_addopen(&fa, 2, errp,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (posix_spawn(&pid, ptctl, &fa, NULL, (char *const *)argv,
-			environ) != 0) {
-		r.status = -1;
-		posix_spawn_file_actions_destroy(&fa);
-		return r;
-	}
-	posix_spawn_file_actions_destroy(&fa);
-	(void)waitpid(pid, &st, 0);
-	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	(void)ptd_file_read_all(outp, 1u << 30, &r.out, &r.out_len);
-	(void)ptd_file_read_all(errp, 1u << 20, &r.err, &r.err_len);
-	return r;
+	return run_cmd(ptctl, args, workdir);
 }
 
 struct stream_info {
