@@ -6,6 +6,9 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,17 +16,104 @@
 
 #define PTD_ELF_PAGE 4096u
 
-int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
-		 uint64_t base, struct ptd_diag *diag)
+/* A GNU build-id note in @d (a note section's or segment's bytes). */
+static bool note_build_id(Elf_Data *d, char *hex, size_t hexsz)
+{
+	GElf_Nhdr nh;
+	size_t off = 0, noff, doff, next;
+
+	while (d && (next = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+		    !memcmp((const char *)d->d_buf + noff, "GNU", 4) &&
+		    nh.n_descsz > 0 && nh.n_descsz <= PTD_ELF_BUILD_ID_MAX &&
+		    hexsz > 2 * nh.n_descsz) {
+			for (size_t i = 0; i < nh.n_descsz; i++)
+				(void)snprintf(hex + 2 * i, 3, "%02x",
+					       ((const uint8_t *)d->d_buf)
+						       [doff + i]);
+			return true;
+		}
+		off = next;
+	}
+	return false;
+}
+
+/* From PT_NOTE segments (what a loaded image and a vmlinux carry), then
+ * SHT_NOTE sections. */
+static bool elf_build_id(Elf *e, char *hex, size_t hexsz)
+{
+	Elf_Scn *scn = NULL;
+	size_t phnum = 0;
+
+	if (hexsz)
+		hex[0] = '\0';
+	if (elf_getphdrnum(e, &phnum) == 0) {
+		for (size_t i = 0; i < phnum; i++) {
+			GElf_Phdr ph;
+			Elf_Data *d;
+
+			if (!gelf_getphdr(e, (int)i, &ph) ||
+			    ph.p_type != PT_NOTE || !ph.p_filesz)
+				continue;
+			d = elf_getdata_rawchunk(e, (int64_t)ph.p_offset,
+						 ph.p_filesz, ELF_T_NHDR);
+			if (note_build_id(d, hex, hexsz))
+				return true;
+		}
+	}
+	while ((scn = elf_nextscn(e, scn)) != NULL) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
+			continue;
+		if (note_build_id(elf_getdata(scn, NULL), hex, hexsz))
+			return true;
+	}
+	if (hexsz)
+		hex[0] = '\0';
+	return false;
+}
+
+bool ptd_elf_build_id_fd(int fd, char *hex, size_t hexsz)
+{
+	Elf *e;
+	bool ok;
+
+	if (!hex || !hexsz || elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	hex[0] = '\0';
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e)
+		return false;
+	ok = elf_kind(e) == ELF_K_ELF && elf_build_id(e, hex, hexsz);
+	elf_end(e);
+	return ok;
+}
+
+void ptd_elf_info_free(struct ptd_elf_info *info)
+{
+	if (!info)
+		return;
+	free(info->seg);
+	info->seg = NULL;
+	info->nseg = 0;
+}
+
+int ptd_elf_read_info(const char *path, struct ptd_elf_info *ret,
+		      struct ptd_diag *diag)
 {
 	_cleanup_close_ int fd = -1;
+	struct ptd_elf_info info;
 	Elf *elf = NULL;
 	GElf_Ehdr eh;
 	struct stat st;
 	size_t phnum, i;
-	uint64_t lowest = UINT64_MAX, shift = 0;
-	int mapped = 0, r;
+	int r = 0;
 
+	if (!path || !ret)
+		return -EINVAL;
+	memset(&info, 0, sizeof(info));
+	info.lowest_vaddr = UINT64_MAX;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return ptd_diagf(diag, -PTD_EFORMAT, "libelf is unusable");
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -45,19 +135,9 @@ int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
 			      elf_errmsg(-1) ? elf_errmsg(-1) : "");
 		goto out;
 	}
-	/* The lowest PT_LOAD decides where a base address goes. */
+	info.type = eh.e_type;
 	for (i = 0; i < phnum; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (ph.p_vaddr < lowest)
-			lowest = ph.p_vaddr;
-	}
-	if (has_base && lowest != UINT64_MAX)
-		shift = base - (lowest & ~(uint64_t)(PTD_ELF_PAGE - 1));
-
-	for (i = 0; i < phnum; i++) {
+		struct ptd_elf_segment *s;
 		GElf_Phdr ph;
 
 		if (!gelf_getphdr(elf, (int)i, &ph)) {
@@ -66,11 +146,15 @@ int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
 				      path, i);
 			goto out;
 		}
-		if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) ||
-		    !ph.p_filesz)
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_vaddr < info.lowest_vaddr)
+			info.lowest_vaddr = ph.p_vaddr;
+		if (!ph.p_filesz)
 			continue;
 		if (ph.p_offset > (uint64_t)st.st_size ||
-		    ph.p_filesz > (uint64_t)st.st_size - ph.p_offset) {
+		    ph.p_filesz > (uint64_t)st.st_size - ph.p_offset ||
+		    ph.p_vaddr + ph.p_filesz < ph.p_vaddr) {
 			r = ptd_diagf(diag, -PTD_EFORMAT,
 				      "'%s': program header %zu (offset 0x%"
 				      PRIx64 ", size 0x%" PRIx64
@@ -81,8 +165,57 @@ int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
 				      (uint64_t)st.st_size);
 			goto out;
 		}
-		r = ptd_image_map_file(img, path, ph.p_offset, ph.p_filesz,
-				       ph.p_vaddr + shift, NULL, diag);
+		if (info.nseg >= PTD_ELF_MAX_SEGMENTS) {
+			r = ptd_diagf(diag, -PTD_ELIMIT, "'%s': more than %u "
+				      "loadable segments", path,
+				      PTD_ELF_MAX_SEGMENTS);
+			goto out;
+		}
+		s = reallocarray(info.seg, info.nseg + 1, sizeof(*s));
+		if (!s) {
+			r = -ENOMEM;
+			goto out;
+		}
+		info.seg = s;
+		s = &info.seg[info.nseg++];
+		s->vaddr = ph.p_vaddr;
+		s->offset = ph.p_offset;
+		s->size = ph.p_filesz;
+		s->exec = (ph.p_flags & PF_X) != 0;
+	}
+	(void)elf_build_id(elf, info.build_id, sizeof(info.build_id));
+out:
+	elf_end(elf);
+	if (r < 0) {
+		ptd_elf_info_free(&info);
+		return r;
+	}
+	*ret = info;
+	return 0;
+}
+
+int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
+		 uint64_t base, struct ptd_diag *diag)
+{
+	struct ptd_elf_info info;
+	uint64_t shift = 0;
+	int mapped = 0, r;
+	size_t i;
+
+	r = ptd_elf_read_info(path, &info, diag);
+	if (r < 0)
+		return r;
+	/* The lowest PT_LOAD decides where a base address goes. */
+	if (has_base && info.lowest_vaddr != UINT64_MAX)
+		shift = base -
+			(info.lowest_vaddr & ~(uint64_t)(PTD_ELF_PAGE - 1));
+	for (i = 0; i < info.nseg; i++) {
+		const struct ptd_elf_segment *s = &info.seg[i];
+
+		if (!s->exec)
+			continue;
+		r = ptd_image_map_file(img, path, s->offset, s->size,
+				       s->vaddr + shift, NULL, diag);
 		if (r < 0)
 			goto out;
 		mapped++;
@@ -91,6 +224,6 @@ int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
 		   : ptd_diagf(diag, -PTD_ENOIMAGE,
 			       "'%s' has no executable segment", path);
 out:
-	elf_end(elf);
+	ptd_elf_info_free(&info);
 	return r;
 }

@@ -8,9 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
-#include <libelf.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "aspace/elf.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 
@@ -31,7 +30,7 @@
 #define CAPTURE_MANIFEST "capture.json"
 #define CAPTURE_TIMELINE "timeline.jsonl"
 #define JSON_MAX_INT (1ull << 53)
-#define BUILD_ID_MAX 64u	/* bytes */
+#define BUILD_ID_MAX PTD_ELF_BUILD_ID_MAX	/* bytes */
 #define SOURCE_SWPT "swpt-capture"
 #define COPY_CHUNK (1u << 16)
 
@@ -1138,44 +1137,6 @@ static int copy_into(const struct writer *w, const char *src_path, int sflags,
 	return r;
 }
 
-/* The GNU build-id of the ELF file open at @fd, as hex (NULL if none). */
-static char *read_build_id(int fd)
-{
-	Elf *e;
-	Elf_Scn *scn = NULL;
-	char *hex = NULL;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
-	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (!e)
-		return NULL;
-	while (!hex && (scn = elf_nextscn(e, scn)) != NULL) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		GElf_Nhdr nh;
-		size_t off = 0, noff, doff, next;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE)
-			continue;
-		d = elf_getdata(scn, NULL);
-		while (d && !hex &&
-		       (next = gelf_getnote(d, off, &nh, &noff, &doff)) > 0) {
-			if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-			    !memcmp((char *)d->d_buf + noff, "GNU", 4) &&
-			    nh.n_descsz > 0 && nh.n_descsz <= BUILD_ID_MAX) {
-				hex = malloc(2 * nh.n_descsz + 1);
-				for (size_t i = 0; hex && i < nh.n_descsz; i++)
-					(void)snprintf(hex + 2 * i, 3, "%02x",
-						((uint8_t *)d->d_buf)[doff + i]);
-			}
-			off = next;
-		}
-	}
-	elf_end(e);
-	return hex;
-}
-
 static int save_capture_files(const struct writer *w, const char *cdir,
 			      int dfd, struct ptd_bundle *b)
 {
@@ -1209,6 +1170,7 @@ static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
 
 	for (i = 0; r == 0 && i < b->nimages; i++) {
 		struct ptd_bundle_image *im = &b->images[i];
+		char hex[2 * PTD_ELF_BUILD_ID_MAX + 1];
 		_cleanup_close_ int fd = -1;
 
 		r = im->file ? copy_into(w, im->path, 0, sub,
@@ -1216,8 +1178,12 @@ static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
 					 &im->size, im->sha256)
 			     : copy_into(w, im->path, 0, -1, NULL, &im->size,
 					 im->sha256);
-		if (r == 0 && open_source(w, im->path, 0, &fd) == 0)
-			im->build_id = read_build_id(fd);
+		if (r == 0 && open_source(w, im->path, 0, &fd) == 0 &&
+		    ptd_elf_build_id_fd(fd, hex, sizeof(hex))) {
+			im->build_id = strdup(hex);
+			if (!im->build_id)
+				r = -ENOMEM;
+		}
 	}
 	if (r == 0 && fsync(sub) < 0)
 		r = ptd_diagf(w->diag, -errno, "cannot fsync '"
