@@ -84,6 +84,7 @@ struct decode_args {
 	long tid;
 	const char *sysroot;
 	const char *buildid_dir;
+	const char *kernel;
 };
 
 static void decode_args_init(struct decode_args *d)
@@ -358,6 +359,7 @@ static int decode_input(const char *path, const struct decode_args *d)
 	o.tid = (pid_t)d->tid;
 	o.sysroot = d->sysroot;
 	o.buildid_dir = d->buildid_dir;
+	o.kernel = d->kernel;
 	r = ptd_input_decode(path, &o, &sink, &thread_errors, &diag);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
@@ -535,6 +537,7 @@ static const struct option decode_long[] = {
 	{ "pid", required_argument, NULL, 'i' },
 	{ "sysroot", required_argument, NULL, 'S' },
 	{ "buildid-dir", required_argument, NULL, 'B' },
+	{ "kernel", required_argument, NULL, 'K' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -567,7 +570,14 @@ static void help_decode(void)
 	       "first\n"
 	       "  --buildid-dir DIR perf's build-id cache (default "
 	       "~/.debug, then\n"
-	       "                    /usr/lib/debug/.build-id)\n");
+	       "                    /usr/lib/debug/.build-id)\n"
+	       "  --kernel FILE     the kernel's code for a trace of kernel "
+	       "code: a kcore copy\n"
+	       "                    or a vmlinux (default: the perf.data "
+	       "directory's kcore_dir,\n"
+	       "                    then by build-id, then vmlinux-RELEASE "
+	       "in /usr/lib/debug/boot,\n"
+	       "                    /boot, ... under --sysroot)\n");
 }
 
 static int verb_decode(int argc, char **argv)
@@ -625,6 +635,9 @@ static int verb_decode(int argc, char **argv)
 			break;
 		case 'B':
 			d.buildid_dir = optarg;
+			break;
+		case 'K':
+			d.kernel = optarg;
 			break;
 		case 'h':
 			help_decode();

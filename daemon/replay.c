@@ -33,7 +33,7 @@ struct ptd_replay {
 	pthread_t th;
 	bool th_started;
 	/* options (copies) */
-	char *path, *sysroot, *buildid_dir;
+	char *path, *sysroot, *buildid_dir, *kernel;
 	struct ptd_input_opts in;
 	bool lossless;
 	unsigned wait_ms, stall_ms;
@@ -402,6 +402,7 @@ static void replay_free_mem(struct ptd_replay *r)
 	free(r->path);
 	free(r->sysroot);
 	free(r->buildid_dir);
+	free(r->kernel);
 	free(r->groups);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
@@ -417,8 +418,10 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->sysroot = o->input.sysroot ? strdup(o->input.sysroot) : NULL;
 	r->buildid_dir = o->input.buildid_dir ? strdup(o->input.buildid_dir)
 					      : NULL;
+	r->kernel = o->input.kernel ? strdup(o->input.kernel) : NULL;
 	r->in.sysroot = r->sysroot;
 	r->in.buildid_dir = r->buildid_dir;
+	r->in.kernel = r->kernel;
 	r->in.cancel.fn = cancelled;
 	r->in.cancel.ctx = r;
 	r->lossless = o->lossless;
@@ -436,6 +439,7 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	}
 	if (!r->path || (o->input.sysroot && !r->sysroot) ||
 	    (o->input.buildid_dir && !r->buildid_dir) ||
+	    (o->input.kernel && !r->kernel) ||
 	    (c->ngroups && !r->groups))
 		return -ENOMEM;
 	return 0;

@@ -88,6 +88,10 @@ struct dec {
 	 * has been reported (see apply_timeline).  Also before the first
 	 * enable. */
 	bool tracing_off;
+	/* The last instruction reported was kernel code (the upper half of
+	 * the address space): in a trace of user and kernel code, every
+	 * user instruction before this kernel entry has been reported. */
+	bool in_kernel;
 
 	/* Time of the instruction or block being emitted. */
 	bool has_tsc;
@@ -516,7 +520,9 @@ static int drain_events(struct dec *d, int status)
  * is enabled events are applied in order only up to the first removal; the
  * rest waits until tracing is disabled (the thread's own mmap/munmap/execve
  * sits between the TIP.PGD of its syscall and the TIP.PGE after it, and by
- * the disabled event every instruction before it has been reported).
+ * the disabled event every instruction before it has been reported) or, in
+ * a trace of kernel code too, until the decoder is in the kernel (the
+ * syscall's own kernel code: user code before it has been reported).
  */
 static int apply_timeline(struct dec *d)
 {
@@ -530,7 +536,7 @@ static int apply_timeline(struct dec *d)
 		struct ptd_diag diag;
 		int n;
 
-		if (!d->tracing_off &&
+		if (!d->tracing_off && !d->in_kernel &&
 		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
 			break;
 		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
@@ -592,6 +598,7 @@ static int step_insn(struct dec *d)
 	/* On error the instruction may still have been decoded (the error
 	 * came while finding its successor): it executed. */
 	if (status >= 0 || (in.iclass != ptic_error && in.size)) {
+		d->in_kernel = (int64_t)in.ip < 0;
 		rc = emit_pt_insn(d, &in);
 		if (rc)
 			return rc;
@@ -789,6 +796,7 @@ static int step_block(struct dec *d)
 	d_time(d);
 	/* Even on error the block's instructions executed. */
 	if (b.ninsn) {
+		d->in_kernel = (int64_t)b.ip < 0;
 		rc = on_block(d, &b);
 		if (rc)
 			return rc;
@@ -835,6 +843,7 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 	int status, rc;
 
 	(void)d_offset(d, &eoff);
+	d->in_kernel = false;	/* not known again until an instruction */
 	status = d_sync(d);
 	/* More trace may follow: where decoding resumes (and so how many
 	 * bytes the error skips) is not known yet.  Hold the error and what

@@ -109,11 +109,21 @@ int ptd_input_detect(const char *path, enum ptd_input_kind *ret,
 			*ret = PTD_INPUT_CAPTURE;
 		else if (dir_has(path, "trace.json"))
 			*ret = PTD_INPUT_LLDB;
-		else
+		else if (dir_has(path, "data")) {
+			/* perf record --kcore writes a directory: the
+			 * perf.data is its "data" file */
+			char p[PATH_MAX];
+
+			if (snprintf(p, sizeof(p), "%s/data", path) >=
+			    (int)sizeof(p))
+				return -ENAMETOOLONG;
+			return detect_file(p, ret, diag);
+		} else
 			return ptd_diagf(diag, -PTD_EFORMAT,
 					 "directory '%s' holds no trace ptd "
 					 "reads (no ptd-bundle.json, "
-					 "capture.json or trace.json)", path);
+					 "capture.json, trace.json or perf "
+					 "'data')", path);
 		return 0;
 	}
 	if (S_ISFIFO(st.st_mode)) {

@@ -4,8 +4,10 @@
  *
  * An input is a path: a software-source capture directory (capture.json),
  * a ptd bundle (a directory with ptd-bundle.json), a perf.data file (or
- * pipe-mode stream: "-" is stdin), or an LLDB trace bundle (a directory
- * with trace.json, or the trace.json itself).  Each kind's reader has a
+ * pipe-mode stream: "-" is stdin; or the directory `perf record --kcore`
+ * writes, its perf.data in "data" and a copy of the kernel's code in
+ * "kcore_dir/kcore"), or an LLDB trace bundle (a directory with
+ * trace.json, or the trace.json itself).  Each kind's reader has a
  * decode function of the one shape ptd_input_decode_fn; ptd_input_decode
  * detects the kind and calls it, so `ptctl decode` and the daemon's
  * `replay` treat all of them alike.
@@ -52,6 +54,12 @@ struct ptd_input_opts {
 	 * Readers whose inputs carry their files (bundles) ignore these. */
 	const char *sysroot;
 	const char *buildid_dir;
+	/* The kernel's code, for traces of kernel code (perf.data): a kcore
+	 * copy or a vmlinux (any ELF whose program headers place the code at
+	 * its addresses).  NULL: the perf.data directory's kcore_dir/kcore,
+	 * then by build-id, then the usual vmlinux places (perfdata/decode.h).
+	 * Readers of inputs without kernel code ignore it. */
+	const char *kernel;
 	/* Asked during long reads before the first record (a bundle's
 	 * verification): the decode then returns -ECANCELED.  Zeroed: never.
 	 * Once records flow, the sink's non-zero return stops a decode. */

@@ -12,8 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <elf.h>
+#include <limits.h>
 #include <sys/stat.h>
 
+#include "aspace/elf.h"
 #include "aspace/iscache.h"
 #include "aspace/timeline.h"
 #include "common/fileio.h"
@@ -62,6 +66,31 @@ struct bid {
 	char hex[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
 };
 
+/* A change of the kernel's part of every image: a MAP of kernel code from
+ * the kernel ELF, or the UNMAP of a range whose code was not found (with
+ * why in @miss, reported once). */
+struct kev {
+	struct ptd_tl_event ev;
+	char *miss;
+};
+
+/* Where the kernel's code comes from (decode.h "Kernel code"). */
+struct kernel {
+	bool traced;		/* some intel_pt event traces the kernel */
+	const char *kcore;	/* the perf.data directory's kcore, or NULL */
+	bool looked;
+	bool found;
+	char path[PATH_MAX];	/* the ELF (found) */
+	struct ptd_elf_info elf;
+	char why[1024];		/* why none was found (!found) */
+	bool told_missing;	/* a miss was attached to a kev already */
+	bool told_modules;
+	struct kev *kev;	/* every change so far, in order */
+	size_t nkev;
+	char **names;		/* traced names resolved to @path */
+	size_t nnames;
+};
+
 struct dec {
 	const struct ptd_perfdata *pd;
 	const struct ptd_input_opts *o;
@@ -73,7 +102,12 @@ struct dec {
 	struct bid *bids;
 	size_t nbids;
 	struct ptd_iscache *ic;
+	struct kernel k;
 };
+
+static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only);
+static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
+		       const char *miss);
 
 /* ---- threads and processes -------------------------------------------- */
 
@@ -93,6 +127,9 @@ static struct proc *proc_get(struct dec *d, pid_t pid, size_t *ret_idx)
 	d->pr[i].pid = pid;
 	ptd_timeline_init(&d->pr[i].tl);
 	d->npr++;
+	/* Every process runs the kernel mapped so far. */
+	if (kernel_give(d, i, 0, false) < 0)
+		return NULL;
 out:
 	if (ret_idx)
 		*ret_idx = i;
@@ -272,7 +309,13 @@ static int resolve(void *ctx, const char *path, char *out, size_t outsz,
 	const struct dec *d = ctx;
 	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
 	const char *hex = bid_of(d, path, buf);
+	size_t i;
 
+	for (i = 0; i < d->k.nnames; i++)
+		if (!strcmp(d->k.names[i], path))
+			return ptd_strlcpy(out, d->k.path, outsz) == 0
+				       ? 0
+				       : -ENAMETOOLONG;
 	if (d->o->sysroot && path[0] == '/' &&
 	    try_path(out, outsz, "%s%s", d->o->sysroot, path))
 		return 0;
@@ -289,30 +332,355 @@ static int resolve(void *ctx, const char *path, char *out, size_t outsz,
 			 d->o->sysroot ? "'" : "");
 }
 
+/* ---- kernel code ------------------------------------------------------- */
+
+/* A kernel mapping: the kernel's own (pid -1, "[kernel.kallsyms]_text"),
+ * a module's or an x86 entry trampoline's, all recorded with the kernel
+ * cpumode. */
+static bool is_kernel_map(const struct ptd_perf_event *e)
+{
+	uint16_t mode = e->misc & PERF_RECORD_MISC_CPUMODE_MASK;
+
+	return (e->type == PERF_RECORD_MMAP || e->type == PERF_RECORD_MMAP2) &&
+	       (mode == PERF_RECORD_MISC_KERNEL ||
+		e->u.mmap.pid == UINT32_MAX);
+}
+
+#define KALLSYMS "[kernel.kallsyms]"
+
+static void why_add(struct kernel *k, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void why_add(struct kernel *k, const char *fmt, ...)
+{
+	size_t n = strlen(k->why);
+	va_list ap;
+
+	if (n + 1 >= sizeof(k->why))
+		return;
+	va_start(ap, fmt);
+	(void)vsnprintf(k->why + n, sizeof(k->why) - n, fmt, ap);
+	va_end(ap);
+}
+
+/* The kernel's recorded build-id (BUILD_ID feature or MMAP2), or NULL. */
+static const char *kernel_bid(const struct dec *d,
+			      char buf[static 2 * PTD_PERFDATA_BUILD_ID_MAX + 1])
+{
+	const char *bid = bid_of(d, KALLSYMS, buf);
+
+	return bid ? bid : bid_of(d, KALLSYMS "_text", buf);
+}
+
+/* Whether @path is the kernel: an ELF with code that places it (a kcore
+ * copy, ET_CORE, or a vmlinux), of the recorded build-id @bid when both
+ * are known.  Takes it (k->path, k->elf) and returns true, or says why
+ * not in k->why when @quiet_missing is false or the file exists. */
+static bool kernel_try(struct kernel *k, const char *path, const char *bid,
+		       bool quiet_missing)
+{
+	struct ptd_elf_info info;
+	struct ptd_diag ed = { "" };
+	struct stat st;
+	size_t i, code = 0;
+
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+		if (!quiet_missing)
+			why_add(k, "; '%s': %s", path,
+				stat(path, &st) < 0 ? strerror(errno)
+						    : "not a regular file");
+		return false;
+	}
+	if (ptd_elf_read_info(path, &info, &ed) < 0) {
+		why_add(k, "; %s", ed.msg);
+		return false;
+	}
+	for (i = 0; i < info.nseg; i++)
+		if (info.seg[i].exec || info.type == ET_CORE)
+			code++;
+	if (!code) {
+		why_add(k, "; '%s' has no code segment", path);
+		ptd_elf_info_free(&info);
+		return false;
+	}
+	if (bid && info.build_id[0] && strcmp(bid, info.build_id)) {
+		why_add(k, "; '%s' is another kernel (build-id %s)", path,
+			info.build_id);
+		ptd_elf_info_free(&info);
+		return false;
+	}
+	if (ptd_strlcpy(k->path, path, sizeof(k->path)) < 0) {
+		ptd_elf_info_free(&info);
+		return false;
+	}
+	k->elf = info;
+	return true;
+}
+
+/* The newest kcore perf buildid-cache --kcore keeps for @bid under @dir:
+ * DIR/[kernel.kcore]/BID/TIMESTAMP/kcore. */
+static bool kcore_in_cache(struct kernel *k, const char *dir,
+			   const char *bid)
+{
+	char base[PATH_MAX], best[256] = "", path[PATH_MAX];
+	struct dirent *de;
+	DIR *dp;
+
+	if (snprintf(base, sizeof(base), "%s/[kernel.kcore]/%s", dir, bid) >=
+	    (int)sizeof(base))
+		return false;
+	dp = opendir(base);
+	if (!dp)
+		return false;
+	while ((de = readdir(dp)) != NULL)
+		if (de->d_name[0] != '.' && strlen(de->d_name) < sizeof(best) &&
+		    strcmp(de->d_name, best) > 0)
+			(void)ptd_strlcpy(best, de->d_name, sizeof(best));
+	(void)closedir(dp);
+	return best[0] &&
+	       snprintf(path, sizeof(path), "%s/%s/kcore", base, best) <
+		       (int)sizeof(path) &&
+	       kernel_try(k, path, NULL, false);
+}
+
+/* Find the kernel's code once: o->kernel; the perf.data directory's
+ * kcore; by build-id (perf's kcore cache, the build-id caches); the
+ * vmlinux places named by the recording's OSRELEASE, under the sysroot. */
+static bool kernel_find(struct dec *d)
+{
+	static const char *const places[][2] = {
+		{ "/usr/lib/debug/boot/vmlinux-", "" },
+		{ "/boot/vmlinux-", "" },
+		{ "/usr/lib/debug/lib/modules/", "/vmlinux" },
+		{ "/lib/modules/", "/build/vmlinux" },
+	};
+	struct kernel *k = &d->k;
+	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1], path[PATH_MAX];
+	const char *bid = kernel_bid(d, buf);
+	const char *rel = d->pd->osrelease;
+	const char *home = getenv("HOME");
+	size_t i;
+
+	if (k->looked)
+		return k->found;
+	k->looked = true;
+	if (d->o->kernel) {
+		/* Given: that one or none. */
+		k->found = kernel_try(k, d->o->kernel, bid, false);
+		return k->found;
+	}
+	if (k->kcore && (k->found = kernel_try(k, k->kcore, NULL, false)))
+		return true;
+	if (bid) {
+		if (d->o->buildid_dir)
+			k->found = kcore_in_cache(k, d->o->buildid_dir, bid);
+		else if (home && snprintf(path, sizeof(path), "%s/.debug",
+					  home) < (int)sizeof(path))
+			k->found = kcore_in_cache(k, path, bid);
+		if (!k->found && find_by_buildid(d, bid, path, sizeof(path)))
+			k->found = kernel_try(k, path, bid, false);
+		if (k->found)
+			return true;
+	}
+	for (i = 0; rel && !strchr(rel, '/') &&
+		    i < sizeof(places) / sizeof(places[0]);
+	     i++) {
+		if (snprintf(path, sizeof(path), "%s%s%s%s",
+			     d->o->sysroot ? d->o->sysroot : "",
+			     places[i][0], rel, places[i][1]) >=
+		    (int)sizeof(path))
+			continue;
+		if ((k->found = kernel_try(k, path, bid, true)))
+			return true;
+	}
+	return false;
+}
+
+/* Give process @pi the kernel changes from @from on (@maps_only: the
+ * code, not the misses: after an exec cleared its image). */
+static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only)
+{
+	size_t i;
+	int r;
+
+	for (i = from; i < d->k.nkev; i++) {
+		struct kev *kv = &d->k.kev[i];
+
+		if (maps_only && kv->ev.op != PTD_TL_MAP)
+			continue;
+		r = tl_add_proc(d, pi, &kv->ev, kv->miss);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int kev_add(struct kernel *k, enum ptd_tl_op op, const char *name,
+		   uint64_t start, uint64_t end, uint64_t pgoff, char *miss)
+{
+	struct kev *kv = reallocarray(k->kev, k->nkev + 1, sizeof(*kv));
+
+	if (!kv) {
+		free(miss);
+		return -ENOMEM;
+	}
+	k->kev = kv;
+	kv = &k->kev[k->nkev];
+	memset(kv, 0, sizeof(*kv));
+	kv->ev.op = op;
+	kv->ev.start = start;
+	kv->ev.end = end;
+	kv->ev.pgoff = pgoff;
+	kv->miss = miss;
+	if (op == PTD_TL_MAP && !(kv->ev.path = strdup(name))) {
+		free(miss);
+		return -ENOMEM;
+	}
+	k->nkev++;
+	return 0;
+}
+
+static int kernel_name(struct kernel *k, const char *name)
+{
+	char **n;
+	size_t i;
+
+	for (i = 0; i < k->nnames; i++)
+		if (!strcmp(k->names[i], name))
+			return 0;
+	n = reallocarray(k->names, k->nnames + 1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	k->names = n;
+	n[k->nnames] = strdup(name);
+	if (!n[k->nnames])
+		return -ENOMEM;
+	k->nnames++;
+	return 0;
+}
+
+/* A kernel mapping record: its code, found in the kernel ELF by address,
+ * goes into every process's image, now and later. */
+static int kernel_change(struct dec *d, const struct ptd_perf_event *e)
+{
+	const struct ptd_perf_mmap *m = &e->u.mmap;
+	struct kernel *k = &d->k;
+	const char *name = strncmp(m->filename, KALLSYMS, strlen(KALLSYMS))
+				   ? m->filename
+				   : KALLSYMS;
+	uint64_t start = m->addr, end = m->addr + m->len;
+	size_t first = k->nkev, i;
+	char *miss = NULL;
+	int r = 0;
+
+	if (!k->traced || !m->len)
+		return 0;	/* no kernel trace: its maps do not matter */
+	if (end < start)
+		end = UINT64_MAX;
+	if (kernel_find(d)) {
+		for (i = 0; r == 0 && i < k->elf.nseg; i++) {
+			const struct ptd_elf_segment *sg = &k->elf.seg[i];
+			uint64_t lo = start > sg->vaddr ? start : sg->vaddr;
+			uint64_t hi = end < sg->vaddr + sg->size
+					      ? end
+					      : sg->vaddr + sg->size;
+
+			if ((!sg->exec && k->elf.type != ET_CORE) || lo >= hi)
+				continue;
+			r = kev_add(k, PTD_TL_MAP, name, lo, hi,
+				    sg->offset + (lo - sg->vaddr), NULL);
+		}
+		if (r == 0 && k->nkev > first)
+			r = kernel_name(k, name);
+		if (r == 0 && k->nkev == first && !k->told_modules) {
+			/* Code the ELF does not hold: a vmlinux has no
+			 * modules. */
+			k->told_modules = true;
+			if (asprintf(&miss, "kernel code '%s' at 0x%" PRIx64
+				     "-0x%" PRIx64 ": not in '%s'%s; other "
+				     "such kernel mappings are left out "
+				     "too", m->filename, start, end, k->path,
+				     k->elf.type == ET_CORE
+					     ? ""
+					     : " (module code is only in a "
+					       "kcore copy: perf record "
+					       "--kcore)") < 0)
+				return -ENOMEM;
+		}
+	} else if (!k->told_missing) {
+		char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
+		const char *bid = kernel_bid(d, buf);
+		char looked[256] = "";
+
+		k->told_missing = true;
+		if (!d->o->kernel)
+			(void)snprintf(looked, sizeof(looked), " (looked for "
+				       "kcore_dir beside the data, in the "
+				       "build-id caches%s%s%s)",
+				       d->pd->osrelease ? ", for vmlinux-" : "",
+				       d->pd->osrelease ? d->pd->osrelease : "",
+				       d->pd->osrelease
+					       ? " in /usr/lib/debug/boot, "
+						 "/boot, ..."
+					       : "");
+		if (asprintf(&miss, "kernel code (%s, build-id %s): no kcore "
+			     "copy or vmlinux found%s%s; record with perf "
+			     "record --kcore or give the kernel's image "
+			     "(ptctl decode --kernel FILE); every kernel "
+			     "mapping is left out",
+			     m->filename, bid ? bid : "unknown", looked,
+			     k->why) < 0)
+			return -ENOMEM;
+	}
+	if (r == 0 && k->nkev == first)
+		r = kev_add(k, PTD_TL_UNMAP, NULL, start, end, 0, miss);
+	else
+		free(miss);
+	for (i = 0; r == 0 && i < d->npr; i++)
+		r = kernel_give(d, i, first, false);
+	return r;
+}
+
+static void kernel_free(struct kernel *k)
+{
+	size_t i;
+
+	for (i = 0; i < k->nkev; i++) {
+		free(k->kev[i].ev.path);
+		free(k->kev[i].miss);
+	}
+	free(k->kev);
+	for (i = 0; i < k->nnames; i++)
+		free(k->names[i]);
+	free(k->names);
+	ptd_elf_info_free(&k->elf);
+}
+
 /* ---- the pass over the records ---------------------------------------- */
 
-/* Add @ev to @pid's timeline, placed at every known thread's length. */
-static int tl_add(struct dec *d, pid_t pid, struct ptd_tl_event *ev,
-		  const char *miss)
+/* Add @ev to process @pi's timeline, placed at every known thread's
+ * length; @miss: why its code was not found (an error record for each
+ * thread it concerns). */
+static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
+		       const char *miss)
 {
 	struct ptd_tl_pos *pos;
-	struct proc *p = proc_get(d, pid, NULL);
+	struct proc *p = &d->pr[pi];
 	size_t i, n = 0;
 	int64_t seq;
 
-	if (!p)
-		return -ENOMEM;
 	pos = calloc(d->nth + 1, sizeof(*pos));
 	if (!pos)
 		return -ENOMEM;
 	for (i = 0; i < d->nth; i++)
-		if (d->th[i].pid == pid) {
+		if (d->th[i].pid == p->pid) {
 			pos[n].tid = d->th[i].tid;
 			pos[n++].pos = d->th[i].pt.len;
 		}
 	ev->pos = pos;
 	ev->npos = n;
 	seq = ptd_timeline_add(&p->tl, ev);
+	ev->pos = NULL;
+	ev->npos = 0;
 	free(pos);
 	if (seq < 0)
 		return (int)seq;
@@ -330,6 +698,17 @@ static int tl_add(struct dec *d, pid_t pid, struct ptd_tl_event *ev,
 		p->nmiss++;
 	}
 	return 0;
+}
+
+/* The same for process @pid (created on first sight). */
+static int tl_add(struct dec *d, pid_t pid, struct ptd_tl_event *ev,
+		  const char *miss)
+{
+	size_t pi;
+
+	if (!proc_get(d, pid, &pi))
+		return -ENOMEM;
+	return tl_add_proc(d, pi, ev, miss);
 }
 
 static int note_buildid(struct dec *d, const struct ptd_perf_mmap *m)
@@ -393,7 +772,16 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 		ev.path = NULL;
 		return tl_add(d, pid, &ev, rd.msg);
 	}
-	return tl_add(d, pid, &ev, NULL);
+	r = tl_add(d, pid, &ev, NULL);
+	if (r == 0 && ev.op == PTD_TL_EXEC) {
+		/* The exec emptied the image; the kernel is still there. */
+		size_t pi;
+
+		if (!proc_get(d, pid, &pi))
+			return -ENOMEM;
+		r = kernel_give(d, pi, 0, true);
+	}
+	return r;
 }
 
 /* An AUXTRACE payload of a per-thread recording. */
@@ -491,6 +879,9 @@ static int thread_record(struct dec *d, const struct ptd_perf_event *e)
 		return image_change(d, e);
 	case PERF_RECORD_MMAP:
 	case PERF_RECORD_MMAP2:
+		if (is_kernel_map(e))
+			return kernel_change(d, e);
+		return image_change(d, e);
 	case PTD_PERF_RECORD_UNMAP:
 		return image_change(d, e);
 	case PERF_RECORD_AUX:
@@ -842,6 +1233,7 @@ static void dec_free(struct dec *d)
 		free(d->bids[i].path);
 	free(d->bids);
 	ptd_iscache_free(d->ic);
+	kernel_free(&d->k);
 }
 
 static bool selected(const struct ptd_input_opts *o, const struct thr *t)
@@ -913,11 +1305,22 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	return r;
 }
 
-int ptd_perfdata_decode_parsed(const struct ptd_perfdata *pd,
-			       const struct ptd_input_opts *o,
-			       const struct ptd_input_sink *sink,
-			       size_t *ret_thread_errors,
-			       struct ptd_diag *diag)
+/* Whether an intel_pt event of @pd traces kernel code. */
+static bool traces_kernel(const struct ptd_perfdata *pd)
+{
+	size_t i;
+
+	for (i = 0; i < pd->nattrs; i++)
+		if (pd->attrs[i].attr.type == pd->pt.pmu_type &&
+		    !pd->attrs[i].attr.exclude_kernel)
+			return true;
+	return false;
+}
+
+static int decode_parsed(const struct ptd_perfdata *pd, const char *kcore,
+			 const struct ptd_input_opts *o,
+			 const struct ptd_input_sink *sink,
+			 size_t *ret_thread_errors, struct ptd_diag *diag)
 {
 	struct dec d;
 	int r;
@@ -935,6 +1338,8 @@ int ptd_perfdata_decode_parsed(const struct ptd_perfdata *pd,
 	d.pd = pd;
 	d.o = o;
 	d.diag = diag;
+	d.k.traced = traces_kernel(pd);
+	d.k.kcore = kcore;
 	d.ic = ptd_iscache_new();
 	if (!d.ic)
 		return -ENOMEM;
@@ -946,19 +1351,54 @@ int ptd_perfdata_decode_parsed(const struct ptd_perfdata *pd,
 	return r;
 }
 
+int ptd_perfdata_decode_parsed(const struct ptd_perfdata *pd,
+			       const struct ptd_input_opts *o,
+			       const struct ptd_input_sink *sink,
+			       size_t *ret_thread_errors,
+			       struct ptd_diag *diag)
+{
+	return decode_parsed(pd, NULL, o, sink, ret_thread_errors, diag);
+}
+
 int ptd_perfdata_decode(const char *path, const struct ptd_input_opts *o,
 			const struct ptd_input_sink *sink,
 			size_t *ret_thread_errors, struct ptd_diag *diag)
 {
 	struct ptd_perfdata *pd = NULL;
+	char data[PATH_MAX], kcore[PATH_MAX];
+	const char *kc = NULL;
+	struct stat st;
 	int r;
 
 	if (!path || !o || !sink || !sink->record)
 		return -EINVAL;
+	if (strcmp(path, "-") && stat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		/* perf record --kcore: PATH/data, PATH/kcore_dir/kcore.
+		 * perf record --threads adds PATH/data.N files, which
+		 * hold records this reader would miss. */
+		if (snprintf(data, sizeof(data), "%s/data.0", path) >=
+		    (int)sizeof(data))
+			return -ENAMETOOLONG;
+		if (stat(data, &st) == 0)
+			return ptd_diagf(diag, -PTD_EUNSUPPORTED, "'%s' was "
+					 "recorded with perf record --threads "
+					 "(it has data.N files), which ptd "
+					 "does not read: record without "
+					 "--threads", path);
+		(void)snprintf(data, sizeof(data), "%s/data", path);
+		if (snprintf(kcore, sizeof(kcore), "%s/kcore_dir", path) <
+			    (int)sizeof(kcore) &&
+		    stat(kcore, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    snprintf(kcore, sizeof(kcore), "%s/kcore_dir/kcore",
+			     path) < (int)sizeof(kcore))
+			kc = kcore;
+		path = data;
+	}
 	r = ptd_perfdata_open(path, &pd, diag);
 	if (r < 0)
 		return r;
-	r = ptd_perfdata_decode_parsed(pd, o, sink, ret_thread_errors, diag);
+	r = decode_parsed(pd, kc, o, sink, ret_thread_errors, diag);
 	ptd_perfdata_free(pd);
 	return r;
 }

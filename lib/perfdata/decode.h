@@ -44,6 +44,26 @@
  * code -PTD_ENOIMAGE) at its position; decoding goes on (code there gives
  * decode error records).
  *
+ * Kernel code.  When an intel_pt event traces the kernel (exclude_kernel
+ * 0), the kernel's mappings (MMAP records with the kernel cpumode or pid
+ * -1: "[kernel.kallsyms]_text", modules, x86 entry trampolines) are in
+ * every process's image from where they were read on, and again after
+ * each exec; records name them "[kernel.kallsyms]" or the module.  Their
+ * bytes come from one ELF whose program headers place code at kernel
+ * addresses, found once: o->kernel (that one or none); else the kcore
+ * copy of a `perf record --kcore` directory (DIR/kcore_dir/kcore, when the
+ * input is DIR); else by the kernel's build-id (perf buildid-cache
+ * --kcore's DIR/[kernel.kcore]/BID/TIMESTAMP/kcore, newest, in o->buildid_dir or
+ * ~/.debug, then the build-id caches as for files); else vmlinux-RELEASE
+ * (the OSRELEASE feature) in /usr/lib/debug/boot, /boot,
+ * /usr/lib/debug/lib/modules/RELEASE/vmlinux or
+ * /lib/modules/RELEASE/build/vmlinux, under o->sysroot.  A vmlinux (which
+ * has no modules) whose build-id differs from the recorded one is not
+ * taken.  A kernel not found gives every thread one error record (code
+ * -PTD_ENOIMAGE, naming the mapping, the build-id, where ptd looked and
+ * what to do); likewise one for the first mapping the ELF does not hold.
+ * A directory with data.N files (perf record --threads) is refused.
+ *
  * Losses: AUX records flagged TRUNCATED/PARTIAL/COLLISION and
  * PERF_RECORD_LOST give error records (code -PTD_ETRUNC, context naming
  * the loss and its byte or record count) in the affected thread.

@@ -317,6 +317,8 @@ static int parse_feature(struct rd *r, uint64_t feat, const uint8_t *p,
 				    "VENDOR,FAMILY,MODEL,STEPPING", s);
 		pd->have_cpu = err == 0;
 		return 0;
+	case PTD_PERFDATA_HEADER_OSRELEASE:
+		return feat_string(r, p, len, off, &pd->osrelease);
 	case PTD_PERFDATA_HEADER_NRCPUS:
 		if (len < sizeof(pd->nrcpus))
 			return fail(r, -PTD_ETRUNC, off, "NRCPUS feature of %"

@@ -111,6 +111,8 @@ struct ptd_perfdata {
 	size_t nattrs;
 	uint64_t features[PTD_PERFDATA_FEAT_BITS / 64];
 
+	const char *osrelease;	/* OSRELEASE feature (uname -r of the
+				 * recording machine), or NULL */
 	bool have_cpu;		/* CPUID feature naming an Intel CPU */
 	struct pt_cpu cpu;
 	bool have_nrcpus;

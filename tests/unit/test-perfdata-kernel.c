@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Kernel code in perf.data traces (perfdata/decode.h "Kernel code"): a
+ * trace that goes from user code through a syscall into the kernel and a
+ * module and back, recorded as `perf record --kcore` lays it out (the
+ * perf.data in DIR/data, the kernel's code in DIR/kcore_dir/kcore), decodes
+ * instruction by instruction on both decoder paths; a vmlinux found by
+ * --kernel, by build-id or by release under a sysroot serves the kernel
+ * but not its modules; a missing or foreign kernel image gives one error
+ * record naming it; an exec while in the kernel keeps the kernel mapped;
+ * broken kernel images are answered with the reason.
+ *
+ * No machine here has /proc/kcore or a vmlinux, so the kernel is made
+ * here: ELF files with the code at kernel addresses, as perf's kcore copy
+ * and a vmlinux have it.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "input/input.h"
+#include "perfdata/decode.h"
+#include "perfdata/read.h"
+#include "e2e/run-cmd.h"
+#include "unit/pdbuild.h"
+#include "unit/ptenc.h"
+
+#define KBASE 0xffffffff81000000ull	/* the kernel's text */
+#define MBASE 0xffffffffc0000000ull	/* a module */
+#define UBASE 0x400000ull		/* the user program */
+#define RELEASE "9.9.9-ptdtest"
+
+static char tmpdir[] = "/tmp/ptd-pdk-XXXXXX";
+
+static const uint8_t kbid[20] = { 0x6b, 0x65, 0x72, 0x6e, 0x65, 0x6c, 1, 2 };
+static const uint8_t otherbid[20] = { 0x0f, 0x0e, 0x0d };
+
+/* User code: nop; syscall; nop; syscall. */
+static const uint8_t user1[] = { 0x90, 0x0f, 0x05, 0x90, 0x0f, 0x05 };
+/* The program an exec brings: at 0x400003 nop; nop; syscall. */
+static const uint8_t user2[] = { 0xcc, 0xcc, 0xcc, 0x90, 0x90, 0x0f, 0x05 };
+/* Kernel entry: nop; test rax,rax; je +1; nop; call MBASE; sysretq. */
+static const uint8_t kcode[] = {
+	0x90, 0x48, 0x85, 0xc0, 0x74, 0x01, 0x90,
+	0xe8, 0xf4, 0xff, 0xff, 0x3e,	/* MBASE - (KBASE + 0xc) */
+	0x48, 0x0f, 0x07,
+};
+/* Module: nop; ret. */
+static const uint8_t mcode[] = { 0x90, 0xc3 };
+
+/* What executes: user, kernel, module, kernel, user. */
+static const uint64_t want_ips[] = {
+	UBASE, UBASE + 1, KBASE, KBASE + 1, KBASE + 4, KBASE + 7,
+	MBASE, MBASE + 1, KBASE + 0xc, UBASE + 3, UBASE + 4,
+};
+/* The same with the exec: user2 from 0x400003 on. */
+static const uint64_t want_exec_ips[] = {
+	UBASE, UBASE + 1, KBASE, KBASE + 1, KBASE + 4, KBASE + 7,
+	MBASE, MBASE + 1, KBASE + 0xc, UBASE + 3, UBASE + 4, UBASE + 5,
+};
+
+static char path_user1[256], path_user2[256];
+
+/* ---- files ------------------------------------------------------------ */
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	REQUIRE(fd >= 0);
+	REQUIRE(write(fd, p, n) == (ssize_t)n);
+	REQUIRE(close(fd) == 0);
+}
+
+/* mkdir -p TMPDIR/@rel */
+static void mkdirs(const char *rel)
+{
+	char cmd[1024];
+
+	(void)snprintf(cmd, sizeof(cmd), "mkdir -p '%s/%s'", tmpdir, rel);
+	REQUIRE(system(cmd) == 0);
+}
+
+struct seg {
+	uint64_t vaddr;
+	const uint8_t *code;
+	size_t len;
+	uint32_t flags;
+};
+
+/* An ELF of @type whose PT_LOADs hold @segs (each at its own page), with
+ * a PT_NOTE GNU build-id if @bid. */
+static void write_elf(const char *path, uint16_t type, const struct seg *segs,
+		      size_t n, const uint8_t *bid)
+{
+	struct ptd_buf b = { 0 };
+	Elf64_Ehdr eh;
+	size_t nph = n + (bid ? 1 : 0), i;
+	uint64_t data = 0x1000;
+
+	memset(&eh, 0, sizeof(eh));
+	memcpy(eh.e_ident, ELFMAG, SELFMAG);
+	eh.e_ident[EI_CLASS] = ELFCLASS64;
+	eh.e_ident[EI_DATA] = ELFDATA2LSB;
+	eh.e_ident[EI_VERSION] = EV_CURRENT;
+	eh.e_type = type;
+	eh.e_machine = EM_X86_64;
+	eh.e_version = EV_CURRENT;
+	eh.e_phoff = sizeof(eh);
+	eh.e_ehsize = sizeof(eh);
+	eh.e_phentsize = sizeof(Elf64_Phdr);
+	eh.e_phnum = (uint16_t)nph;
+	put(&b, &eh, sizeof(eh));
+	for (i = 0; i < n; i++) {
+		Elf64_Phdr ph;
+
+		memset(&ph, 0, sizeof(ph));
+		ph.p_type = PT_LOAD;
+		ph.p_flags = segs[i].flags;
+		ph.p_offset = data + 0x1000 * i;
+		ph.p_vaddr = ph.p_paddr = segs[i].vaddr;
+		ph.p_filesz = ph.p_memsz = 0x1000;
+		ph.p_align = 0x1000;
+		put(&b, &ph, sizeof(ph));
+	}
+	if (bid) {
+		Elf64_Phdr ph;
+
+		memset(&ph, 0, sizeof(ph));
+		ph.p_type = PT_NOTE;
+		ph.p_offset = data + 0x1000 * n;
+		ph.p_filesz = 12 + 4 + 20;
+		ph.p_align = 4;
+		put(&b, &ph, sizeof(ph));
+	}
+	while (b.len < data)
+		put(&b, "", 1);
+	for (i = 0; i < n; i++) {
+		uint8_t page[0x1000];
+
+		memset(page, 0xcc, sizeof(page));
+		memcpy(page, segs[i].code, segs[i].len);
+		put(&b, page, sizeof(page));
+	}
+	if (bid) {
+		uint32_t nh[3] = { 4, 20, NT_GNU_BUILD_ID };
+
+		put(&b, nh, sizeof(nh));
+		put(&b, "GNU", 4);
+		put(&b, bid, 20);
+	}
+	write_file(path, b.data, b.len);
+	ptd_buf_free(&b);
+}
+
+static void write_kcore(const char *path)
+{
+	const struct seg s[] = {
+		{ KBASE, kcode, sizeof(kcode), PF_R | PF_W | PF_X },
+		{ MBASE, mcode, sizeof(mcode), PF_R | PF_W | PF_X },
+	};
+
+	write_elf(path, ET_CORE, s, 2, NULL);
+}
+
+static void write_vmlinux(const char *path, const uint8_t *bid)
+{
+	const struct seg s[] = {
+		{ KBASE, kcode, sizeof(kcode), PF_R | PF_X },
+	};
+
+	write_elf(path, ET_EXEC, s, 1, bid);
+}
+
+/* ---- the perf.data ---------------------------------------------------- */
+
+/* PERF_RECORD_MMAP of kernel code as perf synthesizes it: pid -1, the
+ * kernel cpumode, no prot. */
+static void fb_kmmap(struct fb *f, uint64_t start, uint64_t len,
+		     uint64_t pgoff, const char *name)
+{
+	char fn[64] = { 0 };
+	size_t fl = (strlen(name) + 1 + 7) & ~(size_t)7;
+	struct perf_event_header h = { PERF_RECORD_MMAP,
+				       PERF_RECORD_MISC_KERNEL,
+				       (uint16_t)(8 + 8 + 24 + fl + 32) };
+
+	REQUIRE(fl <= sizeof(fn));
+	memcpy(fn, name, strlen(name));
+	put(&f->recs, &h, sizeof(h));
+	put_u32(&f->recs, UINT32_MAX);
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, start);
+	put_u64(&f->recs, len);
+	put_u64(&f->recs, pgoff);
+	put(&f->recs, fn, fl);
+	put_u32(&f->recs, UINT32_MAX);	/* sample_id: pid, tid */
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, 0);		/* cpu, res */
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 2);
+}
+
+static void pad8(struct trace *t)
+{
+	while (t->len % 8)
+		simple(t, ppt_pad);
+}
+
+/* The trace: enabled at UBASE; the syscall enters the kernel (TIP), the
+ * je is taken and the module's ret compressed (TNT 11), sysretq returns
+ * (TIP), the second syscall ends tracing (TIP.PGD).  Cut after the
+ * kernel entry (@ret_cut, 8-aligned) for the exec variant. */
+static void make_trace(struct trace *t, size_t *ret_cut)
+{
+	tr_begin(t);
+	(void)psb_plus(t, false, 0, UBASE);
+	ippkt(t, ppt_tip, KBASE);
+	pad8(t);
+	*ret_cut = t->len;
+	tnt(t, "11");
+	ippkt(t, ppt_tip, UBASE + 3);
+	ippkt(t, ppt_tip_pgd, 0);
+	pad8(t);
+	tr_end(t);
+}
+
+struct pdopts {
+	bool exclude_kernel;
+	bool exec;		/* an exec to user2 while in the kernel */
+	bool modules;		/* map the module */
+};
+
+static void make_perfdata(struct ptd_buf *out, const struct pdopts *po)
+{
+	struct trace t;
+	size_t cut;
+	struct fb f;
+
+	make_trace(&t, &cut);
+	fb_init(&f);
+	f.attr[0].exclude_kernel = po->exclude_kernel;
+	fb_ptinfo(&f, false, NULL);
+	fb_buildid(fb_feat(&f, PTD_PERFDATA_HEADER_BUILD_ID),
+		   "[kernel.kallsyms]", kbid);
+	put_string(fb_feat(&f, PTD_PERFDATA_HEADER_OSRELEASE), RELEASE);
+	fb_comm(&f, 100, 100, true, "prog");
+	/* perf's length reaches past the text, as its map end does */
+	fb_kmmap(&f, KBASE, 0x1209988, KBASE, "[kernel.kallsyms]_text");
+	if (po->modules)
+		fb_kmmap(&f, MBASE, 0x1000, 0, "[mymod]");
+	fb_mmap2(&f, 100, UBASE, 0x1000, 0, path_user1, NULL);
+	fb_itrace(&f, 100, 100, UINT32_MAX);
+	if (po->exec) {
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, t.buf, cut);
+		fb_comm(&f, 100, 100, true, "prog2");
+		fb_mmap2(&f, 100, UBASE, 0x1000, 0, path_user2, NULL);
+		fb_auxtrace(&f, 100, UINT32_MAX, cut, t.buf + cut,
+			    t.len - cut);
+	} else {
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, t.buf, t.len);
+	}
+	fb_file(&f, out);
+	fb_free(&f);
+}
+
+/* ---- decoding --------------------------------------------------------- */
+
+struct got {
+	uint64_t ip[64];
+	char mod[64][64];
+	size_t n;
+	unsigned noimage, errors;
+	char noimage_msg[1024];
+	char source[32];
+};
+
+static int got_info(void *ctx, const struct ptd_input_info *in)
+{
+	struct got *g = ctx;
+
+	(void)snprintf(g->source, sizeof(g->source), "%s", in->source);
+	return 0;
+}
+
+static int got_record(void *ctx, const struct ptd_record *r)
+{
+	struct got *g = ctx;
+
+	if (r->type == PTD_REC_INSN && g->n < 64) {
+		(void)snprintf(g->mod[g->n], sizeof(g->mod[0]), "%s",
+			       r->u.insn.module);
+		g->ip[g->n++] = r->u.insn.ip;
+	}
+	if (r->type == PTD_REC_ERROR) {
+		g->errors++;
+		if (r->u.error.ptd_code &&
+		    r->u.error.code == -PTD_ENOIMAGE) {
+			g->noimage++;
+			if (!g->noimage_msg[0])
+				(void)snprintf(g->noimage_msg,
+					       sizeof(g->noimage_msg), "%s",
+					       r->u.error.context);
+		}
+	}
+	return 0;
+}
+
+/* Decode @path into @g; returns the decode's result. */
+static int decode(const char *path, const struct ptd_input_opts *o,
+		  struct got *g, struct ptd_diag *diag)
+{
+	struct ptd_input_sink sink = { got_info, got_record, NULL, g, NULL };
+
+	memset(g, 0, sizeof(*g));
+	memset(diag, 0, sizeof(*diag));
+	return ptd_input_decode(path, o, &sink, NULL, diag);
+}
+
+static void opts(struct ptd_input_opts *o, enum ptd_decode_path p)
+{
+	memset(o, 0, sizeof(*o));
+	o->decode.path = p;
+	o->decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
+}
+
+static void check_ips(const struct got *g, const uint64_t *want, size_t n)
+{
+	size_t i;
+
+	CHECK_EQ_INT(g->n, n);
+	for (i = 0; i < n && i < g->n; i++)
+		if (g->ip[i] != want[i]) {
+			CHECK_FAIL_("instruction %zu: expected 0x%" PRIx64
+				    ", got 0x%" PRIx64, i, want[i], g->ip[i]);
+			return;
+		}
+}
+
+static const char *const paths[] = { "insn", "block" };
+
+/* A perf record --kcore directory decodes to every instruction, each named
+ * by its module, on both paths. */
+static void test_kcore_dir(void)
+{
+	struct pdopts po = { .modules = true };
+	char dir[512], file[600];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct ptd_buf pd;
+	struct got g;
+
+	(void)snprintf(dir, sizeof(dir), "%s/kc.data", tmpdir);
+	mkdirs("kc.data/kcore_dir");
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/data", dir);
+	write_file(file, pd.data, pd.len);
+	(void)snprintf(file, sizeof(file), "%s/kcore_dir/kcore", dir);
+	write_kcore(file);
+	for (int p = 0; p < 2; p++) {
+		fprintf(stderr, "  %s path\n", paths[p]);
+		opts(&o, p ? PTD_PATH_BLOCK : PTD_PATH_INSN);
+		CHECK_EQ_INT(decode(dir, &o, &g, &diag), 0);
+		CHECK_EQ_STR(g.source, "perf.data");
+		check_ips(&g, want_ips, sizeof(want_ips) / 8);
+		CHECK_EQ_INT(g.errors, 0);
+		if (g.n == sizeof(want_ips) / 8) {
+			CHECK_EQ_STR(g.mod[0], path_user1);
+			CHECK_EQ_STR(g.mod[2], "[kernel.kallsyms]");
+			CHECK_EQ_STR(g.mod[6], "[mymod]");
+			CHECK_EQ_STR(g.mod[8], "[kernel.kallsyms]");
+			CHECK_EQ_STR(g.mod[9], path_user1);
+		}
+	}
+	ptd_buf_free(&pd);
+}
+
+/* The data file alone: the kernel is nowhere; one error record says so
+ * (naming it, its build-id and what to do), the user code before the
+ * syscall is decoded. */
+static void test_no_kernel(void)
+{
+	struct pdopts po = { .modules = true };
+	char file[512];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct ptd_buf pd;
+	struct got g;
+
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/alone.data", tmpdir);
+	write_file(file, pd.data, pd.len);
+	opts(&o, PTD_PATH_INSN);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 1);
+	fprintf(stderr, "  said: %s\n", g.noimage_msg);
+	CHECK_CONTAINS(g.noimage_msg, "[kernel.kallsyms]");
+	CHECK_CONTAINS(g.noimage_msg, "6b65726e656c0102");
+	CHECK_CONTAINS(g.noimage_msg, "perf record --kcore");
+	CHECK_CONTAINS(g.noimage_msg, "--kernel");
+	CHECK(g.errors >= 2);	/* and the decode stops at the kernel */
+	CHECK(g.n >= 2);
+	if (g.n >= 2) {
+		CHECK_EQ_U64(g.ip[0], UBASE);
+		CHECK_EQ_U64(g.ip[1], UBASE + 1);
+	}
+	for (size_t i = 0; i < g.n; i++)
+		CHECK((int64_t)g.ip[i] > 0);
+
+	/* A user-only recording: the kernel maps perf always writes do not
+	 * matter and nothing is said about them. */
+	po.exclude_kernel = true;
+	ptd_buf_free(&pd);
+	make_perfdata(&pd, &po);
+	write_file(file, pd.data, pd.len);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 0);
+	ptd_buf_free(&pd);
+}
+
+/* A vmlinux: given (--kernel), by build-id, or by release under the
+ * sysroot; it has the kernel, not the module (one error record says so);
+ * one of another build is refused saying whose it is. */
+static void test_vmlinux(void)
+{
+	struct pdopts po = { .modules = true };
+	char file[512], vml[512], other[512], dir[512];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct ptd_buf pd;
+	struct got g;
+
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/vm.data", tmpdir);
+	write_file(file, pd.data, pd.len);
+	(void)snprintf(vml, sizeof(vml), "%s/vmlinux", tmpdir);
+	write_vmlinux(vml, kbid);
+	(void)snprintf(other, sizeof(other), "%s/vmlinux-other", tmpdir);
+	write_vmlinux(other, otherbid);
+
+	opts(&o, PTD_PATH_BLOCK);
+	o.kernel = vml;
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	/* user, kernel up to the call into the module */
+	check_ips(&g, want_ips, 6);
+	CHECK_EQ_INT(g.noimage, 1);
+	fprintf(stderr, "  said: %s\n", g.noimage_msg);
+	CHECK_CONTAINS(g.noimage_msg, "[mymod]");
+	CHECK_CONTAINS(g.noimage_msg, "kcore");
+
+	/* Without the module mapping, the vmlinux is all it takes. */
+	po.modules = false;
+	ptd_buf_free(&pd);
+	make_perfdata(&pd, &po);
+	write_file(file, pd.data, pd.len);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 0);
+	CHECK_EQ_INT(g.n, 6);
+
+	/* Another kernel's vmlinux is refused by build-id. */
+	o.kernel = other;
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 1);
+	fprintf(stderr, "  said: %s\n", g.noimage_msg);
+	CHECK_CONTAINS(g.noimage_msg, "another kernel");
+	CHECK_CONTAINS(g.noimage_msg, "0f0e0d");
+	CHECK_EQ_INT(g.n, 2);
+
+	/* By build-id: DIR/.build-id/6b/65...../elf */
+	o.kernel = NULL;
+	mkdirs("bid/.build-id/6b/65726e656c0102000000000000000000000000");
+	(void)snprintf(dir, sizeof(dir), "%s/bid/.build-id/6b/"
+		       "65726e656c0102000000000000000000000000/elf", tmpdir);
+	write_vmlinux(dir, kbid);
+	(void)snprintf(dir, sizeof(dir), "%s/bid", tmpdir);
+	o.buildid_dir = dir;
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 0);
+	CHECK_EQ_INT(g.n, 6);
+
+	/* By release, under the sysroot: /usr/lib/debug/boot/vmlinux-R */
+	o.buildid_dir = tmpdir;	/* no cache there */
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 1);
+	mkdirs("root/usr/lib/debug/boot");
+	(void)snprintf(dir, sizeof(dir), "%s/root/usr/lib/debug/boot/"
+		       "vmlinux-" RELEASE, tmpdir);
+	write_vmlinux(dir, kbid);
+	(void)snprintf(dir, sizeof(dir), "%s/root", tmpdir);
+	o.sysroot = dir;
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_EQ_INT(g.noimage, 0);
+	CHECK_EQ_INT(g.n, 6);
+	ptd_buf_free(&pd);
+}
+
+/* An exec while the thread is in the kernel: the new program's code is in
+ * place when the syscall returns, and the kernel's stays mapped. */
+static void test_exec_in_kernel(void)
+{
+	struct pdopts po = { .modules = true, .exec = true };
+	char dir[512], file[600];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct ptd_buf pd;
+	struct got g;
+
+	(void)snprintf(dir, sizeof(dir), "%s/exec.data", tmpdir);
+	mkdirs("exec.data/kcore_dir");
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/data", dir);
+	write_file(file, pd.data, pd.len);
+	(void)snprintf(file, sizeof(file), "%s/kcore_dir/kcore", dir);
+	write_kcore(file);
+	for (int p = 0; p < 2; p++) {
+		fprintf(stderr, "  %s path\n", paths[p]);
+		opts(&o, p ? PTD_PATH_BLOCK : PTD_PATH_INSN);
+		CHECK_EQ_INT(decode(dir, &o, &g, &diag), 0);
+		check_ips(&g, want_exec_ips, sizeof(want_exec_ips) / 8);
+		CHECK_EQ_INT(g.errors, 0);
+		if (g.n == sizeof(want_exec_ips) / 8) {
+			CHECK_EQ_STR(g.mod[0], path_user1);
+			CHECK_EQ_STR(g.mod[7], "[mymod]");
+			CHECK_EQ_STR(g.mod[9], path_user2);
+		}
+	}
+	ptd_buf_free(&pd);
+}
+
+/* Broken kernel images: each is answered with the reason in the error
+ * record, never a crash; a --threads directory is refused. */
+static void test_damage(void)
+{
+	struct pdopts po = { 0 };
+	char file[512], k[512], cmd[1200];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct ptd_buf pd;
+	struct got g;
+	uint32_t seed = 1;
+
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/dmg.data", tmpdir);
+	write_file(file, pd.data, pd.len);
+	(void)snprintf(k, sizeof(k), "%s/kcore-bad", tmpdir);
+	opts(&o, PTD_PATH_INSN);
+	o.kernel = k;
+
+	write_file(k, "not an elf", 10);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_CONTAINS(g.noimage_msg, "is not an ELF file");
+
+	write_kcore(k);
+	REQUIRE(truncate(k, 0x1800) == 0);	/* the module's segment cut */
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_CONTAINS(g.noimage_msg, "lies outside the file");
+
+	(void)unlink(k);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	CHECK_CONTAINS(g.noimage_msg, "kcore-bad");
+
+	/* random damage to the ELF headers */
+	for (int i = 0; i < 300; i++) {
+		uint8_t buf[0x3000];
+		int fd;
+
+		write_kcore(k);
+		fd = open(k, O_RDWR | O_CLOEXEC);
+		REQUIRE(fd >= 0);
+		REQUIRE(read(fd, buf, sizeof(buf)) == (ssize_t)sizeof(buf));
+		for (int n = 0; n < 1 + i % 4; n++) {
+			seed = seed * 1103515245u + 12345u;
+			buf[(seed >> 8) % 0x100] = (uint8_t)(seed >> 20);
+		}
+		REQUIRE(pwrite(fd, buf, sizeof(buf), 0) ==
+			(ssize_t)sizeof(buf));
+		REQUIRE(close(fd) == 0);
+		CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
+	}
+
+	/* perf record --threads: data.N files this reader would miss */
+	(void)snprintf(cmd, sizeof(cmd), "mkdir -p %s/thr.data && cp %s "
+		       "%s/thr.data/data && cp %s %s/thr.data/data.0", tmpdir,
+		       file, tmpdir, file, tmpdir);
+	REQUIRE(system(cmd) == 0);
+	(void)snprintf(file, sizeof(file), "%s/thr.data", tmpdir);
+	o.kernel = NULL;
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(diag.msg, "--threads");
+
+	/* a directory whose "data" is no perf.data */
+	(void)snprintf(cmd, sizeof(cmd), "mkdir -p %s/nodata.data && echo x "
+		       "> %s/nodata.data/data", tmpdir, tmpdir);
+	REQUIRE(system(cmd) == 0);
+	(void)snprintf(file, sizeof(file), "%s/nodata.data", tmpdir);
+	CHECK_EQ_INT(decode(file, &o, &g, &diag), -PTD_EFORMAT);
+	CHECK_CONTAINS(diag.msg, "nodata.data/data");
+	ptd_buf_free(&pd);
+}
+
+/* Through ptctl: a --kcore directory as TRACE, and --kernel FILE. */
+static void test_ptctl(void)
+{
+	const char *root = getenv("PTD_BUILD_ROOT");
+	struct pdopts po = { 0 };
+	char exe[512], dir[512], vml[512], file[600];
+	struct ptd_buf pd;
+	struct run r;
+
+	if (!root) {
+		fprintf(stderr, "  skipped: PTD_BUILD_ROOT is not set (run "
+				"through meson test)\n");
+		return;
+	}
+	(void)snprintf(exe, sizeof(exe), "%s/daemon/ptctl", root);
+	(void)snprintf(dir, sizeof(dir), "%s/kc.data", tmpdir);
+	{
+		const char *args[] = { "decode", "--path", "insn", dir, NULL };
+
+		r = run_cmd(exe, args, tmpdir);
+		CHECK_EQ_INT(r.status, 0);
+		CHECK_CONTAINS(r.out, "\"module\":\"[kernel.kallsyms]\"");
+		CHECK_CONTAINS(r.out, "\"module\":\"[mymod]\"");
+		run_free(&r);
+	}
+	make_perfdata(&pd, &po);
+	(void)snprintf(file, sizeof(file), "%s/ptctl.data", tmpdir);
+	write_file(file, pd.data, pd.len);
+	ptd_buf_free(&pd);
+	(void)snprintf(vml, sizeof(vml), "%s/vmlinux", tmpdir);
+	{
+		const char *args[] = { "decode", "--kernel", vml, file, NULL };
+
+		/* the kernel decodes; the module it calls is not there (a
+		 * decode error record: exit 3) */
+		r = run_cmd(exe, args, tmpdir);
+		CHECK_EQ_INT(r.status, 3);
+		CHECK_CONTAINS(r.out, "\"module\":\"[kernel.kallsyms]\"");
+		CHECK(!strstr(r.out, "no kcore copy or vmlinux found"));
+		run_free(&r);
+	}
+	{
+		const char *args[] = { "decode", file, NULL };
+
+		/* exit 3: decoded with error records */
+		r = run_cmd(exe, args, tmpdir);
+		CHECK_EQ_INT(r.status, 3);
+		CHECK_CONTAINS(r.out, "no kcore copy or vmlinux found");
+		run_free(&r);
+	}
+}
+
+int main(void)
+{
+	char cmd[256];
+	uint8_t page[0x1000];
+
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	(void)snprintf(path_user1, sizeof(path_user1), "%s/user1", tmpdir);
+	(void)snprintf(path_user2, sizeof(path_user2), "%s/user2", tmpdir);
+	memset(page, 0xcc, sizeof(page));
+	memcpy(page, user1, sizeof(user1));
+	write_file(path_user1, page, sizeof(page));
+	memset(page, 0xcc, sizeof(page));
+	memcpy(page, user2, sizeof(user2));
+	write_file(path_user2, page, sizeof(page));
+	/* The build-id caches of whoever runs the tests must not help. */
+	if (setenv("HOME", tmpdir, 1) < 0)
+		return 1;
+
+	RUN(test_kcore_dir);
+	RUN(test_no_kernel);
+	RUN(test_vmlinux);
+	RUN(test_exec_in_kernel);
+	RUN(test_damage);
+	RUN(test_ptctl);
+
+	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	(void)system(cmd);
+	return check_done();
+}
