@@ -9,9 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
 #include "common/strutil.h"
 
 #define PTD_ELF_PAGE 4096u
@@ -192,6 +195,50 @@ out:
 	}
 	*ret = info;
 	return 0;
+}
+
+/* Most a vDSO may take (they are a few pages). */
+#define PTD_ELF_VDSO_MAX (1u << 20)
+
+int ptd_elf_own_vdso(char *hex, size_t hexsz)
+{
+	const uint8_t *base = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+	uint64_t size;
+	int fd, r;
+
+	if (hex && hexsz)
+		hex[0] = '\0';
+	if (!base)
+		return -ENOENT;
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_phentsize != sizeof(Elf64_Phdr) ||
+	    eh->e_phoff > PTD_ELF_VDSO_MAX)
+		return -PTD_EFORMAT;
+	/* Its size: the furthest of its segments' and section headers'
+	 * ends (the kernel's vDSO image ends with its section headers). */
+	size = (uint64_t)eh->e_shoff + (uint64_t)eh->e_shnum * eh->e_shentsize;
+	for (unsigned i = 0; i < eh->e_phnum; i++) {
+		const Elf64_Phdr *ph = (const Elf64_Phdr *)(base + eh->e_phoff +
+							     i * sizeof(*ph));
+
+		if (ph->p_type == PT_LOAD && ph->p_offset + ph->p_filesz > size)
+			size = ph->p_offset + ph->p_filesz;
+	}
+	if (size < sizeof(*eh) || size > PTD_ELF_VDSO_MAX)
+		return -PTD_EFORMAT;
+	fd = memfd_create("ptd-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = ptd_write_all(fd, base, size);
+	if (r < 0) {
+		(void)close(fd);
+		return r;
+	}
+	if (hex && hexsz)
+		(void)ptd_elf_build_id_fd(fd, hex, hexsz);
+	return fd;
 }
 
 int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,

@@ -53,6 +53,12 @@ void ptd_elf_info_free(struct ptd_elf_info *info);
  * 2 * PTD_ELF_BUILD_ID_MAX + 1 bytes).  Returns true if it has one. */
 bool ptd_elf_build_id_fd(int fd, char *hex, size_t hexsz);
 
+/* This process's vDSO (the one every process of this machine maps), copied
+ * into a new memfd: returns the fd (CLOEXEC; the caller closes it) with
+ * the vDSO's build-id as hex in @hex ("" if none), or -ENOENT (no vDSO),
+ * -PTD_EFORMAT (its headers do not say its size), -errno. */
+int ptd_elf_own_vdso(char *hex, size_t hexsz);
+
 /* Map the executable PT_LOAD segments of @path into @img.  Without a base
  * (@has_base false) segments go to their p_vaddr; with one, the lowest
  * PT_LOAD (page-aligned) goes to @base and the rest keep their distance.

@@ -16,6 +16,7 @@
 #include <elf.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "aspace/elf.h"
 #include "aspace/iscache.h"
@@ -103,6 +104,10 @@ struct dec {
 	size_t nbids;
 	struct ptd_iscache *ic;
 	struct kernel k;
+	/* This machine's vDSO (own_vdso), made on first need. */
+	bool vdso_made;
+	int vdso_fd;
+	char vdso_bid[2 * PTD_ELF_BUILD_ID_MAX + 1];
 };
 
 static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only);
@@ -277,6 +282,19 @@ static bool try_path(char *out, size_t outsz, const char *fmt, ...)
 	return n >= 0 && (size_t)n < outsz && is_file(out);
 }
 
+/* perf's build-id cache in @dir: DIR/.build-id/xx/REST/elf (vdso for a
+ * vDSO, as perf names what it caches), or the file itself there. */
+static bool in_perf_cache(const char *dir, const char *hex, char *out,
+			  size_t outsz)
+{
+	return try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", dir, hex,
+			hex + 2) ||
+	       try_path(out, outsz, "%s/.build-id/%.2s/%s/vdso", dir, hex,
+			hex + 2) ||
+	       try_path(out, outsz, "%s/.build-id/%.2s/%s", dir, hex,
+			hex + 2);
+}
+
 /* The build-id cache layouts (see decode.h). */
 static bool find_by_buildid(const struct dec *d, const char *hex, char *out,
 			    size_t outsz)
@@ -286,27 +304,36 @@ static bool find_by_buildid(const struct dec *d, const char *hex, char *out,
 
 	if (!hex || strlen(hex) < 3)
 		return false;
-	if (d->o->buildid_dir) {
-		const char *bd = d->o->buildid_dir;
-
-		return try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", bd,
-				hex, hex + 2) ||
-		       try_path(out, outsz, "%s/.build-id/%.2s/%s", bd, hex,
-				hex + 2);
-	}
+	if (d->o->buildid_dir)
+		return in_perf_cache(d->o->buildid_dir, hex, out, outsz);
 	if (home && snprintf(dir, sizeof(dir), "%s/.debug", home) <
 			    (int)sizeof(dir) &&
-	    try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", dir, hex,
-		     hex + 2))
+	    in_perf_cache(dir, hex, out, outsz))
 		return true;
 	return try_path(out, outsz, "%s/.build-id/%.2s/%s.debug",
 			"/usr/lib/debug", hex, hex + 2);
 }
 
+/* This machine's own vDSO, as a file (a memfd) made once: the [vdso] of a
+ * recording made here, as perf takes its own.  Taken only when its
+ * build-id is the recorded one (@hex). */
+static bool own_vdso(struct dec *d, const char *hex, char *out,
+		     size_t outsz)
+{
+	if (!d->vdso_made) {
+		d->vdso_made = true;
+		d->vdso_fd = ptd_elf_own_vdso(d->vdso_bid,
+					      sizeof(d->vdso_bid));
+	}
+	return d->vdso_fd >= 0 && hex && !strcmp(hex, d->vdso_bid) &&
+	       snprintf(out, outsz, "/proc/self/fd/%d", d->vdso_fd) <
+		       (int)outsz;
+}
+
 static int resolve(void *ctx, const char *path, char *out, size_t outsz,
 		   struct ptd_diag *diag)
 {
-	const struct dec *d = ctx;
+	struct dec *d = ctx;
 	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
 	const char *hex = bid_of(d, path, buf);
 	size_t i;
@@ -321,15 +348,20 @@ static int resolve(void *ctx, const char *path, char *out, size_t outsz,
 		return 0;
 	if (find_by_buildid(d, hex, out, outsz))
 		return 0;
+	if (!strcmp(path, "[vdso]") && own_vdso(d, hex, out, outsz))
+		return 0;
 	if (path[0] == '/' && is_file(path) &&
 	    ptd_strlcpy(out, path, outsz) == 0)
 		return 0;
 	return ptd_diagf(diag, -ENOENT, "image '%s' (build-id %s): not "
 			 "found%s%s%s, in the build-id cache, or at its "
-			 "path", path, hex ? hex : "unknown",
+			 "path%s", path, hex ? hex : "unknown",
 			 d->o->sysroot ? " under sysroot '" : "",
 			 d->o->sysroot ? d->o->sysroot : "",
-			 d->o->sysroot ? "'" : "");
+			 d->o->sysroot ? "'" : "",
+			 strcmp(path, "[vdso]") ? ""
+						: ", and this machine's vDSO "
+						  "has another build-id");
 }
 
 /* ---- kernel code ------------------------------------------------------- */
@@ -748,8 +780,12 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 	pid = (pid_t)(e->type == PERF_RECORD_COMM ? e->u.comm.pid
 			 : e->type == PTD_PERF_RECORD_UNMAP ? e->u.unmap.pid
 							    : e->u.mmap.pid);
-	if (e->type == PERF_RECORD_MMAP2 && (r = note_buildid(d, &e->u.mmap)))
-		return r;
+	if (e->type == PERF_RECORD_MMAP2) {
+		int br = note_buildid(d, &e->u.mmap);
+
+		if (br < 0)
+			return br;
+	}
 	if (!thr_find(d, (pid_t)(e->type == PERF_RECORD_COMM
 					 ? e->u.comm.tid
 					 : e->u.mmap.tid)) &&
@@ -1234,6 +1270,8 @@ static void dec_free(struct dec *d)
 	free(d->bids);
 	ptd_iscache_free(d->ic);
 	kernel_free(&d->k);
+	if (d->vdso_made && d->vdso_fd >= 0)
+		(void)close(d->vdso_fd);
 }
 
 static bool selected(const struct ptd_input_opts *o, const struct thr *t)

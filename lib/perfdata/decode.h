@@ -35,10 +35,12 @@
  *
  * Files.  A mapped file is found under o->sysroot (the traced path
  * appended), else by build-id (from the MMAP2 record or the BUILD_ID
- * feature): o->buildid_dir/.build-id/xx/REST/elf (or .../xx/REST), or
- * without o->buildid_dir $HOME/.debug/.build-id/xx/REST/elf then
- * /usr/lib/debug/.build-id/xx/REST.debug; else at its traced path.  Non-file
- * code ("[vdso]"...) is found only by build-id.  A mapping whose file is
+ * feature): o->buildid_dir/.build-id/xx/REST/elf (or .../REST/vdso, as
+ * perf caches a vDSO, or .../xx/REST), or without o->buildid_dir the same
+ * in $HOME/.debug then /usr/lib/debug/.build-id/xx/REST.debug; else at its
+ * traced path.  Non-file code ("[vdso]"...) is found only by build-id; a
+ * "[vdso]" whose build-id is this machine's own vDSO's (a recording made
+ * here) is that vDSO, as perf takes its own.  A mapping whose file is
  * not found is left out of the image, and each thread it concerns gets an
  * error record (context "image '/path' (build-id HEX): not found ...",
  * code -PTD_ENOIMAGE) at its position; decoding goes on (code there gives

@@ -16,6 +16,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include <gelf.h>
+#include <libelf.h>
+
+#include "aspace/elf.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "aspace/maps.h"
@@ -544,6 +548,149 @@ static void test_time(void)
 	}
 }
 
+/* The first insn record's ip and module, and the first missing image. */
+struct first_insn {
+	bool have;
+	uint64_t ip;
+	char module[64];
+	char noimage[512];
+};
+
+static int fi_record(void *ctx, const struct ptd_record *r)
+{
+	struct first_insn *f = ctx;
+
+	if (r->type == PTD_REC_INSN && !f->have) {
+		f->have = true;
+		f->ip = r->u.insn.ip;
+		(void)snprintf(f->module, sizeof(f->module), "%s",
+			       r->u.insn.module);
+	}
+	if (r->type == PTD_REC_ERROR && r->u.error.ptd_code &&
+	    r->u.error.code == -PTD_ENOIMAGE && !f->noimage[0])
+		(void)snprintf(f->noimage, sizeof(f->noimage), "%s",
+			       r->u.error.context);
+	return 0;
+}
+
+/* The .text address of the ELF open at @fd (0: none). */
+static uint64_t text_addr(int fd)
+{
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	Elf_Scn *scn = NULL;
+	size_t shstr;
+	uint64_t at = 0;
+
+	if (!e || elf_getshdrstrndx(e, &shstr) != 0) {
+		elf_end(e);
+		return 0;
+	}
+	while (!at && (scn = elf_nextscn(e, scn)) != NULL) {
+		GElf_Shdr sh;
+		const char *n;
+
+		if (gelf_getshdr(scn, &sh) &&
+		    (n = elf_strptr(e, shstr, sh.sh_name)) &&
+		    !strcmp(n, ".text"))
+			at = sh.sh_addr;
+	}
+	elf_end(e);
+	return at;
+}
+
+/* A [vdso] mapping is found in perf's build-id cache under the name perf
+ * gives it there (.build-id/xx/REST/vdso), or is this machine's own vDSO
+ * when the build-ids agree (a recording made here), and is missing with a
+ * message saying both otherwise. */
+static void test_vdso(void)
+{
+	struct first_insn fi;
+	struct ptd_input_sink sink = { NULL, fi_record, NULL, &fi };
+	char hex[2 * PTD_ELF_BUILD_ID_MAX + 1], dir[512], cmd[1200];
+	uint8_t bid[20] = { 0 }, other[20] = { 0x77 };
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag d = { "" };
+	struct ptd_input_opts o;
+	struct ptd_buf out;
+	struct trace pt;
+	uint64_t text, base = 0x7f0000000000ull;
+	struct fb f;
+	int fd;
+
+	REQUIRE(elf_version(EV_CURRENT) != EV_NONE);
+	fd = ptd_elf_own_vdso(hex, sizeof(hex));
+	if (fd == -ENOENT) {
+		fprintf(stderr, "  skipped: this process has no vDSO\n");
+		return;
+	}
+	REQUIRE(fd >= 0);
+	REQUIRE(strlen(hex) == 40);
+	for (size_t i = 0; i < 20; i++) {
+		unsigned v;
+
+		REQUIRE(sscanf(hex + 2 * i, "%2x", &v) == 1);
+		bid[i] = (uint8_t)v;
+	}
+	text = text_addr(fd);
+	REQUIRE(text);
+	/* tracing on at the vDSO's .text (vaddr = file offset in a vDSO),
+	 * off again at its first branch that needs trace */
+	tr_begin(&pt);
+	psb_tsc(&pt, 1, base + text);
+	ippkt(&pt, ppt_tip_pgd, 0);
+	while (pt.len % 8)
+		simple(&pt, ppt_pad);
+	tr_end(&pt);
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	o.buildid_dir = tmpdir;		/* no cache there */
+	for (int k = 0; k < 3; k++) {
+		fb_init(&f);
+		fb_ptinfo(&f, false, NULL);
+		fb_comm(&f, 100, 100, true, "prog");
+		fb_mmap2(&f, 100, base, 0x2000, 0, "[vdso]",
+			 k == 1 ? other : bid);
+		fb_itrace(&f, 100, 100, UINT32_MAX);
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, pt.buf, pt.len);
+		fb_file(&f, &out);
+		REQUIRE(ptd_perfdata_parse(out.data, out.len, "v.data", &pd,
+					   &d) == 0);
+		memset(&fi, 0, sizeof(fi));
+		CHECK_EQ_INT(ptd_perfdata_decode_parsed(pd, &o, &sink, NULL,
+							&d), 0);
+		if (k == 1) {
+			/* another machine's vDSO, not in the cache */
+			CHECK(!fi.have);
+			CHECK_CONTAINS(fi.noimage, "[vdso]");
+			CHECK_CONTAINS(fi.noimage, "77000000");
+			CHECK_CONTAINS(fi.noimage, "this machine's vDSO");
+		} else {
+			CHECK_EQ_STR(fi.noimage, "");
+			CHECK(fi.have);
+			CHECK_EQ_U64(fi.ip, base + text);
+			CHECK_EQ_STR(fi.module, "[vdso]");
+		}
+		ptd_perfdata_free(pd);
+		ptd_buf_free(&out);
+		fb_free(&f);
+		if (k == 1) {
+			/* perf's cache: .build-id/77/0000.../vdso, a copy of
+			 * this vDSO standing in for the other machine's */
+			(void)snprintf(dir, sizeof(dir), "%s/vcache/.build-id/"
+				       "77/00000000000000000000000000000000"
+				       "000000", tmpdir);
+			(void)snprintf(cmd, sizeof(cmd), "mkdir -p %s && cp "
+				       "/proc/%d/fd/%d %s/vdso", dir, (int)getpid(), fd,
+				       dir);
+			REQUIRE(system(cmd) == 0);
+			(void)snprintf(dir, sizeof(dir), "%s/vcache", tmpdir);
+			o.buildid_dir = dir;
+			memcpy(bid, other, sizeof(bid));
+		}
+	}
+	(void)close(fd);
+}
+
 /* A file without AUXTRACE_INFO is refused by the decoder. */
 static void test_no_pt(void)
 {
@@ -1010,6 +1157,7 @@ int main(void)
 	RUN(test_per_cpu);
 	RUN(test_damage);
 	RUN(test_missing_image);
+	RUN(test_vdso);
 	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);
