@@ -416,9 +416,19 @@ static void stream_opts(const struct ptd_session *s, pid_t tid,
 	so->decode.path = PTD_PATH_BLOCK;
 	so->decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
 	so->decode.json_bodies = true;
-	if (s->source == PTD_SOURCE_INTEL_PT)
+	if (s->source == PTD_SOURCE_INTEL_PT) {
+		struct pt_config cfg;
+
 		so->decode.cpu = s->cpu;
-	else	/* the packets come from libipt's encoder, not a CPU with
+		/* MTC/CYC timing as the event was configured */
+		if (ptd_pt_config_from_pmu(&s->pmu, &s->cpu, s->attr.config,
+					   &cfg) == 0) {
+			so->decode.mtc_freq = cfg.mtc_freq;
+			so->decode.nom_freq = cfg.nom_freq;
+			so->decode.cpuid_0x15_eax = cfg.cpuid_0x15_eax;
+			so->decode.cpuid_0x15_ebx = cfg.cpuid_0x15_ebx;
+		}
+	} else	/* the packets come from libipt's encoder, not a CPU with
 		 * errata */
 		so->decode.cpu.vendor = pcv_unknown;
 	so->pid = s->o.pid;

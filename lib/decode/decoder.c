@@ -954,6 +954,10 @@ static int open_decoder(struct dec *d)
 	if (cfg.cpu.vendor == pcv_intel)
 		(void)pt_cpu_errata(&cfg.errata, &cfg.cpu); /* unknown: none */
 	cfg.addr_filter = d->o->addr_filter;
+	cfg.mtc_freq = d->o->mtc_freq;
+	cfg.nom_freq = d->o->nom_freq;
+	cfg.cpuid_0x15_eax = d->o->cpuid_0x15_eax;
+	cfg.cpuid_0x15_ebx = d->o->cpuid_0x15_ebx;
 
 	if (d->o->path == PTD_PATH_INSN) {
 		d->insn = pt_insn_alloc_decoder(&cfg);

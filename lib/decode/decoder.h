@@ -50,6 +50,14 @@ struct ptd_decode_opts {
 	/* Decoder-side address filter (pt_config.addr_filter), for traces
 	 * recorded with hardware filters; all zero: none. */
 	struct pt_conf_addr_filter addr_filter;
+	/* Timing packets (pt_config's fields of the same names): the MTC
+	 * period (log2 of CTC ticks an MTC stands for, the event's
+	 * mtc_period), the nominal core:bus ratio (for CYC) and CPUID
+	 * 0x15's TSC:CTC ratio eax (denominator) / ebx (numerator).  All
+	 * zero: MTC and CYC do not advance time; TSC packets alone do. */
+	uint8_t mtc_freq;
+	uint8_t nom_freq;
+	uint32_t cpuid_0x15_eax, cpuid_0x15_ebx;
 	/* The records go to a JSON writer: on the block path, give each insn
 	 * record the body its instruction cache entry rendered once
 	 * (ptd_rec_insn.json_body), so the writer copies it. */

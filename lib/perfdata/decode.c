@@ -1279,6 +1279,43 @@ static bool selected(const struct ptd_input_opts *o, const struct thr *t)
 	return t->pt.len && (!o->have_tid || t->tid == o->tid);
 }
 
+/* Timing packets as perf's decoder reads them: AUXTRACE_INFO's MTC word
+ * is the mask of the mtc bit in the intel_pt event's config and its
+ * "MTC_FREQ_BITS" word the mask of the mtc_period field; with mtc set the
+ * MTC period is that field.  The TSC:CTC ratio and the nominal ratio come
+ * from AUXTRACE_INFO as they are. */
+static void timing(const struct ptd_perfdata *pd, struct ptd_decode_opts *o)
+{
+	const struct ptd_perfdata_ptinfo *pt = &pd->pt;
+	uint64_t fmask = pt->mtc_freq_bits;
+	unsigned shift = 0;
+	size_t i;
+
+	if (!pt->present)
+		return;
+	while (fmask && !(fmask & 1)) {
+		fmask >>= 1;
+		shift++;
+	}
+	for (i = 0; i < pd->nattrs; i++) {
+		const struct perf_event_attr *a = &pd->attrs[i].attr;
+		uint64_t v;
+
+		if (a->type != pt->pmu_type)
+			continue;
+		v = (a->config & pt->mtc_freq_bits) >> shift;
+		if (pt->mtc_bit && (a->config & pt->mtc_bit) && v < 16)
+			o->mtc_freq = (uint8_t)v;
+		break;
+	}
+	if (pt->tsc_ctc_n <= UINT32_MAX && pt->tsc_ctc_d <= UINT32_MAX) {
+		o->cpuid_0x15_eax = (uint32_t)pt->tsc_ctc_d;
+		o->cpuid_0x15_ebx = (uint32_t)pt->tsc_ctc_n;
+	}
+	if (pt->max_nonturbo_ratio <= UINT8_MAX)
+		o->nom_freq = (uint8_t)pt->max_nonturbo_ratio;
+}
+
 static int run(struct dec *d, const struct ptd_input_sink *sink,
 	       size_t *ret_thread_errors)
 {
@@ -1310,6 +1347,7 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 		dopts.has_clock = true;
 		dopts.clock = pd->pt.clock;
 	}
+	timing(pd, &dopts);
 	icache = ptd_insncache_new(0);
 	if (!icache)
 		return -ENOMEM;

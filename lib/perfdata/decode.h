@@ -31,7 +31,10 @@
  * (cap_user_time_zero), records with a TSC also get perf time ("time"), as
  * perf's own decoder computes it; no wall time (perf.data has no
  * reference between perf time and the wall clock unless recorded with
- * --clockid).
+ * --clockid).  MTC and CYC packets refine the TSC between TSC packets
+ * as perf's decoder has them: the MTC period from the intel_pt event's
+ * mtc_period field (AUXTRACE_INFO's MTC words are config masks), the
+ * TSC:CTC ratio and the nominal core:bus ratio from AUXTRACE_INFO.
  *
  * Files.  A mapped file is found under o->sysroot (the traced path
  * appended), else by build-id (from the MMAP2 record or the BUILD_ID

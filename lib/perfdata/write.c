@@ -187,14 +187,15 @@ static void pt_attr(const struct ptd_capture *c, const struct ptd_pt_pmu *pmu,
 	a->aux_watermark = 0;
 }
 
-/* Bit mask of format field @name in attr.config (default bit @bit). */
+/* Bit mask of format field @name in attr.config (default: @width bits
+ * from @lo), as perf writes the AUXTRACE_INFO *_BIT words. */
 static uint64_t field_mask(const struct ptd_pt_pmu *pmu, const char *name,
-			   unsigned bit)
+			   unsigned lo, unsigned width)
 {
 	struct perf_event_attr a;
 
 	memset(&a, 0, sizeof(a));
-	set_field(pmu, name, bit, 1, 1, &a);
+	set_field(pmu, name, lo, width, ~0ull, &a);
 	return a.config;
 }
 
@@ -260,14 +261,15 @@ static int write_auxtrace_info(struct writer *w, const struct ptd_pt_pmu *pmu)
 	/* No time conversion (cap_user_time_zero 0): perf decodes each
 	 * thread "timeless", when it exits, against every mapping seen. */
 	p[PTD_PERFDATA_INTEL_PT_TIME_MULT] = 1;
-	p[PTD_PERFDATA_INTEL_PT_TSC_BIT] = field_mask(pmu, "tsc", 10);
+	p[PTD_PERFDATA_INTEL_PT_TSC_BIT] = field_mask(pmu, "tsc", 10, 1);
 	p[PTD_PERFDATA_INTEL_PT_NORETCOMP_BIT] =
-		field_mask(pmu, "noretcomp", 11);
-	p[PTD_PERFDATA_INTEL_PT_MTC_BIT] = field_mask(pmu, "mtc", 9);
-	p[PTD_PERFDATA_INTEL_PT_MTC_FREQ_BITS] = 14;	/* mtc_period's lo */
+		field_mask(pmu, "noretcomp", 11, 1);
+	p[PTD_PERFDATA_INTEL_PT_MTC_BIT] = field_mask(pmu, "mtc", 9, 1);
+	p[PTD_PERFDATA_INTEL_PT_MTC_FREQ_BITS] =
+		field_mask(pmu, "mtc_period", 14, 4);
 	p[PTD_PERFDATA_INTEL_PT_TSC_CTC_N] = 0;
 	p[PTD_PERFDATA_INTEL_PT_TSC_CTC_D] = 0;
-	p[PTD_PERFDATA_INTEL_PT_CYC_BIT] = field_mask(pmu, "cyc", 1);
+	p[PTD_PERFDATA_INTEL_PT_CYC_BIT] = field_mask(pmu, "cyc", 1, 1);
 	if (pmu && pmu->has_max_nonturbo_ratio)
 		p[PTD_PERFDATA_INTEL_PT_MAX_NONTURBO_RATIO] =
 			pmu->max_nonturbo_ratio;

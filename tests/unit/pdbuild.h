@@ -109,11 +109,13 @@ static inline void fb_ptinfo(struct fb *f, bool per_cpu, const char *filter)
 	char buf[64] = { 0 };
 
 	priv[PTD_PERFDATA_INTEL_PT_PMU_TYPE] = 8;
-	priv[PTD_PERFDATA_INTEL_PT_TSC_BIT] = 10;
-	priv[PTD_PERFDATA_INTEL_PT_NORETCOMP_BIT] = 11;
+	/* the *_BIT words are config masks, as perf writes them */
+	priv[PTD_PERFDATA_INTEL_PT_TSC_BIT] = 1u << 10;
+	priv[PTD_PERFDATA_INTEL_PT_NORETCOMP_BIT] = 1u << 11;
 	priv[PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS] = per_cpu;
-	priv[PTD_PERFDATA_INTEL_PT_MTC_BIT] = 9;
-	priv[PTD_PERFDATA_INTEL_PT_CYC_BIT] = 1;
+	priv[PTD_PERFDATA_INTEL_PT_MTC_BIT] = 1u << 9;
+	priv[PTD_PERFDATA_INTEL_PT_MTC_FREQ_BITS] = 0xfu << 14;
+	priv[PTD_PERFDATA_INTEL_PT_CYC_BIT] = 1u << 1;
 	priv[PTD_PERFDATA_INTEL_PT_FILTER_STR_LEN] = flen;
 	memset(&h, 0, sizeof(h));
 	h.header.type = PTD_PERFDATA_RECORD_AUXTRACE_INFO;

@@ -68,10 +68,11 @@ static void check_per_thread(const struct ptd_perfdata *pd, bool pipe)
 	CHECK_EQ_U64(pd->clock_data.wall_clock_ns, 1000);
 	CHECK(pd->pt.present);
 	CHECK_EQ_U64(pd->pt.pmu_type, 8);
-	CHECK_EQ_U64(pd->pt.tsc_bit, 10);
-	CHECK_EQ_U64(pd->pt.noretcomp_bit, 11);
-	CHECK_EQ_U64(pd->pt.mtc_bit, 9);
-	CHECK_EQ_U64(pd->pt.cyc_bit, 1);
+	CHECK_EQ_U64(pd->pt.tsc_bit, 1u << 10);
+	CHECK_EQ_U64(pd->pt.noretcomp_bit, 1u << 11);
+	CHECK_EQ_U64(pd->pt.mtc_bit, 1u << 9);
+	CHECK_EQ_U64(pd->pt.mtc_freq_bits, 0xfu << 14);
+	CHECK_EQ_U64(pd->pt.cyc_bit, 1u << 1);
 	CHECK(!pd->pt.per_cpu_mmaps);
 	CHECK_EQ_STR(pd->pt.filter, "filter main @ /bin/x");
 	REQUIRE(pd->nauxtrace == 2);
@@ -691,6 +692,117 @@ static void test_vdso(void)
 	(void)close(fd);
 }
 
+struct tsc_span {
+	unsigned n;
+	uint64_t first, last;
+};
+
+static int span_record(void *ctx, const struct ptd_record *r)
+{
+	struct tsc_span *t = ctx;
+
+	if (r->type != PTD_REC_INSN || !r->has_tsc)
+		return 0;
+	if (!t->n++)
+		t->first = r->tsc;
+	t->last = r->tsc;
+	return 0;
+}
+
+/* MTC packets advance time between TSCs as perf's decoder has them: the
+ * MTC period from the intel_pt event's mtc_period field (AUXTRACE_INFO
+ * gives its mask), the TSC:CTC ratio from AUXTRACE_INFO.  Without the
+ * ratio, the TSC alone gives time. */
+static void test_mtc(void)
+{
+	static const uint8_t code[] = { 0x90, 0x74, 0x00, 0x90, 0x74, 0x00,
+					0x90, 0x0f, 0x05 };
+	const uint64_t t0 = 0x1000000, base = 0x400000;
+	struct tsc_span t;
+	struct ptd_input_sink sink = { NULL, span_record, NULL, &t };
+	size_t priv = sizeof(struct ptd_perfdata_auxtrace_info);
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag d = { "" };
+	struct ptd_input_opts o;
+	char path[512];
+	struct ptd_buf out;
+	struct pt_packet p;
+	struct trace pt;
+	struct fb f;
+	FILE *fp;
+
+	(void)snprintf(path, sizeof(path), "%s/mtc-code", tmpdir);
+	fp = fopen(path, "w");
+	REQUIRE(fp && fwrite(code, 1, sizeof(code), fp) == sizeof(code));
+	REQUIRE(fclose(fp) == 0);
+	/* PSB+ with TSC and TMA (CTC 0x10), tracing on at @base; the first
+	 * je taken, an MTC (CTC 3 << 3 = 0x18: 8 CTC ticks later), the
+	 * second je taken, the syscall ends tracing. */
+	tr_begin(&pt);
+	simple(&pt, ppt_psb);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mode;
+	p.payload.mode.leaf = pt_mol_exec;
+	p.payload.mode.bits.exec = pt_set_exec_mode(ptem_64bit);
+	pkt(&pt, &p);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tsc;
+	p.payload.tsc.tsc = t0;
+	pkt(&pt, &p);
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_tma;
+	p.payload.tma.ctc = 0x10;
+	pkt(&pt, &p);
+	ippkt(&pt, ppt_fup, base);
+	simple(&pt, ppt_psbend);
+	tnt(&pt, "1");
+	memset(&p, 0, sizeof(p));
+	p.type = ppt_mtc;
+	p.payload.mtc.ctc = 3;
+	pkt(&pt, &p);
+	tnt(&pt, "1");
+	ippkt(&pt, ppt_tip_pgd, 0);
+	while (pt.len % 8)
+		simple(&pt, ppt_pad);
+	tr_end(&pt);
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	for (int mtc = 0; mtc < 2; mtc++) {
+		fb_init(&f);
+		/* tsc, mtc, mtc_period 3 */
+		f.attr[0].config = (1u << 10) | (1u << 9) | (3u << 14);
+		fb_ptinfo(&f, false, NULL);
+		/* without the TSC:CTC ratio (mtc 0), MTCs cannot be
+		 * converted */
+		set_u64(&f.recs, priv + 8 * PTD_PERFDATA_INTEL_PT_TSC_CTC_N,
+			mtc ? 100 : 0);
+		set_u64(&f.recs, priv + 8 * PTD_PERFDATA_INTEL_PT_TSC_CTC_D,
+			mtc ? 1 : 0);
+		fb_comm(&f, 100, 100, true, "prog");
+		fb_mmap2(&f, 100, base, 0x1000, 0, path, NULL);
+		fb_itrace(&f, 100, 100, UINT32_MAX);
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, pt.buf, pt.len);
+		fb_file(&f, &out);
+		REQUIRE(ptd_perfdata_parse(out.data, out.len, "m.data", &pd,
+					   &d) == 0);
+		for (int path_blk = 0; path_blk < 2; path_blk++) {
+			o.decode.path = path_blk ? PTD_PATH_BLOCK
+						 : PTD_PATH_INSN;
+			memset(&t, 0, sizeof(t));
+			CHECK_EQ_INT(ptd_perfdata_decode_parsed(pd, &o, &sink,
+								NULL, &d),
+				     0);
+			CHECK_EQ_INT(t.n, 6);
+			CHECK_EQ_U64(t.first, t0);
+			/* 8 CTC ticks * 100 TSC ticks each */
+			CHECK_EQ_U64(t.last, mtc ? t0 + 800 : t0);
+		}
+		ptd_perfdata_free(pd);
+		ptd_buf_free(&out);
+		fb_free(&f);
+	}
+}
+
 /* A file without AUXTRACE_INFO is refused by the decoder. */
 static void test_no_pt(void)
 {
@@ -1158,6 +1270,7 @@ int main(void)
 	RUN(test_damage);
 	RUN(test_missing_image);
 	RUN(test_vdso);
+	RUN(test_mtc);
 	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);

@@ -208,6 +208,10 @@ static void check_auxtrace_info(struct parsed *p, const uint8_t *rec,
 		      priv_word(rec, PTD_PERFDATA_INTEL_PT_TSC_BIT)) == 1);
 	CHECK(__builtin_popcountll(
 		      priv_word(rec, PTD_PERFDATA_INTEL_PT_NORETCOMP_BIT)) == 1);
+	/* mtc_period's word is its field's mask, as perf writes it (perf
+	 * finds the field's shift from the mask's lowest bit) */
+	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_MTC_FREQ_BITS),
+		     0xfull << 14);
 }
 
 /* Walk the data section: every record strictly parsed with the event's
