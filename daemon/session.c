@@ -100,6 +100,10 @@ struct ptd_session {
 	/* wall clock <-> perf time, sampled once (records' "wall") */
 	bool has_wallref;
 	struct ptd_perf_wallref wallref;
+	/* software source: the one clock its buffers publish, and its
+	 * capture keeps with the wall-clock reference */
+	bool has_clock;
+	struct ptd_perf_clock clock;
 	struct dthread *dt;
 	size_t ndt;
 
@@ -320,6 +324,8 @@ static void *source_main(void *arg)
 	so.quiet_target = false;
 	so.filter = s->filter_text ? &s->filter : NULL;
 	so.filter_text = s->filter_text;
+	so.clock = s->has_clock ? &s->clock : NULL;
+	so.wallref = s->has_wallref ? &s->wallref : NULL;
 	s->src_err = ptd_swpt_attach(s->o.pid, &so, &s->res, &s->src_diag);
 	set_state(s, s->src_err < 0 ? -1 : 1);
 	atomic_store(&s->src_done, true);
@@ -1605,11 +1611,15 @@ int ptd_session_start(const struct ptd_session_opts *o,
 		*ret_session = s;
 		return 0;
 	}
-	/* the software source's perf time is CLOCK_MONOTONIC (livesink.h) */
+	/* the software source's perf time is CLOCK_MONOTONIC (livesink.h);
+	 * one clock for every buffer and the capture */
+	s->has_clock = ptd_perf_clock_calibrate(&s->clock, NULL) == 0;
 	s->has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
 						 &s->wallref) == 0;
 	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size, s->snap_size,
 			     s->wake_fd, &s->cancel, &s->ls);
+	if (r == 0 && s->has_clock)
+		r = ptd_livesink_set_clock(s->ls, &s->clock);
 	if (r == 0 && s->o.mode == PTD_MODE_SNAPSHOT)
 		r = ptd_livesink_set_overwrite(s->ls, true);
 	if (r == 0 && s->o.per_cpu)

@@ -205,6 +205,13 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	dopts = o->decode;
 	if (!o->cpu_given)
 		dopts.cpu = c->cpu;
+	/* The clock the live stream had: records get its time and wall. */
+	if (!dopts.has_clock && c->has_clock) {
+		dopts.has_clock = true;
+		dopts.clock = c->clock;
+		dopts.has_wallref = c->has_wallref;
+		dopts.wallref = c->wallref;
+	}
 	info = (struct ptd_input_info){ kind, source, (long)c->pid, nsel };
 	r = sink->info ? sink->info(sink->ctx, &info) : 0;
 	for (i = 0; r == 0 && i < c->nthreads; i++) {

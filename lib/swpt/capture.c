@@ -496,6 +496,58 @@ static int load_config(const struct mctx *m, const cJSON *root,
 	return 0;
 }
 
+/* A 64-bit value written as a "0x..." hex string. */
+static int get_hex64(const struct mctx *m, const cJSON *obj, const char *key,
+		     const char *field, uint64_t *ret)
+{
+	const char *v = NULL;
+	int r = get_str(m, obj, key, field, &v);
+
+	if (r < 0)
+		return r;
+	if (strncmp(v, "0x", 2) || ptd_parse_u64(v + 2, 16, ret) < 0)
+		return bad(m, field, "not a 64-bit hex string \"0x...\"");
+	return 0;
+}
+
+/* The optional "clock" and "wallref" objects. */
+static int load_clock(const struct mctx *m, const cJSON *root,
+		      struct ptd_capture *c)
+{
+	const cJSON *o = NULL;
+	uint64_t mult, shift;
+	int r;
+
+	if (!cJSON_GetObjectItemCaseSensitive(root, "clock")) {
+		if (cJSON_GetObjectItemCaseSensitive(root, "wallref"))
+			return bad(m, "wallref", "given without a \"clock\"");
+		return 0;
+	}
+	if ((r = get_obj(m, root, "clock", "clock", &o)) < 0 ||
+	    (r = get_hex64(m, o, "time_zero", "clock.time_zero",
+			   &c->clock.time_zero)) < 0 ||
+	    (r = get_uint(m, o, "time_mult", "clock.time_mult", UINT32_MAX,
+			  &mult)) < 0 ||
+	    (r = get_uint(m, o, "time_shift", "clock.time_shift", 31,
+			  &shift)) < 0)
+		return r;
+	if (!mult)
+		return bad(m, "clock.time_mult", "0 (no conversion)");
+	c->clock.time_mult = (uint32_t)mult;
+	c->clock.time_shift = (uint16_t)shift;
+	c->has_clock = true;
+	if (!cJSON_GetObjectItemCaseSensitive(root, "wallref"))
+		return 0;
+	if ((r = get_obj(m, root, "wallref", "wallref", &o)) < 0 ||
+	    (r = get_hex64(m, o, "perf_ns", "wallref.perf_ns",
+			   &c->wallref.perf_ns)) < 0 ||
+	    (r = get_hex64(m, o, "wall_ns", "wallref.wall_ns",
+			   &c->wallref.wall_ns)) < 0)
+		return r;
+	c->has_wallref = true;
+	return 0;
+}
+
 /* Slot @i of a decoder filter config. */
 static void filter_slot(struct pt_conf_addr_filter *f, unsigned i,
 			uint64_t **a, uint64_t **b)
@@ -768,6 +820,7 @@ static int load_manifest(const struct mctx *m, const char *text, size_t len,
 	    (r = load_cpu(m, root, c)) < 0 ||
 	    (r = load_config(m, root, c)) < 0 ||
 	    (r = load_filter(m, root, c)) < 0 ||
+	    (r = load_clock(m, root, c)) < 0 ||
 	    (r = load_exit(m, root, c)) < 0 ||
 	    (r = load_threads(m, root, c, diag)) < 0)
 		goto out;
@@ -878,6 +931,33 @@ static bool add_filter(cJSON *root, const struct ptd_capture *c)
 	return true;
 }
 
+static bool add_hex64(cJSON *o, const char *key, uint64_t v)
+{
+	char hex[24];
+
+	(void)snprintf(hex, sizeof(hex), "0x%" PRIx64, v);
+	return cJSON_AddStringToObject(o, key, hex) != NULL;
+}
+
+/* The "clock" and "wallref" objects, if known. */
+static bool add_clock(cJSON *root, const struct ptd_capture *c)
+{
+	cJSON *o;
+
+	if (!c->has_clock)
+		return true;
+	if (!(o = cJSON_AddObjectToObject(root, "clock")) ||
+	    !add_hex64(o, "time_zero", c->clock.time_zero) ||
+	    !add_num(o, "time_mult", c->clock.time_mult) ||
+	    !add_num(o, "time_shift", c->clock.time_shift))
+		return false;
+	if (!c->has_wallref)
+		return true;
+	return (o = cJSON_AddObjectToObject(root, "wallref")) &&
+	       add_hex64(o, "perf_ns", c->wallref.perf_ns) &&
+	       add_hex64(o, "wall_ns", c->wallref.wall_ns);
+}
+
 static cJSON *build_manifest(const struct ptd_capture *c)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -915,7 +995,7 @@ static cJSON *build_manifest(const struct ptd_capture *c)
 	     add_num(cfg, "cbr", c->config.cbr);
 	for (size_t i = 0; ok && i < c->nthreads; i++)
 		ok = add_thread(thr, &c->threads[i]);
-	ok = ok && add_filter(root, c);
+	ok = ok && add_filter(root, c) && add_clock(root, c);
 	if (ok && c->detached)
 		ok = cJSON_AddBoolToObject(ex, "detached", true);
 	else if (ok && c->exit_signal)

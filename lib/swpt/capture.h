@@ -29,6 +29,15 @@
  * 2^53; text may be absent.  Ranges are saved in slot order, unused slots
  * left out, and loaded into slots 0, 1, ...
  *
+ * Optional (still version 1): the clock the source published to its
+ * readers (TSC -> perf time, CLOCK_MONOTONIC ns; perf/time.h) and the
+ * wall-clock reference the session paired with it, so that a decode of the
+ * capture gives records the live stream's "time" and "wall":
+ *    "clock":{"time_zero":"0x1a2b...","time_mult":1234567,"time_shift":31},
+ *    "wallref":{"perf_ns":"0x...","wall_ns":"0x..."}
+ * (64-bit values as hex strings; time_mult > 0, time_shift < 32; wallref
+ * only with a clock).
+ *
  * Everything read from a capture is untrusted: names must be plain file
  * names inside the directory, sizes are bounded, and a mismatch (a truth file
  * that does not hold "insns" IPs, a PT file of another size) is refused with
@@ -47,6 +56,7 @@
 
 #include "aspace/timeline.h"
 #include "common/diag.h"
+#include "perf/time.h"
 #include "swpt/ptgen.h"
 
 #define PTD_CAPTURE_FORMAT "ptd-swpt-capture"
@@ -74,6 +84,11 @@ struct ptd_capture {
 	/* Address filter (all zero: none) and its text (NULL: none). */
 	struct pt_conf_addr_filter addr_filter;
 	char *filter;
+	/* The perf clock and wall-clock reference (see above). */
+	bool has_clock;
+	struct ptd_perf_clock clock;
+	bool has_wallref;
+	struct ptd_perf_wallref wallref;
 	struct ptd_capture_thread *threads;
 	size_t nthreads;
 	struct ptd_timeline tl;

@@ -58,8 +58,23 @@ struct ptd_livesink {
 	unsigned next_cpu;		/* round-robin for new threads */
 	unsigned last_cpu;		/* where the last batch ran */
 	uint64_t last_time;		/* the last sample time given */
+	/* The clock every buffer publishes (ptd_livesink_set_clock); else
+	 * each buffer calibrates its own when it is made. */
+	bool clock_set;
+	struct ptd_perf_clock clock;
 	uint8_t rec[PTD_PERF_RECORD_MAX_SIZE + 8];
 };
+
+/* The clock for a new buffer: the one set, or a calibration now. */
+static bool buffer_clock(const struct ptd_livesink *s,
+			 struct ptd_perf_clock *ret)
+{
+	if (s->clock_set) {
+		*ret = s->clock;
+		return true;
+	}
+	return ptd_perf_clock_calibrate(ret, NULL) == 0;
+}
 
 static uint64_t now_ns(void)
 {
@@ -553,7 +568,7 @@ static int on_thread_begin_locked(void *ctx, pid_t tid)
 	/* The TSC -> perf time (CLOCK_MONOTONIC) conversion, in the header
 	 * page as the kernel publishes its own (perf/time.h); without a
 	 * usable TSC the page says none (cap_user_time_zero 0). */
-	if (ptd_perf_clock_calibrate(&clk, NULL) == 0)
+	if (buffer_clock(s, &clk))
 		(void)ptd_perf_clock_to_page(&clk, t->buf.meta);
 	ptd_perf_producer_init(&t->prod, &t->buf);
 	/* overwrite mode: nobody reads the AUX area as it fills, so the
@@ -760,6 +775,20 @@ bool ptd_livesink_paused(struct ptd_livesink *s)
 	return p;
 }
 
+int ptd_livesink_set_clock(struct ptd_livesink *s,
+			   const struct ptd_perf_clock *c)
+{
+	if (!s || !c || !c->time_mult || c->time_shift >= 32)
+		return -EINVAL;
+	(void)pthread_mutex_lock(&s->lock);
+	s->clock = *c;
+	s->clock_set = true;
+	for (unsigned i = 0; i < s->ncpu; i++)
+		(void)ptd_perf_clock_to_page(c, s->cpu[i].buf.meta);
+	(void)pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
 			  unsigned migrate_every)
 {
@@ -778,7 +807,7 @@ int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
 	s->cpu = calloc(ncpus, sizeof(*s->cpu));
 	if (!s->cpu)
 		return -ENOMEM;
-	has_clk = ptd_perf_clock_calibrate(&clk, NULL) == 0;
+	has_clk = buffer_clock(s, &clk);
 	for (unsigned c = 0; c < ncpus; c++) {
 		struct vcpu *v = &s->cpu[c];
 

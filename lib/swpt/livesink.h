@@ -46,6 +46,7 @@
 
 #include "perf/producer.h"
 #include "perf/ring.h"
+#include "perf/time.h"
 #include "swpt/tracer.h"
 
 /* One traced thread's buffer.  The producer side is the tracing thread's;
@@ -80,6 +81,14 @@ void ptd_livesink_free(struct ptd_livesink *s);
  * on (call it before tracing starts).  Returns 0, or -EBUSY if a thread's
  * buffer already exists, -EINVAL for a NULL @s (or @on in per-CPU mode). */
 int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on);
+
+/* The TSC -> perf time clock every buffer publishes in its header page
+ * (call it before tracing starts; per-CPU buffers made already get it
+ * now).  Without it, each buffer publishes a calibration made when the
+ * buffer is (ptd_perf_clock_calibrate).  Returns 0, or -EINVAL (NULL, a
+ * clock with time_mult 0 or time_shift >= 32). */
+int ptd_livesink_set_clock(struct ptd_livesink *s,
+			   const struct ptd_perf_clock *c);
 
 /* Per-CPU mode, at most this many virtual CPUs. */
 #define PTD_LIVESINK_MAX_CPUS 64u

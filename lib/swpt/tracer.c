@@ -1757,6 +1757,22 @@ static int save_capture(struct tracer *tr, char *const argv[])
 	c.config.sink_ctx = NULL;
 	c.addr_filter = tr->fcfg;
 	c.filter = (char *)tr->opt->filter_text;
+	/* The clock the readers were given, or (with TSC packets) this
+	 * process's, measured over the whole trace by now. */
+	if (tr->opt->clock) {
+		c.has_clock = true;
+		c.clock = *tr->opt->clock;
+	} else if (tr->opt->gen.tsc) {
+		c.has_clock = ptd_perf_clock_calibrate(&c.clock, NULL) == 0;
+	}
+	if (c.has_clock && tr->opt->wallref) {
+		c.has_wallref = true;
+		c.wallref = *tr->opt->wallref;
+	} else if (c.has_clock) {
+		/* perf time is CLOCK_MONOTONIC here (perf/time.h) */
+		c.has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
+							&c.wallref) == 0;
+	}
 	c.threads = th;
 	c.nthreads = tr->nth;
 	c.tl = tr->tl;

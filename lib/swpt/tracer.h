@@ -44,6 +44,7 @@
 #include "aspace/timeline.h"
 #include "common/diag.h"
 #include "perf/addrfilter.h"
+#include "perf/time.h"
 #include "swpt/ptgen.h"
 
 /* Where a live trace goes, as it is made (swpt/livesink.h writes it into
@@ -96,6 +97,14 @@ struct ptd_swpt_options {
 	 * insns and max_insns count traced instructions only. */
 	const struct ptd_addrfilter *filter;
 	const char *filter_text;
+	/* For the capture: the clock (TSC -> CLOCK_MONOTONIC ns) the live
+	 * output published to its readers, and the wall-clock reference
+	 * paired with it, so that a decode of the capture times records as
+	 * the live stream did.  NULL: with TSC packets (gen.tsc), the
+	 * tracer calibrates one when it saves the capture and samples the
+	 * reference then. */
+	const struct ptd_perf_clock *clock;
+	const struct ptd_perf_wallref *wallref;
 };
 
 struct ptd_swpt_result {

@@ -48,21 +48,6 @@ static inline void reclist_free(struct reclist *l)
 	memset(l, 0, sizeof(*l));
 }
 
-/* Forget the perf/wall times records derived from their TSC with a live
- * buffer's clock (a capture's whole-stream decode has no clock); the TSC
- * itself is still compared.  Returns how many records had a time. */
-static inline size_t reclist_strip_clock(struct reclist *l)
-{
-	size_t timed = 0;
-
-	for (size_t i = 0; i < l->n; i++) {
-		timed += l->r[i].has_time;
-		l->r[i].has_time = l->r[i].has_wall = false;
-		l->r[i].time = l->r[i].wall = 0;
-	}
-	return timed;
-}
-
 /* The name of the first field in which @a and @b differ, or NULL. */
 static inline const char *reccmp_diff(const struct ptd_record *a,
 				      const struct ptd_record *b)

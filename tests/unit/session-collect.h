@@ -91,7 +91,8 @@ static void wait_end(struct collect *c)
 
 static void unisid(struct reclist *l)
 {
-	session_timed += reclist_strip_clock(l);
+	for (size_t i = 0; i < l->n; i++)
+		session_timed += l->r[i].has_time;
 	for (size_t i = 0; i < l->n; i++)
 		if (l->r[i].type == PTD_REC_INSN) {
 			l->r[i].u.insn.isid = 0;
@@ -121,6 +122,13 @@ static void compare(struct collect *c, const char *dir)
 	o.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
 	o.json_bodies = true;
 	o.cpu.vendor = pcv_unknown;
+	/* the capture keeps the clock the live buffers published and the
+	 * session's wall-clock reference: the same time and wall */
+	CHECK(cap.has_clock && cap.has_wallref);
+	o.has_clock = cap.has_clock;
+	o.clock = cap.clock;
+	o.has_wallref = cap.has_wallref;
+	o.wallref = cap.wallref;
 	CHECK_EQ_INT(cap.nthreads, c->ntid);
 	for (size_t i = 0; i < cap.nthreads; i++) {
 		struct reclist whole = { 0 }, *live;

@@ -264,10 +264,23 @@ static void test_roundtrip(void)
 	add_events(&c.tl);
 	c.exited = true;
 	c.exit_signal = 9;
+	c.has_clock = true;
+	c.clock.time_zero = 0xfffffffff0000001ull;	/* past 2^53 */
+	c.clock.time_mult = 0xfffffffeu;
+	c.clock.time_shift = 31;
+	c.has_wallref = true;
+	c.wallref.perf_ns = 0x123456789abcdef0ull;
+	c.wallref.wall_ns = 0x1800000000000001ull;
 	REQUIRE(ptd_capture_save(&c, &diag) == 0);
 	ptd_timeline_free(&c.tl);
 
 	REQUIRE(ptd_capture_load(dir, &l, &diag) == 0);
+	CHECK(l.has_clock && l.has_wallref);
+	CHECK_EQ_U64(l.clock.time_zero, 0xfffffffff0000001ull);
+	CHECK_EQ_U64(l.clock.time_mult, 0xfffffffeu);
+	CHECK_EQ_U64(l.clock.time_shift, 31);
+	CHECK_EQ_U64(l.wallref.perf_ns, 0x123456789abcdef0ull);
+	CHECK_EQ_U64(l.wallref.wall_ns, 0x1800000000000001ull);
 	CHECK_EQ_STR(l.dir, dir);
 	CHECK_EQ_INT(l.pid, 100);
 	CHECK_EQ_STR(l.argv[0], "/bin/true");
@@ -476,6 +489,63 @@ static void test_wrong_types(void)
 				 cJSON_CreateString("t"));
 	expect_refused("t-thrs", m, -PTD_EFORMAT,
 		       "\"threads[0]\": not an object");
+}
+
+/* The optional clock and wall-clock reference: each bad field named. */
+static void test_clock_fields(void)
+{
+	static const struct {
+		const char *name, *key, *field, *value, *why;
+	} bad[] = {
+		{ "c-zero", "clock", "time_zero", "12", "not a 64-bit hex" },
+		{ "c-zero2", "clock", "time_zero", "0x1g", "not a 64-bit hex" },
+		{ "c-zero3", "clock", "time_zero", "0x10000000000000000",
+		  "not a 64-bit hex" },
+		{ "w-perf", "wallref", "perf_ns", "0x", "not a 64-bit hex" },
+		{ "w-wall", "wallref", "wall_ns", "-1", "not a 64-bit hex" },
+	};
+	cJSON *m, *clk, *w;
+
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(bad); i++) {
+		char field[64];
+
+		m = good_manifest();
+		clk = cJSON_AddObjectToObject(m, "clock");
+		cJSON_AddStringToObject(clk, "time_zero", "0x10");
+		cJSON_AddNumberToObject(clk, "time_mult", 5);
+		cJSON_AddNumberToObject(clk, "time_shift", 1);
+		w = cJSON_AddObjectToObject(m, "wallref");
+		cJSON_AddStringToObject(w, "perf_ns", "0x1");
+		cJSON_AddStringToObject(w, "wall_ns", "0x2");
+		cJSON_ReplaceItemInObject(!strcmp(bad[i].key, "clock") ? clk : w,
+					  bad[i].field,
+					  cJSON_CreateString(bad[i].value));
+		(void)snprintf(field, sizeof(field), "\"%s.%s\": %s",
+			       bad[i].key, bad[i].field, bad[i].why);
+		expect_refused(bad[i].name, m, -PTD_EFORMAT, field);
+	}
+	m = good_manifest();
+	clk = cJSON_AddObjectToObject(m, "clock");
+	cJSON_AddStringToObject(clk, "time_zero", "0x10");
+	cJSON_AddNumberToObject(clk, "time_mult", 0);
+	cJSON_AddNumberToObject(clk, "time_shift", 1);
+	expect_refused("c-mult", m, -PTD_EFORMAT, "\"clock.time_mult\": 0");
+	m = good_manifest();
+	clk = cJSON_AddObjectToObject(m, "clock");
+	cJSON_AddStringToObject(clk, "time_zero", "0x10");
+	cJSON_AddNumberToObject(clk, "time_mult", 1);
+	cJSON_AddNumberToObject(clk, "time_shift", 32);
+	expect_refused("c-shift", m, -PTD_EFORMAT, "\"clock.time_shift\"");
+	m = good_manifest();
+	clk = cJSON_AddObjectToObject(m, "clock");
+	cJSON_AddStringToObject(clk, "time_zero", "0x10");
+	cJSON_AddNumberToObject(clk, "time_shift", 1);
+	expect_refused("c-nomult", m, -PTD_EFORMAT, "\"clock.time_mult\"");
+	m = good_manifest();
+	w = cJSON_AddObjectToObject(m, "wallref");
+	cJSON_AddStringToObject(w, "perf_ns", "0x1");
+	cJSON_AddStringToObject(w, "wall_ns", "0x2");
+	expect_refused("w-alone", m, -PTD_EFORMAT, "without a \"clock\"");
 }
 
 static void test_exit_fields(void)
@@ -712,6 +782,7 @@ int main(void)
 	RUN(test_missing_fields);
 	RUN(test_wrong_types);
 	RUN(test_exit_fields);
+	RUN(test_clock_fields);
 	RUN(test_path_traversal);
 	RUN(test_symlink_refused);
 	RUN(test_file_sizes);
