@@ -14,6 +14,7 @@
  * truth.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -723,8 +724,10 @@ static void help_export(FILE *f)
 {
 	fprintf(f,
 		"Usage: ptctl export --format bundle|perf-data|lldb [--reference] "
-		"CAPTURE_DIR OUT\n\n"
-		"Write a software-source capture in another form:\n"
+		"CAPTURE OUT\n\n"
+		"Write a software-source capture in another form.  CAPTURE is a "
+		"capture\ndirectory or, for perf-data and lldb, a ptd bundle "
+		"(verified first; its\nimages are read from its copies):\n"
 		"  bundle     a ptd bundle: the capture, a copy of every image it "
 		"maps and a\n"
 		"             manifest with the size and sha256 of every file, "
@@ -741,6 +744,42 @@ static void help_export(FILE *f)
 		"Nothing is left\nbehind on failure.\n");
 }
 
+/* Write the capture in @in (a capture directory, or a ptd bundle: verified
+ * first, its images read from its copies) as @format "lldb" or
+ * "perf-data" at @out. */
+static int export_other(const char *in, enum ptd_input_kind kind,
+			const char *format, const char *out,
+			struct ptd_diag *diag)
+{
+	struct ptd_bundle b;
+	struct ptd_capture c;
+	const struct ptd_capture *cap = &c;
+	int r;
+
+	memset(&b, 0, sizeof(b));
+	if (kind == PTD_INPUT_BUNDLE) {
+		r = ptd_bundle_load(in, &b, diag);
+		cap = &b.capture;
+	} else {
+		r = ptd_capture_load(in, &c, diag);
+	}
+	if (r < 0) {
+		ptd_bundle_free(&b);
+		return r;
+	}
+	if (!strcmp(format, "lldb"))
+		r = ptd_lldb_export_capture_resolved(
+			cap, kind == PTD_INPUT_BUNDLE ? ptd_bundle_resolve : NULL,
+			&b, out, diag);
+	else
+		r = ptd_perfdata_write_capture(cap, out, diag);
+	if (kind == PTD_INPUT_BUNDLE)
+		ptd_bundle_free(&b);
+	else
+		ptd_capture_free(&c);
+	return r;
+}
+
 static int verb_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -752,7 +791,7 @@ static int verb_export(int argc, char **argv)
 	struct ptd_bundle_save_opts bo = PTD_BUNDLE_SAVE_OPTS_INIT;
 	struct ptd_diag diag = { "" };
 	const char *format = NULL, *in, *out;
-	struct ptd_capture c;
+	enum ptd_input_kind kind;
 	int opt, r;
 
 	optind = 1;
@@ -773,7 +812,7 @@ static int verb_export(int argc, char **argv)
 		}
 	}
 	if (!format || optind + 2 != argc) {
-		errx_msg("expected --format FORMAT CAPTURE_DIR OUT (see ptctl "
+		errx_msg("expected --format FORMAT CAPTURE OUT (see ptctl "
 			 "export --help)");
 		return EXIT_USAGE;
 	}
@@ -796,18 +835,22 @@ static int verb_export(int argc, char **argv)
 		errx_msg("'%s' exists: not replaced", out);
 		return EXIT_INPUT;
 	}
-	if (!strcmp(format, "bundle")) {
-		r = ptd_bundle_save(in, out, &bo, &diag);
-	} else {
-		r = ptd_capture_load(in, &c, &diag);
-		if (r == 0) {
-			r = !strcmp(format, "lldb")
-				    ? ptd_lldb_export_capture(&c, out, &diag)
-				    : ptd_perfdata_write_capture(&c, out,
-								 &diag);
-			ptd_capture_free(&c);
-		}
+	r = ptd_input_detect(in, &kind, &diag);
+	if (r == 0 && kind != PTD_INPUT_CAPTURE && kind != PTD_INPUT_BUNDLE)
+		r = ptd_diagf(&diag, -PTD_EUNSUPPORTED, "'%s' is a %s: export "
+			      "takes a capture or a ptd bundle", in,
+			      ptd_input_kind_name(kind));
+	if (r == 0 && kind == PTD_INPUT_BUNDLE && !strcmp(format, "bundle"))
+		r = ptd_diagf(&diag, -PTD_EUNSUPPORTED, "'%s' is a ptd bundle "
+			      "already", in);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		return EXIT_INPUT;
 	}
+	if (!strcmp(format, "bundle"))
+		r = ptd_bundle_save(in, out, &bo, &diag);
+	else
+		r = export_other(in, kind, format, out, &diag);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		return EXIT_INPUT;
@@ -1387,6 +1430,7 @@ static const struct option attach_long[] = {
 	{ "iclass", required_argument, NULL, 'I' },
 	{ "module", required_argument, NULL, 'M' },
 	{ "record", required_argument, NULL, 'D' },
+	{ "record-format", required_argument, NULL, 'G' },
 	{ "per-cpu", no_argument, NULL, 'P' },
 	{ "filter", required_argument, NULL, 'F' },
 	{ "help", no_argument, NULL, 'h' },
@@ -1395,6 +1439,27 @@ static const struct option attach_long[] = {
 
 static int send_record(FILE *f, uint64_t session, const char *dir,
 		       bool wait, bool json, cJSON **ret_resp);
+static int record_lldb(FILE *f, uint64_t session, const char *dir,
+		       bool json, cJSON **ret_resp);
+
+/* Whether an LLDB bundle may be written at @dir: nothing there, or an
+ * empty directory. */
+static bool lldb_dir_free(const char *dir)
+{
+	struct stat st;
+	DIR *d;
+	struct dirent *de;
+	bool empty = true;
+
+	if (lstat(dir, &st) < 0)
+		return errno == ENOENT;
+	if (!S_ISDIR(st.st_mode) || !(d = opendir(dir)))
+		return false;
+	while (empty && (de = readdir(d)) != NULL)
+		empty = !strcmp(de->d_name, ".") || !strcmp(de->d_name, "..");
+	(void)closedir(d);
+	return empty;
+}
 
 static int verb_attach(int argc, char **argv)
 {
@@ -1403,7 +1468,7 @@ static int verb_attach(int argc, char **argv)
 	const char *source = NULL, *capture = NULL, *record = NULL;
 	const char *addr_filter = NULL;	/* --filter: checked by ptd */
 	bool tsc = false, follow = false, json = false, snapshot = false;
-	bool per_cpu = false;
+	bool per_cpu = false, record_lldb_fmt = false;
 	uint64_t pid, max_insns = 0, session, snap_size = 0;
 	FILE *f = NULL;
 	int c, r;
@@ -1459,6 +1524,15 @@ static int verb_attach(int argc, char **argv)
 		case 'D':
 			record = optarg;
 			break;
+		case 'G':
+			if (!strcmp(optarg, "lldb")) {
+				record_lldb_fmt = true;
+			} else if (strcmp(optarg, "bundle")) {
+				errx_msg("--record-format: expected bundle or "
+					 "lldb, got '%s'", optarg);
+				r = EXIT_USAGE;
+			}
+			break;
 		case 'S':
 			snapshot = true;
 			break;
@@ -1485,8 +1559,8 @@ static int verb_attach(int argc, char **argv)
 			       "auto|software|intel_pt] [--tsc]\n"
 			       "       [--max-insns N] [--capture DIR] "
 			       "[--snapshot [--snapshot-size BYTES]]\n"
-			       "       [--record DIR] [--per-cpu] [--filter "
-			       "TEXT]\n"
+			       "       [--record DIR [--record-format "
+			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--follow [stream options]] [--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
@@ -1494,7 +1568,10 @@ static int verb_attach(int argc, char **argv)
 			       "trace, decoded at each\n`ptctl snapshot "
 			       "SESSION`.  --record: when the session ends, ptd "
 			       "writes a bundle of\nits trace into DIR (an "
-			       "empty directory of yours).  --per-cpu: one "
+			       "empty directory of yours); with --record-format "
+			       "lldb,\nan LLDB trace bundle for `trace load`, "
+			       "and ptctl waits for the end to write\nit (DIR "
+			       "must not exist, or be empty).  --per-cpu: one "
 			       "trace buffer per CPU\n(perf's layout; "
 			       "intel_pt follows new threads and children by "
 			       "inheritance)\ninstead of one per thread.  "
@@ -1523,6 +1600,17 @@ static int verb_attach(int argc, char **argv)
 		errx_msg("--snapshot-size needs --snapshot");
 		stream_args_free(&sa);
 		return EXIT_USAGE;
+	}
+	if (record_lldb_fmt && !record) {
+		errx_msg("--record-format needs --record DIR");
+		stream_args_free(&sa);
+		return EXIT_USAGE;
+	}
+	if (record_lldb_fmt && !lldb_dir_free(record)) {
+		/* found out now, not after the whole session */
+		errx_msg("'%s' exists and is not an empty directory", record);
+		stream_args_free(&sa);
+		return EXIT_INPUT;
 	}
 	r = client_connect(&f);
 	if (r) {
@@ -1567,6 +1655,30 @@ static int verb_attach(int argc, char **argv)
 				 num_of(res, "pid"));
 		cJSON_Delete(resp);
 		resp = NULL;
+		if (record && record_lldb_fmt) {
+			/* written by ptctl from the session's bundle once
+			 * the session has ended: after the stream with
+			 * --follow, on a connection of its own */
+			FILE *rf = NULL;
+
+			if (follow)
+				r = subscribe_and_follow(f, session, &sa);
+			if (!r)
+				r = client_connect(&rf);
+			if (!r)
+				r = record_lldb(rf, session, record, json,
+						&resp);
+			if (rf)
+				fclose(rf);
+			cJSON_Delete(resp);
+			if (!r && !json)
+				errx_msg("the LLDB trace bundle of session "
+					 "%" PRIu64 " is written into '%s'",
+					 session, record);
+			stream_args_free(&sa);
+			fclose(f);
+			return r;
+		}
 		if (record) {
 			r = send_record(f, session, record, false, json,
 					&resp);
@@ -1648,9 +1760,44 @@ static int send_record(FILE *f, uint64_t session, const char *dir,
 	return client_read_response(f, json, ret_resp);
 }
 
+/* ptctl record --format lldb: the session's bundle into a temporary
+ * directory beside @dir (received as for a bundle), verified and written
+ * as an LLDB bundle at @dir (which must not exist, or be empty), then
+ * removed. */
+static int record_lldb(FILE *f, uint64_t session, const char *dir,
+		       bool json, cJSON **ret_resp)
+{
+	struct ptd_diag diag = { "" };
+	_cleanup_free_ char *tmp = NULL;
+	struct stat st;
+	int r;
+
+	if (!lldb_dir_free(dir) || (lstat(dir, &st) == 0 && rmdir(dir) < 0)) {
+		errx_msg("'%s' exists and is not an empty directory", dir);
+		return EXIT_INPUT;
+	}
+	if (asprintf(&tmp, "%s.ptd-bundle-XXXXXX", dir) < 0) {
+		tmp = NULL;
+		errx_msg("out of memory");
+		return EXIT_INPUT;
+	}
+	if (!mkdtemp(tmp)) {
+		errx_msg("cannot create '%s': %s", tmp, strerror(errno));
+		return EXIT_INPUT;
+	}
+	r = send_record(f, session, tmp, true, json, ret_resp);
+	if (r == 0 &&
+	    export_other(tmp, PTD_INPUT_BUNDLE, "lldb", dir, &diag) < 0) {
+		errx_msg("%s", diag.msg);
+		r = EXIT_INPUT;
+	}
+	(void)ptd_rm_rf(tmp);
+	return r;
+}
+
 static int verb_record(int argc, char **argv)
 {
-	bool json = false;
+	bool json = false, lldb = false;
 	const char *args[2];
 	unsigned nargs = 0;
 	uint64_t session;
@@ -1661,15 +1808,34 @@ static int verb_record(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
+		} else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+			i++;
+			if (!strcmp(argv[i], "lldb")) {
+				lldb = true;
+			} else if (strcmp(argv[i], "bundle")) {
+				errx_msg("--format: expected bundle or lldb, "
+					 "got '%s'", argv[i]);
+				return EXIT_USAGE;
+			}
 		} else if (!strcmp(argv[i], "--help") ||
 			   !strcmp(argv[i], "-h")) {
-			printf("Usage: ptctl record SESSION DIR [--json]\n\n"
-			       "Write a bundle of SESSION's trace into DIR (an "
-			       "empty directory of yours)\nonce the session "
-			       "has ended; the session must have been "
-			       "attached with\n--record.  Waits until the "
-			       "bundle is written.\n");
+			printf("Usage: ptctl record SESSION DIR [--format "
+			       "bundle|lldb] [--json]\n\n"
+			       "Write SESSION's trace into DIR once the "
+			       "session has ended; the session\nmust have "
+			       "been attached with --record.  Waits until it "
+			       "is written.\n"
+			       "  --format bundle  a ptd bundle (default); DIR "
+			       "is an empty directory of yours\n"
+			       "  --format lldb    an LLDB trace bundle for "
+			       "`trace load` (lldb 22 and later);\n"
+			       "                   DIR must not exist (or be "
+			       "empty)\n");
 			return 0;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			errx_msg("unknown option '%s' (see ptctl record "
+				 "--help)", argv[i]);
+			return EXIT_USAGE;
 		} else if (nargs < 2) {
 			args[nargs++] = argv[i];
 		} else {
@@ -1684,10 +1850,12 @@ static int verb_record(int argc, char **argv)
 	if (!r)
 		r = client_connect(&f);
 	if (!r)
-		r = send_record(f, session, args[1], true, json, &resp);
+		r = lldb ? record_lldb(f, session, args[1], json, &resp)
+			 : send_record(f, session, args[1], true, json, &resp);
 	if (!r && !json)
-		printf("bundle of session %" PRIu64 " written to %s\n",
-		       session, args[1]);
+		printf("%s of session %" PRIu64 " written to %s\n",
+		       lldb ? "LLDB trace bundle" : "bundle", session,
+		       args[1]);
 	cJSON_Delete(resp);
 	if (f)
 		fclose(f);

@@ -44,12 +44,31 @@ struct xrange {
 
 struct xctx {
 	const struct ptd_capture *c;
+	ptd_iscache_resolve_fn resolve;	/* traced path -> file (or NULL) */
+	void *resolve_ctx;
 	struct xmod *mods;
 	size_t nmods;
 	struct xrange *ranges;
 	size_t nranges;
 	struct ptd_diag *diag;
 };
+
+/* The file to read for traced path @path (the path itself without a
+ * resolver). */
+static int real_path(const struct xctx *x, const char *path, char *out,
+		     size_t outsz)
+{
+	struct ptd_diag d = { "" };
+	int r;
+
+	if (!x->resolve)
+		return ptd_strlcpy(out, path, outsz) == 0 ? 0 : -ENAMETOOLONG;
+	r = x->resolve(x->resolve_ctx, path, out, outsz, &d);
+	if (r < 0)
+		return ptd_diagf(x->diag, r, "mapped file '%s': %s", path,
+				 d.msg[0] ? d.msg : ptd_strerror(r));
+	return 0;
+}
 
 static void xctx_free(struct xctx *x)
 {
@@ -143,11 +162,14 @@ static int elf_load_address(const char *path, uint64_t start, uint64_t pgoff,
 static int collect_map(struct xctx *x, const struct ptd_tl_event *ev)
 {
 	struct xmod m = { ev->path, false, 0, NULL, 0 };
+	char file[PATH_MAX];
 	size_t i, idx;
 	int r;
 
-	r = elf_load_address(ev->path, ev->start, ev->pgoff, &m.load,
-			     x->diag);
+	r = real_path(x, ev->path, file, sizeof(file));
+	if (r == 0)
+		r = elf_load_address(file, ev->start, ev->pgoff, &m.load,
+				     x->diag);
 	if (r < 0)
 		return r;
 	for (i = 0; i < x->nmods; i++) {
@@ -346,9 +368,13 @@ static int write_module(const struct xctx *x, size_t i, const char *tmp,
 	}
 
 	_cleanup_free_ char *data = NULL;
+	char file[PATH_MAX];
 	size_t len = 0;
 
-	r = ptd_file_read_all(m->path, EXPORT_MAX_FILE, &data, &len);
+	r = real_path(x, m->path, file, sizeof(file));
+	if (r < 0)
+		return r;
+	r = ptd_file_read_all(file, EXPORT_MAX_FILE, &data, &len);
 	if (r < 0)
 		return ptd_diagf(x->diag, r, "cannot read mapped file '%s': %s",
 				 m->path, ptd_strerror(r));
@@ -469,7 +495,15 @@ out:
 int ptd_lldb_export_capture(const struct ptd_capture *c, const char *out_dir,
 			    struct ptd_diag *diag)
 {
-	struct xctx x = { c, NULL, 0, NULL, 0, diag };
+	return ptd_lldb_export_capture_resolved(c, NULL, NULL, out_dir, diag);
+}
+
+int ptd_lldb_export_capture_resolved(const struct ptd_capture *c,
+				     ptd_iscache_resolve_fn resolve,
+				     void *resolve_ctx, const char *out_dir,
+				     struct ptd_diag *diag)
+{
+	struct xctx x = { c, resolve, resolve_ctx, NULL, 0, NULL, 0, diag };
 	char tmp[PATH_MAX];
 	struct stat st;
 	int r;

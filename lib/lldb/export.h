@@ -25,6 +25,7 @@
 #ifndef PTD_LLDB_EXPORT_H
 #define PTD_LLDB_EXPORT_H
 
+#include "aspace/iscache.h"
 #include "common/diag.h"
 #include "swpt/capture.h"
 
@@ -36,5 +37,14 @@
  * message in @diag.  Nothing is left behind on failure. */
 int ptd_lldb_export_capture(const struct ptd_capture *c, const char *out_dir,
 			    struct ptd_diag *diag);
+
+/* The same with the mapped files read where @resolve says (traced path ->
+ * file; e.g. ptd_bundle_resolve for a verified bundle's copies); the
+ * bundle still names them by their traced paths.  A path the resolver
+ * does not know is refused with its message. */
+int ptd_lldb_export_capture_resolved(const struct ptd_capture *c,
+				     ptd_iscache_resolve_fn resolve,
+				     void *resolve_ctx, const char *out_dir,
+				     struct ptd_diag *diag);
 
 #endif

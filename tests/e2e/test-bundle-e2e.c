@@ -139,6 +139,43 @@ static void test_bundle_decode(void)
 	REQUIRE(rename(b1, moved) == 0);
 	same_as_capture(moved, ref_insn, ref_block, "saved bundle");
 
+	/* a bundle exported as an LLDB bundle (images from its copies) is
+	 * the capture's LLDB bundle; as a bundle again, refused */
+	{
+		char l0[PATH_MAX], l1[PATH_MAX], l2[PATH_MAX];
+		const char *e0[] = { "export", "--format", "lldb", cap, l0,
+				     NULL };
+		const char *e1[] = { "export", "--format", "lldb", moved, l1,
+				     NULL };
+		const char *e2[] = { "export", "--format", "bundle", moved,
+				     l2, NULL };
+		char *g0 = NULL, *g1 = NULL;
+
+		path_in(l0, sizeof(l0), "cap-lldb");
+		path_in(l1, sizeof(l1), "bundle-lldb");
+		path_in(l2, sizeof(l2), "bundle-bundle");
+		r = run_ptctl(e0);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+		r = run_ptctl(e1);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+		if (decode(l0, "insn", "lldb-bundle", &g0) &&
+		    decode(l1, "insn", "lldb-bundle", &g1)) {
+			CHECK(strlen(g1) > 100000);
+			if (strcmp(g0, g1))
+				CHECK_FAIL_("%s: the bundle's LLDB export "
+					    "decodes differently from the "
+					    "capture's", l1);
+		}
+		free(g0);
+		free(g1);
+		r = run_ptctl(e2);
+		CHECK_EQ_INT(r.status, 2);
+		CHECK_CONTAINS(r.err, "is a ptd bundle already");
+		run_free(&r);
+	}
+
 	/* tampered: refused, exit 2, naming the file */
 	{
 		struct ptd_bundle tb;
@@ -163,6 +200,19 @@ static void test_bundle_decode(void)
 		CHECK(!r.out || !strstr(r.out, "\"type\":\"insn\""));
 		run_free(&r);
 		free(data);
+		/* nor is it exported */
+		{
+			char l3[PATH_MAX];
+			const char *e3[] = { "export", "--format", "lldb",
+					     moved, l3, NULL };
+
+			path_in(l3, sizeof(l3), "tampered-lldb");
+			r = run_ptctl(e3);
+			CHECK_EQ_INT(r.status, 2);
+			CHECK_CONTAINS(r.err, "checksum mismatch");
+			CHECK(access(l3, F_OK) != 0);
+			run_free(&r);
+		}
 	}
 
 	/* through ptctl's own export, copying and referencing images */

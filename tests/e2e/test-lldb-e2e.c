@@ -32,6 +32,7 @@
 #include <linux/perf_event.h>
 
 #include "check.h"
+#include "e2e/daemon-harness.h"
 #include "common/fileio.h"
 #include "decode/psbsplit.h"
 #include "input/input.h"
@@ -93,17 +94,40 @@ static int run_lldb(char *const args[], const char *log)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* What a thread executed: its instruction addresses (malloc'd, or NULL
+ * with *ret_n 0 and a check failure when the thread is unknown). */
+typedef uint64_t *(*truth_fn)(void *ctx, long tid, size_t *ret_n);
+
+static uint64_t *capture_truth(void *ctx, long tid, size_t *ret_n)
+{
+	const struct ptd_capture *c = ctx;
+	struct ptd_diag d = { "" };
+	uint64_t *ips = NULL;
+	ssize_t idx = ptd_capture_find_thread(c, (pid_t)tid);
+
+	*ret_n = 0;
+	if (idx < 0) {
+		CHECK_FAIL_("lldb shows thread %ld, which the capture lacks",
+			    tid);
+		return NULL;
+	}
+	if (ptd_capture_read_truth(c, (size_t)idx, &ips, ret_n, &d) < 0) {
+		CHECK_FAIL_("truth: %s", d.msg);
+		return NULL;
+	}
+	return ips;
+}
+
 /* Compare LLDB's dump of one thread (the file @path, written by `thread
- * trace dump instructions -f -a -r -F`) with the ground truth of @c. */
-static void compare_dump(const struct ptd_capture *c, const char *path,
+ * trace dump instructions -f -a -r -F`) with what @truth says the thread
+ * executed. */
+static void compare_dump(truth_fn truth_of, void *ctx, const char *path,
 			 const char *log)
 {
 	_cleanup_free_ char *text = NULL;
 	uint64_t *truth = NULL;
 	size_t len = 0, ntruth = 0, k = 0, lineno = 0;
 	long tid = -1;
-	ssize_t idx;
-	struct ptd_diag d = { "" };
 	char *line, *save = NULL;
 
 	if (ptd_file_read_all(path, 1u << 30, &text, &len) < 0) {
@@ -117,19 +141,10 @@ static void compare_dump(const struct ptd_capture *c, const char *path,
 
 		lineno++;
 		if (sscanf(line, "thread #%*u: tid = %ld", &tid) == 1) {
-			idx = ptd_capture_find_thread(c, (pid_t)tid);
-			if (idx < 0) {
-				CHECK_FAIL_("%s: lldb shows thread %ld, which "
-					    "the capture lacks", path, tid);
-				return;
-			}
 			free(truth);
-			truth = NULL;
-			if (ptd_capture_read_truth(c, (size_t)idx, &truth,
-						   &ntruth, &d) < 0) {
-				CHECK_FAIL_("truth: %s", d.msg);
+			truth = truth_of(ctx, tid, &ntruth);
+			if (!truth)
 				return;
-			}
 			k = 0;
 			continue;
 		}
@@ -289,7 +304,7 @@ static bool lldb_dump_matches(const char *cdir, const char *bdir,
 	(void)snprintf(log, sizeof(log), "%s/%s-lldb.log", workdir, name);
 	ok = lldb_dump(bdir, c.nthreads, name, files);
 	for (size_t i = 0; ok && i < c.nthreads && i < MAX_DUMPS; i++)
-		compare_dump(&c, files[i], log);
+		compare_dump(capture_truth, &c, files[i], log);
 	ptd_capture_free(&c);
 	return ok;
 }
@@ -750,30 +765,194 @@ static void test_threads_percpu(void)
 	free(L.runs);
 }
 
+/* prog-attach running @secs, past its start ("ready" on fd 3). */
+static pid_t start_attach_target(const char *secs)
+{
+	char prog[1100], b[8];
+	int p[2];
+	pid_t pid;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-attach", progs_dir);
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		(void)dup2(p[1], 3);
+		(void)dup2(null, 1);
+		execl(prog, prog, secs, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	if (read(p[0], b, sizeof(b)) <= 0) {
+		close(p[0]);
+		return -1;
+	}
+	close(p[0]);
+	return pid;
+}
+
+static uint64_t *decoded_truth(void *ctx, long tid, size_t *ret_n)
+{
+	const struct pc_decoded *o = ctx;
+	uint64_t *ips;
+
+	*ret_n = 0;
+	for (size_t t = 0; t < o->nthreads; t++) {
+		if (o->tid[t] != tid)
+			continue;
+		ips = malloc((o->n[t] ? o->n[t] : 1) * sizeof(*ips));
+		if (!ips)
+			return NULL;
+		memcpy(ips, o->ips[t], o->n[t] * sizeof(*ips));
+		*ret_n = o->n[t];
+		return ips;
+	}
+	CHECK_FAIL_("lldb shows thread %ld, which the live stream lacks", tid);
+	return NULL;
+}
+
+static void pc_free(struct pc_decoded *o)
+{
+	for (size_t t = 0; t < o->nthreads; t++)
+		free(o->ips[t]);
+	memset(o, 0, sizeof(*o));
+}
+
+/* A live session recorded as an LLDB bundle by ptctl (attach --record DIR
+ * --record-format lldb --follow: the stream, then the bundle written once
+ * the session ended): ptd decodes the bundle to each thread's live insn
+ * records, and so does LLDB. */
+static void test_record_lldb(void)
+{
+	char ldir[600], out[600], err[600], pidarg[32];
+	struct pc_decoded live, got;
+	struct ptd_input_sink sink = { NULL, pc_record, NULL, &got,
+				       pc_notice };
+	_cleanup_free_ char *text = NULL;
+	struct ptd_input_opts o;
+	struct ptd_diag d = { "" };
+	struct daemon dm;
+	size_t thread_errors = 0, len = 0;
+	char *line, *save = NULL;
+	unsigned lost = 0;
+	pid_t target, ctl;
+	int r;
+
+	REQUIRE(daemon_start(&dm, "rec", ""));
+	target = start_attach_target("30");
+	REQUIRE(target > 0);
+	(void)snprintf(ldir, sizeof(ldir), "%s/rec-lldb", workdir);
+	(void)snprintf(out, sizeof(out), "%s/rec.out", workdir);
+	(void)snprintf(err, sizeof(err), "%s/rec.err", workdir);
+	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
+	{
+		const char *args[] = { "attach", "--record", ldir,
+				       "--record-format", "lldb",
+				       "--max-insns", "20000", "--follow",
+				       "--kinds", "insn", pidarg, NULL };
+
+		ctl = ptctl_spawn(&dm, out, err, args);
+	}
+	r = wait_exit(ctl);
+	(void)kill(target, SIGKILL);
+	(void)waitpid(target, NULL, 0);
+	(void)daemon_stop(&dm);
+	if (r != 0) {
+		_cleanup_free_ char *e = NULL;
+		size_t n;
+
+		(void)ptd_file_read_all(err, 1u << 20, &e, &n);
+		CHECK_FAIL_("ptctl attach --record-format lldb: exit %d: %s", r,
+			    e ? e : "");
+		return;
+	}
+	/* the live stream's insn records, by thread */
+	memset(&live, 0, sizeof(live));
+	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		struct ptd_record rec;
+		const char *t = strstr(line, "\"tid\":");
+		const char *ip = strstr(line, "\"ip\":\"");
+
+		lost += is_type(line, "lost");
+		if (!is_type(line, "insn") || !t || !ip)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		rec.type = PTD_REC_INSN;
+		rec.tid = (pid_t)strtol(t + 6, NULL, 10);
+		rec.u.insn.ip = strtoull(ip + 6, NULL, 16);
+		REQUIRE(pc_record(&live, &rec) == 0);
+	}
+	CHECK_EQ_INT(lost, 0);
+	CHECK(live.nthreads > 0);
+
+	memset(&got, 0, sizeof(got));
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_ERROR);
+	r = ptd_input_decode(ldir, &o, &sink, &thread_errors, &d);
+	CHECK_EQ_INT(r, 0);
+	if (r < 0)
+		fprintf(stderr, "  %s: %s\n", ldir, d.msg);
+	CHECK_EQ_INT(got.errors, 0);
+	CHECK_EQ_INT(got.nthreads, live.nthreads);
+	for (size_t i = 0; i < live.nthreads; i++) {
+		size_t t, k = 0;
+
+		for (t = 0; t < got.nthreads && got.tid[t] != live.tid[i]; t++)
+			;
+		if (t < got.nthreads)
+			for (k = 0; k < live.n[i] && k < got.n[t] &&
+				    got.ips[t][k] == live.ips[i][k];
+			     k++)
+				;
+		if (t == got.nthreads || k != live.n[i] ||
+		    got.n[t] != live.n[i])
+			CHECK_FAIL_("thread %ld: the LLDB bundle differs from "
+				    "the live stream at instruction %zu of %zu",
+				    (long)live.tid[i], k, live.n[i]);
+		else
+			fprintf(stderr, "  ptd: tid %ld: %zu instructions, as "
+				"streamed live\n", (long)live.tid[i], k);
+	}
+	if (lldb) {
+		char files[MAX_DUMPS][600], log[600];
+
+		(void)snprintf(log, sizeof(log), "%s/record-lldb.log",
+			       workdir);
+		if (lldb_dump(ldir, live.nthreads, "record", files))
+			for (size_t i = 0;
+			     i < live.nthreads && i < MAX_DUMPS; i++)
+				compare_dump(decoded_truth, &live, files[i],
+					     log);
+	}
+	pc_free(&got);
+	pc_free(&live);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
 
-	progs_dir = getenv("PTD_TEST_PROGS");
-	if (!progs_dir)
-		SKIP_ALL("PTD_TEST_PROGS is not set");
+	char tmpl[256];
+
 	lldb = find_lldb();
 	if (!lldb)
 		fprintf(stderr, "lldb-22 is not installed (apt-get install "
 			"lldb-22): the LLDB checks are skipped, ptd's are "
 			"not\n");
-	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-test-lldb-e2e-XXXXXX",
+	(void)snprintf(tmpl, sizeof(tmpl), "%s/ptd-test-lldb-e2e-XXXXXX",
 		       tmp ? tmp : "/tmp");
-	if (!mkdtemp(workdir))
-		SKIP_ALL("cannot create a work directory");
+	harness_setup(tmpl);
+	progs_dir = progs;
+	(void)snprintf(workdir, sizeof(workdir), "%s", tmpdir);
 	RUN(test_recursion);
 	RUN(test_fnptr);
 	RUN(test_threads);
 	RUN(test_vdso);
 	RUN(test_threads_percpu);
-	if (!check_failures)
-		(void)ptd_rm_rf(workdir);
-	else
-		fprintf(stderr, "kept %s\n", workdir);
-	return check_done();
+	RUN(test_record_lldb);
+	return harness_done();
 }
