@@ -602,6 +602,54 @@ static void pc_notice(void *ctx, const struct ptd_diag *d)
 	((struct pc_decoded *)ctx)->notices++;
 }
 
+/* ptd's decode of the bundle @bdir into @got (zeroed first): accepted,
+ * no error record, no thread ended early, nothing unclaimed. */
+static void pc_decode(const char *bdir, struct pc_decoded *got)
+{
+	struct ptd_input_sink sink = { NULL, pc_record, NULL, got,
+				       pc_notice };
+	struct ptd_input_opts o;
+	struct ptd_diag d = { "" };
+	size_t thread_errors = 0;
+	int r;
+
+	memset(got, 0, sizeof(*got));
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_ERROR);
+	r = ptd_input_decode(bdir, &o, &sink, &thread_errors, &d);
+	CHECK_EQ_INT(r, 0);
+	if (r < 0)
+		fprintf(stderr, "  %s: %s\n", bdir, d.msg);
+	CHECK_EQ_INT(thread_errors, 0);
+	CHECK_EQ_INT(got->errors, 0);
+	CHECK_EQ_INT(got->notices, 0);
+}
+
+/* Thread @tid of @got decoded exactly @want (@n addresses); @as says
+ * what @want is ("executed", "streamed live"). */
+static void pc_check_thread(const struct pc_decoded *got, pid_t tid,
+			    const uint64_t *want, size_t n, const char *as)
+{
+	size_t t, k = 0;
+
+	for (t = 0; t < got->nthreads && got->tid[t] != tid; t++)
+		;
+	if (t == got->nthreads) {
+		CHECK_FAIL_("thread %ld: nothing decoded", (long)tid);
+		return;
+	}
+	while (k < n && k < got->n[t] && got->ips[t][k] == want[k])
+		k++;
+	if (k < n || got->n[t] != n)
+		CHECK_FAIL_("thread %ld: instruction %zu of %zu (%zu decoded): "
+			    "expected 0x%" PRIx64 ", got 0x%" PRIx64,
+			    (long)tid, k, n, got->n[t], k < n ? want[k] : 0,
+			    k < got->n[t] ? got->ips[t][k] : 0);
+	else
+		fprintf(stderr, "  ptd: tid %ld: %zu instructions, as %s\n",
+			(long)tid, k, as);
+}
+
 /* The lines of an lldb dump without the item numbers ("  41534: 0x..."
  * is "0x...": events that a dump does not show still take numbers). */
 static char **dump_lines(const char *path, size_t *ret_n)
@@ -675,14 +723,11 @@ static void test_threads_percpu(void)
 	char *argv[] = { prog, NULL };
 	struct ptd_swpt_options so;
 	struct ptd_swpt_result res;
-	struct ptd_input_opts o;
 	struct ptd_diag d = { "" };
 	struct ptd_capture c;
 	struct pc_layout L;
 	struct pc_decoded got;
-	struct ptd_input_sink sink = { NULL, pc_record, NULL, &got,
-				       pc_notice };
-	size_t thread_errors = 0, i, t;
+	size_t i, t;
 	int r;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
@@ -709,45 +754,16 @@ static void test_threads_percpu(void)
 	CHECK(L.nruns > c.nthreads);
 	CHECK(L.migrations > 0);
 
-	memset(&got, 0, sizeof(got));
-	memset(&o, 0, sizeof(o));
-	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_ERROR);
-	r = ptd_input_decode(bdir, &o, &sink, &thread_errors, &d);
-	CHECK_EQ_INT(r, 0);
-	if (r < 0)
-		fprintf(stderr, "  %s\n", d.msg);
-	CHECK_EQ_INT(thread_errors, 0);
-	CHECK_EQ_INT(got.errors, 0);
-	CHECK_EQ_INT(got.notices, 0);
+	pc_decode(bdir, &got);
 	CHECK_EQ_INT(got.nthreads, c.nthreads);
 	for (i = 0; i < c.nthreads; i++) {
 		uint64_t *truth = NULL;
-		size_t ntruth = 0, k;
+		size_t ntruth = 0;
 
 		REQUIRE(ptd_capture_read_truth(&c, i, &truth, &ntruth, &d) ==
 			0);
-		for (t = 0; t < got.nthreads && got.tid[t] != c.threads[i].tid;
-		     t++)
-			;
-		if (t == got.nthreads) {
-			CHECK_FAIL_("thread %ld: nothing decoded",
-				    (long)c.threads[i].tid);
-			free(truth);
-			continue;
-		}
-		for (k = 0; k < ntruth && k < got.n[t]; k++)
-			if (got.ips[t][k] != truth[k])
-				break;
-		if (k < ntruth || got.n[t] != ntruth)
-			CHECK_FAIL_("thread %ld: instruction %zu of %zu (%zu "
-				    "decoded): expected 0x%" PRIx64 ", got "
-				    "0x%" PRIx64, (long)c.threads[i].tid, k,
-				    ntruth, got.n[t],
-				    k < ntruth ? truth[k] : 0,
-				    k < got.n[t] ? got.ips[t][k] : 0);
-		else
-			fprintf(stderr, "  ptd: tid %ld: %zu instructions, "
-				"as executed\n", (long)c.threads[i].tid, k);
+		pc_check_thread(&got, c.threads[i].tid, truth, ntruth,
+				"executed");
 		free(truth);
 	}
 	/* perf time from the bundle's conversion on every timed record */
@@ -828,13 +844,9 @@ static void test_record_lldb(void)
 {
 	char ldir[600], out[600], err[600], pidarg[32];
 	struct pc_decoded live, got;
-	struct ptd_input_sink sink = { NULL, pc_record, NULL, &got,
-				       pc_notice };
 	_cleanup_free_ char *text = NULL;
-	struct ptd_input_opts o;
-	struct ptd_diag d = { "" };
 	struct daemon dm;
-	size_t thread_errors = 0, len = 0;
+	size_t len = 0;
 	char *line, *save = NULL;
 	unsigned lost = 0;
 	pid_t target, ctl;
@@ -889,34 +901,11 @@ static void test_record_lldb(void)
 	CHECK_EQ_INT(lost, 0);
 	CHECK(live.nthreads > 0);
 
-	memset(&got, 0, sizeof(got));
-	memset(&o, 0, sizeof(o));
-	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_ERROR);
-	r = ptd_input_decode(ldir, &o, &sink, &thread_errors, &d);
-	CHECK_EQ_INT(r, 0);
-	if (r < 0)
-		fprintf(stderr, "  %s: %s\n", ldir, d.msg);
-	CHECK_EQ_INT(got.errors, 0);
+	pc_decode(ldir, &got);
 	CHECK_EQ_INT(got.nthreads, live.nthreads);
-	for (size_t i = 0; i < live.nthreads; i++) {
-		size_t t, k = 0;
-
-		for (t = 0; t < got.nthreads && got.tid[t] != live.tid[i]; t++)
-			;
-		if (t < got.nthreads)
-			for (k = 0; k < live.n[i] && k < got.n[t] &&
-				    got.ips[t][k] == live.ips[i][k];
-			     k++)
-				;
-		if (t == got.nthreads || k != live.n[i] ||
-		    got.n[t] != live.n[i])
-			CHECK_FAIL_("thread %ld: the LLDB bundle differs from "
-				    "the live stream at instruction %zu of %zu",
-				    (long)live.tid[i], k, live.n[i]);
-		else
-			fprintf(stderr, "  ptd: tid %ld: %zu instructions, as "
-				"streamed live\n", (long)live.tid[i], k);
-	}
+	for (size_t i = 0; i < live.nthreads; i++)
+		pc_check_thread(&got, live.tid[i], live.ips[i], live.n[i],
+				"streamed live");
 	if (lldb) {
 		char files[MAX_DUMPS][600], log[600];
 

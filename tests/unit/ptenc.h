@@ -64,6 +64,14 @@ static inline void simple(struct trace *t, enum pt_packet_type type)
 	pkt(t, &p);
 }
 
+/* PAD packets up to a multiple of 8 bytes (perf's AUXTRACE payloads
+ * are). */
+static inline void pad8(struct trace *t)
+{
+	while (t->len % 8)
+		simple(t, ppt_pad);
+}
+
 /* An IP packet; ip 0 means suppressed. */
 static inline void ippkt(struct trace *t, enum pt_packet_type type, uint64_t ip)
 {

@@ -491,6 +491,32 @@ static void test_wrong_types(void)
 		       "\"threads[0]\": not an object");
 }
 
+/* good_manifest() with a "clock" (time_mult @mult, time_shift @shift; a
+ * field named @drop left out) and, if @wallref, a "wallref". */
+static cJSON *clock_manifest(double mult, double shift, const char *drop,
+			     bool wallref, cJSON **ret_clock,
+			     cJSON **ret_wallref)
+{
+	cJSON *m = good_manifest();
+	cJSON *clk = cJSON_AddObjectToObject(m, "clock"), *w = NULL;
+
+	cJSON_AddStringToObject(clk, "time_zero", "0x10");
+	cJSON_AddNumberToObject(clk, "time_mult", mult);
+	cJSON_AddNumberToObject(clk, "time_shift", shift);
+	if (drop)
+		cJSON_DeleteItemFromObject(clk, drop);
+	if (wallref) {
+		w = cJSON_AddObjectToObject(m, "wallref");
+		cJSON_AddStringToObject(w, "perf_ns", "0x1");
+		cJSON_AddStringToObject(w, "wall_ns", "0x2");
+	}
+	if (ret_clock)
+		*ret_clock = clk;
+	if (ret_wallref)
+		*ret_wallref = w;
+	return m;
+}
+
 /* The optional clock and wall-clock reference: each bad field named. */
 static void test_clock_fields(void)
 {
@@ -509,14 +535,7 @@ static void test_clock_fields(void)
 	for (size_t i = 0; i < PTD_ARRAY_SIZE(bad); i++) {
 		char field[64];
 
-		m = good_manifest();
-		clk = cJSON_AddObjectToObject(m, "clock");
-		cJSON_AddStringToObject(clk, "time_zero", "0x10");
-		cJSON_AddNumberToObject(clk, "time_mult", 5);
-		cJSON_AddNumberToObject(clk, "time_shift", 1);
-		w = cJSON_AddObjectToObject(m, "wallref");
-		cJSON_AddStringToObject(w, "perf_ns", "0x1");
-		cJSON_AddStringToObject(w, "wall_ns", "0x2");
+		m = clock_manifest(5, 1, NULL, true, &clk, &w);
 		cJSON_ReplaceItemInObject(!strcmp(bad[i].key, "clock") ? clk : w,
 					  bad[i].field,
 					  cJSON_CreateString(bad[i].value));
@@ -524,27 +543,16 @@ static void test_clock_fields(void)
 			       bad[i].key, bad[i].field, bad[i].why);
 		expect_refused(bad[i].name, m, -PTD_EFORMAT, field);
 	}
-	m = good_manifest();
-	clk = cJSON_AddObjectToObject(m, "clock");
-	cJSON_AddStringToObject(clk, "time_zero", "0x10");
-	cJSON_AddNumberToObject(clk, "time_mult", 0);
-	cJSON_AddNumberToObject(clk, "time_shift", 1);
-	expect_refused("c-mult", m, -PTD_EFORMAT, "\"clock.time_mult\": 0");
-	m = good_manifest();
-	clk = cJSON_AddObjectToObject(m, "clock");
-	cJSON_AddStringToObject(clk, "time_zero", "0x10");
-	cJSON_AddNumberToObject(clk, "time_mult", 1);
-	cJSON_AddNumberToObject(clk, "time_shift", 32);
-	expect_refused("c-shift", m, -PTD_EFORMAT, "\"clock.time_shift\"");
-	m = good_manifest();
-	clk = cJSON_AddObjectToObject(m, "clock");
-	cJSON_AddStringToObject(clk, "time_zero", "0x10");
-	cJSON_AddNumberToObject(clk, "time_shift", 1);
-	expect_refused("c-nomult", m, -PTD_EFORMAT, "\"clock.time_mult\"");
-	m = good_manifest();
-	w = cJSON_AddObjectToObject(m, "wallref");
-	cJSON_AddStringToObject(w, "perf_ns", "0x1");
-	cJSON_AddStringToObject(w, "wall_ns", "0x2");
+	expect_refused("c-mult", clock_manifest(0, 1, NULL, false, NULL, NULL),
+		       -PTD_EFORMAT, "\"clock.time_mult\": 0");
+	expect_refused("c-shift", clock_manifest(1, 32, NULL, false, NULL,
+						 NULL),
+		       -PTD_EFORMAT, "\"clock.time_shift\"");
+	expect_refused("c-nomult", clock_manifest(1, 1, "time_mult", false,
+						  NULL, NULL),
+		       -PTD_EFORMAT, "\"clock.time_mult\"");
+	m = clock_manifest(1, 1, NULL, true, NULL, NULL);
+	cJSON_DeleteItemFromObject(m, "clock");
 	expect_refused("w-alone", m, -PTD_EFORMAT, "without a \"clock\"");
 }
 

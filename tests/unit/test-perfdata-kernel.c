@@ -211,12 +211,6 @@ static void fb_kmmap(struct fb *f, uint64_t start, uint64_t len,
 	put_u64(&f->recs, 2);
 }
 
-static void pad8(struct trace *t)
-{
-	while (t->len % 8)
-		simple(t, ppt_pad);
-}
-
 /* The trace: enabled at UBASE; the syscall enters the kernel (TIP), the
  * je is taken and the module's ret compressed (TNT 11), sysretq returns
  * (TIP), the second syscall ends tracing (TIP.PGD).  Cut after the
@@ -349,40 +343,60 @@ static void check_ips(const struct got *g, const uint64_t *want, size_t n)
 
 static const char *const paths[] = { "insn", "block" };
 
-/* A perf record --kcore directory decodes to every instruction, each named
- * by its module, on both paths. */
-static void test_kcore_dir(void)
+/* The directory perf record --kcore writes, TMPDIR/@name: the perf.data of
+ * @po in "data", the kernel in "kcore_dir/kcore". */
+static void make_kcore_dir(const char *name, const struct pdopts *po,
+			   char *dir, size_t dirsz)
 {
-	struct pdopts po = { .modules = true };
-	char dir[512], file[600];
-	struct ptd_input_opts o;
-	struct ptd_diag diag;
+	char rel[128], file[600];
 	struct ptd_buf pd;
-	struct got g;
 
-	(void)snprintf(dir, sizeof(dir), "%s/kc.data", tmpdir);
-	mkdirs("kc.data/kcore_dir");
-	make_perfdata(&pd, &po);
+	(void)snprintf(rel, sizeof(rel), "%s/kcore_dir", name);
+	mkdirs(rel);
+	(void)snprintf(dir, dirsz, "%s/%s", tmpdir, name);
+	make_perfdata(&pd, po);
 	(void)snprintf(file, sizeof(file), "%s/data", dir);
 	write_file(file, pd.data, pd.len);
 	(void)snprintf(file, sizeof(file), "%s/kcore_dir/kcore", dir);
 	write_kcore(file);
+	ptd_buf_free(&pd);
+}
+
+/* Decode @dir on both paths: exactly @want (@n instructions), no error,
+ * and the module of instruction @mi[k] is @mods[k] (@nm of them). */
+static void check_dir(const char *dir, const uint64_t *want, size_t n,
+		      const size_t *mi, const char *const *mods, size_t nm)
+{
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct got g;
+
 	for (int p = 0; p < 2; p++) {
 		fprintf(stderr, "  %s path\n", paths[p]);
 		opts(&o, p ? PTD_PATH_BLOCK : PTD_PATH_INSN);
 		CHECK_EQ_INT(decode(dir, &o, &g, &diag), 0);
 		CHECK_EQ_STR(g.source, "perf.data");
-		check_ips(&g, want_ips, sizeof(want_ips) / 8);
+		check_ips(&g, want, n);
 		CHECK_EQ_INT(g.errors, 0);
-		if (g.n == sizeof(want_ips) / 8) {
-			CHECK_EQ_STR(g.mod[0], path_user1);
-			CHECK_EQ_STR(g.mod[2], "[kernel.kallsyms]");
-			CHECK_EQ_STR(g.mod[6], "[mymod]");
-			CHECK_EQ_STR(g.mod[8], "[kernel.kallsyms]");
-			CHECK_EQ_STR(g.mod[9], path_user1);
-		}
+		for (size_t k = 0; g.n == n && k < nm; k++)
+			CHECK_EQ_STR(g.mod[mi[k]], mods[k]);
 	}
-	ptd_buf_free(&pd);
+}
+
+/* A perf record --kcore directory decodes to every instruction, each named
+ * by its module, on both paths. */
+static void test_kcore_dir(void)
+{
+	const struct pdopts po = { .modules = true };
+	const size_t mi[] = { 0, 2, 6, 8, 9 };
+	const char *const mods[] = { path_user1, "[kernel.kallsyms]",
+				     "[mymod]", "[kernel.kallsyms]",
+				     path_user1 };
+	char dir[512];
+
+	make_kcore_dir("kc.data", &po, dir, sizeof(dir));
+	check_dir(dir, want_ips, PTD_ARRAY_SIZE(want_ips), mi, mods,
+		  PTD_ARRAY_SIZE(mi));
 }
 
 /* The data file alone: the kernel is nowhere; one error record says so
@@ -508,33 +522,14 @@ static void test_vmlinux(void)
  * place when the syscall returns, and the kernel's stays mapped. */
 static void test_exec_in_kernel(void)
 {
-	struct pdopts po = { .modules = true, .exec = true };
-	char dir[512], file[600];
-	struct ptd_input_opts o;
-	struct ptd_diag diag;
-	struct ptd_buf pd;
-	struct got g;
+	const struct pdopts po = { .modules = true, .exec = true };
+	const size_t mi[] = { 0, 7, 9 };
+	const char *const mods[] = { path_user1, "[mymod]", path_user2 };
+	char dir[512];
 
-	(void)snprintf(dir, sizeof(dir), "%s/exec.data", tmpdir);
-	mkdirs("exec.data/kcore_dir");
-	make_perfdata(&pd, &po);
-	(void)snprintf(file, sizeof(file), "%s/data", dir);
-	write_file(file, pd.data, pd.len);
-	(void)snprintf(file, sizeof(file), "%s/kcore_dir/kcore", dir);
-	write_kcore(file);
-	for (int p = 0; p < 2; p++) {
-		fprintf(stderr, "  %s path\n", paths[p]);
-		opts(&o, p ? PTD_PATH_BLOCK : PTD_PATH_INSN);
-		CHECK_EQ_INT(decode(dir, &o, &g, &diag), 0);
-		check_ips(&g, want_exec_ips, sizeof(want_exec_ips) / 8);
-		CHECK_EQ_INT(g.errors, 0);
-		if (g.n == sizeof(want_exec_ips) / 8) {
-			CHECK_EQ_STR(g.mod[0], path_user1);
-			CHECK_EQ_STR(g.mod[7], "[mymod]");
-			CHECK_EQ_STR(g.mod[9], path_user2);
-		}
-	}
-	ptd_buf_free(&pd);
+	make_kcore_dir("exec.data", &po, dir, sizeof(dir));
+	check_dir(dir, want_exec_ips, PTD_ARRAY_SIZE(want_exec_ips), mi, mods,
+		  PTD_ARRAY_SIZE(mi));
 }
 
 /* Broken kernel images: each is answered with the reason in the error

@@ -510,8 +510,7 @@ static void test_time(void)
 	/* PSB+ with a TSC, tracing on at the start of /bin/true */
 	tr_begin(&pt);
 	psb_tsc(&pt, 0x123456789ull, 0x400000);
-	while (pt.len % 8)	/* AUXTRACE payloads are 8-byte multiples */
-		simple(&pt, ppt_pad);
+	pad8(&pt);
 	tr_end(&pt);
 	memset(&o, 0, sizeof(o));
 	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
@@ -639,8 +638,7 @@ static void test_vdso(void)
 	tr_begin(&pt);
 	psb_tsc(&pt, 1, base + text);
 	ippkt(&pt, ppt_tip_pgd, 0);
-	while (pt.len % 8)
-		simple(&pt, ppt_pad);
+	pad8(&pt);
 	tr_end(&pt);
 	memset(&o, 0, sizeof(o));
 	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
@@ -762,8 +760,7 @@ static void test_mtc(void)
 	pkt(&pt, &p);
 	tnt(&pt, "1");
 	ippkt(&pt, ppt_tip_pgd, 0);
-	while (pt.len % 8)
-		simple(&pt, ppt_pad);
+	pad8(&pt);
 	tr_end(&pt);
 	memset(&o, 0, sizeof(o));
 	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
