@@ -24,6 +24,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/insncache.h"
+#include "perf/addrfilter.h"
 #include "perf/percpu.h"
 
 /* A place in a thread's stream where something was lost. */
@@ -59,6 +60,10 @@ struct proc {
 	struct ptd_timeline tl;
 	struct miss *miss;
 	size_t nmiss;
+	/* The recording's address filter resolved in this process (see
+	 * proc_filter): done once; all zero if there is none. */
+	bool filter_done;
+	struct pt_conf_addr_filter filter;
 };
 
 /* A traced path's build-id (MMAP2 records). */
@@ -1279,6 +1284,60 @@ static bool selected(const struct ptd_input_opts *o, const struct thr *t)
 	return t->pt.len && (!o->have_tid || t->tid == o->tid);
 }
 
+/* The address filter perf recorded with (AUXTRACE_INFO's filter text),
+ * as libipt's decoder needs it for process @p: file ranges at the
+ * addresses the process mapped the files at (its MMAP records).  A text or
+ * range that does not resolve is said once through the sink's notice;
+ * decoding goes on without it (it matters for erratum SKL014 only). */
+static void proc_filter(const struct dec *d, struct proc *p,
+			const struct ptd_input_sink *sink)
+{
+	const char *text = d->pd->pt.filter;
+	struct ptd_addrfilter f = { .n = 0 };
+	struct ptd_diag fd = { "" };
+	struct ptd_maps maps = { NULL, 0 };
+	int r;
+
+	if (p->filter_done)
+		return;
+	p->filter_done = true;
+	if (!text || !*text)
+		return;
+	r = ptd_addrfilter_parse(text, PTD_ADDRFILTER_MAX, &f, &fd);
+	if (r == 0) {
+		maps.v = calloc(p->tl.n ? p->tl.n : 1, sizeof(*maps.v));
+		if (!maps.v)
+			r = -ENOMEM;
+	}
+	for (size_t i = 0; r == 0 && i < p->tl.n; i++) {
+		const struct ptd_tl_event *ev = &p->tl.ev[i];
+		struct ptd_map *m = &maps.v[maps.n];
+
+		if (ev->op != PTD_TL_MAP || !ev->path)
+			continue;
+		m->start = ev->start;
+		m->end = ev->end;
+		m->offset = ev->pgoff;
+		m->prot = PTD_MAP_PROT_R | PTD_MAP_PROT_X;
+		m->kind = PTD_MAP_FILE;
+		m->path = ev->path;
+		maps.n++;
+	}
+	if (r == 0)
+		r = ptd_addrfilter_to_config(&f, &maps, &p->filter, &fd);
+	free(maps.v);
+	ptd_addrfilter_free(&f);
+	if (r < 0 && sink->notice) {
+		struct ptd_diag n = { "" };
+
+		(void)ptd_diagf(&n, r, "%s: process %ld: address filter '%s' "
+				"(AUXTRACE_INFO): %s; decoded without it",
+				d->pd->name, (long)p->pid, text,
+				fd.msg[0] ? fd.msg : ptd_strerror(r));
+		sink->notice(sink->ctx, &n);
+	}
+}
+
 /* Timing packets as perf's decoder reads them: AUXTRACE_INFO's MTC word
  * is the mask of the mtc bit in the intel_pt event's config and its
  * "MTC_FREQ_BITS" word the mask of the mtc_period field; with mtc set the
@@ -1361,6 +1420,10 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 		if (!selected(d->o, &d->th[i]))
 			continue;
 		memset(&st, 0, sizeof(st));
+		if (!d->o->decode.addr_filter.config.addr_cfg) {
+			proc_filter(d, &d->pr[d->th[i].proc], sink);
+			dopts.addr_filter = d->pr[d->th[i].proc].filter;
+		}
 		r = decode_thread(d, &d->th[i], &dopts, icache, sink, &st,
 				  &td);
 		if (r < 0) {

@@ -77,7 +77,12 @@
  * record "snapshot: trace between ... not recorded" between them).
  *
  * Decoder config: o->decode, with the CPU from the CPUID feature unless
- * o->cpu_given.  The AUXTRACE_INFO noretcomp bit needs no decoder setting
+ * o->cpu_given, and (unless o->decode has one) the address filter perf
+ * recorded with (AUXTRACE_INFO's text, perf-record --filter syntax with
+ * addresses, perf/addrfilter.h), resolved per process against its MMAP
+ * records, as libipt needs it for erratum SKL014; a text or range that does
+ * not resolve (symbol names, a file never mapped) is said through the
+ * sink's notice and left out.  The AUXTRACE_INFO noretcomp bit needs no decoder setting
  * (libipt follows the trace either way).
  */
 #ifndef PTD_PERFDATA_DECODE_H
