@@ -21,6 +21,7 @@
 
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "perf/addrfilter.h"
 #include "perf/pmu.h"
 #include "perf/sideband.h"
 #include "perfdata/format.h"
@@ -243,17 +244,31 @@ static int write_attrs(struct writer *w, const struct ptd_pt_pmu *pmu,
 
 /* ---- data records ---- */
 
+/* Bytes of the capture's filter text as AUXTRACE_INFO carries it (with
+ * its NUL, padded to 8); 0 without one, or one too long for a record. */
+static size_t filter_bytes(const struct ptd_capture *c)
+{
+	size_t n = c->filter ? strlen(c->filter) : 0;
+
+	if (!n || n > PTD_ADDRFILTER_TEXT_MAX)
+		return 0;
+	return (n + 1 + 7) & ~(size_t)7;
+}
+
 static int write_auxtrace_info(struct writer *w, const struct ptd_pt_pmu *pmu)
 {
 	uint64_t rec[(sizeof(struct ptd_perfdata_auxtrace_info) / 8) +
 		     PTD_PERFDATA_INTEL_PT_PRIV_MAX];
 	struct ptd_perfdata_auxtrace_info h;
 	uint64_t *p = rec + sizeof(h) / 8;
+	size_t fb = filter_bytes(w->c);
+	char pad[8] = { 0 };
+	int r;
 
 	memset(rec, 0, sizeof(rec));
 	memset(&h, 0, sizeof(h));
 	h.header.type = PTD_PERFDATA_RECORD_AUXTRACE_INFO;
-	h.header.size = sizeof(rec);
+	h.header.size = (uint16_t)(sizeof(rec) + fb);
 	h.type = PTD_PERFDATA_AUXTRACE_INTEL_PT;
 	memcpy(rec, &h, sizeof(h));
 	p[PTD_PERFDATA_INTEL_PT_PMU_TYPE] =
@@ -273,7 +288,16 @@ static int write_auxtrace_info(struct writer *w, const struct ptd_pt_pmu *pmu)
 	if (pmu && pmu->has_max_nonturbo_ratio)
 		p[PTD_PERFDATA_INTEL_PT_MAX_NONTURBO_RATIO] =
 			pmu->max_nonturbo_ratio;
-	return w_put(w, rec, sizeof(rec));
+	/* The filter the trace was made with, as perf record writes its
+	 * --filter text (decoders need it for erratum SKL014). */
+	if (fb)
+		p[PTD_PERFDATA_INTEL_PT_FILTER_STR_LEN] = strlen(w->c->filter);
+	r = w_put(w, rec, sizeof(rec));
+	if (r == 0 && fb)
+		r = w_put(w, w->c->filter, strlen(w->c->filter));
+	if (r == 0 && fb)
+		r = w_put(w, pad, fb - strlen(w->c->filter));
+	return r;
 }
 
 /* The last path component of argv[0], for COMM. */

@@ -23,6 +23,7 @@
 #include "common/strutil.h"
 #include "perf/sideband.h"
 #include "perfdata/format.h"
+#include "perfdata/read.h"
 #include "perfdata/write.h"
 #include "swpt/capture.h"
 #include "swpt/tracer.h"
@@ -505,6 +506,37 @@ static void test_detached(void)
 	free_synthetic(&c);
 }
 
+/* A filtered capture's filter text goes into AUXTRACE_INFO as perf
+ * record writes its --filter, and perf.data's reader reads it back. */
+static void test_filter_text(void)
+{
+	static const char text[] = "filter 0x1130/0x40@/usr/bin/prog-synth";
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	struct ptd_perfdata *pd = NULL;
+	struct parsed p;
+	char path[600];
+	const uint8_t *pts[2] = { pt100, pt101 };
+	size_t lens[2] = { sizeof(pt100), sizeof(pt101) };
+
+	make_synthetic("filtered", &c);
+	c.filter = (char *)text;
+	(void)snprintf(path, sizeof(path), "%s/perf.data", c.dir);
+	REQUIRE(ptd_perfdata_write_capture(&c, path, &diag) == 0);
+	REQUIRE(read_back(path, (uint32_t)c.pid, &p) == 0);
+	walk_records(&p, pts, lens, 2);
+	free(p.data);
+	CHECK_EQ_INT(ptd_perfdata_open(path, &pd, &diag), 0);
+	if (pd) {
+		CHECK(pd->pt.filter != NULL);
+		if (pd->pt.filter)
+			CHECK_EQ_STR(pd->pt.filter, text);
+	}
+	ptd_perfdata_free(pd);
+	c.filter = NULL;
+	free_synthetic(&c);
+}
+
 static void test_bad_args(void)
 {
 	struct ptd_capture c;
@@ -674,6 +706,7 @@ int main(void)
 	RUN(test_bad_args);
 	RUN(test_synthetic);
 	RUN(test_detached);
+	RUN(test_filter_text);
 	RUN(test_unwritable);
 	RUN(test_bad_capture_files);
 	RUN(test_real_capture);
