@@ -109,12 +109,17 @@ struct dec {
 	size_t nbids;
 	struct ptd_iscache *ic;
 	struct kernel k;
+	/* tid -> pid (pid_of), made on first need */
+	bool pidmap_made;
+	struct tidpid *pidmap;
+	size_t npidmap, npidmap_cap;
 	/* This machine's vDSO (own_vdso), made on first need. */
 	bool vdso_made;
 	int vdso_fd;
 	char vdso_bid[2 * PTD_ELF_BUILD_ID_MAX + 1];
 };
 
+struct tidpid;
 static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only);
 static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
 		       const char *miss);
@@ -156,27 +161,89 @@ static struct thr *thr_find(struct dec *d, pid_t tid)
 	return NULL;
 }
 
-/* The process of @tid by the records that name both (0: none does). */
-static pid_t pid_of(const struct dec *d, pid_t tid)
-{
-	size_t i;
+/* Which process each thread belongs to, by the first record that names
+ * both (ITRACE_START, COMM, FORK), sorted by tid: made once, on the first
+ * thread whose process is not known. */
+struct tidpid {
+	pid_t tid, pid;
+	size_t seq;		/* the record's place: the first one wins */
+};
 
+static int tidpid_cmp(const void *a, const void *b)
+{
+	const struct tidpid *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int tid_cmp(const void *a, const void *b)
+{
+	const struct tidpid *x = a, *y = b;
+
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
+}
+
+static int make_pidmap(struct dec *d)
+{
+	size_t i, n = 0, k;
+
+	d->pidmap_made = true;
 	for (i = 0; i < d->pd->nrecs; i++) {
 		struct ptd_perf_event e;
+		pid_t tid, pid;
 
 		if (d->pd->recs[i].attr < 0 ||
 		    ptd_perfdata_event(d->pd, i, &e, NULL) < 0)
 			continue;
-		if (e.type == PERF_RECORD_ITRACE_START &&
-		    (pid_t)e.u.itrace.tid == tid)
-			return (pid_t)e.u.itrace.pid;
-		if ((e.type == PERF_RECORD_COMM) &&
-		    (pid_t)e.u.comm.tid == tid)
-			return (pid_t)e.u.comm.pid;
-		if (e.type == PERF_RECORD_FORK && (pid_t)e.u.task.tid == tid)
-			return (pid_t)e.u.task.pid;
+		if (e.type == PERF_RECORD_ITRACE_START) {
+			tid = (pid_t)e.u.itrace.tid;
+			pid = (pid_t)e.u.itrace.pid;
+		} else if (e.type == PERF_RECORD_COMM) {
+			tid = (pid_t)e.u.comm.tid;
+			pid = (pid_t)e.u.comm.pid;
+		} else if (e.type == PERF_RECORD_FORK) {
+			tid = (pid_t)e.u.task.tid;
+			pid = (pid_t)e.u.task.pid;
+		} else {
+			continue;
+		}
+		if (n == d->npidmap_cap) {
+			size_t cap = n ? 2 * n : 64;
+			struct tidpid *v = reallocarray(d->pidmap, cap,
+							sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			d->pidmap = v;
+			d->npidmap_cap = cap;
+		}
+		d->pidmap[n].tid = tid;
+		d->pidmap[n].pid = pid;
+		d->pidmap[n].seq = n;
+		n++;
 	}
+	/* by tid, each tid's first record first; keep that one */
+	if (n)
+		qsort(d->pidmap, n, sizeof(*d->pidmap), tidpid_cmp);
+	for (i = 0, k = 0; i < n; i++)
+		if (!k || d->pidmap[k - 1].tid != d->pidmap[i].tid)
+			d->pidmap[k++] = d->pidmap[i];
+	d->npidmap = k;
 	return 0;
+}
+
+/* The process of @tid by the records that name both (0: none does). */
+static pid_t pid_of(struct dec *d, pid_t tid)
+{
+	struct tidpid key = { tid, 0, 0 };
+	const struct tidpid *hit;
+
+	if (!d->pidmap_made && make_pidmap(d) < 0)
+		return 0;
+	hit = bsearch(&key, d->pidmap, d->npidmap, sizeof(key), tid_cmp);
+	return hit ? hit->pid : 0;
 }
 
 /* Thread @tid (of @pid, 0: look it up), created on first sight. */
@@ -965,27 +1032,102 @@ static int pc_seen(void *ctx, uint32_t pid, uint32_t tid)
 	return thr_get(ctx, (pid_t)pid, (pid_t)tid) ? 0 : -ENOMEM;
 }
 
-/* Copy CPU @cpu's AUX bytes [off, off + len) from its payloads; returns
- * the bytes found contiguous from @off (the rest is a gap). */
-static size_t cpu_bytes(const struct ptd_perfdata *pd, uint32_t cpu,
-			uint64_t off, uint64_t len, uint8_t *out)
+/* The AUXTRACE payloads by (cpu, offset), to find the one holding a CPU's
+ * AUX byte without a scan of them all. */
+struct auxidx {
+	uint32_t cpu;
+	uint64_t off, end;	/* AUX offsets [off, end) */
+	size_t rec;		/* index in pd->auxtrace (input order) */
+	uint64_t maxend;	/* the largest end of this CPU's entries up
+				 * to here */
+};
+
+static int auxidx_cmp(const void *a, const void *b)
 {
-	uint64_t have = 0;
+	const struct auxidx *x = a, *y = b;
+
+	if (x->cpu != y->cpu)
+		return x->cpu < y->cpu ? -1 : 1;
+	if (x->off != y->off)
+		return x->off < y->off ? -1 : 1;
+	return x->rec < y->rec ? -1 : x->rec > y->rec;
+}
+
+static struct auxidx *auxidx_make(const struct ptd_perfdata *pd)
+{
+	struct auxidx *v = calloc(pd->nauxtrace ? pd->nauxtrace : 1,
+				  sizeof(*v));
 	size_t i;
 
-	for (i = 0; i < pd->nauxtrace && have < len; i++) {
+	if (!v)
+		return NULL;
+	for (i = 0; i < pd->nauxtrace; i++) {
 		const struct ptd_perfdata_auxtrace_rec *a = &pd->auxtrace[i];
-		uint64_t want = off + have, n;
 
-		if (a->cpu != cpu || want < a->offset ||
-		    want >= a->offset + a->size)
-			continue;
-		n = a->offset + a->size - want;
+		v[i].cpu = a->cpu;
+		v[i].off = a->offset;
+		/* sizes are bounded by the input's; an offset near 2^64
+		 * holds up to the end of the offsets */
+		v[i].end = a->offset + a->size < a->offset ? UINT64_MAX
+							  : a->offset + a->size;
+		v[i].rec = i;
+	}
+	qsort(v, pd->nauxtrace, sizeof(*v), auxidx_cmp);
+	for (i = 0; i < pd->nauxtrace; i++)
+		v[i].maxend = i && v[i - 1].cpu == v[i].cpu &&
+				      v[i - 1].maxend > v[i].end
+				      ? v[i - 1].maxend
+				      : v[i].end;
+	return v;
+}
+
+/* The first payload in input order of CPU @cpu that holds AUX offset
+ * @want, or NULL. */
+static const struct ptd_perfdata_auxtrace_rec *
+auxidx_find(const struct ptd_perfdata *pd, const struct auxidx *v,
+	    uint32_t cpu, uint64_t want)
+{
+	size_t lo = 0, hi = pd->nauxtrace, best = SIZE_MAX;
+
+	/* the first entry past (cpu, want) */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid].cpu < cpu || (v[mid].cpu == cpu &&
+					 v[mid].off <= want))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* back over this CPU's entries that start at or before @want while
+	 * one of them may still reach past it */
+	while (lo > 0 && v[lo - 1].cpu == cpu && v[lo - 1].maxend > want) {
+		lo--;
+		if (v[lo].end > want && v[lo].rec < best)
+			best = v[lo].rec;
+	}
+	return best == SIZE_MAX ? NULL : &pd->auxtrace[best];
+}
+
+/* Copy CPU @cpu's AUX bytes [off, off + len) from its payloads; returns
+ * the bytes found contiguous from @off (the rest is a gap). */
+static size_t cpu_bytes(const struct ptd_perfdata *pd, const struct auxidx *v,
+			uint32_t cpu, uint64_t off, uint64_t len, uint8_t *out)
+{
+	uint64_t have = 0;
+
+	while (have < len) {
+		uint64_t want = off + have, n;
+		const struct ptd_perfdata_auxtrace_rec *a =
+			auxidx_find(pd, v, cpu, want);
+
+		if (!a)
+			break;
+		n = a->size - (want - a->offset);	/* want is inside */
 		if (n > len - have)
 			n = len - have;
 		memcpy(out + have, a->data + (want - a->offset), n);
 		have += n;
-		i = (size_t)-1;	/* the next piece may be anywhere */
 	}
 	return have;
 }
@@ -1000,6 +1142,7 @@ static int percpu_pass(struct dec *d)
 	struct ptd_percpu *pc = NULL;
 	uint32_t ncpus = 1;
 	uint8_t *buf = NULL;
+	struct auxidx *idx = NULL;
 	size_t i;
 	int r;
 
@@ -1028,6 +1171,8 @@ static int percpu_pass(struct dec *d)
 	po.sample_type = a0->sample_type;
 	po.sample_id_all = true;
 	r = ptd_percpu_new(&po, &sink, &pc);
+	if (r == 0 && !(idx = auxidx_make(pd)))
+		r = -ENOMEM;
 	for (i = 0; r == 0 && i < pd->nrecs; i++) {
 		const struct perf_event_header *h = pd->recs[i].hdr;
 		struct ptd_perf_event e;
@@ -1056,7 +1201,7 @@ static int percpu_pass(struct dec *d)
 				r = -ENOMEM;
 				break;
 			}
-			got = cpu_bytes(pd, e.sid.cpu, e.u.aux.aux_offset,
+			got = cpu_bytes(pd, idx, e.sid.cpu, e.u.aux.aux_offset,
 					e.u.aux.aux_size, buf);
 			r = ptd_percpu_aux(pc, e.sid.cpu, e.u.aux.aux_offset,
 					   buf, got);
@@ -1075,6 +1220,7 @@ static int percpu_pass(struct dec *d)
 		r = ptd_percpu_record(pc, e.sid.cpu, h);
 	}
 	free(buf);
+	free(idx);
 	ptd_percpu_free(pc);
 	return r;
 }
@@ -1275,6 +1421,7 @@ static void dec_free(struct dec *d)
 	free(d->bids);
 	ptd_iscache_free(d->ic);
 	kernel_free(&d->k);
+	free(d->pidmap);
 	if (d->vdso_made && d->vdso_fd >= 0)
 		(void)close(d->vdso_fd);
 }
