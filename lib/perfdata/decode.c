@@ -892,6 +892,31 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 	return r;
 }
 
+/* Snapshot mode: whether payload @a takes up the thread's stream where the
+ * last one ended -- it starts at that AUX offset, or before it with the
+ * bytes it shares with the stream's end identical (a snapshot taken
+ * before the ring overwrote them; perf's decoder finds such overlaps by
+ * content too).  *@ret_skip: the bytes to skip. */
+static bool snapshot_continues(const struct thr *t,
+			       const struct ptd_perfdata_auxtrace_rec *a,
+			       uint64_t *ret_skip)
+{
+	uint64_t over;
+
+	*ret_skip = 0;
+	if (a->offset == t->next_aux)
+		return true;
+	if (a->offset > t->next_aux)
+		return false;
+	over = t->next_aux - a->offset;
+	if (over > a->size || over > t->last_len || over > t->pt.len)
+		return false;
+	if (memcmp(a->data, t->pt.data + t->pt.len - over, over))
+		return false;
+	*ret_skip = over;
+	return true;
+}
+
 /* An AUXTRACE payload of a per-thread recording. */
 static int thread_payload(struct dec *d,
 			  const struct ptd_perfdata_auxtrace_rec *a)
@@ -902,7 +927,10 @@ static int thread_payload(struct dec *d,
 
 	if (!t)
 		return -ENOMEM;
-	if (t->have_next && d->pd->pt.snapshot_mode)
+	if (t->have_next && d->pd->pt.snapshot_mode &&
+	    snapshot_continues(t, a, &skip)) {
+		/* the stream goes on: nothing lost, skip what repeats */
+	} else if (t->have_next && d->pd->pt.snapshot_mode)
 		r = add_loss(t, 0, true, "snapshot: trace between AUXTRACE "
 			     "records (0x%" PRIx64 ") not recorded",
 			     a->rec_offset);

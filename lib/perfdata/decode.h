@@ -73,8 +73,11 @@
  * PERF_RECORD_LOST give error records (code -PTD_ETRUNC, context naming
  * the loss and its byte or record count) in the affected thread.
  *
- * Snapshot mode: each AUXTRACE payload is a separate snapshot (an error
- * record "snapshot: trace between ... not recorded" between them).
+ * Snapshot mode: a payload that starts where the thread's last one ended,
+ * or before that with the bytes it shares with it identical (taken before
+ * the ring overwrote them), continues the stream (the shared bytes once);
+ * any other is a separate snapshot (an error record "snapshot: trace
+ * between ... not recorded" between them).
  *
  * Decoder config: o->decode, with the CPU from the CPUID feature unless
  * o->cpu_given, and (unless o->decode has one) the address filter perf

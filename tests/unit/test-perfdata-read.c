@@ -922,6 +922,7 @@ static void test_no_pt(void)
 struct tstat {
 	pid_t tid[4];
 	uint64_t bytes[4];
+	uint64_t insns[4];
 	size_t n;
 	unsigned trunc;
 	char trunc_msg[4][256];
@@ -948,6 +949,7 @@ static void ts_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
 	(void)diag;
 	if (t->n < 4) {
 		t->tid[t->n] = tid;
+		t->insns[t->n] = st->insns;
 		t->bytes[t->n++] = st->bytes;
 	}
 }
@@ -968,6 +970,81 @@ static int decode_stats(const struct ptd_buf *b, struct tstat *t)
 		fprintf(stderr, "decode: %s\n", diag.msg);
 	ptd_perfdata_free(pd);
 	return r;
+}
+
+/* Snapshot mode: consecutive snapshots of one thread that overlap with the
+ * same bytes are one stream (the overlap decoded once, nothing lost);
+ * overlapping bytes that differ, or a gap, are a separate snapshot with the
+ * loss said. */
+static void test_snapshots(void)
+{
+	enum { NJE = 400 };
+	static uint8_t code[2 * NJE + 2];
+	size_t priv = sizeof(struct ptd_perfdata_auxtrace_info);
+	static const struct {
+		uint64_t off2;		/* where the second snapshot starts */
+		bool differ;		/* its overlap differs */
+		unsigned insns, errors;
+	} cases[] = {
+		{ 64, false, NJE + 1, 0 },	/* back to back */
+		{ 32, false, NJE + 1, 0 },	/* 32 bytes again */
+		{ 32, true, 0, 1 },		/* overwritten meanwhile */
+		{ 72, false, 0, 1 },		/* 8 bytes never recorded */
+	};
+	char path[512];
+	struct ptd_buf out;
+	struct trace pt;
+	struct tstat t;
+	struct fb f;
+	uint8_t second[4096];
+	FILE *fp;
+
+	for (size_t i = 0; i < NJE; i++) {
+		code[2 * i] = 0x74;	/* je +0 */
+		code[2 * i + 1] = 0x00;
+	}
+	code[2 * NJE] = 0x0f;		/* syscall */
+	code[2 * NJE + 1] = 0x05;
+	(void)snprintf(path, sizeof(path), "%s/snap-code", tmpdir);
+	fp = fopen(path, "w");
+	REQUIRE(fp && fwrite(code, 1, sizeof(code), fp) == sizeof(code));
+	REQUIRE(fclose(fp) == 0);
+	tr_begin(&pt);
+	psb_tsc(&pt, 1, 0x400000);
+	for (size_t i = 0; i < NJE; i += 4)
+		tnt(&pt, "1111");
+	ippkt(&pt, ppt_tip_pgd, 0);
+	pad8(&pt);
+	tr_end(&pt);
+	REQUIRE(pt.len > 96);
+	for (size_t c = 0; c < PTD_ARRAY_SIZE(cases); c++) {
+		uint64_t o2 = cases[c].off2;
+
+		memcpy(second, pt.buf + o2, pt.len - o2);
+		if (cases[c].differ)
+			second[8] ^= 0x40;	/* inside the overlap */
+		fb_init(&f);
+		fb_ptinfo(&f, false, NULL);
+		set_u64(&f.recs, priv + 8 * PTD_PERFDATA_INTEL_PT_SNAPSHOT_MODE,
+			1);
+		fb_comm(&f, 100, 100, true, "prog");
+		fb_mmap2(&f, 100, 0x400000, 0x1000, 0, path, NULL);
+		fb_itrace(&f, 100, 100, UINT32_MAX);
+		fb_auxtrace(&f, 100, UINT32_MAX, 0, pt.buf, 64);
+		fb_auxtrace(&f, 100, UINT32_MAX, o2, second, pt.len - o2);
+		fb_file(&f, &out);
+		CHECK_EQ_INT(decode_stats(&out, &t), 0);
+		REQUIRE(t.n == 1);
+		if (cases[c].insns)
+			CHECK_EQ_U64(t.insns[0], cases[c].insns);
+		else
+			CHECK(t.insns[0] < NJE + 1);
+		CHECK_EQ_INT(t.trunc, cases[c].errors);
+		if (cases[c].errors)
+			CHECK_CONTAINS(t.trunc_msg[0], "snapshot");
+		ptd_buf_free(&out);
+		fb_free(&f);
+	}
 }
 
 /* SWITCH (no encoder in sideband.h): header and the sample_id trailer. */
@@ -1369,6 +1446,7 @@ int main(void)
 	RUN(test_vdso);
 	RUN(test_mtc);
 	RUN(test_filter);
+	RUN(test_snapshots);
 	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);
