@@ -94,6 +94,8 @@ const char *ptd_perf_record_name(uint32_t type)
 		return "LOST";
 	case PERF_RECORD_LOST_SAMPLES:
 		return "LOST_SAMPLES";
+	case PERF_RECORD_TEXT_POKE:
+		return "TEXT_POKE";
 	case PTD_PERF_RECORD_CODE:
 		return "ptd CODE";
 	case PTD_PERF_RECORD_UNMAP:
@@ -296,6 +298,27 @@ static int parse_code(struct rd *r, struct ptd_perf_event *ev,
 	return 0;
 }
 
+static int parse_text_poke(struct rd *r, struct ptd_perf_event *ev,
+			   struct ptd_diag *diag)
+{
+	struct ptd_perf_text_poke *t = &ev->u.poke;
+	uint8_t lens[4];
+
+	if (!rd_u64(r, &t->addr) || !rd_bytes(r, lens, sizeof(lens)))
+		return bad(diag, ev, "too short for addr, old_len, new_len");
+	t->old_len = (uint16_t)(lens[0] | lens[1] << 8);
+	t->new_len = (uint16_t)(lens[2] | lens[3] << 8);
+	if (r->end - r->pos < (size_t)t->old_len + t->new_len)
+		return bad(diag, ev, "old and new bytes run past the record "
+			   "end");
+	t->old_bytes = r->p + r->pos;
+	t->new_bytes = t->old_bytes + t->old_len;
+	r->pos += (size_t)t->old_len + t->new_len;
+	if (t->addr + t->new_len < t->addr)
+		return bad(diag, ev, "addr + new_len overflows");
+	return 0;
+}
+
 static int parse_body(struct rd *r, struct ptd_perf_event *ev,
 		      struct ptd_diag *diag)
 {
@@ -332,6 +355,8 @@ static int parse_body(struct rd *r, struct ptd_perf_event *ev,
 		if (!rd_u64(r, &ev->u.lost.lost))
 			return bad(diag, ev, "too short for lost");
 		return 0;
+	case PERF_RECORD_TEXT_POKE:
+		return parse_text_poke(r, ev, diag);
 	case PTD_PERF_RECORD_CODE:
 		return parse_code(r, ev, diag);
 	case PTD_PERF_RECORD_UNMAP:

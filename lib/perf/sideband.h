@@ -151,6 +151,16 @@ struct ptd_perf_code {
 	const uint8_t *bytes;	/* @size bytes, point into the record */
 };
 
+/* PERF_RECORD_TEXT_POKE: the kernel changed its own code at @addr
+ * (ftrace, static keys, BPF trampolines) from @old_len bytes to @new_len
+ * bytes. */
+struct ptd_perf_text_poke {
+	uint64_t addr;
+	uint16_t old_len, new_len;
+	const uint8_t *old_bytes;	/* point into the record */
+	const uint8_t *new_bytes;
+};
+
 /* PTD_PERF_RECORD_UNMAP. */
 struct ptd_perf_unmap {
 	uint32_t pid, tid;
@@ -179,6 +189,7 @@ struct ptd_perf_event {
 		struct ptd_perf_lost lost;		/* LOST(_SAMPLES) */
 		struct ptd_perf_code code;
 		struct ptd_perf_unmap unmap;
+		struct ptd_perf_text_poke poke;
 	} u;
 	struct ptd_perf_sample_id sid;
 };

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <elf.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -95,6 +96,12 @@ struct kernel {
 	size_t nkev;
 	char **names;		/* traced names resolved to @path */
 	size_t nnames;
+	/* TEXT_POKE bytes, one after the other, in a memfd mapped as
+	 * "[text_poke]" */
+	bool poke_open;
+	int poke_fd;
+	uint64_t poke_size;
+	char poke_path[64];
 };
 
 struct dec {
@@ -121,6 +128,8 @@ struct dec {
 
 struct tidpid;
 static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only);
+/* What code changed by PERF_RECORD_TEXT_POKE is called in records. */
+#define POKE_NAME "[text_poke]"
 static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
 		       const char *miss);
 
@@ -415,6 +424,10 @@ static int resolve(void *ctx, const char *path, char *out, size_t outsz,
 			return ptd_strlcpy(out, d->k.path, outsz) == 0
 				       ? 0
 				       : -ENAMETOOLONG;
+	if (d->k.poke_open && !strcmp(path, POKE_NAME))
+		return ptd_strlcpy(out, d->k.poke_path, outsz) == 0
+			       ? 0
+			       : -ENAMETOOLONG;
 	if (d->o->sysroot && path[0] == '/' &&
 	    try_path(out, outsz, "%s%s", d->o->sysroot, path))
 		return 0;
@@ -744,10 +757,42 @@ static int kernel_change(struct dec *d, const struct ptd_perf_event *e)
 	return r;
 }
 
+/* A TEXT_POKE: the kernel's new bytes at their address from here on, in
+ * every process's image (as perf applies them to its kcore copy). */
+static int kernel_poke(struct dec *d, const struct ptd_perf_event *e)
+{
+	const struct ptd_perf_text_poke *t = &e->u.poke;
+	struct kernel *k = &d->k;
+	size_t first = k->nkev, i;
+	int r;
+
+	if (!k->traced || !t->new_len)
+		return 0;
+	if (!k->poke_open) {
+		k->poke_fd = memfd_create("ptd-text-poke", MFD_CLOEXEC);
+		if (k->poke_fd < 0)
+			return -errno;
+		k->poke_open = true;
+		(void)snprintf(k->poke_path, sizeof(k->poke_path),
+			       "/proc/self/fd/%d", k->poke_fd);
+	}
+	if (pwrite(k->poke_fd, t->new_bytes, t->new_len,
+		   (off_t)k->poke_size) != (ssize_t)t->new_len)
+		return errno ? -errno : -EIO;
+	r = kev_add(k, PTD_TL_MAP, POKE_NAME, t->addr, t->addr + t->new_len,
+		    k->poke_size, NULL);
+	k->poke_size += t->new_len;
+	for (i = 0; r == 0 && i < d->npr; i++)
+		r = kernel_give(d, i, first, false);
+	return r;
+}
+
 static void kernel_free(struct kernel *k)
 {
 	size_t i;
 
+	if (k->poke_open)
+		(void)close(k->poke_fd);
 	for (i = 0; i < k->nkev; i++) {
 		free(k->kev[i].ev.path);
 		free(k->kev[i].miss);
@@ -1018,6 +1063,8 @@ static int thread_record(struct dec *d, const struct ptd_perf_event *e)
 		if (is_kernel_map(e))
 			return kernel_change(d, e);
 		return image_change(d, e);
+	case PERF_RECORD_TEXT_POKE:
+		return kernel_poke(d, e);
 	case PTD_PERF_RECORD_UNMAP:
 		return image_change(d, e);
 	case PERF_RECORD_AUX:

@@ -67,6 +67,10 @@
  * taken.  A kernel not found gives every thread one error record (code
  * -PTD_ENOIMAGE, naming the mapping, the build-id, where ptd looked and
  * what to do); likewise one for the first mapping the ELF does not hold.
+ * TEXT_POKE records (the kernel patching its own code: ftrace, static
+ * keys) put their new bytes in place from where they are read, in every
+ * image, as perf applies them to its kcore copy; records name that code
+ * "[text_poke]".
  * A directory with data.N files (perf record --threads) is refused.
  *
  * Losses: AUX records flagged TRUNCATED/PARTIAL/COLLISION and

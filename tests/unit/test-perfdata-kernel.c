@@ -211,18 +211,48 @@ static void fb_kmmap(struct fb *f, uint64_t start, uint64_t len,
 	put_u64(&f->recs, 2);
 }
 
+/* PERF_RECORD_TEXT_POKE as the kernel writes it: addr, old_len, new_len,
+ * the old then the new bytes, padded to 8, the sample_id.  @bad: new_len
+ * says more bytes than the record has. */
+static void fb_text_poke(struct fb *f, uint64_t addr, const uint8_t *old,
+			 const uint8_t *new_bytes, uint16_t len, bool bad)
+{
+	uint8_t body[64] = { 0 };
+	size_t n = 4 + 2 * (size_t)len, padded = (n + 7) & ~(size_t)7;
+	struct perf_event_header h = { PERF_RECORD_TEXT_POKE,
+				       PERF_RECORD_MISC_KERNEL,
+				       (uint16_t)(8 + 8 + padded + 32) };
+	uint16_t nl = bad ? (uint16_t)(len + 40) : len;
+
+	REQUIRE(padded <= sizeof(body));
+	memcpy(body, &len, 2);
+	memcpy(body + 2, &nl, 2);
+	memcpy(body + 4, old, len);
+	memcpy(body + 4 + len, new_bytes, len);
+	put(&f->recs, &h, sizeof(h));
+	put_u64(&f->recs, addr);
+	put(&f->recs, body, padded);
+	put_u32(&f->recs, UINT32_MAX);	/* sample_id: pid, tid */
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, 0);		/* cpu, res */
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 2);
+}
+
 /* The trace: enabled at UBASE; the syscall enters the kernel (TIP), the
  * je is taken and the module's ret compressed (TNT 11), sysretq returns
  * (TIP), the second syscall ends tracing (TIP.PGD).  Cut after the
- * kernel entry (@ret_cut, 8-aligned) for the exec variant. */
-static void make_trace(struct trace *t, size_t *ret_cut)
+ * kernel entry (@ret_cut, 8-aligned) for the exec variant.  @poked: the
+ * je was patched into a jmp (no TNT bit for it). */
+static void make_trace(struct trace *t, size_t *ret_cut, bool poked)
 {
 	tr_begin(t);
 	(void)psb_plus(t, false, 0, UBASE);
 	ippkt(t, ppt_tip, KBASE);
 	pad8(t);
 	*ret_cut = t->len;
-	tnt(t, "11");
+	tnt(t, poked ? "1" : "11");
 	ippkt(t, ppt_tip, UBASE + 3);
 	ippkt(t, ppt_tip_pgd, 0);
 	pad8(t);
@@ -233,6 +263,8 @@ struct pdopts {
 	bool exclude_kernel;
 	bool exec;		/* an exec to user2 while in the kernel */
 	bool modules;		/* map the module */
+	bool poke;		/* TEXT_POKE: the je at KBASE + 4 is a jmp */
+	bool bad_poke;		/* a TEXT_POKE cut short */
 };
 
 static void make_perfdata(struct ptd_buf *out, const struct pdopts *po)
@@ -241,7 +273,7 @@ static void make_perfdata(struct ptd_buf *out, const struct pdopts *po)
 	size_t cut;
 	struct fb f;
 
-	make_trace(&t, &cut);
+	make_trace(&t, &cut, po->poke);
 	fb_init(&f);
 	f.attr[0].exclude_kernel = po->exclude_kernel;
 	fb_ptinfo(&f, false, NULL);
@@ -253,6 +285,12 @@ static void make_perfdata(struct ptd_buf *out, const struct pdopts *po)
 	fb_kmmap(&f, KBASE, 0x1209988, KBASE, "[kernel.kallsyms]_text");
 	if (po->modules)
 		fb_kmmap(&f, MBASE, 0x1000, 0, "[mymod]");
+	if (po->poke || po->bad_poke) {
+		static const uint8_t je[2] = { 0x74, 0x01 }, jmp[2] = {
+			0xeb, 0x01 };
+
+		fb_text_poke(&f, KBASE + 4, je, jmp, 2, po->bad_poke);
+	}
 	fb_mmap2(&f, 100, UBASE, 0x1000, 0, path_user1, NULL);
 	fb_itrace(&f, 100, 100, UINT32_MAX);
 	if (po->exec) {
@@ -532,6 +570,31 @@ static void test_exec_in_kernel(void)
 		  PTD_ARRAY_SIZE(mi));
 }
 
+/* A TEXT_POKE changes the kernel's code from where it is read: the je
+ * patched into a jmp needs no TNT bit, and its instruction is named by
+ * the poke; a TEXT_POKE cut short is refused naming it. */
+static void test_text_poke(void)
+{
+	const struct pdopts po = { .modules = true, .poke = true };
+	const struct pdopts bad = { .modules = true, .bad_poke = true };
+	const size_t mi[] = { 2, 4, 5, 6 };
+	const char *const mods[] = { "[kernel.kallsyms]", "[text_poke]",
+				     "[kernel.kallsyms]", "[mymod]" };
+	char dir[512];
+	struct ptd_input_opts o;
+	struct ptd_diag diag;
+	struct got g;
+
+	make_kcore_dir("poke.data", &po, dir, sizeof(dir));
+	check_dir(dir, want_ips, PTD_ARRAY_SIZE(want_ips), mi, mods,
+		  PTD_ARRAY_SIZE(mi));
+	make_kcore_dir("badpoke.data", &bad, dir, sizeof(dir));
+	opts(&o, PTD_PATH_INSN);
+	CHECK_EQ_INT(decode(dir, &o, &g, &diag), -PTD_EFORMAT);
+	CHECK_CONTAINS(diag.msg, "TEXT_POKE");
+	CHECK_CONTAINS(diag.msg, "run past the record end");
+}
+
 /* Broken kernel images: each is answered with the reason in the error
  * record, never a crash; a --threads directory is refused. */
 static void test_damage(void)
@@ -680,6 +743,7 @@ int main(void)
 	RUN(test_no_kernel);
 	RUN(test_vmlinux);
 	RUN(test_exec_in_kernel);
+	RUN(test_text_poke);
 	RUN(test_damage);
 	RUN(test_ptctl);
 
