@@ -33,6 +33,7 @@
 
 #include "check.h"
 #include "e2e/daemon-harness.h"
+#include "target.h"
 #include "common/fileio.h"
 #include "decode/psbsplit.h"
 #include "input/input.h"
@@ -781,34 +782,6 @@ static void test_threads_percpu(void)
 	free(L.runs);
 }
 
-/* prog-attach running @secs, past its start ("ready" on fd 3). */
-static pid_t start_attach_target(const char *secs)
-{
-	char prog[1100], b[8];
-	int p[2];
-	pid_t pid;
-
-	(void)snprintf(prog, sizeof(prog), "%s/prog-attach", progs_dir);
-	if (pipe(p) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		(void)dup2(p[1], 3);
-		(void)dup2(null, 1);
-		execl(prog, prog, secs, (char *)NULL);
-		_exit(127);
-	}
-	close(p[1]);
-	if (read(p[0], b, sizeof(b)) <= 0) {
-		close(p[0]);
-		return -1;
-	}
-	close(p[0]);
-	return pid;
-}
-
 static uint64_t *decoded_truth(void *ctx, long tid, size_t *ret_n)
 {
 	const struct pc_decoded *o = ctx;
@@ -846,19 +819,19 @@ static void test_record_lldb(void)
 	struct pc_decoded live, got;
 	_cleanup_free_ char *text = NULL;
 	struct daemon dm;
+	struct target tg = { -1, -1 };
 	size_t len = 0;
 	char *line, *save = NULL;
 	unsigned lost = 0;
-	pid_t target, ctl;
+	pid_t ctl;
 	int r;
 
 	REQUIRE(daemon_start(&dm, "rec", ""));
-	target = start_attach_target("30");
-	REQUIRE(target > 0);
+	REQUIRE(target_start(progs_dir, 2.0, &tg) == 0);
 	(void)snprintf(ldir, sizeof(ldir), "%s/rec-lldb", workdir);
 	(void)snprintf(out, sizeof(out), "%s/rec.out", workdir);
 	(void)snprintf(err, sizeof(err), "%s/rec.err", workdir);
-	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
+	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)tg.pid);
 	{
 		const char *args[] = { "attach", "--record", ldir,
 				       "--record-format", "lldb",
@@ -868,8 +841,7 @@ static void test_record_lldb(void)
 		ctl = ptctl_spawn(&dm, out, err, args);
 	}
 	r = wait_exit(ctl);
-	(void)kill(target, SIGKILL);
-	(void)waitpid(target, NULL, 0);
+	target_finish(&tg);	/* unharmed by the session */
 	(void)daemon_stop(&dm);
 	if (r != 0) {
 		_cleanup_free_ char *e = NULL;

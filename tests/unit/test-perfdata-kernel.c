@@ -183,6 +183,18 @@ static void write_vmlinux(const char *path, const uint8_t *bid)
 
 /* ---- the perf.data ---------------------------------------------------- */
 
+/* The sample_id trailer (ST) of a kernel record: pid -1, tid 0, cpu 0,
+ * the dummy event's id. */
+static void put_kernel_sid(struct fb *f)
+{
+	put_u32(&f->recs, UINT32_MAX);
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, 0);		/* cpu, res */
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 2);
+}
+
 /* PERF_RECORD_MMAP of kernel code as perf synthesizes it: pid -1, the
  * kernel cpumode, no prot. */
 static void fb_kmmap(struct fb *f, uint64_t start, uint64_t len,
@@ -203,12 +215,7 @@ static void fb_kmmap(struct fb *f, uint64_t start, uint64_t len,
 	put_u64(&f->recs, len);
 	put_u64(&f->recs, pgoff);
 	put(&f->recs, fn, fl);
-	put_u32(&f->recs, UINT32_MAX);	/* sample_id: pid, tid */
-	put_u32(&f->recs, 0);
-	put_u64(&f->recs, ++f->time);
-	put_u32(&f->recs, 0);		/* cpu, res */
-	put_u32(&f->recs, 0);
-	put_u64(&f->recs, 2);
+	put_kernel_sid(f);
 }
 
 /* PERF_RECORD_TEXT_POKE as the kernel writes it: addr, old_len, new_len,
@@ -232,12 +239,7 @@ static void fb_text_poke(struct fb *f, uint64_t addr, const uint8_t *old,
 	put(&f->recs, &h, sizeof(h));
 	put_u64(&f->recs, addr);
 	put(&f->recs, body, padded);
-	put_u32(&f->recs, UINT32_MAX);	/* sample_id: pid, tid */
-	put_u32(&f->recs, 0);
-	put_u64(&f->recs, ++f->time);
-	put_u32(&f->recs, 0);		/* cpu, res */
-	put_u32(&f->recs, 0);
-	put_u64(&f->recs, 2);
+	put_kernel_sid(f);
 }
 
 /* The trace: enabled at UBASE; the syscall enters the kernel (TIP), the
