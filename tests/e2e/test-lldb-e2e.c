@@ -412,8 +412,10 @@ static void cut_thread(const struct ptd_capture *c, size_t ti,
 }
 
 /* Schedule the runs on CPUs in time order: each run goes to the first CPU
- * free by then, looking from a CPU that turns with every run (so that
- * threads move between CPUs). */
+ * free by then, looking from a CPU that turns with every run, but never to
+ * the CPU its thread last ran on (a CPU is added instead), so that every
+ * thread with more than one run moves between CPUs however the threads'
+ * runs happened to fall in time. */
 static void schedule(struct pc_layout *L, size_t nthreads)
 {
 	uint64_t busy_until[PC_MAX_CPUS] = { 0 };
@@ -433,8 +435,9 @@ static void schedule(struct pc_layout *L, size_t nthreads)
 		for (j = 0; j < L->ncpus && cpu == UINT32_MAX; j++) {
 			unsigned k = (unsigned)((i + j) % L->ncpus);
 
-			if (!busy_until[k] ||
-			    busy_until[k] + 2 * PC_MARGIN + 2 < r->first_tsc)
+			if (k != last_cpu[r->thread] &&
+			    (!busy_until[k] ||
+			     busy_until[k] + 2 * PC_MARGIN + 2 < r->first_tsc))
 				cpu = k;
 		}
 		if (cpu == UINT32_MAX) {
@@ -443,8 +446,7 @@ static void schedule(struct pc_layout *L, size_t nthreads)
 		}
 		r->cpu = cpu;
 		busy_until[cpu] = r->last_tsc;
-		if (last_cpu[r->thread] != UINT32_MAX &&
-		    last_cpu[r->thread] != cpu)
+		if (last_cpu[r->thread] != UINT32_MAX)
 			L->migrations++;
 		last_cpu[r->thread] = cpu;
 	}
