@@ -185,6 +185,9 @@ struct tthread {
 	uint64_t insns;
 	bool started;		/* had its first stop */
 	bool reaped;
+	/* met at its first stop, before its creator's clone event (see
+	 * on_clone_event) */
+	bool unannounced;
 	/* As of the thread's last stop: */
 	uint64_t ip;		/* the instruction it executes next */
 	struct ptd_x86_insn insn;	/* decoded at ip */
@@ -253,6 +256,16 @@ static int failf(struct tracer *tr, int err, const char *fmt, ...)
 	(void)ptd_vdiagf(tr->diag, err, fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+/* The newest thread @tid, live or not (a thread id can be reused), or
+ * NULL. */
+static struct tthread *last_thread(struct tracer *tr, pid_t tid)
+{
+	for (size_t i = tr->nth; i-- > 0;)
+		if (tr->th[i]->tid == tid)
+			return tr->th[i];
+	return NULL;
 }
 
 static struct tthread *find_thread(struct tracer *tr, pid_t tid)
@@ -1226,6 +1239,7 @@ static int on_unknown(struct tracer *tr, pid_t pid, int status,
 		r = thread_new(tr, pid, &t);
 		if (r < 0)
 			return r;
+		t->unannounced = true;
 		return on_first_stop(tr, t, WSTOPSIG(status), regs);
 	}
 	return detach_child(tr, pid);
@@ -1244,8 +1258,16 @@ static int on_clone_event(struct tracer *tr, struct tthread *t, int event)
 			     (int)t->tid, strerror(errno));
 	if (event == PTRACE_EVENT_CLONE && read_tgid((pid_t)msg, &tgid) == 0 &&
 	    tgid == tr->pid) {
-		/* A thread: its stream starts now, before its first stop. */
-		if (!find_thread(tr, (pid_t)msg)) {
+		/* A thread: its stream starts now, before its first stop --
+		 * unless that stop came first.  The kernel reports newer
+		 * tracees first, so the new thread may have been met at its
+		 * first stop, stepped, and even detached or reaped by now
+		 * while this event waited: it is the same thread, not a new
+		 * one to wait for. */
+		n = last_thread(tr, (pid_t)msg);
+		if (n && n->unannounced) {
+			n->unannounced = false;
+		} else if (!find_thread(tr, (pid_t)msg)) {
 			r = thread_new(tr, (pid_t)msg, &n);
 			if (r < 0)
 				return r;

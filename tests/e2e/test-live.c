@@ -10,6 +10,9 @@
  *    finishes with every result it computed correct.
  *  - refused: a process that does not exist, or whose main thread has
  *    exited, is refused with a message saying so.
+ *  - a thread born as the tracer detaches is one stream, begun and ended
+ *    once, however the kernel orders its first stop and its creator's
+ *    clone event.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -260,6 +263,195 @@ static void test_attach_zombie_leader(void)
 	CHECK(waitpid(pid, &status, 0) == pid);
 }
 
+/* ---- a thread born as the tracer detaches -------------------------- */
+
+/* The target: threads started and joined one after another, for ever. */
+static void *churn_brief(void *arg)
+{
+	return arg;
+}
+
+static void *churn_loop(void *arg)
+{
+	for (;;) {
+		pthread_t t;
+
+		if (pthread_create(&t, NULL, churn_brief, NULL) == 0)
+			(void)pthread_join(t, NULL);
+	}
+	return arg;
+}
+
+/* Start the churning target as a grandchild (reparented away from us), so
+ * that the tracer's waitpid(-1) has no child of ours to wait for and ends
+ * on ECHILD once every traced thread is gone.  Returns its pid, or -1. */
+static pid_t start_churn(void)
+{
+	int fds[2];
+	pid_t mid, pid = -1;
+
+	if (pipe(fds) < 0)
+		return -1;
+	mid = fork();
+	if (mid == 0) {
+		pid_t g = fork();
+
+		if (g == 0) {
+			pthread_t th;
+
+			(void)close(fds[0]);
+			if (pthread_create(&th, NULL, churn_loop, NULL) != 0)
+				_exit(2);
+			if (write(fds[1], &g, 1) != 1)
+				_exit(2);
+			for (;;)
+				(void)pause();
+		}
+		if (write(fds[1], &g, sizeof(g)) != (ssize_t)sizeof(g))
+			_exit(1);
+		_exit(0);
+	}
+	(void)close(fds[1]);
+	if (mid > 0) {
+		char ready;
+
+		(void)waitpid(mid, NULL, 0);
+		if (read(fds[0], &pid, sizeof(pid)) != (ssize_t)sizeof(pid) ||
+		    read(fds[0], &ready, 1) != 1)
+			pid = -1;
+	}
+	(void)close(fds[0]);
+	return pid;
+}
+
+/* What the live output saw: each stream's tid, begun and ended. */
+struct streams {
+	pid_t tid[PTD_CAPTURE_MAX_THREADS];
+	bool ended[PTD_CAPTURE_MAX_THREADS];
+	size_t n;
+	size_t begun_twice, ended_twice, stray_bytes;
+	bool started;
+	atomic_int stop;
+};
+
+static ssize_t stream_of(const struct streams *s, pid_t tid)
+{
+	for (size_t i = s->n; i-- > 0;)
+		if (s->tid[i] == tid)
+			return (ssize_t)i;
+	return -1;
+}
+
+static int st_begin(void *ctx, pid_t tid)
+{
+	struct streams *s = ctx;
+
+	if (stream_of(s, tid) >= 0)
+		s->begun_twice++;
+	if (s->n == PTD_CAPTURE_MAX_THREADS)
+		return -ENOSPC;
+	s->tid[s->n] = tid;
+	s->ended[s->n++] = false;
+	/* the first thread created since tracing began: detach now, while
+	 * its first stop and its creator's clone event are both pending */
+	if (s->started)
+		atomic_store(&s->stop, 1);
+	return 0;
+}
+
+static int st_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+{
+	struct streams *s = ctx;
+	ssize_t i = stream_of(s, tid);
+
+	(void)data;
+	if (i < 0 || s->ended[i])
+		s->stray_bytes += len;
+	return 0;
+}
+
+static int st_image(void *ctx, const struct ptd_tl_event *ev,
+		    const uint8_t *code, size_t ncode)
+{
+	(void)ctx;
+	(void)ev;
+	(void)code;
+	(void)ncode;
+	return 0;
+}
+
+static int st_end(void *ctx, pid_t tid)
+{
+	struct streams *s = ctx;
+	ssize_t i = stream_of(s, tid);
+
+	if (i < 0 || s->ended[i])
+		s->ended_twice++;
+	else
+		s->ended[i] = true;
+	return 0;
+}
+
+static void st_started(void *ctx)
+{
+	((struct streams *)ctx)->started = true;
+}
+
+/* A thread the target creates as the tracer begins to detach: the kernel
+ * may report the new thread's first stop before its creator's clone event
+ * (newer tracees are waited for first, so the event can wait until the new
+ * thread is gone).  The tracer met the thread at its first stop, detached
+ * it there (it was detaching) or stepped it to its exit, and then took the
+ * clone event for a thread it had never seen: a second stream for the
+ * same thread, begun and never stopped, that the tracer waited for (for
+ * ever, when the target is the tracer's own child). */
+static void test_attach_thread_born_detaching(void)
+{
+	struct streams *s = calloc(1, sizeof(*s));
+	struct ptd_swpt_out out = { st_begin, st_pt, st_image, st_end, NULL };
+	pid_t pid = start_churn();
+	size_t doubled = 0;
+	int rounds = 40;
+
+	REQUIRE(s && pid > 0);
+	for (int k = 0; k < rounds; k++) {
+		struct ptd_swpt_options so = { 0 };
+		struct ptd_swpt_result res;
+		struct ptd_diag diag = { "" };
+		size_t open = 0;
+		int r;
+
+		memset(s, 0, sizeof(*s));
+		out.ctx = s;
+		so.out = &out;
+		so.stop = &s->stop;
+		so.started = st_started;
+		so.started_ctx = s;
+		r = ptd_swpt_attach(pid, &so, &res, &diag);
+		if (r < 0) {
+			CHECK_FAIL_("attach %d: %s (%s)", k, diag.msg,
+				    ptd_strerror(r));
+			break;
+		}
+		for (size_t i = 0; i < s->n; i++)
+			open += !s->ended[i];
+		CHECK(res.detached);
+		CHECK(s->n >= 3);	/* main, churn_loop, a new one */
+		CHECK_EQ_INT(res.threads, s->n);
+		CHECK_EQ_INT(s->begun_twice, 0);
+		CHECK_EQ_INT(s->ended_twice, 0);
+		CHECK_EQ_INT(s->stray_bytes, 0);
+		CHECK_EQ_INT(open, 0);
+		doubled += s->begun_twice;
+		if (check_failures)
+			break;
+	}
+	fprintf(stderr, "  %d attaches, %zu threads begun twice\n", rounds,
+		doubled);
+	(void)kill(pid, SIGKILL);
+	free(s);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/ptd-live-XXXXXX";
@@ -275,6 +467,7 @@ int main(void)
 	RUN(test_attach_limit);
 	RUN(test_attach_stop);
 	RUN(test_attach_to_exit);
+	RUN(test_attach_thread_born_detaching);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	return check_done();
