@@ -1245,6 +1245,18 @@ static int on_unknown(struct tracer *tr, pid_t pid, int status,
 	return detach_child(tr, pid);
 }
 
+/* A clone, fork or vfork event in @t: the new task is a thread of ours (its
+ * stream starts now, before its first stop) or a child process (detached
+ * at its first stop; forks_pending waits for that).
+ *
+ * The kernel reports newer tracees first, so a new thread's first stop can
+ * come before this event, and the event can wait while the thread is
+ * stepped, detached (as the tracer detaches) or even reaped: such a thread
+ * was met in on_unknown and marked unannounced.  It is the same thread,
+ * not a new one to wait for -- and, once reaped, no longer in /proc to
+ * tell its process by.  A task that is gone without having been met was
+ * killed before its first stop (a fatal signal, or an exec in another
+ * thread): nothing to wait for either. */
 static int on_clone_event(struct tracer *tr, struct tthread *t, int event)
 {
 	unsigned long msg = 0;
@@ -1256,18 +1268,13 @@ static int on_clone_event(struct tracer *tr, struct tthread *t, int event)
 	if (ptrace(PTRACE_GETEVENTMSG, t->tid, NULL, &msg) < 0)
 		return failf(tr, -errno, "thread %d: PTRACE_GETEVENTMSG: %s",
 			     (int)t->tid, strerror(errno));
-	if (event == PTRACE_EVENT_CLONE && read_tgid((pid_t)msg, &tgid) == 0 &&
-	    tgid == tr->pid) {
-		/* A thread: its stream starts now, before its first stop --
-		 * unless that stop came first.  The kernel reports newer
-		 * tracees first, so the new thread may have been met at its
-		 * first stop, stepped, and even detached or reaped by now
-		 * while this event waited: it is the same thread, not a new
-		 * one to wait for. */
-		n = last_thread(tr, (pid_t)msg);
-		if (n && n->unannounced) {
-			n->unannounced = false;
-		} else if (!find_thread(tr, (pid_t)msg)) {
+	n = event == PTRACE_EVENT_CLONE ? last_thread(tr, (pid_t)msg) : NULL;
+	if (n && n->unannounced) {
+		n->unannounced = false;
+	} else if (read_tgid((pid_t)msg, &tgid) < 0) {
+		/* gone before its first stop */
+	} else if (event == PTRACE_EVENT_CLONE && tgid == tr->pid) {
+		if (!find_thread(tr, (pid_t)msg)) {
 			r = thread_new(tr, (pid_t)msg, &n);
 			if (r < 0)
 				return r;

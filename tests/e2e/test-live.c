@@ -282,46 +282,65 @@ static void *churn_loop(void *arg)
 	return arg;
 }
 
-/* Start the churning target as a grandchild (reparented away from us), so
- * that the tracer's waitpid(-1) has no child of ours to wait for and ends
- * on ECHILD once every traced thread is gone.  Returns its pid, or -1. */
+/* Start the churning target as our child: a tracer whose target is its
+ * own child (as ptd_swpt_run's always is) cannot count on waitpid(-1)
+ * saying ECHILD to end a wait for a task it has already let go.  Returns
+ * its pid once its churning thread runs, or -1. */
 static pid_t start_churn(void)
 {
 	int fds[2];
-	pid_t mid, pid = -1;
+	pid_t pid;
+	char ready;
 
 	if (pipe(fds) < 0)
 		return -1;
-	mid = fork();
-	if (mid == 0) {
-		pid_t g = fork();
+	pid = fork();
+	if (pid == 0) {
+		pthread_t th;
 
-		if (g == 0) {
-			pthread_t th;
-
-			(void)close(fds[0]);
-			if (pthread_create(&th, NULL, churn_loop, NULL) != 0)
-				_exit(2);
-			if (write(fds[1], &g, 1) != 1)
-				_exit(2);
-			for (;;)
-				(void)pause();
-		}
-		if (write(fds[1], &g, sizeof(g)) != (ssize_t)sizeof(g))
-			_exit(1);
-		_exit(0);
+		(void)close(fds[0]);
+		if (pthread_create(&th, NULL, churn_loop, NULL) != 0 ||
+		    write(fds[1], "r", 1) != 1)
+			_exit(2);
+		for (;;)
+			(void)pause();
 	}
 	(void)close(fds[1]);
-	if (mid > 0) {
-		char ready;
-
-		(void)waitpid(mid, NULL, 0);
-		if (read(fds[0], &pid, sizeof(pid)) != (ssize_t)sizeof(pid) ||
-		    read(fds[0], &ready, 1) != 1)
-			pid = -1;
+	if (pid > 0 && read(fds[0], &ready, 1) != 1) {
+		(void)kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		pid = -1;
 	}
 	(void)close(fds[0]);
 	return pid;
+}
+
+/* Kills the target of an attach that has not returned in a minute (each
+ * takes a fraction of a second), so that a tracer waiting for nothing
+ * fails the test instead of hanging it. */
+struct watchdog {
+	pid_t pid;
+	atomic_int attaching;	/* 1 while an attach runs */
+	atomic_int fired;
+	atomic_int quit;
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+	int ticks = 0;
+
+	while (!atomic_load(&w->quit)) {
+		struct timespec ts = { 0, 100000000 };
+
+		(void)nanosleep(&ts, NULL);
+		ticks = atomic_load(&w->attaching) ? ticks + 1 : 0;
+		if (ticks == 600) {
+			atomic_store(&w->fired, 1);
+			(void)kill(w->pid, SIGKILL);
+		}
+	}
+	return NULL;
 }
 
 /* What the live output saw: each stream's tid, begun and ended. */
@@ -404,17 +423,21 @@ static void st_started(void *ctx)
  * it there (it was detaching) or stepped it to its exit, and then took the
  * clone event for a thread it had never seen: a second stream for the
  * same thread, begun and never stopped, that the tracer waited for (for
- * ever, when the target is the tracer's own child). */
+ * ever, when the target is the tracer's own child).  And a thread reaped
+ * by then is no longer in /proc: the event was taken for a child process,
+ * whose first stop the tracer waited for, for ever. */
 static void test_attach_thread_born_detaching(void)
 {
 	struct streams *s = calloc(1, sizeof(*s));
 	struct ptd_swpt_out out = { st_begin, st_pt, st_image, st_end, NULL };
-	pid_t pid = start_churn();
+	struct watchdog w = { .pid = start_churn() };
 	size_t doubled = 0;
-	int rounds = 40;
+	int rounds = 40, k;
+	pthread_t wd;
 
-	REQUIRE(s && pid > 0);
-	for (int k = 0; k < rounds; k++) {
+	REQUIRE(s && w.pid > 0);
+	REQUIRE(pthread_create(&wd, NULL, watchdog_main, &w) == 0);
+	for (k = 0; k < rounds; k++) {
 		struct ptd_swpt_options so = { 0 };
 		struct ptd_swpt_result res;
 		struct ptd_diag diag = { "" };
@@ -427,7 +450,16 @@ static void test_attach_thread_born_detaching(void)
 		so.stop = &s->stop;
 		so.started = st_started;
 		so.started_ctx = s;
-		r = ptd_swpt_attach(pid, &so, &res, &diag);
+		atomic_store(&w.attaching, 1);
+		r = ptd_swpt_attach(w.pid, &so, &res, &diag);
+		atomic_store(&w.attaching, 0);
+		if (atomic_load(&w.fired)) {
+			CHECK_FAIL_("attach %d did not return in a minute "
+				    "(%zu streams, %zu begun twice): the target "
+				    "was killed to end it", k, s->n,
+				    s->begun_twice);
+			break;
+		}
 		if (r < 0) {
 			CHECK_FAIL_("attach %d: %s (%s)", k, diag.msg,
 				    ptd_strerror(r));
@@ -446,9 +478,12 @@ static void test_attach_thread_born_detaching(void)
 		if (check_failures)
 			break;
 	}
-	fprintf(stderr, "  %d attaches, %zu threads begun twice\n", rounds,
+	fprintf(stderr, "  %d attaches, %zu threads begun twice\n", k,
 		doubled);
-	(void)kill(pid, SIGKILL);
+	atomic_store(&w.quit, 1);
+	(void)pthread_join(wd, NULL);
+	(void)kill(w.pid, SIGKILL);
+	(void)waitpid(w.pid, NULL, 0);
 	free(s);
 }
 
