@@ -350,4 +350,41 @@ static inline void fb_pipe(struct fb *f, struct ptd_buf *out)
 	put(out, f->recs.data, f->recs.len);
 }
 
+/* ---- damaging files ---------------------------------------------------- */
+
+/* Damage @b in 1 to 4 random places (@seed for rand_r): a bit flipped, a
+ * random byte, a small or huge value spliced over a u16 or u64 (sizes and
+ * offsets), or the end cut off.  Leaves @b->len > 0 unless it was cut at
+ * 0. */
+static inline void pd_mutate(struct ptd_buf *b, uint32_t *seed)
+{
+	unsigned k, n = 1 + rand_r(seed) % 4;
+
+	for (k = 0; k < n && b->len; k++) {
+		size_t at = (size_t)rand_r(seed) % b->len;
+
+		switch (rand_r(seed) % 4) {
+		case 0:	/* bit flip */
+			b->data[at] ^= (uint8_t)(1u << (rand_r(seed) % 8));
+			break;
+		case 1:	/* truncation */
+			b->len = at;
+			break;
+		case 2:	/* spliced size: a small or huge value at a u16/u64 */
+			if (at + 8 <= b->len) {
+				uint64_t v = rand_r(seed) % 2
+						     ? (uint64_t)rand_r(seed)
+						     : (uint64_t)(rand_r(seed) %
+								  512);
+				memcpy(b->data + at, &v,
+				       rand_r(seed) % 2 ? 2 : 8);
+			}
+			break;
+		default: /* random byte */
+			b->data[at] = (uint8_t)rand_r(seed);
+			break;
+		}
+	}
+}
+
 #endif

@@ -668,6 +668,60 @@ static void test_damage(void)
 	ptd_buf_free(&pd);
 }
 
+/* Random damage to perf.data files with kernel and module mappings, a
+ * TEXT_POKE and an exec in the kernel, decoded with the kernel at hand on
+ * both paths: each is parsed and decoded, or refused with a message;
+ * never a crash (the suite's second run has ASan and UBSan). */
+static void test_fuzz(void)
+{
+	static const struct pdopts variants[] = {
+		{ .modules = true, .poke = true },
+		{ .modules = true, .exec = true },
+	};
+	struct ptd_buf good[2];
+	uint32_t seed = 777;
+	unsigned parsed = 0, decoded = 0, i, n = 2000;
+	char k[512];
+
+	for (i = 0; i < 2; i++)
+		make_perfdata(&good[i], &variants[i]);
+	(void)snprintf(k, sizeof(k), "%s/fuzz-kcore", tmpdir);
+	write_kcore(k);
+	for (i = 0; i < n; i++) {
+		struct ptd_perfdata *pd = NULL;
+		struct ptd_diag diag = { "" };
+		struct ptd_buf b = { 0 };
+		struct ptd_input_opts o;
+		struct got g;
+		struct ptd_input_sink sink = { got_info, got_record, NULL, &g,
+					       NULL };
+		int r;
+
+		put(&b, good[i % 2].data, good[i % 2].len);
+		pd_mutate(&b, &seed);
+		r = ptd_perfdata_parse(b.data, b.len, "fuzz", &pd, &diag);
+		if (r == 0) {
+			parsed++;
+			opts(&o, i % 4 < 2 ? PTD_PATH_INSN : PTD_PATH_BLOCK);
+			o.kernel = k;
+			memset(&g, 0, sizeof(g));
+			r = ptd_perfdata_decode_parsed(pd, &o, &sink, NULL,
+						       &diag);
+			decoded += r == 0;
+		}
+		if (r < 0 && r != -ENOMEM && !diag.msg[0])
+			CHECK_FAIL_("mutation %u: refused (%s) without a "
+				    "message", i, ptd_strerror(r));
+		ptd_perfdata_free(pd);
+		ptd_buf_free(&b);
+	}
+	fprintf(stderr, "  fuzz: %u of %u mutations parsed, %u decoded\n",
+		parsed, n, decoded);
+	CHECK(decoded > 0);
+	ptd_buf_free(&good[0]);
+	ptd_buf_free(&good[1]);
+}
+
 /* Through ptctl: a --kcore directory as TRACE, and --kernel FILE. */
 static void test_ptctl(void)
 {
@@ -747,6 +801,7 @@ int main(void)
 	RUN(test_exec_in_kernel);
 	RUN(test_text_poke);
 	RUN(test_damage);
+	RUN(test_fuzz);
 	RUN(test_ptctl);
 
 	(void)snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);

@@ -1156,37 +1156,10 @@ static void fuzz_one(const struct ptd_buf *good, uint32_t *seed,
 	struct ptd_perfdata *pd = NULL;
 	struct ptd_diag diag = { "" };
 	struct ptd_buf b = { 0 };
-	unsigned k, n = 1 + rand_r(seed) % 4;
 	int r;
 
 	put(&b, good->data, good->len);
-	for (k = 0; k < n; k++) {
-		size_t at = (size_t)rand_r(seed) % b.len;
-
-		switch (rand_r(seed) % 4) {
-		case 0:	/* bit flip */
-			b.data[at] ^= (uint8_t)(1u << (rand_r(seed) % 8));
-			break;
-		case 1:	/* truncation */
-			b.len = at;
-			break;
-		case 2:	/* spliced size: a small or huge value at a u16/u64 */
-			if (at + 8 <= b.len) {
-				uint64_t v = rand_r(seed) % 2
-						     ? (uint64_t)rand_r(seed)
-						     : (uint64_t)(rand_r(seed) %
-								  512);
-				memcpy(b.data + at, &v,
-				       rand_r(seed) % 2 ? 2 : 8);
-			}
-			break;
-		default: /* random byte */
-			b.data[at] = (uint8_t)rand_r(seed);
-			break;
-		}
-		if (!b.len)
-			break;
-	}
+	pd_mutate(&b, seed);
 	r = ptd_perfdata_parse(b.data, b.len, "fuzz", &pd, &diag);
 	if (r == 0) {
 		struct ptd_input_opts o;
