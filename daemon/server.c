@@ -275,6 +275,12 @@ static int socket_create(struct ptd_server *s, struct ptd_diag *diag)
 	if (r < 0)
 		return r;
 	s->created_socket = true;
+	/* Listen at once: a client that sees the socket appear (a script
+	 * waiting for it) must not be refused while we set its mode and
+	 * group; until then it is 0600, ours alone. */
+	if (listen(fd, 128) < 0)
+		return ptd_diagf(diag, -errno, "failed to listen on '%s': %s",
+				 path, strerror(errno));
 	if (chmod(path, s->cfg.socket_mode) < 0)
 		return ptd_diagf(diag, -errno, "failed to chmod '%s' to %04o: %s",
 				 path, s->cfg.socket_mode, strerror(errno));
@@ -288,9 +294,6 @@ static int socket_create(struct ptd_server *s, struct ptd_diag *diag)
 			    "failed to give socket '%s' to group '%s', "
 			    "ignoring",
 			    path, s->cfg.socket_group);
-	if (listen(fd, 128) < 0)
-		return ptd_diagf(diag, -errno, "failed to listen on '%s': %s",
-				 path, strerror(errno));
 	s->listen[0].kind = EP_LISTEN;
 	s->listen[0].fd = PTD_TAKE_FD(fd);
 	s->nlisten = 1;

@@ -12,11 +12,14 @@ check=${2:-}
 tmp=$(mktemp -d /tmp/ptd-demo-XXXXXX)
 ptd_pid= target=
 cleanup() {
+	local rc=$?
 	[ -n "$target" ] && kill "$target" 2>/dev/null || true
 	if [ -n "$ptd_pid" ]; then
 		kill -TERM "$ptd_pid" 2>/dev/null || true
 		wait "$ptd_pid" 2>/dev/null || true
 	fi
+	# a failure says what ptd said
+	[ "$rc" = 0 ] || { echo "ptd's log:" >&2; cat "$tmp/ptd.log" >&2; }
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
