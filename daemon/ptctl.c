@@ -1578,7 +1578,10 @@ static int verb_attach(int argc, char **argv)
 			       "--filter: trace only inside address ranges,\n"
 			       "perf record's --filter syntax: 'filter "
 			       "OFFSET/SIZE@FILE' (also 'tracestop'),\n"
-			       "up to 4, separated by ','.\n");
+			       "up to 4, separated by ','.  A range in a file "
+			       "the process has not mapped\nyet (a library it "
+			       "will dlopen) waits until it does, as perf's "
+			       "does.\n");
 			stream_args_free(&sa);
 			return 0;
 		default:

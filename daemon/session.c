@@ -356,6 +356,8 @@ static int filter_setup(struct ptd_session *s, struct ptd_diag *diag)
 {
 	uint32_t cap = PTD_ADDRFILTER_MAX;
 	struct ptd_maps maps;
+	unsigned pending;
+	char root[64];
 	size_t klen;
 	int r;
 
@@ -377,10 +379,17 @@ static int filter_setup(struct ptd_session *s, struct ptd_diag *diag)
 	r = ptd_maps_read_pid("/proc", s->o.pid, &maps, diag);
 	if (r < 0)
 		return r;
-	r = ptd_addrfilter_to_config(&s->filter, &maps, &s->fcfg, diag);
+	/* A range in a file the process does not map yet is pending until
+	 * it does (the source resolves it again then, as the kernel does
+	 * for intel_pt); the decoders' copy keeps it pending, which only
+	 * libipt's erratum workarounds would read. */
+	(void)snprintf(root, sizeof(root), "/proc/%d/root", (int)s->o.pid);
+	r = ptd_addrfilter_resolve(&s->filter, &maps, root, &s->fcfg,
+				   &pending, diag);
 	ptd_maps_free(&maps);
-	/* A range in a file the process does not map: the request is at
-	 * fault (bad_request), not the daemon. */
+	/* A range in a file that does not exist, or that the process's
+	 * mapping does not hold: the request is at fault (bad_request),
+	 * not the daemon. */
 	if (r == -PTD_ENOIMAGE)
 		r = -PTD_EFORMAT;
 	if (r < 0 || s->source != PTD_SOURCE_INTEL_PT)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "common/strutil.h"
 
@@ -356,12 +357,51 @@ static int resolve(const struct ptd_addrfilter_entry *e,
 	return 0;
 }
 
-int ptd_addrfilter_to_config(const struct ptd_addrfilter *f,
-			     const struct ptd_maps *maps,
-			     struct pt_conf_addr_filter *ret,
-			     struct ptd_diag *diag)
+/* Whether @maps has an executable mapping of @file. */
+static bool file_mapped(const struct ptd_maps *maps, const char *file)
+{
+	for (size_t i = 0; maps && i < maps->n; i++)
+		if ((maps->v[i].prot & PTD_MAP_PROT_X) &&
+		    maps->v[i].kind == PTD_MAP_FILE &&
+		    strcmp(maps->v[i].path, file) == 0)
+			return true;
+	return false;
+}
+
+static void set_range(struct pt_conf_addr_filter *c, size_t i, uint32_t cfg,
+		      uint64_t a, uint64_t b)
+{
+	switch (i) {
+	case 0:
+		c->config.ctl.addr0_cfg = cfg & 0xf;
+		c->addr0_a = a;
+		c->addr0_b = b;
+		break;
+	case 1:
+		c->config.ctl.addr1_cfg = cfg & 0xf;
+		c->addr1_a = a;
+		c->addr1_b = b;
+		break;
+	case 2:
+		c->config.ctl.addr2_cfg = cfg & 0xf;
+		c->addr2_a = a;
+		c->addr2_b = b;
+		break;
+	default:
+		c->config.ctl.addr3_cfg = cfg & 0xf;
+		c->addr3_a = a;
+		c->addr3_b = b;
+		break;
+	}
+}
+
+int ptd_addrfilter_resolve(const struct ptd_addrfilter *f,
+			   const struct ptd_maps *maps, const char *root,
+			   struct pt_conf_addr_filter *ret,
+			   unsigned *ret_pending, struct ptd_diag *diag)
 {
 	struct pt_conf_addr_filter c;
+	unsigned pending = 0;
 	size_t i;
 	int err;
 
@@ -373,34 +413,36 @@ int ptd_addrfilter_to_config(const struct ptd_addrfilter *f,
 		uint32_t cfg = e->action == PTD_ADDRFILTER_FILTER ? 1 : 2;
 		uint64_t a = 0, b = 0;
 
-		err = resolve(e, maps, &a, &b, diag);
-		if (err < 0)
+		if (ret_pending && e->file && maps &&
+		    !file_mapped(maps, e->file)) {
+			char path[PTD_ADDRFILTER_FILE_MAX + 64];
+
+			/* as the kernel: the file must exist, mapped or not */
+			(void)snprintf(path, sizeof(path), "%s%s",
+				       root ? root : "", e->file);
+			if (root && access(path, F_OK) < 0)
+				return ptd_diagf(diag, -PTD_ENOIMAGE,
+						 "column %zu: '%s': %s",
+						 e->column, e->file,
+						 strerror(errno));
+			pending |= 1u << i;
+		} else if ((err = resolve(e, maps, &a, &b, diag)) < 0) {
 			return err;
-		switch (i) {
-		case 0:
-			c.config.ctl.addr0_cfg = cfg & 0xf;
-			c.addr0_a = a;
-			c.addr0_b = b;
-			break;
-		case 1:
-			c.config.ctl.addr1_cfg = cfg & 0xf;
-			c.addr1_a = a;
-			c.addr1_b = b;
-			break;
-		case 2:
-			c.config.ctl.addr2_cfg = cfg & 0xf;
-			c.addr2_a = a;
-			c.addr2_b = b;
-			break;
-		default:
-			c.config.ctl.addr3_cfg = cfg & 0xf;
-			c.addr3_a = a;
-			c.addr3_b = b;
-			break;
 		}
+		set_range(&c, i, cfg, a, b);
 	}
 	*ret = c;
+	if (ret_pending)
+		*ret_pending = pending;
 	return 0;
+}
+
+int ptd_addrfilter_to_config(const struct ptd_addrfilter *f,
+			     const struct ptd_maps *maps,
+			     struct pt_conf_addr_filter *ret,
+			     struct ptd_diag *diag)
+{
+	return ptd_addrfilter_resolve(f, maps, NULL, ret, NULL, diag);
 }
 
 int ptd_addrfilter_apply(int fd, const char *kernel_string,
@@ -417,9 +459,9 @@ int ptd_addrfilter_apply(int fd, const char *kernel_string,
 	case -EINVAL:
 		return ptd_diagf(diag, err,
 				 "the kernel refused address filter '%s': a "
-				 "user-space range needs a file the traced "
-				 "process maps, a kernel range needs kernel "
-				 "tracing, and the count must not exceed "
+				 "user-space range needs a regular file and a "
+				 "per-thread event, a kernel range needs "
+				 "kernel tracing, and the count must not exceed "
 				 "nr_addr_filters (%s)", kernel_string,
 				 ptd_strerror(err));
 	case -EOPNOTSUPP:

@@ -97,12 +97,31 @@ int ptd_addrfilter_to_config(const struct ptd_addrfilter *f,
 			     struct pt_conf_addr_filter *ret,
 			     struct ptd_diag *diag);
 
+/* As ptd_addrfilter_to_config, but a file range of a file that @maps does
+ * not map executable at all is not an error (when @ret_pending is not
+ * NULL): it is pending, as the kernel keeps a filter on a file the process
+ * has not mapped yet.  Its cfg is set with a = b = 0, so a filter range
+ * holds tracing off and a TraceStop range never fires until it resolves;
+ * bit i of *ret_pending is set for range i.  Resolve again when the
+ * process maps more (a dlopen) or execs.  With @root (e.g. "/proc/PID/root"),
+ * a pending range's file must exist there, as the kernel requires of a
+ * filter's file.
+ * Returns 0, or the errors of ptd_addrfilter_to_config; -PTD_ENOIMAGE
+ *   also for a pending range's file that does not exist ("column N:
+ *   'FILE': No such file or directory"). */
+int ptd_addrfilter_resolve(const struct ptd_addrfilter *f,
+			   const struct ptd_maps *maps, const char *root,
+			   struct pt_conf_addr_filter *ret,
+			   unsigned *ret_pending, struct ptd_diag *diag);
+
 /* Hand @kernel_string to the event @fd with PERF_EVENT_IOC_SET_FILTER.
  * Returns 0.
  * Returns -EINVAL if @kernel_string is NULL.
  * Returns -errno from the ioctl with a message: EINVAL (the kernel refused
- *   the string: a user-space range needs a file mapped by the traced
- *   process, a kernel range needs kernel tracing, too many filters),
+ *   the string: a user-space range needs a regular file (mapped or
+ *   not: the kernel resolves it when the process maps it) and a
+ *   per-thread event, a kernel range needs kernel tracing, too many
+ *   filters), ENOENT (no such file),
  *   EOPNOTSUPP (this PMU cannot filter, or a range without size), others
  *   named by strerror. */
 int ptd_addrfilter_apply(int fd, const char *kernel_string,

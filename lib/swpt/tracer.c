@@ -199,6 +199,7 @@ struct tthread {
 	bool restart;		/* last syscall returned -ERESTART* ... */
 	uint64_t restart_ip;	/* ... from the SYSCALL here */
 	bool stop_sent;		/* detaching: SIGSTOP sent, not yet seen */
+	uint32_t filter_seq;	/* the tracer's filter_seq its generator has */
 	bool after_exec;	/* resumed from the first exec event: the
 				 * syscall-exit stop at ip comes first */
 };
@@ -238,10 +239,13 @@ struct tracer {
 	unsigned flush_tick;
 	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
-	/* opt->filter resolved (once, when tracing starts); every thread's
-	 * generator has it. */
+	/* opt->filter resolved when tracing starts, again when a file a
+	 * pending range names is mapped, and after an exec (filter_update);
+	 * each thread's generator takes it when it next enables tracing. */
 	struct pt_conf_addr_filter fcfg;
 	bool fcfg_set;
+	unsigned fpending;	/* ranges whose file is not mapped (yet) */
+	uint32_t filter_seq;	/* changes of fcfg */
 	bool exited;
 	int exit_code, exit_signal;
 };
@@ -395,6 +399,7 @@ static int thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	if (tr->fcfg_set && (r = ptd_ptgen_set_filter(t->gen, &tr->fcfg)) < 0)
 		return failf(tr, r, "thread %d: cannot set the filter: %s",
 			     (int)tid, ptd_strerror(r));
+	t->filter_seq = tr->filter_seq;
 	tr->live++;
 	*ret = t;
 	return 0;
@@ -547,6 +552,8 @@ static int read_maps(struct tracer *tr, struct ptd_maps *ret)
 	return r;
 }
 
+static void filter_update(struct tracer *tr, bool exec);
+
 /* Re-read the maps and put the difference in executable mappings into the
  * timeline: UNMAP for what is gone or changed, MAP for new file code.
  * Non-file code is saved when it first executes (ensure_snapshot). */
@@ -586,6 +593,8 @@ static int maps_refresh(struct tracer *tr)
 		icache_clear(&tr->ic);
 	ptd_maps_free(&tr->maps);
 	tr->maps = now;
+	if (changed)
+		filter_update(tr, false);
 	return 0;
 out:
 	ptd_maps_free(&now);
@@ -610,23 +619,29 @@ static int maps_load_all(struct tracer *tr)
 		    (r = add_map_event(tr, m)) < 0)
 			return r;
 	}
+	filter_update(tr, true);
 	return 0;
 }
 
 /* Resolve opt->filter against the maps just read (once) and hand it to
  * every thread's generator; none of them is tracing yet (the threads were
- * just seized, or the program was just exec'd). */
+ * just seized, or the program was just exec'd).  A range in a file the
+ * process does not map yet is pending (it must exist, in the process's
+ * root), as the kernel has it. */
 static int filter_resolve(struct tracer *tr)
 {
+	char root[64];
 	int r;
 
 	if (!tr->opt->filter || tr->fcfg_set)
 		return 0;
-	r = ptd_addrfilter_to_config(tr->opt->filter, &tr->maps, &tr->fcfg,
-				     tr->diag);
+	(void)snprintf(root, sizeof(root), "/proc/%d/root", (int)tr->pid);
+	r = ptd_addrfilter_resolve(tr->opt->filter, &tr->maps, root,
+				   &tr->fcfg, &tr->fpending, tr->diag);
 	if (r < 0)
 		return r;	/* the message is in diag */
 	tr->fcfg_set = true;
+	tr->filter_seq++;
 	for (size_t i = 0; i < tr->nth; i++) {
 		if (!tr->th[i]->gen)
 			continue;
@@ -635,8 +650,45 @@ static int filter_resolve(struct tracer *tr)
 			return failf(tr, r, "thread %d: cannot set the filter "
 				     "while it is tracing: %s",
 				     (int)tr->th[i]->tid, ptd_strerror(r));
+		tr->th[i]->filter_seq = tr->filter_seq;
 	}
 	return 0;
+}
+
+/* The maps changed: resolve the file ranges again, as the kernel does at
+ * every executable mapping (a pending range's file was mapped by a dlopen,
+ * a library was mapped elsewhere) and after an exec (@exec), where the old
+ * program's addresses are void.  A range whose file is no longer mapped
+ * is pending again.  A range that does not resolve otherwise (the mapping
+ * does not hold it) keeps its addresses; after an exec it is pending.
+ * The threads take the new filter when they next enable tracing
+ * (record_if): the hardware's filter MSRs, too, are written only with
+ * TraceEn clear. */
+static void filter_update(struct tracer *tr, bool exec)
+{
+	static const struct ptd_maps none;
+	const struct ptd_addrfilter *f = tr->opt->filter;
+	struct pt_conf_addr_filter c;
+	bool files = false;
+	unsigned pending;
+
+	for (size_t i = 0; tr->fcfg_set && i < f->n; i++)
+		files |= f->v[i].file != NULL;
+	if (!files)
+		return;
+	if (ptd_addrfilter_resolve(f, &tr->maps, NULL, &c, &pending,
+				   NULL) < 0) {
+		if (!exec)
+			return;
+		if (ptd_addrfilter_resolve(f, &none, NULL, &c, &pending,
+					   NULL) < 0)
+			return;
+	}
+	if (!memcmp(&c, &tr->fcfg, sizeof(c)))
+		return;
+	tr->fcfg = c;
+	tr->fpending = pending;
+	tr->filter_seq++;
 }
 
 /* ---- code bytes, snapshots ------------------------------------------- */
@@ -816,6 +868,14 @@ static int record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
 	int r;
 
 	if (!ptd_ptgen_enabled(t->gen)) {
+		if (t->filter_seq != tr->filter_seq) {
+			r = ptd_ptgen_set_filter(t->gen, &tr->fcfg);
+			if (r < 0)
+				return failf(tr, r, "thread %d: cannot set "
+					     "the filter: %s", (int)t->tid,
+					     ptd_strerror(r));
+			t->filter_seq = tr->filter_seq;
+		}
 		if (tr->opt->gen.tsc)
 			ptd_ptgen_set_tsc(t->gen, __builtin_ia32_rdtsc());
 		r = ptd_ptgen_enable(t->gen, ip);
@@ -1885,6 +1945,7 @@ static void fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
 	ret->exit_signal = tr->exit_signal;
 	ret->detached = tr->detaching;
 	ret->addr_filter = tr->fcfg;
+	ret->filter_pending = tr->fpending;
 }
 
 int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,

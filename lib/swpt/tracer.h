@@ -92,9 +92,14 @@ struct ptd_swpt_options {
 	/* Address filter (perf/addrfilter.h; NULL: trace everything) and
 	 * its text for the capture (may be NULL).  Kernel-address ranges
 	 * never match: the software source traces user space only.  If a
-	 * range cannot be resolved, tracing fails with -PTD_ENOIMAGE or
-	 * -PTD_EFORMAT (see ptd_addrfilter_to_config).  With a filter,
-	 * insns and max_insns count traced instructions only. */
+	 * range's file is not mapped yet, the range is pending until the
+	 * process maps the file's code (a dlopen) and holds tracing off
+	 * meanwhile, as the kernel's filters do; the file must exist, else
+	 * tracing fails with -PTD_ENOIMAGE, as it does with -PTD_ENOIMAGE
+	 * or -PTD_EFORMAT for a mapped file's range that no mapping holds
+	 * (see ptd_addrfilter_resolve).  Resolved again after an exec.
+	 * With a filter, insns and max_insns count traced instructions
+	 * only. */
 	const struct ptd_addrfilter *filter;
 	const char *filter_text;
 	/* For the capture: the clock (TSC -> CLOCK_MONOTONIC ns) the live
@@ -118,8 +123,11 @@ struct ptd_swpt_result {
 	int exit_code;
 	int exit_signal;
 	bool detached;		/* max_insns reached */
-	/* The filter as resolved (all zero: none). */
+	/* The filter as last resolved (all zero: none), and the ranges
+	 * (bit i: range i) still pending at the end: their files were never
+	 * mapped, nothing was traced for them. */
 	struct pt_conf_addr_filter addr_filter;
+	unsigned filter_pending;
 };
 
 /* Run @argv (argv[0] is looked up in PATH) under the software source until

@@ -8,15 +8,17 @@
  *  - every traced instruction lies inside the range,
  *  - an unfiltered trace of the same run (ASLR off) holds the same
  *    instructions inside the range, in the same order;
- * with two ranges at once; and that a range in a file the program does not
- * map is refused with a message naming it.
+ * with two ranges at once; a range in a library the program has not
+ * loaded yet is pending until its dlopen (as the kernel's filters are),
+ * then exact; a range in a file the program never maps traces nothing
+ * and is reported pending; a file that does not exist is refused by name.
  *
  * Through the daemon: `ptctl attach --filter` (with --capture) on a running
  * prog-attach, a filter on collatz(): the stream holds only instructions
  * inside the range, and per thread they are the end of the capture's
  * ground truth (the subscriber joins after the attach); status shows the
- * filter; a bad filter is refused naming the column, an unmapped file
- * naming the file.
+ * filter; a bad filter is refused naming the column, a file that does
+ * not exist naming the file; a file not mapped yet is accepted.
  */
 #include <errno.h>
 #include <limits.h>
@@ -126,6 +128,9 @@ out:
 	return r;
 }
 
+/* What the last trace() returned. */
+static struct ptd_swpt_result last_res;
+
 /* Trace @argv with @filter_text (NULL: none) into @name. */
 static int trace(const char *name, char *const argv[], const char *filter_text,
 		 char *dir, size_t cap, struct ptd_diag *diag)
@@ -148,7 +153,9 @@ static int trace(const char *name, char *const argv[], const char *filter_text,
 		so.filter = &f;
 		so.filter_text = filter_text;
 	}
+	memset(&res, 0, sizeof(res));
 	r = ptd_swpt_run(argv, &so, &res, diag);
+	last_res = res;
 	ptd_addrfilter_free(&f);
 	if (r == 0 && (!res.exited || res.exit_code != 0))
 		r = ptd_diagf(diag, -EPROTO, "%s did not exit 0", argv[0]);
@@ -345,7 +352,9 @@ static void test_two_functions(void)
 	free(truth);
 }
 
-/* A file the program never maps: refused, naming the file. */
+/* A file the program never maps (but that exists): the range is pending
+ * all along, as the kernel's would be: nothing traced, and the result
+ * says so.  A file that does not exist is refused, naming it. */
 static void test_unmapped_file(void)
 {
 	char *argv[] = { prog("recursion"), NULL };
@@ -356,8 +365,86 @@ static void test_unmapped_file(void)
 	(void)snprintf(text, sizeof(text), "filter 0x0/0x10@%s",
 		       prog("fnptr"));
 	r = trace("unmapped", argv, text, dir, sizeof(dir), &diag);
+	if (r < 0)
+		CHECK_FAIL_("tracing with '%s': %s", text, diag.msg);
+	CHECK_EQ_U64(last_res.insns, 0);
+	CHECK_EQ_INT(last_res.filter_pending, 1);
+
+	(void)snprintf(text, sizeof(text), "filter 0x0/0x10@%s/no-such-lib.so",
+		       progs_dir);
+	r = trace("nonexistent", argv, text, dir, sizeof(dir), &diag);
 	CHECK_EQ_INT(r, -PTD_ENOIMAGE);
-	CHECK_CONTAINS(diag.msg, "prog-fnptr");
+	CHECK_CONTAINS(diag.msg, "no-such-lib.so");
+}
+
+/* A filter on a function of a library the program has not loaded yet
+ * (prog-dlopen loads it, calls it and unloads it, twice): the range is
+ * pending until a dlopen maps the library's code, and pending again once
+ * it is unmapped.  The trace decodes to the ground truth, every
+ * instruction traced is the function's in one of the library's mappings,
+ * and an unfiltered trace of the same run holds the same instructions
+ * there, in the same order. */
+static void test_dlopen(void)
+{
+	char lib[PATH_MAX], tmp[600], text[PATH_MAX + 64], dir[600];
+	char *argv[] = { prog("dlopen"), lib, NULL };
+	char *all_argv[] = { argv[0], lib, NULL };
+	struct ptd_verify_report rep;
+	struct ptd_diag diag = { "" };
+	struct ptd_capture c;
+	struct range rg[8];
+	uint64_t off, size, *truth = NULL;
+	size_t nrg = 0, n = 0, i;
+	int r;
+
+	(void)snprintf(tmp, sizeof(tmp), "%s/libptdtarget.so", progs_dir);
+	REQUIRE(realpath(tmp, lib) != NULL);
+	REQUIRE(func_offset(lib, "ptd_target_sum", &off, &size) == 0);
+	(void)snprintf(text, sizeof(text), "filter %#" PRIx64 "/%#" PRIx64
+		       "@%s", off, size, lib);
+	r = trace("dlopen", argv, text, dir, sizeof(dir), &diag);
+	if (r < 0)
+		CHECK_FAIL_("tracing with '%s': %s", text, diag.msg);
+	REQUIRE(r == 0);
+	CHECK_EQ_INT(last_res.filter_pending, 1);	/* unloaded at the end */
+	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	for (i = 0; i < c.tl.n; i++) {
+		const struct ptd_tl_event *e = &c.tl.ev[i];
+
+		if (e->op != PTD_TL_MAP || !e->path || strcmp(e->path, lib) ||
+		    off < e->pgoff || off - e->pgoff >= e->end - e->start)
+			continue;
+		REQUIRE(nrg < PTD_ARRAY_SIZE(rg));
+		rg[nrg].a = e->start + (off - e->pgoff);
+		rg[nrg].b = rg[nrg].a + size - 1;
+		nrg++;
+	}
+	CHECK(nrg >= 1);
+	r = ptd_replay_verify(&c, &rep, &diag);
+	if (r < 0) {
+		CHECK_FAIL_("verify %s: %s", dir, diag.msg);
+	} else {
+		CHECK(rep.ok);
+		ptd_verify_report_free(&rep);
+	}
+	CHECK_EQ_INT(ptd_capture_read_truth(&c, 0, &truth, &n, &diag), 0);
+	ptd_capture_free(&c);
+	/* ptd_target_sum(10) twice: a loop of ten rounds each time */
+	CHECK(n > 40);
+	for (i = 0; i < n; i++)
+		if (!in_ranges(rg, nrg, truth[i])) {
+			CHECK_FAIL_("truth[%zu] = %#" PRIx64 " is outside "
+				    "the function", i, truth[i]);
+			break;
+		}
+	fprintf(stderr, "  dlopen: %zu instructions of ptd_target_sum in %zu "
+		"mapping(s) of the library\n", n, nrg);
+	r = trace("dlopen-all", all_argv, NULL, tmp, sizeof(tmp), &diag);
+	if (r < 0)
+		CHECK_FAIL_("tracing unfiltered: %s", diag.msg);
+	else
+		check_subsequence(tmp, rg, nrg, truth, n);
+	free(truth);
 }
 
 /* ---- through the daemon --------------------------------------------- */
@@ -529,7 +616,7 @@ static void test_daemon(void)
 		CHECK_CONTAINS(out, "column 26");
 		free(out);
 	}
-	/* A file the process does not map. */
+	/* A file that does not exist. */
 	{
 		const char *a[] = { "attach", pidarg, "--filter",
 				    "filter 0x0/0x10@/nonexistent/lib.so",
@@ -538,6 +625,25 @@ static void test_daemon(void)
 		CHECK(ptctl(a, &out) != 0);
 		CHECK_CONTAINS(out, "/nonexistent/lib.so");
 		free(out);
+	}
+	/* A file that exists but that the process has not mapped (yet):
+	 * accepted, the range pending; the session traces nothing and ends
+	 * with its target, which runs on unharmed. */
+	{
+		char pend[PATH_MAX + 32], parg[32];
+		pid_t t2 = start_target(0.3);
+		const char *a[] = { "attach", parg, "--filter", pend, NULL };
+
+		REQUIRE(t2 > 0);
+		(void)snprintf(parg, sizeof(parg), "%d", (int)t2);
+		(void)snprintf(pend, sizeof(pend), "filter 0x0/0x10@%s",
+			       prog("fnptr"));
+		r = ptctl(a, &out);
+		CHECK_EQ_INT(r, 0);
+		if (r)
+			fprintf(stderr, "  attach: %s", out ? out : "");
+		free(out);
+		CHECK_EQ_INT(wait_exit(t2), 0);
 	}
 
 	(void)snprintf(filter, sizeof(filter), "filter %#" PRIx64 "/%#"
@@ -600,6 +706,7 @@ int main(void)
 	RUN(test_one_function);
 	RUN(test_two_functions);
 	RUN(test_unmapped_file);
+	RUN(test_dlopen);
 	if (getenv("PTD_BUILD_ROOT")) {
 		(void)snprintf(build_root, sizeof(build_root), "%s",
 			       getenv("PTD_BUILD_ROOT"));

@@ -235,6 +235,66 @@ static void test_to_config(void)
 	ptd_maps_free(&maps);
 }
 
+/* Pending ranges: a file with no executable mapping is pending (cfg set,
+ * a = b = 0, its bit in the mask) when the caller asks for it; it must
+ * exist under the root given; a mapped file whose mapping does not hold
+ * the range is still refused. */
+static void test_resolve_pending(void)
+{
+	struct ptd_maps maps;
+	struct ptd_addrfilter f;
+	struct pt_conf_addr_filter c;
+	struct ptd_diag diag = { "" };
+	unsigned pending = 99;
+
+	REQUIRE(ptd_maps_parse(maps_text, strlen(maps_text), "test", &maps,
+			       NULL) == 0);
+	/* /bin/sh exists; the maps hold no /bin/sh */
+	REQUIRE(ptd_addrfilter_parse("filter 0x1100/0x100@/bin/prog,"
+				     "filter 0x10/0x20@/bin/sh,"
+				     "tracestop 0x40/0x10@/bin/sh",
+				     4, &f, &diag) == 0);
+	memset(&c, 0xcd, sizeof(c));
+	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, &pending,
+					    &diag), 0);
+	CHECK_EQ_INT(pending, 6);
+	CHECK_EQ_INT(c.config.ctl.addr0_cfg, 1);
+	CHECK_EQ_U64(c.addr0_a, 0x401100);
+	CHECK_EQ_INT(c.config.ctl.addr1_cfg, 1);
+	CHECK_EQ_U64(c.addr1_a, 0);
+	CHECK_EQ_U64(c.addr1_b, 0);
+	CHECK_EQ_INT(c.config.ctl.addr2_cfg, 2);
+	CHECK_EQ_U64(c.addr2_a, 0);
+	CHECK_EQ_U64(c.addr2_b, 0);
+	CHECK_EQ_INT(c.config.ctl.addr3_cfg, 0);
+	/* without the pending mask: refused as before */
+	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, NULL, &diag),
+		     -PTD_ENOIMAGE);
+	CHECK_CONTAINS(diag.msg, "'/bin/sh'");
+	ptd_addrfilter_free(&f);
+
+	/* a file that does not exist under the root */
+	REQUIRE(ptd_addrfilter_parse("filter 0x10/0x20@/no/such/lib.so", 4,
+				     &f, &diag) == 0);
+	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, &pending,
+					    &diag), -PTD_ENOIMAGE);
+	CHECK_CONTAINS(diag.msg, "column 1: '/no/such/lib.so'");
+	/* without a root, nothing is checked */
+	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, NULL, &c, &pending,
+					    &diag), 0);
+	CHECK_EQ_INT(pending, 1);
+	ptd_addrfilter_free(&f);
+
+	/* mapped, but no executable mapping holds the offset: refused */
+	REQUIRE(ptd_addrfilter_parse("filter 0x10/0x10@/bin/prog", 2, &f,
+				     NULL) == 0);
+	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, &pending,
+					    &diag), -PTD_ENOIMAGE);
+	CHECK_CONTAINS(diag.msg, "no executable mapping of '/bin/prog'");
+	ptd_addrfilter_free(&f);
+	ptd_maps_free(&maps);
+}
+
 /* The ioctl on a real event: a software event has no address filters, so
  * the kernel says EINVAL; a bad fd EBADF. */
 static void test_apply(void)
@@ -274,6 +334,7 @@ int main(void)
 	RUN(test_bad);
 	RUN(test_limits);
 	RUN(test_to_config);
+	RUN(test_resolve_pending);
 	RUN(test_apply);
 	return check_done();
 }
