@@ -607,19 +607,20 @@ int ptd_tl_event_apply(const struct ptd_tl_event *ev, struct ptd_image *img,
 			 ev->start, ev->end, d.msg[0] ? d.msg : ptd_strerror(r));
 }
 
-/* Set c->next_pos from the event at c->next.  An event without a position
- * for the thread (which a well-formed timeline never has after the thread's
- * first event) is due at once. */
+/* Set c->next_pos from the event at c->next.  Every thread alive at an
+ * event has a position in it, so an event without one for the thread
+ * (from c->next on, past its first_seq) happened after the thread's
+ * stream had ended: it is not the thread's, and is passed over.  (It was
+ * once applied at once: a library unmapped after a thread ended vanished
+ * from the image the rest of that thread's trace was decoded with.) */
 static void cursor_update(struct ptd_tl_cursor *c)
 {
-	int64_t pos;
+	int64_t pos = -1;
 
-	if (c->next >= c->tl->n) {
-		c->next_pos = UINT64_MAX;
-		return;
-	}
-	pos = ptd_tl_event_pos(&c->tl->ev[c->next], c->tid);
-	c->next_pos = pos < 0 ? 0 : (uint64_t)pos;
+	while (c->next < c->tl->n &&
+	       (pos = ptd_tl_event_pos(&c->tl->ev[c->next], c->tid)) < 0)
+		c->next++;
+	c->next_pos = c->next < c->tl->n ? (uint64_t)pos : UINT64_MAX;
 }
 
 int ptd_tl_cursor_init(struct ptd_tl_cursor *c, const struct ptd_timeline *tl,

@@ -9,7 +9,8 @@
  * T's image once its decoder offset in T's stream reaches pos[T]; a thread
  * created after the event starts with it already applied (its first stream
  * byte has no position for it, so every event with seq < the thread's
- * first_seq applies at once).
+ * first_seq applies at once); an event after a thread's stream ended has
+ * no position for it either, and is not applied to it.
  *
  * For the thread that made the change (an mmap/munmap/mprotect/execve
  * syscall) the software source places pos exactly between the TIP.PGD of the

@@ -137,8 +137,8 @@ static int decode_whole(const struct ptd_capture *c, size_t idx,
 /* --- Feeding a stream. --- */
 
 /* Events of thread @t in the order and at the positions its cursor would
- * apply them: events before its start at 0, an event without a position
- * for it right after the one before. */
+ * apply them: events before its start at 0; an event after it without a
+ * position for it (the thread had ended) not at all. */
 struct evpos {
 	const struct ptd_tl_event *ev;
 	uint64_t pos;
@@ -154,8 +154,10 @@ static size_t thread_events(const struct ptd_capture *c, size_t idx,
 	for (size_t i = 0; i < c->tl.n; i++) {
 		const struct ptd_tl_event *ev = &c->tl.ev[i];
 		int64_t p = ptd_tl_event_pos(ev, t->tid);
-		uint64_t pos = ev->seq < t->first_seq || p < 0 ? 0
-							      : (uint64_t)p;
+		uint64_t pos = ev->seq < t->first_seq ? 0 : (uint64_t)p;
+
+		if (ev->seq >= t->first_seq && p < 0)
+			continue;
 
 		if (pos < last)
 			pos = last;

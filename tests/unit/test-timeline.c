@@ -620,8 +620,9 @@ static void test_cursor_two_threads(void)
 	ptd_iscache_free(ic);
 }
 
-/* An event with no position for the thread is due at once; a failing event
- * is reported and skipped, and the cursor goes on. */
+/* An event with no position for the thread (after first_seq: it happened
+ * once the thread's stream had ended) is never applied to it; a failing
+ * event is reported and skipped, and the cursor goes on. */
 static void test_cursor_nopos_and_errors(void)
 {
 	struct ptd_iscache *ic = ptd_iscache_new();
@@ -637,16 +638,23 @@ static void test_cursor_nopos_and_errors(void)
 	add(&tl, PTD_TL_MAP, 0x500000, 0x501000, "/nonexistent/x", NULL, NULL,
 	    p, 1);
 	add(&tl, PTD_TL_MAP, 0x600000, 0x601000, lib2_path, NULL, NULL, p, 1);
+	add(&tl, PTD_TL_UNMAP, 0x600000, 0x601000, NULL, NULL, NULL, NULL, 0);
 
 	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 0, img, &d), 0);
-	CHECK_EQ_U64(c.next_pos, 0);
-	CHECK(ptd_tl_cursor_due(&c, 0));
-	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 0, img, &d), 1);
-	CHECK_EQ_INT(byte_at(img, 0x400000), 0x11);
+	CHECK_EQ_U64(c.next_pos, 500);
+	CHECK(!ptd_tl_cursor_due(&c, 499));
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 499, img, &d), 0);
+	CHECK_EQ_INT(byte_at(img, 0x400000), -1);	/* never applied */
 	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 500, img, &d), -ENOENT);
 	CHECK_CONTAINS(d.msg, "timeline event 1");
 	CHECK(ptd_tl_cursor_due(&c, 500));
 	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 500, img, &d), 1);
+	CHECK_EQ_INT(byte_at(img, 0x600000), 0x22);
+	/* the unmap after the thread's end is not the thread's */
+	CHECK_EQ_U64(c.next_pos, UINT64_MAX);
+	CHECK(ptd_tl_cursor_peek(&c) == NULL);
+	CHECK_EQ_INT(ptd_tl_cursor_apply_next(&c, img, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, UINT64_MAX - 1, img, &d), 0);
 	CHECK_EQ_INT(byte_at(img, 0x600000), 0x22);
 
 	/* init: a failing event before first_seq is reported, the rest is
