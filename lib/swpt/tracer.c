@@ -661,9 +661,10 @@ static int filter_resolve(struct tracer *tr)
  * program's addresses are void.  A range whose file is no longer mapped
  * is pending again.  A range that does not resolve otherwise (the mapping
  * does not hold it) keeps its addresses; after an exec it is pending.
- * The threads take the new filter when they next enable tracing
- * (record_if): the hardware's filter MSRs, too, are written only with
- * TraceEn clear. */
+ * Each thread takes the new filter at its next instruction (record_if):
+ * the hardware's filter MSRs are written only with TraceEn clear, so a
+ * thread that is tracing stops and starts again, as the kernel restarts
+ * a running event for it. */
 static void filter_update(struct tracer *tr, bool exec)
 {
 	static const struct ptd_maps none;
@@ -867,6 +868,13 @@ static int record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
 {
 	int r;
 
+	/* A new filter reaches a thread that is tracing as the kernel's
+	 * reaches a running event (perf_event_stop with restart: an IPI):
+	 * tracing stops before this instruction and starts again with the
+	 * new ranges. */
+	if (t->filter_seq != tr->filter_seq && ptd_ptgen_enabled(t->gen) &&
+	    (r = ptd_ptgen_interrupt(t->gen, ip)) < 0)
+		return r;
 	if (!ptd_ptgen_enabled(t->gen)) {
 		if (t->filter_seq != tr->filter_seq) {
 			r = ptd_ptgen_set_filter(t->gen, &tr->fcfg);

@@ -234,9 +234,11 @@ static void check_capture(const char *dir, const char *text,
 	*ret_n = n;
 }
 
-/* The unfiltered trace's instructions inside @rg equal @want. */
-static void check_subsequence(const char *dir, const struct range *rg,
-			      size_t nrg, const uint64_t *want, size_t nwant)
+/* Thread @ti's instructions inside @rg in the unfiltered trace @dir equal
+ * @want. */
+static void check_subsequence(const char *dir, size_t ti,
+			      const struct range *rg, size_t nrg,
+			      const uint64_t *want, size_t nwant)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_capture c;
@@ -244,7 +246,7 @@ static void check_subsequence(const char *dir, const struct range *rg,
 	size_t n = 0, k = 0;
 
 	if (ptd_capture_load(dir, &c, &diag) < 0 ||
-	    ptd_capture_read_truth(&c, 0, &all, &n, &diag) < 0) {
+	    ptd_capture_read_truth(&c, ti, &all, &n, &diag) < 0) {
 		CHECK_FAIL_("reading %s: %s", dir, diag.msg);
 		ptd_capture_free(&c);
 		return;
@@ -307,7 +309,7 @@ static void test_one_function(void)
 	fprintf(stderr, "  fib: %zu instructions traced in [%#" PRIx64
 		", %#" PRIx64 "]\n", n, rg[0].a, rg[0].b);
 	if (unfiltered())
-		check_subsequence(unfiltered(), rg, 1, truth, n);
+		check_subsequence(unfiltered(), 0, rg, 1, truth, n);
 	free(truth);
 }
 
@@ -348,7 +350,7 @@ static void test_two_functions(void)
 		CHECK(in_deep < n);
 	}
 	if (unfiltered())
-		check_subsequence(unfiltered(), rg, 2, truth, n);
+		check_subsequence(unfiltered(), 0, rg, 2, truth, n);
 	free(truth);
 }
 
@@ -377,24 +379,45 @@ static void test_unmapped_file(void)
 	CHECK_CONTAINS(diag.msg, "no-such-lib.so");
 }
 
+/* Every thread of @c decodes to its ground truth on both paths. */
+static void verify_capture(const struct ptd_capture *c)
+{
+	struct ptd_verify_report rep;
+	struct ptd_diag diag = { "" };
+
+	if (ptd_replay_verify(c, &rep, &diag) < 0) {
+		CHECK_FAIL_("verify %s: %s", c->dir, diag.msg);
+		return;
+	}
+	for (size_t i = 0; i < rep.nthreads; i++)
+		if (!rep.threads[i].ok)
+			CHECK_FAIL_("%s: thread %ld: %s", c->dir,
+				    (long)rep.threads[i].tid,
+				    rep.threads[i].why);
+	CHECK(rep.ok);
+	ptd_verify_report_free(&rep);
+}
+
 /* A filter on a function of a library the program has not loaded yet
  * (prog-dlopen loads it, calls it and unloads it, twice): the range is
  * pending until a dlopen maps the library's code, and pending again once
  * it is unmapped.  The trace decodes to the ground truth, every
  * instruction traced is the function's in one of the library's mappings,
  * and an unfiltered trace of the same run holds the same instructions
- * there, in the same order. */
-static void test_dlopen(void)
+ * there, in the same order, thread by thread.  @threaded: a second thread
+ * that is tracing all along, without a syscall, calls the function too:
+ * the new filter reaches it at once, as the kernel's restart of a running
+ * event does, not at its next kernel entry. */
+static void dlopen_case(const char *name, bool threaded)
 {
 	char lib[PATH_MAX], tmp[600], text[PATH_MAX + 64], dir[600];
-	char *argv[] = { prog("dlopen"), lib, NULL };
-	char *all_argv[] = { argv[0], lib, NULL };
-	struct ptd_verify_report rep;
+	char *argv[] = { prog("dlopen"), lib, threaded ? "thread" : NULL,
+			 NULL };
 	struct ptd_diag diag = { "" };
 	struct ptd_capture c;
 	struct range rg[8];
-	uint64_t off, size, *truth = NULL;
-	size_t nrg = 0, n = 0, i;
+	uint64_t off, size, *truth[2] = { NULL, NULL };
+	size_t nrg = 0, n[2] = { 0, 0 }, nth = threaded ? 2 : 1, i, t;
 	int r;
 
 	(void)snprintf(tmp, sizeof(tmp), "%s/libptdtarget.so", progs_dir);
@@ -402,12 +425,13 @@ static void test_dlopen(void)
 	REQUIRE(func_offset(lib, "ptd_target_sum", &off, &size) == 0);
 	(void)snprintf(text, sizeof(text), "filter %#" PRIx64 "/%#" PRIx64
 		       "@%s", off, size, lib);
-	r = trace("dlopen", argv, text, dir, sizeof(dir), &diag);
+	r = trace(name, argv, text, dir, sizeof(dir), &diag);
 	if (r < 0)
 		CHECK_FAIL_("tracing with '%s': %s", text, diag.msg);
 	REQUIRE(r == 0);
 	CHECK_EQ_INT(last_res.filter_pending, 1);	/* unloaded at the end */
 	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	REQUIRE(c.nthreads == nth);
 	for (i = 0; i < c.tl.n; i++) {
 		const struct ptd_tl_event *e = &c.tl.ev[i];
 
@@ -420,31 +444,52 @@ static void test_dlopen(void)
 		nrg++;
 	}
 	CHECK(nrg >= 1);
-	r = ptd_replay_verify(&c, &rep, &diag);
-	if (r < 0) {
-		CHECK_FAIL_("verify %s: %s", dir, diag.msg);
-	} else {
-		CHECK(rep.ok);
-		ptd_verify_report_free(&rep);
-	}
-	CHECK_EQ_INT(ptd_capture_read_truth(&c, 0, &truth, &n, &diag), 0);
+	verify_capture(&c);
+	for (t = 0; t < nth; t++)
+		CHECK_EQ_INT(ptd_capture_read_truth(&c, t, &truth[t], &n[t],
+						    &diag), 0);
 	ptd_capture_free(&c);
-	/* ptd_target_sum(10) twice: a loop of ten rounds each time */
-	CHECK(n > 40);
-	for (i = 0; i < n; i++)
-		if (!in_ranges(rg, nrg, truth[i])) {
-			CHECK_FAIL_("truth[%zu] = %#" PRIx64 " is outside "
-				    "the function", i, truth[i]);
-			break;
-		}
-	fprintf(stderr, "  dlopen: %zu instructions of ptd_target_sum in %zu "
-		"mapping(s) of the library\n", n, nrg);
-	r = trace("dlopen-all", all_argv, NULL, tmp, sizeof(tmp), &diag);
+	/* main: ptd_target_sum(10) twice, a loop of ten rounds each time;
+	 * the second thread: five times */
+	CHECK(n[0] > 40);
+	if (threaded)
+		CHECK(n[1] > 100);
+	for (t = 0; t < nth; t++) {
+		for (i = 0; i < n[t]; i++)
+			if (!in_ranges(rg, nrg, truth[t][i])) {
+				CHECK_FAIL_("thread %zu: truth[%zu] = %#" PRIx64
+					    " is outside the function", t, i,
+					    truth[t][i]);
+				break;
+			}
+		fprintf(stderr, "  %s: thread %zu: %zu instructions of "
+			"ptd_target_sum in %zu mapping(s) of the library\n",
+			name, t, n[t], nrg);
+	}
+	(void)snprintf(text, sizeof(text), "%s-all", name);
+	r = trace(text, argv, NULL, tmp, sizeof(tmp), &diag);
 	if (r < 0)
 		CHECK_FAIL_("tracing unfiltered: %s", diag.msg);
-	else
-		check_subsequence(tmp, rg, nrg, truth, n);
-	free(truth);
+	/* unfiltered, the second thread's calls come after its image's
+	 * last change and before the dlclose that follows its end */
+	if (r == 0 && ptd_capture_load(tmp, &c, &diag) == 0) {
+		verify_capture(&c);
+		ptd_capture_free(&c);
+	}
+	for (t = 0; r == 0 && t < nth; t++)
+		check_subsequence(tmp, t, rg, nrg, truth[t], n[t]);
+	free(truth[0]);
+	free(truth[1]);
+}
+
+static void test_dlopen(void)
+{
+	dlopen_case("dlopen", false);
+}
+
+static void test_dlopen_thread(void)
+{
+	dlopen_case("dlopen-thread", true);
 }
 
 /* ---- through the daemon --------------------------------------------- */
@@ -707,6 +752,7 @@ int main(void)
 	RUN(test_two_functions);
 	RUN(test_unmapped_file);
 	RUN(test_dlopen);
+	RUN(test_dlopen_thread);
 	if (getenv("PTD_BUILD_ROOT")) {
 		(void)snprintf(build_root, sizeof(build_root), "%s",
 			       getenv("PTD_BUILD_ROOT"));
