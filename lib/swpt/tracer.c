@@ -239,9 +239,10 @@ struct tracer {
 	unsigned flush_tick;
 	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
-	/* opt->filter resolved when tracing starts, again when a file a
-	 * pending range names is mapped, and after an exec (filter_update);
-	 * each thread's generator takes it when it next enables tracing. */
+	/* opt->filter resolved when tracing starts, again whenever the
+	 * executable mappings change and after an exec (filter_update);
+	 * each thread's generator takes it at its next instruction
+	 * (record_if). */
 	struct pt_conf_addr_filter fcfg;
 	bool fcfg_set;
 	unsigned fpending;	/* ranges whose file is not mapped (yet) */
