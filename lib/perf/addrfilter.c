@@ -300,6 +300,13 @@ int ptd_addrfilter_kernel_string(const struct ptd_addrfilter *f, char *buf,
 	return 0;
 }
 
+/* Whether @m maps code of @file. */
+static bool exec_map_of(const struct ptd_map *m, const char *file)
+{
+	return (m->prot & PTD_MAP_PROT_X) && m->kind == PTD_MAP_FILE &&
+	       strcmp(m->path, file) == 0;
+}
+
 /* The executable mapping of @file whose file offsets hold @off. */
 static const struct ptd_map *find_file_map(const struct ptd_maps *maps,
 					   const char *file, uint64_t off)
@@ -309,8 +316,7 @@ static const struct ptd_map *find_file_map(const struct ptd_maps *maps,
 	for (i = 0; i < maps->n; i++) {
 		const struct ptd_map *m = &maps->v[i];
 
-		if (!(m->prot & PTD_MAP_PROT_X) || m->kind != PTD_MAP_FILE ||
-		    strcmp(m->path, file) != 0)
+		if (!exec_map_of(m, file))
 			continue;
 		if (off >= m->offset && off - m->offset < m->end - m->start)
 			return m;
@@ -361,9 +367,7 @@ static int resolve(const struct ptd_addrfilter_entry *e,
 static bool file_mapped(const struct ptd_maps *maps, const char *file)
 {
 	for (size_t i = 0; maps && i < maps->n; i++)
-		if ((maps->v[i].prot & PTD_MAP_PROT_X) &&
-		    maps->v[i].kind == PTD_MAP_FILE &&
-		    strcmp(maps->v[i].path, file) == 0)
+		if (exec_map_of(&maps->v[i], file))
 			return true;
 	return false;
 }
