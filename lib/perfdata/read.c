@@ -302,10 +302,13 @@ static int parse_feature(struct rd *r, uint64_t feat, const uint8_t *p,
 	uint64_t pos;
 	int err;
 
-	if (feat == 0 || feat >= PTD_PERFDATA_HEADER_LAST_FEATURE)
-		return fail(r, -PTD_EUNSUPPORTED, off, "feature %" PRIu64
-			    " is not one perf 6.1 defines (1..%d)", feat,
-			    PTD_PERFDATA_HEADER_LAST_FEATURE - 1);
+	/* A feature this reader does not know (a newer perf's, or the
+	 * HEADER_LAST_FEATURE mark perf ends a pipe's features with) says
+	 * nothing ptd needs: perf skips them too.  Counted. */
+	if (feat == 0 || feat >= PTD_PERFDATA_HEADER_LAST_FEATURE) {
+		pd->unknown_features++;
+		return 0;
+	}
 	switch (feat) {
 	case PTD_PERFDATA_HEADER_CPUID:
 		err = feat_string(r, p, len, off, &s);
@@ -366,10 +369,6 @@ static int read_file_features(struct rd *r,
 
 		if (!ptd_perfdata_feat_test(h->features, feat))
 			continue;
-		if (feat == 0 || feat >= PTD_PERFDATA_HEADER_LAST_FEATURE)
-			return fail(r, -PTD_EUNSUPPORTED, 72, "feature %u is "
-				    "not one perf 6.1 defines (1..%d)", feat,
-				    PTD_PERFDATA_HEADER_LAST_FEATURE - 1);
 		eoff = tab + 16ull * k++;
 		if (!inside(eoff, 16, r->pd->size))
 			return fail(r, -PTD_ETRUNC, eoff, "feature %u's "
@@ -795,15 +794,19 @@ static int check_kernel_records(struct rd *r)
 					    h->size);
 			key.id = ptd_get_u64((const uint8_t *)h + h->size -
 					 8u * (unsigned)slot);
-			m = bsearch(&key, r->idmap, r->nidmap, sizeof(key),
-				    idmap_cmp);
-			if (!m)
+			/* perf synthesizes kernel and module MMAPs (and
+			 * more) with a zeroed sample_id and reads id 0 as
+			 * the first event's, as ptd does. */
+			m = key.id ? bsearch(&key, r->idmap, r->nidmap,
+					     sizeof(key), idmap_cmp) : NULL;
+			if (key.id && !m)
 				return fail(r, -PTD_EFORMAT, rec->offset,
 					    "%s record's sample id %" PRIu64
 					    " belongs to no event",
 					    ptd_perf_record_name(h->type),
 					    key.id);
-			rec->attr = m->attr;
+			if (m)
+				rec->attr = m->attr;
 		}
 		err = ptd_perfdata_event(pd, i, &ev, r->diag);
 		if (err < 0)

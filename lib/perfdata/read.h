@@ -134,6 +134,7 @@ struct ptd_perfdata {
 	size_t nauxtrace;
 	/* counts of what was read but not used */
 	uint64_t samples, other_records, lost_records;
+	uint64_t unknown_features;	/* feature ids past perf 6.1's, skipped */
 
 	/* private */
 	void *map_;
