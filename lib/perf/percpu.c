@@ -613,6 +613,19 @@ static int on_sideband(struct pc_cpu *c, const struct ptd_perf_event *e)
 	return 0;
 }
 
+static int cpu_event(struct pc_cpu *c, const struct ptd_perf_event *e)
+{
+	switch (e->type) {
+	case PERF_RECORD_ITRACE_START:
+		return on_itrace_start(c, e);
+	case PERF_RECORD_SWITCH:
+	case PERF_RECORD_SWITCH_CPU_WIDE:
+		return on_switch(c, e);
+	default:
+		return on_sideband(c, e);
+	}
+}
+
 static int cpu_record(struct pc_cpu *c, const struct perf_event_header *hdr)
 {
 	struct ptd_percpu *pc = c->pc;
@@ -633,15 +646,7 @@ static int cpu_record(struct pc_cpu *c, const struct perf_event_header *hdr)
 		pc->last_error = diag;
 		return 0;
 	}
-	switch (e.type) {
-	case PERF_RECORD_ITRACE_START:
-		return on_itrace_start(c, &e);
-	case PERF_RECORD_SWITCH:
-	case PERF_RECORD_SWITCH_CPU_WIDE:
-		return on_switch(c, &e);
-	default:
-		return on_sideband(c, &e);
-	}
+	return cpu_event(c, &e);
 }
 
 int ptd_percpu_record(struct ptd_percpu *pc, unsigned cpu,
@@ -655,6 +660,23 @@ int ptd_percpu_record(struct ptd_percpu *pc, unsigned cpu,
 	if (!hdr)
 		return -EINVAL;
 	return cpu_record(c, hdr);
+}
+
+int ptd_percpu_event(struct ptd_percpu *pc, unsigned cpu,
+		     const struct ptd_perf_event *e)
+{
+	struct pc_cpu *c;
+	int err = pc_cpu_get(pc, cpu, &c);
+
+	if (err < 0)
+		return err;
+	if (!e)
+		return -EINVAL;
+	pc->st.records++;
+	if (e->type == PERF_RECORD_AUX || e->type == PERF_RECORD_LOST ||
+	    e->type == PERF_RECORD_LOST_SAMPLES)
+		return 0;
+	return cpu_event(c, e);
 }
 
 /* ---- the reader's callbacks ---- */

@@ -98,7 +98,8 @@
  * needs the caller to drain a's ring before b's (the tests do: each CPU is
  * drained at every switch-out), or a time-ordered merge of buffered
  * segments (perf's ordered events, flushed per round), which this module
- * does not do.  It detects the violation with the sample time (required
+ * does not do; the perf.data reader (perfdata/decode.c) feeds it a file's
+ * records sorted by sample time, which is that merge for a whole file.  It detects the violation with the sample time (required
  * for this: PERF_SAMPLE_TIME): a switch-in of a thread whose time is
  * earlier than a switch-in of that thread already read from another ring
  * gives the thread an unknown-size loss before the segment's bytes (so
@@ -204,6 +205,11 @@ int ptd_percpu_record(struct ptd_percpu *pc, unsigned cpu,
 		      const struct perf_event_header *hdr);
 int ptd_percpu_loss(struct ptd_percpu *pc, unsigned cpu,
 		    const struct ptd_perf_loss *loss);
+/* ptd_percpu_record() for a record its reader already parsed (a perf.data
+ * file's events each have their own sample_type; opts.sample_type is then
+ * not used).  @e and its strings need to live only during the call. */
+int ptd_percpu_event(struct ptd_percpu *pc, unsigned cpu,
+		     const struct ptd_perf_event *e);
 
 /* The thread that owns CPU @cpu now: 1 and *ret_pid, *ret_tid set; 0 if none,
  * -EINVAL (NULL, cpu >= ncpus). */

@@ -1207,10 +1207,72 @@ static size_t cpu_bytes(const struct ptd_perfdata *pd, const struct auxidx *v,
 	return have;
 }
 
+/* A kernel record's place in time: perf's ordered events.  perf drains
+ * one CPU's ring after another, so a file holds CPU 0's records (and AUX
+ * data) of a round before CPU 3's even when CPU 3's came first; perf sorts
+ * each round's records by sample time before it acts on them.  ptd sorts
+ * them all (a round never holds records older than the last round's
+ * flush, so the whole sort is the same order).  A record without a time
+ * keeps its place after the record it followed in the file. */
+struct tord {
+	uint64_t time;
+	size_t rec;
+};
+
+static int tord_cmp(const void *a, const void *b)
+{
+	const struct tord *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->rec < y->rec ? -1 : x->rec > y->rec;
+}
+
+static int time_order(struct dec *d, struct tord **ret, size_t *ret_n)
+{
+	const struct ptd_perfdata *pd = d->pd;
+	struct tord *v = calloc(pd->nrecs ? pd->nrecs : 1, sizeof(*v));
+	uint64_t last = 0;
+	size_t i, n = 0;
+	int r;
+
+	if (!v)
+		return -ENOMEM;
+	for (i = 0; i < pd->nrecs; i++) {
+		struct ptd_perf_event e;
+
+		if (pd->recs[i].type >= PTD_PERFDATA_RECORD_USER_TYPE_START ||
+		    pd->recs[i].attr < 0)
+			continue;
+		r = ptd_perfdata_event(pd, i, &e, d->diag);
+		if (r < 0) {
+			free(v);
+			return r;
+		}
+		if (e.sid.mask & PTD_PERF_SID_TIME)
+			last = e.sid.time;
+		v[n].time = last;
+		v[n++].rec = i;
+	}
+	qsort(v, n, sizeof(*v), tord_cmp);
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
+/* Records that say whose trace is on a CPU, or bring it: without the CPU
+ * in their sample_id they cannot be placed. */
+static bool needs_cpu(uint32_t type)
+{
+	return type == PERF_RECORD_AUX || type == PERF_RECORD_ITRACE_START ||
+	       type == PERF_RECORD_SWITCH ||
+	       type == PERF_RECORD_SWITCH_CPU_WIDE ||
+	       type == PERF_RECORD_LOST;
+}
+
 static int percpu_pass(struct dec *d)
 {
 	const struct ptd_perfdata *pd = d->pd;
-	const struct perf_event_attr *a0 = &pd->attrs[0].attr;
 	struct ptd_percpu_sink sink = { pc_bytes, pc_record, pc_lost,
 					pc_seen, d };
 	struct ptd_percpu_opts po;
@@ -1218,20 +1280,24 @@ static int percpu_pass(struct dec *d)
 	uint32_t ncpus = 1;
 	uint8_t *buf = NULL;
 	struct auxidx *idx = NULL;
-	size_t i;
+	struct tord *ord = NULL;
+	size_t i, k, nord = 0;
 	int r;
 
-	for (i = 1; i < pd->nattrs; i++)
-		if (pd->attrs[i].attr.sample_type != a0->sample_type ||
-		    pd->attrs[i].attr.sample_id_all != a0->sample_id_all)
-			break;
-	if (i < pd->nattrs || !a0->sample_id_all ||
-	    (a0->sample_type & (PERF_SAMPLE_TID | PERF_SAMPLE_CPU)) !=
-		    (PERF_SAMPLE_TID | PERF_SAMPLE_CPU))
-		return ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: per-CPU "
-				 "trace needs every event with sample_id_all "
-				 "and the same sample_type with TID and CPU",
-				 pd->name);
+	/* Each event has its own sample_type (perf needs only the id's
+	 * place to agree); every record is parsed with its own.  Switches
+	 * name their thread through TID. */
+	for (i = 0; i < pd->nattrs; i++) {
+		const struct perf_event_attr *a = &pd->attrs[i].attr;
+
+		if (!a->sample_id_all || !(a->sample_type & PERF_SAMPLE_TID))
+			return ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: "
+					 "per-CPU trace needs sample_id_all "
+					 "and TID in every event's sample "
+					 "ids; event %zu has %s", pd->name, i,
+					 a->sample_id_all ? "no TID" :
+					 "no sample_id_all");
+	}
 	for (i = 0; i < pd->nauxtrace; i++)
 		if (pd->auxtrace[i].cpu != UINT32_MAX &&
 		    pd->auxtrace[i].cpu >= ncpus)
@@ -1243,22 +1309,33 @@ static int percpu_pass(struct dec *d)
 	memset(&po, 0, sizeof(po));
 	po.ncpus = ncpus;
 	po.pid = -1;
-	po.sample_type = a0->sample_type;
+	po.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
 	po.sample_id_all = true;
 	r = ptd_percpu_new(&po, &sink, &pc);
 	if (r == 0 && !(idx = auxidx_make(pd)))
 		r = -ENOMEM;
-	for (i = 0; r == 0 && i < pd->nrecs; i++) {
-		const struct perf_event_header *h = pd->recs[i].hdr;
+	if (r == 0)
+		r = time_order(d, &ord, &nord);
+	for (k = 0; r == 0 && k < nord; k++) {
 		struct ptd_perf_event e;
 		size_t got;
 
-		if (pd->recs[i].type >= PTD_PERFDATA_RECORD_USER_TYPE_START ||
-		    pd->recs[i].attr < 0)
-			continue;
+		i = ord[k].rec;
 		r = ptd_perfdata_event(pd, i, &e, d->diag);
 		if (r < 0)
 			break;
+		if (!(e.sid.mask & PTD_PERF_SID_CPU)) {
+			if (!needs_cpu(e.type))
+				continue;	/* not about a CPU's trace */
+			r = ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: offset "
+				      "0x%" PRIx64 ": %s record has no CPU in "
+				      "its sample id (event %d), so no CPU's "
+				      "trace can take it", pd->name,
+				      pd->recs[i].offset,
+				      ptd_perf_record_name(e.type),
+				      pd->recs[i].attr);
+			break;
+		}
 		if (e.sid.cpu >= ncpus)
 			continue;	/* no trace there */
 		if (e.type == PERF_RECORD_AUX && e.u.aux.aux_size) {
@@ -1292,8 +1369,9 @@ static int percpu_pass(struct dec *d)
 			if (r < 0)
 				break;
 		}
-		r = ptd_percpu_record(pc, e.sid.cpu, h);
+		r = ptd_percpu_event(pc, e.sid.cpu, &e);
 	}
+	free(ord);
 	free(buf);
 	free(idx);
 	ptd_percpu_free(pc);

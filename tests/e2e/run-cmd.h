@@ -36,8 +36,20 @@ static inline void run_free(struct run *r)
 
 /* Run @exe with the arguments @args (NULL-terminated, at most 30) to its
  * end, its stdout and stderr into @scratch/stdout and @scratch/stderr. */
+static inline struct run run_cmd_in(const char *exe,
+				    const char *const *args,
+				    const char *scratch, const char *in);
+
 static inline struct run run_cmd(const char *exe, const char *const *args,
 				 const char *scratch)
+{
+	return run_cmd_in(exe, args, scratch, NULL);
+}
+
+/* run_cmd with its stdin read from the file @in (NULL: inherited). */
+static inline struct run run_cmd_in(const char *exe,
+				    const char *const *args,
+				    const char *scratch, const char *in)
 {
 	struct run r = { 0 };
 	char outp[PATH_MAX], errp[PATH_MAX];
@@ -57,6 +69,8 @@ static inline struct run run_cmd(const char *exe, const char *const *args,
 					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	posix_spawn_file_actions_addopen(&fa, 2, errp,
 					 O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (in)
+		posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
 	if (posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv,
 			environ) != 0) {
 		posix_spawn_file_actions_destroy(&fa);
