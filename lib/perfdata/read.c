@@ -536,9 +536,27 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 		return fail(r, -PTD_EUNSUPPORTED, off, "compressed records "
 			    "(perf record -z) are not supported: decompress "
 			    "with 'perf inject -i IN -o OUT'");
-	case PTD_PERFDATA_RECORD_HEADER_TRACING_DATA:
-		return fail(r, -PTD_EUNSUPPORTED, off, "tracing data records "
-			    "are not supported");
+	case PTD_PERFDATA_RECORD_HEADER_TRACING_DATA: {
+		/* A pipe's tracepoint formats (perf record -e a:tracepoint
+		 * -o -): the record's size field counts the payload that
+		 * follows it, padded to 8 as perf writes and checks it.
+		 * Nothing ptd decodes needs them: skipped. */
+		uint32_t n;
+
+		if (h->size < 16)
+			return fail(r, -PTD_EFORMAT, off, "HEADER_TRACING_DATA"
+				    " of %u bytes (expected 16)", h->size);
+		n = ptd_get_u32(p + 8);
+		if (n % 8)
+			return fail(r, -PTD_EFORMAT, off, "tracing data size "
+				    "%u is not a multiple of 8", n);
+		if (!inside(off + h->size, n, end))
+			return fail(r, -PTD_ETRUNC, off, "tracing data of %u "
+				    "bytes runs past the end of the data "
+				    "(0x%" PRIx64 ")", n, end);
+		r->pd->other_records++;
+		return n;
+	}
 	case PTD_PERFDATA_RECORD_HEADER_ATTR: {
 		uint32_t asz;
 
@@ -562,7 +580,9 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 				    "%u bytes", h->size);
 		err = parse_feature(r, ptd_get_u64(p + 8), p + 16, h->size - 16u,
 				    off + 16);
-		if (err == 0)	/* a defined feature: parse_feature checked */
+		/* a defined feature: parse_feature checked it */
+		if (err == 0 && ptd_get_u64(p + 8) != 0 &&
+		    ptd_get_u64(p + 8) < PTD_PERFDATA_HEADER_LAST_FEATURE)
 			ptd_perfdata_feat_set(r->pd->features,
 					      (unsigned)ptd_get_u64(p + 8));
 		break;

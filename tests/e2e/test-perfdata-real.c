@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "common/bytes.h"
@@ -446,6 +447,245 @@ static void test_damage(void)
 	CHECK(parsed > 50 && decoded > 50);
 }
 
+/* ---- perf record files made here ---- */
+
+/* One sideband record as perf script --show-mmap-events --show-task-events
+ * prints it, from "PERF_RECORD_" on (perf 6.1's formats); 0 for records
+ * it does not print so. */
+static int perf_line(const struct ptd_perf_event *e, char *out, size_t n)
+{
+	const struct ptd_perf_mmap *m = &e->u.mmap;
+
+	switch (e->type) {
+	case PERF_RECORD_MMAP:
+		return snprintf(out, n, "PERF_RECORD_MMAP %d/%d: [%#" PRIx64
+				"(%#" PRIx64 ") @ %#" PRIx64 "]: %c %s",
+				(int)m->pid, (int)m->tid, m->addr, m->len,
+				m->pgoff, m->exec ? 'x' : 'r', m->filename);
+	case PERF_RECORD_MMAP2:
+		if (m->has_build_id)
+			return 0;	/* not made here */
+		return snprintf(out, n, "PERF_RECORD_MMAP2 %d/%d: [%#" PRIx64
+				"(%#" PRIx64 ") @ %#" PRIx64 " %02x:%02x %"
+				PRIu64 " %" PRIu64 "]: %c%c%c%c %s",
+				(int)m->pid, (int)m->tid, m->addr, m->len,
+				m->pgoff, m->maj, m->min, m->ino,
+				m->ino_generation, m->prot & 1 ? 'r' : '-',
+				m->prot & 2 ? 'w' : '-', m->prot & 4 ? 'x' : '-',
+				m->flags & 1 ? 's' : 'p', m->filename);
+	case PERF_RECORD_COMM:
+		return snprintf(out, n, "PERF_RECORD_COMM%s: %s:%d/%d",
+				e->u.comm.exec ? " exec" : "", e->u.comm.comm,
+				(int)e->u.comm.pid, (int)e->u.comm.tid);
+	case PERF_RECORD_FORK:
+	case PERF_RECORD_EXIT:
+		return snprintf(out, n, "PERF_RECORD_%s(%d:%d):(%d:%d)",
+				e->type == PERF_RECORD_FORK ? "FORK" : "EXIT",
+				(int)e->u.task.pid, (int)e->u.task.tid,
+				(int)e->u.task.ppid, (int)e->u.task.ptid);
+	default:
+		return 0;
+	}
+}
+
+static int strp_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct lines {
+	char *v[4096];
+	size_t n;
+};
+
+static void lines_free(struct lines *l)
+{
+	while (l->n)
+		free(l->v[--l->n]);
+}
+
+/* What ptd's reader gives of @file's sideband. */
+static bool ptd_sideband(const char *file, struct lines *l)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	size_t i;
+
+	if (ptd_perfdata_open(file, &pd, &diag) < 0) {
+		CHECK_FAIL_("ptd refuses %s: %s", file, diag.msg);
+		return false;
+	}
+	for (i = 0; i < pd->nrecs && l->n < 4096; i++) {
+		struct ptd_perf_event e;
+		char buf[4200];
+
+		if (pd->recs[i].attr < 0 ||
+		    ptd_perfdata_event(pd, i, &e, &diag) < 0)
+			continue;
+		if (perf_line(&e, buf, sizeof(buf)) > 0)
+			l->v[l->n++] = strdup(buf);
+	}
+	ptd_perfdata_free(pd);
+	qsort(l->v, l->n, sizeof(l->v[0]), strp_cmp);
+	return true;
+}
+
+/* What perf script prints of it. */
+static bool perf_sideband(const char *file, struct lines *l)
+{
+	const char *args[] = { "script", "-i", file, "--show-mmap-events",
+			       "--show-task-events", NULL };
+	struct run r = run_cmd("/usr/bin/perf", args, workdir);
+	char *p = r.out;
+
+	if (r.status != 0) {
+		CHECK_FAIL_("perf script on %s: exit %d: %.300s", file,
+			    r.status, r.err ? r.err : "");
+		run_free(&r);
+		return false;
+	}
+	while (p && *p && l->n < 4096) {
+		char *nl = strchr(p, '\n');
+		char *rec;
+
+		if (nl)
+			*nl = 0;
+		rec = strstr(p, "PERF_RECORD_");
+		if (rec && (!strncmp(rec + 12, "MMAP", 4) ||
+			    !strncmp(rec + 12, "COMM", 4) ||
+			    !strncmp(rec + 12, "FORK", 4) ||
+			    !strncmp(rec + 12, "EXIT", 4)))
+			l->v[l->n++] = strdup(rec);
+		p = nl ? nl + 1 : NULL;
+	}
+	run_free(&r);
+	qsort(l->v, l->n, sizeof(l->v[0]), strp_cmp);
+	return true;
+}
+
+/* perf record @args -o FILE (or -o - > FILE) -- @prog; 0 if it ran. */
+static int record(const char *const *args, bool pipe, const char *prog,
+		  const char *arg, const char *file)
+{
+	const char *argv[24] = { "record", "-q" };
+	char out[512];
+	size_t n = 2;
+	struct run r;
+	int st;
+
+	for (; *args; args++)
+		argv[n++] = *args;
+	argv[n++] = "-o";
+	argv[n++] = pipe ? "-" : file;
+	argv[n++] = "--";
+	argv[n++] = prog;
+	if (arg)
+		argv[n++] = arg;
+	argv[n] = NULL;
+	r = run_cmd("/usr/bin/perf", argv, workdir);
+	if (r.status == 0 && pipe) {
+		(void)snprintf(out, sizeof(out), "%s/stdout", workdir);
+		if (rename(out, file) < 0)
+			r.status = -1;
+	}
+	st = r.status;
+	if (st != 0)
+		fprintf(stderr, "perf record failed (%d): %.300s\n", st,
+			r.err ? r.err : "");
+	run_free(&r);
+	return st;
+}
+
+/* Real perf record files with several events: the reader accepts each,
+ * and its sideband is what perf script shows of the same file. */
+static void test_perf_record_files(void)
+{
+	static const char *const sw[] = { "-e", "dummy:u", "-e", "cpu-clock",
+					  "-e", "task-clock", NULL };
+	static const char *const sw_thr[] = { "--per-thread", "-e", "dummy:u",
+					      "-e", "cpu-clock", "-e",
+					      "task-clock", NULL };
+	static const char *const tp[] = { "-e", "dummy", "-e",
+					  "sched:sched_switch", "-e",
+					  "cpu-clock:k", "-e", "task-clock:u",
+					  NULL };
+	static const char *const tp_thr[] = { "--per-thread", "-e", "dummy:u",
+					      "-e", "sched:sched_process_exit",
+					      NULL };
+	const struct {
+		const char *name;
+		const char *const *args;
+		bool pipe;
+		const char *prog;
+	} cfg[] = {
+		{ "software events, per-CPU, file", sw, false, "prog-fork" },
+		{ "software events, per-CPU, pipe", sw, true, "prog-threads" },
+		{ "software events, per-thread, file", sw_thr, false,
+		  "prog-threads" },
+		{ "software events, per-thread, pipe", sw_thr, true,
+		  "prog-exec" },
+		{ "tracepoint, user and kernel, per-CPU, file", tp, false,
+		  "prog-threads" },
+		{ "tracepoint, user and kernel, per-CPU, pipe", tp, true,
+		  "prog-fork" },
+		{ "tracepoint, per-thread, pipe", tp_thr, true, "prog-dlopen" },
+	};
+	const char *progs = getenv("PTD_TEST_PROGS");
+	unsigned done = 0;
+	size_t c, i;
+
+	if (access("/usr/bin/perf", X_OK) != 0 || !progs) {
+		fprintf(stderr, "SKIP part: /usr/bin/perf (linux-perf) is not "
+			"installed\n");
+		return;
+	}
+	for (c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+		char file[512], prog[512], lib[512];
+		struct lines a = { .n = 0 }, b = { .n = 0 };
+
+		(void)snprintf(file, sizeof(file), "%s/rec%zu.data", workdir,
+			       c);
+		(void)snprintf(prog, sizeof(prog), "%s/%s", progs,
+			       cfg[c].prog);
+		(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs);
+		if (record(cfg[c].args, cfg[c].pipe, prog,
+			   strcmp(cfg[c].prog, "prog-dlopen") ? NULL : lib,
+			   file) != 0) {
+			fprintf(stderr, "SKIP part: %s: perf record failed "
+				"(perf_event_paranoid, or no tracefs)\n",
+				cfg[c].name);
+			continue;
+		}
+		if (ptd_sideband(file, &a) && perf_sideband(file, &b)) {
+			bool same = a.n == b.n;
+
+			for (i = 0; same && i < a.n; i++)
+				same = !strcmp(a.v[i], b.v[i]);
+			if (!same) {
+				CHECK_FAIL_("%s: ptd has %zu sideband records, "
+					    "perf script %zu", cfg[c].name,
+					    a.n, b.n);
+				for (i = 0; i < a.n || i < b.n; i++)
+					if (i >= a.n || i >= b.n ||
+					    strcmp(a.v[i], b.v[i])) {
+						fprintf(stderr, "  ptd:  %s\n"
+							"  perf: %s\n",
+							i < a.n ? a.v[i] : "-",
+							i < b.n ? b.v[i] : "-");
+						break;
+					}
+			}
+			/* exec, the program's maps and an exit at least */
+			CHECK(a.n >= 4);
+			done++;
+		}
+		lines_free(&a);
+		lines_free(&b);
+	}
+	fprintf(stderr, "perf record files compared: %u of %zu\n", done,
+		sizeof(cfg) / sizeof(cfg[0]));
+}
+
 int main(void)
 {
 	const char *root = getenv("PTD_BUILD_ROOT");
@@ -464,6 +704,7 @@ int main(void)
 	RUN(test_file_mode);
 	RUN(test_pipe_mode);
 	RUN(test_damage);
+	RUN(test_perf_record_files);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }
