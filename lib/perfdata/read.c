@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -960,8 +959,6 @@ void ptd_perfdata_free(struct ptd_perfdata *pd)
 	free(pd->buildids);
 	free(pd->recs);
 	free(pd->auxtrace);
-	if (pd->map_)
-		(void)munmap(pd->map_, pd->map_len_);
 	free(pd->buf_);
 	free(pd->shadow_);
 	free(pd->name);
@@ -1018,8 +1015,10 @@ int ptd_perfdata_parse(const void *data, size_t len, const char *name,
 	return finish(pd, ret, diag);
 }
 
-int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,
-			 struct ptd_diag *diag)
+/* Read @fd to its end into memory; @hint: the bytes expected (0: unknown),
+ * reserved at once so a file's bytes are not copied while they grow. */
+static int read_all(int fd, const char *name, uint64_t hint,
+		    struct ptd_perfdata **ret, struct ptd_diag *diag)
 {
 	struct ptd_buf b = { 0 };
 	struct ptd_perfdata *pd;
@@ -1029,6 +1028,10 @@ int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,
 	pd = pd_new(name);
 	if (!pd)
 		return -ENOMEM;
+	if (hint && ptd_buf_reserve(&b, (size_t)hint + 1) < 0) {
+		ptd_perfdata_free(pd);
+		return -ENOMEM;
+	}
 	for (;;) {
 		ssize_t n;
 
@@ -1065,13 +1068,20 @@ int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,
 	return finish(pd, ret, diag);
 }
 
+int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,
+			 struct ptd_diag *diag)
+{
+	return read_all(fd, name, 0, ret, diag);
+}
+
+/* A file is read, never mapped: whoever can write it (a client of the
+ * daemon replaying its own file) could truncate a mapping under the
+ * reader, and the fault (SIGBUS) would end the whole process. */
 int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
 		      struct ptd_diag *diag)
 {
 	_cleanup_close_ int fd = -1;
-	struct ptd_perfdata *pd;
 	struct stat st;
-	void *m;
 
 	if (!path || !ret)
 		return -EINVAL;
@@ -1087,20 +1097,11 @@ int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
 		return ptd_diagf(diag, -PTD_ETRUNC, "%s: offset 0x0: %lld "
 				 "bytes: too short for a perf.data header",
 				 path, (long long)st.st_size);
-	m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (m == MAP_FAILED)
-		return ptd_diagf(diag, -errno, "cannot map '%s': %s", path,
-				 strerror(errno));
-	pd = pd_new(path);
-	if (!pd) {
-		(void)munmap(m, (size_t)st.st_size);
-		return -ENOMEM;
-	}
-	pd->map_ = m;
-	pd->map_len_ = (size_t)st.st_size;
-	pd->data = m;
-	pd->size = (size_t)st.st_size;
-	return finish(pd, ret, diag);
+	if ((uint64_t)st.st_size > PTD_PERFDATA_PIPE_MAX)
+		return ptd_diagf(diag, -PTD_ELIMIT, "%s: %lld bytes, more "
+				 "than %llu", path, (long long)st.st_size,
+				 PTD_PERFDATA_PIPE_MAX);
+	return read_all(fd, path, (uint64_t)st.st_size, ret, diag);
 }
 
 const struct ptd_perfdata_buildid *

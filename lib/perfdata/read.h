@@ -2,8 +2,8 @@
 /*
  * Reading a perf.data file or pipe-mode stream (layouts: perfdata/format.h).
  *
- * The whole input is in memory (a file is mmap()ed, a pipe read to its end,
- * at most PTD_PERFDATA_PIPE_MAX bytes) and checked once, up front: every
+ * The whole input is read into memory (a file or a pipe, at most
+ * PTD_PERFDATA_PIPE_MAX bytes) and checked once, up front: every
  * section, attr, feature, record and AUXTRACE payload must lie inside the
  * input, every count is bounded (PTD_PERFDATA_MAX_*), and every kernel
  * record ptd uses (MMAP/MMAP2/COMM/FORK/EXIT/SWITCH/ITRACE_START/AUX/LOST)
@@ -19,10 +19,10 @@
  *   -PTD_ELIMIT        more attrs/ids/records/AUXTRACE/build-ids than the
  *                      limits, a pipe longer than PTD_PERFDATA_PIPE_MAX;
  *   -PTD_EUNSUPPORTED  a big-endian file, compressed records
- *                      (PERF_RECORD_COMPRESSED), a feature bit perf 6.1 does
- *                      not define, attrs with sample_id layouts that cannot
- *                      be told apart;
- *   -errno             open/read/mmap failures; -ENOMEM.
+ *                      (PERF_RECORD_COMPRESSED), attrs with sample_id
+ *                      layouts that cannot be told apart (features perf 6.1
+ *                      does not define are skipped and counted);
+ *   -errno             open/read failures; -ENOMEM.
  *
  * File layout rule kept from perf: the data section starts 8-aligned.
  * Records are kept in input order (perf's FINISHED_ROUND reordering by time
@@ -137,13 +137,13 @@ struct ptd_perfdata {
 	uint64_t unknown_features;	/* feature ids past perf 6.1's, skipped */
 
 	/* private */
-	void *map_;
-	size_t map_len_;
 	uint8_t *buf_;
 	uint8_t *shadow_;
 };
 
-/* Read @path: a file (either layout; mmap()ed) or, for "-" (stdin) or a
+/* Read @path: a file (either layout; read into memory, never mapped, so
+ * that a writer truncating it cannot fault the reader; at most
+ * PTD_PERFDATA_PIPE_MAX bytes) or, for "-" (stdin) or a
  * FIFO, a pipe-mode stream read to its end.  Returns 0 and *ret (free with
  * ptd_perfdata_free), or a negative error as listed above. */
 int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,

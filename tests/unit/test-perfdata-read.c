@@ -1166,6 +1166,43 @@ static void test_losses(void)
 	fb_free(&f);
 }
 
+/* A file truncated by its writer after it was opened: a mapping would
+ * fault (SIGBUS) on the bytes that are gone; the reader holds a copy. */
+static void test_truncated_after_open(void)
+{
+	struct ptd_perfdata *pd = NULL;
+	struct ptd_diag diag = { "" };
+	struct ptd_buf out;
+	char path[512];
+	uint64_t sum = 0;
+	struct fb f;
+	size_t i;
+
+	fb_per_thread(&f);
+	fb_file(&f, &out);
+	(void)snprintf(path, sizeof(path), "%s/shrinks.data", tmpdir);
+	REQUIRE(ptd_file_write_atomic(path, out.data, out.len) == 0);
+	REQUIRE(ptd_perfdata_open(path, &pd, &diag) == 0);
+	REQUIRE(truncate(path, 0) == 0);
+	for (i = 0; i < pd->size; i++)
+		sum += pd->data[i];
+	CHECK(sum != 0);
+	{
+		struct tstat t;
+		struct ptd_input_sink sink = { NULL, ts_record, ts_done, &t };
+		struct ptd_input_opts o;
+
+		memset(&t, 0, sizeof(t));
+		memset(&o, 0, sizeof(o));
+		CHECK_EQ_INT(ptd_perfdata_decode_parsed(pd, &o, &sink, NULL,
+							&diag), 0);
+		CHECK(t.n >= 1 && t.bytes[0] > 0);
+	}
+	ptd_perfdata_free(pd);
+	ptd_buf_free(&out);
+	fb_free(&f);
+}
+
 /* ---- fuzz ------------------------------------------------------------- */
 
 static void fuzz_one(const struct ptd_buf *good, uint32_t *seed,
@@ -1441,6 +1478,7 @@ int main(void)
 	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);
+	RUN(test_truncated_after_open);
 	RUN(test_losses);
 	RUN(test_fuzz);
 	RUN(test_real_cat_maps);
