@@ -221,9 +221,12 @@ int ptd_image_unmap(struct ptd_image *img, uint64_t start, uint64_t end)
 		const struct ptd_module *m =
 			ptd_iscache_module(img->ic, old[i].isid);
 
-		/* Repeats for a file's second region return 0: harmless. */
+		/* libipt names a section by the file it reads: ptd's copy.
+		 * Every region of an affected file is in @old, so this takes
+		 * them all; repeats return 0: harmless. */
 		if (m)
-			(void)pt_image_remove_by_filename(img->pt, m->path,
+			(void)pt_image_remove_by_filename(img->pt,
+							  m->section_file,
 							  NULL);
 	}
 	/* Add back what stays; keep going on failure so that one unusable

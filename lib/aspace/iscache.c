@@ -13,8 +13,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,8 +29,29 @@
  * limit libipt maps and unmaps a section on every read. */
 #define ISCACHE_MAPPED_LIMIT (256ull << 20)
 
+/* A private copy of a file's bytes [offset, offset + size): a memfd sealed
+ * against shrinking, growing and writing, which libipt opens by its
+ * /proc/self/fd name and maps.  libipt would otherwise map the traced
+ * file itself, and whoever can write that file (the user whose process is
+ * traced, the client replaying its own capture) could truncate it under
+ * the mapping: the next read of it faults (SIGBUS) and ends the daemon
+ * with every user's sessions.  A copy cannot change.  Copies are shared
+ * by every section of the same file version and range. */
+struct copy {
+	dev_t dev;
+	ino_t ino;
+	off_t fsize;
+	struct timespec mtime;
+	uint64_t offset, size;
+	int fd;
+	char path[32];		/* /proc/self/fd/N */
+};
+
 struct ptd_iscache {
 	struct pt_image_section_cache *pt;
+	struct copy **copies;	/* each its own allocation: modules point
+				 * at their path */
+	size_t ncopies, copies_cap;
 	/* mods[isid] for 0 < isid < nmods; isid 0 marks an unused slot. */
 	struct ptd_module *mods;
 	size_t nmods;
@@ -69,6 +92,11 @@ void ptd_iscache_free(struct ptd_iscache *ic)
 		module_clear(&ic->mods[i]);
 	free(ic->mods);
 	pt_iscache_free(ic->pt);
+	for (size_t i = 0; i < ic->ncopies; i++) {
+		(void)close(ic->copies[i]->fd);
+		free(ic->copies[i]);
+	}
+	free(ic->copies);
 	free(ic);
 }
 
@@ -77,22 +105,102 @@ struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic)
 	return ic ? ic->pt : NULL;
 }
 
-/* The file's size if it can be opened for reading; -errno otherwise. */
-static int file_size(const char *path, uint64_t *ret)
+/* Open @path for reading: a regular file (a FIFO or device is refused
+ * before it could block); its fd, or -errno. */
+static int open_file(const char *path, struct stat *st)
 {
-	_cleanup_close_ int fd = -1;
-	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (fstat(fd, &st) < 0)
+	if (fstat(fd, st) < 0 || S_ISDIR(st->st_mode) ||
+	    !S_ISREG(st->st_mode)) {
+		int err = S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
+
+		(void)close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static struct copy *copy_find(struct ptd_iscache *ic, const struct stat *st,
+			      uint64_t offset, uint64_t size)
+{
+	for (size_t i = 0; i < ic->ncopies; i++) {
+		struct copy *c = ic->copies[i];
+
+		if (c->dev == st->st_dev && c->ino == st->st_ino &&
+		    c->fsize == st->st_size &&
+		    c->mtime.tv_sec == st->st_mtim.tv_sec &&
+		    c->mtime.tv_nsec == st->st_mtim.tv_nsec &&
+		    c->offset == offset && c->size == size)
+			return c;
+	}
+	return NULL;
+}
+
+/* Copy @size bytes at @offset of @fd into a new sealed memfd; 0, -EIO if
+ * the file shrank meanwhile, or -errno. */
+static int copy_make(struct ptd_iscache *ic, int fd, const struct stat *st,
+		     uint64_t offset, uint64_t size, struct copy **ret)
+{
+	_cleanup_close_ int m = -1;
+	uint8_t *buf = NULL;
+	uint64_t done = 0;
+	struct copy *c;
+	int err = 0;
+
+	if (ic->ncopies == ic->copies_cap) {
+		size_t n = ic->copies_cap ? 2 * ic->copies_cap : 16;
+		struct copy **v = reallocarray(ic->copies, n, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		ic->copies = v;
+		ic->copies_cap = n;
+	}
+	m = memfd_create("ptd-code", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (m < 0)
 		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-	if (!S_ISREG(st.st_mode))
-		return -EINVAL;
-	*ret = (uint64_t)st.st_size;
+	if (ftruncate(m, (off_t)size) < 0)
+		return -errno;
+	buf = malloc(1u << 16);
+	if (!buf)
+		return -ENOMEM;
+	while (done < size && !err) {
+		size_t want = size - done > (1u << 16) ? (1u << 16)
+						      : (size_t)(size - done);
+		ssize_t n = pread(fd, buf, want, (off_t)(offset + done));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			err = n < 0 ? -errno : -EIO;	/* it shrank */
+		else if (pwrite(m, buf, (size_t)n, (off_t)done) != n)
+			err = errno ? -errno : -EIO;
+		else
+			done += (uint64_t)n;
+	}
+	free(buf);
+	if (err)
+		return err;
+	if (fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE |
+				  F_SEAL_SEAL) < 0)
+		return -errno;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->dev = st->st_dev;
+	c->ino = st->st_ino;
+	c->fsize = st->st_size;
+	c->mtime = st->st_mtim;
+	c->offset = offset;
+	c->size = size;
+	(void)snprintf(c->path, sizeof(c->path), "/proc/self/fd/%d", m);
+	c->fd = m;
+	m = -1;
+	ic->copies[ic->ncopies++] = c;
+	*ret = c;
 	return 0;
 }
 
@@ -161,21 +269,30 @@ static int record_module(struct ptd_iscache *ic, int isid, const char *path,
 int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 		    uint64_t size, uint64_t vaddr, const char *name)
 {
-	uint64_t fsize = 0;
+	_cleanup_close_ int fd = -1;
+	struct copy *c;
+	struct stat st;
+	uint64_t fsize;
 	int r, isid;
 
 	if (!ic || !path || !*path || size == 0 || vaddr + size < vaddr)
 		return -EINVAL;
-	r = file_size(path, &fsize);
-	if (r < 0)
-		return r;
+	fd = open_file(path, &st);
+	if (fd < 0)
+		return fd;
+	fsize = (uint64_t)st.st_size;
 	if (offset >= fsize)
 		return -EINVAL;
 	/* Truncate as libipt does, so that our size is the section's. */
 	if (size > fsize - offset)
 		size = fsize - offset;
-
-	isid = pt_iscache_add_file(ic->pt, path, offset, size, vaddr);
+	c = copy_find(ic, &st, offset, size);
+	if (!c) {
+		r = copy_make(ic, fd, &st, offset, size, &c);
+		if (r < 0)
+			return r;
+	}
+	isid = pt_iscache_add_file(ic->pt, c->path, 0, size, vaddr);
 	if (isid < 0)
 		return pt_to_errno(isid);
 	if (isid == 0)
@@ -187,6 +304,7 @@ int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 	r = record_module(ic, isid, path, offset, size, vaddr, name);
 	if (r < 0)
 		return r;
+	ic->mods[isid].section_file = c->path;
 	return isid;
 }
 

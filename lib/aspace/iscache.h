@@ -29,6 +29,9 @@ struct ptd_module {
 	/* What to call it in records: the file's path, or for a snapshot of
 	 * non-file code its maps name ("[vdso]", "[anon]", ...). */
 	const char *name;
+	/* The file libipt reads the section from: ptd's private copy of
+	 * the bytes (iscache.c says why), named /proc/self/fd/N. */
+	const char *section_file;
 	uint64_t offset;	/* file offset of vaddr */
 	uint64_t size;		/* bytes, after truncation to the file size */
 	uint64_t vaddr;		/* load address */

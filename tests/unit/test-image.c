@@ -114,10 +114,13 @@ static bool readable(struct ptd_image *img, uint64_t va)
 
 /* Number of sections for @path in @img's pt_image, counted by removing
  * them from a copy. */
+/* libipt reads every section from ptd's private copy of the file's bytes:
+ * count the sections of each copy made of @path. */
 static int pt_sections_of(struct ptd_image *img, const char *path)
 {
 	struct pt_image *copy = pt_image_alloc("copy");
-	int n;
+	const char *done[64];
+	int n = 0, isid, k, nd = 0;
 
 	if (!copy)
 		return -1;
@@ -125,7 +128,19 @@ static int pt_sections_of(struct ptd_image *img, const char *path)
 		pt_image_free(copy);
 		return -1;
 	}
-	n = pt_image_remove_by_filename(copy, path, NULL);
+	for (isid = 1; isid < 4096 && nd < 64; isid++) {
+		const struct ptd_module *m =
+			ptd_iscache_module(ptd_image_iscache(img), isid);
+
+		if (!m || strcmp(m->path, path))
+			continue;
+		for (k = 0; k < nd && strcmp(done[k], m->section_file); k++)
+			;
+		if (k < nd)
+			continue;
+		done[nd++] = m->section_file;
+		n += pt_image_remove_by_filename(copy, m->section_file, NULL);
+	}
 	pt_image_free(copy);
 	return n;
 }
@@ -208,6 +223,43 @@ static long decode_from(struct ptd_image *img, uint64_t ip, int *ret_err,
 	*ret_err = r;
 	pt_insn_free_decoder(dec);
 	return count;
+}
+
+/* A file truncated (or rewritten shorter) by its owner after ptd added
+ * it: the bytes ptd decodes with stay readable, without a fault (a
+ * mapping of the file itself would end the process with SIGBUS), and a
+ * FIFO named as an image is refused at once instead of blocking. */
+static void test_file_changes_under_ptd(void)
+{
+	char path[PATH_MAX + 16], fifo[PATH_MAX + 16];
+	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_image *img = ptd_image_new(ic, "img");
+	uint8_t buf[64];
+	int isid;
+
+	REQUIRE(ic && img);
+	(void)snprintf(path, sizeof(path), "%s/shrinks.bin", tmpdir);
+	REQUIRE(write_file(path, 4 * PAGE, -1) == 0);
+	isid = ptd_image_map_file(img, path, 0, 4 * PAGE, VA, NULL, NULL);
+	REQUIRE(isid > 0);
+	/* read once: libipt now holds the section mapped */
+	check_pattern(img, VA, 0, 4 * PAGE);
+	REQUIRE(truncate(path, 0) == 0);
+	check_pattern(img, VA, 0, 4 * PAGE);
+	CHECK_EQ_INT(ptd_iscache_read(ic, isid, VA + 3 * PAGE, buf, 64), 64);
+	CHECK_EQ_INT(buf[0], pattern(3 * PAGE));
+	/* the copy is ptd's: sealed, not the traced file */
+	CHECK(strncmp(ptd_iscache_module(ic, isid)->section_file,
+		      "/proc/self/fd/", 14) == 0);
+	CHECK_EQ_STR(ptd_iscache_module(ic, isid)->path, path);
+
+	(void)snprintf(fifo, sizeof(fifo), "%s/fifo", tmpdir);
+	REQUIRE(mkfifo(fifo, 0600) == 0);
+	CHECK_EQ_INT(ptd_iscache_add(ic, fifo, 0, PAGE, VA + 64 * PAGE, NULL),
+		     -EINVAL);
+	(void)unlink(fifo);
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
 }
 
 static void test_iscache(void)
@@ -834,6 +886,7 @@ int main(void)
 {
 	setup();
 	RUN(test_iscache);
+	RUN(test_file_changes_under_ptd);
 	RUN(test_real_file);
 	RUN(test_resolver);
 	RUN(test_map_errors);
