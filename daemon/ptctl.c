@@ -2137,6 +2137,7 @@ int main(int argc, char **argv)
 {
 	size_t i;
 
+	(void)ptd_nofile_raise();	/* copies of decoded code hold fds */
 	/* The global option comes before the verb. */
 	if (argc >= 2 && !strncmp(argv[1], "--socket=", 9)) {
 		arg_socket = argv[1] + 9;

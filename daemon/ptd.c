@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "common/fileio.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/proto.h"
@@ -114,6 +115,8 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	ptd_log_init(cfg.log_level);
+	if (ptd_nofile_raise() < 0)
+		ptd_log_info("cannot raise the open file limit; keeping it");
 	r = ptd_server_new(&cfg, NULL, &srv, &diag);
 	if (r < 0) {
 		ptd_log_error("cannot start: %s",

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/diag.h"
@@ -156,4 +158,18 @@ int ptd_rm_rf(const char *path)
 	if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) < 0 && !rm_rf_err)
 		rm_rf_err = -errno;
 	return rm_rf_err;
+}
+
+long ptd_nofile_raise(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return -errno;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			return -errno;
+	}
+	return rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
 }

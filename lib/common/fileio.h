@@ -42,4 +42,9 @@ int ptd_write_all(int fd, const void *data, size_t len);
  * Returns 0, or the first -errno met (it goes on with the rest). */
 int ptd_rm_rf(const char *path);
 
+/* Raise this process's soft limit on open files to its hard limit: ptd
+ * holds one descriptor per private copy of code it decodes (aspace/
+ * iscache.c).  Returns the soft limit now in force, or -errno. */
+long ptd_nofile_raise(void);
+
 #endif

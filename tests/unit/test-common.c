@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -373,12 +374,33 @@ static void test_rm_rf(void)
 	(void)rmdir(outside);
 }
 
+/* The soft open-file limit goes up to the hard one (ptd keeps an fd per
+ * private copy of decoded code). */
+static void test_nofile_raise(void)
+{
+	struct rlimit rl, low;
+	long n;
+
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &rl) == 0);
+	low = rl;
+	if (low.rlim_max > 64)
+		low.rlim_cur = 64;
+	REQUIRE(setrlimit(RLIMIT_NOFILE, &low) == 0);
+	n = ptd_nofile_raise();
+	REQUIRE(getrlimit(RLIMIT_NOFILE, &low) == 0);
+	CHECK_EQ_U64(low.rlim_cur, rl.rlim_max);
+	CHECK(n > 0 && (rlim_t)n == (low.rlim_cur > (rlim_t)LONG_MAX ?
+				     (rlim_t)LONG_MAX : low.rlim_cur));
+	(void)setrlimit(RLIMIT_NOFILE, &rl);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
 		SKIP_ALL("cannot create a temporary directory: %s",
 			 strerror(errno));
 	RUN(test_parse_u64);
+	RUN(test_nofile_raise);
 	RUN(test_parse_u64n);
 	RUN(test_parse_size);
 	RUN(test_strlcpy);
