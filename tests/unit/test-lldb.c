@@ -179,15 +179,6 @@ static const struct {
 	  "\"threads\":[{\"tid\":4294967296}],\"modules\":[]}]}", -PTD_EFORMAT,
 	  "processes[0].threads[0].tid: 4294967296 out of range" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"/etc/passwd\"}],"
-	  "\"modules\":[]}]}", -PTD_EFORMAT,
-	  "processes[0].threads[0].iptTrace: \"/etc/passwd\" is not a "
-	  "relative path inside the bundle" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"a/../../x\"}],"
-	  "\"modules\":[]}]}", -PTD_EFORMAT,
-	  "processes[0].threads[0].iptTrace: \"a/../../x\" is not" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"\"}],\"modules\":[]}]}",
 	  -PTD_EFORMAT, "processes[0].threads[0].iptTrace: empty string" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
@@ -195,10 +186,6 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"loadAddress\":0}]}]}", -PTD_EFORMAT,
 	  "processes[0].modules[0].systemPath: missing" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\",\"file\":"
-	  "\"../a\",\"loadAddress\":0}]}]}", -PTD_EFORMAT,
-	  "processes[0].modules[0].file: \"../a\" is not" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\"}]}]}",
 	  -PTD_EFORMAT, "processes[0].modules[0].loadAddress: missing" },
@@ -209,15 +196,16 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":\"0x10000000000000000\"}]}]}", -PTD_EFORMAT,
-	  "loadAddress: \"0x10000000000000000\" is not" },
+	  "loadAddress: \"0x10000000000000000\" out of range" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":1e300}]}]}", -PTD_EFORMAT,
-	  "processes[0].modules[0].loadAddress: expected an integer" },
+	  "processes[0].modules[0].loadAddress: expected an integer, not a "
+	  "fraction or an exponent" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":true}]}]}", -PTD_EFORMAT,
-	  "loadAddress: expected an integer or a string address" },
+	  "loadAddress: expected an integer or an integer string" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":1,\"uuid\":7}]}]}", -PTD_EFORMAT,
