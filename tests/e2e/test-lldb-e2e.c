@@ -318,12 +318,19 @@ static void test_vdso(void) { check_prog("vdso", 1, "[vdso]"); }
 
 /* ---- per-CPU bundles ------------------------------------------------------ */
 
-/* The synthesized bundles' conversion: ns = 1000 + tsc * 3 / 2, and the
- * TSC ticks kept between a switch and the nearest PSB (more than the
- * conversion's rounding). */
-static const struct ptd_perf_clock pc_conv = { .time_zero = 1000,
-					       .time_mult = 3,
-					       .time_shift = 1 };
+/* The synthesized bundles' conversion: ns = timeZero + tsc * 3 / 2, with
+ * a timeZero past 2^63 as real machines have (perf's time_zero is the
+ * sched clock at TSC 0, "negative" when the TSC started before it), which
+ * trace.json holds as a 64-bit integer literal: a reader that keeps it
+ * as a double is off by up to 2048 ns, far more than PC_MARGIN, and puts
+ * the threads' runs in the wrong places.  PC_MARGIN: the TSC ticks kept
+ * between a switch and the nearest PSB (more than the conversion's
+ * rounding). */
+#define PC_TIME_ZERO "18433473881008870804"
+static const struct ptd_perf_clock pc_conv = {
+	.time_zero = 18433473881008870804ull,
+	.time_mult = 3,
+	.time_shift = 1 };
 #define PC_MARGIN 4u
 #define PC_MAX_CPUS 16u
 
@@ -543,12 +550,14 @@ static void make_percpu(const struct ptd_capture *c, const char *bdir,
 	conv = cJSON_CreateObject();
 	cJSON_AddNumberToObject(conv, "timeMult", pc_conv.time_mult);
 	cJSON_AddNumberToObject(conv, "timeShift", pc_conv.time_shift);
-	cJSON_AddNumberToObject(conv, "timeZero", (double)pc_conv.time_zero);
+	/* the exact integer: cJSON would print a double */
+	cJSON_AddRawToObject(conv, "timeZero", PC_TIME_ZERO);
 	cJSON_AddItemToObject(root, "tscPerfZeroConversion", conv);
 	free(text);
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
 	REQUIRE(text);
+	REQUIRE(strstr(text, "\t" PC_TIME_ZERO "\n"));
 	REQUIRE(ptd_file_write_atomic(path, text, strlen(text)) == 0);
 }
 
