@@ -332,6 +332,7 @@ static const struct ptd_perf_clock pc_conv = {
 	.time_mult = 3,
 	.time_shift = 1 };
 #define PC_MARGIN 4u
+#define PC_IDLE_TID 2147483647
 #define PC_MAX_CPUS 16u
 
 /* One run: bytes [off, off + len) of thread @thread's trace. */
@@ -546,6 +547,12 @@ static void make_percpu(const struct ptd_capture *c, const char *bdir,
 	cJSON_ArrayForEach(pr, procs)
 		cJSON_ArrayForEach(th, cJSON_GetObjectItem(pr, "threads"))
 			cJSON_DeleteItemFromObject(th, "iptTrace");
+	/* and a thread that never ran on a traced CPU: listed last (LLDB's
+	 * thread indices of the others stay), it has no trace in either */
+	th = cJSON_CreateObject();
+	cJSON_AddNumberToObject(th, "tid", PC_IDLE_TID);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0),
+						 "threads"), th);
 	cJSON_AddItemToObject(root, "cpus", cpus);
 	conv = cJSON_CreateObject();
 	cJSON_AddNumberToObject(conv, "timeMult", pc_conv.time_mult);
@@ -568,6 +575,7 @@ struct pc_decoded {
 	size_t n[16], cap[16];
 	size_t nthreads;
 	size_t timed, untimed, bad_time, errors, notices;
+	size_t done, done_empty;	/* threads reported, without insns */
 };
 
 static int pc_record(void *ctx, const struct ptd_record *rec)
@@ -608,6 +616,19 @@ static int pc_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+static void pc_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		    int err, const struct ptd_diag *d)
+{
+	struct pc_decoded *o = ctx;
+
+	(void)tid;
+	if (err)
+		fprintf(stderr, "  thread %ld: %s\n", (long)tid, d->msg);
+	o->done++;
+	if (!st->insns && !err)
+		o->done_empty++;
+}
+
 static void pc_notice(void *ctx, const struct ptd_diag *d)
 {
 	fprintf(stderr, "  notice: %s\n", d->msg);
@@ -618,7 +639,7 @@ static void pc_notice(void *ctx, const struct ptd_diag *d)
  * no error record, no thread ended early, nothing unclaimed. */
 static void pc_decode(const char *bdir, struct pc_decoded *got)
 {
-	struct ptd_input_sink sink = { NULL, pc_record, NULL, got,
+	struct ptd_input_sink sink = { NULL, pc_record, pc_done, got,
 				       pc_notice };
 	struct ptd_input_opts o;
 	struct ptd_diag d = { "" };
@@ -768,6 +789,9 @@ static void test_threads_percpu(void)
 
 	pc_decode(bdir, &got);
 	CHECK_EQ_INT(got.nthreads, c.nthreads);
+	/* every listed thread is decoded, the idle one to nothing */
+	CHECK_EQ_INT(got.done, c.nthreads + 1);
+	CHECK_EQ_INT(got.done_empty, 1);
 	for (i = 0; i < c.nthreads; i++) {
 		uint64_t *truth = NULL;
 		size_t ntruth = 0;
