@@ -346,6 +346,25 @@ static int parse_tsc_conv(const struct pctx *p, const cJSON *root,
 	return 0;
 }
 
+/* ptd's wall-clock reference (trace.h). */
+static int parse_wallclock(const struct pctx *p, const cJSON *root,
+			   struct ptd_lldb_trace *t)
+{
+	const char *k = PTD_LLDB_WALLCLOCK;
+	const cJSON *o = NULL;
+	int r = get_object(p, root, k, "", false, &o);
+
+	if (r < 0)
+		return optional(r);
+	if ((r = get_addr(p, o, "perfTime", k, true,
+			  &t->wallref.perf_ns)) < 0 ||
+	    (r = get_addr(p, o, "wallTime", k, true,
+			  &t->wallref.wall_ns)) < 0)
+		return r;
+	t->has_wallref = true;
+	return 0;
+}
+
 static int parse_kernel(const struct pctx *p, const cJSON *root,
 			struct ptd_lldb_trace *t)
 {
@@ -374,6 +393,9 @@ static int check_consistency(const struct pctx *p,
 			   "a kernel trace has no \"processes\"");
 	if (t->has_kernel && !t->ncpus)
 		return bad(p, "kernel", "a kernel trace needs \"cpus\"");
+	if (t->has_wallref && !t->has_tsc_conv)
+		return bad(p, PTD_LLDB_WALLCLOCK,
+			   "given without \"tscPerfZeroConversion\"");
 	if (t->ncpus && !t->has_tsc_conv)
 		return bad(p, "tscPerfZeroConversion",
 			   "missing (required with \"cpus\")");
@@ -412,6 +434,7 @@ static int parse_root(const struct pctx *p, const cJSON *root,
 	    (r = parse_processes(p, root, t)) < 0 ||
 	    (r = parse_cpus(p, root, t)) < 0 ||
 	    (r = parse_tsc_conv(p, root, t)) < 0 ||
+	    (r = parse_wallclock(p, root, t)) < 0 ||
 	    (r = parse_kernel(p, root, t)) < 0)
 		return r;
 	return check_consistency(p, t);
@@ -978,6 +1001,8 @@ int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 			.time_zero = t.time_zero,
 			.time_mult = t.time_mult,
 			.time_shift = t.time_shift };
+		d.dopts.has_wallref = t.has_wallref;
+		d.dopts.wallref = t.wallref;
 	}
 	if (t.ncpus && (r = load_cpus(&d, diag)) < 0)
 		goto out;

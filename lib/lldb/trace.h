@@ -35,6 +35,12 @@
  *    "0x" hex string.
  *  - an optional field given as null is absent, as in LLDB (a thread
  *    with "iptTrace": null has no trace).
+ *  - "ptdWallClock":{"perfTime":N,"wallTime":N}, ptd's own key (LLDB
+ *    ignores it; ptd's exporter writes it): perf time N and CLOCK_REALTIME
+ *    ns N at one instant, 64-bit integers as "timeZero" is.  Only with
+ *    "tscPerfZeroConversion".  With both, records carry "time" and
+ *    "wall" as the live stream did; a bundle without it gives "time"
+ *    only (perf time alone says nothing of the wall clock).
  *  - "cpus" given: every thread's "iptTrace" must be absent, and
  *    "tscPerfZeroConversion" present; "kernel" given: "cpus" present and
  *    "processes" absent or empty.  Unknown keys are ignored (newer LLDBs
@@ -51,7 +57,8 @@
  * distance).  Each thread's iptTrace is decoded with it, threads in the
  * order the bundle lists them.  Per-CPU bundles: each listed thread's runs
  * on the CPUs, found as lldb/percpu.h says, decoded in time order.  With
- * tscPerfZeroConversion, records carry perf time.  Kernel bundles are
+ * tscPerfZeroConversion, records carry perf time (and wall-clock time
+ * with ptdWallClock).  Kernel bundles are
  * parsed but not decoded: -PTD_EUNSUPPORTED.
  */
 #ifndef PTD_LLDB_TRACE_H
@@ -66,8 +73,10 @@
 
 #include "common/diag.h"
 #include "input/input.h"
+#include "perf/time.h"
 
 #define PTD_LLDB_DESC "trace.json"
+#define PTD_LLDB_WALLCLOCK "ptdWallClock"
 #define PTD_LLDB_MAX_DESC (16u << 20)
 #define PTD_LLDB_MAX_PROCS 1024u
 #define PTD_LLDB_MAX_THREADS 65536u
@@ -115,6 +124,8 @@ struct ptd_lldb_trace {
 	uint32_t time_mult;
 	uint16_t time_shift;
 	uint64_t time_zero;
+	bool has_wallref;	/* ptdWallClock */
+	struct ptd_perf_wallref wallref;
 	bool has_kernel;
 	char *kernel_file;	/* the kernel file */
 	uint64_t kernel_load;	/* default 0xffffffff81000000 */

@@ -554,6 +554,10 @@ static void make_percpu(const struct ptd_capture *c, const char *bdir,
 	cJSON_AddItemToArray(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0),
 						 "threads"), th);
 	cJSON_AddItemToObject(root, "cpus", cpus);
+	/* the capture's clock (ptd's exporter writes it) gives way to the
+	 * synthesized one, with which the switch times were written */
+	cJSON_DeleteItemFromObject(root, "tscPerfZeroConversion");
+	cJSON_DeleteItemFromObject(root, PTD_LLDB_WALLCLOCK);
 	conv = cJSON_CreateObject();
 	cJSON_AddNumberToObject(conv, "timeMult", pc_conv.time_mult);
 	cJSON_AddNumberToObject(conv, "timeShift", pc_conv.time_shift);

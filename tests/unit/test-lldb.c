@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdio.h>
@@ -220,6 +221,31 @@ static void test_parse_paths_and_nulls(void)
 	ptd_lldb_trace_free(&t);
 }
 
+/* ptd's wall-clock reference: read exactly, only with a TSC conversion. */
+static void test_parse_wallclock(void)
+{
+	const char *j =
+		"{\"type\":\"intel-pt\"," CPU ",\"processes\":[],"
+		"\"tscPerfZeroConversion\":{\"timeMult\":3,\"timeShift\":1,"
+		"\"timeZero\":\"18433473881008870804\"},"
+		"\"ptdWallClock\":{\"perfTime\":\"9007199254740993\","
+		"\"wallTime\":1764100000123456789}}";
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+
+	if (parse(j, &t, &d) < 0) {
+		CHECK_FAIL_("%s", d.msg);
+		return;
+	}
+	CHECK(t.has_tsc_conv && t.has_wallref);
+	CHECK_EQ_U64(t.wallref.perf_ns, (1ull << 53) + 1);
+	CHECK_EQ_U64(t.wallref.wall_ns, 1764100000123456789ull);
+	ptd_lldb_trace_free(&t);
+	REQUIRE(parse(percpu_json, &t, &d) == 0);
+	CHECK(!t.has_wallref);
+	ptd_lldb_trace_free(&t);
+}
+
 /* Each bad description, the error and a piece of the message. */
 static const struct {
 	const char *json;
@@ -371,6 +397,19 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":01,"
 	  "\"threads\":[],\"modules\":[]}]}", -PTD_EFORMAT,
 	  "not valid JSON (near byte " },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"ptdWallClock\":{\"perfTime\":1,"
+	  "\"wallTime\":2}}", -PTD_EFORMAT,
+	  "ptdWallClock: given without \"tscPerfZeroConversion\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":{"
+	  "\"perfTime\":1}}", -PTD_EFORMAT, "ptdWallClock.wallTime: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":{"
+	  "\"perfTime\":1.5,\"wallTime\":1}}", -PTD_EFORMAT,
+	  "ptdWallClock.perfTime: expected an integer, not a fraction" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":"
+	  "[]}", -PTD_EFORMAT, "ptdWallClock: expected an object" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"kernel\":{\"file\":\"k\"}}",
 	  -PTD_EFORMAT, "kernel: a kernel trace needs \"cpus\"" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
@@ -794,6 +833,7 @@ static void test_export_roundtrip(void)
 	memset(&so, 0, sizeof(so));
 	so.outdir = cdir;
 	so.quiet_target = true;
+	so.gen.tsc = true;	/* a clock and a wall-clock reference */
 	r = ptd_swpt_run(argv, &so, &res, &d);
 	if (r == -EPERM)
 		SKIP_ALL("ptrace refused: %s", d.msg);
@@ -828,6 +868,25 @@ static void test_export_roundtrip(void)
 	CHECK(reccmp_lists(stderr, "capture: ", &direct, "bundle:  ",
 			   &bundle));
 	check_moved(bdir, &o, &bundle, c.threads[0].tid);
+	/* the records' time and wall are the capture's, which are the live
+	 * stream's (reccmp leaves them out) */
+	REQUIRE(c.has_clock && c.has_wallref);
+	for (i = 0, k = 0; i < direct.n && i < bundle.n; i++) {
+		const struct ptd_record *a = &direct.r[i], *b = &bundle.r[i];
+
+		if (a->has_time != b->has_time || a->time != b->time ||
+		    a->has_wall != b->has_wall || a->wall != b->wall) {
+			CHECK_FAIL_("record %zu: time %d:%" PRIu64 " wall %d:%"
+				    PRIu64 " in the capture, time %d:%" PRIu64
+				    " wall %d:%" PRIu64 " in the bundle", i,
+				    a->has_time, a->time, a->has_wall, a->wall,
+				    b->has_time, b->time, b->has_wall,
+				    b->wall);
+			break;
+		}
+		k += b->has_time && b->has_wall;
+	}
+	CHECK(k > 1000);
 
 	/* the bundle's instructions are the ground truth */
 	REQUIRE(ptd_capture_read_truth(&c, 0, &truth, &ntruth, &d) == 0);
@@ -993,6 +1052,7 @@ int main(void)
 	RUN(test_parse_per_cpu);
 	RUN(test_parse_exact_integers);
 	RUN(test_parse_paths_and_nulls);
+	RUN(test_parse_wallclock);
 	RUN(test_parse_bad);
 	RUN(test_parse_limits);
 	RUN(test_load);
