@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "common/json.h"
+#include "common/strutil.h"
 
 #define POISON UINT64_C(0xcdcdcdcdcdcdcdcd)
 
@@ -364,6 +365,106 @@ static void test_get_others(void)
 	ptd_json_free(j);
 }
 
+/* Each number item of the tree, checked against cJSON's double. */
+static void check_items(const struct ptd_json *j, const cJSON *it,
+			const char *text, unsigned *nints)
+{
+	for (; it; it = it->next) {
+		struct ptd_json_num n;
+
+		if (cJSON_IsNumber(it)) {
+			if (ptd_json_number(j, it, &n) < 0) {
+				CHECK_FAIL_("%s: a number without literal", text);
+				return;
+			}
+			if (n.kind == PTD_JSON_NUM_INT &&
+			    n.magnitude < (1ull << 53)) {
+				double v = (double)n.magnitude;
+
+				if ((n.negative ? -v : v) != it->valuedouble)
+					CHECK_FAIL_("%s: literal %s%" PRIu64
+						    ", cJSON %g", text,
+						    n.negative ? "-" : "",
+						    n.magnitude,
+						    it->valuedouble);
+				(*nints)++;
+			}
+		}
+		if (cJSON_IsArray(it) || cJSON_IsObject(it))
+			check_items(j, it->child, text, nints);
+	}
+}
+
+/* Random texts of JSON's characters: whatever cJSON accepts, ptd_json
+ * accepts too unless a number literal is not JSON, and every number item
+ * gets the literal that is its value; nothing else (no crash, no
+ * "disagree"). */
+static void test_random_texts(void)
+{
+	static const char alpha[] = "{}[]\"\":,,,-0123456789.eE+ \\ntrue";
+	static const char *const words[] = { "true", "false", "null", "\"a\"",
+					     "\"\\\"1\"", "\"\\\\\"", "12",
+					     "-3", "0.5", "1e2",
+					     "18446744073709551616" };
+	unsigned seed = 12345, accepted = 0, refused_num = 0, nints = 0;
+	unsigned nested = 0, failures_before = check_failures;
+
+	for (unsigned iter = 0; iter < 200000; iter++) {
+		char text[64];
+		/* half of them in an array: scalars alone parse too often */
+		size_t len = iter % 2, want = 1 + (seed >> 16) % 40;
+		struct ptd_json *j = NULL;
+		struct ptd_diag d = { "" };
+		cJSON *c;
+		int r;
+
+		if (check_failures > failures_before + 5)
+			break;	/* enough to see what is wrong */
+
+		while (len < want) {
+			seed = seed * 1103515245u + 12345u;
+			if ((seed >> 16) % 4 == 0) {
+				const char *w =
+					words[(seed >> 20) % PTD_ARRAY_SIZE(words)];
+				size_t wl = strlen(w);
+
+				if (len + wl >= sizeof(text))
+					break;
+				memcpy(text + len, w, wl);
+				len += wl;
+			} else {
+				text[len++] = alpha[(seed >> 20) %
+						    (sizeof(alpha) - 1)];
+			}
+		}
+		text[0] = iter % 2 ? '[' : text[0];
+		text[len] = 0;
+		c = cJSON_ParseWithLength(text, len);
+		r = ptd_json_parse(text, len, "r", &j, &d);
+		if (!c) {
+			CHECK(r == -PTD_EFORMAT);
+			continue;
+		}
+		cJSON_Delete(c);
+		if (r < 0) {
+			CHECK_EQ_INT(r, -PTD_EFORMAT);
+			if (!strstr(d.msg, "a malformed number"))
+				CHECK_FAIL_("%s: %s", text, d.msg);
+			refused_num++;
+			continue;
+		}
+		accepted++;
+		nested += !cJSON_IsNumber(ptd_json_root(j)) &&
+			  ptd_json_root(j)->child != NULL;
+		check_items(j, ptd_json_root(j), text, &nints);
+		ptd_json_free(j);
+	}
+	fprintf(stderr, "  %u accepted (%u not empty arrays or objects), %u "
+		"refused for a number, %u integers checked\n", accepted,
+		nested, refused_num, nints);
+	CHECK(nested > 1000 && refused_num > 10 && nints > 1000);
+}
+
 int main(void)
 {
 	RUN(test_exact_numbers);
@@ -372,5 +473,6 @@ int main(void)
 	RUN(test_int_strings);
 	RUN(test_get_u64);
 	RUN(test_get_others);
+	RUN(test_random_texts);
 	return check_done();
 }
