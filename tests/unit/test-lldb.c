@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,6 +466,23 @@ static void test_parse_limits(void)
 	CHECK_EQ_INT(r, -PTD_ELIMIT);
 	CHECK_CONTAINS(d.msg, "processes: 1025 elements");
 	ptd_buf_free(&b);
+
+	/* a file name longer than a path may be */
+	{
+		static char j[PATH_MAX + 512];
+		int n = snprintf(j, sizeof(j), "{\"type\":\"intel-pt\"," CPU
+				 ",\"processes\":[{\"pid\":1,\"threads\":"
+				 "[{\"tid\":1,\"iptTrace\":\"/");
+
+		REQUIRE(n > 0 && (size_t)n + PATH_MAX + 64 < sizeof(j));
+		memset(j + n, 'a', PATH_MAX);
+		(void)snprintf(j + n + PATH_MAX, sizeof(j) - (size_t)n - PATH_MAX,
+			       "\"}],\"modules\":[]}]}");
+		CHECK_EQ_INT(parse(j, &t, &d), -PTD_EFORMAT);
+		CHECK_CONTAINS(d.msg, "processes[0].threads[0].iptTrace: "
+			       "\"/aaaa");
+		CHECK_CONTAINS(d.msg, "is longer than a path may be");
+	}
 }
 
 static void test_load(void)
