@@ -47,8 +47,8 @@ static void check_int(const struct ptd_json *j, const char *key, bool neg,
 
 	if (n.kind != PTD_JSON_NUM_INT || n.negative != neg ||
 	    n.magnitude != mag)
-		CHECK_FAIL_("%s: expected %s%" PRIu64 ", got kind %d %s%" PRIu64,
-			    key, neg ? "-" : "", mag, n.kind,
+		CHECK_FAIL_("%s: expected %s%" PRIu64 ", got kind %d %s%"
+			    PRIu64, key, neg ? "-" : "", mag, n.kind,
 			    n.negative ? "-" : "", n.magnitude);
 }
 
@@ -69,7 +69,8 @@ static void test_exact_numbers(void)
 		"{\"p53\":9007199254740993,\"max\":18446744073709551615,"
 		"\"p64\":18446744073709551616,\"tz\":18433473881008870804,"
 		"\"neg\":-5,\"nzero\":-0,\"zero\":0,"
-		"\"i64min\":-9223372036854775808,\"negbig\":-18446744073709551616,"
+		"\"i64min\":-9223372036854775808,"
+		"\"negbig\":-18446744073709551616,"
 		"\"frac\":1.0,\"exp\":1e3,\"Exp\":1E+3,\"nexp\":-1.5e-3,"
 		"\"half\":0.5}");
 
@@ -374,7 +375,8 @@ static void check_items(const struct ptd_json *j, const cJSON *it,
 
 		if (cJSON_IsNumber(it)) {
 			if (ptd_json_number(j, it, &n) < 0) {
-				CHECK_FAIL_("%s: a number without literal", text);
+				CHECK_FAIL_("%s: a number without literal",
+					    text);
 				return;
 			}
 			if (n.kind == PTD_JSON_NUM_INT &&
@@ -424,8 +426,8 @@ static void test_random_texts(void)
 		while (len < want) {
 			seed = seed * 1103515245u + 12345u;
 			if ((seed >> 16) % 4 == 0) {
-				const char *w =
-					words[(seed >> 20) % PTD_ARRAY_SIZE(words)];
+				const char *w = words[(seed >> 20) %
+						      PTD_ARRAY_SIZE(words)];
 				size_t wl = strlen(w);
 
 				if (len + wl >= sizeof(text))
