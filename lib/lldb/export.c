@@ -426,6 +426,34 @@ static cJSON *cpu_json(const struct pt_cpu *cpu)
 	return o;
 }
 
+/* The capture's clock as LLDB describes it (tscPerfZeroConversion, with
+ * timeZero a decimal string as LLDB itself writes it: readers that keep
+ * numbers as doubles lose nothing), and its wall-clock reference under
+ * ptd's own key (lldb/trace.h), which LLDB ignores.  Records read back
+ * carry the "time" and "wall" the live stream had. */
+static bool add_clock(cJSON *root, const struct ptd_capture *c)
+{
+	char n[24];
+	cJSON *o;
+
+	if (!(o = cJSON_AddObjectToObject(root, "tscPerfZeroConversion")) ||
+	    !cJSON_AddNumberToObject(o, "timeMult", c->clock.time_mult) ||
+	    !cJSON_AddNumberToObject(o, "timeShift", c->clock.time_shift))
+		return false;
+	(void)snprintf(n, sizeof(n), "%" PRIu64, c->clock.time_zero);
+	if (!cJSON_AddStringToObject(o, "timeZero", n))
+		return false;
+	if (!c->has_wallref)
+		return true;
+	if (!(o = cJSON_AddObjectToObject(root, PTD_LLDB_WALLCLOCK)))
+		return false;
+	(void)snprintf(n, sizeof(n), "%" PRIu64, c->wallref.perf_ns);
+	if (!cJSON_AddStringToObject(o, "perfTime", n))
+		return false;
+	(void)snprintf(n, sizeof(n), "%" PRIu64, c->wallref.wall_ns);
+	return cJSON_AddStringToObject(o, "wallTime", n) != NULL;
+}
+
 /* Write the modules, threads and trace.json into @tmp. */
 static int write_bundle(const struct xctx *x, const char *tmp)
 {
@@ -480,6 +508,8 @@ static int write_bundle(const struct xctx *x, const char *tmp)
 		    !cJSON_AddStringToObject(m, "loadAddress", addr))
 			goto out;
 	}
+	if (c->has_clock && !add_clock(root, c))
+		goto out;
 	text = cJSON_Print(root);
 	if (!text)
 		goto out;

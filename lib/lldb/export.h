@@ -11,6 +11,11 @@
  *                                    ([vdso], JIT), wrapped as an ELF
  *                                    (lldb/elfwrap.h) at its address
  *
+ * A capture with a clock gets "tscPerfZeroConversion" (timeZero a decimal
+ * string, as LLDB writes it) and, with its wall-clock reference,
+ * "ptdWallClock" (lldb/trace.h), so that a decode of the bundle gives the
+ * records the "time" and "wall" the live stream had.
+ *
  * A module's loadAddress is what LLDB expects: the address its first
  * PT_LOAD segment was loaded at (for a file mapped from offset 0, the
  * lowest mapping).  An LLDB bundle describes one static image per process,

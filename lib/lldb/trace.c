@@ -10,7 +10,6 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,127 +21,59 @@
 #include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "common/strutil.h"
 #include "decode/insncache.h"
 #include "decode/psbsplit.h"
 #include "lldb/percpu.h"
 
-/* Integers a JSON number holds exactly (cJSON keeps a double). */
-#define JSON_MAX_EXACT (1ull << 53)
-#define FIELD_MAX 160
+#define FIELD_MAX PTD_JSON_PATH_MAX
 
 /* ---- parsing ---------------------------------------------------------- */
 
 struct pctx {
+	struct ptd_json_reader jr;	/* origin, diag, the exact integers */
 	const char *origin;
 	const char *dir;
 	struct ptd_diag *diag;
 };
 
+/* LLDB reads an optional field given as null as absent. */
+#define OPT PTD_JSON_NULL_ABSENT
+#define REQ PTD_JSON_REQUIRED
+
 static int bad(const struct pctx *p, const char *field, const char *what)
 {
-	return ptd_diagf(p->diag, -PTD_EFORMAT, "%s: %s: %s", p->origin,
-			 field, what);
+	return ptd_json_bad(&p->jr, field, what);
 }
 
-/* Format a field name into @out (FIELD_MAX bytes; a long one is cut:
- * vsnprintf, so the compiler does not second-guess the cut). */
-__attribute__((format(printf, 2, 3)))
-static void fieldf(char *out, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	(void)vsnprintf(out, FIELD_MAX, fmt, ap);
-	va_end(ap);
-}
-
-/* "PREFIX.key" (or "key" at the top) into @out. */
-static const char *fname(char *out, const char *prefix, const char *key)
-{
-	fieldf(out, "%s%s%s", prefix, *prefix ? "." : "", key);
-	return out;
-}
-
-/* "PREFIX.what[idx]" into @out. */
-static void subfield(char *out, const char *prefix, const char *what,
-		     size_t idx)
-{
-	fieldf(out, "%s%s%s[%zu]", prefix, *prefix ? "." : "", what, idx);
-}
-
-/* An integer in [@min, @max].  Absent: -ENOENT when !@required (nothing
- * written), else a message. */
+/* An integer in [@min, @max], read exactly.  Absent: -ENOENT when
+ * !@required (nothing written), else a message. */
 static int get_int(const struct pctx *p, const cJSON *obj, const char *key,
 		   const char *prefix, bool required, uint64_t min,
 		   uint64_t max, uint64_t *ret)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	char f[FIELD_MAX];
-	double v;
-
-	fname(f, prefix, key);
-	if (!it)
-		return required ? bad(p, f, "missing") : -ENOENT;
-	if (!cJSON_IsNumber(it))
-		return bad(p, f, "expected an integer");
-	v = it->valuedouble;
-	/* NaN fails the first test; the cast is exact only for integers */
-	if (!(v >= 0) || v >= (double)JSON_MAX_EXACT ||
-	    v != (double)(uint64_t)v) {
-		if (v < 0 && v > -(double)JSON_MAX_EXACT &&
-		    v == (double)(int64_t)v)
-			return bad(p, f, "expected a non-negative integer");
-		return bad(p, f, "expected an integer");
-	}
-	if ((uint64_t)v < min || (uint64_t)v > max)
-		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: %s: %" PRIu64 " out of range [%" PRIu64
-				 ", %" PRIu64 "]", p->origin, f, (uint64_t)v,
-				 min, max);
-	*ret = (uint64_t)v;
-	return 0;
+	return ptd_json_get_u64(&p->jr, obj, prefix, key,
+				required ? REQ : OPT, min, max, ret);
 }
 
-/* An address: an integer up to 2^53, or a decimal / "0x" hex string. */
+/* A 64-bit integer LLDB reads as its JSONUINT64 (an address, timeZero):
+ * a JSON integer or a decimal / "0x" hex string. */
 static int get_addr(const struct pctx *p, const cJSON *obj, const char *key,
 		    const char *prefix, bool required, uint64_t *ret)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	char f[FIELD_MAX];
-
-	fname(f, prefix, key);
-	if (!it)
-		return required ? bad(p, f, "missing") : -ENOENT;
-	if (cJSON_IsString(it) && it->valuestring) {
-		if (ptd_parse_u64(it->valuestring, 0, ret) < 0)
-			return ptd_diagf(p->diag, -PTD_EFORMAT,
-					 "%s: %s: \"%.40s\" is not a decimal "
-					 "or 0x-hex address", p->origin, f,
-					 it->valuestring);
-		return 0;
-	}
-	if (!cJSON_IsNumber(it))
-		return bad(p, f, "expected an integer or a string address");
-	return get_int(p, obj, key, prefix, true, 0, JSON_MAX_EXACT - 1, ret);
+	return ptd_json_get_u64(&p->jr, obj, prefix, key,
+				(required ? REQ : OPT) | PTD_JSON_INT_STRING,
+				0, UINT64_MAX, ret);
 }
 
-/* A string, borrowed from the tree. */
+/* A non-empty string, borrowed from the tree. */
 static int get_str(const struct pctx *p, const cJSON *obj, const char *key,
 		   const char *prefix, bool required, const char **ret)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	char f[FIELD_MAX];
-
-	fname(f, prefix, key);
-	if (!it)
-		return required ? bad(p, f, "missing") : -ENOENT;
-	if (!cJSON_IsString(it) || !it->valuestring)
-		return bad(p, f, "expected a string");
-	if (!it->valuestring[0])
-		return bad(p, f, "empty string");
-	*ret = it->valuestring;
-	return 0;
+	return ptd_json_get_str(&p->jr, obj, prefix, key,
+				(required ? REQ : OPT) | PTD_JSON_NONEMPTY,
+				ret);
 }
 
 static int get_strdup(const struct pctx *p, const cJSON *obj,
@@ -158,26 +89,8 @@ static int get_strdup(const struct pctx *p, const cJSON *obj,
 	return *ret ? 0 : -ENOMEM;
 }
 
-/* Whether @s is a relative path that stays inside its directory. */
-static bool inside_path(const char *s)
-{
-	const char *c = s;
-
-	if (!*s || *s == '/' || strlen(s) >= PATH_MAX)
-		return false;
-	while (*c) {
-		size_t n = strcspn(c, "/");
-
-		if (n == 2 && c[0] == '.' && c[1] == '.')
-			return false;
-		c += n;
-		while (*c == '/')
-			c++;
-	}
-	return true;
-}
-
-/* A path inside the bundle, joined to the bundle directory. */
+/* A file named by the bundle, as LLDB takes it: an absolute path as it
+ * is, a relative one from the bundle directory. */
 static int get_path(const struct pctx *p, const cJSON *obj, const char *key,
 		    const char *prefix, bool required, char **ret)
 {
@@ -187,16 +100,16 @@ static int get_path(const struct pctx *p, const cJSON *obj, const char *key,
 
 	if (r < 0)
 		return r;
-	if (!inside_path(s))
+	if (strlen(s) >= PATH_MAX)
 		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: %s: \"%.64s\" is not a relative path "
-				 "inside the bundle", p->origin,
-				 fname(f, prefix, key), s);
-	if (asprintf(ret, "%s/%s", p->dir, s) < 0) {
+				 "%s: %s: \"%.64s...\" is longer than a path "
+				 "may be", p->origin,
+				 ptd_json_path(f, prefix, key), s);
+	if (s[0] == '/')
+		*ret = strdup(s);
+	else if (asprintf(ret, "%s/%s", p->dir, s) < 0)
 		*ret = NULL;
-		return -ENOMEM;
-	}
-	return 0;
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* An array member (absent: -ENOENT unless required) of at most @max
@@ -205,39 +118,16 @@ static int get_array(const struct pctx *p, const cJSON *obj, const char *key,
 		     const char *prefix, bool required, size_t max,
 		     const cJSON **ret, size_t *ret_n)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	char f[FIELD_MAX];
-	int n;
-
-	fname(f, prefix, key);
-	if (!it)
-		return required ? bad(p, f, "missing") : -ENOENT;
-	if (!cJSON_IsArray(it))
-		return bad(p, f, "expected an array");
-	n = cJSON_GetArraySize(it);
-	if (n < 0 || (size_t)n > max)
-		return ptd_diagf(p->diag, -PTD_ELIMIT,
-				 "%s: %s: %d elements, more than the %zu "
-				 "allowed", p->origin, f, n, max);
-	*ret = it;
-	*ret_n = (size_t)n;
-	return 0;
+	return ptd_json_get_array(&p->jr, obj, prefix, key,
+				  required ? REQ : OPT, max, ret, ret_n);
 }
 
 static int get_object(const struct pctx *p, const cJSON *obj,
 		      const char *key, const char *prefix, bool required,
 		      const cJSON **ret)
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	char f[FIELD_MAX];
-
-	fname(f, prefix, key);
-	if (!it)
-		return required ? bad(p, f, "missing") : -ENOENT;
-	if (!cJSON_IsObject(it))
-		return bad(p, f, "expected an object");
-	*ret = it;
-	return 0;
+	return ptd_json_get_object(&p->jr, obj, prefix, key,
+				   required ? REQ : OPT, ret);
 }
 
 /* An optional item's result: absent is fine. */
@@ -345,7 +235,7 @@ static int parse_process(const struct pctx *p, const cJSON *jp,
 		return -ENOMEM;
 	i = 0;
 	cJSON_ArrayForEach(it, arr) {
-		subfield(f, prefix, "threads", i);
+		ptd_json_path_index(f, prefix, "threads", i);
 		r = parse_thread(p, it, f, &pr->threads[i]);
 		pr->nthreads = ++i;
 		if (r < 0)
@@ -361,7 +251,7 @@ static int parse_process(const struct pctx *p, const cJSON *jp,
 		return -ENOMEM;
 	i = 0;
 	cJSON_ArrayForEach(it, arr) {
-		subfield(f, prefix, "modules", i);
+		ptd_json_path_index(f, prefix, "modules", i);
 		r = parse_module(p, it, f, &pr->modules[i]);
 		pr->nmodules = ++i;
 		if (r < 0)
@@ -456,6 +346,25 @@ static int parse_tsc_conv(const struct pctx *p, const cJSON *root,
 	return 0;
 }
 
+/* ptd's wall-clock reference (trace.h). */
+static int parse_wallclock(const struct pctx *p, const cJSON *root,
+			   struct ptd_lldb_trace *t)
+{
+	const char *k = PTD_LLDB_WALLCLOCK;
+	const cJSON *o = NULL;
+	int r = get_object(p, root, k, "", false, &o);
+
+	if (r < 0)
+		return optional(r);
+	if ((r = get_addr(p, o, "perfTime", k, true,
+			  &t->wallref.perf_ns)) < 0 ||
+	    (r = get_addr(p, o, "wallTime", k, true,
+			  &t->wallref.wall_ns)) < 0)
+		return r;
+	t->has_wallref = true;
+	return 0;
+}
+
 static int parse_kernel(const struct pctx *p, const cJSON *root,
 			struct ptd_lldb_trace *t)
 {
@@ -484,6 +393,9 @@ static int check_consistency(const struct pctx *p,
 			   "a kernel trace has no \"processes\"");
 	if (t->has_kernel && !t->ncpus)
 		return bad(p, "kernel", "a kernel trace needs \"cpus\"");
+	if (t->has_wallref && !t->has_tsc_conv)
+		return bad(p, PTD_LLDB_WALLCLOCK,
+			   "given without \"tscPerfZeroConversion\"");
 	if (t->ncpus && !t->has_tsc_conv)
 		return bad(p, "tscPerfZeroConversion",
 			   "missing (required with \"cpus\")");
@@ -522,6 +434,7 @@ static int parse_root(const struct pctx *p, const cJSON *root,
 	    (r = parse_processes(p, root, t)) < 0 ||
 	    (r = parse_cpus(p, root, t)) < 0 ||
 	    (r = parse_tsc_conv(p, root, t)) < 0 ||
+	    (r = parse_wallclock(p, root, t)) < 0 ||
 	    (r = parse_kernel(p, root, t)) < 0)
 		return r;
 	return check_consistency(p, t);
@@ -564,9 +477,8 @@ int ptd_lldb_trace_parse(const char *text, size_t len, const char *dir,
 			 struct ptd_diag *diag)
 {
 	struct ptd_lldb_trace t;
-	struct pctx p = { origin, dir, diag };
-	const char *end = NULL;
-	cJSON *root;
+	struct pctx p = { { NULL, origin, diag }, origin, dir, diag };
+	struct ptd_json *doc = NULL;
 	int r;
 
 	if (!text || !dir || !origin || !ret)
@@ -575,17 +487,15 @@ int ptd_lldb_trace_parse(const char *text, size_t len, const char *dir,
 		return ptd_diagf(diag, -PTD_ELIMIT,
 				 "%s: %zu bytes, more than the %u allowed",
 				 origin, len, PTD_LLDB_MAX_DESC);
-	root = cJSON_ParseWithLengthOpts(text, len, &end, false);
-	if (!root) {
-		size_t at = end && end >= text ? (size_t)(end - text) : 0;
-
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "%s: not valid JSON (near byte %zu)", origin,
-				 at);
-	}
+	r = ptd_json_parse(text, len, origin, &doc, diag);
+	if (r < 0)
+		return r == -ENOMEM ? ptd_diagf(diag, r, "%s: out of memory",
+						origin)
+				    : r;
+	p.jr.doc = doc;
 	memset(&t, 0, sizeof(t));
-	r = parse_root(&p, root, &t);
-	cJSON_Delete(root);
+	r = parse_root(&p, ptd_json_root(doc), &t);
+	ptd_json_free(doc);
 	if (r == 0) {
 		t.dir = strdup(dir);
 		t.origin = strdup(origin);
@@ -1091,6 +1001,8 @@ int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 			.time_zero = t.time_zero,
 			.time_mult = t.time_mult,
 			.time_shift = t.time_shift };
+		d.dopts.has_wallref = t.has_wallref;
+		d.dopts.wallref = t.wallref;
 	}
 	if (t.ncpus && (r = load_cpus(&d, diag)) < 0)
 		goto out;

@@ -17,16 +17,30 @@
  *    "kernel":{"file":"vmlinux","loadAddress":"0xffffffff81000000"}}
  *
  * What ptd holds to (LLDB is laxer in places; we refuse, naming the field):
- *  - "file", "iptTrace", "contextSwitchTrace" and kernel "file" are
- *    relative paths inside the bundle directory: not absolute, no ".."
- *    component, not empty.  "systemPath" is the path the module had on the
- *    traced machine: any non-empty string, used as the module's name in
- *    records (and as the file to read when "file" is absent).
+ *  - "file", "iptTrace", "contextSwitchTrace" and kernel "file" name files
+ *    as LLDB takes them: an absolute path as it is, a relative one from
+ *    the bundle directory (".." included: bundles written by hand or by
+ *    other tools point where they like; the daemon reads them with the
+ *    client's rights).  Not empty.  "systemPath" is the path the module
+ *    had on the traced machine: any non-empty string, used as the
+ *    module's name in records (and as the file to read when "file" is
+ *    absent).
  *  - tscPerfZeroConversion: timeMult 1..2^32-1, timeShift 0..31 (what
  *    perf's header page can hold; others would not convert).
- *  - integers are JSON integers in range (tid/pid > 0 and < 2^31); an
- *    address ("loadAddress", "timeZero") is an integer up to 2^53 or a
- *    decimal or "0x" hex string.
+ *  - integers are read exactly (common/json.h), whatever their size: a
+ *    fraction, an exponent, a negative number or a value out of the
+ *    field's range is refused (tid/pid > 0 and < 2^31).  The fields LLDB
+ *    reads as 64-bit (JSONUINT64: "loadAddress", "timeZero", which LLDB
+ *    writes as a string) are a JSON integer up to 2^64-1 or a decimal or
+ *    "0x" hex string.
+ *  - an optional field given as null is absent, as in LLDB (a thread
+ *    with "iptTrace": null has no trace).
+ *  - "ptdWallClock":{"perfTime":N,"wallTime":N}, ptd's own key (LLDB
+ *    ignores it; ptd's exporter writes it): perf time N and CLOCK_REALTIME
+ *    ns N at one instant, 64-bit integers as "timeZero" is.  Only with
+ *    "tscPerfZeroConversion".  With both, records carry "time" and
+ *    "wall" as the live stream did; a bundle without it gives "time"
+ *    only (perf time alone says nothing of the wall clock).
  *  - "cpus" given: every thread's "iptTrace" must be absent, and
  *    "tscPerfZeroConversion" present; "kernel" given: "cpus" present and
  *    "processes" absent or empty.  Unknown keys are ignored (newer LLDBs
@@ -43,7 +57,8 @@
  * distance).  Each thread's iptTrace is decoded with it, threads in the
  * order the bundle lists them.  Per-CPU bundles: each listed thread's runs
  * on the CPUs, found as lldb/percpu.h says, decoded in time order.  With
- * tscPerfZeroConversion, records carry perf time.  Kernel bundles are
+ * tscPerfZeroConversion, records carry perf time (and wall-clock time
+ * with ptdWallClock).  Kernel bundles are
  * parsed but not decoded: -PTD_EUNSUPPORTED.
  */
 #ifndef PTD_LLDB_TRACE_H
@@ -58,8 +73,10 @@
 
 #include "common/diag.h"
 #include "input/input.h"
+#include "perf/time.h"
 
 #define PTD_LLDB_DESC "trace.json"
+#define PTD_LLDB_WALLCLOCK "ptdWallClock"
 #define PTD_LLDB_MAX_DESC (16u << 20)
 #define PTD_LLDB_MAX_PROCS 1024u
 #define PTD_LLDB_MAX_THREADS 65536u
@@ -70,14 +87,14 @@
 
 struct ptd_lldb_module {
 	char *system_path;	/* traced path: the name in records */
-	char *file;		/* DIR/file, or NULL ("file" absent) */
+	char *file;		/* the file, or NULL ("file" absent) */
 	uint64_t load_address;
 	char *uuid;		/* NULL if absent */
 };
 
 struct ptd_lldb_thread {
 	pid_t tid;
-	char *ipt_trace;	/* DIR/iptTrace, or NULL (absent) */
+	char *ipt_trace;	/* the iptTrace file, or NULL (absent) */
 };
 
 struct ptd_lldb_process {
@@ -91,8 +108,8 @@ struct ptd_lldb_process {
 
 struct ptd_lldb_cpu {
 	uint32_t id;
-	char *ipt_trace;		/* DIR/iptTrace */
-	char *context_switch_trace;	/* DIR/contextSwitchTrace */
+	char *ipt_trace;		/* the iptTrace file */
+	char *context_switch_trace;	/* the contextSwitchTrace file */
 };
 
 struct ptd_lldb_trace {
@@ -107,8 +124,10 @@ struct ptd_lldb_trace {
 	uint32_t time_mult;
 	uint16_t time_shift;
 	uint64_t time_zero;
+	bool has_wallref;	/* ptdWallClock */
+	struct ptd_perf_wallref wallref;
 	bool has_kernel;
-	char *kernel_file;	/* DIR/file */
+	char *kernel_file;	/* the kernel file */
 	uint64_t kernel_load;	/* default 0xffffffff81000000 */
 };
 

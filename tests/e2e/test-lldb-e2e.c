@@ -37,6 +37,7 @@
 #include "common/fileio.h"
 #include "decode/psbsplit.h"
 #include "input/input.h"
+#include "record/jsonw.h"
 #include "perf/sideband.h"
 #include "perf/time.h"
 #include "common/strutil.h"
@@ -318,13 +319,21 @@ static void test_vdso(void) { check_prog("vdso", 1, "[vdso]"); }
 
 /* ---- per-CPU bundles ------------------------------------------------------ */
 
-/* The synthesized bundles' conversion: ns = 1000 + tsc * 3 / 2, and the
- * TSC ticks kept between a switch and the nearest PSB (more than the
- * conversion's rounding). */
-static const struct ptd_perf_clock pc_conv = { .time_zero = 1000,
-					       .time_mult = 3,
-					       .time_shift = 1 };
+/* The synthesized bundles' conversion: ns = timeZero + tsc * 3 / 2, with
+ * a timeZero past 2^63 as real machines have (perf's time_zero is the
+ * sched clock at TSC 0, "negative" when the TSC started before it), which
+ * trace.json holds as a 64-bit integer literal: a reader that keeps it
+ * as a double is off by up to 2048 ns, far more than PC_MARGIN, and puts
+ * the threads' runs in the wrong places.  PC_MARGIN: the TSC ticks kept
+ * between a switch and the nearest PSB (more than the conversion's
+ * rounding). */
+#define PC_TIME_ZERO "18433473881008870804"
+static const struct ptd_perf_clock pc_conv = {
+	.time_zero = 18433473881008870804ull,
+	.time_mult = 3,
+	.time_shift = 1 };
 #define PC_MARGIN 4u
+#define PC_IDLE_TID 2147483647
 #define PC_MAX_CPUS 16u
 
 /* One run: bytes [off, off + len) of thread @thread's trace. */
@@ -539,16 +548,28 @@ static void make_percpu(const struct ptd_capture *c, const char *bdir,
 	cJSON_ArrayForEach(pr, procs)
 		cJSON_ArrayForEach(th, cJSON_GetObjectItem(pr, "threads"))
 			cJSON_DeleteItemFromObject(th, "iptTrace");
+	/* and a thread that never ran on a traced CPU: listed last (LLDB's
+	 * thread indices of the others stay), it has no trace in either */
+	th = cJSON_CreateObject();
+	cJSON_AddNumberToObject(th, "tid", PC_IDLE_TID);
+	cJSON_AddItemToArray(cJSON_GetObjectItem(cJSON_GetArrayItem(procs, 0),
+						 "threads"), th);
 	cJSON_AddItemToObject(root, "cpus", cpus);
+	/* the capture's clock (ptd's exporter writes it) gives way to the
+	 * synthesized one, with which the switch times were written */
+	cJSON_DeleteItemFromObject(root, "tscPerfZeroConversion");
+	cJSON_DeleteItemFromObject(root, PTD_LLDB_WALLCLOCK);
 	conv = cJSON_CreateObject();
 	cJSON_AddNumberToObject(conv, "timeMult", pc_conv.time_mult);
 	cJSON_AddNumberToObject(conv, "timeShift", pc_conv.time_shift);
-	cJSON_AddNumberToObject(conv, "timeZero", (double)pc_conv.time_zero);
+	/* the exact integer: cJSON would print a double */
+	cJSON_AddRawToObject(conv, "timeZero", PC_TIME_ZERO);
 	cJSON_AddItemToObject(root, "tscPerfZeroConversion", conv);
 	free(text);
 	text = cJSON_Print(root);
 	cJSON_Delete(root);
 	REQUIRE(text);
+	REQUIRE(strstr(text, "\t" PC_TIME_ZERO "\n"));
 	REQUIRE(ptd_file_write_atomic(path, text, strlen(text)) == 0);
 }
 
@@ -559,6 +580,7 @@ struct pc_decoded {
 	size_t n[16], cap[16];
 	size_t nthreads;
 	size_t timed, untimed, bad_time, errors, notices;
+	size_t done, done_empty;	/* threads reported, without insns */
 };
 
 static int pc_record(void *ctx, const struct ptd_record *rec)
@@ -599,6 +621,19 @@ static int pc_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+static void pc_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		    int err, const struct ptd_diag *d)
+{
+	struct pc_decoded *o = ctx;
+
+	(void)tid;
+	if (err)
+		fprintf(stderr, "  thread %ld: %s\n", (long)tid, d->msg);
+	o->done++;
+	if (!st->insns && !err)
+		o->done_empty++;
+}
+
 static void pc_notice(void *ctx, const struct ptd_diag *d)
 {
 	fprintf(stderr, "  notice: %s\n", d->msg);
@@ -609,7 +644,7 @@ static void pc_notice(void *ctx, const struct ptd_diag *d)
  * no error record, no thread ended early, nothing unclaimed. */
 static void pc_decode(const char *bdir, struct pc_decoded *got)
 {
-	struct ptd_input_sink sink = { NULL, pc_record, NULL, got,
+	struct ptd_input_sink sink = { NULL, pc_record, pc_done, got,
 				       pc_notice };
 	struct ptd_input_opts o;
 	struct ptd_diag d = { "" };
@@ -759,6 +794,9 @@ static void test_threads_percpu(void)
 
 	pc_decode(bdir, &got);
 	CHECK_EQ_INT(got.nthreads, c.nthreads);
+	/* every listed thread is decoded, the idle one to nothing */
+	CHECK_EQ_INT(got.done, c.nthreads + 1);
+	CHECK_EQ_INT(got.done_empty, 1);
 	for (i = 0; i < c.nthreads; i++) {
 		uint64_t *truth = NULL;
 		size_t ntruth = 0;
@@ -811,6 +849,156 @@ static void pc_free(struct pc_decoded *o)
 	memset(o, 0, sizeof(*o));
 }
 
+/* The value of field @name in JSON line @line ("" if absent), up to the
+ * next ',' or '}' (ptd's values of these fields hold neither). */
+static void line_field(const char *line, const char *name, char *out,
+		       size_t cap)
+{
+	char key[32];
+	const char *v;
+	size_t n;
+
+	(void)snprintf(key, sizeof(key), "\"%s\":", name);
+	v = strstr(line, key);
+	if (!v) {
+		*out = 0;
+		return;
+	}
+	v += strlen(key);
+	n = strcspn(v, ",}");
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(out, v, n);
+	out[n] = 0;
+}
+
+/* The insn lines of @text as "tid ip tsc time wall" keys, in order, into
+ * *@ret_v (*@ret_n of them, *@ret_timed with time and wall). */
+static void insn_keys(char *text, char ***ret_v, size_t *ret_n,
+		      size_t *ret_timed)
+{
+	char *line, *save = NULL;
+	size_t n = 0;
+
+	*ret_v = NULL;
+	*ret_n = 0;
+	*ret_timed = 0;
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char f[5][64], key[400], **nv;
+
+		if (!is_type(line, "insn"))
+			continue;
+		line_field(line, "tid", f[0], sizeof(f[0]));
+		line_field(line, "ip", f[1], sizeof(f[1]));
+		line_field(line, "tsc", f[2], sizeof(f[2]));
+		line_field(line, "time", f[3], sizeof(f[3]));
+		line_field(line, "wall", f[4], sizeof(f[4]));
+		(void)snprintf(key, sizeof(key), "%s %s %s %s %s", f[0], f[1],
+			       f[2], f[3], f[4]);
+		*ret_timed += f[3][0] && f[4][0];
+		nv = realloc(*ret_v, (n + 1) * sizeof(*nv));
+		REQUIRE(nv);
+		*ret_v = nv;
+		nv[n] = strdup(key);
+		REQUIRE(nv[n]);
+		*ret_n = ++n;
+	}
+}
+
+static int put_line(void *ctx, const struct ptd_record *rec)
+{
+	return ptd_jsonw_put(ctx, rec);
+}
+
+/* ptd's decode of the bundle in @dir written as JSON lines (as `ptctl
+ * decode` writes them) into @path. */
+static void decode_to_lines(const char *dir, const char *path)
+{
+	struct ptd_jsonw w;
+	struct ptd_input_opts o;
+	struct ptd_input_sink sink = { NULL, put_line, NULL, &w, NULL };
+	struct ptd_diag d = { "" };
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int r;
+
+	REQUIRE(fd >= 0);
+	REQUIRE(ptd_jsonw_init(&w, fd, 0) == 0);
+	memset(&o, 0, sizeof(o));
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	r = ptd_input_decode(dir, &o, &sink, NULL, &d);
+	if (r < 0)
+		CHECK_FAIL_("%s: %s", dir, d.msg);
+	CHECK_EQ_INT(ptd_jsonw_fini(&w), 0);
+	(void)close(fd);
+}
+
+/* Each thread's insn records in the live stream @live and in the decode of
+ * the recorded bundle @offline carry the same tsc, time and wall. */
+static void same_times(char *live, char *offline)
+{
+	size_t nl = 0, no = 0, tl = 0, to = 0, i, j, k, same = 0;
+	char **a = NULL, **b = NULL;
+	bool *used;
+
+	insn_keys(live, &a, &nl, &tl);
+	insn_keys(offline, &b, &no, &to);
+	used = calloc(nl + 1, sizeof(*used));
+	REQUIRE(used);
+	fprintf(stderr, "  live: %zu insn records (%zu with time and wall), "
+		"bundle: %zu (%zu)\n", nl, tl, no, to);
+	CHECK(tl > 0);
+	CHECK_EQ_INT(to, tl);
+	/* thread by thread: the first live record of each thread not yet
+	 * compared starts its sequence */
+	for (i = 0; i < nl; i++) {
+		char tid[32];
+
+		if (used[i])
+			continue;
+		(void)snprintf(tid, sizeof(tid), "%.*s",
+			       (int)strcspn(a[i], " "), a[i]);
+		for (j = i, k = 0; j < nl || k < no;) {
+			while (j < nl && (strncmp(a[j], tid, strlen(tid)) ||
+					  a[j][strlen(tid)] != ' '))
+				j++;
+			while (k < no && (strncmp(b[k], tid, strlen(tid)) ||
+					  b[k][strlen(tid)] != ' '))
+				k++;
+			if (j == nl || k == no) {
+				if (j != nl || k != no)
+					CHECK_FAIL_("thread %s: %s live, %s in "
+						    "the bundle", tid,
+						    j < nl ? a[j] : "(end)",
+						    k < no ? b[k] : "(end)");
+				break;
+			}
+			if (strcmp(a[j], b[k])) {
+				CHECK_FAIL_("thread %s: \"%s\" live, \"%s\" "
+					    "in the bundle", tid, a[j], b[k]);
+				break;
+			}
+			used[j] = true;
+			same++;
+			j++;
+			k++;
+		}
+		for (j = i; j < nl; j++)	/* done with this thread */
+			if (!strncmp(a[j], tid, strlen(tid)) &&
+			    a[j][strlen(tid)] == ' ')
+				used[j] = true;
+	}
+	fprintf(stderr, "  %zu insn records alike, tsc, time and wall\n",
+		same);
+	for (i = 0; i < nl; i++)
+		free(a[i]);
+	for (i = 0; i < no; i++)
+		free(b[i]);
+	free(a);
+	free(b);
+	free(used);
+}
+
 /* A live session recorded as an LLDB bundle by ptctl (attach --record DIR
  * --record-format lldb --follow: the stream, then the bundle written once
  * the session ended): ptd decodes the bundle to each thread's live insn
@@ -819,7 +1007,7 @@ static void test_record_lldb(void)
 {
 	char ldir[600], out[600], err[600], pidarg[32];
 	struct pc_decoded live, got;
-	_cleanup_free_ char *text = NULL;
+	_cleanup_free_ char *text = NULL, *live_text = NULL;
 	struct daemon dm;
 	struct target tg = { -1, -1 };
 	size_t len = 0;
@@ -839,7 +1027,7 @@ static void test_record_lldb(void)
 	 * is about, so it tries again. */
 	for (int tries = 0; tries < 3; tries++) {
 		const char *args[] = { "attach", "--record", ldir,
-				       "--record-format", "lldb",
+				       "--record-format", "lldb", "--tsc",
 				       "--max-insns", "20000", "--follow",
 				       "--kinds", "insn", pidarg, NULL };
 		_cleanup_free_ char *e = NULL;
@@ -866,6 +1054,8 @@ static void test_record_lldb(void)
 	/* the live stream's insn records, by thread */
 	memset(&live, 0, sizeof(live));
 	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+	live_text = strdup(text);	/* the loop below cuts text up */
+	REQUIRE(live_text);
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		struct ptd_record rec;
@@ -884,6 +1074,19 @@ static void test_record_lldb(void)
 	CHECK_EQ_INT(lost, 0);
 	CHECK(live.nthreads > 0);
 
+	/* the bundle's records have the live stream's times: the session's
+	 * clock and wall-clock reference went into it */
+	{
+		char lines[700];
+		_cleanup_free_ char *dec = NULL;
+		size_t dlen = 0;
+
+		(void)snprintf(lines, sizeof(lines), "%s/rec-decoded.jsonl",
+			       workdir);
+		decode_to_lines(ldir, lines);
+		REQUIRE(ptd_file_read_all(lines, 1u << 30, &dec, &dlen) == 0);
+		same_times(live_text, dec);
+	}
 	pc_decode(ldir, &got);
 	CHECK_EQ_INT(got.nthreads, live.nthreads);
 	for (size_t i = 0; i < live.nthreads; i++)

@@ -7,16 +7,21 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "check.h"
 #include "common/fileio.h"
+#include "common/strutil.h"
 #include "input/input.h"
 #include "lldb/elfwrap.h"
 #include "lldb/export.h"
@@ -130,6 +135,118 @@ static void test_parse_per_cpu(void)
 	ptd_lldb_trace_free(&t);
 }
 
+/* Integers past 2^53 are read exactly: a real machine's timeZero (LLDB
+ * reads it as a 64-bit integer or a string), addresses at the top of the
+ * address space. */
+static void test_parse_exact_integers(void)
+{
+	static const char *const tz[] = { "18433473881008870804",
+					  "\"18433473881008870804\"",
+					  "\"0xFFD0DAD47DF99594\"" };
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+	char j[1024];
+
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(tz); i++) {
+		(void)snprintf(j, sizeof(j),
+			       "{\"type\":\"intel-pt\"," CPU ",\"processes\":"
+			       "[{\"pid\":7,\"threads\":[{\"tid\":7}],"
+			       "\"modules\":[{\"systemPath\":\"[vsyscall]\","
+			       "\"loadAddress\":18446744073699065856}]}],"
+			       "\"cpus\":[{\"id\":0,\"iptTrace\":\"c0\","
+			       "\"contextSwitchTrace\":\"s0\"}],"
+			       "\"tscPerfZeroConversion\":{\"timeMult\":"
+			       "4294967295,\"timeShift\":31,\"timeZero\":%s}}",
+			       tz[i]);
+		memset(&d, 0, sizeof(d));
+		if (parse(j, &t, &d) < 0) {
+			CHECK_FAIL_("timeZero %s: %s", tz[i], d.msg);
+			continue;
+		}
+		CHECK(t.has_tsc_conv);
+		CHECK_EQ_U64(t.time_zero, 18433473881008870804ull);
+		CHECK_EQ_U64(t.time_mult, UINT32_MAX);
+		CHECK_EQ_INT(t.time_shift, 31);
+		CHECK_EQ_U64(t.procs[0].modules[0].load_address,
+			     0xffffffffff600000ull);
+		ptd_lldb_trace_free(&t);
+	}
+}
+
+/* Files as LLDB takes them: absolute as they are, relative (".." too) from
+ * the bundle directory; an optional field given as null is absent. */
+static void test_parse_paths_and_nulls(void)
+{
+	const char *j =
+		"{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":10,"
+		"\"triple\":null,\"threads\":["
+		"{\"tid\":10,\"iptTrace\":\"/data/t/10.trace\"},"
+		"{\"tid\":11,\"iptTrace\":null},{\"tid\":12},"
+		"{\"tid\":13,\"iptTrace\":\"../elsewhere/13.trace\"}],"
+		"\"modules\":[{\"systemPath\":\"/bin/true\",\"file\":"
+		"\"/srv/mods/true\",\"loadAddress\":1,\"uuid\":null},"
+		"{\"systemPath\":\"/lib/a.so\",\"file\":null,"
+		"\"loadAddress\":\"0x7f0000000000\"}]}],"
+		"\"cpus\":null,\"kernel\":null,\"tscPerfZeroConversion\":null}";
+	const char *k =
+		"{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,"
+		"\"iptTrace\":\"/abs/cpu0.trace\",\"contextSwitchTrace\":"
+		"\"../cs/0\"}],\"tscPerfZeroConversion\":{\"timeMult\":1,"
+		"\"timeShift\":0,\"timeZero\":0},\"kernel\":{\"file\":"
+		"\"/boot/vmlinux\",\"loadAddress\":null}}";
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+
+	if (parse(j, &t, &d) < 0) {
+		CHECK_FAIL_("%s", d.msg);
+		return;
+	}
+	CHECK(t.procs[0].triple == NULL);
+	REQUIRE(t.procs[0].nthreads == 4);
+	CHECK_EQ_STR(t.procs[0].threads[0].ipt_trace, "/data/t/10.trace");
+	CHECK(t.procs[0].threads[1].ipt_trace == NULL);
+	CHECK(t.procs[0].threads[2].ipt_trace == NULL);
+	CHECK_EQ_STR(t.procs[0].threads[3].ipt_trace,
+		     "/b/../elsewhere/13.trace");
+	CHECK_EQ_STR(t.procs[0].modules[0].file, "/srv/mods/true");
+	CHECK(t.procs[0].modules[0].uuid == NULL);
+	CHECK(t.procs[0].modules[1].file == NULL);
+	CHECK(!t.ncpus && !t.has_kernel && !t.has_tsc_conv);
+	ptd_lldb_trace_free(&t);
+
+	REQUIRE(parse(k, &t, &d) == 0);
+	CHECK_EQ_STR(t.cpus[0].ipt_trace, "/abs/cpu0.trace");
+	CHECK_EQ_STR(t.cpus[0].context_switch_trace, "/b/../cs/0");
+	CHECK_EQ_STR(t.kernel_file, "/boot/vmlinux");
+	CHECK_EQ_U64(t.kernel_load, 0xffffffff81000000ull);
+	ptd_lldb_trace_free(&t);
+}
+
+/* ptd's wall-clock reference: read exactly, only with a TSC conversion. */
+static void test_parse_wallclock(void)
+{
+	const char *j =
+		"{\"type\":\"intel-pt\"," CPU ",\"processes\":[],"
+		"\"tscPerfZeroConversion\":{\"timeMult\":3,\"timeShift\":1,"
+		"\"timeZero\":\"18433473881008870804\"},"
+		"\"ptdWallClock\":{\"perfTime\":\"9007199254740993\","
+		"\"wallTime\":1764100000123456789}}";
+	struct ptd_lldb_trace t;
+	struct ptd_diag d = { "" };
+
+	if (parse(j, &t, &d) < 0) {
+		CHECK_FAIL_("%s", d.msg);
+		return;
+	}
+	CHECK(t.has_tsc_conv && t.has_wallref);
+	CHECK_EQ_U64(t.wallref.perf_ns, (1ull << 53) + 1);
+	CHECK_EQ_U64(t.wallref.wall_ns, 1764100000123456789ull);
+	ptd_lldb_trace_free(&t);
+	REQUIRE(parse(percpu_json, &t, &d) == 0);
+	CHECK(!t.has_wallref);
+	ptd_lldb_trace_free(&t);
+}
+
 /* Each bad description, the error and a piece of the message. */
 static const struct {
 	const char *json;
@@ -179,15 +296,6 @@ static const struct {
 	  "\"threads\":[{\"tid\":4294967296}],\"modules\":[]}]}", -PTD_EFORMAT,
 	  "processes[0].threads[0].tid: 4294967296 out of range" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"/etc/passwd\"}],"
-	  "\"modules\":[]}]}", -PTD_EFORMAT,
-	  "processes[0].threads[0].iptTrace: \"/etc/passwd\" is not a "
-	  "relative path inside the bundle" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"a/../../x\"}],"
-	  "\"modules\":[]}]}", -PTD_EFORMAT,
-	  "processes[0].threads[0].iptTrace: \"a/../../x\" is not" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[{\"tid\":1,\"iptTrace\":\"\"}],\"modules\":[]}]}",
 	  -PTD_EFORMAT, "processes[0].threads[0].iptTrace: empty string" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
@@ -195,10 +303,6 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"loadAddress\":0}]}]}", -PTD_EFORMAT,
 	  "processes[0].modules[0].systemPath: missing" },
-	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
-	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\",\"file\":"
-	  "\"../a\",\"loadAddress\":0}]}]}", -PTD_EFORMAT,
-	  "processes[0].modules[0].file: \"../a\" is not" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\"}]}]}",
 	  -PTD_EFORMAT, "processes[0].modules[0].loadAddress: missing" },
@@ -209,15 +313,16 @@ static const struct {
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":\"0x10000000000000000\"}]}]}", -PTD_EFORMAT,
-	  "loadAddress: \"0x10000000000000000\" is not" },
+	  "loadAddress: \"0x10000000000000000\" out of range" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":1e300}]}]}", -PTD_EFORMAT,
-	  "processes[0].modules[0].loadAddress: expected an integer" },
+	  "processes[0].modules[0].loadAddress: expected an integer, not a "
+	  "fraction or an exponent" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":true}]}]}", -PTD_EFORMAT,
-	  "loadAddress: expected an integer or a string address" },
+	  "loadAddress: expected an integer or an integer string" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
 	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
 	  "\"loadAddress\":1,\"uuid\":7}]}]}", -PTD_EFORMAT,
@@ -249,6 +354,63 @@ static const struct {
 	  "\"b\"}],\"tscPerfZeroConversion\":{\"timeMult\":1,\"timeShift\":0,"
 	  "\"timeZero\":0}}", -PTD_EFORMAT,
 	  "processes[0].threads[0].iptTrace: not allowed with \"cpus\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":9007199254740993}],\"modules\":[]}]}",
+	  -PTD_EFORMAT, "processes[0].threads[0].tid: 9007199254740993 out "
+	  "of range [1, 2147483647]" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":1.0}],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[0].tid: expected an integer, not a fraction" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[{\"tid\":null}],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "processes[0].threads[0].tid: expected an integer" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":18446744073709551616}]}]}", -PTD_EFORMAT,
+	  "processes[0].modules[0].loadAddress: an integer over 64 bits out "
+	  "of range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
+	  "\"threads\":[],\"modules\":[{\"systemPath\":\"/a\","
+	  "\"loadAddress\":\"0400000\"}]}]}", -PTD_EFORMAT,
+	  "loadAddress: \"0400000\" is not a decimal or 0x-hex integer (a "
+	  "leading 0: octal to LLDB)" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":1,\"timeShift\":0,\"timeZero\":1.8433473881008871e19}}",
+	  -PTD_EFORMAT, "tscPerfZeroConversion.timeZero: expected an integer, "
+	  "not a fraction or an exponent" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":1,\"timeShift\":0,\"timeZero\":-13270192700680812}}",
+	  -PTD_EFORMAT, "tscPerfZeroConversion.timeZero: expected a "
+	  "non-negative integer" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":1,\"timeShift\":0,\"timeZero\":"
+	  "\"18446744073709551616\"}}", -PTD_EFORMAT,
+	  "tscPerfZeroConversion.timeZero: \"18446744073709551616\" out of "
+	  "range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[],\"tscPerfZeroConversion\":"
+	  "{\"timeMult\":4294967296,\"timeShift\":0,\"timeZero\":0}}",
+	  -PTD_EFORMAT, "tscPerfZeroConversion.timeMult: 4294967296 out of "
+	  "range" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"cpus\":[{\"id\":0,\"iptTrace\":"
+	  "null,\"contextSwitchTrace\":\"b\"}],\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0}}", -PTD_EFORMAT,
+	  "cpus[0].iptTrace: expected a string" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":01,"
+	  "\"threads\":[],\"modules\":[]}]}", -PTD_EFORMAT,
+	  "not valid JSON (near byte " },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"ptdWallClock\":{\"perfTime\":1,"
+	  "\"wallTime\":2}}", -PTD_EFORMAT,
+	  "ptdWallClock: given without \"tscPerfZeroConversion\"" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":{"
+	  "\"perfTime\":1}}", -PTD_EFORMAT, "ptdWallClock.wallTime: missing" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":{"
+	  "\"perfTime\":1.5,\"wallTime\":1}}", -PTD_EFORMAT,
+	  "ptdWallClock.perfTime: expected an integer, not a fraction" },
+	{ "{\"type\":\"intel-pt\"," CPU ",\"tscPerfZeroConversion\":{"
+	  "\"timeMult\":1,\"timeShift\":0,\"timeZero\":0},\"ptdWallClock\":"
+	  "[]}", -PTD_EFORMAT, "ptdWallClock: expected an object" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"kernel\":{\"file\":\"k\"}}",
 	  -PTD_EFORMAT, "kernel: a kernel trace needs \"cpus\"" },
 	{ "{\"type\":\"intel-pt\"," CPU ",\"processes\":[{\"pid\":1,"
@@ -304,6 +466,23 @@ static void test_parse_limits(void)
 	CHECK_EQ_INT(r, -PTD_ELIMIT);
 	CHECK_CONTAINS(d.msg, "processes: 1025 elements");
 	ptd_buf_free(&b);
+
+	/* a file name longer than a path may be */
+	{
+		static char j[PATH_MAX + 512];
+		int n = snprintf(j, sizeof(j), "{\"type\":\"intel-pt\"," CPU
+				 ",\"processes\":[{\"pid\":1,\"threads\":"
+				 "[{\"tid\":1,\"iptTrace\":\"/");
+
+		REQUIRE(n > 0 && (size_t)n + PATH_MAX + 64 < sizeof(j));
+		memset(j + n, 'a', PATH_MAX);
+		(void)snprintf(j + n + PATH_MAX, sizeof(j) - (size_t)n - PATH_MAX,
+			       "\"}],\"modules\":[]}]}");
+		CHECK_EQ_INT(parse(j, &t, &d), -PTD_EFORMAT);
+		CHECK_CONTAINS(d.msg, "processes[0].threads[0].iptTrace: "
+			       "\"/aaaa");
+		CHECK_CONTAINS(d.msg, "is longer than a path may be");
+	}
 }
 
 static void test_load(void)
@@ -562,6 +741,96 @@ static int on_info(void *ctx, const struct ptd_input_info *i)
 }
 
 static const char *progs_dir;
+static size_t done_calls;
+static pid_t done_tids[8];
+
+static void on_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		    int err, const struct ptd_diag *d)
+{
+	(void)ctx;
+	(void)st;
+	(void)err;
+	(void)d;
+	if (done_calls < PTD_ARRAY_SIZE(done_tids))
+		done_tids[done_calls] = tid;
+	done_calls++;
+}
+
+/* Replace the relative path in string member @key of @o with its
+ * absolute path under @dir. */
+static void absolutize(cJSON *o, const char *key, const char *dir)
+{
+	cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+	char abs[1024];
+
+	if (!cJSON_IsString(it))
+		return;
+	REQUIRE(it->valuestring[0] != '/');
+	(void)snprintf(abs, sizeof(abs), "%s/%s", dir, it->valuestring);
+	REQUIRE(cJSON_ReplaceItemInObjectCaseSensitive(
+		o, key, cJSON_CreateString(abs)));
+}
+
+/* The bundle @bdir described from another directory: its trace.json names
+ * every file by absolute path and lists two threads more that have no
+ * trace ("iptTrace" null, and absent), as hand-made bundles do.  It
+ * decodes to the same records (@want, made with @o), and only the traced
+ * thread is decoded. */
+static void check_moved(const char *bdir, const struct ptd_input_opts *o,
+			const struct reclist *want, pid_t tid)
+{
+	const char *mdir = wpath("moved");
+	char path[700];
+	_cleanup_free_ char *text = NULL;
+	char *out;
+	size_t len = 0, errs = 99;
+	struct reclist got = { 0 };
+	struct ptd_input_sink s = { on_info, collect_noisid, on_done, &got };
+	struct ptd_diag d = { "" };
+	cJSON *root, *pr, *it, *threads, *th;
+	int r;
+
+	(void)snprintf(path, sizeof(path), "%s/trace.json", bdir);
+	REQUIRE(ptd_file_read_all(path, 1u << 24, &text, &len) == 0);
+	root = cJSON_ParseWithLength(text, len);
+	REQUIRE(root);
+	pr = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "processes"), 0);
+	REQUIRE(pr);
+	threads = cJSON_GetObjectItem(pr, "threads");
+	cJSON_ArrayForEach(it, threads)
+		absolutize(it, "iptTrace", bdir);
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(pr, "modules"))
+		absolutize(it, "file", bdir);
+	th = cJSON_CreateObject();
+	cJSON_AddNumberToObject(th, "tid", 999999);
+	cJSON_AddNullToObject(th, "iptTrace");
+	cJSON_AddItemToArray(threads, th);
+	th = cJSON_CreateObject();
+	cJSON_AddNumberToObject(th, "tid", 999998);
+	cJSON_AddItemToArray(threads, th);
+	out = cJSON_Print(root);
+	cJSON_Delete(root);
+	REQUIRE(out);
+	REQUIRE(mkdir(mdir, 0755) == 0);
+	(void)snprintf(path, sizeof(path), "%s/trace.json", mdir);
+	REQUIRE(ptd_file_write_atomic(path, out, strlen(out)) == 0);
+	free(out);
+
+	seen_info_calls = 0;
+	done_calls = 0;
+	r = ptd_input_decode(mdir, o, &s, &errs, &d);
+	if (r < 0)
+		CHECK_FAIL_("decode of the moved bundle: %s", d.msg);
+	CHECK_EQ_INT(r, 0);
+	CHECK_EQ_INT(errs, 0);
+	CHECK_EQ_INT(seen_info_calls, 1);
+	CHECK_EQ_INT(seen_info.nthreads, 1);
+	CHECK_EQ_INT(done_calls, 1);
+	CHECK_EQ_INT(done_tids[0], tid);
+	CHECK(reccmp_lists(stderr, "bundle: ", want, "moved:  ", &got));
+	reclist_free(&got);
+}
+
 
 static void test_export_roundtrip(void)
 {
@@ -582,6 +851,7 @@ static void test_export_roundtrip(void)
 	memset(&so, 0, sizeof(so));
 	so.outdir = cdir;
 	so.quiet_target = true;
+	so.gen.tsc = true;	/* a clock and a wall-clock reference */
 	r = ptd_swpt_run(argv, &so, &res, &d);
 	if (r == -EPERM)
 		SKIP_ALL("ptrace refused: %s", d.msg);
@@ -615,6 +885,26 @@ static void test_export_roundtrip(void)
 	CHECK_EQ_INT(seen_info.nthreads, 1);
 	CHECK(reccmp_lists(stderr, "capture: ", &direct, "bundle:  ",
 			   &bundle));
+	check_moved(bdir, &o, &bundle, c.threads[0].tid);
+	/* the records' time and wall are the capture's, which are the live
+	 * stream's (reccmp leaves them out) */
+	REQUIRE(c.has_clock && c.has_wallref);
+	for (i = 0, k = 0; i < direct.n && i < bundle.n; i++) {
+		const struct ptd_record *a = &direct.r[i], *b = &bundle.r[i];
+
+		if (a->has_time != b->has_time || a->time != b->time ||
+		    a->has_wall != b->has_wall || a->wall != b->wall) {
+			CHECK_FAIL_("record %zu: time %d:%" PRIu64 " wall %d:%"
+				    PRIu64 " in the capture, time %d:%" PRIu64
+				    " wall %d:%" PRIu64 " in the bundle", i,
+				    a->has_time, a->time, a->has_wall, a->wall,
+				    b->has_time, b->time, b->has_wall,
+				    b->wall);
+			break;
+		}
+		k += b->has_time && b->has_wall;
+	}
+	CHECK(k > 1000);
 
 	/* the bundle's instructions are the ground truth */
 	REQUIRE(ptd_capture_read_truth(&c, 0, &truth, &ntruth, &d) == 0);
@@ -778,6 +1068,9 @@ int main(void)
 		SKIP_ALL("cannot create a work directory");
 	RUN(test_parse_per_thread);
 	RUN(test_parse_per_cpu);
+	RUN(test_parse_exact_integers);
+	RUN(test_parse_paths_and_nulls);
+	RUN(test_parse_wallclock);
 	RUN(test_parse_bad);
 	RUN(test_parse_limits);
 	RUN(test_load);
