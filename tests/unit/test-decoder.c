@@ -14,6 +14,7 @@
 #include "mapcode.h"
 #include "ptenc.h"
 #include "reccmp.h"
+#include "skl014.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "aspace/timeline.h"
@@ -417,6 +418,102 @@ static void test_filter_exit(void)
 			     PTD_F_ENABLED | PTD_F_DISABLED);
 		CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
 		reclist_free(&l);
+	}
+}
+
+/*
+ * libipt's SKL014 cases (skl014.h): decoded with the CPU of each "cpu"
+ * line and the filter of the "opt:ptxed" line, both paths give ptxed's
+ * instructions, then the disable, and no error.  Without the filter the
+ * IP-less TIP.PGD after a direct branch cannot be placed: the decode runs
+ * on and fails, as ptxed's would.
+ */
+static int decode_cfg(enum ptd_decode_path path, const uint8_t *pt,
+		      size_t len, struct ptd_image *im, uint8_t model,
+		      bool filter, struct reclist *out)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = WANT_IE | PTD_REC_BIT(PTD_REC_ERROR);
+	o.cpu.vendor = pcv_intel;
+	o.cpu.family = 6;
+	o.cpu.model = model;
+	if (filter)
+		o.addr_filter = skl014_filter();
+	memset(&a, 0, sizeof(a));
+	a.pt = pt;
+	a.len = len;
+	a.pid = 100;
+	a.tid = 101;
+	a.img = im;
+	return ptd_decode_thread(&o, &a, reclist_add, out, NULL);
+}
+
+static void test_skl014(void)
+{
+	struct skl014_case c;
+
+	for (unsigned i = 0; skl014_get(i, &c); i++) {
+		struct ptd_image *im = ptd_image_new(ic, "skl014");
+		char name[64];
+		struct trace t;
+
+		REQUIRE(im);
+		(void)snprintf(name, sizeof(name), "%s.bin", c.ptt);
+		REQUIRE(mapcode(im, dir, name, c.code, c.code_len, c.org) > 0);
+		tr_begin(&t);
+		skl014_trace(&c, &t);
+		tr_end(&t);
+		for (size_t m = 0; m < SKL014_NMODELS; m++) {
+			struct reclist li = {0}, lb = {0};
+			const struct ptd_record *last;
+
+			CHECK_EQ_INT(decode_cfg(PTD_PATH_INSN, t.buf, t.len, im,
+						skl014_models[m], c.filter,
+						&li), 0);
+			CHECK_EQ_INT(decode_cfg(PTD_PATH_BLOCK, t.buf, t.len,
+						im, skl014_models[m], c.filter,
+						&lb), 0);
+			if (!reccmp_lists(stderr, "insn:  ", &li, "block: ",
+					  &lb))
+				CHECK_FAIL_("%s, cpu 6/%u: the paths differ",
+					    c.ptt, skl014_models[m]);
+			check_ips(&li, c.exp, c.nexp);
+			CHECK_EQ_U64(count_type(&li, PTD_REC_ERROR), 0);
+			last = li.n ? &li.r[li.n - 1] : NULL;
+			CHECK(last && last->type == PTD_REC_EVENT &&
+			      last->u.event.ev.type == ptev_disabled &&
+			      last->u.event.ev.ip_suppressed);
+			CHECK_EQ_U64(flags_at(&li, c.exp[c.nexp - 1]) &
+					     PTD_F_DISABLED,
+				     PTD_F_DISABLED);
+			reclist_free(&li);
+			reclist_free(&lb);
+			if (!c.filter)
+				continue;
+			/* The filter is what places the disable. */
+			for (int path = 0; path < 2; path++) {
+				struct reclist l = {0};
+
+				CHECK_EQ_INT(decode_cfg(path ? PTD_PATH_BLOCK
+							     : PTD_PATH_INSN,
+							t.buf, t.len, im,
+							skl014_models[m], false,
+							&l), 0);
+				CHECK(count_type(&l, PTD_REC_ERROR) > 0);
+				reclist_free(&l);
+			}
+		}
+		ptd_image_free(im);
+		{
+			char file[300];
+
+			path_of(file, sizeof(file), name);
+			(void)unlink(file);
+		}
 	}
 }
 
@@ -961,6 +1058,7 @@ int main(void)
 	RUN(test_main);
 	RUN(test_async);
 	RUN(test_filter_exit);
+	RUN(test_skl014);
 	RUN(test_overflow);
 	RUN(test_stop);
 	RUN(test_tsx);
