@@ -5,7 +5,8 @@
  *   ptctl trace [OPTIONS] -- PROGRAM [ARGS...]
  *   ptctl decode [OPTIONS] TRACE (capture, bundle, perf.data, LLDB bundle)
  *   ptctl decode [OPTIONS] --pt FILE (--elf FILE[:BASE] |
- *                --raw FILE[:FROM[-TO]]:ADDR)...
+ *                --raw FILE[:FROM[-TO]]:ADDR)... [--cpu F/M[/S]]
+ *                [--filter:addr<n>_cfg|_a|_b VALUE]...
  *   ptctl verify CAPTURE_DIR
  *
  * Exit status: 0 done; 1 bad usage; 2 an input could not be used (the
@@ -158,6 +159,26 @@ static int parse_cpu(const char *s, struct pt_cpu *cpu)
 	cpu->family = (uint16_t)v[0];
 	cpu->model = (uint8_t)v[1];
 	cpu->stepping = (uint8_t)v[2];
+	/* libipt knows a CPU by its errata table; one it does not know would
+	 * silently get no errata workarounds. */
+	{
+		struct pt_errata errata;
+		struct pt_version ver = pt_library_version();
+
+		if (pt_cpu_errata(&errata, cpu) < 0) {
+			errx_msg("--cpu %s: family %u model %u (0x%x) is "
+				 "not a CPU libipt %u.%u.%u knows errata "
+				 "for; give a known FAMILY/MODEL[/STEPPING], "
+				 "or 'none' to decode without errata "
+				 "workarounds",
+				 s, (unsigned)cpu->family,
+				 (unsigned)cpu->model, (unsigned)cpu->model,
+				 (unsigned)ver.major, (unsigned)ver.minor,
+				 (unsigned)ver.patch);
+			memset(cpu, 0, sizeof(*cpu));
+			return -EINVAL;
+		}
+	}
 	return 0;
 }
 
@@ -527,7 +548,24 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	return ret;
 }
 
+/* --filter:addr<n>_cfg|_a|_b, as ptxed takes them: option values
+ * FILTER_OPT + 3 * n + (0 cfg, 1 a, 2 b). */
+#define FILTER_OPT 0x100
+#define FILTER_RANGES 4
+
 static const struct option decode_long[] = {
+	{ "filter:addr0_cfg", required_argument, NULL, FILTER_OPT + 0 },
+	{ "filter:addr0_a", required_argument, NULL, FILTER_OPT + 1 },
+	{ "filter:addr0_b", required_argument, NULL, FILTER_OPT + 2 },
+	{ "filter:addr1_cfg", required_argument, NULL, FILTER_OPT + 3 },
+	{ "filter:addr1_a", required_argument, NULL, FILTER_OPT + 4 },
+	{ "filter:addr1_b", required_argument, NULL, FILTER_OPT + 5 },
+	{ "filter:addr2_cfg", required_argument, NULL, FILTER_OPT + 6 },
+	{ "filter:addr2_a", required_argument, NULL, FILTER_OPT + 7 },
+	{ "filter:addr2_b", required_argument, NULL, FILTER_OPT + 8 },
+	{ "filter:addr3_cfg", required_argument, NULL, FILTER_OPT + 9 },
+	{ "filter:addr3_a", required_argument, NULL, FILTER_OPT + 10 },
+	{ "filter:addr3_b", required_argument, NULL, FILTER_OPT + 11 },
 	{ "records", required_argument, NULL, 'r' },
 	{ "path", required_argument, NULL, 'P' },
 	{ "tid", required_argument, NULL, 't' },
@@ -567,6 +605,16 @@ static void help_decode(void)
 	       "  --raw FILE[:FROM[-TO]]:ADDR  bytes FROM..TO of a file (default "
 	       "all) loaded at ADDR\n"
 	       "  --pid PID         label for raw input\n"
+	       "  --filter:addr<n>_cfg CFG, --filter:addr<n>_a A, "
+	       "--filter:addr<n>_b B   (n 0..3)\n"
+	       "                    the IP filter --pt input was recorded "
+	       "with, as ptxed takes it:\n"
+	       "                    IA32_RTIT_CTL.ADDRn_CFG (0 off, 1 "
+	       "filter, 2 TraceStop) and\n"
+	       "                    IA32_RTIT_ADDRn_A/B (inclusive); with "
+	       "--cpu, lets the decoder\n"
+	       "                    place the IP-less TIP.PGDs of erratum "
+	       "SKL014\n"
 	       "  --sysroot DIR     look for the traced files under DIR "
 	       "first\n"
 	       "  --buildid-dir DIR perf's build-id cache (default "
@@ -581,11 +629,63 @@ static void help_decode(void)
 	       "                    /boot, ... under --sysroot)\n");
 }
 
+/* One --filter:addr<n>_* option (@c from decode_long) into @f. */
+static int filter_option(struct pt_conf_addr_filter *f, int c,
+			 const char *name, const char *arg)
+{
+	uint64_t *ab[FILTER_RANGES][2] = {
+		{ &f->addr0_a, &f->addr0_b }, { &f->addr1_a, &f->addr1_b },
+		{ &f->addr2_a, &f->addr2_b }, { &f->addr3_a, &f->addr3_b },
+	};
+	unsigned n = (unsigned)(c - FILTER_OPT) / 3;
+	unsigned k = (unsigned)(c - FILTER_OPT) % 3;
+	uint64_t v;
+
+	if (ptd_parse_u64(arg, 0, &v) < 0) {
+		errx_msg("--%s: expected a number, got '%s'", name, arg);
+		return -EINVAL;
+	}
+	if (k == 0) {
+		if (v > 2) {
+			errx_msg("--%s: expected 0 (off), 1 (filter) or 2 "
+				 "(TraceStop), got '%s'",
+				 name, arg);
+			return -EINVAL;
+		}
+		f->config.addr_cfg &= ~(0xfull << (4 * n));
+		f->config.addr_cfg |= v << (4 * n);
+		return 0;
+	}
+	*ab[n][k - 1] = v;
+	return 0;
+}
+
+/* Each range in use runs from its A up to its B. */
+static int check_filter(const struct pt_conf_addr_filter *f)
+{
+	const uint64_t ab[FILTER_RANGES][2] = {
+		{ f->addr0_a, f->addr0_b }, { f->addr1_a, f->addr1_b },
+		{ f->addr2_a, f->addr2_b }, { f->addr3_a, f->addr3_b },
+	};
+
+	for (unsigned n = 0; n < FILTER_RANGES; n++) {
+		if (!((f->config.addr_cfg >> (4 * n)) & 0xf))
+			continue;
+		if (ab[n][0] > ab[n][1]) {
+			errx_msg("--filter:addr%u_a 0x%" PRIx64 " is above "
+				 "--filter:addr%u_b 0x%" PRIx64,
+				 n, ab[n][0], n, ab[n][1]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int verb_decode(int argc, char **argv)
 {
 	struct decode_args d;
 	struct raw_input ri;
-	int c, r, ret = 0;
+	int c, r, li = 0, ret = 0;
 
 	decode_args_init(&d);
 	memset(&ri, 0, sizeof(ri));
@@ -597,11 +697,22 @@ static int verb_decode(int argc, char **argv)
 		return EXIT_INPUT;
 	}
 	bool have_code = false;
+	const char *filter_arg = NULL;	/* the first --filter: option */
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", decode_long, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", decode_long, &li)) != -1) {
 		uint64_t v;
 
+		if (c >= FILTER_OPT && c < FILTER_OPT + 3 * FILTER_RANGES) {
+			if (!filter_arg)
+				filter_arg = decode_long[li].name;
+			if (filter_option(&d.opts.addr_filter, c,
+					  decode_long[li].name, optarg) < 0) {
+				ret = EXIT_USAGE;
+				goto out;
+			}
+			continue;
+		}
 		r = decode_option(&d, c, optarg);
 		if (r < 0) {
 			ret = EXIT_USAGE;
@@ -650,7 +761,15 @@ static int verb_decode(int argc, char **argv)
 		if (ret)
 			goto out;
 	}
-	if (check_decode_args(&d) < 0) {
+	if (check_decode_args(&d) < 0 ||
+	    check_filter(&d.opts.addr_filter) < 0) {
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (filter_arg && !ri.pt) {
+		errx_msg("--%s is for --pt input: a capture, bundle or "
+			 "perf.data carries the filter it was recorded with",
+			 filter_arg);
 		ret = EXIT_USAGE;
 		goto out;
 	}

@@ -102,6 +102,11 @@ struct dec {
 	uint64_t err_ip;
 	bool err_ip_valid;
 
+	/* A disable bound by ptd, not libipt (see disable_at_branch): the
+	 * IP where tracing resumes is not known after anything but a call,
+	 * so the next enable is not a resume. */
+	bool resume_unknown;
+
 	/* Resync progress guard. */
 	uint64_t last_sync;
 	bool have_sync;
@@ -503,6 +508,11 @@ static int drain_events(struct dec *d, int status)
 			d->err_ip_valid = false;
 			return status;
 		}
+		if (ev.type == ptev_enabled || ev.type == ptev_overflow) {
+			if (d->resume_unknown && ev.type == ptev_enabled)
+				ev.variant.enabled.resumed = 0;
+			d->resume_unknown = false;
+		}
 		rc = on_event(d, &ev, off);
 		if (rc)
 			return rc;
@@ -586,6 +596,52 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 	return 0;
 }
 
+/*
+ * libipt 2.0.5's pt_insn_next binds a TIP.PGD whose IP is suppressed only
+ * to a far branch or an instruction changing CPL or CR3.  Real CPUs also
+ * send one, with no FUP, when an indirect call or jump or a return leaves
+ * the IP filter (the target is outside, so it is not traced): pt_insn_next
+ * then fails on the branch with -pte_bad_query (-pte_eos if the TIP.PGD
+ * ends the trace), with the disabled event in hand, where pt_blk_next ends
+ * the block with the branch and gives the event.  libipt 2.2 does what the
+ * block decoder does.
+ *
+ * @in, the branch, has been reported.  If the event libipt holds is that
+ * disable, handle it as the block path does and return the status that
+ * follows it (tracing is off: events, or the end); else return @err, the
+ * error to report.  Returns DEC_STOP if the callback asked to stop.
+ */
+static int disable_at_branch(struct dec *d, const struct pt_insn *in,
+			     int err)
+{
+	struct pt_event ev;
+	uint64_t off = d->a->base;
+	int status, rc;
+
+	switch (in->iclass) {
+	case ptic_cond_jump:
+	case ptic_call:
+	case ptic_jump:
+	case ptic_return:
+		break;	/* the next ip needs trace */
+	case ptic_error:
+	case ptic_other:
+	case ptic_ptwrite:
+	case ptic_far_call:	/* libipt binds these itself */
+	case ptic_far_return:
+	case ptic_far_jump:
+		return err;
+	}
+	(void)d_offset(d, &off);
+	status = pt_insn_event(d->insn, &ev, sizeof(ev));
+	if (status < 0 || ev.type != ptev_disabled || !ev.ip_suppressed)
+		return err;	/* none, or not this case: decoding resyncs */
+	/* The block decoder expects tracing to resume after a call only. */
+	d->resume_unknown = in->iclass != ptic_call;
+	rc = on_event(d, &ev, off);
+	return rc ? rc : status;
+}
+
 /* One pt_insn_next.  Returns its status, a libipt error or DEC_STOP. */
 static int step_insn(struct dec *d)
 {
@@ -602,6 +658,12 @@ static int step_insn(struct dec *d)
 		rc = emit_pt_insn(d, &in);
 		if (rc)
 			return rc;
+	}
+	if ((status == -pte_bad_query || status == -pte_eos) &&
+	    in.iclass != ptic_error && in.size) {
+		status = disable_at_branch(d, &in, status);
+		if (status >= 0 || status == DEC_STOP || status == HOLD)
+			return status;
 	}
 	if (status < 0) {
 		d->err_ctx = "decode";
@@ -844,6 +906,7 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 
 	(void)d_offset(d, &eoff);
 	d->in_kernel = false;	/* not known again until an instruction */
+	d->resume_unknown = false;
 	status = d_sync(d);
 	/* More trace may follow: where decoding resumes (and so how many
 	 * bytes the error skips) is not known yet.  Hold the error and what

@@ -499,15 +499,38 @@ static void filter_exit(struct ptd_ptgen *g, const struct ptd_x86_insn *insn,
 			uint64_t next)
 {
 	tnt_flush(g);
-	if (insn->kind == PTD_X86_OTHER || insn->kind == PTD_X86_PTWRITE) {
+	switch (insn->kind) {
+	case PTD_X86_OTHER:
+	case PTD_X86_PTWRITE:
 		/* No branch to bind a disable to: an asynchronous one
 		 * before the first instruction outside. */
 		emit_ip(g, ppt_fup, next);
 		emit_pgd(g);
-	} else {
-		/* The branch's TNT bit or TIP becomes a TIP.PGD carrying
-		 * its target. */
+		break;
+	case PTD_X86_COND:
+		/* The SDM: "For conditional branches, the payload is
+		 * suppressed"; where it went follows from the code. */
+	case PTD_X86_JMP_INDIRECT:
+	case PTD_X86_CALL_INDIRECT:
+	case PTD_X86_RET:
+		/* The SDM promises the target here, but CPUs in the field
+		 * send none (real traces filtered on a main binary end at
+		 * _start's call through the GOT with an IP-less TIP.PGD and
+		 * no FUP); the decoder binds it to the branch either way
+		 * (decode/decoder.c, disable_at_branch). */
+		emit_pgd(g);
+		break;
+	case PTD_X86_JMP_DIRECT:
+	case PTD_X86_CALL_DIRECT:
+	case PTD_X86_FAR:
+		/* The branch's TIP becomes a TIP.PGD carrying its target
+		 * (SKL014: a direct one's may be missing, which a decoder
+		 * told the filter handles). */
 		emit_ip(g, ppt_tip_pgd, next);
+		break;
+	case PTD_X86_SYSCALL:
+	case PTD_X86_INT:
+		break;	/* not a step: ptd_ptgen_kernel_entry */
 	}
 	/* Calls made outside are not seen by the decoder: start over. */
 	rs_clear(&g->ipt);

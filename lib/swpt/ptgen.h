@@ -30,10 +30,12 @@
  *  - Address filters (ptd_ptgen_set_filter), as IA32_RTIT_ADDRn ranges:
  *    with FilterEn ranges, packets are generated only while the IP is
  *    inside one (PacketEn = enabled && inside).  Leaving a range:
- *      branch (Jcc taken or not, JMP, CALL, RET, indirect): no TNT bit
- *        or TIP for it; TIP.PGD(target) instead, which libipt binds to
- *        that branch (a Jcc always; a direct branch whose target is the
- *        payload; any indirect branch or RET);
+ *      branch: no TNT bit or TIP for it; a TIP.PGD instead, bound to
+ *        that branch: with the target for a direct JMP or CALL (and far
+ *        transfers); with the IP suppressed and no FUP for a Jcc (taken
+ *        or not, as the SDM has it) and for an indirect JMP or CALL or a
+ *        RET (as CPUs send it, where the SDM promises the target; libipt
+ *        2.0.5's pt_insn_next cannot bind that one, ptd's decoder does);
  *      sequential flow off the end: FUP(first outside ip) + TIP.PGD (IP
  *        suppressed), an asynchronous disable there (no branch to bind
  *        to), as libipt's fup-tip_pgd-stop.ptt has it.

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "e2e/run-cmd.h"
 #include "unit/ptenc.h"
+#include "unit/skl014.h"
 #include "unit/lldb-unclaimed.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
@@ -293,6 +294,124 @@ static void test_raw_missing_code(void)
 	run_free(&r);
 }
 
+/* The instructions of a decode's output (their ips) and its last event
+ * record's name; false if a line is not JSON or there are too many. */
+static bool raw_result(const char *out, uint64_t *ips, size_t cap,
+		       size_t *ret_n, char *last_event, size_t evcap)
+{
+	const char *p = out;
+	size_t n = 0;
+
+	last_event[0] = '\0';
+	while (p && *p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		cJSON *o = cJSON_ParseWithLength(p, len);
+		const cJSON *t = o ? cJSON_GetObjectItem(o, "type") : NULL;
+		const cJSON *ev = o ? cJSON_GetObjectItem(o, "event") : NULL;
+
+		if (!o || !cJSON_IsString(t)) {
+			cJSON_Delete(o);
+			return false;
+		}
+		if (!strcmp(t->valuestring, "insn")) {
+			if (n == cap) {
+				cJSON_Delete(o);
+				return false;
+			}
+			ips[n++] = hex_of(o, "ip");
+		} else if (!strcmp(t->valuestring, "event") &&
+			   cJSON_IsString(ev)) {
+			(void)snprintf(last_event, evcap, "%s",
+				       ev->valuestring);
+		}
+		cJSON_Delete(o);
+		p = nl ? nl + 1 : NULL;
+	}
+	*ret_n = n;
+	return true;
+}
+
+/* libipt's SKL014 cases (unit/skl014.h) as raw input: with ptxed's filter
+ * options and the CPU of a "cpu" line, both paths decode them as ptxed
+ * does; without the filter they cannot; a filter range whose A is above
+ * its B is refused. */
+static void test_raw_skl014(void)
+{
+	static const uint8_t models[] = { 78, 151 };
+	struct skl014_case c;
+
+	for (unsigned i = 0; skl014_get(i, &c); i++) {
+		char code[400], ptf[400], raw[500];
+		struct trace t;
+
+		(void)snprintf(code, sizeof(code), "%s/%s.code", workdir,
+			       c.ptt);
+		(void)snprintf(ptf, sizeof(ptf), "%s/%s.pt", workdir, c.ptt);
+		(void)snprintf(raw, sizeof(raw), "%s:0x%" PRIx64, code, c.org);
+		tr_begin(&t);
+		skl014_trace(&c, &t);
+		tr_end(&t);
+		REQUIRE(ptd_file_write_atomic(code, c.code, c.code_len) == 0);
+		REQUIRE(ptd_file_write_atomic(ptf, t.buf, t.len) == 0);
+		for (size_t m = 0; m < sizeof(models); m++) {
+			for (int block = 0; block < 2; block++) {
+				char cpu[16];
+				const char *args[] = {
+					"decode", "--pt", ptf, "--raw", raw,
+					"--cpu", cpu, "--path",
+					block ? "block" : "insn",
+					"--filter:addr0_cfg", "1",
+					"--filter:addr0_a", "0x1000",
+					"--filter:addr0_b", "0x10ff", NULL
+				};
+				uint64_t ips[8];
+				size_t n = 0;
+				char ev[32];
+				struct run r;
+
+				(void)snprintf(cpu, sizeof(cpu), "6/%u",
+					       models[m]);
+				if (!c.filter)
+					args[9] = NULL;
+				r = run_ptctl(args);
+				CHECK_EQ_INT(r.status, 0);
+				if (r.status)
+					fprintf(stderr, "%s cpu %s %s: %s\n",
+						c.ptt, cpu, args[8], r.err);
+				CHECK(r.out && raw_result(r.out, ips, 8, &n,
+							  ev, sizeof(ev)));
+				CHECK_EQ_U64(n, c.nexp);
+				for (size_t k = 0; k < n && k < c.nexp; k++)
+					CHECK_EQ_U64(ips[k], c.exp[k]);
+				CHECK_EQ_STR(ev, "disabled");
+				run_free(&r);
+				if (!c.filter)
+					continue;
+				/* Without the filter: decode errors. */
+				args[9] = NULL;
+				r = run_ptctl(args);
+				CHECK_EQ_INT(r.status, 3);
+				run_free(&r);
+			}
+		}
+		if (i == 0) {
+			const char *args[] = {
+				"decode", "--pt", ptf, "--raw", raw,
+				"--filter:addr2_cfg", "2",
+				"--filter:addr2_a", "0x2000",
+				"--filter:addr2_b", "0x1fff", NULL
+			};
+			struct run r = run_ptctl(args);
+
+			CHECK_EQ_INT(r.status, 1);
+			CHECK_CONTAINS(r.err, "--filter:addr2_a 0x2000 is "
+					      "above --filter:addr2_b 0x1fff");
+			run_free(&r);
+		}
+	}
+}
+
 /* --max-insns detaches: the stream ends cleanly with what was traced and
  * the message says the target runs on. */
 static void test_max_insns(void)
@@ -441,6 +560,16 @@ static void test_bad_usage(void)
 		{ { "decode", "--path", "insn", "--records", "block", "x" }, 1,
 		  "needs --path block" },
 		{ { "decode", "--cpu", "6/x", "x" }, 1, "--cpu" },
+		{ { "decode", "--cpu", "6/200", "x" }, 1,
+		  "--cpu 6/200: family 6 model 200 (0xc8) is not a CPU "
+		  "libipt" },
+		{ { "decode", "--cpu", "7/78", "x" }, 1, "or 'none'" },
+		{ { "decode", "--filter:addr0_cfg", "3", "x" }, 1,
+		  "--filter:addr0_cfg: expected 0 (off), 1 (filter) or 2" },
+		{ { "decode", "--filter:addr3_b", "12z", "x" }, 1,
+		  "--filter:addr3_b: expected a number, got '12z'" },
+		{ { "decode", "--filter:addr1_cfg", "1", "x" }, 1,
+		  "--filter:addr1_cfg is for --pt input" },
 		{ { "decode", "--tid", "12abc", "x" }, 1, "--tid" },
 		{ { "decode" }, 1, "expected one TRACE" },
 		{ { "trace" }, 1, "no program" },
@@ -613,6 +742,7 @@ int main(void)
 	RUN(test_trace_stream);
 	RUN(test_capture_decode_verify);
 	RUN(test_raw_missing_code);
+	RUN(test_raw_skl014);
 	RUN(test_decode_notice);
 	RUN(test_max_insns);
 	RUN(test_export_roundtrip);

@@ -14,6 +14,7 @@
 #include "mapcode.h"
 #include "ptenc.h"
 #include "reccmp.h"
+#include "skl014.h"
 #include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "aspace/timeline.h"
@@ -24,6 +25,7 @@
 #define TAIL 0x410000ull	/* two nops, then nothing mapped */
 #define LATE 0x420000ull	/* mapped only by a timeline event */
 #define NOWHERE 0x700000ull
+#define FILT 0x430000ull	/* filt[]: a filtered program's branches out */
 
 static uint8_t code[0x50];
 
@@ -53,6 +55,17 @@ static void make_code(void)
 		memcpy(code + ins[i].off, ins[i].b, ins[i].n);
 }
 
+/* Code traced with an IP filter on it alone; each branch leaves it. */
+static const uint8_t filt[] = {
+	0x48, 0x89, 0xe5,			/* 00 mov %rsp,%rbp */
+	0xff, 0x15, 0xf7, 0x0f, 0x00, 0x00,	/* 03 call *0xff7(%rip): GOT */
+	0x90,					/* 09 nop */
+	0xff, 0xe0,				/* 0a jmp *%rax */
+	0x90,					/* 0c nop */
+	0xc3,					/* 0d ret */
+	0x90,					/* 0e nop */
+};
+
 static char dir[] = "/tmp/ptd-test-decoder-XXXXXX";
 static struct ptd_iscache *ic;
 static struct ptd_image *img;
@@ -81,7 +94,8 @@ static void setup(void)
 	if (!img)
 		SKIP_ALL("cannot allocate an image");
 	if (map_bytes("code.bin", code, sizeof(code), BASE) <= 0 ||
-	    map_bytes("tail.bin", tail, sizeof(tail), TAIL) <= 0)
+	    map_bytes("tail.bin", tail, sizeof(tail), TAIL) <= 0 ||
+	    map_bytes("filt.bin", filt, sizeof(filt), FILT) <= 0)
 		SKIP_ALL("cannot map the test code");
 }
 
@@ -117,8 +131,8 @@ static void main_trace(struct trace *t)
 	ippkt(t, ppt_tip, 0x400020);	/* jmp *%rax */
 	ippkt(t, ppt_tip_pgd, 0);	/* syscall */
 	ippkt(t, ppt_tip_pge, 0x400024);
-	/* A near branch leaving the filter: TIP.PGD with the target (a
-	 * suppressed ip there is an insn/blk disagreement in libipt). */
+	/* A near branch leaving the filter: TIP.PGD with the target (the
+	 * suppressed ip real CPUs send is test_filter_exit). */
 	ippkt(t, ppt_tip_pgd, NOWHERE);	/* jmp *%rax */
 }
 
@@ -335,6 +349,172 @@ static void test_async(void)
 	CHECK_EQ_U64(flags_at(&l, 0x400031),
 		     PTD_F_DISABLED | PTD_F_INTERRUPTED);
 	reclist_free(&l);
+}
+
+/*
+ * An IP filter on one program: an indirect call through the GOT, an
+ * indirect jump and a return leave it, and the CPU sends TIP.PGD with the
+ * IP suppressed and no FUP (the target is not traced).  The disable binds
+ * to the branch on both paths (libipt 2.0.5's pt_insn_next alone fails
+ * there, see disable_at_branch in decoder.c); tracing comes back after the
+ * call (a resume, as the block decoder says) and after the jump (not one:
+ * only a call says where tracing resumes).
+ */
+static void test_filter_exit(void)
+{
+	static const uint64_t want[] = {FILT, FILT + 3, FILT + 9, FILT + 0xa,
+					FILT + 0xc, FILT + 0xd};
+	struct trace t;
+	struct reclist l;
+	size_t ndis = 0, nres = 0;
+
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, FILT);
+	ippkt(&t, ppt_tip_pgd, 0);		/* call *GOT */
+	ippkt(&t, ppt_tip_pge, FILT + 9);	/* the callee returns */
+	ippkt(&t, ppt_tip_pgd, 0);		/* jmp *%rax */
+	ippkt(&t, ppt_tip_pge, FILT + 0xc);
+	ippkt(&t, ppt_tip_pgd, 0);		/* ret */
+	tr_end(&t);
+	REQUIRE(decode_both(t.buf, t.len, &l));
+	check_ips(&l, want, sizeof(want) / sizeof(want[0]));
+	CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
+	CHECK_EQ_U64(flags_at(&l, FILT), PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, FILT + 3), PTD_F_DISABLED);
+	CHECK_EQ_U64(flags_at(&l, FILT + 9), PTD_F_ENABLED | PTD_F_RESUMED);
+	CHECK_EQ_U64(flags_at(&l, FILT + 0xa), PTD_F_DISABLED);
+	CHECK_EQ_U64(flags_at(&l, FILT + 0xc), PTD_F_ENABLED);
+	CHECK_EQ_U64(flags_at(&l, FILT + 0xd), PTD_F_DISABLED);
+	for (size_t i = 0; i < l.n; i++) {
+		const struct pt_event *ev = &l.r[i].u.event.ev;
+
+		if (l.r[i].type != PTD_REC_EVENT)
+			continue;
+		if (ev->type == ptev_disabled) {
+			ndis++;
+			CHECK(ev->ip_suppressed);
+			CHECK(i > 0 && l.r[i - 1].type == PTD_REC_INSN);
+		}
+		if (ev->type == ptev_enabled)
+			nres += ev->variant.enabled.resumed;
+	}
+	CHECK_EQ_U64(ndis, 3);
+	CHECK_EQ_U64(nres, 1);
+	reclist_free(&l);
+
+	/* Each branch alone as the first thing after an enable. */
+	for (unsigned k = 0; k < 3; k++) {
+		static const uint64_t at[] = {FILT + 3, FILT + 0xa, FILT + 0xd};
+
+		tr_begin(&t);
+		psb(&t);
+		ippkt(&t, ppt_tip_pge, at[k]);
+		ippkt(&t, ppt_tip_pgd, 0);
+		tr_end(&t);
+		REQUIRE(decode_both(t.buf, t.len, &l));
+		check_ips(&l, &at[k], 1);
+		CHECK_EQ_U64(flags_at(&l, at[k]),
+			     PTD_F_ENABLED | PTD_F_DISABLED);
+		CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
+		reclist_free(&l);
+	}
+}
+
+/*
+ * libipt's SKL014 cases (skl014.h): decoded with the CPU of each "cpu"
+ * line and the filter of the "opt:ptxed" line, both paths give ptxed's
+ * instructions, then the disable, and no error.  Without the filter the
+ * IP-less TIP.PGD after a direct branch cannot be placed: the decode runs
+ * on and fails, as ptxed's would.
+ */
+static int decode_cfg(enum ptd_decode_path path, const uint8_t *pt,
+		      size_t len, struct ptd_image *im, uint8_t model,
+		      bool filter, struct reclist *out)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = WANT_IE | PTD_REC_BIT(PTD_REC_ERROR);
+	o.cpu.vendor = pcv_intel;
+	o.cpu.family = 6;
+	o.cpu.model = model;
+	if (filter)
+		o.addr_filter = skl014_filter();
+	memset(&a, 0, sizeof(a));
+	a.pt = pt;
+	a.len = len;
+	a.pid = 100;
+	a.tid = 101;
+	a.img = im;
+	return ptd_decode_thread(&o, &a, reclist_add, out, NULL);
+}
+
+static void test_skl014(void)
+{
+	struct skl014_case c;
+
+	for (unsigned i = 0; skl014_get(i, &c); i++) {
+		struct ptd_image *im = ptd_image_new(ic, "skl014");
+		char name[64];
+		struct trace t;
+
+		REQUIRE(im);
+		(void)snprintf(name, sizeof(name), "%s.bin", c.ptt);
+		REQUIRE(mapcode(im, dir, name, c.code, c.code_len, c.org) > 0);
+		tr_begin(&t);
+		skl014_trace(&c, &t);
+		tr_end(&t);
+		for (size_t m = 0; m < SKL014_NMODELS; m++) {
+			struct reclist li = {0}, lb = {0};
+			const struct ptd_record *last;
+
+			CHECK_EQ_INT(decode_cfg(PTD_PATH_INSN, t.buf, t.len, im,
+						skl014_models[m], c.filter,
+						&li), 0);
+			CHECK_EQ_INT(decode_cfg(PTD_PATH_BLOCK, t.buf, t.len,
+						im, skl014_models[m], c.filter,
+						&lb), 0);
+			if (!reccmp_lists(stderr, "insn:  ", &li, "block: ",
+					  &lb))
+				CHECK_FAIL_("%s, cpu 6/%u: the paths differ",
+					    c.ptt, skl014_models[m]);
+			check_ips(&li, c.exp, c.nexp);
+			CHECK_EQ_U64(count_type(&li, PTD_REC_ERROR), 0);
+			last = li.n ? &li.r[li.n - 1] : NULL;
+			CHECK(last && last->type == PTD_REC_EVENT &&
+			      last->u.event.ev.type == ptev_disabled &&
+			      last->u.event.ev.ip_suppressed);
+			CHECK_EQ_U64(flags_at(&li, c.exp[c.nexp - 1]) &
+					     PTD_F_DISABLED,
+				     PTD_F_DISABLED);
+			reclist_free(&li);
+			reclist_free(&lb);
+			if (!c.filter)
+				continue;
+			/* The filter is what places the disable. */
+			for (int path = 0; path < 2; path++) {
+				struct reclist l = {0};
+
+				CHECK_EQ_INT(decode_cfg(path ? PTD_PATH_BLOCK
+							     : PTD_PATH_INSN,
+							t.buf, t.len, im,
+							skl014_models[m], false,
+							&l), 0);
+				CHECK(count_type(&l, PTD_REC_ERROR) > 0);
+				reclist_free(&l);
+			}
+		}
+		ptd_image_free(im);
+		{
+			char file[300];
+
+			path_of(file, sizeof(file), name);
+			(void)unlink(file);
+		}
+	}
 }
 
 /* OVF+FUP: tracing resumes elsewhere; the first instruction there is
@@ -859,7 +1039,8 @@ static void test_timeline(void)
 
 static void cleanup(void)
 {
-	static const char *files[] = {"code.bin", "tail.bin", "late.bin"};
+	static const char *files[] = {"code.bin", "tail.bin", "late.bin",
+				      "filt.bin"};
 	char path[256];
 
 	ptd_image_free(img);
@@ -876,6 +1057,8 @@ int main(void)
 	setup();
 	RUN(test_main);
 	RUN(test_async);
+	RUN(test_filter_exit);
+	RUN(test_skl014);
 	RUN(test_overflow);
 	RUN(test_stop);
 	RUN(test_tsx);

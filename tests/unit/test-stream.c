@@ -4,9 +4,14 @@
  * whole stream: real programs are traced with the software source, each
  * thread is decoded at once (the expected records), then fed to ptd_stream
  * in random pieces with a round after each; the records must be the same,
- * field for field, in the same order, on both decode paths.
+ * field for field, in the same order, on both decode paths.  The two
+ * paths' whole decodes are the same too (times aside), also for a program
+ * traced with an IP filter on its own binary, whose branches out of it
+ * end in IP-less TIP.PGDs.
  */
+#include <elf.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +23,7 @@
 #include "common/fileio.h"
 #include "decode/decoder.h"
 #include "decode/stream.h"
+#include "perf/addrfilter.h"
 #include "swpt/capture.h"
 #include "swpt/replay.h"
 #include "swpt/tracer.h"
@@ -44,11 +50,13 @@ static uint64_t rnd(void)
 
 /* Trace @argv into workdir/@name and load the capture; false if it could
  * not be made (a failure is reported). */
-static bool trace(const char *name, char *const argv[], uint64_t psb_period,
-		  bool tsc, bool noretcomp, struct ptd_capture *ret)
+static bool trace_filtered(const char *name, char *const argv[],
+			   uint64_t psb_period, bool tsc, bool noretcomp,
+			   const char *filter_text, struct ptd_capture *ret)
 {
 	struct ptd_swpt_options so;
 	struct ptd_swpt_result res;
+	struct ptd_addrfilter f;
 	struct ptd_diag diag = { "" };
 	char dir[512];
 	int r;
@@ -60,7 +68,19 @@ static bool trace(const char *name, char *const argv[], uint64_t psb_period,
 	so.gen.noretcomp = noretcomp;
 	so.outdir = dir;
 	so.quiet_target = true;
+	memset(&f, 0, sizeof(f));
+	if (filter_text) {
+		r = ptd_addrfilter_parse(filter_text, PTD_ADDRFILTER_MAX, &f,
+					 &diag);
+		if (r < 0) {
+			CHECK_FAIL_("filter %s: %s", filter_text, diag.msg);
+			return false;
+		}
+		so.filter = &f;
+		so.filter_text = filter_text;
+	}
 	r = ptd_swpt_run(argv, &so, &res, &diag);
+	ptd_addrfilter_free(&f);
 	if (r < 0) {
 		CHECK_FAIL_("tracing %s failed: %s (%s)", name, diag.msg,
 			    ptd_strerror(r));
@@ -74,6 +94,13 @@ static bool trace(const char *name, char *const argv[], uint64_t psb_period,
 	return true;
 }
 
+static bool trace(const char *name, char *const argv[], uint64_t psb_period,
+		  bool tsc, bool noretcomp, struct ptd_capture *ret)
+{
+	return trace_filtered(name, argv, psb_period, tsc, noretcomp, NULL,
+			      ret);
+}
+
 /* --- The expected records: one decode of the whole stream. --- */
 
 static struct ptd_decode_opts path_opts(const struct ptd_capture *c,
@@ -83,6 +110,7 @@ static struct ptd_decode_opts path_opts(const struct ptd_capture *c,
 
 	memset(&o, 0, sizeof(o));
 	o.cpu = c->cpu;
+	o.addr_filter = c->addr_filter;
 	if (block) {
 		/* No block records: where libipt ends a block depends on its
 		 * block cache (warm after the first decode), so two decodes
@@ -304,6 +332,8 @@ static void check_capture(const struct ptd_capture *c, const char *what,
 			CHECK_FAIL_("%s: %s", what, diag.msg);
 			continue;
 		}
+		struct reclist wants[2] = { { 0 }, { 0 } };
+
 		for (int block = 0; block < 2; block++) {
 			struct ptd_decode_opts o = path_opts(c, block);
 			struct reclist want = { 0 };
@@ -311,6 +341,10 @@ static void check_capture(const struct ptd_capture *c, const char *what,
 			if (decode_whole(c, t, &o, pt, 0, len, 0, &want) < 0)
 				continue;
 			CHECK(want.n > 0);
+			/* The paths agree on the whole stream. */
+			if (block && wants[0].n)
+				(void)same_path("block path vs insn path",
+						&wants[0], &want, true);
 
 			for (size_t k = 0; k < nchunks; k++) {
 				struct feed f = { .max_chunk = chunks[k],
@@ -340,8 +374,10 @@ static void check_capture(const struct ptd_capture *c, const char *what,
 				}
 				reclist_free(&got);
 			}
-			reclist_free(&want);
+			wants[block] = want;
 		}
+		reclist_free(&wants[0]);
+		reclist_free(&wants[1]);
 		free(pt);
 	}
 }
@@ -405,6 +441,97 @@ static void test_dlopen(void)
 
 	(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs_dir);
 	check_prog("dlopen", lib, true, false);
+}
+
+/* File offset and size of the executable segment of ELF file @path. */
+static bool text_segment(const char *path, uint64_t *ret_off,
+			 uint64_t *ret_size)
+{
+	Elf64_Ehdr eh;
+	FILE *f = fopen(path, "rb");
+	bool ok = false;
+
+	if (!f)
+		return false;
+	if (fread(&eh, sizeof(eh), 1, f) == 1 &&
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	    eh.e_phentsize == sizeof(Elf64_Phdr)) {
+		for (unsigned i = 0; i < eh.e_phnum && !ok; i++) {
+			Elf64_Phdr ph;
+
+			if (fseek(f, (long)(eh.e_phoff + i * sizeof(ph)),
+				  SEEK_SET) != 0 ||
+			    fread(&ph, sizeof(ph), 1, f) != 1)
+				break;
+			if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
+			    ph.p_filesz) {
+				*ret_off = ph.p_offset;
+				*ret_size = ph.p_filesz;
+				ok = true;
+			}
+		}
+	}
+	(void)fclose(f);
+	return ok;
+}
+
+/* prog-fnptr traced with a filter on its code, as a user filters
+ * on the main binary: _start's call through the GOT, the PLT's jumps
+ * through it and the returns into libc leave the range. */
+static void test_filter_main(void)
+{
+	char *argv[] = { prog("fnptr"), NULL };
+	char real[PATH_MAX], text[PATH_MAX + 64];
+	struct ptd_capture c;
+	uint64_t off, size;
+	size_t ndis = 0;
+
+	if (!realpath(argv[0], real) || !text_segment(real, &off, &size)) {
+		CHECK_FAIL_("%s is missing or not a 64-bit ELF file (build "
+			    "the test programs)", argv[0]);
+		return;
+	}
+	(void)snprintf(text, sizeof(text), "filter %#llx/%#llx@%s",
+		       (unsigned long long)off, (unsigned long long)size,
+		       real);
+	if (!trace_filtered("filter-main", argv, 256, false, false, text,
+			    &c))
+		return;
+	CHECK(c.addr_filter.config.addr_cfg != 0);
+	/* A short trace: too few PSBs to require the anchor to move. */
+	{
+		static const size_t chunks[] = { 4096, 64, 9000 };
+
+		check_capture(&c, "fnptr filtered", chunks, 3, NULL, NULL);
+	}
+	/* The trace does leave the range: disables without an IP. */
+	for (size_t t = 0; t < c.nthreads; t++) {
+		struct ptd_diag diag = { "" };
+		struct ptd_decode_opts o = path_opts(&c, false);
+		struct reclist l = { 0 };
+		uint8_t *pt = NULL;
+		size_t len = 0;
+
+		if (ptd_capture_read_pt(&c, t, &pt, &len, &diag) < 0)
+			continue;
+		if (decode_whole(&c, t, &o, pt, 0, len, 0, &l) == 0) {
+			for (size_t i = 0; i < l.n; i++) {
+				const struct pt_event *ev = &l.r[i].u.event.ev;
+
+				ndis += l.r[i].type == PTD_REC_EVENT &&
+					ev->type == ptev_disabled &&
+					ev->ip_suppressed;
+				CHECK(l.r[i].type != PTD_REC_ERROR);
+			}
+		}
+		reclist_free(&l);
+		free(pt);
+	}
+	fprintf(stderr, "  fnptr filtered: %zu disables without an IP\n",
+		ndis);
+	CHECK(ndis > 2);
+	ptd_capture_free(&c);
 }
 
 /* --- One small capture, shared by the tests below. --- */
@@ -799,6 +926,7 @@ int main(void)
 	RUN(test_overflow);
 	RUN(test_recursion);
 	RUN(test_fnptr);
+	RUN(test_filter_main);
 	RUN(test_signal);
 	RUN(test_threads);
 	RUN(test_dlopen);
