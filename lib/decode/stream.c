@@ -439,7 +439,12 @@ static int try_anchor(struct ptd_stream *s, struct seg *g,
 	memmove(g->buf, g->buf + p, g->len - p);
 	g->len -= p;
 	g->base += p;
-	g->done = rp->seen;
+	/* The decodes agree from here on, record for record, aligned at
+	 * their ends.  What was delivered is every record the decode at
+	 * the old anchor released, or more: an earlier round may have
+	 * released records that this one holds back (a short round, see
+	 * the stats), and those lie past ra's end, in both decodes alike. */
+	g->done = rp->seen + (ra->skip > ra->seen ? ra->skip - ra->seen : 0);
 	ptd_image_free(g->img);
 	g->img = img_p;
 	img_p = NULL;
@@ -504,6 +509,8 @@ static int64_t seg_round(struct ptd_stream *s, struct seg *g, bool final,
 						   : 0;
 	r = decode_from(s, g, 0, work, g->tl_next, !final, ra);
 	ptd_image_free(work);
+	if (ra->seen < ra->skip)
+		s->st.short_rounds++;
 	g->done += ra->delivered;
 	s->st.delivered += ra->delivered;
 	g->decoded_to = end;

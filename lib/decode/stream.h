@@ -87,6 +87,10 @@ struct ptd_stream_stats {
 	uint64_t decoded_bytes;	/* bytes handed to the decoder, all decodes */
 	uint64_t redecoded;	/* of those, bytes decoded before: the cost */
 	uint64_t anchor_moves;
+	/* Rounds whose decode released fewer records than were delivered
+	 * already (on the block path, libipt's block cache may join the
+	 * last blocks of an earlier round into the one held back now). */
+	uint64_t short_rounds;
 	uint64_t anchor_mismatches;	/* check_anchor found a difference */
 	uint64_t overflows;	/* segments ended by max_buffered */
 	uint64_t segments;	/* segments started (1 + losses + overflows) */
