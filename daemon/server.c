@@ -21,6 +21,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -595,6 +596,8 @@ struct srv_record {
 	int fd;				/* the client's directory */
 	uid_t uid;
 	gid_t gid;
+	gid_t *groups;			/* the client's supplementary groups */
+	size_t ngroups;
 	struct conn *conn;		/* waits for the answer, or NULL */
 	cJSON *id;			/* its request's id */
 	bool started, answered;
@@ -608,12 +611,18 @@ static void *record_main(void *arg)
 {
 	struct srv_record *rc = arg;
 	struct ptd_bundle_save_opts o = PTD_BUNDLE_SAVE_OPTS_INIT;
+	struct ptd_replay_creds cr = { rc->uid, rc->gid, rc->groups,
+				       rc->ngroups };
 
-	/* Every file written is the client's, as if it had written it. */
+	/* Every file written is the client's, written where the client may
+	 * write (this thread takes the client's fsuid): ptd.service has no
+	 * CAP_DAC_OVERRIDE, and must not lend it to a client. */
 	o.set_owner = true;
 	o.uid = rc->uid;
 	o.gid = rc->gid;
-	rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
+	rc->err = ptd_replay_become_writer(&cr, &rc->diag);
+	if (rc->err == 0)
+		rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
 	atomic_store_explicit(&rc->done, true, memory_order_release);
 	server_wake(rc->srv);
 	return NULL;
@@ -650,6 +659,7 @@ static void record_forget(struct srv_session *ss)
 		if (rc->fd >= 0)
 			close(rc->fd);
 		cJSON_Delete(rc->id);
+		free(rc->groups);
 		free(rc);
 		ss->rec = NULL;
 	}
@@ -930,6 +940,27 @@ static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+/* A recorded session's record request, for its owner to see in status:
+ * a failure found once the session ended (the record request may have
+ * been answered long before) is told here, not only logged. */
+static void status_record(const struct srv_session *ss, cJSON *res)
+{
+	const struct srv_record *rc = ss->rec;
+	cJSON *o = cJSON_AddObjectToObject(res, "record");
+	const char *state = "not_asked";
+
+	if (!o)
+		return;
+	if (rc && atomic_load_explicit(&rc->done, memory_order_acquire))
+		state = rc->err < 0 ? "failed" : "written";
+	else if (rc)
+		state = rc->started ? "writing" : "pending";
+	cJSON_AddStringToObject(o, "state", state);
+	if (rc && !strcmp(state, "failed"))
+		cJSON_AddStringToObject(o, "error", rc->diag.msg[0]
+					? rc->diag.msg : ptd_strerror(rc->err));
+}
+
 static void cmd_status(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
@@ -957,6 +988,8 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "insns", (double)st.insns);
 	cJSON_AddNumberToObject(res, "records", (double)st.records);
 	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
+	if (ss->spool)
+		status_record(ss, res);
 	if (ss->mode == PTD_MODE_SNAPSHOT) {
 		cJSON_AddNumberToObject(res, "snapshot_size",
 					(double)st.snapshot_size);
@@ -1417,6 +1450,7 @@ static int record_check_dir(const struct conn *c, int fd, char *msg,
 			    size_t cap)
 {
 	struct dirent *e;
+	struct statvfs vfs;
 	struct stat st;
 	DIR *d;
 	int dfd, n = 0;
@@ -1431,6 +1465,20 @@ static int record_check_dir(const struct conn *c, int fd, char *msg,
 			       "you are uid %u", (unsigned)st.st_uid,
 			       (unsigned)c->peer.uid);
 		return -EPERM;
+	}
+	/* Refused now, while the client waits for the answer, rather than
+	 * when the session ends and nobody may be asking: the bundle is
+	 * written with the client's rights (record_main). */
+	if (c->peer.uid != 0 && (st.st_mode & (S_IWUSR | S_IXUSR)) !=
+					(S_IWUSR | S_IXUSR)) {
+		(void)snprintf(msg, cap, "the directory is not writable by "
+			       "you (mode %04o)", (unsigned)(st.st_mode & 07777));
+		return -EACCES;
+	}
+	if (fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+		(void)snprintf(msg, cap, "the directory is on a read-only "
+			       "file system");
+		return -EROFS;
 	}
 	/* A second descriptor to list it: readdir consumes the position. */
 	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1503,16 +1551,21 @@ static void cmd_record(struct ptd_server *s, struct conn *c,
 	r = record_check_dir(c, c->pass_fd, msg, sizeof(msg));
 	if (r < 0) {
 		reply_error(c, req->id, r == -EEXIST || r == -ENOTDIR ||
-					r == -EPERM ? PTD_ERR_BAD_DIRECTORY
+					r == -EPERM || r == -EACCES ||
+					r == -EROFS ? PTD_ERR_BAD_DIRECTORY
 						    : PTD_ERR_INTERNAL,
 			    "%s", msg);
 		return;
 	}
 	rc = calloc(1, sizeof(*rc));
-	if (!rc) {
-		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+	r = rc ? peer_groups(c->tag.fd, &rc->groups) : -ENOMEM;
+	if (r < 0) {
+		free(rc);
+		reply_error(c, req->id, PTD_ERR_INTERNAL,
+			    "cannot take your groups: %s", ptd_strerror(r));
 		return;
 	}
+	rc->ngroups = (size_t)r;
 	rc->srv = s;
 	rc->spool = ss->spool;
 	rc->fd = c->pass_fd;

@@ -119,7 +119,7 @@ okif "alice: 3 attach/detach cycles, no TracerPid left when detach answered"
 
 # alice records her process into a directory of hers.
 as alice mkdir /home/alice/rec
-as_bg alice $progs/prog-attach 2 &
+as_bg alice $progs/prog-attach 2 > /dev/null &
 rec_target=$!
 rec=$(as alice ptctl attach --record /home/alice/rec $rec_target 2> $out/rec.out) ||
 	bad "alice's attach --record: $(cat $out/rec.out)"
