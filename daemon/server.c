@@ -744,6 +744,45 @@ static void session_free(struct srv_session *ss)
 	free(ss);
 }
 
+/* options.capture: ptd creates the directory itself (lib/swpt/tracer.c),
+ * in its own view of the file system, which ptd.service makes read-only
+ * but for its RuntimeDirectory= and StateDirectory= (ProtectSystem=strict).
+ * Refuse a directory on a read-only file system now, saying where
+ * captures may go, rather than fail when the tracer creates it. */
+static bool capture_dir_refused(struct conn *c, const struct ptd_request *req)
+{
+	const char *run = getenv("RUNTIME_DIRECTORY");
+	const char *state = getenv("STATE_DIRECTORY");
+	char dir[sizeof(req->capture)];
+	struct statvfs vfs;
+	char *slash;
+
+	/* the directory if it is there, else its parent */
+	(void)ptd_strlcpy(dir, req->capture, sizeof(dir));
+	if (statvfs(dir, &vfs) < 0) {
+		slash = strrchr(dir, '/');
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		if (!slash || statvfs(dir, &vfs) < 0)
+			return false;	/* the tracer says what is missing */
+	}
+	if (!(vfs.f_flag & ST_RDONLY))
+		return false;
+	if (run || state)
+		reply_error(c, req->id, PTD_ERR_BAD_DIRECTORY,
+			    "'%s' is on a file system ptd may not write; "
+			    "captures may go under %s%s%s (ptd.service's "
+			    "RuntimeDirectory=/StateDirectory=; "
+			    "ReadWritePaths= adds others)", req->capture,
+			    state ? state : "", run && state ? " or " : "",
+			    run ? run : "");
+	else
+		reply_error(c, req->id, PTD_ERR_BAD_DIRECTORY,
+			    "'%s' is on a file system ptd may not write "
+			    "(read-only)", req->capture);
+	return true;
+}
+
 static void cmd_attach(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
@@ -768,6 +807,8 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 			    "only root may ask for options.capture");
 		return;
 	}
+	if (req->capture[0] && capture_dir_refused(c, req))
+		return;
 	if (req->record && (req->capture[0] ||
 			    req->source == PTD_SOURCE_INTEL_PT ||
 			    req->mode != PTD_MODE_FULL)) {
