@@ -2013,7 +2013,7 @@ static void print_list(const cJSON *res)
 
 static void print_status(const cJSON *res)
 {
-	const cJSON *subs, *s, *k, *rec;
+	const cJSON *subs, *s, *k;
 
 	if (!cJSON_GetObjectItemCaseSensitive(res, "session")) {
 		printf("ptd %s (protocol %.0f), up %.0f s, %.0f session(s), "
@@ -2029,10 +2029,10 @@ static void print_status(const cJSON *res)
 	       str_of(res, "state"));
 	if (*str_of(res, "buffers"))	/* live sessions */
 		printf("  buffers: %s\n", str_of(res, "buffers"));
-	rec = cJSON_GetObjectItemCaseSensitive(res, "record");
-	if (rec)	/* attached with --record */
-		printf("  record: %s%s%s\n", str_of(rec, "state"),
-		       *str_of(rec, "error") ? ": " : "", str_of(rec, "error"));
+	if (*str_of(res, "record_state"))	/* attached with --record */
+		printf("  record: %s%s%s\n", str_of(res, "record_state"),
+		       *str_of(res, "record_error") ? ": " : "",
+		       str_of(res, "record_error"));
 	if (!strcmp(str_of(res, "mode"), "snapshot"))
 		printf("  snapshots %.0f (%.0f bytes per thread), %.0f bytes "
 		       "overwritten before a snapshot\n",

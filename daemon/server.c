@@ -987,18 +987,15 @@ static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
 static void status_record(const struct srv_session *ss, cJSON *res)
 {
 	const struct srv_record *rc = ss->rec;
-	cJSON *o = cJSON_AddObjectToObject(res, "record");
 	const char *state = "not_asked";
 
-	if (!o)
-		return;
 	if (rc && atomic_load_explicit(&rc->done, memory_order_acquire))
 		state = rc->err < 0 ? "failed" : "written";
 	else if (rc)
 		state = rc->started ? "writing" : "pending";
-	cJSON_AddStringToObject(o, "state", state);
+	cJSON_AddStringToObject(res, "record_state", state);
 	if (rc && !strcmp(state, "failed"))
-		cJSON_AddStringToObject(o, "error", rc->diag.msg[0]
+		cJSON_AddStringToObject(res, "record_error", rc->diag.msg[0]
 					? rc->diag.msg : ptd_strerror(rc->err));
 }
 

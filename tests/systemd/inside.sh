@@ -109,13 +109,28 @@ okif "alice refused bob's process: $(head -c 160 $out/refuse.out)"
 
 # alice attaches and detaches her own; every thread is released when
 # detach answers.
-for i in 1 2 3; do
+for i in $(seq 10); do
 	s=$(as alice ptctl attach $alice_target) || bad "alice's attach $i"
 	sleep 0.3
 	as alice ptctl detach "$s" > /dev/null || bad "alice's detach $i"
 	no_tracer $alice_target || bad "detach of session $s answered with threads still traced"
 done
-okif "alice: 3 attach/detach cycles, no TracerPid left when detach answered"
+okif "alice: 10 attach/detach cycles, no TracerPid left when detach answered"
+
+# A record into a directory alice may not write is refused to her at
+# once, not when the session ends (and then only in the journal).
+as alice mkdir -m 0555 /home/alice/ro
+mkdir -m 0777 /var/tmp/roots
+for d in /home/alice/ro /var/tmp/roots; do
+	if as alice ptctl attach --record $d $alice_target > $out/rec-bad.id 2> $out/rec-bad.out; then
+		bad "record into $d accepted"
+	fi
+	grep -q "bad_directory" $out/rec-bad.out || bad "record into $d: $(cat $out/rec-bad.out)"
+	okif "record into $d refused: $(grep bad_directory $out/rec-bad.out | head -c 200)"
+	# the session was attached before the record request: detach it
+	s=$(cat $out/rec-bad.id)
+	[ -z "$s" ] || as alice ptctl detach "$s" > /dev/null || bad "detach $s"
+done
 
 # alice records her process into a directory of hers.
 as alice mkdir /home/alice/rec
@@ -132,6 +147,8 @@ done
 	bad "no bundle in /home/alice/rec 10 s after the session ended ($(ls -A /home/alice/rec)); status: $(as alice ptctl status "$rec" | grep record:)"
 owners=$(find /home/alice/rec -mindepth 1 -printf '%u\n' | sort -u | tr '\n' ' ')
 [ "$owners" = "alice " ] || bad "bundle files belong to: $owners"
+as alice ptctl status "$rec" | grep -q "record: written" ||
+	bad "status of recorded session $rec: $(as alice ptctl status "$rec" 2>&1)"
 okif "alice's --record: bundle written, $(find /home/alice/rec -type f | wc -l) files, all alice's"
 
 # root and alice replay it.

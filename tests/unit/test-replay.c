@@ -833,6 +833,25 @@ static void same_threads(const struct lines *a, const struct lines *b)
 	CHECK_EQ_U64(timed, total);	/* every PSB+ has a TSC */
 }
 
+/* Session @id's record_state in a status response ("" if none). */
+static const char *status_record_state(struct client *c, double id)
+{
+	static char state[32];
+	char req[100];
+	cJSON *r;
+	const char *v;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":9,\"cmd\":\"status\",\"session\":%.0f}", id);
+	r = cl_call(c, req);
+	v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(r, "result"),
+		"record_state"));
+	(void)snprintf(state, sizeof(state), "%s", v ? v : "");
+	cJSON_Delete(r);
+	return state;
+}
+
 static void test_record_round_trip(void)
 {
 	struct ptd_input_opts io;
@@ -909,6 +928,8 @@ static void test_record_round_trip(void)
 		     "limit");
 	CHECK_EQ_U64(lost, 0);
 	cJSON_Delete(bye);
+	/* status tells its owner how the record went: not asked yet */
+	CHECK_EQ_STR(status_record_state(&c, id), "not_asked");
 	/* the real one, after the end: the bundle is written at once and
 	 * the response comes when it is */
 	(void)snprintf(dir, sizeof(dir), "%s/bundle", workdir);
@@ -930,6 +951,7 @@ static void test_record_round_trip(void)
 	CHECK(!resp_ok(r));
 	cJSON_Delete(r);
 	close(dfd);
+	CHECK_EQ_STR(status_record_state(&c, id), "written");
 	cl_close(&s);
 	cl_close(&c);
 
