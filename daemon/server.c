@@ -70,6 +70,11 @@ struct srv_session {
 	struct ptd_session *s;		/* NULL once ended and freed */
 	struct ptd_fanout *fan;
 	bool stopping;			/* detach/shutdown asked */
+	/* A detach waiting for the session's end, i.e. for every thread to
+	 * be released (loop only): its connection (NULL once gone) and its
+	 * request's id. */
+	struct conn *detach_conn;
+	cJSON *detach_id;
 	/* Set by the decode thread (release) after `end` is written. */
 	atomic_bool ended;
 	struct ptd_session_end end;
@@ -737,6 +742,7 @@ static void session_free(struct srv_session *ss)
 	ptd_replay_free(ss->rp);
 	record_forget(ss);
 	ptd_fanout_free(ss->fan);
+	cJSON_Delete(ss->detach_id);
 	cJSON_Delete(ss->snap_id);
 	cJSON_Delete(ss->start_id);
 	free(ss->path);
@@ -1052,11 +1058,24 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+static void handle_lines(struct ptd_server *s, struct conn *c);
+
+static cJSON *detach_result(const struct srv_session *ss)
+{
+	cJSON *res = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	return res;
+}
+
+/* Stop a session.  The response comes once it has ended: its source has
+ * let every thread of the target go (software source: no thread is
+ * ptrace-stopped or traced any more), so a debugger may attach right
+ * after it.  The connection's later requests wait; other clients do not. */
 static void cmd_detach(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
 	struct srv_session *ss = session_find(s, c, req->session);
-	cJSON *res;
 
 	if (!ss) {
 		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
@@ -1072,9 +1091,29 @@ static void cmd_detach(struct ptd_server *s, struct conn *c,
 	/* An ended session the owner detaches need not linger. */
 	if (ss->reaped)
 		ss->ended_at_ms = 0;
-	res = cJSON_CreateObject();
-	cJSON_AddNumberToObject(res, "session", (double)ss->id);
-	reply_ok(c, req->id, res);
+	if (ss->reaped || ss->detach_conn || !(ss->s || ss->rp)) {
+		reply_ok(c, req->id, detach_result(ss));
+		return;
+	}
+	ss->detach_id = req->id ? cJSON_Duplicate(req->id, true) : NULL;
+	ss->detach_conn = c;
+	c->waiting = true;
+}
+
+/* @ss has ended: answer the detach waiting for it. */
+static void detach_answer(struct ptd_server *s, struct srv_session *ss)
+{
+	struct conn *c = ss->detach_conn;
+
+	ss->detach_conn = NULL;
+	if (!c)
+		return;
+	c->waiting = false;
+	reply_ok(c, ss->detach_id, detach_result(ss));
+	cJSON_Delete(ss->detach_id);
+	ss->detach_id = NULL;
+	handle_lines(s, c);
+	conn_flush(s, c);
 }
 
 static void cmd_subscribe(struct ptd_server *s, struct conn *c,
@@ -1194,8 +1233,6 @@ static cJSON *snapshot_result(const struct srv_session *ss)
 	cJSON_AddNumberToObject(res, "insns", (double)in->insns);
 	return res;
 }
-
-static void handle_lines(struct ptd_server *s, struct conn *c);
 
 /* Answer the snapshots the decode threads have taken. */
 static void snapshots_answer(struct ptd_server *s)
@@ -1854,6 +1891,8 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 	for (ss = s->sessions; ss; ss = ss->next) {
 		if (ss->snap_conn == c)
 			ss->snap_conn = NULL;
+		if (ss->detach_conn == c)
+			ss->detach_conn = NULL;
 		if (ss->rec && ss->rec->conn == c)
 			ss->rec->conn = NULL;
 	}
@@ -1967,6 +2006,7 @@ static void sessions_reap(struct ptd_server *s)
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			ss_release(ss);
 			ss->reaped = true;
+			detach_answer(s, ss);
 			/* a recorded session lingers for its record request */
 			ss->ended_at_ms = ss->stopping && !s->shutting_down &&
 						  !(ss->spool && !ss->rec)
