@@ -38,8 +38,12 @@ mirror_url() {
 }
 
 ensure_root() {
-	local want url tmp host
+	local want url tmp host port
 	want=$(echo $PKGS | tr ' ' '\n' | sort | tr '\n' ' ')
+	mkdir -p "$(dirname "$ROOT_CACHE")"
+	# one build at a time (two worktrees' test runs on one machine)
+	exec 9>"$ROOT_CACHE.lock"
+	flock 9
 	if [ -f "$ROOT_CACHE/.ptd-pkglist" ] &&
 	   [ "$(cat "$ROOT_CACHE/.ptd-pkglist")" = "$want" ]; then
 		return 0
@@ -48,8 +52,12 @@ ensure_root() {
 		skip "debootstrap missing (tests/install-deps.sh installs it)"
 	url=$(mirror_url)
 	[ -n "$url" ] || skip "no bookworm apt source configured"
+	host=${url#*://}; host=${host%%/*}
+	port=80
+	case "$url" in https:*) port=443 ;; esac
+	timeout 20 bash -c "exec 3<>/dev/tcp/$host/$port" 2>/dev/null ||
+		skip "mirror $url not reachable (no cached root at $ROOT_CACHE)"
 	log "building $ROOT_CACHE from $url (cached afterwards)"
-	mkdir -p "$(dirname "$ROOT_CACHE")"
 	tmp="$ROOT_CACHE.tmp"
 	rm -rf "$tmp"
 	if ! debootstrap --variant=minbase \
@@ -57,12 +65,7 @@ ensure_root() {
 		bookworm "$tmp" "$url" >"$tmp.log" 2>&1; then
 		tail -20 "$tmp.log"
 		rm -rf "$tmp"
-		host=${url#*://}; host=${host%%/*}
-		if ! timeout 20 bash -c "exec 3<>/dev/tcp/$host/80" \
-			2>/dev/null; then
-			skip "mirror $url not reachable"
-		fi
-		fail "debootstrap failed (log above)"
+		fail "debootstrap from $url failed (log above)"
 	fi
 	echo "$want" >"$tmp/.ptd-pkglist"
 	rm -rf "$ROOT_CACHE"
