@@ -3,10 +3,11 @@
 # Run by boot-test.sh inside the booted container (nsenter into its
 # systemd's namespaces), as root, with the source tree at /src: install
 # ptd with the README's own commands, then what users do.  Prints one
-# "ok: ..." line per check; the first failure exits non-zero with a
-# "FAIL: ..." line; a failed check after the install goes on to the next
-# (each says what it saw), and the test fails at the end with ptd's
-# journal.
+# "ok: ..." line per check and "FAIL: ..." with what it saw per failure.
+# A failure in the README's commands ends the test at once; the checks
+# after them go on past a failure (each is independent enough to say
+# something), and the test fails at the end.  ptd's journal follows any
+# failure.
 set -euo pipefail
 cd /src
 out=/root/boot-test
