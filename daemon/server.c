@@ -1091,6 +1091,7 @@ static void cmd_detach(struct ptd_server *s, struct conn *c,
 	/* An ended session the owner detaches need not linger. */
 	if (ss->reaped)
 		ss->ended_at_ms = 0;
+	/* (a second detach while one waits is answered at once) */
 	if (ss->reaped || ss->detach_conn || !(ss->s || ss->rp)) {
 		reply_ok(c, req->id, detach_result(ss));
 		return;
@@ -1100,20 +1101,26 @@ static void cmd_detach(struct ptd_server *s, struct conn *c,
 	c->waiting = true;
 }
 
-/* @ss has ended: answer the detach waiting for it. */
-static void detach_answer(struct ptd_server *s, struct srv_session *ss)
+/* Answer the detaches whose session has ended (its decode thread says
+ * so once the source has returned, every thread released). */
+static void detaches_answer(struct ptd_server *s)
 {
-	struct conn *c = ss->detach_conn;
+	struct srv_session *ss;
 
-	ss->detach_conn = NULL;
-	if (!c)
-		return;
-	c->waiting = false;
-	reply_ok(c, ss->detach_id, detach_result(ss));
-	cJSON_Delete(ss->detach_id);
-	ss->detach_id = NULL;
-	handle_lines(s, c);
-	conn_flush(s, c);
+	for (ss = s->sessions; ss; ss = ss->next) {
+		struct conn *c = ss->detach_conn;
+
+		if (!c || !atomic_load_explicit(&ss->ended,
+						memory_order_acquire))
+			continue;
+		ss->detach_conn = NULL;
+		c->waiting = false;
+		reply_ok(c, ss->detach_id, detach_result(ss));
+		cJSON_Delete(ss->detach_id);
+		ss->detach_id = NULL;
+		handle_lines(s, c);
+		conn_flush(s, c);
+	}
 }
 
 static void cmd_subscribe(struct ptd_server *s, struct conn *c,
@@ -2001,12 +2008,12 @@ static void sessions_reap(struct ptd_server *s)
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
 	replays_answer(s);
+	detaches_answer(s);
 	while ((ss = *p)) {
 		if (!ss->reaped &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			ss_release(ss);
 			ss->reaped = true;
-			detach_answer(s, ss);
 			/* a recorded session lingers for its record request */
 			ss->ended_at_ms = ss->stopping && !s->shutting_down &&
 						  !(ss->spool && !ss->rec)
@@ -2045,6 +2052,7 @@ static void drain_wakeups(struct ptd_server *s)
 	snapshots_answer(s);
 	records_answer(s);
 	replays_answer(s);
+	detaches_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)
 			conn_flush(s, c);
