@@ -2148,6 +2148,10 @@ static void print_status(const cJSON *res)
 	       str_of(res, "state"));
 	if (*str_of(res, "buffers"))	/* live sessions */
 		printf("  buffers: %s\n", str_of(res, "buffers"));
+	if (*str_of(res, "record_state"))	/* attached with --record */
+		printf("  record: %s%s%s\n", str_of(res, "record_state"),
+		       *str_of(res, "record_error") ? ": " : "",
+		       str_of(res, "record_error"));
 	if (!strcmp(str_of(res, "mode"), "snapshot"))
 		printf("  snapshots %.0f (%.0f bytes per thread), %.0f bytes "
 		       "overwritten before a snapshot\n",

@@ -88,8 +88,10 @@ static void sleep_ms(unsigned ms)
 /* ---- credentials ---- */
 
 /* Drop the capabilities that bypass file permissions from this thread's
- * effective and permitted sets (capset acts on the calling thread). */
-static int drop_dac_caps(struct ptd_diag *diag)
+ * effective and permitted sets (capset acts on the calling thread).  With
+ * @keep_read, CAP_DAC_READ_SEARCH stays and is made effective again (the
+ * kernel clears it from the effective set when fsuid leaves 0). */
+static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
 {
 	static const int caps[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
 				    CAP_FOWNER };
@@ -102,6 +104,13 @@ static int drop_dac_caps(struct ptd_diag *diag)
 		return ptd_diagf(diag, -errno, "capget failed: %s",
 				 strerror(errno));
 	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
+		if (keep_read && caps[i] == CAP_DAC_READ_SEARCH) {
+			if (d[CAP_TO_INDEX(caps[i])].permitted &
+			    CAP_TO_MASK(caps[i]))
+				d[CAP_TO_INDEX(caps[i])].effective |=
+					CAP_TO_MASK(caps[i]);
+			continue;
+		}
 		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
 		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
 	}
@@ -112,10 +121,9 @@ static int drop_dac_caps(struct ptd_diag *diag)
 	return 0;
 }
 
-int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
+static int become(const struct ptd_replay_creds *c, bool keep_read,
+		  struct ptd_diag *diag)
 {
-	int r;
-
 	if (!c || (c->ngroups && !c->groups) ||
 	    c->ngroups > PTD_REPLAY_MAX_GROUPS)
 		return -EINVAL;
@@ -124,12 +132,16 @@ int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
 		 * own uid is reading as the client only if they are one. */
 		if (c->uid != geteuid())
 			return ptd_diagf(diag, -EPERM,
-					 "ptd runs as uid %u and cannot read "
+					 "ptd runs as uid %u and cannot %s "
 					 "files as uid %u",
-					 (unsigned)geteuid(), (unsigned)c->uid);
+					 (unsigned)geteuid(),
+					 keep_read ? "write" : "read",
+					 (unsigned)c->uid);
 		return 0;
 	}
-	/* The raw syscall: glibc's setgroups changes every thread. */
+	/* The raw syscall: glibc's setgroups changes every thread.  Needs
+	 * CAP_SETGID (and setfs*id CAP_SETUID/CAP_SETGID): ptd.service's
+	 * CapabilityBoundingSet= keeps them. */
 	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
 		return ptd_diagf(diag, -errno, "setgroups failed: %s",
 				 strerror(errno));
@@ -139,12 +151,23 @@ int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
 	if ((uid_t)setfsuid((uid_t)-1) != c->uid ||
 	    (gid_t)setfsgid((gid_t)-1) != c->gid)
 		return ptd_diagf(diag, -EPERM,
-				 "could not take uid %u gid %u for reading",
-				 (unsigned)c->uid, (unsigned)c->gid);
+				 "could not take uid %u gid %u for %s",
+				 (unsigned)c->uid, (unsigned)c->gid,
+				 keep_read ? "writing" : "reading");
 	if (c->uid == 0)
 		return 0;
-	r = drop_dac_caps(diag);
-	return r;
+	return drop_dac_caps(keep_read, diag);
+}
+
+int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
+{
+	return become(c, false, diag);
+}
+
+int ptd_replay_become_writer(const struct ptd_replay_creds *c,
+			     struct ptd_diag *diag)
+{
+	return become(c, true, diag);
 }
 
 /* ---- the thread's side ---- */

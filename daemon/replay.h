@@ -156,4 +156,13 @@ void ptd_replay_free(struct ptd_replay *r);
 int ptd_replay_become(const struct ptd_replay_creds *c,
 		      struct ptd_diag *diag);
 
+/* The same for a thread that writes files for @c from files only ptd may
+ * read (a recorded session's bundle from ptd's spool and the traced
+ * images): what it creates is @c's and is created only where @c may
+ * write (fsuid, fsgid, groups; CAP_DAC_OVERRIDE and CAP_FOWNER dropped),
+ * what it reads is read with ptd's CAP_DAC_READ_SEARCH, kept effective.
+ * Returns as ptd_replay_become. */
+int ptd_replay_become_writer(const struct ptd_replay_creds *c,
+			     struct ptd_diag *diag);
+
 #endif

@@ -21,6 +21,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,6 +70,11 @@ struct srv_session {
 	struct ptd_session *s;		/* NULL once ended and freed */
 	struct ptd_fanout *fan;
 	bool stopping;			/* detach/shutdown asked */
+	/* A detach waiting for the session's end, i.e. for every thread to
+	 * be released (loop only): its connection (NULL once gone) and its
+	 * request's id. */
+	struct conn *detach_conn;
+	cJSON *detach_id;
 	/* Set by the decode thread (release) after `end` is written. */
 	atomic_bool ended;
 	struct ptd_session_end end;
@@ -595,6 +601,8 @@ struct srv_record {
 	int fd;				/* the client's directory */
 	uid_t uid;
 	gid_t gid;
+	gid_t *groups;			/* the client's supplementary groups */
+	size_t ngroups;
 	struct conn *conn;		/* waits for the answer, or NULL */
 	cJSON *id;			/* its request's id */
 	bool started, answered;
@@ -608,12 +616,18 @@ static void *record_main(void *arg)
 {
 	struct srv_record *rc = arg;
 	struct ptd_bundle_save_opts o = PTD_BUNDLE_SAVE_OPTS_INIT;
+	struct ptd_replay_creds cr = { rc->uid, rc->gid, rc->groups,
+				       rc->ngroups };
 
-	/* Every file written is the client's, as if it had written it. */
+	/* Every file written is the client's, written where the client may
+	 * write (this thread takes the client's fsuid): ptd.service has no
+	 * CAP_DAC_OVERRIDE, and must not lend it to a client. */
 	o.set_owner = true;
 	o.uid = rc->uid;
 	o.gid = rc->gid;
-	rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
+	rc->err = ptd_replay_become_writer(&cr, &rc->diag);
+	if (rc->err == 0)
+		rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
 	atomic_store_explicit(&rc->done, true, memory_order_release);
 	server_wake(rc->srv);
 	return NULL;
@@ -650,6 +664,7 @@ static void record_forget(struct srv_session *ss)
 		if (rc->fd >= 0)
 			close(rc->fd);
 		cJSON_Delete(rc->id);
+		free(rc->groups);
 		free(rc);
 		ss->rec = NULL;
 	}
@@ -727,11 +742,51 @@ static void session_free(struct srv_session *ss)
 	ptd_replay_free(ss->rp);
 	record_forget(ss);
 	ptd_fanout_free(ss->fan);
+	cJSON_Delete(ss->detach_id);
 	cJSON_Delete(ss->snap_id);
 	cJSON_Delete(ss->start_id);
 	free(ss->path);
 	free(ss->filter);
 	free(ss);
+}
+
+/* options.capture: ptd creates the directory itself (lib/swpt/tracer.c),
+ * in its own view of the file system, which ptd.service makes read-only
+ * but for its RuntimeDirectory= and StateDirectory= (ProtectSystem=strict).
+ * Refuse a directory on a read-only file system now, saying where
+ * captures may go, rather than fail when the tracer creates it. */
+static bool capture_dir_refused(struct conn *c, const struct ptd_request *req)
+{
+	const char *run = getenv("RUNTIME_DIRECTORY");
+	const char *state = getenv("STATE_DIRECTORY");
+	char dir[sizeof(req->capture)];
+	struct statvfs vfs;
+	char *slash;
+
+	/* the directory if it is there, else its parent */
+	(void)ptd_strlcpy(dir, req->capture, sizeof(dir));
+	if (statvfs(dir, &vfs) < 0) {
+		slash = strrchr(dir, '/');
+		if (slash)
+			*(slash == dir ? slash + 1 : slash) = '\0';
+		if (!slash || statvfs(dir, &vfs) < 0)
+			return false;	/* the tracer says what is missing */
+	}
+	if (!(vfs.f_flag & ST_RDONLY))
+		return false;
+	if (run || state)
+		reply_error(c, req->id, PTD_ERR_BAD_DIRECTORY,
+			    "'%s' is on a file system ptd may not write; "
+			    "captures may go under %s%s%s (ptd.service's "
+			    "RuntimeDirectory=/StateDirectory=; "
+			    "ReadWritePaths= adds others)", req->capture,
+			    state ? state : "", run && state ? " or " : "",
+			    run ? run : "");
+	else
+		reply_error(c, req->id, PTD_ERR_BAD_DIRECTORY,
+			    "'%s' is on a file system ptd may not write "
+			    "(read-only)", req->capture);
+	return true;
 }
 
 static void cmd_attach(struct ptd_server *s, struct conn *c,
@@ -758,6 +813,8 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 			    "only root may ask for options.capture");
 		return;
 	}
+	if (req->capture[0] && capture_dir_refused(c, req))
+		return;
 	if (req->record && (req->capture[0] ||
 			    req->source == PTD_SOURCE_INTEL_PT ||
 			    req->mode != PTD_MODE_FULL)) {
@@ -930,6 +987,24 @@ static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+/* A recorded session's record request, for its owner to see in status:
+ * a failure found once the session ended (the record request may have
+ * been answered long before) is told here, not only logged. */
+static void status_record(const struct srv_session *ss, cJSON *res)
+{
+	const struct srv_record *rc = ss->rec;
+	const char *state = "not_asked";
+
+	if (rc && atomic_load_explicit(&rc->done, memory_order_acquire))
+		state = rc->err < 0 ? "failed" : "written";
+	else if (rc)
+		state = rc->started ? "writing" : "pending";
+	cJSON_AddStringToObject(res, "record_state", state);
+	if (rc && !strcmp(state, "failed"))
+		cJSON_AddStringToObject(res, "record_error", rc->diag.msg[0]
+					? rc->diag.msg : ptd_strerror(rc->err));
+}
+
 static void cmd_status(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
@@ -957,6 +1032,8 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "insns", (double)st.insns);
 	cJSON_AddNumberToObject(res, "records", (double)st.records);
 	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
+	if (ss->spool)
+		status_record(ss, res);
 	if (ss->mode == PTD_MODE_SNAPSHOT) {
 		cJSON_AddNumberToObject(res, "snapshot_size",
 					(double)st.snapshot_size);
@@ -981,11 +1058,24 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+static void handle_lines(struct ptd_server *s, struct conn *c);
+
+static cJSON *detach_result(const struct srv_session *ss)
+{
+	cJSON *res = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	return res;
+}
+
+/* Stop a session.  The response comes once it has ended: its source has
+ * let every thread of the target go (software source: no thread is
+ * ptrace-stopped or traced any more), so a debugger may attach right
+ * after it.  The connection's later requests wait; other clients do not. */
 static void cmd_detach(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
 	struct srv_session *ss = session_find(s, c, req->session);
-	cJSON *res;
 
 	if (!ss) {
 		reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
@@ -1001,9 +1091,36 @@ static void cmd_detach(struct ptd_server *s, struct conn *c,
 	/* An ended session the owner detaches need not linger. */
 	if (ss->reaped)
 		ss->ended_at_ms = 0;
-	res = cJSON_CreateObject();
-	cJSON_AddNumberToObject(res, "session", (double)ss->id);
-	reply_ok(c, req->id, res);
+	/* (a second detach while one waits is answered at once) */
+	if (ss->reaped || ss->detach_conn || !(ss->s || ss->rp)) {
+		reply_ok(c, req->id, detach_result(ss));
+		return;
+	}
+	ss->detach_id = req->id ? cJSON_Duplicate(req->id, true) : NULL;
+	ss->detach_conn = c;
+	c->waiting = true;
+}
+
+/* Answer the detaches whose session has ended (its decode thread says
+ * so once the source has returned, every thread released). */
+static void detaches_answer(struct ptd_server *s)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next) {
+		struct conn *c = ss->detach_conn;
+
+		if (!c || !atomic_load_explicit(&ss->ended,
+						memory_order_acquire))
+			continue;
+		ss->detach_conn = NULL;
+		c->waiting = false;
+		reply_ok(c, ss->detach_id, detach_result(ss));
+		cJSON_Delete(ss->detach_id);
+		ss->detach_id = NULL;
+		handle_lines(s, c);
+		conn_flush(s, c);
+	}
 }
 
 static void cmd_subscribe(struct ptd_server *s, struct conn *c,
@@ -1123,8 +1240,6 @@ static cJSON *snapshot_result(const struct srv_session *ss)
 	cJSON_AddNumberToObject(res, "insns", (double)in->insns);
 	return res;
 }
-
-static void handle_lines(struct ptd_server *s, struct conn *c);
 
 /* Answer the snapshots the decode threads have taken. */
 static void snapshots_answer(struct ptd_server *s)
@@ -1417,6 +1532,7 @@ static int record_check_dir(const struct conn *c, int fd, char *msg,
 			    size_t cap)
 {
 	struct dirent *e;
+	struct statvfs vfs;
 	struct stat st;
 	DIR *d;
 	int dfd, n = 0;
@@ -1431,6 +1547,20 @@ static int record_check_dir(const struct conn *c, int fd, char *msg,
 			       "you are uid %u", (unsigned)st.st_uid,
 			       (unsigned)c->peer.uid);
 		return -EPERM;
+	}
+	/* Refused now, while the client waits for the answer, rather than
+	 * when the session ends and nobody may be asking: the bundle is
+	 * written with the client's rights (record_main). */
+	if (c->peer.uid != 0 && (st.st_mode & (S_IWUSR | S_IXUSR)) !=
+					(S_IWUSR | S_IXUSR)) {
+		(void)snprintf(msg, cap, "the directory is not writable by "
+			       "you (mode %04o)", (unsigned)(st.st_mode & 07777));
+		return -EACCES;
+	}
+	if (fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+		(void)snprintf(msg, cap, "the directory is on a read-only "
+			       "file system");
+		return -EROFS;
 	}
 	/* A second descriptor to list it: readdir consumes the position. */
 	dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -1503,16 +1633,21 @@ static void cmd_record(struct ptd_server *s, struct conn *c,
 	r = record_check_dir(c, c->pass_fd, msg, sizeof(msg));
 	if (r < 0) {
 		reply_error(c, req->id, r == -EEXIST || r == -ENOTDIR ||
-					r == -EPERM ? PTD_ERR_BAD_DIRECTORY
+					r == -EPERM || r == -EACCES ||
+					r == -EROFS ? PTD_ERR_BAD_DIRECTORY
 						    : PTD_ERR_INTERNAL,
 			    "%s", msg);
 		return;
 	}
 	rc = calloc(1, sizeof(*rc));
-	if (!rc) {
-		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+	r = rc ? peer_groups(c->tag.fd, &rc->groups) : -ENOMEM;
+	if (r < 0) {
+		free(rc);
+		reply_error(c, req->id, PTD_ERR_INTERNAL,
+			    "cannot take your groups: %s", ptd_strerror(r));
 		return;
 	}
+	rc->ngroups = (size_t)r;
 	rc->srv = s;
 	rc->spool = ss->spool;
 	rc->fd = c->pass_fd;
@@ -1763,6 +1898,8 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 	for (ss = s->sessions; ss; ss = ss->next) {
 		if (ss->snap_conn == c)
 			ss->snap_conn = NULL;
+		if (ss->detach_conn == c)
+			ss->detach_conn = NULL;
 		if (ss->rec && ss->rec->conn == c)
 			ss->rec->conn = NULL;
 	}
@@ -1871,6 +2008,7 @@ static void sessions_reap(struct ptd_server *s)
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
 	replays_answer(s);
+	detaches_answer(s);
 	while ((ss = *p)) {
 		if (!ss->reaped &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
@@ -1914,6 +2052,7 @@ static void drain_wakeups(struct ptd_server *s)
 	snapshots_answer(s);
 	records_answer(s);
 	replays_answer(s);
+	detaches_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)
 			conn_flush(s, c);

@@ -9,7 +9,9 @@ pkgs=(gcc meson ninja-build pkg-config python3
 # security archive; older LLDBs cannot load Intel PT bundles).  Installed
 # when the archive has them; the tests that need them skip, with the
 # reason, where they are missing.
-optional=(linux-perf lldb-22)
+# The boot test (tests/systemd/boot-test.sh) builds a Debian root with
+# debootstrap and boots it with systemd-nspawn; it skips without them.
+optional=(linux-perf lldb-22 debootstrap systemd-container)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -759,7 +760,42 @@ static void test_slow_subscriber(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
-/* detach: bye "detached", the target runs on and finishes normally. */
+/* How many threads of @pid have a tracer (TracerPid in their status). */
+static int traced_threads(pid_t pid)
+{
+	char path[PATH_MAX], *text = NULL, *p;
+	struct dirent *e;
+	size_t len;
+	DIR *d;
+	int n = 0;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
+			       (int)pid, e->d_name);
+		if (ptd_file_read_all(path, 1 << 16, &text, &len) < 0)
+			continue;	/* the thread has gone */
+		p = strstr(text, "\nTracerPid:");
+		if (p && strtol(p + 11, NULL, 10) != 0) {
+			fprintf(stderr, "thread %s traced by %ld\n", e->d_name,
+				strtol(p + 11, NULL, 10));
+			n++;
+		}
+		free(text);
+		text = NULL;
+	}
+	(void)closedir(d);
+	return n;
+}
+
+/* detach: bye "detached", the target runs on and finishes normally; when
+ * the response comes, no thread of it is traced any more (a debugger may
+ * attach at once). */
 static void test_detach(void)
 {
 	struct daemon d;
@@ -799,6 +835,7 @@ static void test_detach(void)
 		       "{\"id\":1,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
 	r = call(c, req);
 	CHECK(resp_ok(r));
+	CHECK_EQ_INT(traced_threads(t), 0);
 	cJSON_Delete(r);
 	dclose(c);
 	sub_join(s);

@@ -15,11 +15,14 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -830,6 +833,25 @@ static void same_threads(const struct lines *a, const struct lines *b)
 	CHECK_EQ_U64(timed, total);	/* every PSB+ has a TSC */
 }
 
+/* Session @id's record_state in a status response ("" if none). */
+static const char *status_record_state(struct client *c, double id)
+{
+	static char state[32];
+	char req[100];
+	cJSON *r;
+	const char *v;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":9,\"cmd\":\"status\",\"session\":%.0f}", id);
+	r = cl_call(c, req);
+	v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(r, "result"),
+		"record_state"));
+	(void)snprintf(state, sizeof(state), "%s", v ? v : "");
+	cJSON_Delete(r);
+	return state;
+}
+
 static void test_record_round_trip(void)
 {
 	struct ptd_input_opts io;
@@ -906,6 +928,8 @@ static void test_record_round_trip(void)
 		     "limit");
 	CHECK_EQ_U64(lost, 0);
 	cJSON_Delete(bye);
+	/* status tells its owner how the record went: not asked yet */
+	CHECK_EQ_STR(status_record_state(&c, id), "not_asked");
 	/* the real one, after the end: the bundle is written at once and
 	 * the response comes when it is */
 	(void)snprintf(dir, sizeof(dir), "%s/bundle", workdir);
@@ -927,6 +951,7 @@ static void test_record_round_trip(void)
 	CHECK(!resp_ok(r));
 	cJSON_Delete(r);
 	close(dfd);
+	CHECK_EQ_STR(status_record_state(&c, id), "written");
 	cl_close(&s);
 	cl_close(&c);
 
@@ -987,6 +1012,87 @@ static void test_record_not_recording(void)
 	cl_close(&c);
 }
 
+/* A record's thread (ptd_replay_become_writer): reads what only ptd may
+ * read, creates files only where the client may, and they are the
+ * client's.  A replay's (ptd_replay_become) reads nothing ptd's own. */
+struct become_args {
+	bool writer;
+	int read_err, create_root_err, create_own_err;
+	uid_t own_uid;
+};
+
+static void *become_main(void *arg)
+{
+	struct become_args *a = arg;
+	struct ptd_replay_creds c = { 65534, 65534, NULL, 0 };
+	struct ptd_diag diag = { "" };
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, r;
+
+	r = a->writer ? ptd_replay_become_writer(&c, &diag)
+		      : ptd_replay_become(&c, &diag);
+	if (r < 0) {
+		fprintf(stderr, "become: %s\n", diag.msg);
+		a->read_err = a->create_root_err = a->create_own_err = r;
+		return NULL;
+	}
+	(void)snprintf(path, sizeof(path), "%s/become/secret", workdir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	a->read_err = fd < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	(void)snprintf(path, sizeof(path), "%s/become/new-%d", workdir,
+		       a->writer);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	a->create_root_err = fd < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	(void)snprintf(path, sizeof(path), "%s/become/client/f-%d", workdir,
+		       a->writer);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	a->create_own_err = fd < 0 ? -errno : 0;
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		a->own_uid = st.st_uid;
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+static void test_become_writer(void)
+{
+	struct become_args w = { .writer = true }, rd = { .writer = false };
+	char path[PATH_MAX];
+	pthread_t th;
+
+	if (geteuid() != 0) {
+		printf("  skipped: taking another uid needs root\n");
+		return;
+	}
+	(void)snprintf(path, sizeof(path), "%s/become", workdir);
+	CHECK(mkdir(path, 0755) == 0);
+	(void)snprintf(path, sizeof(path), "%s/become/secret", workdir);
+	CHECK(ptd_file_write_atomic(path, "x", 1) == 0);
+	CHECK(chmod(path, 0600) == 0);
+	(void)snprintf(path, sizeof(path), "%s/become/client", workdir);
+	CHECK(mkdir(path, 0755) == 0);
+	CHECK(chown(path, 65534, 65534) == 0);
+
+	CHECK(pthread_create(&th, NULL, become_main, &w) == 0);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK_EQ_INT(w.read_err, 0);		/* ptd's read rights kept */
+	CHECK_EQ_INT(w.create_root_err, -EACCES); /* not where ptd may */
+	CHECK_EQ_INT(w.create_own_err, 0);	/* where the client may */
+	CHECK_EQ_INT((int)w.own_uid, 65534);	/* and it is the client's */
+
+	CHECK(pthread_create(&th, NULL, become_main, &rd) == 0);
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK_EQ_INT(rd.read_err, -EACCES);	/* a replay reads as the client */
+	CHECK_EQ_INT(rd.create_root_err, -EACCES);
+	/* the main thread kept its own credentials */
+	CHECK_EQ_INT((int)setfsuid((uid_t)-1), 0);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/ptd-replay-test-XXXXXX";
@@ -1006,6 +1112,7 @@ int main(void)
 		fprintf(stderr, "the server did not start\n");
 		return 1;
 	}
+	RUN(test_become_writer);
 	RUN(test_replay_equals_decode);
 	RUN(test_lossless_vs_lossy);
 	RUN(test_replay_refusals);
