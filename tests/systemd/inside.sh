@@ -92,12 +92,27 @@ useradd -m bob
 as() { local u=$1; shift; setpriv --reuid "$u" --regid "$u" --init-groups -- "$@"; }
 # as, in the background: `as_bg USER CMD... &` leaves the command's pid in $!
 as_bg() { local u=$1; shift; exec setpriv --reuid "$u" --regid "$u" --init-groups -- "$@"; }
+# Until the background subshell has become the target (setpriv changed
+# its user and executed the program), the pid in $! is root's shell: an
+# attach then is refused as root's process.  Wait for it (5 s at most).
+started_as() {
+	local pid=$1 u=$2 i
+	for i in $(seq 500); do
+		if [ "$(stat -c %U /proc/$pid 2>/dev/null)" = "$u" ] &&
+		   [ "$(readlink /proc/$pid/exe)" = "$progs/prog-attach" ]; then
+			return 0
+		fi
+		sleep 0.01
+	done
+	bad "pid $pid did not become $u's prog-attach"
+}
 
 as_bg bob $progs/prog-attach 60 &
 bob_target=$!
 as_bg alice $progs/prog-attach 60 &
 alice_target=$!
-sleep 0.5
+started_as $bob_target bob
+started_as $alice_target alice
 
 # bob is not in group ptd: the socket refuses him.
 if as bob ptctl list > $out/bob.out 2>&1; then bad "bob (not in group ptd) was served"; fi
@@ -137,6 +152,7 @@ done
 as alice mkdir /home/alice/rec
 as_bg alice $progs/prog-attach 2 > /dev/null &
 rec_target=$!
+started_as $rec_target alice
 rec=$(as alice ptctl attach --record /home/alice/rec $rec_target 2> $out/rec.out) ||
 	bad "alice's attach --record: $(cat $out/rec.out)"
 wait $rec_target || bad "recorded target failed"
