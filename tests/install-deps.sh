@@ -8,8 +8,10 @@ pkgs=(gcc meson ninja-build pkg-config python3
 # Intel PT decoder (perf script) and LLDB's (lldb-22 is in Debian 12's
 # security archive; older LLDBs cannot load Intel PT bundles).  Installed
 # when the archive has them; the tests that need them skip, with the
-# reason, where they are missing.
-optional=(linux-perf lldb-22)
+# reason, where they are missing.  clang and its runtimes (libFuzzer is in
+# libclang-rt-dev, only recommended by clang) build the fuzz harnesses of
+# tests/fuzz; without them run-all.sh skips its fuzz step, saying so.
+optional=(linux-perf lldb-22 clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
