@@ -3,7 +3,7 @@
  * LLDB Intel PT trace bundles (lldb/trace.c, lldb/percpu.c), through the
  * reader's public entry point only: the input is a bundle directory in the
  * form fuzz-common.h describes ("@@@ trace.json", "@@@ threads/1.trace",
- * "@@@ modules/prog", ...), unpacked, then ptd_lldb_decode on the block
+ * "@@@ modules/prog", ...), unpacked, then ptd_lldb_decode on the insn
  * path.
  * Checked: a refusal names the field or file; every record rendered is
  * JSON; no descriptor is left open.
@@ -22,9 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int r;
 
 	memset(&o, 0, sizeof(o));
-	o.decode.path = PTD_PATH_BLOCK;
-	o.decode.want = PTD_REC_ALL;
-	o.decode.json_bodies = true;
+	/* The insn path: with code from the input, libipt 2.0.5's
+	 * pt_blk_next can loop inside one call (known/README.md). */
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
 	r = ptd_lldb_decode(dir, &o, &sink, NULL, &d);
 	fuzz_check_refusal(r, &d, "ptd_lldb_decode");
 	fuzz_report("ptd_lldb_decode", r, &d, &sc);
