@@ -11,7 +11,10 @@ pkgs=(gcc meson ninja-build pkg-config python3
 # reason, where they are missing.
 # The boot test (tests/systemd/boot-test.sh) builds a Debian root with
 # debootstrap and boots it with systemd-nspawn; it skips without them.
-optional=(linux-perf lldb-22 debootstrap systemd-container)
+# clang and its runtimes (libFuzzer is in libclang-rt-dev, only
+# recommended by clang) build the fuzz harnesses of tests/fuzz; without
+# them run-all.sh skips its fuzz step, saying so.
+optional=(linux-perf lldb-22 debootstrap systemd-container clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -43,6 +43,15 @@
 /* Event records that may wait behind a pending instruction. */
 #define MAX_QUEUED_EVENTS 32
 
+/* Code the trace never leaves (direct jumps in a cycle, where the trace
+ * and the code disagree) needs no trace to decode: libipt would follow it
+ * forever.  After this many instructions without the decoder reading any
+ * trace, it is an error and decoding resyncs at the next PSB.  Real code
+ * meets a conditional branch, a return or an indirect branch long before
+ * (each needs trace); checked every LOOP_CHECK instructions. */
+#define MAX_INSNS_WITHOUT_TRACE (1u << 20)
+#define LOOP_CHECK 65536u
+
 struct modent {
 	const char *name;
 	uint64_t delta;		/* module offset = ip + delta (mod 2^64) */
@@ -110,6 +119,12 @@ struct dec {
 	/* Resync progress guard. */
 	uint64_t last_sync;
 	bool have_sync;
+
+	/* Loop guard (MAX_INSNS_WITHOUT_TRACE): the decoder's offset when
+	 * last checked, and the instruction counts when it last moved and
+	 * when it was last checked. */
+	bool have_loop_off;
+	uint64_t loop_off, loop_moved, loop_checked;
 
 	struct modent *mods;
 	size_t nmods;
@@ -872,8 +887,32 @@ static int step_block(struct dec *d)
 
 /* --- The loop both paths share. --- */
 
+/* -PTD_EDECODE once MAX_INSNS_WITHOUT_TRACE instructions were decoded
+ * without the decoder's trace offset moving, else 0. */
+static int check_loop(struct dec *d)
+{
+	uint64_t off;
+
+	d->loop_checked = d->st.insns;
+	if (d_offset(d, &off) < 0)
+		return 0;
+	if (!d->have_loop_off || off != d->loop_off) {
+		d->have_loop_off = true;
+		d->loop_off = off;
+		d->loop_moved = d->st.insns;
+		return 0;
+	}
+	if (d->st.insns - d->loop_moved < MAX_INSNS_WITHOUT_TRACE)
+		return 0;
+	d->loop_moved = d->st.insns;
+	d->err_ctx = "loop: over 2^20 instructions without trace (the code "
+		     "is not what was traced?)";
+	d->err_ip_valid = false;
+	return -PTD_EDECODE;
+}
+
 /* Decode from a sync point until an error or the end.  Returns a libipt
- * error (-pte_eos at the end) or DEC_STOP. */
+ * error (-pte_eos at the end), -PTD_EDECODE (check_loop) or DEC_STOP. */
 static int decode_segment(struct dec *d, int status)
 {
 	for (;;) {
@@ -890,6 +929,9 @@ static int decode_segment(struct dec *d, int status)
 		status = d->insn ? step_insn(d) : step_block(d);
 		if (status < 0)
 			return status;
+		if (d->st.insns - d->loop_checked >= LOOP_CHECK &&
+		    (rc = check_loop(d)) < 0)
+			return rc;
 	}
 }
 
@@ -920,7 +962,8 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 	skipped = soff > eoff ? soff - eoff : 0;
 	d->st.skipped += skipped;
 	d->next_flags = 0;
-	rc = emit_error(d, err, false, eoff, ip_valid, ip, ctx, skipped);
+	rc = emit_error(d, err, err <= -PTD_ERR_BASE, eoff, ip_valid, ip, ctx,
+			skipped);
 	if (rc)
 		return rc;
 	if (status == -pte_eos)

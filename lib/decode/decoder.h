@@ -13,7 +13,9 @@
  * Events become event records and set the flags of the instruction they
  * bind to (record/record.h).  A decode error becomes an error record
  * (trace offset, IP, libipt's reason) and decoding resumes at the next PSB:
- * one bad byte never ends a stream.  Image changes from the timeline are
+ * one bad byte never ends a stream.  So does code the trace never leaves
+ * (2^20 instructions without trace: a cycle of direct jumps, where the
+ * code is not what was traced), which libipt would follow forever.  Image changes from the timeline are
  * applied as the decoder's offset passes their position.
  */
 #ifndef PTD_DECODE_DECODER_H

@@ -1185,7 +1185,8 @@ auxidx_find(const struct ptd_perfdata *pd, const struct auxidx *v,
 }
 
 /* Copy CPU @cpu's AUX bytes [off, off + len) from its payloads; returns
- * the bytes found contiguous from @off (the rest is a gap). */
+ * the bytes found contiguous from @off (the rest is a gap).  @out NULL:
+ * only count them. */
 static size_t cpu_bytes(const struct ptd_perfdata *pd, const struct auxidx *v,
 			uint32_t cpu, uint64_t off, uint64_t len, uint8_t *out)
 {
@@ -1201,7 +1202,8 @@ static size_t cpu_bytes(const struct ptd_perfdata *pd, const struct auxidx *v,
 		n = a->size - (want - a->offset);	/* want is inside */
 		if (n > len - have)
 			n = len - have;
-		memcpy(out + have, a->data + (want - a->offset), n);
+		if (out)
+			memcpy(out + have, a->data + (want - a->offset), n);
 		have += n;
 	}
 	return have;
@@ -1347,14 +1349,18 @@ static int percpu_pass(struct dec *d)
 					      e.u.aux.aux_size);
 				break;
 			}
+			/* The record's size is the file's word: take room for
+			 * the bytes the file holds, not for what it claims. */
+			got = cpu_bytes(pd, idx, e.sid.cpu, e.u.aux.aux_offset,
+					e.u.aux.aux_size, NULL);
 			free(buf);
-			buf = malloc(e.u.aux.aux_size);
+			buf = malloc(got ? got : 1);
 			if (!buf) {
 				r = -ENOMEM;
 				break;
 			}
 			got = cpu_bytes(pd, idx, e.sid.cpu, e.u.aux.aux_offset,
-					e.u.aux.aux_size, buf);
+					got, buf);
 			r = ptd_percpu_aux(pc, e.sid.cpu, e.u.aux.aux_offset,
 					   buf, got);
 			if (r == 0 && got < e.u.aux.aux_size) {

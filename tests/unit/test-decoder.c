@@ -26,6 +26,7 @@
 #define LATE 0x420000ull	/* mapped only by a timeline event */
 #define NOWHERE 0x700000ull
 #define FILT 0x430000ull	/* filt[]: a filtered program's branches out */
+#define LOOP 0x440000ull	/* nop; jmp LOOP: needs no trace, ever */
 
 static uint8_t code[0x50];
 
@@ -1037,10 +1038,85 @@ static void test_timeline(void)
 	}
 }
 
+/* Counts what a decode gives, and stops it at @limit instructions. */
+struct loop_count {
+	uint64_t insns, limit;
+	unsigned errors;
+	struct ptd_rec_error err;
+	uint64_t insns_before_error;
+};
+
+static int loop_count(void *ctx, const struct ptd_record *r)
+{
+	struct loop_count *c = ctx;
+
+	if (r->type == PTD_REC_ERROR) {
+		if (!c->errors++) {
+			c->err = r->u.error;
+			c->insns_before_error = c->insns;
+		}
+	} else if (r->type == PTD_REC_INSN && ++c->insns >= c->limit) {
+		return 1;
+	}
+	return 0;
+}
+
+/* Code the trace never leaves (found by fuzz-capture: the trace and the
+ * code disagree, and a direct jump closes a cycle) would be decoded
+ * forever, libipt needing no trace for it: after 2^20 instructions
+ * without trace it is an error record and decoding resyncs at the next
+ * PSB, on both paths. */
+static void test_loop_without_trace(void)
+{
+	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
+	struct trace t;
+	uint64_t second;
+
+	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, LOOP);
+	tnt(&t, "1");	/* never needed: the loop has no conditional */
+	second = psb_plus(&t, false, 0, BASE + 0x20);
+	ippkt(&t, ppt_tip_pgd, 0);	/* the syscall at 0x400022 */
+	tr_end(&t);
+	for (int path = 0; path < 2; path++) {
+		struct loop_count c = { .limit = 8u << 20 };
+		struct ptd_decode_stats st;
+		struct ptd_decode_opts o;
+		struct ptd_decode_thread_args a;
+
+		memset(&o, 0, sizeof(o));
+		o.path = path ? PTD_PATH_BLOCK : PTD_PATH_INSN;
+		o.want = WANT_IE;
+		memset(&a, 0, sizeof(a));
+		a.pt = t.buf;
+		a.len = t.len;
+		a.pid = 100;
+		a.tid = 101;
+		a.img = img;
+		CHECK_EQ_INT(ptd_decode_thread(&o, &a, loop_count, &c, &st),
+			     0);
+		CHECK_EQ_INT(c.errors, 1);
+		CHECK_EQ_INT(c.err.code, -PTD_EDECODE);
+		CHECK(c.err.ptd_code);
+		CHECK(c.err.context &&
+		      strstr(c.err.context, "without trace") != NULL);
+		CHECK_EQ_U64(c.err.skipped, second - c.err.offset);
+		/* checked every 65536 instructions; a block holds up to
+		 * 65535 */
+		CHECK(c.insns_before_error >= (1u << 20));
+		CHECK(c.insns_before_error < (1u << 20) + 3 * 65536);
+		/* then from the next PSB: 0x400020, 0x400021, the syscall */
+		CHECK_EQ_U64(c.insns - c.insns_before_error, 3);
+		CHECK_EQ_U64(st.errors, 1);
+	}
+}
+
 static void cleanup(void)
 {
 	static const char *files[] = {"code.bin", "tail.bin", "late.bin",
-				      "filt.bin"};
+				      "filt.bin", "loop.bin"};
 	char path[256];
 
 	ptd_image_free(img);
@@ -1071,6 +1147,7 @@ int main(void)
 	RUN(test_blocks);
 	RUN(test_args);
 	RUN(test_timeline);
+	RUN(test_loop_without_trace);
 	cleanup();
 	return check_done();
 }
