@@ -82,8 +82,8 @@ static int syslog_priority(enum ptd_log_level l)
 
 /* Format the whole line first and write it with one write(2), so lines
  * from different threads do not interleave. */
-static void log_emit(enum ptd_log_level level, int err, const char *fmt,
-		     va_list ap)
+static void __attribute__((format(printf, 3, 0)))
+log_emit(enum ptd_log_level level, int err, const char *fmt, va_list ap)
 {
 	char line[2048];
 	size_t n;
