@@ -5,8 +5,10 @@
  * "ok ITERATIONS" and exits 0 -- or 1 if anything came out wrong, which is
  * what an attach and detach must never cause.  It writes "ready\n" to fd 3
  * (if open) once its threads run.  With more arguments, it then executes
- * argv[2] with the rest as its arguments. */
+ * argv[2] with the rest as its arguments.  SIGUSR1 ends the run early, as
+ * its time running out would (for a test that must attach first). */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,13 @@
 #include <unistd.h>
 
 static atomic_int done;
+static volatile sig_atomic_t stop;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
 static atomic_int bad;
 
 __attribute__((noinline)) static unsigned long collatz(unsigned long x)
@@ -75,6 +84,8 @@ int main(int argc, char **argv)
 	void *ra, *rb;
 	unsigned long it = 0;
 
+	if (signal(SIGUSR1, on_usr1) == SIG_ERR)
+		return 2;
 	if (pthread_create(&a, NULL, compute, NULL) ||
 	    pthread_create(&b, NULL, sleeper, NULL))
 		return 2;
@@ -97,7 +108,7 @@ int main(int argc, char **argv)
 				atomic_store(&bad, 1);
 		}
 		it++;
-	} while (now() - start < secs);
+	} while (now() - start < secs && !stop);
 	atomic_store(&done, 1);
 	if (pthread_join(a, &ra) || pthread_join(b, &rb))
 		return 2;
