@@ -12,6 +12,7 @@
 #include "common/strutil.h"
 #include "daemon/proto.h"
 #include "perf/addrfilter.h"
+#include "x86/insn.h"
 
 const char *ptd_cmd_name(enum ptd_cmd c)
 {
@@ -715,6 +716,16 @@ static int parse_object(const cJSON *o, struct ptd_request *req,
 	return 0;
 }
 
+void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd)
+{
+	memset(req, 0, sizeof(*req));
+	req->cmd = cmd;
+	req->source = PTD_SOURCE_AUTO;
+	req->mode = PTD_MODE_FULL;
+	req->filter.kinds = PTD_FILTER_DEFAULT_KINDS;
+	req->record_wait = true;
+}
+
 int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
 		      struct ptd_diag *diag)
 {
@@ -722,9 +733,7 @@ int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
 	cJSON *o;
 	int r;
 
-	memset(req, 0, sizeof(*req));
-	req->source = PTD_SOURCE_AUTO;
-	req->filter.kinds = PTD_FILTER_DEFAULT_KINDS;
+	ptd_request_init(req, PTD_CMD_PING);
 	if (memchr(line, 0, len))
 		return ptd_diagf(diag, -PTD_EFORMAT,
 				 "the request contains a NUL byte");
@@ -829,4 +838,218 @@ char *ptd_response_error(const cJSON *id, const char *code,
 	}
 	cJSON_AddItemToObject(o, "error", e);
 	return print_line(o, ret_len);
+}
+
+/* ---- the client's side: requests built, responses read ---- */
+
+static bool add_hex(cJSON *a, uint64_t v)
+{
+	char buf[24];
+
+	(void)snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	return cJSON_AddItemToArray(a, cJSON_CreateString(buf));
+}
+
+/* subscribe's "kinds" and "filter", where they differ from the defaults */
+static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
+{
+	cJSON *fo, *a, *pair;
+
+	if (f->kinds != PTD_FILTER_DEFAULT_KINDS) {
+		if (!(a = cJSON_AddArrayToObject(o, "kinds")))
+			return false;
+		for (unsigned t = 0; t < PTD_REC_NTYPES; t++)
+			if ((f->kinds & PTD_REC_BIT(t)) &&
+			    !cJSON_AddItemToArray(a, cJSON_CreateString(
+				    ptd_rec_type_name((enum ptd_rec_type)t))))
+				return false;
+	}
+	if (!f->ntids && !f->nranges && !f->iclasses && !f->module[0])
+		return true;
+	if (!(fo = cJSON_AddObjectToObject(o, "filter")))
+		return false;
+	if (f->ntids) {
+		if (!(a = cJSON_AddArrayToObject(fo, "tid")))
+			return false;
+		for (unsigned i = 0; i < f->ntids; i++)
+			if (!cJSON_AddItemToArray(
+				    a, cJSON_CreateNumber((double)f->tids[i])))
+				return false;
+	}
+	if (f->nranges) {
+		if (!(a = cJSON_AddArrayToObject(fo, "ranges")))
+			return false;
+		for (unsigned i = 0; i < f->nranges; i++) {
+			pair = cJSON_CreateArray();
+			if (!cJSON_AddItemToArray(a, pair) ||
+			    !add_hex(pair, f->ranges[i].start) ||
+			    !add_hex(pair, f->ranges[i].end))
+				return false;
+		}
+	}
+	if (f->iclasses) {
+		if (!(a = cJSON_AddArrayToObject(fo, "iclass")))
+			return false;
+		for (int c = ptic_error; c <= ptic_ptwrite; c++)
+			if ((f->iclasses & (1u << c)) &&
+			    !cJSON_AddItemToArray(
+				    a, cJSON_CreateString(ptd_iclass_name(
+					       (enum pt_insn_class)c))))
+				return false;
+	}
+	return !f->module[0] ||
+	       cJSON_AddStringToObject(fo, "module", f->module);
+}
+
+/* attach's "options", where they differ from the defaults */
+static bool build_options(cJSON *o, const struct ptd_request *req,
+			  const struct ptd_request *def)
+{
+	cJSON *op = cJSON_AddObjectToObject(o, "options");
+
+	if (!op)
+		return false;
+	if (req->source != def->source &&
+	    !cJSON_AddStringToObject(op, "source",
+				     ptd_source_name(req->source)))
+		return false;
+	if (req->tsc && !cJSON_AddBoolToObject(op, "tsc", true))
+		return false;
+	if (req->max_insns &&
+	    !cJSON_AddNumberToObject(op, "max_insns", (double)req->max_insns))
+		return false;
+	if (req->capture[0] &&
+	    !cJSON_AddStringToObject(op, "capture", req->capture))
+		return false;
+	if (req->mode != def->mode &&
+	    !cJSON_AddStringToObject(op, "mode",
+				     ptd_session_mode_name(req->mode)))
+		return false;
+	if (req->snapshot_size &&
+	    !cJSON_AddNumberToObject(op, "snapshot_size",
+				     (double)req->snapshot_size))
+		return false;
+	if (req->per_cpu && !cJSON_AddBoolToObject(op, "per_cpu", true))
+		return false;
+	if (req->addr_filter &&
+	    !cJSON_AddStringToObject(op, "filter", req->addr_filter))
+		return false;
+	return !req->record || cJSON_AddBoolToObject(op, "record", true);
+}
+
+static bool build_body(cJSON *o, const struct ptd_request *req)
+{
+	struct ptd_request def;
+
+	ptd_request_init(&def, req->cmd);
+	switch (req->cmd) {
+	case PTD_CMD_ATTACH:
+		return cJSON_AddNumberToObject(o, "pid", (double)req->pid) &&
+		       build_options(o, req, &def);
+	case PTD_CMD_DETACH:
+	case PTD_CMD_SNAPSHOT:
+	case PTD_CMD_STATUS:
+		return !req->has_session ||
+		       cJSON_AddNumberToObject(o, "session",
+					       (double)req->session);
+	case PTD_CMD_SUBSCRIBE:
+		return cJSON_AddNumberToObject(o, "session",
+					       (double)req->session) &&
+		       build_filter(o, &req->filter);
+	case PTD_CMD_REPLAY:
+		return cJSON_AddStringToObject(o, "path", req->path) &&
+		       (req->lossless == def.lossless ||
+			cJSON_AddBoolToObject(o, "lossless", req->lossless)) &&
+		       (!req->has_tid ||
+			cJSON_AddNumberToObject(o, "tid", (double)req->tid)) &&
+		       (!req->has_wait_ms ||
+			cJSON_AddNumberToObject(o, "wait_ms",
+						(double)req->wait_ms));
+	case PTD_CMD_RECORD:
+		return cJSON_AddNumberToObject(o, "session",
+					       (double)req->session) &&
+		       (req->record_wait == def.record_wait ||
+			cJSON_AddBoolToObject(o, "wait", req->record_wait));
+	case PTD_CMD_PING:
+	case PTD_CMD_VERSION:
+	case PTD_CMD_LIST:
+	case PTD_CMD_COUNT:
+		break;
+	}
+	return true;
+}
+
+char *ptd_request_line(const struct ptd_request *req, size_t *ret_len)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON *id = req->id ? cJSON_Duplicate(req->id, false)
+			    : cJSON_CreateNull();
+	const char *cmd = ptd_cmd_name(req->cmd);
+
+	if (!o || !id || !cmd) {
+		cJSON_Delete(o);
+		cJSON_Delete(id);
+		return NULL;
+	}
+	cJSON_AddItemToObject(o, "id", id);
+	if (!cJSON_AddStringToObject(o, "cmd", cmd) || !build_body(o, req)) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return print_line(o, ret_len);
+}
+
+int ptd_response_parse(const char *line, size_t len,
+		       struct ptd_response *ret, struct ptd_diag *diag)
+{
+	const cJSON *type, *ok, *err, *code, *msg;
+
+	memset(ret, 0, sizeof(*ret));
+	if (memchr(line, 0, len))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "the response contains a NUL byte");
+	ret->root = cJSON_ParseWithLength(line, len);
+	if (!ret->root || !cJSON_IsObject(ret->root))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "the response is not a JSON object");
+	type = cJSON_GetObjectItemCaseSensitive(ret->root, "type");
+	if (!cJSON_IsString(type) || strcmp(type->valuestring, "response"))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "\"type\" must be \"response\"");
+	ret->id = cJSON_GetObjectItemCaseSensitive(ret->root, "id");
+	if (!ret->id)
+		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"id\"");
+	ok = cJSON_GetObjectItemCaseSensitive(ret->root, "ok");
+	if (!cJSON_IsBool(ok))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "\"ok\" must be a boolean, got %s",
+				 ok ? json_type_name(ok) : "nothing");
+	ret->ok = cJSON_IsTrue(ok);
+	if (ret->ok) {
+		ret->result = cJSON_GetObjectItemCaseSensitive(ret->root,
+							       "result");
+		if (!cJSON_IsObject(ret->result))
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "\"result\" must be an object");
+		return 0;
+	}
+	err = cJSON_GetObjectItemCaseSensitive(ret->root, "error");
+	code = cJSON_GetObjectItemCaseSensitive(err, "code");
+	msg = cJSON_GetObjectItemCaseSensitive(err, "message");
+	if (!cJSON_IsObject(err) || !cJSON_IsString(code) ||
+	    !cJSON_IsString(msg))
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "\"error\" must be {\"code\": string, "
+				 "\"message\": string}");
+	ret->code = code->valuestring;
+	ret->message = msg->valuestring;
+	return 0;
+}
+
+void ptd_response_free(struct ptd_response *resp)
+{
+	if (!resp)
+		return;
+	cJSON_Delete(resp->root);
+	memset(resp, 0, sizeof(*resp));
 }

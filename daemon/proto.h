@@ -121,6 +121,9 @@ struct ptd_request {
 	bool record_wait;
 };
 
+/* @req at the defaults ptd_request_parse starts from, for @cmd (no id). */
+void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd);
+
 /* Parse the request in @line (@len bytes, no newline).  @req is always
  * initialised (free it with ptd_request_free); on failure req->id holds
  * the id if one could be read, so the error response can echo it.
@@ -147,6 +150,33 @@ const char *ptd_proto_error_code(int err);
 char *ptd_response_ok(const cJSON *id, cJSON *result, size_t *ret_len);
 char *ptd_response_error(const cJSON *id, const char *code,
 			 const char *message, size_t *ret_len);
+
+/* Build the request line for @req (with its '\n') into a malloc'd string:
+ * the inverse of ptd_request_parse, which gives @req back from it.  Fields
+ * at their ptd_request_init defaults are left out; req->id NULL sends
+ * "id":null.  ptctl writes every request through this, so that a field is
+ * spelled in one place.  Returns NULL on -ENOMEM. */
+char *ptd_request_line(const struct ptd_request *req, size_t *ret_len);
+
+/* A response as a client reads it.  @root owns the tree; @result (ok) and
+ * @code/@message (not ok) point into it. */
+struct ptd_response {
+	cJSON *root;
+	bool ok;
+	const cJSON *id;
+	const cJSON *result;	/* an object; ok only */
+	const char *code;	/* not ok only */
+	const char *message;	/* not ok only */
+};
+
+/* Parse a response line (@len bytes, no newline): an object with "type":
+ * "response", "id", "ok", and "result" (an object) or "error" ({"code",
+ * "message"} strings).  @ret is always initialised (ptd_response_free).
+ * Returns 0, -PTD_EFORMAT (a message naming what is wrong in @diag) or
+ * -ENOMEM. */
+int ptd_response_parse(const char *line, size_t len,
+		       struct ptd_response *ret, struct ptd_diag *diag);
+void ptd_response_free(struct ptd_response *resp);
 
 /* Source names as the protocol spells them ("auto", "intel_pt",
  * "software"), and the inverse (-1 for an unknown name). */

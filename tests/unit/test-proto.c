@@ -313,6 +313,155 @@ static void test_responses(void)
 	cJSON_Delete(id);
 }
 
+/* What ptctl sends: each line parses and is built back byte for byte, so
+ * the builder and the parser spell every field alike. */
+static void test_request_lines(void)
+{
+	static const char *const lines[] = {
+		"{\"id\":1,\"cmd\":\"ping\"}",
+		"{\"id\":\"x\",\"cmd\":\"version\"}",
+		"{\"id\":null,\"cmd\":\"list\"}",
+		"{\"id\":1,\"cmd\":\"status\"}",
+		"{\"id\":1,\"cmd\":\"status\",\"session\":3}",
+		"{\"id\":1,\"cmd\":\"detach\",\"session\":3}",
+		"{\"id\":1,\"cmd\":\"snapshot\",\"session\":12345}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{}}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
+		"\"source\":\"software\",\"tsc\":true,\"max_insns\":1000,"
+		"\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
+		"\"snapshot_size\":65536,\"per_cpu\":true,"
+		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"record\":true}}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
+		"[\"block\",\"error\"],\"filter\":{\"tid\":[5,6],\"ranges\":"
+		"[[\"0x401000\",\"0x402000\"],[\"0xffffffff81000000\","
+		"\"0xffffffffffffffff\"]],\"iclass\":[\"call\",\"return\"],"
+		"\"module\":\"libc\"}}",
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\"}",
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossless\":true,"
+		"\"tid\":7,\"wait_ms\":0}",
+		"{\"id\":1,\"cmd\":\"record\",\"session\":4}",
+		"{\"id\":1,\"cmd\":\"record\",\"session\":4,\"wait\":false}",
+	};
+	struct ptd_request req;
+	struct ptd_diag d;
+
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		size_t len = 0;
+		char *s;
+
+		if (parse(lines[i], &req, &d) != 0) {
+			CHECK_FAIL_("'%s': %s", lines[i], d.msg);
+			ptd_request_free(&req);
+			continue;
+		}
+		s = ptd_request_line(&req, &len);
+		REQUIRE(s);
+		CHECK_EQ_INT(len, strlen(s));
+		CHECK(len && s[len - 1] == '\n');
+		if (len)
+			s[len - 1] = 0;
+		CHECK_EQ_STR(s, lines[i]);
+		free(s);
+		ptd_request_free(&req);
+	}
+
+	/* A request built in code (as ptctl does) parses to what was set. */
+	struct ptd_request b, got;
+	size_t len = 0;
+	char *s;
+
+	ptd_request_init(&b, PTD_CMD_SUBSCRIBE);
+	b.has_session = true;
+	b.session = 77;
+	b.filter.kinds = PTD_REC_BIT(PTD_REC_INSN);
+	b.filter.tids[b.filter.ntids++] = 9;
+	b.filter.iclasses = 1u << ptic_ptwrite;
+	s = ptd_request_line(&b, &len);
+	REQUIRE(s);
+	REQUIRE(ptd_request_parse(s, len - 1, &got, &d) == 0);
+	CHECK_EQ_INT(got.cmd, PTD_CMD_SUBSCRIBE);
+	CHECK_EQ_U64(got.session, 77);
+	CHECK_EQ_INT(got.filter.kinds, PTD_REC_BIT(PTD_REC_INSN));
+	CHECK_EQ_INT(got.filter.ntids, 1);
+	CHECK_EQ_INT(got.filter.tids[0], 9);
+	CHECK_EQ_INT(got.filter.iclasses, 1u << ptic_ptwrite);
+	CHECK(cJSON_IsNull(got.id));
+	ptd_request_free(&got);
+	free(s);
+
+	/* The defaults a parse starts from are the ones the builder leaves
+	 * out. */
+	ptd_request_init(&b, PTD_CMD_RECORD);
+	CHECK(b.record_wait);
+	CHECK_EQ_INT(b.source, PTD_SOURCE_AUTO);
+	CHECK_EQ_INT(b.filter.kinds, PTD_FILTER_DEFAULT_KINDS);
+}
+
+/* What ptctl reads: ptd's responses parse back; anything else is refused
+ * with what is wrong. */
+static void test_response_parse(void)
+{
+	static const struct {
+		const char *line;
+		const char *what;
+	} bad_lines[] = {
+		{ "nope", "not a JSON object" },
+		{ "[1]", "not a JSON object" },
+		{ "{\"id\":1,\"ok\":true,\"result\":{}}", "\"type\"" },
+		{ "{\"type\":\"hello\",\"id\":1,\"ok\":true,\"result\":{}}",
+		  "\"type\"" },
+		{ "{\"type\":\"response\",\"ok\":true,\"result\":{}}",
+		  "missing \"id\"" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":1,\"result\":{}}",
+		  "\"ok\" must be a boolean" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":true}", "\"result\"" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":true,\"result\":3}",
+		  "\"result\"" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":false}", "\"error\"" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":false,\"error\":"
+		  "{\"code\":\"x\"}}", "\"error\"" },
+	};
+	struct ptd_response resp;
+	struct ptd_diag d;
+	cJSON *id = cJSON_CreateNumber(5), *res = cJSON_CreateObject();
+	size_t len = 0;
+	char *s;
+
+	for (size_t i = 0; i < sizeof(bad_lines) / sizeof(bad_lines[0]); i++) {
+		const char *l = bad_lines[i].line;
+
+		d.msg[0] = 0;
+		if (ptd_response_parse(l, strlen(l), &resp, &d) != -PTD_EFORMAT)
+			CHECK_FAIL_("'%s' was not refused", l);
+		else if (!strstr(d.msg, bad_lines[i].what))
+			CHECK_FAIL_("'%s': \"%s\" does not name \"%s\"", l,
+				    d.msg, bad_lines[i].what);
+		ptd_response_free(&resp);
+	}
+
+	cJSON_AddNumberToObject(res, "session", 4);
+	s = ptd_response_ok(id, res, &len);
+	REQUIRE(s);
+	REQUIRE(ptd_response_parse(s, len - 1, &resp, &d) == 0);
+	CHECK(resp.ok);
+	CHECK_EQ_INT(cJSON_GetObjectItem(resp.result, "session")->valueint, 4);
+	CHECK_EQ_INT(resp.id->valueint, 5);
+	ptd_response_free(&resp);
+	CHECK(resp.root == NULL);
+	free(s);
+
+	s = ptd_response_error(id, PTD_ERR_LIMIT, "too many", &len);
+	REQUIRE(s);
+	REQUIRE(ptd_response_parse(s, len - 1, &resp, &d) == 0);
+	CHECK(!resp.ok);
+	CHECK_EQ_STR(resp.code, "limit");
+	CHECK_EQ_STR(resp.message, "too many");
+	ptd_response_free(&resp);
+	free(s);
+	cJSON_Delete(id);
+}
+
 static void test_names(void)
 {
 	CHECK_EQ_STR(ptd_proto_error_code(-ESRCH), "no_such_process");
@@ -337,6 +486,8 @@ int main(void)
 	RUN(test_session_cmds);
 	RUN(test_subscribe);
 	RUN(test_responses);
+	RUN(test_request_lines);
+	RUN(test_response_parse);
 	RUN(test_names);
 	return check_done();
 }

@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl's side of the control protocol: the connection to ptd, requests
+ * written and responses read through daemon/proto.h (the module ptd parses
+ * and answers with), the stream options and a stream followed to its bye.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/fileio.h"
+#include "common/strutil.h"
+#include "daemon/filter.h"
+#include "ptctl.h"
+
+/* Longest response line ptctl accepts. */
+#define PTCTL_MAX_LINE (16u << 20)
+
+static const char *socket_path(void)
+{
+	const char *env = getenv("PTD_SOCKET");
+
+	if (arg_socket)
+		return arg_socket;
+	return env && *env ? env : PTCTL_DEFAULT_SOCKET;
+}
+
+int client_connect(FILE **ret)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	const char *path = socket_path();
+	int fd, err;
+	FILE *f;
+
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		errx_msg("socket path '%s' is too long", path);
+		return EXIT_USAGE;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		errx_msg("cannot create a socket: %s", strerror(errno));
+		return EXIT_CONNECT;
+	}
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		err = errno;
+		close(fd);
+		if (err == ENOENT || err == ECONNREFUSED)
+			errx_msg("cannot connect to %s: %s — is ptd running? "
+				 "(systemctl start ptd)",
+				 path,
+				 err == ENOENT ? "no such file"
+					       : "connection refused");
+		else if (err == EACCES || err == EPERM)
+			errx_msg("cannot connect to %s: permission denied — "
+				 "ask to be added to the socket's group "
+				 "(usually 'ptd')",
+				 path);
+		else
+			errx_msg("cannot connect to %s: %s", path,
+				 strerror(err));
+		return EXIT_CONNECT;
+	}
+	f = fdopen(fd, "r+");
+	if (!f) {
+		close(fd);
+		errx_msg("out of memory");
+		return EXIT_CONNECT;
+	}
+	*ret = f;
+	return 0;
+}
+
+/* Read one line (without the newline) into *line. Returns its length, or
+ * -1 at EOF/error. */
+static ssize_t read_line(FILE *f, char **line, size_t *cap)
+{
+	ssize_t n = getline(line, cap, f);
+
+	if (n <= 0)
+		return -1;
+	if ((size_t)n > PTCTL_MAX_LINE)
+		return -1;
+	if ((*line)[n - 1] == '\n')
+		(*line)[--n] = 0;
+	return n;
+}
+
+/* The exit status for an error response's code. */
+static int exit_for_code(const char *code)
+{
+	if (!strcmp(code, PTD_ERR_NO_SUCH_PROCESS) ||
+	    !strcmp(code, PTD_ERR_NO_SUCH_SESSION))
+		return EXIT_NOT_FOUND;
+	if (!strcmp(code, PTD_ERR_PERMISSION))
+		return EXIT_PERMISSION;
+	if (!strcmp(code, PTD_ERR_NO_INTEL_PT))
+		return EXIT_NO_PT;
+	if (!strcmp(code, PTD_ERR_LIMIT))
+		return EXIT_LIMIT;
+	return EXIT_REFUSED;
+}
+
+/* Read a response into @ret: 0 if ok:true; an exit status otherwise, with
+ * the message printed. */
+static int read_response(FILE *f, bool json, struct ptd_response *ret)
+{
+	_cleanup_free_ char *line = NULL;
+	struct ptd_diag diag = { "" };
+	size_t cap = 0;
+	ssize_t n;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	n = read_line(f, &line, &cap);
+	if (n < 0) {
+		errx_msg("ptd closed the connection without answering");
+		return EXIT_CONNECT;
+	}
+	r = ptd_response_parse(line, (size_t)n, ret, &diag);
+	if (r < 0) {
+		errx_msg("ptd sent something that is not a response (%s): "
+			 "%.200s",
+			 r == -ENOMEM ? "out of memory" : diag.msg, line);
+		ptd_response_free(ret);
+		return EXIT_REFUSED;
+	}
+	if (json)
+		printf("%s\n", line);
+	if (!ret->ok) {
+		r = exit_for_code(ret->code);
+		errx_msg("%s: %s", ret->code, ret->message);
+		ptd_response_free(ret);
+		return r;
+	}
+	return 0;
+}
+
+void client_request(struct ptd_request *req, enum ptd_cmd cmd)
+{
+	static cJSON id = { .type = cJSON_Number, .valueint = 1,
+			    .valuedouble = 1 };
+
+	ptd_request_init(req, cmd);
+	req->id = &id;	/* never freed: ptctl's requests own no memory */
+}
+
+/* @req as its line, or NULL with the message printed. */
+static char *request_line(const struct ptd_request *req, size_t *len)
+{
+	char *s = ptd_request_line(req, len);
+
+	if (!s)
+		errx_msg("out of memory");
+	return s;
+}
+
+int client_call(FILE *f, const struct ptd_request *req, bool json,
+		struct ptd_response *ret)
+{
+	_cleanup_free_ char *s = NULL;
+	size_t len;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!(s = request_line(req, &len)))
+		return EXIT_CONNECT;
+	if (fwrite(s, 1, len, f) != len || fflush(f) != 0) {
+		errx_msg("cannot send the request to ptd: %s",
+			 strerror(errno));
+		return EXIT_CONNECT;
+	}
+	return read_response(f, json, ret);
+}
+
+int client_send_record(FILE *f, const struct ptd_request *req,
+		       const char *dir, bool json, struct ptd_response *ret)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	_cleanup_close_ int dfd = -1;
+	_cleanup_free_ char *s = NULL;
+	struct iovec iov;
+	struct msghdr m;
+	size_t len;
+	ssize_t n;
+
+	memset(ret, 0, sizeof(*ret));
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		errx_msg("cannot open directory '%s': %s", dir,
+			 strerror(errno));
+		return EXIT_USAGE;
+	}
+	if (!(s = request_line(req, &len)))
+		return EXIT_CONNECT;
+	iov = (struct iovec){ s, len };
+	memset(&m, 0, sizeof(m));
+	memset(&ctl, 0, sizeof(ctl));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = ctl.b;
+	m.msg_controllen = sizeof(ctl.b);
+	CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+	CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+	CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), &dfd, sizeof(int));
+	/* The fd goes with the request's first byte; the rest plainly. */
+	if (fflush(f) != 0 ||
+	    (n = sendmsg(fileno(f), &m, MSG_NOSIGNAL)) < 0 ||
+	    ptd_write_all(fileno(f), s + n, len - (size_t)n) < 0) {
+		errx_msg("cannot send the request to ptd: %s",
+			 strerror(errno));
+		return EXIT_CONNECT;
+	}
+	return read_response(f, json, ret);
+}
+
+double num_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+const char *str_of(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+int parse_session_arg(const char *s, uint64_t *ret)
+{
+	if (ptd_parse_u64(s, 10, ret) < 0 || *ret == 0 ||
+	    *ret > (1ull << 53)) {
+		errx_msg("expected a session id (a positive number), got '%s'",
+			 s);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+/* Follow a stream: copy JSON lines to stdout until bye. */
+static int follow_stream(FILE *f)
+{
+	_cleanup_free_ char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int ret = EXIT_STREAM;
+
+	while ((n = read_line(f, &line, &cap)) >= 0) {
+		if (fwrite(line, 1, (size_t)n, stdout) != (size_t)n ||
+		    putchar('\n') == EOF) {
+			errx_msg("writing to stdout: %s", strerror(errno));
+			return EXIT_STREAM;
+		}
+		if (!strncmp(line, "{\"type\":\"bye\"", 13)) {
+			cJSON *o = cJSON_Parse(line);
+			const char *why = str_of(o, "reason");
+
+			ret = !strcmp(why, "exited") ||
+					      !strcmp(why, "detached") ||
+					      !strcmp(why, "limit")
+				      ? 0
+				      : EXIT_STREAM;
+			if (ret)
+				errx_msg("the stream ended: %s%s%s", why,
+					 *str_of(o, "message") ? ": " : "",
+					 str_of(o, "message"));
+			cJSON_Delete(o);
+			break;
+		}
+	}
+	if (fflush(stdout) != 0)
+		ret = EXIT_STREAM;
+	if (n < 0 && ret == EXIT_STREAM && !ferror(stdout))
+		errx_msg("ptd closed the stream before its bye record");
+	return ret;
+}
+
+int subscribe_and_follow(FILE *f, uint64_t session,
+			 const struct ptd_filter_spec *spec)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	int r;
+
+	client_request(&req, PTD_CMD_SUBSCRIBE);
+	req.has_session = true;
+	req.session = session;
+	req.filter = *spec;
+	r = client_call(f, &req, false, &resp);
+	if (r)
+		return r;
+	ptd_response_free(&resp);
+	return follow_stream(f);
+}
+
+int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
+{
+	uint64_t v, a, b;
+	const char *dash;
+	int ic;
+
+	switch (c) {
+	case 'k':
+		if (parse_records(arg, &f->kinds) < 0)
+			return EXIT_USAGE;
+		return 1;
+	case 't':
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
+			errx_msg("--tid: expected a thread id, got '%s'", arg);
+			return EXIT_USAGE;
+		}
+		if (f->ntids >= PTD_FILTER_MAX_TIDS) {
+			errx_msg("--tid: at most %d", PTD_FILTER_MAX_TIDS);
+			return EXIT_USAGE;
+		}
+		f->tids[f->ntids++] = (pid_t)v;
+		return 1;
+	case 'R':
+		dash = strchr(arg, '-');
+		if (!dash ||
+		    ptd_parse_u64n(arg, (size_t)(dash - arg), 0, &a) < 0 ||
+		    ptd_parse_u64(dash + 1, 0, &b) < 0 || a >= b) {
+			errx_msg("--range: expected START-END (END exclusive, "
+				 "e.g. 0x401000-0x402000), got '%s'",
+				 arg);
+			return EXIT_USAGE;
+		}
+		if (f->nranges >= PTD_FILTER_MAX_RANGES) {
+			errx_msg("--range: at most %d", PTD_FILTER_MAX_RANGES);
+			return EXIT_USAGE;
+		}
+		f->ranges[f->nranges].start = a;
+		f->ranges[f->nranges++].end = b;
+		return 1;
+	case 'I':
+		ic = ptd_iclass_parse(arg);
+		if (ic < 0) {
+			errx_msg("--iclass: expected an instruction class "
+				 "(call, return, jump, cond_jump, far_call, "
+				 "far_return, far_jump, ptwrite, other, "
+				 "error), got '%s'",
+				 arg);
+			return EXIT_USAGE;
+		}
+		f->iclasses |= 1u << ic;
+		return 1;
+	case 'M':
+		if (!*arg || strlen(arg) >= sizeof(f->module)) {
+			errx_msg("--module: expected a name of 1 to %zu bytes",
+				 sizeof(f->module) - 1);
+			return EXIT_USAGE;
+		}
+		(void)ptd_strlcpy(f->module, arg, sizeof(f->module));
+		return 1;
+	default:
+		return 0;
+	}
+}

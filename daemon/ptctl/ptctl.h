@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl, ptd's command-line client: what its verb files share.
+ *
+ *   main.c     the verb table, --socket, help, the exit statuses
+ *   decode.c   decode: a saved trace or raw PT bytes to JSON lines, and
+ *              the options and output every decoding verb shares
+ *   capture.c  trace, verify, export: the software source's captures
+ *   client.c   talking to ptd: connect, requests out and responses in
+ *              through the protocol module ptd uses (daemon/proto.h), a
+ *              stream followed to its bye
+ *   attach.c   attach and record
+ *   session.c  stream, replay, detach, list, status, snapshot
+ *
+ * Exit status: 0 done; 1 bad usage; 2 an input could not be used (the
+ * message says which and why); 3 the trace decoded with errors (error
+ * records are in the stream); 4 verify found a difference from the ground
+ * truth; 5-11 the daemon verbs' (below).
+ */
+#ifndef PTD_PTCTL_H
+#define PTD_PTCTL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "daemon/proto.h"
+#include "decode/decoder.h"
+#include "input/input.h"
+
+enum {
+	EXIT_USAGE = 1,
+	EXIT_INPUT = 2,
+	EXIT_DECODE_ERRORS = 3,
+	EXIT_MISMATCH = 4,
+	/* daemon verbs */
+	EXIT_CONNECT = 5,	/* ptd not running, or the socket refused us */
+	EXIT_REFUSED = 6,	/* ptd refused the request (bad request...) */
+	EXIT_NOT_FOUND = 7,	/* no such process / session */
+	EXIT_PERMISSION = 8,	/* not allowed to trace that process */
+	EXIT_NO_PT = 9,		/* no Intel PT, software source disabled */
+	EXIT_LIMIT = 10,	/* a ptd limit (sessions, subscribers) */
+	EXIT_STREAM = 11,	/* the stream ended on error or shutdown */
+};
+
+/* main.c: the program's name in messages; "ptctl: MESSAGE\n" on stderr */
+extern const char *arg_program;
+__attribute__((format(printf, 1, 2))) void errx_msg(const char *fmt, ...);
+
+/* ---- decode.c ---- */
+
+/* Options every decoding verb shares. */
+struct decode_args {
+	struct ptd_decode_opts opts;
+	bool cpu_given;		/* --cpu, also 'none' */
+	bool have_tid;
+	long tid;
+	const char *sysroot;
+	const char *buildid_dir;
+	const char *kernel;
+};
+
+void decode_args_init(struct decode_args *d);
+/* --records/--kinds KINDS into PTD_REC_BIT()s (error records always);
+ * 0, or -EINVAL with the message printed */
+int parse_records(const char *s, unsigned *ret);
+/* One option shared by the decoding verbs (getopt value @c): 1 if it was
+ * one, 0 if not, -EINVAL on a bad value (message printed). */
+int decode_option(struct decode_args *d, int c, const char *arg);
+int check_decode_args(const struct decode_args *d);
+/* Decode a saved trace of any kind (input/input.h) to stdout; an exit
+ * status. */
+int decode_input(const char *path, const struct decode_args *d);
+int verb_decode(int argc, char **argv);
+
+/* ---- capture.c ---- */
+
+/* Write the capture in @in (a capture directory, or a ptd bundle: verified
+ * first, its images read from its copies) as @format "lldb" or
+ * "perf-data" at @out. */
+int export_other(const char *in, enum ptd_input_kind kind,
+		 const char *format, const char *out, struct ptd_diag *diag);
+int verb_trace(int argc, char **argv);
+int verb_export(int argc, char **argv);
+int verb_verify(int argc, char **argv);
+
+/* ---- client.c ---- */
+
+#define PTCTL_DEFAULT_SOCKET "/run/ptd/ptd.sock"
+
+/* --socket PATH (main.c sets it), else $PTD_SOCKET, else the default */
+extern const char *arg_socket;
+
+/* Connect to ptd; on failure say why and what to do (an exit status). */
+int client_connect(FILE **ret);
+/* A request for @cmd with ptctl's id, at the protocol's defaults. */
+void client_request(struct ptd_request *req, enum ptd_cmd cmd);
+/* Send @req and read its response into @ret (ptd_response_free it).
+ * Returns 0 if ok:true; an exit status otherwise, with the message
+ * printed.  @json: the response line is copied to stdout. */
+int client_call(FILE *f, const struct ptd_request *req, bool json,
+		struct ptd_response *ret);
+/* Send a record request with @dir's descriptor (opened here, as the
+ * user: ptd writes into what the user could open). */
+int client_send_record(FILE *f, const struct ptd_request *req,
+		       const char *dir, bool json, struct ptd_response *ret);
+/* A number or string field of a result (0 / "" when absent). */
+double num_of(const cJSON *o, const char *key);
+const char *str_of(const cJSON *o, const char *key);
+/* A SESSION argument; 0 or EXIT_USAGE with the message printed. */
+int parse_session_arg(const char *s, uint64_t *ret);
+/* One of the stream options (getopt value @c) into @f: 1 if it was one,
+ * 0 if not, EXIT_USAGE on a bad value (message printed). */
+int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
+/* Subscribe to @session with @f and copy its lines to stdout until bye. */
+int subscribe_and_follow(FILE *f, uint64_t session,
+			 const struct ptd_filter_spec *spec);
+
+/* ---- attach.c, session.c: the daemon verbs ---- */
+
+int verb_attach(int argc, char **argv);
+int verb_record(int argc, char **argv);
+int verb_stream(int argc, char **argv);
+int verb_replay(int argc, char **argv);
+int verb_snapshot(int argc, char **argv);
+int verb_detach(int argc, char **argv);
+int verb_list(int argc, char **argv);
+int verb_status(int argc, char **argv);
+
+#endif

@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl's verbs on sessions: stream, replay (ptd decodes a saved trace as
+ * a session), and the one-request verbs detach, list, status, snapshot.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/strutil.h"
+#include "ptctl.h"
+
+/* A subscription filter at the protocol's defaults. */
+static void filter_init(struct ptd_filter_spec *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->kinds = PTD_FILTER_DEFAULT_KINDS;
+}
+
+static const struct option stream_long[] = {
+	{ "kinds", required_argument, NULL, 'k' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "range", required_argument, NULL, 'R' },
+	{ "iclass", required_argument, NULL, 'I' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+int verb_stream(int argc, char **argv)
+{
+	struct ptd_filter_spec spec;
+	FILE *f = NULL;
+	uint64_t session;
+	int c, r;
+
+	filter_init(&spec);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", stream_long, NULL)) != -1) {
+		r = stream_option(&spec, c, optarg);
+		if (r == 1)
+			continue;
+		if (c == 'h') {
+			printf("Usage: ptctl stream SESSION [--kinds "
+			       "insn,block,event,error] [--tid N]...\n"
+			       "       [--range START-END]... [--iclass C]... "
+			       "[--module M]\n\n"
+			       "Write the session's records as JSON lines to "
+			       "stdout until its bye record.\n");
+			return 0;
+		}
+		return EXIT_USAGE;
+	}
+	if (optind + 1 != argc) {
+		errx_msg("expected one SESSION (ptctl stream SESSION "
+			 "[OPTIONS])");
+		return EXIT_USAGE;
+	}
+	r = parse_session_arg(argv[optind], &session);
+	if (!r)
+		r = client_connect(&f);
+	if (!r)
+		r = subscribe_and_follow(f, session, &spec);
+	if (f)
+		fclose(f);
+	return r;
+}
+
+static const struct option replay_long[] = {
+	{ "lossless", no_argument, NULL, 'L' },
+	{ "kinds", required_argument, NULL, 'k' },
+	{ "tid", required_argument, NULL, 't' },
+	{ "range", required_argument, NULL, 'R' },
+	{ "iclass", required_argument, NULL, 'I' },
+	{ "module", required_argument, NULL, 'M' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* ptctl replay: ptd decodes a saved trace (read with the user's own
+ * permissions) as a session; stream it like ptctl stream. */
+int verb_replay(int argc, char **argv)
+{
+	struct ptd_filter_spec spec;
+	struct ptd_response resp;
+	struct ptd_request req;
+	_cleanup_free_ char *path = NULL;
+	bool lossless = false;
+	uint64_t session;
+	FILE *f = NULL;
+	int c, r = 0;
+
+	filter_init(&spec);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", replay_long, NULL)) != -1) {
+		r = stream_option(&spec, c, optarg);
+		if (r == 1)
+			continue;
+		if (c == 'L') {
+			lossless = true;
+			continue;
+		}
+		if (c == 'h')
+			printf("Usage: ptctl replay [--lossless] [stream "
+			       "options] TRACE\n\n"
+			       "ptd decodes the saved TRACE (a capture, "
+			       "bundle, perf.data or LLDB bundle,\nread with "
+			       "your permissions) as a session; its records "
+			       "are written like\nptctl stream's.  "
+			       "--lossless: ptd waits for this client "
+			       "instead of dropping\nrecords.\n");
+		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
+	}
+	if (optind + 1 != argc) {
+		errx_msg("expected one TRACE (ptctl replay [OPTIONS] TRACE)");
+		return EXIT_USAGE;
+	}
+	path = realpath(argv[optind], NULL);
+	if (!path) {
+		errx_msg("'%s': %s", argv[optind], strerror(errno));
+		return EXIT_NOT_FOUND;
+	}
+	client_request(&req, PTD_CMD_REPLAY);
+	if (ptd_strlcpy(req.path, path, sizeof(req.path)) < 0) {
+		errx_msg("'%s': the path is longer than %zu bytes", path,
+			 sizeof(req.path) - 1);
+		return EXIT_USAGE;
+	}
+	if (lossless)
+		req.lossless = true;
+	r = client_connect(&f);
+	if (r)
+		return r;
+	r = client_call(f, &req, false, &resp);
+	if (!r) {
+		session = (uint64_t)num_of(resp.result, "session");
+		ptd_response_free(&resp);
+		r = subscribe_and_follow(f, session, &spec);
+	}
+	fclose(f);
+	return r;
+}
+
+/* ptctl detach|list|status|snapshot: one request, text or --json output. */
+static int simple_verb(int argc, char **argv, enum ptd_cmd cmd,
+		       bool need_session, bool may_session,
+		       void (*print)(const cJSON *result))
+{
+	const char *name = ptd_cmd_name(cmd);
+	struct ptd_response resp;
+	struct ptd_request req;
+	bool json = false;
+	const char *sess = NULL;
+	FILE *f = NULL;
+	int i, r;
+
+	client_request(&req, cmd);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("Usage: ptctl %s%s [--json]\n", name,
+			       need_session	? " SESSION"
+			       : may_session ? " [SESSION]"
+					     : "");
+			return 0;
+		} else if (argv[i][0] != '-' && !sess &&
+			   (need_session || may_session))
+			sess = argv[i];
+		else {
+			errx_msg("%s: unexpected argument '%s'", name,
+				 argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (need_session && !sess) {
+		errx_msg("%s: expected a SESSION", name);
+		return EXIT_USAGE;
+	}
+	if (sess && (r = parse_session_arg(sess, &req.session)))
+		return r;
+	req.has_session = sess != NULL;
+	r = client_connect(&f);
+	if (r)
+		return r;
+	r = client_call(f, &req, json, &resp);
+	if (!r && !json)
+		print(resp.result);
+	ptd_response_free(&resp);
+	fclose(f);
+	return r;
+}
+
+static void print_detach(const cJSON *res)
+{
+	printf("session %.0f detached\n", num_of(res, "session"));
+}
+
+static void print_list(const cJSON *res)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(res, "sessions");
+	const cJSON *s;
+
+	printf("%-8s %-8s %-6s %-9s %-9s %s\n", "SESSION", "PID", "OWNER",
+	       "SOURCE", "STATE", "SUBSCRIBERS");
+	cJSON_ArrayForEach(s, a)
+		printf("%-8.0f %-8.0f %-6.0f %-9s %-9s %.0f\n",
+		       num_of(s, "session"), num_of(s, "pid"),
+		       num_of(s, "owner"), str_of(s, "source"),
+		       str_of(s, "state"), num_of(s, "subscribers"));
+}
+
+static void print_status(const cJSON *res)
+{
+	const cJSON *subs, *s, *k;
+
+	if (!cJSON_GetObjectItemCaseSensitive(res, "session")) {
+		printf("ptd %s (protocol %.0f), up %.0f s, %.0f session(s), "
+		       "%.0f connection(s)\n",
+		       str_of(res, "ptd"), num_of(res, "protocol"),
+		       num_of(res, "uptime_ms") / 1000, num_of(res, "sessions"),
+		       num_of(res, "connections"));
+		return;
+	}
+	printf("session %.0f: pid %.0f, owner %.0f, %s source, %s mode, %s\n",
+	       num_of(res, "session"), num_of(res, "pid"), num_of(res, "owner"),
+	       str_of(res, "source"), str_of(res, "mode"),
+	       str_of(res, "state"));
+	if (*str_of(res, "buffers"))	/* live sessions */
+		printf("  buffers: %s\n", str_of(res, "buffers"));
+	if (*str_of(res, "record_state"))	/* attached with --record */
+		printf("  record: %s%s%s\n", str_of(res, "record_state"),
+		       *str_of(res, "record_error") ? ": " : "",
+		       str_of(res, "record_error"));
+	if (!strcmp(str_of(res, "mode"), "snapshot"))
+		printf("  snapshots %.0f (%.0f bytes per thread), %.0f bytes "
+		       "overwritten before a snapshot\n",
+		       num_of(res, "snapshots"), num_of(res, "snapshot_size"),
+		       num_of(res, "overwritten_bytes"));
+	printf("  threads %.0f (%.0f live), %.0f trace bytes, %.0f "
+	       "instructions, %.0f records, %.0f bytes lost by the source\n",
+	       num_of(res, "threads"), num_of(res, "threads_live"),
+	       num_of(res, "trace_bytes"), num_of(res, "insns"),
+	       num_of(res, "records"), num_of(res, "lost_bytes"));
+	subs = cJSON_GetObjectItemCaseSensitive(res, "subscriber_list");
+	cJSON_ArrayForEach(s, subs) {
+		printf("  subscriber %.0f [", num_of(s, "id"));
+		cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(s, "kinds"))
+			printf("%s%s", k == cJSON_GetObjectItemCaseSensitive(
+						    s, "kinds")->child
+					       ? ""
+					       : ",",
+			       cJSON_IsString(k) ? k->valuestring : "?");
+		printf("]: %.0f sent, %.0f lost\n", num_of(s, "sent"),
+		       num_of(s, "lost"));
+	}
+}
+
+static void print_snapshot(const cJSON *res)
+{
+	const cJSON *t;
+
+	printf("session %.0f snapshot %.0f: %.0f thread(s), %.0f bytes "
+	       "read, %.0f overwritten, %.0f records (%.0f instructions)\n",
+	       num_of(res, "session"), num_of(res, "seq"),
+	       num_of(res, "threads_total"), num_of(res, "bytes"),
+	       num_of(res, "overwritten"), num_of(res, "records"),
+	       num_of(res, "insns"));
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(res, "threads"))
+		printf("  tid %.0f: %.0f bytes, %.0f overwritten, %.0f "
+		       "records\n", num_of(t, "tid"), num_of(t, "bytes"),
+		       num_of(t, "overwritten"), num_of(t, "records"));
+}
+
+int verb_snapshot(int argc, char **argv)
+{
+	return simple_verb(argc, argv, PTD_CMD_SNAPSHOT, true, false,
+			   print_snapshot);
+}
+
+int verb_detach(int argc, char **argv)
+{
+	return simple_verb(argc, argv, PTD_CMD_DETACH, true, false,
+			   print_detach);
+}
+
+int verb_list(int argc, char **argv)
+{
+	return simple_verb(argc, argv, PTD_CMD_LIST, false, false,
+			   print_list);
+}
+
+int verb_status(int argc, char **argv)
+{
+	return simple_verb(argc, argv, PTD_CMD_STATUS, false, true,
+			   print_status);
+}
+
