@@ -23,6 +23,7 @@
 #include <intel-pt.h>
 
 #include "common/diag.h"
+#include "record/diff.h"
 
 /* A PSB packet: 02 82 repeated 8 times. */
 #define PSB_LEN 16

@@ -10,6 +10,7 @@
 #include "aspace/image.h"
 #include "aspace/timeline.h"
 #include "common/strutil.h"
+#include "record/diff.h"
 
 int ptd_replay_open(const struct ptd_capture *c, size_t idx,
 		    struct ptd_iscache *ic, struct ptd_replay_stream *rs,

@@ -14,6 +14,7 @@
 
 #include "record/jsonw.h"
 #include "record/record.h"
+#include "record/diff.h"
 
 /* A growable list of records; a ptd_record_fn that appends to it. */
 struct reclist {

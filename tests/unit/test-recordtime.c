@@ -25,6 +25,7 @@
 #include "record/jsonw.h"
 #include "swpt/livesink.h"
 #include "swpt/tracer.h"
+#include "record/diff.h"
 
 static uint64_t now_ns(clockid_t id)
 {

@@ -27,6 +27,7 @@
 #include "swpt/capture.h"
 #include "swpt/replay.h"
 #include "swpt/tracer.h"
+#include "record/diff.h"
 
 static const char *progs_dir;
 static char workdir[256];
