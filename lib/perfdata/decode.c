@@ -2,9 +2,11 @@
 /*
  * perf.data decoding (see decode.h): one pass over the records builds each
  * thread's stream, its losses, and each process's timeline; then every
- * thread is decoded, segment by segment between losses.
+ * thread is decoded, segment by segment between losses.  Where the code
+ * comes from is code.c's; per-CPU recordings are split by cpus.c
+ * (decode-int.h).
  */
-#include "perfdata/decode.h"
+#include "perfdata/decode-int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,111 +30,6 @@
 #include "perf/addrfilter.h"
 #include "perf/percpu.h"
 
-/* A place in a thread's stream where something was lost. */
-struct loss {
-	uint64_t pos;
-	uint64_t bytes;		/* trace bytes lost, 0 unknown */
-	bool split;		/* the stream is discontinuous here */
-	char *why;
-};
-
-struct thr {
-	pid_t pid, tid;
-	size_t proc;
-	uint64_t first_seq;
-	struct ptd_buf pt;
-	bool have_next;
-	uint64_t next_aux;	/* expected AUX offset of the next payload */
-	uint64_t last_len;	/* bytes of the last payload appended */
-	bool have_aux_end;
-	uint64_t aux_end;	/* end of the AUX data PERF_RECORD_AUX announced */
-	struct loss *loss;
-	size_t nloss;
-};
-
-/* A mapping whose file was not found. */
-struct miss {
-	uint64_t seq;
-	char *msg;
-};
-
-struct proc {
-	pid_t pid;
-	struct ptd_timeline tl;
-	struct miss *miss;
-	size_t nmiss;
-	/* The recording's address filter resolved in this process (see
-	 * proc_filter): done once; all zero if there is none. */
-	bool filter_done;
-	struct pt_conf_addr_filter filter;
-};
-
-/* A traced path's build-id (MMAP2 records). */
-struct bid {
-	char *path;
-	char hex[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
-};
-
-/* A change of the kernel's part of every image: a MAP of kernel code from
- * the kernel ELF, or the UNMAP of a range whose code was not found (with
- * why in @miss, reported once). */
-struct kev {
-	struct ptd_tl_event ev;
-	char *miss;
-};
-
-/* Where the kernel's code comes from (decode.h "Kernel code"). */
-struct kernel {
-	bool traced;		/* some intel_pt event traces the kernel */
-	const char *kcore;	/* the perf.data directory's kcore, or NULL */
-	bool looked;
-	bool found;
-	char path[PATH_MAX];	/* the ELF (found) */
-	struct ptd_elf_info elf;
-	char why[1024];		/* why none was found (!found) */
-	bool told_missing;	/* a miss was attached to a kev already */
-	bool told_modules;
-	struct kev *kev;	/* every change so far, in order */
-	size_t nkev;
-	char **names;		/* traced names resolved to @path */
-	size_t nnames;
-	/* TEXT_POKE bytes, one after the other, in a memfd mapped as
-	 * "[text_poke]" */
-	bool poke_open;
-	int poke_fd;
-	uint64_t poke_size;
-	char poke_path[64];
-};
-
-struct dec {
-	const struct ptd_perfdata *pd;
-	const struct ptd_input_opts *o;
-	struct ptd_diag *diag;
-	struct thr *th;
-	size_t nth;
-	struct proc *pr;
-	size_t npr;
-	struct bid *bids;
-	size_t nbids;
-	struct ptd_iscache *ic;
-	struct kernel k;
-	/* tid -> pid (pid_of), made on first need */
-	bool pidmap_made;
-	struct tidpid *pidmap;
-	size_t npidmap, npidmap_cap;
-	/* This machine's vDSO (own_vdso), made on first need. */
-	bool vdso_made;
-	int vdso_fd;
-	char vdso_bid[2 * PTD_ELF_BUILD_ID_MAX + 1];
-};
-
-struct tidpid;
-static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only);
-/* What code changed by PERF_RECORD_TEXT_POKE is called in records. */
-#define POKE_NAME "[text_poke]"
-static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
-		       const char *miss);
-
 /* ---- threads and processes -------------------------------------------- */
 
 static struct proc *proc_get(struct dec *d, pid_t pid, size_t *ret_idx)
@@ -152,7 +49,7 @@ static struct proc *proc_get(struct dec *d, pid_t pid, size_t *ret_idx)
 	ptd_timeline_init(&d->pr[i].tl);
 	d->npr++;
 	/* Every process runs the kernel mapped so far. */
-	if (kernel_give(d, i, 0, false) < 0)
+	if (pdd_kernel_give(d, i, 0, false) < 0)
 		return NULL;
 out:
 	if (ret_idx)
@@ -170,13 +67,6 @@ static struct thr *thr_find(struct dec *d, pid_t tid)
 	return NULL;
 }
 
-/* Which process each thread belongs to, by the first record that names
- * both (ITRACE_START, COMM, FORK), sorted by tid: made once, on the first
- * thread whose process is not known. */
-struct tidpid {
-	pid_t tid, pid;
-	size_t seq;		/* the record's place: the first one wins */
-};
 
 static int tidpid_cmp(const void *a, const void *b)
 {
@@ -256,7 +146,7 @@ static pid_t pid_of(struct dec *d, pid_t tid)
 }
 
 /* Thread @tid (of @pid, 0: look it up), created on first sight. */
-static struct thr *thr_get(struct dec *d, pid_t pid, pid_t tid)
+struct thr *pdd_thr_get(struct dec *d, pid_t pid, pid_t tid)
 {
 	struct thr *t = thr_find(d, tid);
 	struct proc *p;
@@ -286,8 +176,8 @@ static struct thr *thr_get(struct dec *d, pid_t pid, pid_t tid)
 
 /* Append trace bytes to @t.  Every image change read before a thread's
  * first byte is in effect when its stream starts. */
-static int thr_append(struct dec *d, struct thr *t, const uint8_t *p,
-		      size_t n)
+int pdd_thr_append(struct dec *d, struct thr *t, const uint8_t *p,
+		   size_t n)
 {
 	if (!n)
 		return 0;
@@ -297,10 +187,8 @@ static int thr_append(struct dec *d, struct thr *t, const uint8_t *p,
 	return ptd_buf_append(&t->pt, p, n);
 }
 
-static int add_loss(struct thr *t, uint64_t bytes, bool split,
-		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int add_loss(struct thr *t, uint64_t bytes, bool split,
-		    const char *fmt, ...)
+int pdd_add_loss(struct thr *t, uint64_t bytes, bool split,
+		 const char *fmt, ...)
 {
 	struct loss *l = reallocarray(t->loss, t->nloss + 1, sizeof(*l));
 	va_list ap;
@@ -322,495 +210,13 @@ static int add_loss(struct thr *t, uint64_t bytes, bool split,
 	return 0;
 }
 
-/* ---- finding files ---------------------------------------------------- */
-
-static bool is_file(const char *p)
-{
-	struct stat st;
-
-	return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The build-id of @path as hex in @hex, or NULL if none is known. */
-static const char *bid_of(const struct dec *d, const char *path,
-			  char hex[static 2 * PTD_PERFDATA_BUILD_ID_MAX + 1])
-{
-	const struct ptd_perfdata_buildid *b;
-	size_t i;
-
-	for (i = 0; i < d->nbids; i++)
-		if (!strcmp(d->bids[i].path, path))
-			return d->bids[i].hex;
-	b = ptd_perfdata_find_buildid(d->pd, path);
-	if (!b)
-		return NULL;
-	for (i = 0; i < b->size; i++)
-		(void)snprintf(hex + 2 * i, 3, "%02x", b->id[i]);
-	return hex;
-}
-
-/* Format a candidate path into @out; true if it is a regular file. */
-static bool try_path(char *out, size_t outsz, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static bool try_path(char *out, size_t outsz, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(out, outsz, fmt, ap);
-	va_end(ap);
-	return n >= 0 && (size_t)n < outsz && is_file(out);
-}
-
-/* perf's build-id cache in @dir: DIR/.build-id/xx/REST/elf (vdso for a
- * vDSO, as perf names what it caches), or the file itself there. */
-static bool in_perf_cache(const char *dir, const char *hex, char *out,
-			  size_t outsz)
-{
-	return try_path(out, outsz, "%s/.build-id/%.2s/%s/elf", dir, hex,
-			hex + 2) ||
-	       try_path(out, outsz, "%s/.build-id/%.2s/%s/vdso", dir, hex,
-			hex + 2) ||
-	       try_path(out, outsz, "%s/.build-id/%.2s/%s", dir, hex,
-			hex + 2);
-}
-
-/* The build-id cache layouts (see decode.h). */
-static bool find_by_buildid(const struct dec *d, const char *hex, char *out,
-			    size_t outsz)
-{
-	const char *home = getenv("HOME");
-	char dir[4096];
-
-	if (!hex || strlen(hex) < 3)
-		return false;
-	if (d->o->buildid_dir)
-		return in_perf_cache(d->o->buildid_dir, hex, out, outsz);
-	if (home && snprintf(dir, sizeof(dir), "%s/.debug", home) <
-			    (int)sizeof(dir) &&
-	    in_perf_cache(dir, hex, out, outsz))
-		return true;
-	return try_path(out, outsz, "%s/.build-id/%.2s/%s.debug",
-			"/usr/lib/debug", hex, hex + 2);
-}
-
-/* This machine's own vDSO, as a file (a memfd) made once: the [vdso] of a
- * recording made here, as perf takes its own.  Taken only when its
- * build-id is the recorded one (@hex). */
-static bool own_vdso(struct dec *d, const char *hex, char *out,
-		     size_t outsz)
-{
-	if (!d->vdso_made) {
-		d->vdso_made = true;
-		d->vdso_fd = ptd_elf_own_vdso(d->vdso_bid,
-					      sizeof(d->vdso_bid));
-	}
-	return d->vdso_fd >= 0 && hex && !strcmp(hex, d->vdso_bid) &&
-	       snprintf(out, outsz, "/proc/self/fd/%d", d->vdso_fd) <
-		       (int)outsz;
-}
-
-static int resolve(void *ctx, const char *path, char *out, size_t outsz,
-		   struct ptd_diag *diag)
-{
-	struct dec *d = ctx;
-	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
-	const char *hex = bid_of(d, path, buf);
-	size_t i;
-
-	for (i = 0; i < d->k.nnames; i++)
-		if (!strcmp(d->k.names[i], path))
-			return ptd_strlcpy(out, d->k.path, outsz) == 0
-				       ? 0
-				       : -ENAMETOOLONG;
-	if (d->k.poke_open && !strcmp(path, POKE_NAME))
-		return ptd_strlcpy(out, d->k.poke_path, outsz) == 0
-			       ? 0
-			       : -ENAMETOOLONG;
-	if (d->o->sysroot && path[0] == '/' &&
-	    try_path(out, outsz, "%s%s", d->o->sysroot, path))
-		return 0;
-	if (find_by_buildid(d, hex, out, outsz))
-		return 0;
-	if (!strcmp(path, "[vdso]") && own_vdso(d, hex, out, outsz))
-		return 0;
-	if (path[0] == '/' && is_file(path) &&
-	    ptd_strlcpy(out, path, outsz) == 0)
-		return 0;
-	return ptd_diagf(diag, -ENOENT, "image '%s' (build-id %s): not "
-			 "found%s%s%s, in the build-id cache, or at its "
-			 "path%s", path, hex ? hex : "unknown",
-			 d->o->sysroot ? " under sysroot '" : "",
-			 d->o->sysroot ? d->o->sysroot : "",
-			 d->o->sysroot ? "'" : "",
-			 strcmp(path, "[vdso]") ? ""
-						: ", and this machine's vDSO "
-						  "has another build-id");
-}
-
-/* ---- kernel code ------------------------------------------------------- */
-
-/* A kernel mapping: the kernel's own (pid -1, "[kernel.kallsyms]_text"),
- * a module's or an x86 entry trampoline's, all recorded with the kernel
- * cpumode. */
-static bool is_kernel_map(const struct ptd_perf_event *e)
-{
-	uint16_t mode = e->misc & PERF_RECORD_MISC_CPUMODE_MASK;
-
-	return (e->type == PERF_RECORD_MMAP || e->type == PERF_RECORD_MMAP2) &&
-	       (mode == PERF_RECORD_MISC_KERNEL ||
-		e->u.mmap.pid == UINT32_MAX);
-}
-
-#define KALLSYMS "[kernel.kallsyms]"
-
-static void why_add(struct kernel *k, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void why_add(struct kernel *k, const char *fmt, ...)
-{
-	size_t n = strlen(k->why);
-	va_list ap;
-
-	if (n + 1 >= sizeof(k->why))
-		return;
-	va_start(ap, fmt);
-	(void)vsnprintf(k->why + n, sizeof(k->why) - n, fmt, ap);
-	va_end(ap);
-}
-
-/* The kernel's recorded build-id (BUILD_ID feature or MMAP2), or NULL. */
-static const char *kernel_bid(const struct dec *d,
-			      char buf[static 2 * PTD_PERFDATA_BUILD_ID_MAX + 1])
-{
-	const char *bid = bid_of(d, KALLSYMS, buf);
-
-	return bid ? bid : bid_of(d, KALLSYMS "_text", buf);
-}
-
-/* Whether @path is the kernel: an ELF with code that places it (a kcore
- * copy, ET_CORE, or a vmlinux), of the recorded build-id @bid when both
- * are known.  Takes it (k->path, k->elf) and returns true, or says why
- * not in k->why when @quiet_missing is false or the file exists. */
-static bool kernel_try(struct kernel *k, const char *path, const char *bid,
-		       bool quiet_missing)
-{
-	struct ptd_elf_info info;
-	struct ptd_diag ed = { "" };
-	struct stat st;
-	size_t i, code = 0;
-
-	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
-		if (!quiet_missing)
-			why_add(k, "; '%s': %s", path,
-				stat(path, &st) < 0 ? strerror(errno)
-						    : "not a regular file");
-		return false;
-	}
-	if (ptd_elf_read_info(path, &info, &ed) < 0) {
-		why_add(k, "; %s", ed.msg);
-		return false;
-	}
-	for (i = 0; i < info.nseg; i++)
-		if (info.seg[i].exec || info.type == ET_CORE)
-			code++;
-	if (!code) {
-		why_add(k, "; '%s' has no code segment", path);
-		ptd_elf_info_free(&info);
-		return false;
-	}
-	if (bid && info.build_id[0] && strcmp(bid, info.build_id)) {
-		why_add(k, "; '%s' is another kernel (build-id %s)", path,
-			info.build_id);
-		ptd_elf_info_free(&info);
-		return false;
-	}
-	if (ptd_strlcpy(k->path, path, sizeof(k->path)) < 0) {
-		ptd_elf_info_free(&info);
-		return false;
-	}
-	k->elf = info;
-	return true;
-}
-
-/* The newest kcore perf buildid-cache --kcore keeps for @bid under @dir:
- * DIR/[kernel.kcore]/BID/TIMESTAMP/kcore. */
-static bool kcore_in_cache(struct kernel *k, const char *dir,
-			   const char *bid)
-{
-	char base[PATH_MAX], best[256] = "", path[PATH_MAX];
-	struct dirent *de;
-	DIR *dp;
-
-	if (snprintf(base, sizeof(base), "%s/[kernel.kcore]/%s", dir, bid) >=
-	    (int)sizeof(base))
-		return false;
-	dp = opendir(base);
-	if (!dp)
-		return false;
-	while ((de = readdir(dp)) != NULL)
-		if (de->d_name[0] != '.' && strlen(de->d_name) < sizeof(best) &&
-		    strcmp(de->d_name, best) > 0)
-			(void)ptd_strlcpy(best, de->d_name, sizeof(best));
-	(void)closedir(dp);
-	return best[0] &&
-	       snprintf(path, sizeof(path), "%s/%s/kcore", base, best) <
-		       (int)sizeof(path) &&
-	       kernel_try(k, path, NULL, false);
-}
-
-/* Find the kernel's code once: o->kernel; the perf.data directory's
- * kcore; by build-id (perf's kcore cache, the build-id caches); the
- * vmlinux places named by the recording's OSRELEASE, under the sysroot. */
-static bool kernel_find(struct dec *d)
-{
-	static const char *const places[][2] = {
-		{ "/usr/lib/debug/boot/vmlinux-", "" },
-		{ "/boot/vmlinux-", "" },
-		{ "/usr/lib/debug/lib/modules/", "/vmlinux" },
-		{ "/lib/modules/", "/build/vmlinux" },
-	};
-	struct kernel *k = &d->k;
-	char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1], path[PATH_MAX];
-	const char *bid = kernel_bid(d, buf);
-	const char *rel = d->pd->osrelease;
-	const char *home = getenv("HOME");
-	size_t i;
-
-	if (k->looked)
-		return k->found;
-	k->looked = true;
-	if (d->o->kernel) {
-		/* Given: that one or none. */
-		k->found = kernel_try(k, d->o->kernel, bid, false);
-		return k->found;
-	}
-	if (k->kcore && (k->found = kernel_try(k, k->kcore, NULL, false)))
-		return true;
-	if (bid) {
-		if (d->o->buildid_dir)
-			k->found = kcore_in_cache(k, d->o->buildid_dir, bid);
-		else if (home && snprintf(path, sizeof(path), "%s/.debug",
-					  home) < (int)sizeof(path))
-			k->found = kcore_in_cache(k, path, bid);
-		if (!k->found && find_by_buildid(d, bid, path, sizeof(path)))
-			k->found = kernel_try(k, path, bid, false);
-		if (k->found)
-			return true;
-	}
-	for (i = 0; rel && !strchr(rel, '/') &&
-		    i < sizeof(places) / sizeof(places[0]);
-	     i++) {
-		if (snprintf(path, sizeof(path), "%s%s%s%s",
-			     d->o->sysroot ? d->o->sysroot : "",
-			     places[i][0], rel, places[i][1]) >=
-		    (int)sizeof(path))
-			continue;
-		if ((k->found = kernel_try(k, path, bid, true)))
-			return true;
-	}
-	return false;
-}
-
-/* Give process @pi the kernel changes from @from on (@maps_only: the
- * code, not the misses: after an exec cleared its image). */
-static int kernel_give(struct dec *d, size_t pi, size_t from, bool maps_only)
-{
-	size_t i;
-	int r;
-
-	for (i = from; i < d->k.nkev; i++) {
-		struct kev *kv = &d->k.kev[i];
-
-		if (maps_only && kv->ev.op != PTD_TL_MAP)
-			continue;
-		r = tl_add_proc(d, pi, &kv->ev, kv->miss);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-static int kev_add(struct kernel *k, enum ptd_tl_op op, const char *name,
-		   uint64_t start, uint64_t end, uint64_t pgoff, char *miss)
-{
-	struct kev *kv = reallocarray(k->kev, k->nkev + 1, sizeof(*kv));
-
-	if (!kv) {
-		free(miss);
-		return -ENOMEM;
-	}
-	k->kev = kv;
-	kv = &k->kev[k->nkev];
-	memset(kv, 0, sizeof(*kv));
-	kv->ev.op = op;
-	kv->ev.start = start;
-	kv->ev.end = end;
-	kv->ev.pgoff = pgoff;
-	kv->miss = miss;
-	if (op == PTD_TL_MAP && !(kv->ev.path = strdup(name))) {
-		free(miss);
-		return -ENOMEM;
-	}
-	k->nkev++;
-	return 0;
-}
-
-static int kernel_name(struct kernel *k, const char *name)
-{
-	char **n;
-	size_t i;
-
-	for (i = 0; i < k->nnames; i++)
-		if (!strcmp(k->names[i], name))
-			return 0;
-	n = reallocarray(k->names, k->nnames + 1, sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	k->names = n;
-	n[k->nnames] = strdup(name);
-	if (!n[k->nnames])
-		return -ENOMEM;
-	k->nnames++;
-	return 0;
-}
-
-/* A kernel mapping record: its code, found in the kernel ELF by address,
- * goes into every process's image, now and later. */
-static int kernel_change(struct dec *d, const struct ptd_perf_event *e)
-{
-	const struct ptd_perf_mmap *m = &e->u.mmap;
-	struct kernel *k = &d->k;
-	const char *name = strncmp(m->filename, KALLSYMS, strlen(KALLSYMS))
-				   ? m->filename
-				   : KALLSYMS;
-	uint64_t start = m->addr, end = m->addr + m->len;
-	size_t first = k->nkev, i;
-	char *miss = NULL;
-	int r = 0;
-
-	if (!k->traced || !m->len)
-		return 0;	/* no kernel trace: its maps do not matter */
-	if (end < start)
-		end = UINT64_MAX;
-	if (kernel_find(d)) {
-		for (i = 0; r == 0 && i < k->elf.nseg; i++) {
-			const struct ptd_elf_segment *sg = &k->elf.seg[i];
-			uint64_t lo = start > sg->vaddr ? start : sg->vaddr;
-			uint64_t hi = end < sg->vaddr + sg->size
-					      ? end
-					      : sg->vaddr + sg->size;
-
-			if ((!sg->exec && k->elf.type != ET_CORE) || lo >= hi)
-				continue;
-			r = kev_add(k, PTD_TL_MAP, name, lo, hi,
-				    sg->offset + (lo - sg->vaddr), NULL);
-		}
-		if (r == 0 && k->nkev > first)
-			r = kernel_name(k, name);
-		if (r == 0 && k->nkev == first && !k->told_modules) {
-			/* Code the ELF does not hold: a vmlinux has no
-			 * modules. */
-			k->told_modules = true;
-			if (asprintf(&miss, "kernel code '%s' at 0x%" PRIx64
-				     "-0x%" PRIx64 ": not in '%s'%s; other "
-				     "such kernel mappings are left out "
-				     "too", m->filename, start, end, k->path,
-				     k->elf.type == ET_CORE
-					     ? ""
-					     : " (module code is only in a "
-					       "kcore copy: perf record "
-					       "--kcore)") < 0)
-				return -ENOMEM;
-		}
-	} else if (!k->told_missing) {
-		char buf[2 * PTD_PERFDATA_BUILD_ID_MAX + 1];
-		const char *bid = kernel_bid(d, buf);
-		char looked[256] = "";
-
-		k->told_missing = true;
-		if (!d->o->kernel)
-			(void)snprintf(looked, sizeof(looked), " (looked for "
-				       "kcore_dir beside the data, in the "
-				       "build-id caches%s%s%s)",
-				       d->pd->osrelease ? ", for vmlinux-" : "",
-				       d->pd->osrelease ? d->pd->osrelease : "",
-				       d->pd->osrelease
-					       ? " in /usr/lib/debug/boot, "
-						 "/boot, ..."
-					       : "");
-		if (asprintf(&miss, "kernel code (%s, build-id %s): no kcore "
-			     "copy or vmlinux found%s%s; record with perf "
-			     "record --kcore or give the kernel's image "
-			     "(ptctl decode --kernel FILE); every kernel "
-			     "mapping is left out",
-			     m->filename, bid ? bid : "unknown", looked,
-			     k->why) < 0)
-			return -ENOMEM;
-	}
-	if (r == 0 && k->nkev == first)
-		r = kev_add(k, PTD_TL_UNMAP, NULL, start, end, 0, miss);
-	else
-		free(miss);
-	for (i = 0; r == 0 && i < d->npr; i++)
-		r = kernel_give(d, i, first, false);
-	return r;
-}
-
-/* A TEXT_POKE: the kernel's new bytes at their address from here on, in
- * every process's image (as perf applies them to its kcore copy). */
-static int kernel_poke(struct dec *d, const struct ptd_perf_event *e)
-{
-	const struct ptd_perf_text_poke *t = &e->u.poke;
-	struct kernel *k = &d->k;
-	size_t first = k->nkev, i;
-	int r;
-
-	if (!k->traced || !t->new_len)
-		return 0;
-	if (!k->poke_open) {
-		k->poke_fd = memfd_create("ptd-text-poke", MFD_CLOEXEC);
-		if (k->poke_fd < 0)
-			return -errno;
-		k->poke_open = true;
-		(void)snprintf(k->poke_path, sizeof(k->poke_path),
-			       "/proc/self/fd/%d", k->poke_fd);
-	}
-	if (pwrite(k->poke_fd, t->new_bytes, t->new_len,
-		   (off_t)k->poke_size) != (ssize_t)t->new_len)
-		return errno ? -errno : -EIO;
-	r = kev_add(k, PTD_TL_MAP, POKE_NAME, t->addr, t->addr + t->new_len,
-		    k->poke_size, NULL);
-	k->poke_size += t->new_len;
-	for (i = 0; r == 0 && i < d->npr; i++)
-		r = kernel_give(d, i, first, false);
-	return r;
-}
-
-static void kernel_free(struct kernel *k)
-{
-	size_t i;
-
-	if (k->poke_open)
-		(void)close(k->poke_fd);
-	for (i = 0; i < k->nkev; i++) {
-		free(k->kev[i].ev.path);
-		free(k->kev[i].miss);
-	}
-	free(k->kev);
-	for (i = 0; i < k->nnames; i++)
-		free(k->names[i]);
-	free(k->names);
-	ptd_elf_info_free(&k->elf);
-}
-
 /* ---- the pass over the records ---------------------------------------- */
 
 /* Add @ev to process @pi's timeline, placed at every known thread's
  * length; @miss: why its code was not found (an error record for each
  * thread it concerns). */
-static int tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
-		       const char *miss)
+int pdd_tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
+		    const char *miss)
 {
 	struct ptd_tl_pos *pos;
 	struct proc *p = &d->pr[pi];
@@ -857,7 +263,7 @@ static int tl_add(struct dec *d, pid_t pid, struct ptd_tl_event *ev,
 
 	if (!proc_get(d, pid, &pi))
 		return -ENOMEM;
-	return tl_add_proc(d, pi, ev, miss);
+	return pdd_tl_add_proc(d, pi, ev, miss);
 }
 
 static int note_buildid(struct dec *d, const struct ptd_perf_mmap *m)
@@ -907,7 +313,7 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 					 ? e->u.comm.tid
 					 : e->u.mmap.tid)) &&
 	    e->type != PTD_PERF_RECORD_UNMAP &&
-	    !thr_get(d, pid, (pid_t)(e->type == PERF_RECORD_COMM
+	    !pdd_thr_get(d, pid, (pid_t)(e->type == PERF_RECORD_COMM
 					     ? e->u.comm.tid
 					     : e->u.mmap.tid)))
 		return -ENOMEM;
@@ -920,7 +326,7 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 		ev.name = NULL;
 	}
 	if (ev.op == PTD_TL_MAP &&
-	    resolve(d, ev.path, out, sizeof(out), &rd) < 0) {
+	    pdd_resolve(d, ev.path, out, sizeof(out), &rd) < 0) {
 		ev.op = PTD_TL_UNMAP;	/* no stale code stays there */
 		ev.path = NULL;
 		return tl_add(d, pid, &ev, rd.msg);
@@ -932,7 +338,7 @@ static int image_change(struct dec *d, const struct ptd_perf_event *e)
 
 		if (!proc_get(d, pid, &pi))
 			return -ENOMEM;
-		r = kernel_give(d, pi, 0, true);
+		r = pdd_kernel_give(d, pi, 0, true);
 	}
 	return r;
 }
@@ -966,7 +372,7 @@ static bool snapshot_continues(const struct thr *t,
 static int thread_payload(struct dec *d,
 			  const struct ptd_perfdata_auxtrace_rec *a)
 {
-	struct thr *t = thr_get(d, 0, (pid_t)a->tid);
+	struct thr *t = pdd_thr_get(d, 0, (pid_t)a->tid);
 	uint64_t skip = 0;
 	int r = 0;
 
@@ -976,11 +382,11 @@ static int thread_payload(struct dec *d,
 	    snapshot_continues(t, a, &skip)) {
 		/* the stream goes on: nothing lost, skip what repeats */
 	} else if (t->have_next && d->pd->pt.snapshot_mode)
-		r = add_loss(t, 0, true, "snapshot: trace between AUXTRACE "
+		r = pdd_add_loss(t, 0, true, "snapshot: trace between AUXTRACE "
 			     "records (0x%" PRIx64 ") not recorded",
 			     a->rec_offset);
 	else if (t->have_next && a->offset > t->next_aux)
-		r = add_loss(t, a->offset - t->next_aux, true,
+		r = pdd_add_loss(t, a->offset - t->next_aux, true,
 			     "lost %" PRIu64 " trace bytes (AUX offset "
 			     "0x%" PRIx64 " to 0x%" PRIx64 ")",
 			     a->offset - t->next_aux, t->next_aux, a->offset);
@@ -1003,7 +409,7 @@ static int thread_payload(struct dec *d,
 		t->next_aux = a->offset + a->size;
 	if (skip >= a->size)
 		return 0;
-	return thr_append(d, t, a->data + skip, a->size - skip);
+	return pdd_thr_append(d, t, a->data + skip, a->size - skip);
 }
 
 /* Losses a record announces, for thread @tid (0: every thread). */
@@ -1020,13 +426,13 @@ static int record_loss(struct dec *d, const struct ptd_perf_event *e)
 			t->aux_end = e->u.aux.aux_offset + e->u.aux.aux_size;
 		t->have_aux_end = true;
 		if (f & PERF_AUX_FLAG_TRUNCATED)
-			return add_loss(t, 0, true, "AUX data truncated "
+			return pdd_add_loss(t, 0, true, "AUX data truncated "
 					"after offset 0x%" PRIx64 " (buffer "
 					"full): trace lost",
 					e->u.aux.aux_offset +
 						e->u.aux.aux_size);
 		if (f & (PERF_AUX_FLAG_PARTIAL | PERF_AUX_FLAG_COLLISION))
-			return add_loss(t, 0, false, "AUX chunk of %" PRIu64
+			return pdd_add_loss(t, 0, false, "AUX chunk of %" PRIu64
 					" bytes at 0x%" PRIx64 " has gaps",
 					e->u.aux.aux_size,
 					e->u.aux.aux_offset);
@@ -1035,7 +441,7 @@ static int record_loss(struct dec *d, const struct ptd_perf_event *e)
 	if (e->type != PERF_RECORD_LOST)
 		return 0;
 	for (i = 0; i < d->nth; i++) {
-		int r = add_loss(&d->th[i], 0, false, "%" PRIu64 " sideband "
+		int r = pdd_add_loss(&d->th[i], 0, false, "%" PRIu64 " sideband "
 				 "records lost: the image may be wrong",
 				 e->u.lost.lost);
 		if (r < 0)
@@ -1045,26 +451,26 @@ static int record_loss(struct dec *d, const struct ptd_perf_event *e)
 }
 
 /* A kernel record of a per-thread recording. */
-static int thread_record(struct dec *d, const struct ptd_perf_event *e)
+int pdd_thread_record(struct dec *d, const struct ptd_perf_event *e)
 {
 	switch (e->type) {
 	case PERF_RECORD_ITRACE_START:
-		return thr_get(d, (pid_t)e->u.itrace.pid,
+		return pdd_thr_get(d, (pid_t)e->u.itrace.pid,
 			       (pid_t)e->u.itrace.tid) ? 0 : -ENOMEM;
 	case PERF_RECORD_FORK:
-		return thr_get(d, (pid_t)e->u.task.pid,
+		return pdd_thr_get(d, (pid_t)e->u.task.pid,
 			       (pid_t)e->u.task.tid) ? 0 : -ENOMEM;
 	case PERF_RECORD_COMM:
-		if (!thr_get(d, (pid_t)e->u.comm.pid, (pid_t)e->u.comm.tid))
+		if (!pdd_thr_get(d, (pid_t)e->u.comm.pid, (pid_t)e->u.comm.tid))
 			return -ENOMEM;
 		return image_change(d, e);
 	case PERF_RECORD_MMAP:
 	case PERF_RECORD_MMAP2:
-		if (is_kernel_map(e))
-			return kernel_change(d, e);
+		if (pdd_is_kernel_map(e))
+			return pdd_kernel_change(d, e);
 		return image_change(d, e);
 	case PERF_RECORD_TEXT_POKE:
-		return kernel_poke(d, e);
+		return pdd_kernel_poke(d, e);
 	case PTD_PERF_RECORD_UNMAP:
 		return image_change(d, e);
 	case PERF_RECORD_AUX:
@@ -1073,315 +479,6 @@ static int thread_record(struct dec *d, const struct ptd_perf_event *e)
 	default:
 		return 0;
 	}
-}
-
-/* ---- per-CPU recordings ----------------------------------------------- */
-
-static int pc_bytes(void *ctx, uint32_t tid, const uint8_t *data, size_t len)
-{
-	struct thr *t = thr_get(ctx, 0, (pid_t)tid);
-
-	return t ? thr_append(ctx, t, data, len) : -ENOMEM;
-}
-
-static int pc_record(void *ctx, uint32_t tid, const struct ptd_perf_event *e)
-{
-	(void)tid;
-	return thread_record(ctx, e);
-}
-
-static int pc_lost(void *ctx, uint32_t tid, uint64_t bytes)
-{
-	struct thr *t = thr_get(ctx, 0, (pid_t)tid);
-
-	if (!t)
-		return -ENOMEM;
-	if (bytes)
-		return add_loss(t, bytes, true, "lost %" PRIu64 " trace "
-				"bytes", bytes);
-	return add_loss(t, 0, true, "trace lost (size unknown)");
-}
-
-static int pc_seen(void *ctx, uint32_t pid, uint32_t tid)
-{
-	return thr_get(ctx, (pid_t)pid, (pid_t)tid) ? 0 : -ENOMEM;
-}
-
-/* The AUXTRACE payloads by (cpu, offset), to find the one holding a CPU's
- * AUX byte without a scan of them all. */
-struct auxidx {
-	uint32_t cpu;
-	uint64_t off, end;	/* AUX offsets [off, end) */
-	size_t rec;		/* index in pd->auxtrace (input order) */
-	uint64_t maxend;	/* the largest end of this CPU's entries up
-				 * to here */
-};
-
-static int auxidx_cmp(const void *a, const void *b)
-{
-	const struct auxidx *x = a, *y = b;
-
-	if (x->cpu != y->cpu)
-		return x->cpu < y->cpu ? -1 : 1;
-	if (x->off != y->off)
-		return x->off < y->off ? -1 : 1;
-	return x->rec < y->rec ? -1 : x->rec > y->rec;
-}
-
-static struct auxidx *auxidx_make(const struct ptd_perfdata *pd)
-{
-	struct auxidx *v = calloc(pd->nauxtrace ? pd->nauxtrace : 1,
-				  sizeof(*v));
-	size_t i;
-
-	if (!v)
-		return NULL;
-	for (i = 0; i < pd->nauxtrace; i++) {
-		const struct ptd_perfdata_auxtrace_rec *a = &pd->auxtrace[i];
-
-		v[i].cpu = a->cpu;
-		v[i].off = a->offset;
-		/* sizes are bounded by the input's; an offset near 2^64
-		 * holds up to the end of the offsets */
-		v[i].end = a->offset + a->size < a->offset ? UINT64_MAX
-							  : a->offset + a->size;
-		v[i].rec = i;
-	}
-	qsort(v, pd->nauxtrace, sizeof(*v), auxidx_cmp);
-	for (i = 0; i < pd->nauxtrace; i++)
-		v[i].maxend = i && v[i - 1].cpu == v[i].cpu &&
-				      v[i - 1].maxend > v[i].end
-				      ? v[i - 1].maxend
-				      : v[i].end;
-	return v;
-}
-
-/* The first payload in input order of CPU @cpu that holds AUX offset
- * @want, or NULL. */
-static const struct ptd_perfdata_auxtrace_rec *
-auxidx_find(const struct ptd_perfdata *pd, const struct auxidx *v,
-	    uint32_t cpu, uint64_t want)
-{
-	size_t lo = 0, hi = pd->nauxtrace, best = SIZE_MAX;
-
-	/* the first entry past (cpu, want) */
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (v[mid].cpu < cpu || (v[mid].cpu == cpu &&
-					 v[mid].off <= want))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	/* back over this CPU's entries that start at or before @want while
-	 * one of them may still reach past it */
-	while (lo > 0 && v[lo - 1].cpu == cpu && v[lo - 1].maxend > want) {
-		lo--;
-		if (v[lo].end > want && v[lo].rec < best)
-			best = v[lo].rec;
-	}
-	return best == SIZE_MAX ? NULL : &pd->auxtrace[best];
-}
-
-/* Copy CPU @cpu's AUX bytes [off, off + len) from its payloads; returns
- * the bytes found contiguous from @off (the rest is a gap).  @out NULL:
- * only count them. */
-static size_t cpu_bytes(const struct ptd_perfdata *pd, const struct auxidx *v,
-			uint32_t cpu, uint64_t off, uint64_t len, uint8_t *out)
-{
-	uint64_t have = 0;
-
-	while (have < len) {
-		uint64_t want = off + have, n;
-		const struct ptd_perfdata_auxtrace_rec *a =
-			auxidx_find(pd, v, cpu, want);
-
-		if (!a)
-			break;
-		n = a->size - (want - a->offset);	/* want is inside */
-		if (n > len - have)
-			n = len - have;
-		if (out)
-			memcpy(out + have, a->data + (want - a->offset), n);
-		have += n;
-	}
-	return have;
-}
-
-/* A kernel record's place in time: perf's ordered events.  perf drains
- * one CPU's ring after another, so a file holds CPU 0's records (and AUX
- * data) of a round before CPU 3's even when CPU 3's came first; perf sorts
- * each round's records by sample time before it acts on them.  ptd sorts
- * them all (a round never holds records older than the last round's
- * flush, so the whole sort is the same order).  A record without a time
- * keeps its place after the record it followed in the file. */
-struct tord {
-	uint64_t time;
-	size_t rec;
-};
-
-static int tord_cmp(const void *a, const void *b)
-{
-	const struct tord *x = a, *y = b;
-
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	return x->rec < y->rec ? -1 : x->rec > y->rec;
-}
-
-static int time_order(struct dec *d, struct tord **ret, size_t *ret_n)
-{
-	const struct ptd_perfdata *pd = d->pd;
-	struct tord *v = calloc(pd->nrecs ? pd->nrecs : 1, sizeof(*v));
-	uint64_t last = 0;
-	size_t i, n = 0;
-	int r;
-
-	if (!v)
-		return -ENOMEM;
-	for (i = 0; i < pd->nrecs; i++) {
-		struct ptd_perf_event e;
-
-		if (pd->recs[i].type >= PTD_PERFDATA_RECORD_USER_TYPE_START ||
-		    pd->recs[i].attr < 0)
-			continue;
-		r = ptd_perfdata_event(pd, i, &e, d->diag);
-		if (r < 0) {
-			free(v);
-			return r;
-		}
-		if (e.sid.mask & PTD_PERF_SID_TIME)
-			last = e.sid.time;
-		v[n].time = last;
-		v[n++].rec = i;
-	}
-	qsort(v, n, sizeof(*v), tord_cmp);
-	*ret = v;
-	*ret_n = n;
-	return 0;
-}
-
-/* Records that say whose trace is on a CPU, or bring it: without the CPU
- * in their sample_id they cannot be placed. */
-static bool needs_cpu(uint32_t type)
-{
-	return type == PERF_RECORD_AUX || type == PERF_RECORD_ITRACE_START ||
-	       type == PERF_RECORD_SWITCH ||
-	       type == PERF_RECORD_SWITCH_CPU_WIDE ||
-	       type == PERF_RECORD_LOST;
-}
-
-static int percpu_pass(struct dec *d)
-{
-	const struct ptd_perfdata *pd = d->pd;
-	struct ptd_percpu_sink sink = { pc_bytes, pc_record, pc_lost,
-					pc_seen, d };
-	struct ptd_percpu_opts po;
-	struct ptd_percpu *pc = NULL;
-	uint32_t ncpus = 1;
-	uint8_t *buf = NULL;
-	struct auxidx *idx = NULL;
-	struct tord *ord = NULL;
-	size_t i, k, nord = 0;
-	int r;
-
-	/* Each event has its own sample_type (perf needs only the id's
-	 * place to agree); every record is parsed with its own.  Switches
-	 * name their thread through TID. */
-	for (i = 0; i < pd->nattrs; i++) {
-		const struct perf_event_attr *a = &pd->attrs[i].attr;
-
-		if (!a->sample_id_all || !(a->sample_type & PERF_SAMPLE_TID))
-			return ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: "
-					 "per-CPU trace needs sample_id_all "
-					 "and TID in every event's sample "
-					 "ids; event %zu has %s", pd->name, i,
-					 a->sample_id_all ? "no TID" :
-					 "no sample_id_all");
-	}
-	for (i = 0; i < pd->nauxtrace; i++)
-		if (pd->auxtrace[i].cpu != UINT32_MAX &&
-		    pd->auxtrace[i].cpu >= ncpus)
-			ncpus = pd->auxtrace[i].cpu + 1;
-	if (ncpus > PTD_PERCPU_MAX_CPUS)
-		return ptd_diagf(d->diag, -PTD_EFORMAT, "%s: AUXTRACE cpu %u "
-				 "(at most %u)", pd->name, ncpus - 1,
-				 PTD_PERCPU_MAX_CPUS - 1);
-	memset(&po, 0, sizeof(po));
-	po.ncpus = ncpus;
-	po.pid = -1;
-	po.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU;
-	po.sample_id_all = true;
-	r = ptd_percpu_new(&po, &sink, &pc);
-	if (r == 0 && !(idx = auxidx_make(pd)))
-		r = -ENOMEM;
-	if (r == 0)
-		r = time_order(d, &ord, &nord);
-	for (k = 0; r == 0 && k < nord; k++) {
-		struct ptd_perf_event e;
-		size_t got;
-
-		i = ord[k].rec;
-		r = ptd_perfdata_event(pd, i, &e, d->diag);
-		if (r < 0)
-			break;
-		if (!(e.sid.mask & PTD_PERF_SID_CPU)) {
-			if (!needs_cpu(e.type))
-				continue;	/* not about a CPU's trace */
-			r = ptd_diagf(d->diag, -PTD_EUNSUPPORTED, "%s: offset "
-				      "0x%" PRIx64 ": %s record has no CPU in "
-				      "its sample id (event %d), so no CPU's "
-				      "trace can take it", pd->name,
-				      pd->recs[i].offset,
-				      ptd_perf_record_name(e.type),
-				      pd->recs[i].attr);
-			break;
-		}
-		if (e.sid.cpu >= ncpus)
-			continue;	/* no trace there */
-		if (e.type == PERF_RECORD_AUX && e.u.aux.aux_size) {
-			if (e.u.aux.aux_size > PTD_PERF_AUX_MAX) {
-				r = ptd_diagf(d->diag, -PTD_EFORMAT, "%s: "
-					      "offset 0x%" PRIx64 ": AUX size "
-					      "%" PRIu64, pd->name,
-					      pd->recs[i].offset,
-					      e.u.aux.aux_size);
-				break;
-			}
-			/* The record's size is the file's word: take room for
-			 * the bytes the file holds, not for what it claims. */
-			got = cpu_bytes(pd, idx, e.sid.cpu, e.u.aux.aux_offset,
-					e.u.aux.aux_size, NULL);
-			free(buf);
-			buf = malloc(got ? got : 1);
-			if (!buf) {
-				r = -ENOMEM;
-				break;
-			}
-			got = cpu_bytes(pd, idx, e.sid.cpu, e.u.aux.aux_offset,
-					got, buf);
-			r = ptd_percpu_aux(pc, e.sid.cpu, e.u.aux.aux_offset,
-					   buf, got);
-			if (r == 0 && got < e.u.aux.aux_size) {
-				struct ptd_perf_loss l = {
-					.kind = PTD_PERF_LOSS_AUX_GAP,
-					.bytes = e.u.aux.aux_size - got,
-					.bytes_known = true,
-					.aux_offset = e.u.aux.aux_offset + got,
-				};
-				r = ptd_percpu_loss(pc, e.sid.cpu, &l);
-			}
-			if (r < 0)
-				break;
-		}
-		r = ptd_percpu_event(pc, e.sid.cpu, &e);
-	}
-	free(ord);
-	free(buf);
-	free(idx);
-	ptd_percpu_free(pc);
-	return r;
 }
 
 static int build(struct dec *d)
@@ -1395,7 +492,7 @@ static int build(struct dec *d)
 		if (pd->auxtrace[i].tid == UINT32_MAX)
 			per_cpu = true;
 	if (per_cpu)
-		return percpu_pass(d);
+		return pdd_percpu_pass(d);
 	for (i = 0; r == 0 && i < pd->nrecs; i++) {
 		const struct ptd_perfdata_rec *rec = &pd->recs[i];
 		struct ptd_perf_event e;
@@ -1408,7 +505,7 @@ static int build(struct dec *d)
 			continue;
 		r = ptd_perfdata_event(pd, i, &e, d->diag);
 		if (r == 0)
-			r = thread_record(d, &e);
+			r = pdd_thread_record(d, &e);
 	}
 	/* The last payload's zero padding, past the end the AUX records
 	 * announced, is not trace. */
@@ -1579,7 +676,7 @@ static void dec_free(struct dec *d)
 		free(d->bids[i].path);
 	free(d->bids);
 	ptd_iscache_free(d->ic);
-	kernel_free(&d->k);
+	pdd_kernel_free(&d->k);
 	free(d->pidmap);
 	if (d->vdso_made && d->vdso_fd >= 0)
 		(void)close(d->vdso_fd);
@@ -1593,7 +690,7 @@ static bool selected(const struct ptd_input_opts *o, const struct thr *t)
 /* The address filter perf recorded with (AUXTRACE_INFO's filter text),
  * as libipt's decoder needs it for process @p: file ranges at the
  * addresses the process mapped the files at (its MMAP records).  A text or
- * range that does not resolve is said once through the sink's notice;
+ * range that does not pdd_resolve is said once through the sink's notice;
  * decoding goes on without it (it matters for erratum SKL014 only). */
 static void proc_filter(const struct dec *d, struct proc *p,
 			const struct ptd_input_sink *sink)
@@ -1788,7 +885,7 @@ static int decode_parsed(const struct ptd_perfdata *pd, const char *kcore,
 	d.ic = ptd_iscache_new();
 	if (!d.ic)
 		return -ENOMEM;
-	ptd_iscache_set_resolver(d.ic, resolve, &d);
+	ptd_iscache_set_resolver(d.ic, pdd_resolve, &d);
 	r = build(&d);
 	if (r == 0)
 		r = run(&d, sink, ret_thread_errors);
