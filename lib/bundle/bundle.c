@@ -219,28 +219,12 @@ static int parse_header(const struct ptd_json_reader *r, const cJSON *root,
 					     "source", "files", "images",
 					     NULL };
 	const char *s;
-	uint64_t ver;
 	int e;
 
-	if (!cJSON_IsObject(root))
-		return ptd_diagf(r->diag, -PTD_EFORMAT,
-				 "%s: not a JSON object", r->origin);
-	/* format and version first: another format's fields are not ours */
-	e = get_str(r, root, "", "format", &s);
+	e = ptd_json_check_format(r, root, PTD_BUNDLE_FORMAT,
+				  PTD_BUNDLE_VERSION);
 	if (e < 0)
 		return e;
-	if (strcmp(s, PTD_BUNDLE_FORMAT) != 0)
-		return ptd_json_badf(r, -PTD_EFORMAT, "format",
-				     "\"%.64s\" is not \"" PTD_BUNDLE_FORMAT
-				     "\"", s);
-	e = ptd_json_get_u64(r, root, "", "version", REQ, 0, UINT64_MAX,
-			     &ver);
-	if (e < 0)
-		return e;
-	if (ver != PTD_BUNDLE_VERSION)
-		return ptd_json_badf(r, -PTD_EVERSION, "version",
-				     "%" PRIu64 " not supported (only %d)",
-				     ver, PTD_BUNDLE_VERSION);
 	e = ptd_json_check_keys(r, root, "", keys);
 	if (e < 0)
 		return e;

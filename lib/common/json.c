@@ -719,3 +719,30 @@ int ptd_json_check_keys(const struct ptd_json_reader *r, const cJSON *obj,
 	}
 	return 0;
 }
+
+int ptd_json_check_format(const struct ptd_json_reader *r, const cJSON *root,
+			  const char *format, uint64_t version)
+{
+	const char *s;
+	uint64_t v;
+	int e;
+
+	if (!cJSON_IsObject(root))
+		return ptd_json_bad(r, "", "not a JSON object");
+	e = ptd_json_get_str(r, root, "", "format", PTD_JSON_REQUIRED, &s);
+	if (e < 0)
+		return e;
+	if (strcmp(s, format) != 0)
+		return ptd_json_badf(r, -PTD_EFORMAT, "format",
+				     "\"%.64s\" is not \"%s\"", s, format);
+	e = ptd_json_get_u64(r, root, "", "version",
+			     PTD_JSON_REQUIRED | PTD_JSON_INT_WHOLE, 0,
+			     UINT64_MAX, &v);
+	if (e < 0)
+		return e;
+	if (v != version)
+		return ptd_json_badf(r, -PTD_EVERSION, "version",
+				     "%" PRIu64 " not supported (only %" PRIu64
+				     ")", v, version);
+	return 0;
+}

@@ -202,6 +202,15 @@ int ptd_json_get_array(const struct ptd_json_reader *r, const cJSON *obj,
 		       const char *prefix, const char *key, unsigned flags,
 		       size_t max, const cJSON **ret, size_t *ret_n);
 
+/* The head of a file in one of ptd's own formats (a bundle manifest, a
+ * capture): @root is an object whose "format" is @format and whose
+ * "version" (an integer as cJSON writes it) is @version.  Check it before
+ * any other field: another format's fields are not ours.  Returns 0,
+ * -PTD_EFORMAT ("not a JSON object", "format: ...", "version: ..."),
+ * -PTD_EVERSION ("version: N not supported (only V)"). */
+int ptd_json_check_format(const struct ptd_json_reader *r, const cJSON *root,
+			  const char *format, uint64_t version);
+
 /* Every member of object @obj (at @path) must be named in @keys
  * (NULL-terminated) and appear once: for descriptions whose unknown keys
  * are mistakes, not extensions.  Returns 0 or -PTD_EFORMAT

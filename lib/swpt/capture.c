@@ -293,33 +293,6 @@ static int get_name(const struct ptd_json_reader *r, const cJSON *obj,
 	return *ret ? 0 : -ENOMEM;
 }
 
-static int load_header(const struct ptd_json_reader *r, const cJSON *root)
-{
-	const char *fmt = NULL;
-	uint64_t ver;
-	int e;
-
-	if (!cJSON_IsObject(root))
-		return ptd_diagf(r->diag, -PTD_EFORMAT,
-				 "%s: not a JSON object", r->origin);
-	e = ptd_json_get_str(r, root, "", "format", REQ, &fmt);
-	if (e < 0)
-		return e;
-	if (strcmp(fmt, PTD_CAPTURE_FORMAT) != 0)
-		return ptd_json_badf(r, -PTD_EFORMAT, "format",
-				     "\"%.64s\" is not \"" PTD_CAPTURE_FORMAT
-				     "\"", fmt);
-	e = ptd_json_get_u64(r, root, "", "version", REQ, 0, UINT64_MAX,
-			     &ver);
-	if (e < 0)
-		return e;
-	if (ver != PTD_CAPTURE_VERSION)
-		return ptd_json_badf(r, -PTD_EVERSION, "version",
-				     "%" PRIu64 " not supported (only %d)",
-				     ver, PTD_CAPTURE_VERSION);
-	return 0;
-}
-
 static int load_argv(const struct ptd_json_reader *r, const cJSON *root,
 		     struct ptd_capture *c)
 {
@@ -713,7 +686,8 @@ static int load_manifest(const char *origin, const char *text, size_t len,
 		return e;
 	r.doc = doc;
 	root = ptd_json_root(doc);
-	if ((e = load_header(&r, root)) < 0 ||
+	if ((e = ptd_json_check_format(&r, root, PTD_CAPTURE_FORMAT,
+					PTD_CAPTURE_VERSION)) < 0 ||
 	    (e = ptd_json_get_u64(&r, root, "", "pid", REQ, 0, INT_MAX,
 				  &pid)) < 0 ||
 	    (e = pid ? 0 : ptd_json_bad(&r, "pid",

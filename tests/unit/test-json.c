@@ -577,6 +577,42 @@ static void test_more_getters(void)
 	ptd_json_free(j);
 }
 
+/* The head of ptd's own formats: format first, then version. */
+static void check_format(const char *text, int want_r, const char *want_msg)
+{
+	struct ptd_diag d = { "" };
+	struct ptd_json *j = parse(text);
+	struct ptd_json_reader rd = { j, "m.json", &d };
+
+	if (!j)
+		return;
+	CHECK_EQ_INT(ptd_json_check_format(&rd, ptd_json_root(j), "ptd-x", 2),
+		     want_r);
+	if (want_msg)
+		CHECK_EQ_STR(d.msg, want_msg);
+	ptd_json_free(j);
+}
+
+static void test_check_format(void)
+{
+	check_format("{\"format\":\"ptd-x\",\"version\":2,\"more\":1}", 0,
+		     NULL);
+	check_format("{\"version\":2,\"format\":\"ptd-x\"}", 0, NULL);
+	check_format("{\"format\":\"ptd-x\",\"version\":2e0}", 0, NULL);
+	check_format("[1]", -PTD_EFORMAT, "m.json: not a JSON object");
+	check_format("{\"version\":2}", -PTD_EFORMAT, "m.json: format: missing");
+	check_format("{\"format\":\"zip\",\"version\":\"x\"}", -PTD_EFORMAT,
+		     "m.json: format: \"zip\" is not \"ptd-x\"");
+	check_format("{\"format\":7}", -PTD_EFORMAT,
+		     "m.json: format: expected a string, not a number");
+	check_format("{\"format\":\"ptd-x\"}", -PTD_EFORMAT,
+		     "m.json: version: missing");
+	check_format("{\"format\":\"ptd-x\",\"version\":1.5}", -PTD_EFORMAT,
+		     "m.json: version: expected an integer, not a fraction");
+	check_format("{\"format\":\"ptd-x\",\"version\":3}", -PTD_EVERSION,
+		     "m.json: version: 3 not supported (only 2)");
+}
+
 /* ptd_json_parse_all(): only white space after the value; and no text
  * with a string that holds \u0000, which cJSON would cut short. */
 static void test_parse_all_and_nul(void)
@@ -737,6 +773,7 @@ int main(void)
 	RUN(test_hex);
 	RUN(test_more_getters);
 	RUN(test_parse_all_and_nul);
+	RUN(test_check_format);
 	RUN(test_random_texts);
 	return check_done();
 }
