@@ -4,11 +4,11 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json.h"
 #include "common/strutil.h"
 #include "daemon/proto.h"
 #include "perf/addrfilter.h"
@@ -65,532 +65,375 @@ const char *ptd_proto_error_code(int err)
 	}
 }
 
-static const char *json_type_name(const cJSON *v)
+/* Fields are named by their JSON path after the command, as
+ * "attach: options.max_insns: expected an integer, not a string"
+ * (common/json.h); until the command is known, by the path alone.
+ * Clients write integers as JSON numbers, perhaps as doubles (1e+15). */
+#define INT PTD_JSON_INT_WHOLE
+#define REQ PTD_JSON_REQUIRED
+#define INT_MAX_JSON ((uint64_t)PTD_PROTO_INT_MAX)
+
+static int parse_session(const struct ptd_json_reader *r, const cJSON *o,
+			 bool required, struct ptd_request *req);
+
+/* An optional member: absent is fine. */
+static int optional(int e)
 {
-	if (cJSON_IsString(v))
-		return "a string";
-	if (cJSON_IsNumber(v))
-		return "a number";
-	if (cJSON_IsBool(v))
-		return "a boolean";
-	if (cJSON_IsNull(v))
-		return "null";
-	if (cJSON_IsArray(v))
-		return "an array";
-	if (cJSON_IsObject(v))
-		return "an object";
-	return "invalid";
-}
-
-/* Refuse keys of object @o (named @where) not in @allowed (NULL-terminated)
- * and keys given twice. */
-static int check_keys(const cJSON *o, const char *where,
-		      const char *const *allowed, struct ptd_diag *diag)
-{
-	const cJSON *k, *k2;
-	size_t i;
-
-	cJSON_ArrayForEach(k, o) {
-		bool ok = false;
-
-		for (i = 0; allowed[i]; i++)
-			if (!strcmp(k->string, allowed[i]))
-				ok = true;
-		if (!ok)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "%s: unknown key \"%.64s\"", where,
-					 k->string);
-		for (k2 = k->next; k2; k2 = k2->next)
-			if (!strcmp(k->string, k2->string))
-				return ptd_diagf(diag, -PTD_EFORMAT,
-						 "%s: key \"%.64s\" given twice",
-						 where, k->string);
-	}
-	return 0;
-}
-
-/* An integer JSON number in [min, max]. */
-static int get_int(const cJSON *v, const char *field, double min, double max,
-		   uint64_t *ret, struct ptd_diag *diag)
-{
-	double d;
-
-	if (!cJSON_IsNumber(v))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" must be a number, got %s", field,
-				 json_type_name(v));
-	d = v->valuedouble;
-	if (!isfinite(d) || d != floor(d))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" must be an integer, got %g", field, d);
-	if (d < min || d > max)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" is out of range (%.0f..%.0f): %.0f",
-				 field, min, max, d);
-	*ret = (uint64_t)d;
-	return 0;
-}
-
-static int get_string(const cJSON *v, const char *field, size_t max,
-		      const char **ret, struct ptd_diag *diag)
-{
-	if (!cJSON_IsString(v) || !v->valuestring)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" must be a string, got %s", field,
-				 json_type_name(v));
-	if (strlen(v->valuestring) > max)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" is longer than %zu bytes", field, max);
-	*ret = v->valuestring;
-	return 0;
-}
-
-static int parse_session(const cJSON *o, bool required, struct ptd_request *req,
-			 struct ptd_diag *diag);
-
-static int get_bool(const cJSON *v, const char *field, bool *ret,
-		    struct ptd_diag *diag)
-{
-	if (!cJSON_IsBool(v))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" must be a boolean, got %s", field,
-				 json_type_name(v));
-	*ret = cJSON_IsTrue(v);
-	return 0;
+	return e == -ENOENT ? 0 : e;
 }
 
 /* replay: path (absolute), lossless, tid, wait_ms. */
-static int parse_replay(const cJSON *o, struct ptd_request *req,
-			struct ptd_diag *diag)
+static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "path");
 	const char *s;
 	uint64_t n;
-	int r;
+	int e;
 
-	if (!v)
-		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"path\"");
-	r = get_string(v, "path", PTD_PROTO_PATH_MAX, &s, diag);
-	if (r < 0)
-		return r;
+	e = ptd_json_get_strn(r, o, "", "path", REQ, PTD_PROTO_PATH_MAX, &s);
+	if (e < 0)
+		return e;
 	if (s[0] != '/')
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"path\" must be an absolute path, got "
-				 "\"%.200s\"", s);
+		return ptd_json_badf(r, -PTD_EFORMAT, "path",
+				     "must be an absolute path, got "
+				     "\"%.200s\"", s);
 	(void)ptd_strlcpy(req->path, s, sizeof(req->path));
-	v = cJSON_GetObjectItemCaseSensitive(o, "lossless");
-	if (v && (r = get_bool(v, "lossless", &req->lossless, diag)) < 0)
-		return r;
-	v = cJSON_GetObjectItemCaseSensitive(o, "tid");
-	if (v) {
-		r = get_int(v, "tid", 1, PTD_PROTO_PID_MAX, &n, diag);
-		if (r < 0)
-			return r;
+	e = optional(ptd_json_get_bool(r, o, "", "lossless", 0,
+				       &req->lossless));
+	if (e < 0)
+		return e;
+	e = ptd_json_get_u64(r, o, "", "tid", INT, 1, PTD_PROTO_PID_MAX, &n);
+	if (e == 0) {
 		req->has_tid = true;
 		req->tid = (pid_t)n;
 	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "wait_ms");
-	if (v) {
-		r = get_int(v, "wait_ms", 0, PTD_PROTO_WAIT_MS_MAX,
-			    &req->wait_ms, diag);
-		if (r < 0)
-			return r;
+	if (optional(e) < 0)
+		return e;
+	e = ptd_json_get_u64(r, o, "", "wait_ms", INT, 0,
+			     PTD_PROTO_WAIT_MS_MAX, &req->wait_ms);
+	if (e == 0)
 		req->has_wait_ms = true;
-	}
-	return 0;
+	return optional(e);
 }
 
 /* record: session, wait. */
-static int parse_record(const cJSON *o, struct ptd_request *req,
-			struct ptd_diag *diag)
+static int parse_record(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "wait");
-	int r;
+	int e;
 
 	req->record_wait = true;
-	if (v && (r = get_bool(v, "wait", &req->record_wait, diag)) < 0)
-		return r;
-	return parse_session(o, true, req, diag);
+	e = optional(ptd_json_get_bool(r, o, "", "wait", 0,
+				       &req->record_wait));
+	if (e < 0)
+		return e;
+	return parse_session(r, o, true, req);
 }
 
-static int parse_session(const cJSON *o, bool required, struct ptd_request *req,
-			 struct ptd_diag *diag)
+static int parse_session(const struct ptd_json_reader *r, const cJSON *o,
+			 bool required, struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "session");
-	int r;
+	int e = ptd_json_get_u64(r, o, "", "session",
+				 INT | (required ? REQ : 0), 1, INT_MAX_JSON,
+				 &req->session);
 
-	if (!v) {
-		if (required)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "missing \"session\"");
-		return 0;
-	}
-	r = get_int(v, "session", 1, PTD_PROTO_INT_MAX, &req->session, diag);
-	if (r == 0)
+	if (e == 0)
 		req->has_session = true;
-	return r;
+	return optional(e);
 }
 
 /* options.mode and options.snapshot_size. */
-static int parse_mode(const cJSON *o, struct ptd_request *req,
-		      struct ptd_diag *diag)
+static int parse_mode(const struct ptd_json_reader *r, const cJSON *o,
+		      struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "mode");
 	const char *s;
 	uint64_t n;
-	int r;
+	int e;
 
-	if (v) {
-		r = get_string(v, "options.mode", 64, &s, diag);
-		if (r < 0)
-			return r;
-		r = ptd_session_mode_parse(s);
-		if (r < 0)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"options.mode\": unknown mode "
-					 "\"%s\" (full, snapshot)", s);
-		req->mode = (enum ptd_session_mode)r;
+	e = ptd_json_get_strn(r, o, "options", "mode", 0, 64, &s);
+	if (e == 0) {
+		e = ptd_session_mode_parse(s);
+		if (e < 0)
+			return ptd_json_badf(r, -PTD_EFORMAT, "options.mode",
+					     "unknown mode \"%s\" (full, "
+					     "snapshot)", s);
+		req->mode = (enum ptd_session_mode)e;
+	} else if (e != -ENOENT) {
+		return e;
 	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "snapshot_size");
-	if (!v)
+	if (!cJSON_GetObjectItemCaseSensitive(o, "snapshot_size"))
 		return 0;
 	if (req->mode != PTD_MODE_SNAPSHOT)
-		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.snapshot_size"
-				 "\" needs \"mode\": \"snapshot\"");
-	r = get_int(v, "options.snapshot_size", 4096,
-		    PTD_SESSION_SNAPSHOT_MAX, &n, diag);
-	if (r < 0)
-		return r;
+		return ptd_json_bad(r, "options.snapshot_size",
+				    "needs \"mode\": \"snapshot\"");
+	e = ptd_json_get_u64(r, o, "options", "snapshot_size", INT, 4096,
+			     PTD_SESSION_SNAPSHOT_MAX, &n);
+	if (e < 0)
+		return e;
 	if (n & (n - 1))
-		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.snapshot_size"
-				 "\" must be a power of two, got %" PRIu64,
-				 n);
+		return ptd_json_badf(r, -PTD_EFORMAT, "options.snapshot_size",
+				     "must be a power of two, got %" PRIu64,
+				     n);
 	req->snapshot_size = n;
 	return 0;
 }
 
 /* options.filter: checked with the grammar (at most PTD_ADDRFILTER_MAX
  * ranges; the session checks the PMU's own limit), kept as text. */
-static int parse_addr_filter(const cJSON *v, struct ptd_request *req,
-			     struct ptd_diag *diag)
+static int parse_addr_filter(const struct ptd_json_reader *r,
+			     const cJSON *o, struct ptd_request *req)
 {
 	struct ptd_addrfilter f;
 	struct ptd_diag pd = { "" };
 	const char *s = NULL;
-	int r;
+	int e;
 
-	r = get_string(v, "options.filter", PTD_ADDRFILTER_TEXT_MAX, &s, diag);
-	if (r < 0)
-		return r;
-	r = ptd_addrfilter_parse(s, PTD_ADDRFILTER_MAX, &f, &pd);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0)
-		return ptd_diagf(diag, -PTD_EFORMAT, "\"options.filter\": %s",
-				 pd.msg);
+	e = ptd_json_get_strn(r, o, "options", "filter", 0,
+			      PTD_ADDRFILTER_TEXT_MAX, &s);
+	if (e < 0)
+		return optional(e);
+	e = ptd_addrfilter_parse(s, PTD_ADDRFILTER_MAX, &f, &pd);
+	if (e == -ENOMEM)
+		return e;
+	if (e < 0)
+		return ptd_json_bad(r, "options.filter", pd.msg);
 	ptd_addrfilter_free(&f);
 	req->addr_filter = strdup(s);
 	return req->addr_filter ? 0 : -ENOMEM;
 }
 
-static int parse_options(const cJSON *o, struct ptd_request *req,
-			 struct ptd_diag *diag)
+static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
+			 struct ptd_request *req)
 {
 	static const char *const keys[] = { "source", "tsc", "max_insns",
 					    "capture", "mode",
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", NULL };
-	const cJSON *v;
 	const char *s;
-	int r;
+	int e;
 
-	if (!cJSON_IsObject(o))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"options\" must be an object, got %s",
-				 json_type_name(o));
-	r = check_keys(o, "options", keys, diag);
-	if (r < 0)
-		return r;
-	v = cJSON_GetObjectItemCaseSensitive(o, "source");
-	if (v) {
-		r = get_string(v, "options.source", 64, &s, diag);
-		if (r < 0)
-			return r;
-		r = ptd_source_parse(s);
-		if (r < 0)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"options.source\": unknown source "
-					 "\"%s\" (auto, intel_pt, software)",
-					 s);
-		req->source = (enum ptd_source_kind)r;
+	if ((e = ptd_json_check_keys(r, o, "options", keys)) < 0)
+		return e;
+	e = ptd_json_get_strn(r, o, "options", "source", 0, 64, &s);
+	if (e == 0) {
+		e = ptd_source_parse(s);
+		if (e < 0)
+			return ptd_json_badf(r, -PTD_EFORMAT, "options.source",
+					     "unknown source \"%s\" (auto, "
+					     "intel_pt, software)", s);
+		req->source = (enum ptd_source_kind)e;
+	} else if (e != -ENOENT) {
+		return e;
 	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "tsc");
-	if (v) {
-		if (!cJSON_IsBool(v))
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"options.tsc\" must be a boolean, "
-					 "got %s",
-					 json_type_name(v));
-		req->tsc = cJSON_IsTrue(v);
-	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "max_insns");
-	if (v) {
-		r = get_int(v, "options.max_insns", 0, PTD_PROTO_INT_MAX,
-			    &req->max_insns, diag);
-		if (r < 0)
-			return r;
-	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "capture");
-	if (v) {
-		r = get_string(v, "options.capture", sizeof(req->capture) - 1,
-			       &s, diag);
-		if (r < 0)
-			return r;
+	if ((e = optional(ptd_json_get_bool(r, o, "options", "tsc", 0,
+					    &req->tsc))) < 0 ||
+	    (e = optional(ptd_json_get_u64(r, o, "options", "max_insns", INT,
+					   0, INT_MAX_JSON,
+					   &req->max_insns))) < 0)
+		return e;
+	e = ptd_json_get_strn(r, o, "options", "capture", 0,
+			      sizeof(req->capture) - 1, &s);
+	if (e == 0) {
 		if (s[0] != '/')
-			return ptd_diagf(diag, -PTD_EFORMAT, "\"options.capture"
-					 "\" must be an absolute path, got "
-					 "\"%s\"", s);
+			return ptd_json_badf(r, -PTD_EFORMAT,
+					     "options.capture",
+					     "must be an absolute path, got "
+					     "\"%s\"", s);
 		snprintf(req->capture, sizeof(req->capture), "%s", s);
+	} else if (e != -ENOENT) {
+		return e;
 	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "record");
-	if (v) {
-		r = get_bool(v, "options.record", &req->record, diag);
-		if (r < 0)
-			return r;
-	}
-	v = cJSON_GetObjectItemCaseSensitive(o, "per_cpu");
-	if (v && (r = get_bool(v, "options.per_cpu", &req->per_cpu, diag)) < 0)
-		return r;
-	v = cJSON_GetObjectItemCaseSensitive(o, "filter");
-	if (v && (r = parse_addr_filter(v, req, diag)) < 0)
-		return r;
-	return parse_mode(o, req, diag);
+	if ((e = optional(ptd_json_get_bool(r, o, "options", "record", 0,
+					    &req->record))) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "options", "per_cpu", 0,
+					    &req->per_cpu))) < 0 ||
+	    (e = parse_addr_filter(r, o, req)) < 0)
+		return e;
+	return parse_mode(r, o, req);
 }
 
-static int parse_attach(const cJSON *o, struct ptd_request *req,
-			struct ptd_diag *diag)
+static int parse_attach(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "pid");
+	const cJSON *opts;
 	uint64_t pid;
-	int r;
+	int e;
 
-	if (!v)
-		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"pid\"");
-	r = get_int(v, "pid", 1, PTD_PROTO_PID_MAX, &pid, diag);
-	if (r < 0)
-		return r;
+	e = ptd_json_get_u64(r, o, "", "pid", REQ | INT, 1, PTD_PROTO_PID_MAX,
+			     &pid);
+	if (e < 0)
+		return e;
 	req->pid = (pid_t)pid;
-	v = cJSON_GetObjectItemCaseSensitive(o, "options");
-	return v ? parse_options(v, req, diag) : 0;
+	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
+	if (e < 0)
+		return optional(e);
+	return parse_options(r, opts, req);
 }
 
-static int parse_kinds(const cJSON *a, struct ptd_request *req,
-		       struct ptd_diag *diag)
+static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
+		       struct ptd_request *req)
 {
-	const cJSON *v;
-	unsigned kinds = 0, i = 0;
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *a, *v;
+	unsigned kinds = 0;
+	size_t n, i = 0;
+	int e = ptd_json_get_array(r, o, "", "kinds", 0, SIZE_MAX, &a, &n);
 
-	if (!cJSON_IsArray(a))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"kinds\" must be an array, got %s",
-				 json_type_name(a));
+	if (e < 0)
+		return optional(e);
 	cJSON_ArrayForEach(v, a) {
 		int t = -1;
 
 		if (cJSON_IsString(v))
 			t = ptd_rec_type_parse(v->valuestring);
 		if (t < 0)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"kinds[%u]\": expected one of "
-					 "\"insn\", \"block\", \"event\", "
-					 "\"error\"",
-					 i);
+			return ptd_json_bad(r, ptd_json_path_index(path, "",
+								   "kinds", i),
+					    "expected one of \"insn\", "
+					    "\"block\", \"event\", \"error\"");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}
 	if (!kinds)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"kinds\" must name at least one kind");
+		return ptd_json_bad(r, "kinds",
+				    "must name at least one kind");
 	req->filter.kinds = kinds;
 	return 0;
 }
 
-static int parse_tids(const cJSON *a, struct ptd_filter_spec *f,
-		      struct ptd_diag *diag)
+static int parse_tids(const struct ptd_json_reader *r, const cJSON *o,
+		      struct ptd_filter_spec *f)
 {
-	const cJSON *v;
-	char field[32];
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *a, *v;
 	uint64_t tid;
-	int r;
+	size_t n;
+	int e = ptd_json_get_array(r, o, "filter", "tid", 0,
+				   PTD_FILTER_MAX_TIDS, &a, &n);
 
-	if (!cJSON_IsArray(a))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"filter.tid\" must be an array, got %s",
-				 json_type_name(a));
+	if (e == -PTD_ELIMIT)	/* a bad request, not a limit reached */
+		return ptd_json_badf(r, -PTD_EFORMAT, "filter.tid",
+				     "has more than %d entries",
+				     PTD_FILTER_MAX_TIDS);
+	if (e < 0)
+		return optional(e);
 	cJSON_ArrayForEach(v, a) {
-		if (f->ntids >= PTD_FILTER_MAX_TIDS)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.tid\" has more than %d "
-					 "entries",
-					 PTD_FILTER_MAX_TIDS);
-		(void)snprintf(field, sizeof(field), "filter.tid[%u]",
-			       f->ntids);
-		r = get_int(v, field, 1, PTD_PROTO_PID_MAX, &tid, diag);
-		if (r < 0)
-			return r;
+		e = ptd_json_read_u64(r, v,
+				      ptd_json_path_index(path, "filter", "tid",
+							  f->ntids),
+				      REQ | INT, 1, PTD_PROTO_PID_MAX, &tid);
+		if (e < 0)
+			return e;
 		f->tids[f->ntids++] = (pid_t)tid;
 	}
 	return 0;
 }
 
-/* A hex address "0x..." (the protocol's form for 64-bit values). */
-static int parse_hex(const cJSON *v, const char *field, uint64_t *ret,
-		     struct ptd_diag *diag)
+static int parse_ranges(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_filter_spec *f)
 {
-	const char *s;
+	char path[PTD_JSON_PATH_MAX], end[PTD_JSON_PATH_MAX + 8];
+	const cJSON *a, *v;
+	size_t n;
+	int e = ptd_json_get_array(r, o, "filter", "ranges", 0,
+				   PTD_FILTER_MAX_RANGES, &a, &n);
 
-	if (!cJSON_IsString(v))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\" must be a hex string \"0x...\", got "
-				 "%s",
-				 field, json_type_name(v));
-	s = v->valuestring;
-	if ((s[0] != '0' || (s[1] != 'x' && s[1] != 'X')) ||
-	    ptd_parse_u64(s + 2, 16, ret) < 0)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"%s\": \"%.40s\" is not a 64-bit hex number "
-				 "\"0x...\"",
-				 field, s);
-	return 0;
-}
-
-static int parse_ranges(const cJSON *a, struct ptd_filter_spec *f,
-			struct ptd_diag *diag)
-{
-	const cJSON *v;
-	char field[48];
-	int r;
-
-	if (!cJSON_IsArray(a))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"filter.ranges\" must be an array, got %s",
-				 json_type_name(a));
+	if (e == -PTD_ELIMIT)
+		return ptd_json_badf(r, -PTD_EFORMAT, "filter.ranges",
+				     "has more than %d entries",
+				     PTD_FILTER_MAX_RANGES);
+	if (e < 0)
+		return optional(e);
 	cJSON_ArrayForEach(v, a) {
 		struct ptd_addr_range *rg = &f->ranges[f->nranges];
-		unsigned i = f->nranges;
 
-		if (f->nranges >= PTD_FILTER_MAX_RANGES)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.ranges\" has more than %d "
-					 "entries",
-					 PTD_FILTER_MAX_RANGES);
+		ptd_json_path_index(path, "filter", "ranges", f->nranges);
 		if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.ranges[%u]\" must be "
-					 "[\"0xSTART\", \"0xEND\"]",
-					 i);
-		(void)snprintf(field, sizeof(field), "filter.ranges[%u][0]", i);
-		r = parse_hex(cJSON_GetArrayItem(v, 0), field, &rg->start,
-			      diag);
-		if (r < 0)
-			return r;
-		(void)snprintf(field, sizeof(field), "filter.ranges[%u][1]", i);
-		r = parse_hex(cJSON_GetArrayItem(v, 1), field, &rg->end, diag);
-		if (r < 0)
-			return r;
+			return ptd_json_bad(r, path,
+					    "must be [\"0xSTART\", \"0xEND\"]");
+		(void)snprintf(end, sizeof(end), "%s[0]", path);
+		e = ptd_json_read_u64(r, cJSON_GetArrayItem(v, 0), end,
+				      REQ | PTD_JSON_HEX, 0, UINT64_MAX,
+				      &rg->start);
+		if (e < 0)
+			return e;
+		(void)snprintf(end, sizeof(end), "%s[1]", path);
+		e = ptd_json_read_u64(r, cJSON_GetArrayItem(v, 1), end,
+				      REQ | PTD_JSON_HEX, 0, UINT64_MAX,
+				      &rg->end);
+		if (e < 0)
+			return e;
 		if (rg->start >= rg->end)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.ranges[%u]\": the start "
-					 "must be below the end (the end is "
-					 "exclusive)",
-					 i);
+			return ptd_json_bad(r, path,
+					    "the start must be below the end "
+					    "(the end is exclusive)");
 		f->nranges++;
 	}
 	return 0;
 }
 
-static int parse_iclass(const cJSON *a, struct ptd_filter_spec *f,
-			struct ptd_diag *diag)
+static int parse_iclass(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_filter_spec *f)
 {
-	const cJSON *v;
-	unsigned i = 0;
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *a, *v;
+	size_t n, i = 0;
+	int e = ptd_json_get_array(r, o, "filter", "iclass", 0, SIZE_MAX, &a,
+				   &n);
 
-	if (!cJSON_IsArray(a))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"filter.iclass\" must be an array, got %s",
-				 json_type_name(a));
+	if (e < 0)
+		return optional(e);
 	cJSON_ArrayForEach(v, a) {
 		int c = cJSON_IsString(v) ? ptd_iclass_parse(v->valuestring)
 					  : -1;
 
 		if (c < 0)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.iclass[%u]\": expected an "
-					 "instruction class (call, return, "
-					 "jump, cond_jump, far_call, "
-					 "far_return, far_jump, ptwrite, "
-					 "other, error)",
-					 i);
+			return ptd_json_bad(r, ptd_json_path_index(path,
+								   "filter",
+								   "iclass", i),
+					    "expected an instruction class "
+					    "(call, return, jump, cond_jump, "
+					    "far_call, far_return, far_jump, "
+					    "ptwrite, other, error)");
 		f->iclasses |= 1u << c;
 		i++;
 	}
 	return 0;
 }
 
-static int parse_filter(const cJSON *o, struct ptd_request *req,
-			struct ptd_diag *diag)
+static int parse_filter(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
 {
 	static const char *const keys[] = { "tid", "ranges", "iclass",
 					    "module", NULL };
 	struct ptd_filter_spec *f = &req->filter;
-	const cJSON *v;
+	const cJSON *fo;
 	const char *s;
-	int r;
+	int e = ptd_json_get_object(r, o, "", "filter", 0, &fo);
 
-	if (!cJSON_IsObject(o))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"filter\" must be an object, got %s",
-				 json_type_name(o));
-	r = check_keys(o, "filter", keys, diag);
-	if (r < 0)
-		return r;
-	if ((v = cJSON_GetObjectItemCaseSensitive(o, "tid")) &&
-	    (r = parse_tids(v, f, diag)) < 0)
-		return r;
-	if ((v = cJSON_GetObjectItemCaseSensitive(o, "ranges")) &&
-	    (r = parse_ranges(v, f, diag)) < 0)
-		return r;
-	if ((v = cJSON_GetObjectItemCaseSensitive(o, "iclass")) &&
-	    (r = parse_iclass(v, f, diag)) < 0)
-		return r;
-	v = cJSON_GetObjectItemCaseSensitive(o, "module");
-	if (v) {
-		r = get_string(v, "filter.module", PTD_FILTER_MAX_MODULE - 1,
-			       &s, diag);
-		if (r < 0)
-			return r;
-		if (!*s)
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"filter.module\" is empty");
+	if (e < 0)
+		return optional(e);
+	if ((e = ptd_json_check_keys(r, fo, "filter", keys)) < 0 ||
+	    (e = parse_tids(r, fo, f)) < 0 ||
+	    (e = parse_ranges(r, fo, f)) < 0 ||
+	    (e = parse_iclass(r, fo, f)) < 0)
+		return e;
+	e = ptd_json_get_strn(r, fo, "filter", "module", PTD_JSON_NONEMPTY,
+			      PTD_FILTER_MAX_MODULE - 1, &s);
+	if (e == 0)
 		(void)ptd_strlcpy(f->module, s, sizeof(f->module));
-	}
-	return 0;
+	return optional(e);
 }
 
-static int parse_subscribe(const cJSON *o, struct ptd_request *req,
-			   struct ptd_diag *diag)
+static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
+			   struct ptd_request *req)
 {
-	const cJSON *v;
-	int r;
+	int e;
 
-	r = parse_session(o, true, req, diag);
-	if (r < 0)
-		return r;
-	if ((v = cJSON_GetObjectItemCaseSensitive(o, "kinds")) &&
-	    (r = parse_kinds(v, req, diag)) < 0)
-		return r;
-	v = cJSON_GetObjectItemCaseSensitive(o, "filter");
-	return v ? parse_filter(v, req, diag) : 0;
+	if ((e = parse_session(r, o, true, req)) < 0 ||
+	    (e = parse_kinds(r, o, req)) < 0)
+		return e;
+	return parse_filter(r, o, req);
 }
 
 /* The keys each command takes besides id and cmd. */
@@ -629,84 +472,76 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	return none;
 }
 
-static int parse_id(const cJSON *o, struct ptd_request *req,
-		    struct ptd_diag *diag)
+static int parse_id(const struct ptd_json_reader *r, const cJSON *o,
+		    struct ptd_request *req)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "id");
 
 	if (!v)
-		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"id\"");
+		return ptd_json_bad(r, "id", "missing");
 	if (cJSON_IsArray(v) || cJSON_IsObject(v))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"id\" must be a string, number, boolean or "
-				 "null, got %s",
-				 json_type_name(v));
+		return ptd_json_badf(r, -PTD_EFORMAT, "id",
+				     "expected a string, number, boolean or "
+				     "null, not %s", ptd_json_type_name(v));
 	if (cJSON_IsString(v) && strlen(v->valuestring) > PTD_PROTO_MAX_ID)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"id\" is longer than %d bytes",
-				 PTD_PROTO_MAX_ID);
+		return ptd_json_badf(r, -PTD_EFORMAT, "id",
+				     "longer than %d bytes", PTD_PROTO_MAX_ID);
 	req->id = cJSON_Duplicate(v, false);
 	return req->id ? 0 : -ENOMEM;
 }
 
-static int parse_cmd(const cJSON *o, struct ptd_request *req,
-		     struct ptd_diag *diag)
+static int parse_cmd(const struct ptd_json_reader *r, const cJSON *o,
+		     struct ptd_request *req)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "cmd");
-	int c;
+	const char *s;
+	int c = ptd_json_get_str(r, o, "", "cmd", REQ, &s);
 
-	if (!v)
-		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"cmd\"");
-	if (!cJSON_IsString(v))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"cmd\" must be a string, got %s",
-				 json_type_name(v));
+	if (c < 0)
+		return c;
 	for (c = 0; c < PTD_CMD_COUNT; c++)
-		if (!strcmp(v->valuestring, ptd_cmd_name((enum ptd_cmd)c)))
+		if (!strcmp(s, ptd_cmd_name((enum ptd_cmd)c)))
 			break;
 	if (c == PTD_CMD_COUNT)
-		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+		return ptd_diagf(r->diag, -PTD_EUNSUPPORTED,
 				 "unknown cmd \"%.64s\" (ping, version, "
 				 "attach, detach, list, status, subscribe, "
-				 "snapshot, replay, record)",
-				 v->valuestring);
+				 "snapshot, replay, record)", s);
 	req->cmd = (enum ptd_cmd)c;
 	return 0;
 }
 
-static int parse_object(const cJSON *o, struct ptd_request *req,
+static int parse_object(const struct ptd_json *doc, struct ptd_request *req,
 			struct ptd_diag *diag)
 {
-	int r;
+	const cJSON *o = ptd_json_root(doc);
+	struct ptd_json_reader r = { doc, "", diag };
+	int e;
 
 	if (!cJSON_IsObject(o))
 		return ptd_diagf(diag, -PTD_EFORMAT,
 				 "a request must be a JSON object, got %s",
-				 json_type_name(o));
+				 ptd_json_type_name(o));
 	/* The id first, so that every later error can echo it. */
-	r = parse_id(o, req, diag);
-	if (r < 0)
-		return r;
-	r = parse_cmd(o, req, diag);
-	if (r < 0)
-		return r;
-	r = check_keys(o, ptd_cmd_name(req->cmd), cmd_keys(req->cmd), diag);
-	if (r < 0)
-		return r;
+	if ((e = parse_id(&r, o, req)) < 0 || (e = parse_cmd(&r, o, req)) < 0)
+		return e;
+	r.origin = ptd_cmd_name(req->cmd);
+	e = ptd_json_check_keys(&r, o, "", cmd_keys(req->cmd));
+	if (e < 0)
+		return e;
 	switch (req->cmd) {
 	case PTD_CMD_ATTACH:
-		return parse_attach(o, req, diag);
+		return parse_attach(&r, o, req);
 	case PTD_CMD_DETACH:
 	case PTD_CMD_SNAPSHOT:
-		return parse_session(o, true, req, diag);
+		return parse_session(&r, o, true, req);
 	case PTD_CMD_STATUS:
-		return parse_session(o, false, req, diag);
+		return parse_session(&r, o, false, req);
 	case PTD_CMD_SUBSCRIBE:
-		return parse_subscribe(o, req, diag);
+		return parse_subscribe(&r, o, req);
 	case PTD_CMD_REPLAY:
-		return parse_replay(o, req, diag);
+		return parse_replay(&r, o, req);
 	case PTD_CMD_RECORD:
-		return parse_record(o, req, diag);
+		return parse_record(&r, o, req);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -729,33 +564,18 @@ void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd)
 int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
 		      struct ptd_diag *diag)
 {
-	const char *end = NULL;
-	cJSON *o;
+	struct ptd_json *doc = NULL;
 	int r;
 
 	ptd_request_init(req, PTD_CMD_PING);
 	if (memchr(line, 0, len))
 		return ptd_diagf(diag, -PTD_EFORMAT,
 				 "the request contains a NUL byte");
-	o = cJSON_ParseWithLengthOpts(line, len, &end, false);
-	if (!o) {
-		size_t at = end && end >= line ? (size_t)(end - line) : 0;
-
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "the request is not valid JSON (at byte %zu)",
-				 at);
-	}
-	/* Only whitespace may follow the value. */
-	for (; end && (size_t)(end - line) < len; end++)
-		if (!strchr(" \t\r", *end)) {
-			cJSON_Delete(o);
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "the request has data after its JSON "
-					 "value (at byte %zu)",
-					 (size_t)(end - line));
-		}
-	r = parse_object(o, req, diag);
-	cJSON_Delete(o);
+	r = ptd_json_parse_all(line, len, "the request", &doc, diag);
+	if (r < 0)
+		return r;
+	r = parse_object(doc, req, diag);
+	ptd_json_free(doc);
 	return r;
 }
 

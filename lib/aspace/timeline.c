@@ -18,6 +18,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/fileio.h"
+#include "common/json.h"
 #include "common/strutil.h"
 
 /* Integers in JSON numbers must survive a double: at most 2^53. */
@@ -223,10 +225,10 @@ enum tl_field {
 	F_COUNT,
 };
 
-static const char *const field_names[F_COUNT] = {
+static const char *const field_names[F_COUNT + 1] = {
 	[F_SEQ] = "seq", [F_OP] = "op", [F_START] = "start", [F_END] = "end",
 	[F_PGOFF] = "pgoff", [F_PATH] = "path", [F_NAME] = "name",
-	[F_FILE] = "file", [F_POS] = "pos",
+	[F_FILE] = "file", [F_POS] = "pos", [F_COUNT] = NULL,
 };
 
 #define BIT(f) (1u << (f))
@@ -241,73 +243,10 @@ static const unsigned op_fields[] = {
 	[PTD_TL_EXEC] = COMMON | BIT(F_PATH),
 };
 
-/* Where we are, for messages. */
-struct pctx {
-	const char *origin;
-	size_t lineno;
-	struct ptd_diag *diag;
-};
-
-static int perr(const struct pctx *c, const char *field, const char *what)
-{
-	if (field)
-		return ptd_diagf(c->diag, -PTD_EFORMAT, "%s:%zu: field '%s': %s",
-				 c->origin, c->lineno, field, what);
-	return ptd_diagf(c->diag, -PTD_EFORMAT, "%s:%zu: %s", c->origin,
-			 c->lineno, what);
-}
-
-/* A JSON number that is a non-negative integer a double holds exactly. */
-static bool json_uint(const cJSON *j, uint64_t *ret)
-{
-	double d;
-
-	if (!cJSON_IsNumber(j))
-		return false;
-	d = j->valuedouble;
-	if (!(d >= 0) || d > (double)TL_MAX_JSON_INT || d != (double)(uint64_t)d)
-		return false;
-	*ret = (uint64_t)d;
-	return true;
-}
-
-/* "0x" and 1-16 hex digits. */
-static bool json_hex(const cJSON *j, uint64_t *ret)
-{
-	const char *s;
-
-	if (!cJSON_IsString(j) || !j->valuestring)
-		return false;
-	s = j->valuestring;
-	if (s[0] != '0' || s[1] != 'x')
-		return false;
-	return ptd_parse_u64(s + 2, 16, ret) == 0;
-}
-
-/* A plain file name inside the capture directory. */
-static bool plain_name(const char *s)
-{
-	size_t n = strlen(s);
-
-	return n > 0 && n <= TL_MAX_NAME && !strchr(s, '/') &&
-	       !strstr(s, "..") && strcmp(s, ".") != 0;
-}
-
-static int get_string(const struct pctx *c, const cJSON *j, enum tl_field f,
-		      size_t max, char **ret)
-{
-	const char *s;
-
-	if (!cJSON_IsString(j) || !j->valuestring)
-		return perr(c, field_names[f], "expected a string");
-	s = j->valuestring;
-	if (!*s)
-		return perr(c, field_names[f], "empty string");
-	if (strlen(s) > max)
-		return perr(c, field_names[f], "string too long");
-	*ret = strdup(s);
-	return *ret ? 0 : -ENOMEM;
-}
+/* Positions and seq are JSON numbers a double holds exactly (the writer
+ * refuses more); start, end and pgoff are "0x" hex strings. */
+#define INT (PTD_JSON_REQUIRED | PTD_JSON_INT_WHOLE)
+#define HEX (PTD_JSON_REQUIRED | PTD_JSON_HEX)
 
 /* A thread id: decimal, no sign or leading zero, 1..INT_MAX. */
 static bool parse_tid(const char *s, pid_t *ret)
@@ -320,14 +259,16 @@ static bool parse_tid(const char *s, pid_t *ret)
 	return true;
 }
 
-static int parse_pos(const struct pctx *c, const cJSON *j,
+static int parse_pos(const struct ptd_json_reader *r, const cJSON *obj,
 		     struct ptd_tl_event *ev)
 {
-	const cJSON *it;
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *j = NULL, *it;
 	size_t n = 0;
+	int e = ptd_json_get_object(r, obj, "", "pos", PTD_JSON_REQUIRED, &j);
 
-	if (!cJSON_IsObject(j))
-		return perr(c, "pos", "expected an object");
+	if (e < 0)
+		return e;
 	cJSON_ArrayForEach(it, j)
 		n++;
 	if (n == 0)
@@ -339,207 +280,187 @@ static int parse_pos(const struct pctx *c, const cJSON *j,
 		struct ptd_tl_pos p;
 
 		if (!parse_tid(it->string, &p.tid))
-			return perr(c, "pos",
-				    "keys must be thread ids (decimal, > 0)");
-		if (!json_uint(it, &p.pos))
-			return perr(c, "pos",
-				    "expected an integer position 0..2^53");
+			return ptd_json_bad(r, "pos", "keys must be thread ids "
+					    "(decimal, > 0)");
+		e = ptd_json_read_u64(r, it,
+				      ptd_json_path(path, "pos", it->string),
+				      INT, 0, TL_MAX_JSON_INT, &p.pos);
+		if (e < 0)
+			return e;
 		for (size_t i = 0; i < ev->npos; i++)
 			if (ev->pos[i].tid == p.tid)
-				return perr(c, "pos", "duplicate thread id");
+				return ptd_json_bad(r, "pos",
+						    "duplicate thread id");
 		ev->pos[ev->npos++] = p;
 	}
 	return 0;
 }
 
-static int parse_op(const struct pctx *c, const cJSON *j, enum ptd_tl_op *ret)
+static int parse_op(const struct ptd_json_reader *r, const cJSON *obj,
+		    enum ptd_tl_op *ret)
 {
-	if (!cJSON_IsString(j) || !j->valuestring)
-		return perr(c, "op", "expected a string");
+	const char *s;
+	int e = ptd_json_get_str(r, obj, "", "op", PTD_JSON_REQUIRED, &s);
+
+	if (e < 0)
+		return e;
 	for (size_t i = 0; i < PTD_ARRAY_SIZE(op_names); i++) {
-		if (strcmp(j->valuestring, op_names[i]) == 0) {
+		if (strcmp(s, op_names[i]) == 0) {
 			*ret = (enum ptd_tl_op)i;
 			return 0;
 		}
 	}
-	return perr(c, "op", "expected map, snapshot, unmap or exec");
-}
-
-/* Sort the object's members into @f by name: unknown or repeated ones are
- * refused. */
-static int collect_fields(const struct pctx *c, const cJSON *obj,
-			  const cJSON *f[F_COUNT], unsigned *ret_have)
-{
-	const cJSON *it;
-	unsigned have = 0;
-
-	cJSON_ArrayForEach(it, obj) {
-		size_t k;
-
-		for (k = 0; k < F_COUNT; k++)
-			if (it->string && strcmp(it->string, field_names[k]) == 0)
-				break;
-		if (k == F_COUNT)
-			return ptd_diagf(c->diag, -PTD_EFORMAT,
-					 "%s:%zu: unknown field '%s'",
-					 c->origin, c->lineno,
-					 it->string ? it->string : "");
-		if (have & BIT(k))
-			return perr(c, field_names[k], "appears twice");
-		have |= BIT(k);
-		f[k] = it;
-	}
-	*ret_have = have;
-	return 0;
+	return ptd_json_bad(r, "op", "expected map, snapshot, unmap or exec");
 }
 
 /* Check that the op's fields, and only those, are present. */
-static int check_fields(const struct pctx *c, enum ptd_tl_op op,
-			unsigned have)
+static int check_fields(const struct ptd_json_reader *r, const cJSON *obj,
+			enum ptd_tl_op op)
 {
 	unsigned want = op_fields[op];
 
 	for (size_t k = 0; k < F_COUNT; k++) {
-		char what[64];
+		bool have = cJSON_GetObjectItemCaseSensitive(
+				    obj, field_names[k]) != NULL;
 
-		if ((want & BIT(k)) && !(have & BIT(k))) {
-			(void)snprintf(what, sizeof(what),
-				       "missing (required for op '%s')",
-				       op_name(op));
-			return perr(c, field_names[k], what);
-		}
-		if (!(want & BIT(k)) && (have & BIT(k))) {
-			(void)snprintf(what, sizeof(what),
-				       "not allowed for op '%s'", op_name(op));
-			return perr(c, field_names[k], what);
-		}
+		if ((want & BIT(k)) && !have)
+			return ptd_json_badf(r, -PTD_EFORMAT, field_names[k],
+					     "missing (required for op '%s')",
+					     op_name(op));
+		if (!(want & BIT(k)) && have)
+			return ptd_json_badf(r, -PTD_EFORMAT, field_names[k],
+					     "not allowed for op '%s'",
+					     op_name(op));
 	}
 	return 0;
 }
 
-/* Parse the fields of one event object. */
-static int parse_event(const struct pctx *c, const cJSON *obj,
-		       struct ptd_tl_event *ev)
+/* An optional member: absent is fine. */
+static int optional(int e)
 {
-	const cJSON *f[F_COUNT] = { 0 };
-	unsigned have = 0;
-	int r;
-
-	if (!cJSON_IsObject(obj))
-		return perr(c, NULL, "expected a JSON object");
-	r = collect_fields(c, obj, f, &have);
-	if (r < 0)
-		return r;
-	if (!(have & BIT(F_OP)))
-		return perr(c, "op", "missing");
-	r = parse_op(c, f[F_OP], &ev->op);
-	if (r < 0)
-		return r;
-	r = check_fields(c, ev->op, have);
-	if (r < 0)
-		return r;
-	if (!json_uint(f[F_SEQ], &ev->seq))
-		return perr(c, "seq", "expected an integer 0..2^53");
-	if (f[F_START] && !json_hex(f[F_START], &ev->start))
-		return perr(c, "start", "expected a hex string");
-	if (f[F_END] && !json_hex(f[F_END], &ev->end))
-		return perr(c, "end", "expected a hex string");
-	if (f[F_START] && ev->start >= ev->end)
-		return perr(c, "end", "must be above start");
-	if (f[F_PGOFF]) {
-		if (!json_hex(f[F_PGOFF], &ev->pgoff))
-			return perr(c, "pgoff", "expected a hex string");
-		if (ev->pgoff > UINT64_MAX - (ev->end - ev->start))
-			return perr(c, "pgoff", "mapping runs past 2^64");
-	}
-	if (f[F_PATH]) {
-		r = get_string(c, f[F_PATH], F_PATH, PATH_MAX - 1, &ev->path);
-		if (r < 0)
-			return r;
-		if (ev->op == PTD_TL_MAP && ev->path[0] != '/')
-			return perr(c, "path", "expected an absolute path");
-	}
-	if (f[F_NAME]) {
-		r = get_string(c, f[F_NAME], F_NAME, TL_MAX_NAME, &ev->name);
-		if (r < 0)
-			return r;
-	}
-	if (f[F_FILE]) {
-		r = get_string(c, f[F_FILE], F_FILE, TL_MAX_NAME, &ev->file);
-		if (r < 0)
-			return r;
-		if (!plain_name(ev->file))
-			return perr(c, "file",
-				    "expected a plain file name (no '/' or "
-				    "'..')");
-	}
-	return parse_pos(c, f[F_POS], ev);
+	return e == -ENOENT ? 0 : e;
 }
 
-/* Parse one line (@len bytes, no newline) into *ev. */
-static int parse_line(const struct pctx *c, const char *line, size_t len,
-		      struct ptd_tl_event *ev)
+/* Parse the fields of one event object. */
+static int parse_event(const struct ptd_json_reader *r, const cJSON *obj,
+		       struct ptd_tl_event *ev)
 {
-	_cleanup_free_ char *buf = NULL;
-	const char *end = NULL;
-	cJSON *j;
-	int r;
+	int e;
 
-	if (len == 0)
-		return perr(c, NULL, "empty line");
-	if (memchr(line, '\0', len))
-		return perr(c, NULL, "NUL byte in line");
-	/* cJSON wants a NUL-terminated string to refuse trailing junk. */
-	buf = malloc(len + 1);
-	if (!buf)
-		return -ENOMEM;
-	memcpy(buf, line, len);
-	buf[len] = '\0';
-	j = cJSON_ParseWithOpts(buf, &end, 1);
-	if (!j) {
-		size_t at = end && end >= buf ? (size_t)(end - buf) : 0;
-
-		return ptd_diagf(c->diag, -PTD_EFORMAT,
-				 "%s:%zu: invalid JSON near column %zu",
-				 c->origin, c->lineno, at + 1);
+	if (!cJSON_IsObject(obj))
+		return ptd_json_bad(r, "", "expected a JSON object");
+	if ((e = ptd_json_check_keys(r, obj, "", field_names)) < 0 ||
+	    (e = parse_op(r, obj, &ev->op)) < 0 ||
+	    (e = check_fields(r, obj, ev->op)) < 0 ||
+	    (e = ptd_json_get_u64(r, obj, "", "seq", INT, 0, TL_MAX_JSON_INT,
+				  &ev->seq)) < 0 ||
+	    (e = optional(ptd_json_get_u64(r, obj, "", "start",
+					   PTD_JSON_HEX, 0, UINT64_MAX,
+					   &ev->start))) < 0 ||
+	    (e = optional(ptd_json_get_u64(r, obj, "", "end", PTD_JSON_HEX,
+					   0, UINT64_MAX, &ev->end))) < 0)
+		return e;
+	if ((op_fields[ev->op] & RANGE) && ev->start >= ev->end)
+		return ptd_json_bad(r, "end", "must be above start");
+	if (op_fields[ev->op] & BIT(F_PGOFF)) {
+		e = ptd_json_get_u64(r, obj, "", "pgoff", HEX, 0, UINT64_MAX,
+				     &ev->pgoff);
+		if (e < 0)
+			return e;
+		if (ev->pgoff > UINT64_MAX - (ev->end - ev->start))
+			return ptd_json_bad(r, "pgoff",
+					    "mapping runs past 2^64");
 	}
-	r = parse_event(c, j, ev);
-	cJSON_Delete(j);
-	return r;
+	if (op_fields[ev->op] & BIT(F_PATH)) {
+		e = ptd_json_get_strdup(r, obj, "", "path",
+					PTD_JSON_REQUIRED | PTD_JSON_NONEMPTY,
+					PATH_MAX - 1, &ev->path);
+		if (e < 0)
+			return e;
+		if (ev->op == PTD_TL_MAP && ev->path[0] != '/')
+			return ptd_json_bad(r, "path",
+					    "expected an absolute path");
+	}
+	if (op_fields[ev->op] & BIT(F_NAME)) {
+		e = ptd_json_get_strdup(r, obj, "", "name",
+					PTD_JSON_REQUIRED | PTD_JSON_NONEMPTY,
+					TL_MAX_NAME, &ev->name);
+		if (e < 0)
+			return e;
+	}
+	if (op_fields[ev->op] & BIT(F_FILE)) {
+		e = ptd_json_get_strdup(r, obj, "", "file",
+					PTD_JSON_REQUIRED | PTD_JSON_NONEMPTY,
+					TL_MAX_NAME, &ev->file);
+		if (e < 0)
+			return e;
+		if (!ptd_filename_is_plain(ev->file))
+			return ptd_json_bad(r, "file",
+					    "expected a plain file name (no "
+					    "'/', not '.' or '..')");
+	}
+	return parse_pos(r, obj, ev);
+}
+
+/* Parse line @lineno (@len bytes, no newline) of @origin into *ev. */
+static int parse_line(const char *origin, size_t lineno, const char *line,
+		      size_t len, struct ptd_tl_event *ev,
+		      struct ptd_diag *diag)
+{
+	char where[PATH_MAX + 32];
+	struct ptd_json_reader r = { NULL, where, diag };
+	struct ptd_json *doc = NULL;
+	int e;
+
+	(void)snprintf(where, sizeof(where), "%s:%zu", origin, lineno);
+	if (len == 0)
+		return ptd_json_bad(&r, "", "empty line");
+	if (memchr(line, '\0', len))
+		return ptd_json_bad(&r, "", "NUL byte in line");
+	e = ptd_json_parse_all(line, len, where, &doc, diag);
+	if (e < 0)
+		return e;
+	r.doc = doc;
+	e = parse_event(&r, ptd_json_root(doc), ev);
+	ptd_json_free(doc);
+	return e;
 }
 
 int ptd_timeline_parse(const char *text, size_t len, const char *origin,
 		       struct ptd_timeline *ret, struct ptd_diag *diag)
 {
 	struct ptd_timeline tl;
-	struct pctx c = { origin ? origin : "timeline", 0, diag };
 	const char *p = text, *end = text + len;
+	size_t lineno = 0;
 	int r = 0;
 
 	if (!ret || (!text && len))
 		return -EINVAL;
+	origin = origin ? origin : "timeline";
 	ptd_timeline_init(&tl);
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t n = (size_t)((nl ? nl : end) - p);
 		struct ptd_tl_event ev = { 0 };
 
-		c.lineno++;
+		lineno++;
 		if (n > PTD_TL_MAX_LINE) {
 			r = ptd_diagf(diag, -PTD_ELIMIT,
 				      "%s:%zu: line longer than %u bytes",
-				      c.origin, c.lineno, PTD_TL_MAX_LINE);
+				      origin, lineno, PTD_TL_MAX_LINE);
 			goto fail;
 		}
 		if (tl.n >= PTD_TL_MAX_EVENTS) {
 			r = ptd_diagf(diag, -PTD_ELIMIT,
-				      "%s:%zu: more than %u events", c.origin,
-				      c.lineno, PTD_TL_MAX_EVENTS);
+				      "%s:%zu: more than %u events", origin,
+				      lineno, PTD_TL_MAX_EVENTS);
 			goto fail;
 		}
-		r = parse_line(&c, p, n, &ev);
+		r = parse_line(origin, lineno, p, n, &ev, diag);
 		if (r == 0 && tl.n && ev.seq <= tl.ev[tl.n - 1].seq)
-			r = perr(&c, "seq", "not above the previous event's");
+			r = ptd_diagf(diag, -PTD_EFORMAT,
+				      "%s:%zu: seq: not above the previous "
+				      "event's", origin, lineno);
 		if (r == 0)
 			r = timeline_reserve(&tl);
 		if (r < 0) {
@@ -564,7 +485,7 @@ static int apply_snapshot(const struct ptd_tl_event *ev, struct ptd_image *img,
 {
 	_cleanup_free_ char *path = NULL;
 
-	if (!ev->file || !plain_name(ev->file))
+	if (!ev->file || !ptd_filename_is_plain(ev->file))
 		return -EINVAL;
 	if (asprintf(&path, "%s/%s", dir ? dir : ".", ev->file) < 0) {
 		path = NULL;

@@ -88,8 +88,9 @@ int64_t ptd_tl_event_pos(const struct ptd_tl_event *ev, pid_t tid);
 int ptd_timeline_write(const struct ptd_timeline *tl, FILE *f);
 
 /* Parse JSON lines (untrusted).  @origin names the input for messages.
- * Returns 0, or -PTD_EFORMAT / -PTD_ELIMIT with "origin:LINE: what" in
- * @diag, or -ENOMEM. */
+ * Snapshot file names must be plain (ptd_filename_check()).
+ * Returns 0, or -PTD_EFORMAT / -PTD_ELIMIT with "origin:LINE: what" (a
+ * field: "origin:LINE: FIELD: what") in @diag, or -ENOMEM. */
 int ptd_timeline_parse(const char *text, size_t len, const char *origin,
 		       struct ptd_timeline *ret, struct ptd_diag *diag);
 

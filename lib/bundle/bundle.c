@@ -22,6 +22,7 @@
 
 #include "aspace/elf.h"
 #include "common/fileio.h"
+#include "common/json.h"
 #include "common/strutil.h"
 
 #define CAPTURE_SUBDIR "capture"
@@ -29,7 +30,6 @@
 #define MANIFEST_TMP ".ptd-bundle.json.tmp"
 #define CAPTURE_MANIFEST "capture.json"
 #define CAPTURE_TIMELINE "timeline.jsonl"
-#define JSON_MAX_INT (1ull << 53)
 #define BUILD_ID_MAX PTD_ELF_BUILD_ID_MAX	/* bytes */
 #define SOURCE_SWPT "swpt-capture"
 #define COPY_CHUNK (1u << 16)
@@ -59,15 +59,6 @@ void ptd_bundle_free(struct ptd_bundle *b)
 	memset(b, 0, sizeof(*b));
 }
 
-/* A plain file name: one path component, not "." or "..". */
-static bool plain_name(const char *s)
-{
-	size_t len = strlen(s);
-
-	return len > 0 && len <= NAME_MAX && !strchr(s, '/') &&
-	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
-}
-
 /* Whether @name has a ".." component. */
 static bool has_dotdot(const char *name)
 {
@@ -93,7 +84,8 @@ static const char *in_subdir(const char *name, const char *subdir)
 
 	if (strncmp(name, subdir, n) != 0 || name[n] != '/')
 		return NULL;
-	return plain_name(name + n + 1) ? name + n + 1 : NULL;
+	name += n + 1;
+	return ptd_filename_is_plain(name) ? name : NULL;
 }
 
 static bool is_hex(const char *s)
@@ -143,128 +135,64 @@ err:
 
 /* ---- the manifest: parsing -------------------------------------------- */
 
-struct mctx {
-	const char *origin;
-	struct ptd_diag *diag;
-};
+/* Every field is required; integers are read exactly, and as cJSON (our
+ * writer) prints them: 1e+15 is an integer. */
+#define REQ (PTD_JSON_REQUIRED | PTD_JSON_INT_WHOLE)
 
-static int bad(const struct mctx *m, int err, const char *field,
-	       const char *what)
+/* A string of at most PTD_BUNDLE_MAX_NAME bytes. */
+static int get_str(const struct ptd_json_reader *r, const cJSON *obj,
+		   const char *prefix, const char *key, const char **ret)
 {
-	return ptd_diagf(m->diag, err, "%s: field \"%s\": %s", m->origin,
-			 field, what);
+	return ptd_json_get_strn(r, obj, prefix, key, REQ | PTD_JSON_LIMIT,
+				 PTD_BUNDLE_MAX_NAME, ret);
 }
 
-/* Every key of @obj must be one of @keys (NULL-terminated) and appear at
- * most once; those whose bit is in @required must be present. */
-static int check_keys(const struct mctx *m, const cJSON *obj,
-		      const char *where, const char *const *keys,
-		      unsigned required)
+/* A file or image size. */
+static int get_size(const struct ptd_json_reader *r, const cJSON *obj,
+		    const char *prefix, uint64_t *ret)
 {
-	const cJSON *it;
-	unsigned seen = 0;
-	size_t i;
-
-	cJSON_ArrayForEach(it, obj) {
-		for (i = 0; keys[i]; i++)
-			if (it->string && !strcmp(it->string, keys[i]))
-				break;
-		if (!keys[i])
-			return ptd_diagf(m->diag, -PTD_EFORMAT,
-					 "%s: %s: unknown field \"%.64s\"",
-					 m->origin, where,
-					 it->string ? it->string : "");
-		if (seen & (1u << i))
-			return ptd_diagf(m->diag, -PTD_EFORMAT,
-					 "%s: %s: field \"%s\" given twice",
-					 m->origin, where, keys[i]);
-		seen |= 1u << i;
-	}
-	for (i = 0; keys[i]; i++)
-		if ((required & (1u << i)) && !(seen & (1u << i)))
-			return ptd_diagf(m->diag, -PTD_EFORMAT,
-					 "%s: %s: field \"%s\" missing",
-					 m->origin, where, keys[i]);
-	return 0;
+	return ptd_json_get_u64(r, obj, prefix, "size", REQ | PTD_JSON_LIMIT,
+				0, PTD_BUNDLE_MAX_FILE_SIZE, ret);
 }
 
-static int get_str(const struct mctx *m, const cJSON *obj, const char *key,
-		   const char *field, const char **ret)
+static int get_sha(const struct ptd_json_reader *r, const cJSON *obj,
+		   const char *prefix, uint8_t out[PTD_SHA256_LEN])
 {
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (!it)
-		return bad(m, -PTD_EFORMAT, field, "missing");
-	if (!cJSON_IsString(it) || !it->valuestring)
-		return bad(m, -PTD_EFORMAT, field, "not a string");
-	if (strlen(it->valuestring) > PTD_BUNDLE_MAX_NAME)
-		return bad(m, -PTD_ELIMIT, field, "longer than the limit");
-	*ret = it->valuestring;
-	return 0;
-}
-
-static int get_uint(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, uint64_t max, uint64_t *ret)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-	double v;
-
-	if (!it)
-		return bad(m, -PTD_EFORMAT, field, "missing");
-	if (!cJSON_IsNumber(it))
-		return bad(m, -PTD_EFORMAT, field, "not a number");
-	v = it->valuedouble;
-	/* NaN fails the first test; the cast is exact only for integers */
-	if (!(v >= 0) || v > (double)JSON_MAX_INT ||
-	    v != (double)(uint64_t)v)
-		return bad(m, -PTD_EFORMAT, field,
-			   "not a non-negative integer");
-	if ((uint64_t)v > max)
-		return ptd_diagf(m->diag, -PTD_ELIMIT,
-				 "%s: field \"%s\": %" PRIu64
-				 " is beyond the limit %" PRIu64, m->origin,
-				 field, (uint64_t)v, max);
-	*ret = (uint64_t)v;
-	return 0;
-}
-
-static int get_sha(const struct mctx *m, const cJSON *obj, const char *field,
-		   uint8_t out[PTD_SHA256_LEN])
-{
+	char path[PTD_JSON_PATH_MAX];
 	const char *s;
-	int r = get_str(m, obj, "sha256", field, &s);
+	int e = get_str(r, obj, prefix, "sha256", &s);
 
-	if (r < 0)
-		return r;
+	if (e < 0)
+		return e;
 	if (strlen(s) != PTD_SHA256_HEX_LEN || !is_hex(s) ||
 	    ptd_sha256_parse_hex(s, out) < 0)
-		return bad(m, -PTD_EFORMAT, field,
-			   "not 64 lower-case hex digits");
+		return ptd_json_bad(r, ptd_json_path(path, prefix, "sha256"),
+				    "not 64 lower-case hex digits");
 	return 0;
 }
 
 /* A name of a file in the bundle: "@subdir/PLAIN". */
-static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, const char *subdir, char **ret)
+static int get_name(const struct ptd_json_reader *r, const cJSON *obj,
+		    const char *prefix, const char *key, const char *subdir,
+		    char **ret)
 {
+	char path[PTD_JSON_PATH_MAX];
 	const char *s;
-	char what[160];
-	int r = get_str(m, obj, key, field, &s);
+	int e = get_str(r, obj, prefix, key, &s);
 
-	if (r < 0)
-		return r;
+	if (e < 0)
+		return e;
+	ptd_json_path(path, prefix, key);
 	if (s[0] == '/')
-		return bad(m, -PTD_EFORMAT, field,
-			   "an absolute name, not a path inside the bundle");
+		return ptd_json_bad(r, path, "an absolute name, not a path "
+				    "inside the bundle");
 	if (has_dotdot(s))
-		return bad(m, -PTD_EFORMAT, field,
-			   "contains \"..\": it would leave the bundle");
-	if (!in_subdir(s, subdir)) {
-		(void)snprintf(what, sizeof(what),
-			       "\"%.64s\" is not a plain file name under "
-			       "%s/", s, subdir);
-		return bad(m, -PTD_EFORMAT, field, what);
-	}
+		return ptd_json_bad(r, path, "contains \"..\": it would leave "
+				    "the bundle");
+	if (!in_subdir(s, subdir))
+		return ptd_json_badf(r, -PTD_EFORMAT, path,
+				     "\"%.64s\" is not a plain file name "
+				     "under %s/", s, subdir);
 	*ret = strdup(s);
 	return *ret ? 0 : -ENOMEM;
 }
@@ -284,152 +212,96 @@ static bool iso_time(const char *s)
 	return true;
 }
 
-static int parse_header(const struct mctx *m, const cJSON *root,
+static int parse_header(const struct ptd_json_reader *r, const cJSON *root,
 			struct ptd_bundle *b)
 {
 	static const char *const keys[] = { "format", "version", "created",
 					     "source", "files", "images",
 					     NULL };
 	const char *s;
-	uint64_t ver;
-	int r;
+	int e;
 
-	if (!cJSON_IsObject(root))
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: not a JSON object", m->origin);
-	/* format and version first: another format's fields are not ours */
-	r = get_str(m, root, "format", "format", &s);
-	if (r < 0)
-		return r;
-	if (strcmp(s, PTD_BUNDLE_FORMAT) != 0)
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: field \"format\": \"%.64s\" is not \""
-				 PTD_BUNDLE_FORMAT "\"", m->origin, s);
-	r = get_uint(m, root, "version", "version", JSON_MAX_INT, &ver);
-	if (r < 0)
-		return r;
-	if (ver != PTD_BUNDLE_VERSION)
-		return ptd_diagf(m->diag, -PTD_EVERSION,
-				 "%s: field \"version\": %" PRIu64
-				 " not supported (only %d)", m->origin, ver,
-				 PTD_BUNDLE_VERSION);
-	r = check_keys(m, root, "manifest", keys, 0x3f);
-	if (r < 0)
-		return r;
-	r = get_str(m, root, "created", "created", &s);
-	if (r < 0)
-		return r;
+	e = ptd_json_check_format(r, root, PTD_BUNDLE_FORMAT,
+				  PTD_BUNDLE_VERSION);
+	if (e < 0)
+		return e;
+	e = ptd_json_check_keys(r, root, "", keys);
+	if (e < 0)
+		return e;
+	e = get_str(r, root, "", "created", &s);
+	if (e < 0)
+		return e;
 	if (!iso_time(s))
-		return bad(m, -PTD_EFORMAT, "created",
-			   "not a time YYYY-MM-DDTHH:MM:SSZ");
+		return ptd_json_bad(r, "created",
+				    "not a time YYYY-MM-DDTHH:MM:SSZ");
 	b->created = strdup(s);
 	if (!b->created)
 		return -ENOMEM;
-	r = get_str(m, root, "source", "source", &s);
-	if (r < 0)
-		return r;
+	e = get_str(r, root, "", "source", &s);
+	if (e < 0)
+		return e;
 	if (strcmp(s, SOURCE_SWPT) != 0)
-		return bad(m, -PTD_EFORMAT, "source",
-			   "not \"" SOURCE_SWPT "\"");
+		return ptd_json_bad(r, "source", "not \"" SOURCE_SWPT "\"");
 	b->source = strdup(s);
 	return b->source ? 0 : -ENOMEM;
 }
 
-/* The array @key of @root, with at most @max entries. */
-static int get_array(const struct mctx *m, const cJSON *root,
-		     const char *key, size_t max, const cJSON **ret,
-		     size_t *ret_n)
-{
-	const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, key);
-	int n;
-
-	if (!cJSON_IsArray(arr))
-		return bad(m, -PTD_EFORMAT, key, "not an array");
-	n = cJSON_GetArraySize(arr);
-	if (n < 0 || (size_t)n > max)
-		return ptd_diagf(m->diag, -PTD_ELIMIT,
-				 "%s: field \"%s\": more than %zu entries",
-				 m->origin, key, max);
-	*ret = arr;
-	*ret_n = (size_t)n;
-	return 0;
-}
-
-static int parse_file(const struct mctx *m, const cJSON *it, size_t i,
-		      struct ptd_bundle_file *f)
+static int parse_file(const struct ptd_json_reader *r, const cJSON *it,
+		      const char *where, struct ptd_bundle_file *f)
 {
 	static const char *const keys[] = { "name", "size", "sha256", NULL };
-	char where[64], field[96];
-	int r;
+	int e;
 
-	(void)snprintf(where, sizeof(where), "files[%zu]", i);
 	if (!cJSON_IsObject(it))
-		return bad(m, -PTD_EFORMAT, where, "not an object");
-	r = check_keys(m, it, where, keys, 7);
-	if (r < 0)
-		return r;
-	(void)snprintf(field, sizeof(field), "%s.name", where);
-	r = get_name(m, it, "name", field, CAPTURE_SUBDIR, &f->name);
-	if (r < 0)
-		return r;
-	(void)snprintf(field, sizeof(field), "%s.size", where);
-	r = get_uint(m, it, "size", field, PTD_BUNDLE_MAX_FILE_SIZE,
-		     &f->size);
-	if (r < 0)
-		return r;
-	(void)snprintf(field, sizeof(field), "%s.sha256", where);
-	return get_sha(m, it, field, f->sha256);
+		return ptd_json_badf(r, -PTD_EFORMAT, where,
+				     "expected an object, not %s",
+				     ptd_json_type_name(it));
+	if ((e = ptd_json_check_keys(r, it, where, keys)) < 0 ||
+	    (e = get_name(r, it, where, "name", CAPTURE_SUBDIR,
+			  &f->name)) < 0 ||
+	    (e = get_size(r, it, where, &f->size)) < 0)
+		return e;
+	return get_sha(r, it, where, f->sha256);
 }
 
-static int parse_image(const struct mctx *m, const cJSON *it, size_t i,
-		       struct ptd_bundle_image *im)
+static int parse_image(const struct ptd_json_reader *r, const cJSON *it,
+		       const char *where, struct ptd_bundle_image *im)
 {
 	static const char *const keys[] = { "path", "size", "sha256", "file",
 					     "build_id", NULL };
-	char where[64], field[96];
+	char path[PTD_JSON_PATH_MAX];
 	const char *s;
-	int r;
+	int e;
 
-	(void)snprintf(where, sizeof(where), "images[%zu]", i);
 	if (!cJSON_IsObject(it))
-		return bad(m, -PTD_EFORMAT, where, "not an object");
-	r = check_keys(m, it, where, keys, 7);
-	if (r < 0)
-		return r;
-	(void)snprintf(field, sizeof(field), "%s.path", where);
-	r = get_str(m, it, "path", field, &s);
-	if (r < 0)
-		return r;
+		return ptd_json_badf(r, -PTD_EFORMAT, where,
+				     "expected an object, not %s",
+				     ptd_json_type_name(it));
+	if ((e = ptd_json_check_keys(r, it, where, keys)) < 0 ||
+	    (e = get_str(r, it, where, "path", &s)) < 0)
+		return e;
 	if (s[0] != '/')
-		return bad(m, -PTD_EFORMAT, field,
-			   "not an absolute path (the traced file)");
+		return ptd_json_bad(r, ptd_json_path(path, where, "path"),
+				    "not an absolute path (the traced file)");
 	im->path = strdup(s);
 	if (!im->path)
 		return -ENOMEM;
-	(void)snprintf(field, sizeof(field), "%s.size", where);
-	r = get_uint(m, it, "size", field, PTD_BUNDLE_MAX_FILE_SIZE,
-		     &im->size);
-	if (r < 0)
-		return r;
-	(void)snprintf(field, sizeof(field), "%s.sha256", where);
-	r = get_sha(m, it, field, im->sha256);
-	if (r < 0)
-		return r;
-	if (cJSON_GetObjectItemCaseSensitive(it, "file")) {
-		(void)snprintf(field, sizeof(field), "%s.file", where);
-		r = get_name(m, it, "file", field, IMAGES_SUBDIR, &im->file);
-		if (r < 0)
-			return r;
-	}
+	if ((e = get_size(r, it, where, &im->size)) < 0 ||
+	    (e = get_sha(r, it, where, im->sha256)) < 0)
+		return e;
+	if (cJSON_GetObjectItemCaseSensitive(it, "file") &&
+	    (e = get_name(r, it, where, "file", IMAGES_SUBDIR,
+			  &im->file)) < 0)
+		return e;
 	if (cJSON_GetObjectItemCaseSensitive(it, "build_id")) {
-		(void)snprintf(field, sizeof(field), "%s.build_id", where);
-		r = get_str(m, it, "build_id", field, &s);
-		if (r < 0)
-			return r;
+		e = get_str(r, it, where, "build_id", &s);
+		if (e < 0)
+			return e;
 		if (!*s || strlen(s) % 2 || strlen(s) > 2 * BUILD_ID_MAX ||
 		    !is_hex(s))
-			return bad(m, -PTD_EFORMAT, field,
-				   "not lower-case hex bytes");
+			return ptd_json_bad(r, ptd_json_path(path, where,
+							     "build_id"),
+					    "not lower-case hex bytes");
 		im->build_id = strdup(s);
 		if (!im->build_id)
 			return -ENOMEM;
@@ -456,7 +328,8 @@ static const char *first_dup(const char **names, size_t n)
 }
 
 /* No file named twice, no traced path given twice. */
-static int check_dups(const struct mctx *m, const struct ptd_bundle *b)
+static int check_dups(const struct ptd_json_reader *r,
+		      const struct ptd_bundle *b)
 {
 	size_t n = b->nfiles + b->nimages, k = 0, i;
 	const char **names = calloc(n ? n : 1, sizeof(*names));
@@ -471,59 +344,66 @@ static int check_dups(const struct mctx *m, const struct ptd_bundle *b)
 			names[k++] = b->images[i].file;
 	dup = first_dup(names, k);
 	if (dup) {
-		int r = ptd_diagf(m->diag, -PTD_EFORMAT,
+		int e = ptd_diagf(r->diag, -PTD_EFORMAT,
 				  "%s: file \"%.64s\" is listed twice",
-				  m->origin, dup);
+				  r->origin, dup);
 		free(names);
-		return r;
+		return e;
 	}
 	for (k = 0, i = 0; i < b->nimages; i++)
 		names[k++] = b->images[i].path;
 	dup = first_dup(names, k);
 	free(names);
 	if (dup)
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
+		return ptd_diagf(r->diag, -PTD_EFORMAT,
 				 "%s: image path \"%.64s\" is listed twice",
-				 m->origin, dup);
+				 r->origin, dup);
 	return 0;
 }
 
-static int parse_lists(const struct mctx *m, const cJSON *root,
+static int parse_lists(const struct ptd_json_reader *r, const cJSON *root,
 		       struct ptd_bundle *b)
 {
+	char where[PTD_JSON_PATH_MAX];
 	const cJSON *arr, *it;
 	size_t n, i;
-	int r;
+	int e;
 
-	r = get_array(m, root, "files", PTD_BUNDLE_MAX_FILES, &arr, &n);
-	if (r < 0)
-		return r;
+	e = ptd_json_get_array(r, root, "", "files", REQ,
+			       PTD_BUNDLE_MAX_FILES, &arr, &n);
+	if (e < 0)
+		return e;
 	b->files = calloc(n ? n : 1, sizeof(*b->files));
 	if (!b->files)
 		return -ENOMEM;
 	i = 0;
 	cJSON_ArrayForEach(it, arr) {
 		b->nfiles = i + 1;
-		r = parse_file(m, it, i, &b->files[i]);
-		if (r < 0)
-			return r;
+		e = parse_file(r, it, ptd_json_path_index(where, "", "files",
+							  i),
+			       &b->files[i]);
+		if (e < 0)
+			return e;
 		i++;
 	}
-	r = get_array(m, root, "images", PTD_BUNDLE_MAX_IMAGES, &arr, &n);
-	if (r < 0)
-		return r;
+	e = ptd_json_get_array(r, root, "", "images", REQ,
+			       PTD_BUNDLE_MAX_IMAGES, &arr, &n);
+	if (e < 0)
+		return e;
 	b->images = calloc(n ? n : 1, sizeof(*b->images));
 	if (!b->images)
 		return -ENOMEM;
 	i = 0;
 	cJSON_ArrayForEach(it, arr) {
 		b->nimages = i + 1;
-		r = parse_image(m, it, i, &b->images[i]);
-		if (r < 0)
-			return r;
+		e = parse_image(r, it, ptd_json_path_index(where, "", "images",
+							   i),
+				&b->images[i]);
+		if (e < 0)
+			return e;
 		i++;
 	}
-	return check_dups(m, b);
+	return check_dups(r, b);
 }
 
 int ptd_bundle_parse_manifest(const char *text, size_t len,
@@ -531,27 +411,29 @@ int ptd_bundle_parse_manifest(const char *text, size_t len,
 			      struct ptd_diag *diag)
 {
 	struct ptd_bundle b = { 0 };
-	struct mctx m = { origin ? origin : PTD_BUNDLE_MANIFEST, diag };
-	cJSON *root;
-	int r;
+	struct ptd_json_reader r = { NULL,
+				     origin ? origin : PTD_BUNDLE_MANIFEST,
+				     diag };
+	struct ptd_json *doc = NULL;
+	int e;
 
 	if (!text || !ret)
 		return -EINVAL;
 	if (len > PTD_BUNDLE_MAX_MANIFEST)
 		return ptd_diagf(diag, -PTD_ELIMIT,
-				 "%s: larger than %u bytes", m.origin,
+				 "%s: larger than %u bytes", r.origin,
 				 PTD_BUNDLE_MAX_MANIFEST);
-	root = cJSON_ParseWithLength(text, len);
-	if (!root)
-		return ptd_diagf(diag, -PTD_EFORMAT, "%s: not valid JSON",
-				 m.origin);
-	r = parse_header(&m, root, &b);
-	if (r == 0)
-		r = parse_lists(&m, root, &b);
-	cJSON_Delete(root);
-	if (r < 0) {
+	e = ptd_json_parse(text, len, r.origin, &doc, diag);
+	if (e < 0)
+		return e;
+	r.doc = doc;
+	e = parse_header(&r, ptd_json_root(doc), &b);
+	if (e == 0)
+		e = parse_lists(&r, ptd_json_root(doc), &b);
+	ptd_json_free(doc);
+	if (e < 0) {
 		ptd_bundle_free(&b);
-		return r;
+		return e;
 	}
 	*ret = b;
 	return 0;
@@ -892,7 +774,8 @@ int ptd_bundle_resolve(void *ctx, const char *path, char *out, size_t outsz,
 		size_t dl = strlen(b->capture.dir);
 
 		if (!strncmp(path, b->capture.dir, dl) && path[dl] == '/' &&
-		    plain_name(path + dl + 1) && file_listed(b, path + dl + 1))
+		    ptd_filename_is_plain(path + dl + 1) &&
+		    file_listed(b, path + dl + 1))
 			return ptd_strlcpy(out, path, outsz) < 0
 				       ? ptd_diagf(diag, -ENAMETOOLONG,
 						   "'%s': too long", path)
@@ -960,7 +843,7 @@ static int plan_image(struct ptd_bundle *b, const char *path, bool copy)
 	struct ptd_bundle_image *im = &b->images[b->nimages];
 
 	base = base ? base + 1 : path;
-	if (!plain_name(base))
+	if (!ptd_filename_is_plain(base))
 		base = "image";
 	im->path = strdup(path);
 	if (!im->path)

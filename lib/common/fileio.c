@@ -173,3 +173,17 @@ long ptd_nofile_raise(void)
 	}
 	return rl.rlim_cur > (rlim_t)LONG_MAX ? LONG_MAX : (long)rl.rlim_cur;
 }
+
+int ptd_filename_check(const char *name, size_t len)
+{
+	if (!name || len == 0)
+		return -EINVAL;
+	if (len > NAME_MAX)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len) || memchr(name, '\0', len))
+		return -EINVAL;
+	if ((len == 1 && name[0] == '.') ||
+	    (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	return 0;
+}

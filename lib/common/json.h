@@ -11,10 +11,16 @@
  * bits.  The k-th literal of the text is the k-th number of the tree in
  * document order, so each number item of the tree gets its literal.  A
  * literal that is not JSON (cJSON lets "01" and "1." through) is refused
- * with the document.
+ * with the document, and so is a string holding "\u0000": cJSON would cut
+ * it there, and a name read as "a" from "a\u0000/../x" is not the name the
+ * text gives.
  *
- * The field readers name the field by its JSON path in messages, as
- * "ORIGIN: processes[0].threads[2].tid: expected an integer", and read
+ * Every reader of a JSON description in ptd (bundle manifests, captures,
+ * timelines, LLDB trace bundles, control requests) reads its fields here,
+ * so that a refusal names the field one way everywhere: by its JSON path
+ * after the origin, "ORIGIN: PATH: WHAT", as
+ * "ORIGIN: processes[0].threads[2].tid: expected an integer, not a
+ * string" (an origin of "" leaves out the "ORIGIN: ").  They read
  * integers from that exact value: a fraction, an exponent, a negative
  * number for an unsigned field, or a value outside the field's range is
  * refused, never rounded.  With PTD_JSON_INT_STRING an integer field may
@@ -47,6 +53,12 @@ struct ptd_json;
 int ptd_json_parse(const char *text, size_t len, const char *origin,
 		   struct ptd_json **ret, struct ptd_diag *diag);
 
+/* ptd_json_parse(), but only white space may follow the value (one
+ * control request, one timeline line): anything else is refused with
+ * "ORIGIN: data after the JSON value (at byte N)". */
+int ptd_json_parse_all(const char *text, size_t len, const char *origin,
+		       struct ptd_json **ret, struct ptd_diag *diag);
+
 /* Free @j (NULL is fine) and its tree. */
 void ptd_json_free(struct ptd_json *j);
 
@@ -64,6 +76,12 @@ struct ptd_json_num {
 	enum ptd_json_num_kind kind;
 	bool negative;		/* a '-' sign ("-0" included) */
 	uint64_t magnitude;	/* PTD_JSON_NUM_INT only */
+	/* PTD_JSON_NUM_REAL only: whether its value is a whole number
+	 * exactly ("1e+15", "2.50e1"), and its magnitude (or that it is
+	 * 2^64 or more: @whole_big) */
+	bool whole;
+	bool whole_big;
+	uint64_t whole_magnitude;
 };
 
 /* The literal of number item @it of @j's tree.  Returns 0, or -EINVAL
@@ -93,6 +111,16 @@ struct ptd_json_reader {
 #define PTD_JSON_INT_STRING 0x2u  /* an integer may be a string */
 #define PTD_JSON_NONEMPTY 0x4u	  /* a string may not be "" */
 #define PTD_JSON_NULL_ABSENT 0x8u /* null is read as absent */
+/* An integer may be written with a fraction or an exponent when its value
+ * is a whole number exactly: cJSON prints integers from 1e15 up as "1e+15"
+ * (and JavaScript from 1e21), so a reader of what they write takes it. */
+#define PTD_JSON_INT_WHOLE 0x10u
+/* Over @max is over a limit of ptd's (-PTD_ELIMIT, "N is over the limit
+ * MAX"), not a malformed value: a file size, a string length. */
+#define PTD_JSON_LIMIT 0x20u
+/* An integer is a "0x"/"0X" hex string and nothing else (how ptd writes
+ * 64-bit values: addresses, times). */
+#define PTD_JSON_HEX 0x40u
 
 /* "PREFIX.key" ("key" when @prefix is ""), into @out of PTD_JSON_PATH_MAX
  * bytes; returns @out. */
@@ -101,13 +129,38 @@ const char *ptd_json_path(char *out, const char *prefix, const char *key);
 const char *ptd_json_path_index(char *out, const char *prefix,
 				const char *key, size_t idx);
 
+/* What @it is, for messages: "a string", "a number", "a boolean", "null",
+ * "an array", "an object" ("nothing" for NULL). */
+const char *ptd_json_type_name(const cJSON *it);
+
+/* Item @it (at @path; NULL: absent) as an integer in [@min, @max], as
+ * ptd_json_get_u64() reads a member. */
+int ptd_json_read_u64(const struct ptd_json_reader *r, const cJSON *it,
+		      const char *path, unsigned flags, uint64_t min,
+		      uint64_t max, uint64_t *ret);
+
+/* Item @it (at @path; NULL: absent) as a string of at most @max bytes,
+ * borrowed from the tree, as ptd_json_get_strn() reads a member. */
+int ptd_json_read_str(const struct ptd_json_reader *r, const cJSON *it,
+		      const char *path, unsigned flags, size_t max,
+		      const char **ret);
+
+/* Item @it (at @path; NULL: absent) as a boolean.  Returns 0, -ENOENT
+ * (absent, not required), -PTD_EFORMAT ("missing", "expected a boolean,
+ * got ..."). */
+int ptd_json_read_bool(const struct ptd_json_reader *r, const cJSON *it,
+		       const char *path, unsigned flags, bool *ret);
+
 /* Member @key of object @obj (its path: PREFIX.key) as an integer in
  * [@min, @max].  Returns 0; -ENOENT when absent and not
  * PTD_JSON_REQUIRED (nothing in @diag); -PTD_EFORMAT naming the path when
  * absent and required ("missing"), not an integer ("expected an
  * integer", "expected an integer, not a fraction or an exponent",
  * "expected a non-negative integer"), a bad string, or out of range
- * ("N out of range [MIN, MAX]").  Nothing is written to @ret on failure. */
+ * ("N out of range [MIN, MAX]"; over @max with PTD_JSON_LIMIT:
+ * -PTD_ELIMIT, "N is over the limit MAX"), or with PTD_JSON_HEX not a hex
+ * string ("expected a hex string \"0x...\" (64 bits at most), got ...").
+ * Nothing is written to @ret on failure. */
 int ptd_json_get_u64(const struct ptd_json_reader *r, const cJSON *obj,
 		     const char *prefix, const char *key, unsigned flags,
 		     uint64_t min, uint64_t max, uint64_t *ret);
@@ -118,6 +171,23 @@ int ptd_json_get_u64(const struct ptd_json_reader *r, const cJSON *obj,
 int ptd_json_get_str(const struct ptd_json_reader *r, const cJSON *obj,
 		     const char *prefix, const char *key, unsigned flags,
 		     const char **ret);
+
+/* The same, of at most @max bytes: longer is -PTD_EFORMAT ("longer than
+ * MAX bytes"), or -PTD_ELIMIT with PTD_JSON_LIMIT. */
+int ptd_json_get_strn(const struct ptd_json_reader *r, const cJSON *obj,
+		      const char *prefix, const char *key, unsigned flags,
+		      size_t max, const char **ret);
+
+/* ptd_json_get_strn(), copied: *@ret is the caller's to free.  Returns
+ * what it returns, or -ENOMEM. */
+int ptd_json_get_strdup(const struct ptd_json_reader *r, const cJSON *obj,
+			const char *prefix, const char *key, unsigned flags,
+			size_t max, char **ret);
+
+/* Member @key as a boolean (see ptd_json_read_bool()). */
+int ptd_json_get_bool(const struct ptd_json_reader *r, const cJSON *obj,
+		      const char *prefix, const char *key, unsigned flags,
+		      bool *ret);
 
 /* Member @key as an object.  Returns 0, -ENOENT, -PTD_EFORMAT
  * ("missing", "expected an object"). */
@@ -132,8 +202,29 @@ int ptd_json_get_array(const struct ptd_json_reader *r, const cJSON *obj,
 		       const char *prefix, const char *key, unsigned flags,
 		       size_t max, const cJSON **ret, size_t *ret_n);
 
-/* "ORIGIN: PATH: WHAT" into the reader's diag; returns -PTD_EFORMAT. */
+/* The head of a file in one of ptd's own formats (a bundle manifest, a
+ * capture): @root is an object whose "format" is @format and whose
+ * "version" (an integer as cJSON writes it) is @version.  Check it before
+ * any other field: another format's fields are not ours.  Returns 0,
+ * -PTD_EFORMAT ("not a JSON object", "format: ...", "version: ..."),
+ * -PTD_EVERSION ("version: N not supported (only V)"). */
+int ptd_json_check_format(const struct ptd_json_reader *r, const cJSON *root,
+			  const char *format, uint64_t version);
+
+/* Every member of object @obj (at @path) must be named in @keys
+ * (NULL-terminated) and appear once: for descriptions whose unknown keys
+ * are mistakes, not extensions.  Returns 0 or -PTD_EFORMAT
+ * ("PATH: unknown field \"K\"", "PATH.K: given twice"). */
+int ptd_json_check_keys(const struct ptd_json_reader *r, const cJSON *obj,
+			const char *path, const char *const *keys);
+
+/* "ORIGIN: PATH: WHAT" into the reader's diag ("ORIGIN: WHAT" when @path
+ * is ""); returns -PTD_EFORMAT. */
 int ptd_json_bad(const struct ptd_json_reader *r, const char *path,
 		 const char *what);
+
+/* The same with a printf format for WHAT, returning @err. */
+int ptd_json_badf(const struct ptd_json_reader *r, int err, const char *path,
+		  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -33,78 +33,33 @@
 
 struct pctx {
 	struct ptd_json_reader jr;	/* origin, diag, the exact integers */
-	const char *origin;
 	const char *dir;
-	struct ptd_diag *diag;
 };
 
-/* LLDB reads an optional field given as null as absent. */
-#define OPT PTD_JSON_NULL_ABSENT
-#define REQ PTD_JSON_REQUIRED
-
-static int bad(const struct pctx *p, const char *field, const char *what)
-{
-	return ptd_json_bad(&p->jr, field, what);
-}
-
-/* An integer in [@min, @max], read exactly.  Absent: -ENOENT when
- * !@required (nothing written), else a message. */
-static int get_int(const struct pctx *p, const cJSON *obj, const char *key,
-		   const char *prefix, bool required, uint64_t min,
-		   uint64_t max, uint64_t *ret)
-{
-	return ptd_json_get_u64(&p->jr, obj, prefix, key,
-				required ? REQ : OPT, min, max, ret);
-}
-
-/* A 64-bit integer LLDB reads as its JSONUINT64 (an address, timeZero):
+/* LLDB reads an optional field given as null as absent; strings are
+ * never empty; 64-bit values (addresses, timeZero) are LLDB's JSONUINT64:
  * a JSON integer or a decimal / "0x" hex string. */
-static int get_addr(const struct pctx *p, const cJSON *obj, const char *key,
-		    const char *prefix, bool required, uint64_t *ret)
-{
-	return ptd_json_get_u64(&p->jr, obj, prefix, key,
-				(required ? REQ : OPT) | PTD_JSON_INT_STRING,
-				0, UINT64_MAX, ret);
-}
-
-/* A non-empty string, borrowed from the tree. */
-static int get_str(const struct pctx *p, const cJSON *obj, const char *key,
-		   const char *prefix, bool required, const char **ret)
-{
-	return ptd_json_get_str(&p->jr, obj, prefix, key,
-				(required ? REQ : OPT) | PTD_JSON_NONEMPTY,
-				ret);
-}
-
-static int get_strdup(const struct pctx *p, const cJSON *obj,
-		      const char *key, const char *prefix, bool required,
-		      char **ret)
-{
-	const char *s;
-	int r = get_str(p, obj, key, prefix, required, &s);
-
-	if (r < 0)
-		return r;
-	*ret = strdup(s);
-	return *ret ? 0 : -ENOMEM;
-}
+#define OPT (PTD_JSON_NULL_ABSENT)
+#define REQ (PTD_JSON_REQUIRED)
+#define STR PTD_JSON_NONEMPTY
+#define ADDR PTD_JSON_INT_STRING
 
 /* A file named by the bundle, as LLDB takes it: an absolute path as it
  * is, a relative one from the bundle directory. */
 static int get_path(const struct pctx *p, const cJSON *obj, const char *key,
-		    const char *prefix, bool required, char **ret)
+		    const char *prefix, unsigned flags, char **ret)
 {
-	const char *s;
 	char f[FIELD_MAX];
-	int r = get_str(p, obj, key, prefix, required, &s);
+	const char *s;
+	int r = ptd_json_get_str(&p->jr, obj, prefix, key, flags | STR, &s);
 
 	if (r < 0)
 		return r;
 	if (strlen(s) >= PATH_MAX)
-		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: %s: \"%.64s...\" is longer than a path "
-				 "may be", p->origin,
-				 ptd_json_path(f, prefix, key), s);
+		return ptd_json_badf(&p->jr, -PTD_EFORMAT,
+				     ptd_json_path(f, prefix, key),
+				     "\"%.64s...\" is longer than a path may "
+				     "be", s);
 	if (s[0] == '/')
 		*ret = strdup(s);
 	else if (asprintf(ret, "%s/%s", p->dir, s) < 0)
@@ -112,22 +67,13 @@ static int get_path(const struct pctx *p, const cJSON *obj, const char *key,
 	return *ret ? 0 : -ENOMEM;
 }
 
-/* An array member (absent: -ENOENT unless required) of at most @max
- * elements. */
-static int get_array(const struct pctx *p, const cJSON *obj, const char *key,
-		     const char *prefix, bool required, size_t max,
-		     const cJSON **ret, size_t *ret_n)
+/* "PATH: expected an object, not ..." */
+static int not_object(const struct pctx *p, const char *path,
+		      const cJSON *it)
 {
-	return ptd_json_get_array(&p->jr, obj, prefix, key,
-				  required ? REQ : OPT, max, ret, ret_n);
-}
-
-static int get_object(const struct pctx *p, const cJSON *obj,
-		      const char *key, const char *prefix, bool required,
-		      const cJSON **ret)
-{
-	return ptd_json_get_object(&p->jr, obj, prefix, key,
-				   required ? REQ : OPT, ret);
+	return ptd_json_badf(&p->jr, -PTD_EFORMAT, path,
+			     "expected an object, not %s",
+			     ptd_json_type_name(it));
 }
 
 /* An optional item's result: absent is fine. */
@@ -144,23 +90,23 @@ static int parse_cpuinfo(const struct pctx *p, const cJSON *root,
 	uint64_t fam = 0, model = 0, step = 0;
 	int r;
 
-	r = get_object(p, root, "cpuInfo", "", true, &ci);
+	r = ptd_json_get_object(&p->jr, root, "", "cpuInfo", REQ, &ci);
 	if (r < 0)
 		return r;
-	r = get_str(p, ci, "vendor", "cpuInfo", true, &vendor);
+	r = ptd_json_get_str(&p->jr, ci, "cpuInfo", "vendor", REQ | STR,
+			     &vendor);
 	if (r < 0)
 		return r;
 	if (strcmp(vendor, "GenuineIntel") && strcmp(vendor, "unknown"))
-		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: cpuInfo.vendor: \"%.40s\" is neither "
-				 "\"GenuineIntel\" nor \"unknown\"", p->origin,
-				 vendor);
-	if ((r = get_int(p, ci, "family", "cpuInfo", true, 0, UINT16_MAX,
-			 &fam)) < 0 ||
-	    (r = get_int(p, ci, "model", "cpuInfo", true, 0, UINT8_MAX,
-			 &model)) < 0 ||
-	    (r = get_int(p, ci, "stepping", "cpuInfo", true, 0, UINT8_MAX,
-			 &step)) < 0)
+		return ptd_json_badf(&p->jr, -PTD_EFORMAT, "cpuInfo.vendor",
+				     "\"%.40s\" is neither \"GenuineIntel\" "
+				     "nor \"unknown\"", vendor);
+	if ((r = ptd_json_get_u64(&p->jr, ci, "cpuInfo", "family", REQ, 0,
+				  UINT16_MAX, &fam)) < 0 ||
+	    (r = ptd_json_get_u64(&p->jr, ci, "cpuInfo", "model", REQ, 0,
+				  UINT8_MAX, &model)) < 0 ||
+	    (r = ptd_json_get_u64(&p->jr, ci, "cpuInfo", "stepping", REQ, 0,
+				  UINT8_MAX, &step)) < 0)
 		return r;
 	memset(cpu, 0, sizeof(*cpu));
 	cpu->vendor = strcmp(vendor, "GenuineIntel") ? pcv_unknown : pcv_intel;
@@ -177,12 +123,13 @@ static int parse_thread(const struct pctx *p, const cJSON *jt,
 	int r;
 
 	if (!cJSON_IsObject(jt))
-		return bad(p, prefix, "expected an object");
-	r = get_int(p, jt, "tid", prefix, true, 1, INT32_MAX, &tid);
+		return not_object(p, prefix, jt);
+	r = ptd_json_get_u64(&p->jr, jt, prefix, "tid", REQ, 1, INT32_MAX,
+			     &tid);
 	if (r < 0)
 		return r;
 	t->tid = (pid_t)tid;
-	return optional(get_path(p, jt, "iptTrace", prefix, false,
+	return optional(get_path(p, jt, "iptTrace", prefix, OPT,
 				 &t->ipt_trace));
 }
 
@@ -192,17 +139,20 @@ static int parse_module(const struct pctx *p, const cJSON *jm,
 	int r;
 
 	if (!cJSON_IsObject(jm))
-		return bad(p, prefix, "expected an object");
-	r = get_strdup(p, jm, "systemPath", prefix, true, &m->system_path);
+		return not_object(p, prefix, jm);
+	r = ptd_json_get_strdup(&p->jr, jm, prefix, "systemPath", REQ | STR,
+				SIZE_MAX, &m->system_path);
 	if (r < 0)
 		return r;
-	r = optional(get_path(p, jm, "file", prefix, false, &m->file));
+	r = optional(get_path(p, jm, "file", prefix, OPT, &m->file));
 	if (r < 0)
 		return r;
-	r = get_addr(p, jm, "loadAddress", prefix, true, &m->load_address);
+	r = ptd_json_get_u64(&p->jr, jm, prefix, "loadAddress", REQ | ADDR, 0,
+			     UINT64_MAX, &m->load_address);
 	if (r < 0)
 		return r;
-	return optional(get_strdup(p, jm, "uuid", prefix, false, &m->uuid));
+	return optional(ptd_json_get_strdup(&p->jr, jm, prefix, "uuid",
+					    OPT | STR, SIZE_MAX, &m->uuid));
 }
 
 static int parse_process(const struct pctx *p, const cJSON *jp,
@@ -216,17 +166,19 @@ static int parse_process(const struct pctx *p, const cJSON *jp,
 	int r;
 
 	if (!cJSON_IsObject(jp))
-		return bad(p, prefix, "expected an object");
-	r = get_int(p, jp, "pid", prefix, true, 1, INT32_MAX, &pid);
+		return not_object(p, prefix, jp);
+	r = ptd_json_get_u64(&p->jr, jp, prefix, "pid", REQ, 1, INT32_MAX,
+			     &pid);
 	if (r < 0)
 		return r;
 	pr->pid = (pid_t)pid;
-	r = optional(get_strdup(p, jp, "triple", prefix, false, &pr->triple));
+	r = optional(ptd_json_get_strdup(&p->jr, jp, prefix, "triple",
+					 OPT | STR, SIZE_MAX, &pr->triple));
 	if (r < 0)
 		return r;
 
-	r = get_array(p, jp, "threads", prefix, true, *threads_left, &arr,
-		      &n);
+	r = ptd_json_get_array(&p->jr, jp, prefix, "threads", REQ,
+			       *threads_left, &arr, &n);
 	if (r < 0)
 		return r;
 	*threads_left -= n;
@@ -242,8 +194,8 @@ static int parse_process(const struct pctx *p, const cJSON *jp,
 			return r;
 	}
 
-	r = get_array(p, jp, "modules", prefix, true, PTD_LLDB_MAX_MODULES,
-		      &arr, &n);
+	r = ptd_json_get_array(&p->jr, jp, prefix, "modules", REQ,
+			       PTD_LLDB_MAX_MODULES, &arr, &n);
 	if (r < 0)
 		return r;
 	pr->modules = calloc(n ? n : 1, sizeof(*pr->modules));
@@ -268,15 +220,15 @@ static int parse_processes(const struct pctx *p, const cJSON *root,
 	char f[FIELD_MAX];
 	int r;
 
-	r = get_array(p, root, "processes", "", false, PTD_LLDB_MAX_PROCS,
-		      &arr, &n);
+	r = ptd_json_get_array(&p->jr, root, "", "processes", OPT,
+			       PTD_LLDB_MAX_PROCS, &arr, &n);
 	if (r < 0)
 		return optional(r);
 	t->procs = calloc(n ? n : 1, sizeof(*t->procs));
 	if (!t->procs)
 		return -ENOMEM;
 	cJSON_ArrayForEach(it, arr) {
-		(void)snprintf(f, sizeof(f), "processes[%zu]", i);
+		ptd_json_path_index(f, "", "processes", i);
 		r = parse_process(p, it, f, &threads_left, &t->procs[i]);
 		t->nprocs = ++i;
 		if (r < 0)
@@ -293,7 +245,8 @@ static int parse_cpus(const struct pctx *p, const cJSON *root,
 	char f[FIELD_MAX];
 	int r;
 
-	r = get_array(p, root, "cpus", "", false, PTD_LLDB_MAX_CPUS, &arr, &n);
+	r = ptd_json_get_array(&p->jr, root, "", "cpus", OPT,
+			       PTD_LLDB_MAX_CPUS, &arr, &n);
 	if (r < 0)
 		return optional(r);
 	t->cpus = calloc(n ? n : 1, sizeof(*t->cpus));
@@ -303,22 +256,28 @@ static int parse_cpus(const struct pctx *p, const cJSON *root,
 		struct ptd_lldb_cpu *c = &t->cpus[i];
 		uint64_t id = 0;
 
-		(void)snprintf(f, sizeof(f), "cpus[%zu]", i);
+		ptd_json_path_index(f, "", "cpus", i);
 		t->ncpus = ++i;
 		if (!cJSON_IsObject(it))
-			return bad(p, f, "expected an object");
-		if ((r = get_int(p, it, "id", f, true, 0, INT32_MAX, &id)) < 0 ||
-		    (r = get_path(p, it, "iptTrace", f, true,
+			return not_object(p, f, it);
+		if ((r = ptd_json_get_u64(&p->jr, it, f, "id", REQ, 0,
+					  INT32_MAX, &id)) < 0 ||
+		    (r = get_path(p, it, "iptTrace", f, REQ,
 				  &c->ipt_trace)) < 0 ||
-		    (r = get_path(p, it, "contextSwitchTrace", f, true,
+		    (r = get_path(p, it, "contextSwitchTrace", f, REQ,
 				  &c->context_switch_trace)) < 0)
 			return r;
 		c->id = (uint32_t)id;
 		for (j = 0; j + 1 < i; j++)
-			if (t->cpus[j].id == c->id)
-				return ptd_diagf(p->diag, -PTD_EFORMAT,
-						 "%s: %s.id: cpu %u is listed "
-						 "twice", p->origin, f, c->id);
+			if (t->cpus[j].id == c->id) {
+				char fid[FIELD_MAX];
+
+				return ptd_json_badf(&p->jr, -PTD_EFORMAT,
+						     ptd_json_path(fid, f,
+								   "id"),
+						     "cpu %u is listed twice",
+						     c->id);
+			}
 	}
 	return 0;
 }
@@ -329,16 +288,18 @@ static int parse_tsc_conv(const struct pctx *p, const cJSON *root,
 	const char *k = "tscPerfZeroConversion";
 	const cJSON *o = NULL;
 	uint64_t mult = 0, shift = 0;
-	int r = get_object(p, root, k, "", false, &o);
+	int r = ptd_json_get_object(&p->jr, root, "", k, OPT, &o);
 
 	if (r < 0)
 		return optional(r);
 	/* perf's header page has mult > 0 and shift < 32; anything else
 	 * would divide by zero or overflow converting. */
-	if ((r = get_int(p, o, "timeMult", k, true, 1, UINT32_MAX,
-			 &mult)) < 0 ||
-	    (r = get_int(p, o, "timeShift", k, true, 0, 31, &shift)) < 0 ||
-	    (r = get_addr(p, o, "timeZero", k, true, &t->time_zero)) < 0)
+	if ((r = ptd_json_get_u64(&p->jr, o, k, "timeMult", REQ, 1,
+				  UINT32_MAX, &mult)) < 0 ||
+	    (r = ptd_json_get_u64(&p->jr, o, k, "timeShift", REQ, 0, 31,
+				  &shift)) < 0 ||
+	    (r = ptd_json_get_u64(&p->jr, o, k, "timeZero", REQ | ADDR, 0,
+				  UINT64_MAX, &t->time_zero)) < 0)
 		return r;
 	t->has_tsc_conv = true;
 	t->time_mult = (uint32_t)mult;
@@ -352,14 +313,14 @@ static int parse_wallclock(const struct pctx *p, const cJSON *root,
 {
 	const char *k = PTD_LLDB_WALLCLOCK;
 	const cJSON *o = NULL;
-	int r = get_object(p, root, k, "", false, &o);
+	int r = ptd_json_get_object(&p->jr, root, "", k, OPT, &o);
 
 	if (r < 0)
 		return optional(r);
-	if ((r = get_addr(p, o, "perfTime", k, true,
-			  &t->wallref.perf_ns)) < 0 ||
-	    (r = get_addr(p, o, "wallTime", k, true,
-			  &t->wallref.wall_ns)) < 0)
+	if ((r = ptd_json_get_u64(&p->jr, o, k, "perfTime", REQ | ADDR, 0,
+				  UINT64_MAX, &t->wallref.perf_ns)) < 0 ||
+	    (r = ptd_json_get_u64(&p->jr, o, k, "wallTime", REQ | ADDR, 0,
+				  UINT64_MAX, &t->wallref.wall_ns)) < 0)
 		return r;
 	t->has_wallref = true;
 	return 0;
@@ -369,17 +330,18 @@ static int parse_kernel(const struct pctx *p, const cJSON *root,
 			struct ptd_lldb_trace *t)
 {
 	const cJSON *o = NULL;
-	int r = get_object(p, root, "kernel", "", false, &o);
+	int r = ptd_json_get_object(&p->jr, root, "", "kernel", OPT, &o);
 
 	if (r < 0)
 		return optional(r);
 	t->has_kernel = true;
 	t->kernel_load = 0xffffffff81000000ull;
-	r = optional(get_addr(p, o, "loadAddress", "kernel", false,
-			      &t->kernel_load));
+	r = optional(ptd_json_get_u64(&p->jr, o, "kernel", "loadAddress",
+				      OPT | ADDR, 0, UINT64_MAX,
+				      &t->kernel_load));
 	if (r < 0)
 		return r;
-	return get_path(p, o, "file", "kernel", true, &t->kernel_file);
+	return get_path(p, o, "file", "kernel", REQ, &t->kernel_file);
 }
 
 /* The rules between sections (see the schema's notes). */
@@ -389,16 +351,17 @@ static int check_consistency(const struct pctx *p,
 	size_t i, j;
 
 	if (t->has_kernel && t->nprocs)
-		return bad(p, "kernel",
-			   "a kernel trace has no \"processes\"");
+		return ptd_json_bad(&p->jr, "kernel",
+				    "a kernel trace has no \"processes\"");
 	if (t->has_kernel && !t->ncpus)
-		return bad(p, "kernel", "a kernel trace needs \"cpus\"");
+		return ptd_json_bad(&p->jr, "kernel",
+				    "a kernel trace needs \"cpus\"");
 	if (t->has_wallref && !t->has_tsc_conv)
-		return bad(p, PTD_LLDB_WALLCLOCK,
-			   "given without \"tscPerfZeroConversion\"");
+		return ptd_json_bad(&p->jr, PTD_LLDB_WALLCLOCK,
+				    "given without \"tscPerfZeroConversion\"");
 	if (t->ncpus && !t->has_tsc_conv)
-		return bad(p, "tscPerfZeroConversion",
-			   "missing (required with \"cpus\")");
+		return ptd_json_bad(&p->jr, "tscPerfZeroConversion",
+				    "missing (required with \"cpus\")");
 	for (i = 0; i < t->nprocs; i++)
 		for (j = 0; j < t->procs[i].nthreads; j++) {
 			char f[FIELD_MAX];
@@ -408,8 +371,10 @@ static int check_consistency(const struct pctx *p,
 			(void)snprintf(f, sizeof(f),
 				       "processes[%zu].threads[%zu].iptTrace",
 				       i, j);
-			return bad(p, f, "not allowed with \"cpus\" (a "
-				   "bundle is per-thread or per-CPU)");
+			return ptd_json_bad(&p->jr, f,
+					    "not allowed with \"cpus\" (a "
+					    "bundle is per-thread or "
+					    "per-CPU)");
 		}
 	return 0;
 }
@@ -421,15 +386,13 @@ static int parse_root(const struct pctx *p, const cJSON *root,
 	int r;
 
 	if (!cJSON_IsObject(root))
-		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: not a JSON object", p->origin);
-	r = get_str(p, root, "type", "", true, &type);
+		return ptd_json_bad(&p->jr, "", "not a JSON object");
+	r = ptd_json_get_str(&p->jr, root, "", "type", REQ | STR, &type);
 	if (r < 0)
 		return r;
 	if (strcmp(type, "intel-pt"))
-		return ptd_diagf(p->diag, -PTD_EFORMAT,
-				 "%s: type: \"%.40s\" is not \"intel-pt\"",
-				 p->origin, type);
+		return ptd_json_badf(&p->jr, -PTD_EFORMAT, "type",
+				     "\"%.40s\" is not \"intel-pt\"", type);
 	if ((r = parse_cpuinfo(p, root, &t->cpu)) < 0 ||
 	    (r = parse_processes(p, root, t)) < 0 ||
 	    (r = parse_cpus(p, root, t)) < 0 ||
@@ -477,7 +440,7 @@ int ptd_lldb_trace_parse(const char *text, size_t len, const char *dir,
 			 struct ptd_diag *diag)
 {
 	struct ptd_lldb_trace t;
-	struct pctx p = { { NULL, origin, diag }, origin, dir, diag };
+	struct pctx p = { { NULL, origin, diag }, dir };
 	struct ptd_json *doc = NULL;
 	int r;
 

@@ -22,6 +22,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/fileio.h"
+#include "common/json.h"
 #include "common/strutil.h"
 
 #define MANIFEST_NAME "capture.json"
@@ -31,7 +32,8 @@
 #define CAPTURE_MAX_ARGV 4096u
 #define CAPTURE_MAX_INSNS (1ull << 30)	/* IPs in one truth file */
 #define CAPTURE_MAX_TIMELINE (256u << 20)
-/* Largest integer a JSON number (a double) holds exactly. */
+/* Largest integer a JSON number (a double) holds exactly: what the writer
+ * (cJSON) can write of a filter range. */
 #define JSON_MAX_INT (1ull << 53)
 #define VARINT_MAX 10u
 
@@ -140,15 +142,6 @@ int ptd_truth_decode(const uint8_t *data, size_t len, const char *origin,
 }
 
 /* ---- names and files ------------------------------------------------- */
-
-/* A plain file name inside the capture directory. */
-static bool plain_name(const char *s)
-{
-	size_t len = strlen(s);
-
-	return len > 0 && len <= NAME_MAX && !strchr(s, '/') &&
-	       strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
-}
 
 static char *join(const char *dir, const char *name)
 {
@@ -276,164 +269,52 @@ ssize_t ptd_capture_find_thread(const struct ptd_capture *c, pid_t tid)
 
 /* ---- manifest: load -------------------------------------------------- */
 
-/* What a field check needs to say where it failed. */
-struct mctx {
-	const char *origin;	/* ".../capture.json" */
-	struct ptd_diag *diag;
-};
-
-static int bad(const struct mctx *m, const char *field, const char *what)
-{
-	return ptd_diagf(m->diag, -PTD_EFORMAT, "%s: field \"%s\": %s",
-			 m->origin, field, what);
-}
-
-static int get_item(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, const cJSON **ret)
-{
-	const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-
-	if (!it)
-		return bad(m, field, "missing");
-	*ret = it;
-	return 0;
-}
-
-static int get_uint(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, uint64_t max, uint64_t *ret)
-{
-	const cJSON *it = NULL;
-	double v;
-	int r = get_item(m, obj, key, field, &it);
-
-	if (r < 0)
-		return r;
-	if (!cJSON_IsNumber(it))
-		return bad(m, field, "not a number");
-	v = it->valuedouble;
-	/* NaN fails the first test; the cast is exact only for integers */
-	if (!(v >= 0) || v > (double)JSON_MAX_INT || v != (double)(uint64_t)v)
-		return bad(m, field, "not a non-negative integer");
-	if ((uint64_t)v > max)
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: field \"%s\": %" PRIu64
-				 " out of range (max %" PRIu64 ")", m->origin,
-				 field, (uint64_t)v, max);
-	*ret = (uint64_t)v;
-	return 0;
-}
-
-static int get_bool(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, bool *ret)
-{
-	const cJSON *it = NULL;
-	int r = get_item(m, obj, key, field, &it);
-
-	if (r < 0)
-		return r;
-	if (!cJSON_IsBool(it))
-		return bad(m, field, "not a boolean");
-	*ret = cJSON_IsTrue(it);
-	return 0;
-}
-
-static int get_str(const struct mctx *m, const cJSON *obj, const char *key,
-		   const char *field, const char **ret)
-{
-	const cJSON *it = NULL;
-	int r = get_item(m, obj, key, field, &it);
-
-	if (r < 0)
-		return r;
-	if (!cJSON_IsString(it) || !it->valuestring)
-		return bad(m, field, "not a string");
-	*ret = it->valuestring;
-	return 0;
-}
-
-static int get_obj(const struct mctx *m, const cJSON *obj, const char *key,
-		   const char *field, const cJSON **ret)
-{
-	int r = get_item(m, obj, key, field, ret);
-
-	if (r < 0)
-		return r;
-	if (!cJSON_IsObject(*ret))
-		return bad(m, field, "not an object");
-	return 0;
-}
+/* Fields are required unless the caller says otherwise; integers are
+ * read exactly, and as cJSON (our writer) prints them: 1e+15 is one. */
+#define REQ (PTD_JSON_REQUIRED | PTD_JSON_INT_WHOLE)
+#define HEX (PTD_JSON_REQUIRED | PTD_JSON_HEX)
 
 /* A plain file name field, copied. */
-static int get_name(const struct mctx *m, const cJSON *obj, const char *key,
-		    const char *field, char **ret)
+static int get_name(const struct ptd_json_reader *r, const cJSON *obj,
+		    const char *prefix, const char *key, char **ret)
 {
+	char path[PTD_JSON_PATH_MAX];
 	const char *s = NULL;
-	int r = get_str(m, obj, key, field, &s);
+	int e = ptd_json_get_str(r, obj, prefix, key, REQ, &s);
 
-	if (r < 0)
-		return r;
-	if (!plain_name(s))
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: field \"%s\": \"%.64s\" is not a plain "
-				 "file name inside the capture", m->origin,
-				 field, s);
+	if (e < 0)
+		return e;
+	if (!ptd_filename_is_plain(s))
+		return ptd_json_badf(r, -PTD_EFORMAT,
+				     ptd_json_path(path, prefix, key),
+				     "\"%.64s\" is not a plain file name "
+				     "inside the capture", s);
 	*ret = strdup(s);
 	return *ret ? 0 : -ENOMEM;
 }
 
-static int load_header(const struct mctx *m, const cJSON *root)
-{
-	const char *fmt = NULL;
-	uint64_t ver;
-	int r;
-
-	if (!cJSON_IsObject(root))
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: not a JSON object", m->origin);
-	r = get_str(m, root, "format", "format", &fmt);
-	if (r < 0)
-		return r;
-	if (strcmp(fmt, PTD_CAPTURE_FORMAT) != 0)
-		return ptd_diagf(m->diag, -PTD_EFORMAT,
-				 "%s: field \"format\": \"%.64s\" is not \""
-				 PTD_CAPTURE_FORMAT "\"", m->origin, fmt);
-	r = get_uint(m, root, "version", "version", JSON_MAX_INT, &ver);
-	if (r < 0)
-		return r;
-	if (ver != PTD_CAPTURE_VERSION)
-		return ptd_diagf(m->diag, -PTD_EVERSION,
-				 "%s: field \"version\": %" PRIu64
-				 " not supported (only %d)", m->origin, ver,
-				 PTD_CAPTURE_VERSION);
-	return 0;
-}
-
-static int load_argv(const struct mctx *m, const cJSON *root,
+static int load_argv(const struct ptd_json_reader *r, const cJSON *root,
 		     struct ptd_capture *c)
 {
+	char path[PTD_JSON_PATH_MAX];
 	const cJSON *arr = NULL, *it = NULL;
+	const char *s;
 	size_t n, i = 0;
-	int r = get_item(m, root, "argv", "argv", &arr);
+	int e = ptd_json_get_array(r, root, "", "argv", REQ, CAPTURE_MAX_ARGV,
+				   &arr, &n);
 
-	if (r < 0)
-		return r;
-	if (!cJSON_IsArray(arr))
-		return bad(m, "argv", "not an array");
-	n = (size_t)cJSON_GetArraySize(arr);
-	if (n > CAPTURE_MAX_ARGV)
-		return ptd_diagf(m->diag, -PTD_ELIMIT,
-				 "%s: field \"argv\": %zu entries exceed the "
-				 "limit of %u", m->origin, n,
-				 CAPTURE_MAX_ARGV);
+	if (e < 0)
+		return e;
 	c->argv = calloc(n + 1, sizeof(*c->argv));
 	if (!c->argv)
 		return -ENOMEM;
 	cJSON_ArrayForEach(it, arr) {
-		if (!cJSON_IsString(it) || !it->valuestring)
-			return ptd_diagf(m->diag, -PTD_EFORMAT,
-					 "%s: field \"argv[%zu]\": not a "
-					 "string", m->origin, i);
-		c->argv[i] = strdup(it->valuestring);
+		e = ptd_json_read_str(r, it,
+				      ptd_json_path_index(path, "", "argv", i),
+				      REQ, SIZE_MAX, &s);
+		if (e < 0)
+			return e;
+		c->argv[i] = strdup(s);
 		if (!c->argv[i])
 			return -ENOMEM;
 		i++;
@@ -441,109 +322,99 @@ static int load_argv(const struct mctx *m, const cJSON *root,
 	return 0;
 }
 
-static int load_cpu(const struct mctx *m, const cJSON *root,
+static int load_cpu(const struct ptd_json_reader *r, const cJSON *root,
 		    struct ptd_capture *c)
 {
 	const cJSON *cpu = NULL;
 	const char *vendor = NULL;
 	uint64_t family, model, stepping;
-	int r;
+	int e;
 
-	if ((r = get_obj(m, root, "cpu", "cpu", &cpu)) < 0 ||
-	    (r = get_str(m, cpu, "vendor", "cpu.vendor", &vendor)) < 0 ||
-	    (r = get_uint(m, cpu, "family", "cpu.family", UINT16_MAX,
-			  &family)) < 0 ||
-	    (r = get_uint(m, cpu, "model", "cpu.model", UINT8_MAX,
-			  &model)) < 0 ||
-	    (r = get_uint(m, cpu, "stepping", "cpu.stepping", UINT8_MAX,
-			  &stepping)) < 0)
-		return r;
+	if ((e = ptd_json_get_object(r, root, "", "cpu", REQ, &cpu)) < 0 ||
+	    (e = ptd_json_get_str(r, cpu, "cpu", "vendor", REQ, &vendor)) < 0 ||
+	    (e = ptd_json_get_u64(r, cpu, "cpu", "family", REQ, 0, UINT16_MAX,
+				  &family)) < 0 ||
+	    (e = ptd_json_get_u64(r, cpu, "cpu", "model", REQ, 0, UINT8_MAX,
+				  &model)) < 0 ||
+	    (e = ptd_json_get_u64(r, cpu, "cpu", "stepping", REQ, 0,
+				  UINT8_MAX, &stepping)) < 0)
+		return e;
 	if (strcmp(vendor, "intel") == 0)
 		c->cpu.vendor = pcv_intel;
 	else if (strcmp(vendor, "unknown") == 0)
 		c->cpu.vendor = pcv_unknown;
 	else
-		return bad(m, "cpu.vendor", "neither \"intel\" nor \"unknown\"");
+		return ptd_json_bad(r, "cpu.vendor",
+				    "neither \"intel\" nor \"unknown\"");
 	c->cpu.family = (uint16_t)family;
 	c->cpu.model = (uint8_t)model;
 	c->cpu.stepping = (uint8_t)stepping;
 	return 0;
 }
 
-static int load_config(const struct mctx *m, const cJSON *root,
+static int load_config(const struct ptd_json_reader *r, const cJSON *root,
 		       struct ptd_capture *c)
 {
 	const cJSON *cfg = NULL;
 	uint64_t period, cbr = 0;
-	int r;
+	int e;
 
-	if ((r = get_obj(m, root, "config", "config", &cfg)) < 0 ||
-	    (r = get_uint(m, cfg, "psb_period", "config.psb_period",
-			  1u << 20, &period)) < 0 ||
-	    (r = get_bool(m, cfg, "noretcomp", "config.noretcomp",
-			  &c->config.noretcomp)) < 0 ||
-	    (r = get_bool(m, cfg, "tsc", "config.tsc", &c->config.tsc)) < 0)
-		return r;
+	if ((e = ptd_json_get_object(r, root, "", "config", REQ, &cfg)) < 0 ||
+	    (e = ptd_json_get_u64(r, cfg, "config", "psb_period", REQ, 0,
+				  1u << 20, &period)) < 0 ||
+	    (e = ptd_json_get_bool(r, cfg, "config", "noretcomp", REQ,
+				   &c->config.noretcomp)) < 0 ||
+	    (e = ptd_json_get_bool(r, cfg, "config", "tsc", REQ,
+				   &c->config.tsc)) < 0)
+		return e;
 	if (period < 256 || (period & (period - 1)))
-		return bad(m, "config.psb_period",
-			   "not a power of two between 256 and 1 MiB");
+		return ptd_json_bad(r, "config.psb_period",
+				    "not a power of two between 256 and 1 MiB");
 	/* cbr is optional: captures without it had no CBR packets. */
-	if (cJSON_GetObjectItemCaseSensitive(cfg, "cbr") &&
-	    (r = get_uint(m, cfg, "cbr", "config.cbr", UINT8_MAX, &cbr)) < 0)
-		return r;
+	e = ptd_json_get_u64(r, cfg, "config", "cbr", PTD_JSON_INT_WHOLE, 0,
+			     UINT8_MAX, &cbr);
+	if (e < 0 && e != -ENOENT)
+		return e;
 	c->config.psb_period = period;
 	c->config.cbr = (uint8_t)cbr;
 	return 0;
 }
 
-/* A 64-bit value written as a "0x..." hex string. */
-static int get_hex64(const struct mctx *m, const cJSON *obj, const char *key,
-		     const char *field, uint64_t *ret)
-{
-	const char *v = NULL;
-	int r = get_str(m, obj, key, field, &v);
-
-	if (r < 0)
-		return r;
-	if (strncmp(v, "0x", 2) || ptd_parse_u64(v + 2, 16, ret) < 0)
-		return bad(m, field, "not a 64-bit hex string \"0x...\"");
-	return 0;
-}
-
 /* The optional "clock" and "wallref" objects. */
-static int load_clock(const struct mctx *m, const cJSON *root,
+static int load_clock(const struct ptd_json_reader *r, const cJSON *root,
 		      struct ptd_capture *c)
 {
 	const cJSON *o = NULL;
 	uint64_t mult, shift;
-	int r;
+	int e;
 
 	if (!cJSON_GetObjectItemCaseSensitive(root, "clock")) {
 		if (cJSON_GetObjectItemCaseSensitive(root, "wallref"))
-			return bad(m, "wallref", "given without a \"clock\"");
+			return ptd_json_bad(r, "wallref",
+					    "given without a \"clock\"");
 		return 0;
 	}
-	if ((r = get_obj(m, root, "clock", "clock", &o)) < 0 ||
-	    (r = get_hex64(m, o, "time_zero", "clock.time_zero",
-			   &c->clock.time_zero)) < 0 ||
-	    (r = get_uint(m, o, "time_mult", "clock.time_mult", UINT32_MAX,
-			  &mult)) < 0 ||
-	    (r = get_uint(m, o, "time_shift", "clock.time_shift", 31,
-			  &shift)) < 0)
-		return r;
+	if ((e = ptd_json_get_object(r, root, "", "clock", REQ, &o)) < 0 ||
+	    (e = ptd_json_get_u64(r, o, "clock", "time_zero", HEX, 0,
+				  UINT64_MAX, &c->clock.time_zero)) < 0 ||
+	    (e = ptd_json_get_u64(r, o, "clock", "time_mult", REQ, 0,
+				  UINT32_MAX, &mult)) < 0 ||
+	    (e = ptd_json_get_u64(r, o, "clock", "time_shift", REQ, 0, 31,
+				  &shift)) < 0)
+		return e;
 	if (!mult)
-		return bad(m, "clock.time_mult", "0 (no conversion)");
+		return ptd_json_bad(r, "clock.time_mult", "0 (no conversion)");
 	c->clock.time_mult = (uint32_t)mult;
 	c->clock.time_shift = (uint16_t)shift;
 	c->has_clock = true;
 	if (!cJSON_GetObjectItemCaseSensitive(root, "wallref"))
 		return 0;
-	if ((r = get_obj(m, root, "wallref", "wallref", &o)) < 0 ||
-	    (r = get_hex64(m, o, "perf_ns", "wallref.perf_ns",
-			   &c->wallref.perf_ns)) < 0 ||
-	    (r = get_hex64(m, o, "wall_ns", "wallref.wall_ns",
-			   &c->wallref.wall_ns)) < 0)
-		return r;
+	if ((e = ptd_json_get_object(r, root, "", "wallref", REQ, &o)) < 0 ||
+	    (e = ptd_json_get_u64(r, o, "wallref", "perf_ns", HEX, 0,
+				  UINT64_MAX, &c->wallref.perf_ns)) < 0 ||
+	    (e = ptd_json_get_u64(r, o, "wallref", "wall_ns", HEX, 0,
+				  UINT64_MAX, &c->wallref.wall_ns)) < 0)
+		return e;
 	c->has_wallref = true;
 	return 0;
 }
@@ -561,31 +432,35 @@ static void filter_slot(struct pt_conf_addr_filter *f, unsigned i,
 	*b = v[i][1];
 }
 
-static int load_range(const struct mctx *m, const cJSON *it, unsigned i,
-		      struct pt_conf_addr_filter *f)
+static int load_range(const struct ptd_json_reader *r, const cJSON *it,
+		      unsigned i, struct pt_conf_addr_filter *f)
 {
-	char fa[40], fb[40], fact[40];
+	char where[PTD_JSON_PATH_MAX], path[PTD_JSON_PATH_MAX];
 	const char *action = NULL;
 	uint64_t a, b, *pa, *pb, cfg;
-	int r;
+	int e;
 
-	snprintf(fa, sizeof(fa), "filter.ranges[%u].a", i);
-	snprintf(fb, sizeof(fb), "filter.ranges[%u].b", i);
-	snprintf(fact, sizeof(fact), "filter.ranges[%u].action", i);
+	ptd_json_path_index(where, "filter", "ranges", i);
 	if (!cJSON_IsObject(it))
-		return bad(m, fact, "range is not an object");
-	if ((r = get_str(m, it, "action", fact, &action)) < 0 ||
-	    (r = get_uint(m, it, "a", fa, JSON_MAX_INT, &a)) < 0 ||
-	    (r = get_uint(m, it, "b", fb, JSON_MAX_INT, &b)) < 0)
-		return r;
+		return ptd_json_badf(r, -PTD_EFORMAT, where,
+				     "expected an object, not %s",
+				     ptd_json_type_name(it));
+	if ((e = ptd_json_get_str(r, it, where, "action", REQ, &action)) < 0 ||
+	    (e = ptd_json_get_u64(r, it, where, "a", REQ, 0, JSON_MAX_INT,
+				  &a)) < 0 ||
+	    (e = ptd_json_get_u64(r, it, where, "b", REQ, 0, JSON_MAX_INT,
+				  &b)) < 0)
+		return e;
 	if (!strcmp(action, "filter"))
 		cfg = 1;
 	else if (!strcmp(action, "tracestop"))
 		cfg = 2;
 	else
-		return bad(m, fact, "neither \"filter\" nor \"tracestop\"");
+		return ptd_json_bad(r, ptd_json_path(path, where, "action"),
+				    "neither \"filter\" nor \"tracestop\"");
 	if (a > b)
-		return bad(m, fb, "below a");
+		return ptd_json_bad(r, ptd_json_path(path, where, "b"),
+				    "below a");
 	f->config.addr_cfg |= cfg << (4 * i);
 	filter_slot(f, i, &pa, &pb);
 	*pa = a;
@@ -594,161 +469,161 @@ static int load_range(const struct mctx *m, const cJSON *it, unsigned i,
 }
 
 /* The optional "filter" object. */
-static int load_filter(const struct mctx *m, const cJSON *root,
+static int load_filter(const struct ptd_json_reader *r, const cJSON *root,
 		       struct ptd_capture *c)
 {
 	struct pt_conf_addr_filter f;
 	const cJSON *fo = NULL, *ranges = NULL, *it;
 	const char *text = NULL;
 	unsigned n = 0;
-	int r;
+	size_t count;
+	int e;
 
 	if (!cJSON_GetObjectItemCaseSensitive(root, "filter"))
 		return 0;
-	if ((r = get_obj(m, root, "filter", "filter", &fo)) < 0 ||
-	    (r = get_item(m, fo, "ranges", "filter.ranges", &ranges)) < 0)
-		return r;
-	if (!cJSON_IsArray(ranges))
-		return bad(m, "filter.ranges", "not an array");
+	if ((e = ptd_json_get_object(r, root, "", "filter", REQ, &fo)) < 0 ||
+	    (e = ptd_json_get_array(r, fo, "filter", "ranges", REQ, SIZE_MAX,
+				    &ranges, &count)) < 0)
+		return e;
 	memset(&f, 0, sizeof(f));
 	cJSON_ArrayForEach(it, ranges) {
 		if (n == 4)
-			return bad(m, "filter.ranges", "more than 4 ranges");
-		if ((r = load_range(m, it, n, &f)) < 0)
-			return r;
+			return ptd_json_bad(r, "filter.ranges",
+					    "more than 4 ranges");
+		if ((e = load_range(r, it, n, &f)) < 0)
+			return e;
 		n++;
 	}
 	if (!n)
-		return bad(m, "filter.ranges", "empty");
-	if (cJSON_GetObjectItemCaseSensitive(fo, "text") &&
-	    (r = get_str(m, fo, "text", "filter.text", &text)) < 0)
-		return r;
+		return ptd_json_bad(r, "filter.ranges", "empty");
+	e = ptd_json_get_str(r, fo, "filter", "text", 0, &text);
+	if (e < 0 && e != -ENOENT)
+		return e;
 	if (text && !(c->filter = strdup(text)))
 		return -ENOMEM;
 	c->addr_filter = f;
 	return 0;
 }
 
-static int load_exit(const struct mctx *m, const cJSON *root,
+static int load_exit(const struct ptd_json_reader *r, const cJSON *root,
 		     struct ptd_capture *c)
 {
 	const cJSON *ex = NULL;
 	uint64_t v;
-	int r, kinds;
+	int e, kinds;
 
-	if ((r = get_obj(m, root, "exit", "exit", &ex)) < 0)
-		return r;
+	if ((e = ptd_json_get_object(r, root, "", "exit", REQ, &ex)) < 0)
+		return e;
 	kinds = !!cJSON_GetObjectItemCaseSensitive(ex, "code") +
 		!!cJSON_GetObjectItemCaseSensitive(ex, "signal") +
 		!!cJSON_GetObjectItemCaseSensitive(ex, "detached");
 	if (kinds != 1)
-		return bad(m, "exit",
-			   "needs exactly one of code, signal, detached");
+		return ptd_json_bad(r, "exit",
+				    "needs exactly one of code, signal, "
+				    "detached");
 	if (cJSON_GetObjectItemCaseSensitive(ex, "code")) {
-		if ((r = get_uint(m, ex, "code", "exit.code", 255, &v)) < 0)
-			return r;
+		if ((e = ptd_json_get_u64(r, ex, "exit", "code", REQ, 0, 255,
+					  &v)) < 0)
+			return e;
 		c->exited = true;
 		c->exit_code = (int)v;
 	} else if (cJSON_GetObjectItemCaseSensitive(ex, "signal")) {
-		if ((r = get_uint(m, ex, "signal", "exit.signal", 127,
-				  &v)) < 0)
-			return r;
+		if ((e = ptd_json_get_u64(r, ex, "exit", "signal", REQ, 0, 127,
+					  &v)) < 0)
+			return e;
 		if (v == 0)
-			return bad(m, "exit.signal", "0 is not a signal");
+			return ptd_json_bad(r, "exit.signal",
+					    "0 is not a signal");
 		c->exited = true;
 		c->exit_signal = (int)v;
 	} else {
-		if ((r = get_bool(m, ex, "detached", "exit.detached",
-				  &c->detached)) < 0)
-			return r;
+		if ((e = ptd_json_get_bool(r, ex, "exit", "detached", REQ,
+					   &c->detached)) < 0)
+			return e;
 		if (!c->detached)
-			return bad(m, "exit.detached", "must be true");
+			return ptd_json_bad(r, "exit.detached", "must be true");
 	}
 	return 0;
 }
 
 /* One thread entry; its files must exist and agree with the counts. */
-static int load_thread(const struct mctx *m, const cJSON *t, size_t i,
-		       struct ptd_capture *c, struct ptd_diag *diag)
+static int load_thread(const struct ptd_json_reader *r, const cJSON *t,
+		       size_t i, struct ptd_capture *c)
 {
 	struct ptd_capture_thread *th = &c->threads[i];
-	char field[64];
+	char where[PTD_JSON_PATH_MAX], path[PTD_JSON_PATH_MAX];
 	uint64_t v, size;
-	int r, fd;
+	int e, fd;
 
-#define F(name) (snprintf(field, sizeof(field), "threads[%zu].%s", i, name), \
-		 field)
+	ptd_json_path_index(where, "", "threads", i);
 	if (!cJSON_IsObject(t))
-		return bad(m, (snprintf(field, sizeof(field), "threads[%zu]",
-					i), field), "not an object");
-	if ((r = get_uint(m, t, "tid", F("tid"), INT_MAX, &v)) < 0)
-		return r;
+		return ptd_json_badf(r, -PTD_EFORMAT, where,
+				     "expected an object, not %s",
+				     ptd_json_type_name(t));
+	if ((e = ptd_json_get_u64(r, t, where, "tid", REQ, 0, INT_MAX,
+				  &v)) < 0)
+		return e;
+	ptd_json_path(path, where, "tid");
 	if (v == 0)
-		return bad(m, F("tid"), "0 is not a thread id");
+		return ptd_json_bad(r, path, "0 is not a thread id");
 	th->tid = (pid_t)v;
 	if (ptd_capture_find_thread(c, th->tid) >= 0 &&
 	    (size_t)ptd_capture_find_thread(c, th->tid) < i)
-		return bad(m, F("tid"), "thread listed twice");
-	if ((r = get_uint(m, t, "first_seq", F("first_seq"), PTD_TL_MAX_EVENTS,
-			  &th->first_seq)) < 0 ||
-	    (r = get_name(m, t, "pt", F("pt"), &th->pt)) < 0 ||
-	    (r = get_name(m, t, "truth", F("truth"), &th->truth)) < 0 ||
-	    (r = get_uint(m, t, "insns", F("insns"), CAPTURE_MAX_INSNS,
-			  &th->insns)) < 0 ||
-	    (r = get_uint(m, t, "pt_bytes", F("pt_bytes"), PTD_CAPTURE_MAX_PT,
-			  &th->pt_bytes)) < 0)
-		return r;
+		return ptd_json_bad(r, path, "thread listed twice");
+	if ((e = ptd_json_get_u64(r, t, where, "first_seq", REQ, 0,
+				  PTD_TL_MAX_EVENTS, &th->first_seq)) < 0 ||
+	    (e = get_name(r, t, where, "pt", &th->pt)) < 0 ||
+	    (e = get_name(r, t, where, "truth", &th->truth)) < 0 ||
+	    (e = ptd_json_get_u64(r, t, where, "insns", REQ, 0,
+				  CAPTURE_MAX_INSNS, &th->insns)) < 0 ||
+	    (e = ptd_json_get_u64(r, t, where, "pt_bytes", REQ, 0,
+				  PTD_CAPTURE_MAX_PT, &th->pt_bytes)) < 0)
+		return e;
 
-	fd = open_data(c->dir, th->pt, &size, diag);
+	fd = open_data(c->dir, th->pt, &size, r->diag);
 	if (fd < 0)
 		return fd;
 	(void)close(fd);
 	if (size != th->pt_bytes)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "%s/%s: %" PRIu64 " bytes, but field \"%s\" "
-				 "says %" PRIu64, c->dir, th->pt, size,
-				 F("pt_bytes"), th->pt_bytes);
-	fd = open_data(c->dir, th->truth, &size, diag);
+		return ptd_json_badf(r, -PTD_EFORMAT,
+				     ptd_json_path(path, where, "pt_bytes"),
+				     "%" PRIu64 ", but %s/%s has %" PRIu64
+				     " bytes", th->pt_bytes, c->dir, th->pt,
+				     size);
+	fd = open_data(c->dir, th->truth, &size, r->diag);
 	if (fd < 0)
 		return fd;
 	(void)close(fd);
 	/* each IP takes 1 to 10 bytes */
 	if (size < th->insns || size > th->insns * VARINT_MAX)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "%s/%s: %" PRIu64 " bytes cannot hold the %"
-				 PRIu64 " IPs field \"%s\" says", c->dir,
-				 th->truth, size, th->insns, F("insns"));
-#undef F
+		return ptd_json_badf(r, -PTD_EFORMAT,
+				     ptd_json_path(path, where, "insns"),
+				     "%" PRIu64 " IPs, which the %" PRIu64
+				     " bytes of %s/%s cannot hold",
+				     th->insns, size, c->dir, th->truth);
 	return 0;
 }
 
-static int load_threads(const struct mctx *m, const cJSON *root,
-		        struct ptd_capture *c, struct ptd_diag *diag)
+static int load_threads(const struct ptd_json_reader *r, const cJSON *root,
+			struct ptd_capture *c)
 {
 	const cJSON *arr = NULL, *it = NULL;
 	size_t n, i = 0;
-	int r = get_item(m, root, "threads", "threads", &arr);
+	int e = ptd_json_get_array(r, root, "", "threads", REQ,
+				   PTD_CAPTURE_MAX_THREADS, &arr, &n);
 
-	if (r < 0)
-		return r;
-	if (!cJSON_IsArray(arr))
-		return bad(m, "threads", "not an array");
-	n = (size_t)cJSON_GetArraySize(arr);
-	if (n > PTD_CAPTURE_MAX_THREADS)
-		return ptd_diagf(m->diag, -PTD_ELIMIT,
-				 "%s: field \"threads\": %zu threads exceed "
-				 "the limit of %u", m->origin, n,
-				 PTD_CAPTURE_MAX_THREADS);
+	if (e < 0)
+		return e;
 	if (n == 0)
-		return bad(m, "threads", "no thread");
+		return ptd_json_bad(r, "threads", "no thread");
 	c->threads = calloc(n, sizeof(*c->threads));
 	if (!c->threads)
 		return -ENOMEM;
 	cJSON_ArrayForEach(it, arr) {
 		c->nthreads = i + 1;
-		r = load_thread(m, it, i, c, diag);
-		if (r < 0)
-			return r;
+		e = load_thread(r, it, i, c);
+		if (e < 0)
+			return e;
 		i++;
 	}
 	return 0;
@@ -780,7 +655,7 @@ static int load_timeline(struct ptd_capture *c, struct ptd_diag *diag)
 		const struct ptd_tl_event *ev = &c->tl.ev[i];
 
 		if (ev->op == PTD_TL_SNAPSHOT &&
-		    (!ev->file || !plain_name(ev->file)))
+		    (!ev->file || !ptd_filename_is_plain(ev->file)))
 			return ptd_diagf(diag, -PTD_EFORMAT,
 					 "%s: event seq %" PRIu64 ": file "
 					 "\"%.64s\" is not a plain file name "
@@ -791,43 +666,44 @@ static int load_timeline(struct ptd_capture *c, struct ptd_diag *diag)
 	for (size_t i = 0; i < c->nthreads; i++)
 		if (c->threads[i].first_seq > end_seq)
 			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "%s/" MANIFEST_NAME ": field "
-					 "\"threads[%zu].first_seq\": %" PRIu64
+					 "%s/" MANIFEST_NAME ": "
+					 "threads[%zu].first_seq: %" PRIu64
 					 " is past the timeline's last event",
 					 c->dir, i, c->threads[i].first_seq);
 	return 0;
 }
 
-static int load_manifest(const struct mctx *m, const char *text, size_t len,
+static int load_manifest(const char *origin, const char *text, size_t len,
 			 struct ptd_capture *c, struct ptd_diag *diag)
 {
-	cJSON *root = cJSON_ParseWithLength(text, len);
+	struct ptd_json_reader r = { NULL, origin, diag };
+	struct ptd_json *doc = NULL;
+	const cJSON *root;
 	uint64_t pid;
-	int r;
+	int e = ptd_json_parse(text, len, origin, &doc, diag);
 
-	if (!root)
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "%s: not valid JSON (near byte %zu)",
-				 m->origin,
-				 cJSON_GetErrorPtr() &&
-				 cJSON_GetErrorPtr() >= text &&
-				 cJSON_GetErrorPtr() <= text + len
-				 ? (size_t)(cJSON_GetErrorPtr() - text) : 0);
-	if ((r = load_header(m, root)) < 0 ||
-	    (r = get_uint(m, root, "pid", "pid", INT_MAX, &pid)) < 0 ||
-	    (r = pid ? 0 : bad(m, "pid", "0 is not a process id")) < 0 ||
-	    (r = load_argv(m, root, c)) < 0 ||
-	    (r = load_cpu(m, root, c)) < 0 ||
-	    (r = load_config(m, root, c)) < 0 ||
-	    (r = load_filter(m, root, c)) < 0 ||
-	    (r = load_clock(m, root, c)) < 0 ||
-	    (r = load_exit(m, root, c)) < 0 ||
-	    (r = load_threads(m, root, c, diag)) < 0)
+	if (e < 0)
+		return e;
+	r.doc = doc;
+	root = ptd_json_root(doc);
+	if ((e = ptd_json_check_format(&r, root, PTD_CAPTURE_FORMAT,
+					PTD_CAPTURE_VERSION)) < 0 ||
+	    (e = ptd_json_get_u64(&r, root, "", "pid", REQ, 0, INT_MAX,
+				  &pid)) < 0 ||
+	    (e = pid ? 0 : ptd_json_bad(&r, "pid",
+					"0 is not a process id")) < 0 ||
+	    (e = load_argv(&r, root, c)) < 0 ||
+	    (e = load_cpu(&r, root, c)) < 0 ||
+	    (e = load_config(&r, root, c)) < 0 ||
+	    (e = load_filter(&r, root, c)) < 0 ||
+	    (e = load_clock(&r, root, c)) < 0 ||
+	    (e = load_exit(&r, root, c)) < 0 ||
+	    (e = load_threads(&r, root, c)) < 0)
 		goto out;
 	c->pid = (pid_t)pid;
 out:
-	cJSON_Delete(root);
-	return r;
+	ptd_json_free(doc);
+	return e;
 }
 
 int ptd_capture_load(const char *dir, struct ptd_capture *ret,
@@ -836,7 +712,6 @@ int ptd_capture_load(const char *dir, struct ptd_capture *ret,
 	struct ptd_capture c = { 0 };
 	_cleanup_free_ char *path = NULL;
 	_cleanup_free_ char *text = NULL;
-	struct mctx m;
 	size_t len;
 	int r;
 
@@ -860,9 +735,7 @@ int ptd_capture_load(const char *dir, struct ptd_capture *ret,
 			      ptd_strerror(r));
 		goto err;
 	}
-	m.origin = path;
-	m.diag = diag;
-	r = load_manifest(&m, text, len, &c, diag);
+	r = load_manifest(path, text, len, &c, diag);
 	if (r < 0)
 		goto err;
 	r = load_timeline(&c, diag);
@@ -1045,8 +918,8 @@ int ptd_capture_save(const struct ptd_capture *c, struct ptd_diag *diag)
 		return -EINVAL;
 	for (size_t i = 0; i < c->nthreads; i++)
 		if (!c->threads[i].pt || !c->threads[i].truth ||
-		    !plain_name(c->threads[i].pt) ||
-		    !plain_name(c->threads[i].truth))
+		    !ptd_filename_is_plain(c->threads[i].pt) ||
+		    !ptd_filename_is_plain(c->threads[i].truth))
 			return ptd_diagf(diag, -EINVAL,
 					 "thread %d: file names must be plain "
 					 "names", (int)c->threads[i].tid);
@@ -1086,7 +959,7 @@ int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
 	if (!c || idx >= c->nthreads || !ret_data || !ret_len)
 		return -EINVAL;
 	th = &c->threads[idx];
-	if (!plain_name(th->pt))
+	if (!ptd_filename_is_plain(th->pt))
 		return ptd_diagf(diag, -PTD_EFORMAT, "\"%.64s\": not a plain "
 				 "file name", th->pt);
 	r = read_data(c->dir, th->pt, PTD_CAPTURE_MAX_PT, "PT", &data, &len,
@@ -1119,7 +992,7 @@ int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
 	if (!c || idx >= c->nthreads || !ret_ips || !ret_n)
 		return -EINVAL;
 	th = &c->threads[idx];
-	if (!plain_name(th->truth))
+	if (!ptd_filename_is_plain(th->truth))
 		return ptd_diagf(diag, -PTD_EFORMAT, "\"%.64s\": not a plain "
 				 "file name", th->truth);
 	if (th->insns > CAPTURE_MAX_INSNS)

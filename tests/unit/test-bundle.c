@@ -640,7 +640,7 @@ static void test_manifest_fields(void)
 	j = manifest();
 	cJSON_ReplaceItemInObject(item(j, "images", 0), "file",
 				  cJSON_CreateNumber(1));
-	bad_manifest(j, -PTD_EFORMAT, "images[0].file", "not a string",
+	bad_manifest(j, -PTD_EFORMAT, "images[0].file", "expected a string",
 		     "file: number");
 	j = manifest();
 	cJSON_ReplaceItemInObject(item(j, "images", 0), "build_id",

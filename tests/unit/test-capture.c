@@ -394,10 +394,10 @@ static void test_format_version(void)
 	cJSON *m = good_manifest();
 
 	cJSON_ReplaceItemInObject(m, "format", cJSON_CreateString("other"));
-	expect_refused("fmt", m, -PTD_EFORMAT, "\"format\"");
+	expect_refused("fmt", m, -PTD_EFORMAT, "capture.json: format: ");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "version", cJSON_CreateNumber(2));
-	expect_refused("ver", m, -PTD_EVERSION, "\"version\": 2");
+	expect_refused("ver", m, -PTD_EVERSION, "capture.json: version: 2");
 }
 
 static void test_missing_fields(void)
@@ -413,23 +413,27 @@ static void test_missing_fields(void)
 		m = good_manifest();
 		cJSON_DeleteItemFromObject(m, top[i]);
 		snprintf(tag, sizeof(tag), "miss-%s", top[i]);
-		snprintf(field, sizeof(field), "\"%s\": missing", top[i]);
+		snprintf(field, sizeof(field),
+			 "capture.json: %s: missing", top[i]);
 		expect_refused(tag, m, -PTD_EFORMAT, field);
 	}
 	for (size_t i = 0; i < PTD_ARRAY_SIZE(thr); i++) {
 		m = good_manifest();
 		cJSON_DeleteItemFromObject(thread0(m), thr[i]);
 		snprintf(tag, sizeof(tag), "miss-t-%s", thr[i]);
-		snprintf(field, sizeof(field), "\"threads[0].%s\": missing",
+		snprintf(field, sizeof(field),
+			 "capture.json: threads[0].%s: missing",
 			 thr[i]);
 		expect_refused(tag, m, -PTD_EFORMAT, field);
 	}
 	m = good_manifest();
 	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(m, "cpu"), "model");
-	expect_refused("miss-model", m, -PTD_EFORMAT, "\"cpu.model\": missing");
+	expect_refused("miss-model", m, -PTD_EFORMAT,
+		       "capture.json: cpu.model: missing");
 	m = good_manifest();
 	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(m, "config"), "tsc");
-	expect_refused("miss-tsc", m, -PTD_EFORMAT, "\"config.tsc\": missing");
+	expect_refused("miss-tsc", m, -PTD_EFORMAT,
+		       "capture.json: config.tsc: missing");
 }
 
 static void test_wrong_types(void)
@@ -437,45 +441,56 @@ static void test_wrong_types(void)
 	cJSON *m = good_manifest();
 
 	cJSON_ReplaceItemInObject(m, "pid", cJSON_CreateString("100"));
-	expect_refused("t-pid", m, -PTD_EFORMAT, "\"pid\": not a number");
+	expect_refused("t-pid", m, -PTD_EFORMAT,
+		       "capture.json: pid: expected an integer, not a string");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "pid", cJSON_CreateNumber(1.5));
-	expect_refused("t-pidfrac", m, -PTD_EFORMAT, "not a non-negative");
+	expect_refused("t-pidfrac", m, -PTD_EFORMAT,
+		       "capture.json: pid: expected an integer, not a "
+		       "fraction");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "pid", cJSON_CreateNumber(-1));
-	expect_refused("t-pidneg", m, -PTD_EFORMAT, "not a non-negative");
+	expect_refused("t-pidneg", m, -PTD_EFORMAT,
+		       "capture.json: pid: expected a non-negative integer");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "pid", cJSON_CreateNumber(0));
-	expect_refused("t-pid0", m, -PTD_EFORMAT, "\"pid\"");
+	expect_refused("t-pid0", m, -PTD_EFORMAT, "capture.json: pid: ");
 	m = good_manifest();
 	cJSON_AddItemToArray(cJSON_GetObjectItem(m, "argv"),
 			     cJSON_CreateNumber(3));
-	expect_refused("t-argv", m, -PTD_EFORMAT, "\"argv[2]\": not a string");
+	expect_refused("t-argv", m, -PTD_EFORMAT,
+		       "capture.json: argv[2]: expected a string");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "argv", cJSON_CreateString("x"));
-	expect_refused("t-argvs", m, -PTD_EFORMAT, "\"argv\": not an array");
+	expect_refused("t-argvs", m, -PTD_EFORMAT,
+		       "capture.json: argv: expected an array");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "threads", cJSON_CreateObject());
-	expect_refused("t-thr", m, -PTD_EFORMAT, "\"threads\": not an array");
+	expect_refused("t-thr", m, -PTD_EFORMAT,
+		       "capture.json: threads: expected an array");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "threads", cJSON_CreateArray());
-	expect_refused("t-thr0", m, -PTD_EFORMAT, "\"threads\": no thread");
+	expect_refused("t-thr0", m, -PTD_EFORMAT,
+		       "capture.json: threads: no thread");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(m, "cpu", cJSON_CreateTrue());
-	expect_refused("t-cpu", m, -PTD_EFORMAT, "\"cpu\": not an object");
+	expect_refused("t-cpu", m, -PTD_EFORMAT,
+		       "capture.json: cpu: expected an object");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "cpu"), "vendor",
 				  cJSON_CreateString("amd"));
-	expect_refused("t-vendor", m, -PTD_EFORMAT, "\"cpu.vendor\"");
+	expect_refused("t-vendor", m, -PTD_EFORMAT,
+		       "capture.json: cpu.vendor: ");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "cpu"), "model",
 				  cJSON_CreateNumber(256));
-	expect_refused("t-model", m, -PTD_EFORMAT, "\"cpu.model\": 256 out");
+	expect_refused("t-model", m, -PTD_EFORMAT,
+		       "capture.json: cpu.model: 256 out");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "config"),
 				  "noretcomp", cJSON_CreateNumber(0));
 	expect_refused("t-nrc", m, -PTD_EFORMAT,
-		       "\"config.noretcomp\": not a boolean");
+		       "capture.json: config.noretcomp: expected a boolean");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "config"),
 				  "psb_period", cJSON_CreateNumber(3000));
@@ -483,12 +498,12 @@ static void test_wrong_types(void)
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(thread0(m), "pt", cJSON_CreateNumber(1));
 	expect_refused("t-pt", m, -PTD_EFORMAT,
-		       "\"threads[0].pt\": not a string");
+		       "capture.json: threads[0].pt: expected a string");
 	m = good_manifest();
 	cJSON_ReplaceItemInArray(cJSON_GetObjectItem(m, "threads"), 0,
 				 cJSON_CreateString("t"));
 	expect_refused("t-thrs", m, -PTD_EFORMAT,
-		       "\"threads[0]\": not an object");
+		       "capture.json: threads[0]: expected an object");
 }
 
 /* good_manifest() with a "clock" (time_mult @mult, time_shift @shift; a
@@ -523,12 +538,12 @@ static void test_clock_fields(void)
 	static const struct {
 		const char *name, *key, *field, *value, *why;
 	} bad[] = {
-		{ "c-zero", "clock", "time_zero", "12", "not a 64-bit hex" },
-		{ "c-zero2", "clock", "time_zero", "0x1g", "not a 64-bit hex" },
+		{ "c-zero", "clock", "time_zero", "12", "expected a hex" },
+		{ "c-zero2", "clock", "time_zero", "0x1g", "expected a hex" },
 		{ "c-zero3", "clock", "time_zero", "0x10000000000000000",
-		  "not a 64-bit hex" },
-		{ "w-perf", "wallref", "perf_ns", "0x", "not a 64-bit hex" },
-		{ "w-wall", "wallref", "wall_ns", "-1", "not a 64-bit hex" },
+		  "expected a hex" },
+		{ "w-perf", "wallref", "perf_ns", "0x", "expected a hex" },
+		{ "w-wall", "wallref", "wall_ns", "-1", "expected a hex" },
 	};
 	cJSON *m, *clk, *w;
 
@@ -539,18 +554,18 @@ static void test_clock_fields(void)
 		cJSON_ReplaceItemInObject(!strcmp(bad[i].key, "clock") ? clk : w,
 					  bad[i].field,
 					  cJSON_CreateString(bad[i].value));
-		(void)snprintf(field, sizeof(field), "\"%s.%s\": %s",
+		(void)snprintf(field, sizeof(field), "capture.json: %s.%s: %s",
 			       bad[i].key, bad[i].field, bad[i].why);
 		expect_refused(bad[i].name, m, -PTD_EFORMAT, field);
 	}
 	expect_refused("c-mult", clock_manifest(0, 1, NULL, false, NULL, NULL),
-		       -PTD_EFORMAT, "\"clock.time_mult\": 0");
+		       -PTD_EFORMAT, "capture.json: clock.time_mult: 0");
 	expect_refused("c-shift", clock_manifest(1, 32, NULL, false, NULL,
 						 NULL),
-		       -PTD_EFORMAT, "\"clock.time_shift\"");
+		       -PTD_EFORMAT, "capture.json: clock.time_shift: ");
 	expect_refused("c-nomult", clock_manifest(1, 1, "time_mult", false,
 						  NULL, NULL),
-		       -PTD_EFORMAT, "\"clock.time_mult\"");
+		       -PTD_EFORMAT, "capture.json: clock.time_mult: ");
 	m = clock_manifest(1, 1, NULL, true, NULL, NULL);
 	cJSON_DeleteItemFromObject(m, "clock");
 	expect_refused("w-alone", m, -PTD_EFORMAT, "without a \"clock\"");
@@ -568,7 +583,7 @@ static void test_exit_fields(void)
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(cJSON_GetObjectItem(m, "exit"), "code",
 				  cJSON_CreateNumber(256));
-	expect_refused("x-code", m, -PTD_EFORMAT, "\"exit.code\"");
+	expect_refused("x-code", m, -PTD_EFORMAT, "capture.json: exit.code: ");
 	m = good_manifest();
 	cJSON_DeleteItemFromObject(cJSON_GetObjectItem(m, "exit"), "code");
 	cJSON_AddFalseToObject(cJSON_GetObjectItem(m, "exit"), "detached");
@@ -616,7 +631,8 @@ static void test_file_sizes(void)
 
 	cJSON_ReplaceItemInObject(thread0(m), "pt_bytes",
 				  cJSON_CreateNumber(7));
-	expect_refused("sz-pt", m, -PTD_EFORMAT, "\"threads[0].pt_bytes\"");
+	expect_refused("sz-pt", m, -PTD_EFORMAT,
+		       "capture.json: threads[0].pt_bytes: ");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(thread0(m), "insns", cJSON_CreateNumber(99));
 	expect_refused("sz-truth", m, -PTD_EFORMAT, "truth-100.bin");
@@ -677,12 +693,12 @@ static void test_oversized(void)
 	arr = cJSON_GetObjectItem(m, "threads");
 	for (unsigned i = 0; i < PTD_CAPTURE_MAX_THREADS; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateNull());
-	expect_refused("big-thr", m, -PTD_ELIMIT, "\"threads\"");
+	expect_refused("big-thr", m, -PTD_ELIMIT, "capture.json: threads: ");
 	m = good_manifest();
 	arr = cJSON_GetObjectItem(m, "argv");
 	for (unsigned i = 0; i < 5000; i++)
 		cJSON_AddItemToArray(arr, cJSON_CreateString("a"));
-	expect_refused("big-argv", m, -PTD_ELIMIT, "\"argv\"");
+	expect_refused("big-argv", m, -PTD_ELIMIT, "capture.json: argv: ");
 	m = good_manifest();
 	cJSON_ReplaceItemInObject(thread0(m), "insns",
 				  cJSON_CreateNumber(1e15));
@@ -691,7 +707,7 @@ static void test_oversized(void)
 	cJSON_ReplaceItemInObject(thread0(m), "pt_bytes",
 				  cJSON_CreateNumber(1e300));
 	expect_refused("big-ptb", m, -PTD_EFORMAT,
-		       "\"threads[0].pt_bytes\"");
+		       "capture.json: threads[0].pt_bytes: ");
 }
 
 static void test_duplicate_thread(void)
@@ -700,7 +716,8 @@ static void test_duplicate_thread(void)
 
 	cJSON_AddItemToArray(cJSON_GetObjectItem(m, "threads"),
 			     cJSON_Duplicate(thread0(m), true));
-	expect_refused("dup", m, -PTD_EFORMAT, "\"threads[1].tid\": thread "
+	expect_refused("dup", m, -PTD_EFORMAT,
+		       "capture.json: threads[1].tid: thread "
 		       "listed twice");
 }
 

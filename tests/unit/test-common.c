@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Tests for lib/common: strict number parsing, buffers, file I/O, errors. */
+/* Tests for lib/common: strict number parsing, buffers, file I/O, errors,
+ * the plain file name check. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -394,6 +395,50 @@ static void test_nofile_raise(void)
 	(void)setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+/* One plain-name check for every name from a file or request that
+ * becomes a path component: what it refuses and what it lets through. */
+static void test_filename_check(void)
+{
+	static const char *const plain[] = {
+		"pt-100.bin", "a", "..a", "a..", "a..b", "...", ".hidden",
+		"snap-1.bin", "-rf", "a b", "\n", "\xff\xfe", "[vdso]",
+	};
+	static const char *const refused[] = {
+		"", ".", "..", "/", "a/b", "../x", "x/..", "/etc/passwd",
+		"a/", "/a",
+	};
+	char name[NAME_MAX + 2];
+	size_t i;
+
+	for (i = 0; i < PTD_ARRAY_SIZE(plain); i++) {
+		if (ptd_filename_check(plain[i], strlen(plain[i])) != 0)
+			CHECK_FAIL_("\"%s\": refused", plain[i]);
+		CHECK(ptd_filename_is_plain(plain[i]));
+	}
+	for (i = 0; i < PTD_ARRAY_SIZE(refused); i++) {
+		if (ptd_filename_check(refused[i], strlen(refused[i])) !=
+		    -EINVAL)
+			CHECK_FAIL_("\"%s\": not refused", refused[i]);
+		CHECK(!ptd_filename_is_plain(refused[i]));
+	}
+	/* a NUL inside the bytes given: the name would be cut there */
+	CHECK_EQ_INT(ptd_filename_check("a\0b", 3), -EINVAL);
+	CHECK_EQ_INT(ptd_filename_check("..\0", 3), -EINVAL);
+	CHECK_EQ_INT(ptd_filename_check("ab", 1), 0);	/* "a" */
+	CHECK_EQ_INT(ptd_filename_check(".a", 1), -EINVAL);	/* "." */
+	CHECK_EQ_INT(ptd_filename_check(NULL, 0), -EINVAL);
+	CHECK(!ptd_filename_is_plain(NULL));
+	/* NAME_MAX bytes, and one more */
+	memset(name, 'n', sizeof(name));
+	name[NAME_MAX] = 0;
+	CHECK_EQ_INT(ptd_filename_check(name, NAME_MAX), 0);
+	CHECK(ptd_filename_is_plain(name));
+	name[NAME_MAX] = 'n';
+	name[NAME_MAX + 1] = 0;
+	CHECK_EQ_INT(ptd_filename_check(name, NAME_MAX + 1), -ENAMETOOLONG);
+	CHECK(!ptd_filename_is_plain(name));
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
@@ -411,6 +456,7 @@ int main(void)
 	RUN(test_errors);
 	RUN(test_cleanup);
 	RUN(test_rm_rf);
+	RUN(test_filename_check);
 	(void)rmdir(tmpdir);
 	return check_done();
 }

@@ -366,6 +366,299 @@ static void test_get_others(void)
 	ptd_json_free(j);
 }
 
+#define WHOLE (PTD_JSON_REQUIRED | PTD_JSON_INT_WHOLE)
+#define HEX (PTD_JSON_REQUIRED | PTD_JSON_HEX)
+#define LIMIT (PTD_JSON_REQUIRED | PTD_JSON_LIMIT)
+
+/* PTD_JSON_INT_WHOLE: a literal with a fraction or an exponent is read
+ * when its value is a whole number, exactly (as cJSON writes 10^15:
+ * "1e+15"), and refused as a fraction otherwise; the literal itself
+ * stays PTD_JSON_NUM_REAL with no magnitude. */
+static void test_whole_numbers(void)
+{
+	const uint64_t M = UINT64_MAX;
+	struct ptd_json *j;
+
+	check_get("{\"o\":{\"v\":1e3}}", WHOLE, 0, M, 0, 1000, NULL);
+	check_get("{\"o\":{\"v\":1E+3}}", WHOLE, 0, M, 0, 1000, NULL);
+	check_get("{\"o\":{\"v\":2.0}}", WHOLE, 0, M, 0, 2, NULL);
+	check_get("{\"o\":{\"v\":1e+15}}", WHOLE, 0, M, 0, 1000000000000000ull,
+		  NULL);
+	check_get("{\"o\":{\"v\":2.50e1}}", WHOLE, 0, M, 0, 25, NULL);
+	check_get("{\"o\":{\"v\":0.05e2}}", WHOLE, 0, M, 0, 5, NULL);
+	check_get("{\"o\":{\"v\":100e-2}}", WHOLE, 0, M, 0, 1, NULL);
+	check_get("{\"o\":{\"v\":10.00}}", WHOLE, 0, M, 0, 10, NULL);
+	check_get("{\"o\":{\"v\":0e-99999}}", WHOLE, 0, M, 0, 0, NULL);
+	check_get("{\"o\":{\"v\":-0.0}}", WHOLE, 0, M, 0, 0, NULL);
+	check_get("{\"o\":{\"v\":1.8446744073709551615e19}}", WHOLE, 0, M, 0,
+		  M, NULL);
+	check_get("{\"o\":{\"v\":1.8446744073709551616e19}}", WHOLE, 0, M,
+		  -PTD_EFORMAT, 0, "an integer over 64 bits out of range");
+	check_get("{\"o\":{\"v\":1e300}}", WHOLE, 0, M, -PTD_EFORMAT, 0,
+		  "an integer over 64 bits out of range");
+	check_get("{\"o\":{\"v\":1e999999999999}}", WHOLE, 0, M, -PTD_EFORMAT,
+		  0, "an integer over 64 bits out of range");
+	check_get("{\"o\":{\"v\":1.5}}", WHOLE, 0, M, -PTD_EFORMAT, 0,
+		  "x.o.v: expected an integer, not a fraction");
+	check_get("{\"o\":{\"v\":1e-1}}", WHOLE, 0, M, -PTD_EFORMAT, 0,
+		  "expected an integer, not a fraction");
+	check_get("{\"o\":{\"v\":1.0000000000000000001}}", WHOLE, 0, M,
+		  -PTD_EFORMAT, 0, "expected an integer, not a fraction");
+	check_get("{\"o\":{\"v\":-1e2}}", WHOLE, 0, M, -PTD_EFORMAT, 0,
+		  "expected a non-negative integer");
+	check_get("{\"o\":{\"v\":2e3}}", WHOLE, 0, 1999, -PTD_EFORMAT, 0,
+		  "2000 out of range [0, 1999]");
+	/* without the flag: refused, whatever the value */
+	check_get("{\"o\":{\"v\":2e3}}", REQ, 0, M, -PTD_EFORMAT, 0,
+		  "not a fraction or an exponent");
+
+	j = parse("{\"w\":1e3,\"f\":0.5,\"b\":1e20}");
+	REQUIRE(j);
+	{
+		struct ptd_json_num n = num_at(j, "w");
+
+		CHECK(n.kind == PTD_JSON_NUM_REAL && n.whole && !n.whole_big);
+		CHECK_EQ_U64(n.whole_magnitude, 1000);
+		CHECK_EQ_U64(n.magnitude, 0);
+		n = num_at(j, "f");
+		CHECK(n.kind == PTD_JSON_NUM_REAL && !n.whole);
+		n = num_at(j, "b");
+		CHECK(n.kind == PTD_JSON_NUM_REAL && n.whole && n.whole_big);
+	}
+	ptd_json_free(j);
+}
+
+/* PTD_JSON_LIMIT: over the maximum is ptd's limit, not bad input. */
+static void test_limits(void)
+{
+	check_get("{\"o\":{\"v\":11}}", LIMIT, 0, 10, -PTD_ELIMIT, 0,
+		  "t.json: x.o.v: 11 is over the limit 10");
+	check_get("{\"o\":{\"v\":18446744073709551616}}", LIMIT, 0, 10,
+		  -PTD_ELIMIT, 0, "an integer over 64 bits is over the limit");
+	check_get("{\"o\":{\"v\":1}}", LIMIT, 2, 10, -PTD_EFORMAT, 0,
+		  "1 out of range [2, 10]");
+	check_get("{\"o\":{\"v\":10}}", LIMIT, 0, 10, 0, 10, NULL);
+}
+
+/* PTD_JSON_HEX: a "0x" string and nothing else. */
+static void test_hex(void)
+{
+	const uint64_t M = UINT64_MAX;
+
+	check_get("{\"o\":{\"v\":\"0x10\"}}", HEX, 0, M, 0, 16, NULL);
+	check_get("{\"o\":{\"v\":\"0XfF\"}}", HEX, 0, M, 0, 255, NULL);
+	check_get("{\"o\":{\"v\":\"0xffffffffffffffff\"}}", HEX, 0, M, 0, M,
+		  NULL);
+	check_get("{\"o\":{\"v\":\"16\"}}", HEX, 0, M, -PTD_EFORMAT, 0,
+		  "x.o.v: expected a hex string \"0x...\" (64 bits at most), "
+		  "not \"16\"");
+	check_get("{\"o\":{\"v\":\"0x\"}}", HEX, 0, M, -PTD_EFORMAT, 0,
+		  "not \"0x\"");
+	check_get("{\"o\":{\"v\":\"0x1g\"}}", HEX, 0, M, -PTD_EFORMAT, 0,
+		  "not \"0x1g\"");
+	check_get("{\"o\":{\"v\":\"0x10000000000000000\"}}", HEX, 0, M,
+		  -PTD_EFORMAT, 0, "(64 bits at most), not \"0x1000");
+	check_get("{\"o\":{\"v\":16}}", HEX, 0, M, -PTD_EFORMAT, 0,
+		  "expected a hex string \"0x...\" (64 bits at most), not a "
+		  "number");
+	check_get("{\"o\":{\"v\":\"0x100\"}}", HEX, 0, 255, -PTD_EFORMAT, 0,
+		  "0x100 out of range [0, 255]");
+	check_get("{\"o\":{}}", PTD_JSON_HEX, 0, M, -ENOENT, 0, NULL);
+}
+
+/* Strings with a length limit, copies, booleans, item readers, the keys
+ * an object may have, and how a message names the field. */
+static void test_more_getters(void)
+{
+	struct ptd_diag d = { "" };
+	struct ptd_json *j = parse(
+		"{\"s\":\"abc\",\"t\":true,\"f\":false,\"n\":1,\"z\":null,"
+		"\"a\":[\"x\",2],\"o\":{\"k\":1,\"l\":2,\"k\":3},"
+		"\"p\":{\"k\":1,\"l\":2}}");
+	struct ptd_json_reader rd = { j, "t.json", &d };
+	struct ptd_json_reader bare = { j, "", &d };
+	static const char *const kl[] = { "k", "l", NULL };
+	static const char *const k[] = { "k", NULL };
+	static const char *const top[] = { "s", "t", "f", "n", "z", "a", "o",
+					   "p", NULL };
+	const cJSON *root = ptd_json_root(j), *a;
+	const char *s = NULL;
+	char *dup = NULL;
+	bool b = false;
+	uint64_t v = POISON;
+
+	REQUIRE(j);
+	CHECK_EQ_INT(ptd_json_get_strn(&rd, root, "", "s", REQ, 3, &s), 0);
+	CHECK_EQ_STR(s, "abc");
+	s = NULL;
+	CHECK_EQ_INT(ptd_json_get_strn(&rd, root, "", "s", REQ, 2, &s),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: s: longer than 2 bytes");
+	CHECK(s == NULL);
+	CHECK_EQ_INT(ptd_json_get_strn(&rd, root, "", "s", LIMIT, 2, &s),
+		     -PTD_ELIMIT);
+	CHECK_EQ_INT(ptd_json_get_strdup(&rd, root, "p", "s", REQ, 8, &dup),
+		     0);
+	CHECK_EQ_STR(dup, "abc");
+	free(dup);
+	dup = NULL;
+	CHECK_EQ_INT(ptd_json_get_strdup(&rd, root, "p", "n", REQ, 8, &dup),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: p.n: expected a string, not a number");
+	CHECK(dup == NULL);
+	CHECK_EQ_INT(ptd_json_get_strdup(&rd, root, "", "q", 0, 8, &dup),
+		     -ENOENT);
+
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "t", REQ, &b), 0);
+	CHECK(b);
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "f", REQ, &b), 0);
+	CHECK(!b);
+	b = true;
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "n", REQ, &b),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: n: expected a boolean, not a number");
+	CHECK(b);
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "q", REQ, &b),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: q: missing");
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "q", 0, &b), -ENOENT);
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "z",
+				       PTD_JSON_NULL_ABSENT, &b), -ENOENT);
+	CHECK_EQ_INT(ptd_json_get_bool(&rd, root, "", "z", 0, &b),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: z: expected a boolean, not null");
+
+	/* items of an array, by their path */
+	a = cJSON_GetObjectItemCaseSensitive(root, "a");
+	CHECK_EQ_INT(ptd_json_read_str(&rd, cJSON_GetArrayItem(a, 0), "a[0]",
+				       REQ, 1, &s), 0);
+	CHECK_EQ_STR(s, "x");
+	CHECK_EQ_INT(ptd_json_read_u64(&rd, cJSON_GetArrayItem(a, 1), "a[1]",
+				       REQ, 0, 5, &v), 0);
+	CHECK_EQ_U64(v, 2);
+	CHECK_EQ_INT(ptd_json_read_u64(&rd, cJSON_GetArrayItem(a, 0), "a[0]",
+				       REQ, 0, 5, &v), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: a[0]: expected an integer, not a string");
+	CHECK_EQ_INT(ptd_json_read_u64(&rd, NULL, "a[2]", REQ, 0, 5, &v),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: a[2]: missing");
+	CHECK_EQ_INT(ptd_json_read_bool(&rd, NULL, "a[2]", 0, &b), -ENOENT);
+
+	/* keys: unknown ones and repeated ones refused, by path */
+	CHECK_EQ_INT(ptd_json_check_keys(&rd, root, "", top), 0);
+	CHECK_EQ_INT(ptd_json_check_keys(&rd,
+					 cJSON_GetObjectItemCaseSensitive(
+						 root, "p"), "p", k),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: p: unknown field \"l\"");
+	CHECK_EQ_INT(ptd_json_check_keys(&rd,
+					 cJSON_GetObjectItemCaseSensitive(
+						 root, "p"), "p", kl), 0);
+	CHECK_EQ_INT(ptd_json_check_keys(&rd,
+					 cJSON_GetObjectItemCaseSensitive(
+						 root, "o"), "o", kl),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "t.json: o.k: given twice");
+	CHECK_EQ_INT(ptd_json_check_keys(&rd, root, "", k), -PTD_EFORMAT);
+	CHECK_EQ_STR(d.msg, "t.json: unknown field \"s\"");
+
+	/* an empty origin or path leaves its part out */
+	CHECK_EQ_INT(ptd_json_get_u64(&bare, root, "", "s", REQ, 0, 1, &v),
+		     -PTD_EFORMAT);
+	CHECK_EQ_STR(d.msg, "s: expected an integer, not a string");
+	CHECK_EQ_INT(ptd_json_bad(&rd, "", "what"), -PTD_EFORMAT);
+	CHECK_EQ_STR(d.msg, "t.json: what");
+	CHECK_EQ_INT(ptd_json_badf(&rd, -PTD_EVERSION, "p.q", "%d not %s", 7,
+				   "ok"), -PTD_EVERSION);
+	CHECK_EQ_STR(d.msg, "t.json: p.q: 7 not ok");
+	CHECK_EQ_STR(ptd_json_type_name(NULL), "nothing");
+	CHECK_EQ_STR(ptd_json_type_name(root), "an object");
+	CHECK_EQ_STR(ptd_json_type_name(a), "an array");
+	ptd_json_free(j);
+}
+
+/* The head of ptd's own formats: format first, then version. */
+static void check_format(const char *text, int want_r, const char *want_msg)
+{
+	struct ptd_diag d = { "" };
+	struct ptd_json *j = parse(text);
+	struct ptd_json_reader rd = { j, "m.json", &d };
+
+	if (!j)
+		return;
+	CHECK_EQ_INT(ptd_json_check_format(&rd, ptd_json_root(j), "ptd-x", 2),
+		     want_r);
+	if (want_msg)
+		CHECK_EQ_STR(d.msg, want_msg);
+	ptd_json_free(j);
+}
+
+static void test_check_format(void)
+{
+	check_format("{\"format\":\"ptd-x\",\"version\":2,\"more\":1}", 0,
+		     NULL);
+	check_format("{\"version\":2,\"format\":\"ptd-x\"}", 0, NULL);
+	check_format("{\"format\":\"ptd-x\",\"version\":2e0}", 0, NULL);
+	check_format("[1]", -PTD_EFORMAT, "m.json: not a JSON object");
+	check_format("{\"version\":2}", -PTD_EFORMAT, "m.json: format: missing");
+	check_format("{\"format\":\"zip\",\"version\":\"x\"}", -PTD_EFORMAT,
+		     "m.json: format: \"zip\" is not \"ptd-x\"");
+	check_format("{\"format\":7}", -PTD_EFORMAT,
+		     "m.json: format: expected a string, not a number");
+	check_format("{\"format\":\"ptd-x\"}", -PTD_EFORMAT,
+		     "m.json: version: missing");
+	check_format("{\"format\":\"ptd-x\",\"version\":1.5}", -PTD_EFORMAT,
+		     "m.json: version: expected an integer, not a fraction");
+	check_format("{\"format\":\"ptd-x\",\"version\":3}", -PTD_EVERSION,
+		     "m.json: version: 3 not supported (only 2)");
+}
+
+/* ptd_json_parse_all(): only white space after the value; and no text
+ * with a string that holds \u0000, which cJSON would cut short. */
+static void test_parse_all_and_nul(void)
+{
+	static const char *const nul[] = {
+		"{\"a\":\"x\\u0000y\"}", "[\"\\u0000\"]",
+		"{\"\\u0000\":1}", "{\"a\":\"..\\u0000/x\"}",
+	};
+	struct ptd_json *j = NULL;
+	struct ptd_diag d = { "" };
+
+	CHECK_EQ_INT(ptd_json_parse_all("{} \t\r\n", 6, "r", &j, &d), 0);
+	ptd_json_free(j);
+	j = (struct ptd_json *)&j;
+	CHECK_EQ_INT(ptd_json_parse_all("{} x", 4, "r", &j, &d),
+		     -PTD_EFORMAT);
+	CHECK_EQ_STR(d.msg, "r: data after the JSON value (at byte 3)");
+	CHECK_EQ_INT(ptd_json_parse_all("{}{}", 4, "r", &j, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "(at byte 2)");
+	CHECK_EQ_INT(ptd_json_parse_all("{} \0", 4, "r", &j, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "(at byte 3)");
+	CHECK(j == (struct ptd_json *)&j);
+	/* ptd_json_parse() does not look past the value */
+	CHECK_EQ_INT(ptd_json_parse("{} x", 4, "r", &j, &d), 0);
+	ptd_json_free(j);
+
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(nul); i++) {
+		j = (struct ptd_json *)&j;
+		d.msg[0] = 0;
+		if (ptd_json_parse(nul[i], strlen(nul[i]), "t.json", &j, &d) !=
+		    -PTD_EFORMAT)
+			CHECK_FAIL_("%s: not refused", nul[i]);
+		CHECK_CONTAINS(d.msg, "t.json: a string holds \\u0000");
+		CHECK(j == (struct ptd_json *)&j);
+	}
+	/* an escaped backslash before "u0000" is no NUL */
+	j = parse("{\"a\":\"\\\\u0000\",\"b\":\"\\u0001\"}");
+	REQUIRE(j);
+	CHECK_EQ_STR(cJSON_GetObjectItemCaseSensitive(ptd_json_root(j),
+						      "a")->valuestring,
+		     "\\u0000");
+	ptd_json_free(j);
+}
+
 /* Each number item of the tree, checked against cJSON's double. */
 static void check_items(const struct ptd_json *j, const cJSON *it,
 			const char *text, unsigned *nints)
@@ -475,6 +768,12 @@ int main(void)
 	RUN(test_int_strings);
 	RUN(test_get_u64);
 	RUN(test_get_others);
+	RUN(test_whole_numbers);
+	RUN(test_limits);
+	RUN(test_hex);
+	RUN(test_more_getters);
+	RUN(test_parse_all_and_nul);
+	RUN(test_check_format);
 	RUN(test_random_texts);
 	return check_done();
 }

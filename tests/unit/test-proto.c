@@ -34,8 +34,8 @@ static void test_not_requests(void)
 	bad("", -PTD_EFORMAT, "not valid JSON");
 	bad("{", -PTD_EFORMAT, "not valid JSON");
 	bad("hello", -PTD_EFORMAT, "not valid JSON");
-	bad("{\"id\":1,\"cmd\":\"ping\"} x", -PTD_EFORMAT, "after its JSON");
-	bad("{\"id\":1,\"cmd\":\"ping\"}{}", -PTD_EFORMAT, "after its JSON");
+	bad("{\"id\":1,\"cmd\":\"ping\"} x", -PTD_EFORMAT, "data after the JSON value");
+	bad("{\"id\":1,\"cmd\":\"ping\"}{}", -PTD_EFORMAT, "data after the JSON value");
 	bad("[1,2]", -PTD_EFORMAT, "must be a JSON object, got an array");
 	bad("42", -PTD_EFORMAT, "must be a JSON object, got a number");
 	bad("\"ping\"", -PTD_EFORMAT, "got a string");
@@ -56,20 +56,20 @@ static void test_id_and_cmd(void)
 	struct ptd_request req;
 	struct ptd_diag d;
 
-	bad("{\"cmd\":\"ping\"}", -PTD_EFORMAT, "missing \"id\"");
-	bad("{\"id\":[1],\"cmd\":\"ping\"}", -PTD_EFORMAT, "\"id\" must be");
-	bad("{\"id\":{},\"cmd\":\"ping\"}", -PTD_EFORMAT, "\"id\" must be");
-	bad("{\"id\":1}", -PTD_EFORMAT, "missing \"cmd\"");
+	bad("{\"cmd\":\"ping\"}", -PTD_EFORMAT, "id: missing");
+	bad("{\"id\":[1],\"cmd\":\"ping\"}", -PTD_EFORMAT, "id: expected a string, number");
+	bad("{\"id\":{},\"cmd\":\"ping\"}", -PTD_EFORMAT, "id: expected a string, number");
+	bad("{\"id\":1}", -PTD_EFORMAT, "cmd: missing");
 	bad("{\"id\":1,\"cmd\":7}", -PTD_EFORMAT,
-	    "\"cmd\" must be a string, got a number");
+	    "cmd: expected a string, not a number");
 	bad("{\"id\":1,\"cmd\":\"fly\"}", -PTD_EUNSUPPORTED,
 	    "unknown cmd \"fly\"");
 	bad("{\"id\":1,\"cmd\":\"ping\",\"x\":1}", -PTD_EFORMAT,
-	    "ping: unknown key \"x\"");
+	    "ping: unknown field \"x\"");
 	bad("{\"id\":1,\"cmd\":\"ping\",\"id\":2}", -PTD_EFORMAT,
-	    "key \"id\" given twice");
+	    "ping: id: given twice");
 	bad("{\"id\":1,\"cmd\":\"list\",\"pid\":1}", -PTD_EFORMAT,
-	    "list: unknown key \"pid\"");
+	    "list: unknown field \"pid\"");
 
 	/* The id is kept even when a later field is wrong. */
 	CHECK_EQ_INT(parse("{\"id\":\"abc\",\"cmd\":\"fly\"}", &req, &d),
@@ -105,7 +105,7 @@ static void test_id_and_cmd(void)
 	memset(longid + strlen(longid), 'a', PTD_PROTO_MAX_ID + 1);
 	longid[20 + PTD_PROTO_MAX_ID + 1] = 0;
 	strcat(longid, "\"}");
-	bad(longid, -PTD_EFORMAT, "\"id\" is longer than");
+	bad(longid, -PTD_EFORMAT, "id: longer than");
 }
 
 static void test_attach(void)
@@ -113,34 +113,34 @@ static void test_attach(void)
 	struct ptd_request req;
 	struct ptd_diag d;
 
-	bad("{\"id\":1,\"cmd\":\"attach\"}", -PTD_EFORMAT, "missing \"pid\"");
+	bad("{\"id\":1,\"cmd\":\"attach\"}", -PTD_EFORMAT, "attach: pid: missing");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":\"12\"}", -PTD_EFORMAT,
-	    "\"pid\" must be a number, got a string");
+	    "attach: pid: expected an integer, not a string");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":0}", -PTD_EFORMAT,
-	    "\"pid\" is out of range");
+	    "attach: pid: 0 out of range");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":-5}", -PTD_EFORMAT,
-	    "\"pid\" is out of range");
+	    "attach: pid: expected a non-negative integer");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":4194305}", -PTD_EFORMAT,
-	    "\"pid\" is out of range");
+	    "attach: pid: 4194305 out of range");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1e300}", -PTD_EFORMAT,
-	    "\"pid\" is out of range");
+	    "attach: pid: an integer over 64 bits out of range");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1.5}", -PTD_EFORMAT,
-	    "\"pid\" must be an integer");
+	    "attach: pid: expected an integer, not a fraction");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":[]}",
-	    -PTD_EFORMAT, "\"options\" must be an object");
+	    -PTD_EFORMAT, "attach: options: expected an object");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":{\"speed\":1}}",
-	    -PTD_EFORMAT, "options: unknown key \"speed\"");
+	    -PTD_EFORMAT, "attach: options: unknown field \"speed\"");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"source\":\"magic\"}}",
 	    -PTD_EFORMAT, "unknown source \"magic\"");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"source\":1}}",
-	    -PTD_EFORMAT, "\"options.source\" must be a string");
+	    -PTD_EFORMAT, "attach: options.source: expected a string");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":{\"tsc\":1}}",
-	    -PTD_EFORMAT, "\"options.tsc\" must be a boolean");
+	    -PTD_EFORMAT, "attach: options.tsc: expected a boolean");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"max_insns\":-1}}",
-	    -PTD_EFORMAT, "\"options.max_insns\" is out of range");
+	    -PTD_EFORMAT, "attach: options.max_insns: expected a non-negative integer");
 
 	memset(&req, 0xcd, sizeof(req));
 	REQUIRE(parse("{\"id\":9,\"cmd\":\"attach\",\"pid\":1234,\"options\":"
@@ -167,15 +167,15 @@ static void test_session_cmds(void)
 	struct ptd_diag d;
 
 	bad("{\"id\":1,\"cmd\":\"detach\"}", -PTD_EFORMAT,
-	    "missing \"session\"");
+	    "detach: session: missing");
 	bad("{\"id\":1,\"cmd\":\"detach\",\"session\":\"1\"}", -PTD_EFORMAT,
-	    "\"session\" must be a number");
+	    "detach: session: expected an integer");
 	bad("{\"id\":1,\"cmd\":\"detach\",\"session\":0}", -PTD_EFORMAT,
-	    "\"session\" is out of range");
+	    "detach: session: 0 out of range");
 	bad("{\"id\":1,\"cmd\":\"subscribe\"}", -PTD_EFORMAT,
-	    "missing \"session\"");
+	    "subscribe: session: missing");
 	bad("{\"id\":1,\"cmd\":\"status\",\"session\":true}", -PTD_EFORMAT,
-	    "\"session\" must be a number");
+	    "status: session: expected an integer");
 	REQUIRE(parse("{\"id\":1,\"cmd\":\"detach\",\"session\":3}", &req,
 		      &d) == 0);
 	CHECK(req.has_session);
@@ -196,42 +196,45 @@ static void test_subscribe(void)
 	struct ptd_diag d;
 
 	bad(SUB("\"kinds\":\"insn\""), -PTD_EFORMAT,
-	    "\"kinds\" must be an array");
+	    "subscribe: kinds: expected an array");
 	bad(SUB("\"kinds\":[]"), -PTD_EFORMAT, "at least one kind");
 	bad(SUB("\"kinds\":[\"insn\",\"calls\"]"), -PTD_EFORMAT, "kinds[1]");
 	bad(SUB("\"kinds\":[1]"), -PTD_EFORMAT, "kinds[0]");
-	bad(SUB("\"filter\":3"), -PTD_EFORMAT, "\"filter\" must be an object");
+	bad(SUB("\"filter\":3"), -PTD_EFORMAT, "subscribe: filter: expected an object");
 	bad(SUB("\"filter\":{\"cpu\":1}"), -PTD_EFORMAT,
-	    "filter: unknown key \"cpu\"");
+	    "subscribe: filter: unknown field \"cpu\"");
 	bad(SUB("\"filter\":{\"tid\":5}"), -PTD_EFORMAT,
-	    "\"filter.tid\" must be an array");
+	    "subscribe: filter.tid: expected an array");
 	bad(SUB("\"filter\":{\"tid\":[1,0]}"), -PTD_EFORMAT,
-	    "\"filter.tid[1]\" is out of range");
+	    "subscribe: filter.tid[1]: 0 out of range");
 	bad(SUB("\"filter\":{\"tid\":[\"1\"]}"), -PTD_EFORMAT,
-	    "\"filter.tid[0]\" must be a number");
+	    "subscribe: filter.tid[0]: expected an integer");
 	bad(SUB("\"filter\":{\"ranges\":[\"0x1\"]}"), -PTD_EFORMAT,
-	    "\"filter.ranges[0]\" must be");
+	    "subscribe: filter.ranges[0]: must be");
 	bad(SUB("\"filter\":{\"ranges\":[[\"0x1\"]]}"), -PTD_EFORMAT,
-	    "\"filter.ranges[0]\" must be");
+	    "subscribe: filter.ranges[0]: must be");
 	bad(SUB("\"filter\":{\"ranges\":[[\"0x1000\",\"0x10zz\"]]}"),
-	    -PTD_EFORMAT, "\"filter.ranges[0][1]\": \"0x10zz\" is not");
+	    -PTD_EFORMAT, "subscribe: filter.ranges[0][1]: expected a hex string "
+	    "\"0x...\" (64 bits at most), not \"0x10zz\"");
 	bad(SUB("\"filter\":{\"ranges\":[[\"4096\",\"0x2000\"]]}"),
-	    -PTD_EFORMAT, "\"filter.ranges[0][0]\": \"4096\" is not");
+	    -PTD_EFORMAT, "subscribe: filter.ranges[0][0]: expected a hex string "
+	    "\"0x...\" (64 bits at most), not \"4096\"");
 	bad(SUB("\"filter\":{\"ranges\":[[\"0x\",\"0x2000\"]]}"),
-	    -PTD_EFORMAT, "\"filter.ranges[0][0]\"");
+	    -PTD_EFORMAT, "subscribe: filter.ranges[0][0]: ");
 	bad(SUB("\"filter\":{\"ranges\":[[\"0x10000000000000000\","
 		"\"0x2000\"]]}"),
-	    -PTD_EFORMAT, "is not a 64-bit hex number");
+	    -PTD_EFORMAT, "(64 bits at most), not \"0x10000000000000000\"");
 	bad(SUB("\"filter\":{\"ranges\":[[4096,\"0x2000\"]]}"), -PTD_EFORMAT,
-	    "\"filter.ranges[0][0]\" must be a hex string");
+	    "subscribe: filter.ranges[0][0]: expected a hex string "
+	    "\"0x...\" (64 bits at most), not a number");
 	bad(SUB("\"filter\":{\"ranges\":[[\"0x2000\",\"0x2000\"]]}"),
 	    -PTD_EFORMAT, "start must be below the end");
 	bad(SUB("\"filter\":{\"iclass\":[\"call\",\"leap\"]}"), -PTD_EFORMAT,
-	    "\"filter.iclass[1]\"");
+	    "subscribe: filter.iclass[1]: ");
 	bad(SUB("\"filter\":{\"module\":3}"), -PTD_EFORMAT,
-	    "\"filter.module\" must be a string");
+	    "subscribe: filter.module: expected a string");
 	bad(SUB("\"filter\":{\"module\":\"\"}"), -PTD_EFORMAT,
-	    "\"filter.module\" is empty");
+	    "subscribe: filter.module: empty string");
 
 	/* Too many tids. */
 	char big[4096] = SUB("\"filter\":{\"tid\":[");

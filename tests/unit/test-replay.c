@@ -492,7 +492,7 @@ static void test_replay_refusals(void)
 	check_refused("{\"id\":1,\"cmd\":\"replay\",\"path\":\"rel/x\"}",
 		      "bad_request", "absolute");
 	check_refused("{\"id\":1,\"cmd\":\"replay\"}", "bad_request",
-		      "missing \"path\"");
+		      "replay: path: missing");
 	check_refused("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\","
 		      "\"lossless\":1}",
 		      "bad_request", "lossless");
