@@ -822,54 +822,49 @@ char *ptd_request_line(const struct ptd_request *req, size_t *ret_len)
 int ptd_response_parse(const char *line, size_t len,
 		       struct ptd_response *ret, struct ptd_diag *diag)
 {
-	const cJSON *type, *ok, *err, *code, *msg;
+	struct ptd_json_reader r = { NULL, "the response", diag };
+	const cJSON *root, *err;
+	const char *type;
+	int e;
 
 	memset(ret, 0, sizeof(*ret));
-	if (memchr(line, 0, len))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "the response contains a NUL byte");
-	ret->root = cJSON_ParseWithLength(line, len);
-	if (!ret->root || !cJSON_IsObject(ret->root))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "the response is not a JSON object");
-	type = cJSON_GetObjectItemCaseSensitive(ret->root, "type");
-	if (!cJSON_IsString(type) || strcmp(type->valuestring, "response"))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"type\" must be \"response\"");
-	ret->id = cJSON_GetObjectItemCaseSensitive(ret->root, "id");
+	e = ptd_json_parse_all(line, len, "the response", &ret->doc, diag);
+	if (e < 0)
+		return e;
+	r.doc = ret->doc;
+	root = ptd_json_root(ret->doc);
+	if (!cJSON_IsObject(root))
+		return ptd_json_bad(&r, "", "not a JSON object");
+	if ((e = ptd_json_get_str(&r, root, "", "type", PTD_JSON_REQUIRED,
+				  &type)) < 0)
+		return e;
+	if (strcmp(type, "response"))
+		return ptd_json_badf(&r, -PTD_EFORMAT, "type",
+				     "expected \"response\", got \"%.40s\"",
+				     type);
+	ret->id = cJSON_GetObjectItemCaseSensitive(root, "id");
 	if (!ret->id)
-		return ptd_diagf(diag, -PTD_EFORMAT, "missing \"id\"");
-	ok = cJSON_GetObjectItemCaseSensitive(ret->root, "ok");
-	if (!cJSON_IsBool(ok))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"ok\" must be a boolean, got %s",
-				 ok ? json_type_name(ok) : "nothing");
-	ret->ok = cJSON_IsTrue(ok);
-	if (ret->ok) {
-		ret->result = cJSON_GetObjectItemCaseSensitive(ret->root,
-							       "result");
-		if (!cJSON_IsObject(ret->result))
-			return ptd_diagf(diag, -PTD_EFORMAT,
-					 "\"result\" must be an object");
-		return 0;
-	}
-	err = cJSON_GetObjectItemCaseSensitive(ret->root, "error");
-	code = cJSON_GetObjectItemCaseSensitive(err, "code");
-	msg = cJSON_GetObjectItemCaseSensitive(err, "message");
-	if (!cJSON_IsObject(err) || !cJSON_IsString(code) ||
-	    !cJSON_IsString(msg))
-		return ptd_diagf(diag, -PTD_EFORMAT,
-				 "\"error\" must be {\"code\": string, "
-				 "\"message\": string}");
-	ret->code = code->valuestring;
-	ret->message = msg->valuestring;
-	return 0;
+		return ptd_json_bad(&r, "id", "missing");
+	if ((e = ptd_json_get_bool(&r, root, "", "ok", PTD_JSON_REQUIRED,
+				   &ret->ok)) < 0)
+		return e;
+	if (ret->ok)
+		return ptd_json_get_object(&r, root, "", "result",
+					   PTD_JSON_REQUIRED, &ret->result);
+	if ((e = ptd_json_get_object(&r, root, "", "error", PTD_JSON_REQUIRED,
+				     &err)) < 0 ||
+	    (e = ptd_json_get_str(&r, err, "error", "code",
+				  PTD_JSON_REQUIRED | PTD_JSON_NONEMPTY,
+				  &ret->code)) < 0)
+		return e;
+	return ptd_json_get_str(&r, err, "error", "message", PTD_JSON_REQUIRED,
+				&ret->message);
 }
 
 void ptd_response_free(struct ptd_response *resp)
 {
 	if (!resp)
 		return;
-	cJSON_Delete(resp->root);
+	ptd_json_free(resp->doc);
 	memset(resp, 0, sizeof(*resp));
 }

@@ -158,10 +158,11 @@ char *ptd_response_error(const cJSON *id, const char *code,
  * spelled in one place.  Returns NULL on -ENOMEM. */
 char *ptd_request_line(const struct ptd_request *req, size_t *ret_len);
 
-/* A response as a client reads it.  @root owns the tree; @result (ok) and
- * @code/@message (not ok) point into it. */
+/* A response as a client reads it.  @doc owns the tree; @id, @result (ok)
+ * and @code/@message (not ok) point into it. */
+struct ptd_json;
 struct ptd_response {
-	cJSON *root;
+	struct ptd_json *doc;
 	bool ok;
 	const cJSON *id;
 	const cJSON *result;	/* an object; ok only */
@@ -169,11 +170,11 @@ struct ptd_response {
 	const char *message;	/* not ok only */
 };
 
-/* Parse a response line (@len bytes, no newline): an object with "type":
- * "response", "id", "ok", and "result" (an object) or "error" ({"code",
- * "message"} strings).  @ret is always initialised (ptd_response_free).
- * Returns 0, -PTD_EFORMAT (a message naming what is wrong in @diag) or
- * -ENOMEM. */
+/* Parse a response line (@len bytes, no newline) with lib/common/json: an
+ * object with "type": "response", "id", "ok", and "result" (an object) or
+ * "error" ({"code", "message"} strings).  @ret is always initialised
+ * (ptd_response_free).  Returns 0, -PTD_EFORMAT ("the response: PATH:
+ * WHAT" in @diag) or -ENOMEM. */
 int ptd_response_parse(const char *line, size_t len,
 		       struct ptd_response *ret, struct ptd_diag *diag);
 void ptd_response_free(struct ptd_response *resp);

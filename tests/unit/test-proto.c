@@ -409,21 +409,23 @@ static void test_response_parse(void)
 		const char *line;
 		const char *what;
 	} bad_lines[] = {
-		{ "nope", "not a JSON object" },
+		{ "nope", "not valid JSON" },
 		{ "[1]", "not a JSON object" },
-		{ "{\"id\":1,\"ok\":true,\"result\":{}}", "\"type\"" },
+		{ "{\"id\":1,\"ok\":true,\"result\":{}}", "type: missing" },
 		{ "{\"type\":\"hello\",\"id\":1,\"ok\":true,\"result\":{}}",
-		  "\"type\"" },
+		  "type: expected \"response\"" },
 		{ "{\"type\":\"response\",\"ok\":true,\"result\":{}}",
-		  "missing \"id\"" },
+		  "id: missing" },
 		{ "{\"type\":\"response\",\"id\":1,\"ok\":1,\"result\":{}}",
-		  "\"ok\" must be a boolean" },
-		{ "{\"type\":\"response\",\"id\":1,\"ok\":true}", "\"result\"" },
+		  "ok: expected a boolean" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":true}",
+		  "result: missing" },
 		{ "{\"type\":\"response\",\"id\":1,\"ok\":true,\"result\":3}",
-		  "\"result\"" },
-		{ "{\"type\":\"response\",\"id\":1,\"ok\":false}", "\"error\"" },
+		  "result: expected an object" },
+		{ "{\"type\":\"response\",\"id\":1,\"ok\":false}",
+		  "error: missing" },
 		{ "{\"type\":\"response\",\"id\":1,\"ok\":false,\"error\":"
-		  "{\"code\":\"x\"}}", "\"error\"" },
+		  "{\"code\":\"x\"}}", "error.message: missing" },
 	};
 	struct ptd_response resp;
 	struct ptd_diag d;
@@ -451,7 +453,7 @@ static void test_response_parse(void)
 	CHECK_EQ_INT(cJSON_GetObjectItem(resp.result, "session")->valueint, 4);
 	CHECK_EQ_INT(resp.id->valueint, 5);
 	ptd_response_free(&resp);
-	CHECK(resp.root == NULL);
+	CHECK(resp.doc == NULL);
 	free(s);
 
 	s = ptd_response_error(id, PTD_ERR_LIMIT, "too many", &len);
