@@ -1327,6 +1327,8 @@ static const char *replay_error_code(int err)
 	case -PTD_ETRUNC:
 	case -PTD_EUNSUPPORTED:
 	case -PTD_ELIMIT:
+	case -PTD_ENOTREG:	/* a FIFO, a device: named in the message */
+	case -EISDIR:
 		return PTD_ERR_BAD_TRACE;
 	default:
 		return PTD_ERR_INTERNAL;
