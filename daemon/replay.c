@@ -8,15 +8,12 @@
  * holds r->lock while it calls the sink or the fan-out.
  */
 #include <errno.h>
-#include <linux/capability.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,91 +80,6 @@ static void sleep_ms(unsigned ms)
 	struct timespec ts = { ms / 1000u, (long)(ms % 1000u) * 1000000L };
 
 	(void)nanosleep(&ts, NULL);
-}
-
-/* ---- credentials ---- */
-
-/* Drop the capabilities that bypass file permissions from this thread's
- * effective and permitted sets (capset acts on the calling thread).  With
- * @keep_read, CAP_DAC_READ_SEARCH stays and is made effective again (the
- * kernel clears it from the effective set when fsuid leaves 0). */
-static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
-{
-	static const int caps[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-				    CAP_FOWNER };
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-	size_t i;
-
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) < 0)
-		return ptd_diagf(diag, -errno, "capget failed: %s",
-				 strerror(errno));
-	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
-		if (keep_read && caps[i] == CAP_DAC_READ_SEARCH) {
-			if (d[CAP_TO_INDEX(caps[i])].permitted &
-			    CAP_TO_MASK(caps[i]))
-				d[CAP_TO_INDEX(caps[i])].effective |=
-					CAP_TO_MASK(caps[i]);
-			continue;
-		}
-		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
-		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
-	}
-	h.pid = 0;
-	if (syscall(SYS_capset, &h, d) < 0)
-		return ptd_diagf(diag, -errno, "capset failed: %s",
-				 strerror(errno));
-	return 0;
-}
-
-static int become(const struct ptd_replay_creds *c, bool keep_read,
-		  struct ptd_diag *diag)
-{
-	if (!c || (c->ngroups && !c->groups) ||
-	    c->ngroups > PTD_REPLAY_MAX_GROUPS)
-		return -EINVAL;
-	if (geteuid() != 0) {
-		/* Without root ptd cannot become anyone else; reading as its
-		 * own uid is reading as the client only if they are one. */
-		if (c->uid != geteuid())
-			return ptd_diagf(diag, -EPERM,
-					 "ptd runs as uid %u and cannot %s "
-					 "files as uid %u",
-					 (unsigned)geteuid(),
-					 keep_read ? "write" : "read",
-					 (unsigned)c->uid);
-		return 0;
-	}
-	/* The raw syscall: glibc's setgroups changes every thread.  Needs
-	 * CAP_SETGID (and setfs*id CAP_SETUID/CAP_SETGID): ptd.service's
-	 * CapabilityBoundingSet= keeps them. */
-	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
-		return ptd_diagf(diag, -errno, "setgroups failed: %s",
-				 strerror(errno));
-	(void)setfsgid(c->gid);
-	(void)setfsuid(c->uid);
-	/* setfs*id return the previous value: ask again to be sure. */
-	if ((uid_t)setfsuid((uid_t)-1) != c->uid ||
-	    (gid_t)setfsgid((gid_t)-1) != c->gid)
-		return ptd_diagf(diag, -EPERM,
-				 "could not take uid %u gid %u for %s",
-				 (unsigned)c->uid, (unsigned)c->gid,
-				 keep_read ? "writing" : "reading");
-	if (c->uid == 0)
-		return 0;
-	return drop_dac_caps(keep_read, diag);
-}
-
-int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
-{
-	return become(c, false, diag);
-}
-
-int ptd_replay_become_writer(const struct ptd_replay_creds *c,
-			     struct ptd_diag *diag)
-{
-	return become(c, true, diag);
 }
 
 /* ---- the thread's side ---- */
@@ -386,20 +298,19 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 static void *replay_main(void *arg)
 {
 	struct ptd_replay *r = arg;
-	struct ptd_replay_creds c = { r->uid, r->gid, r->groups, r->ngroups };
+	struct ptd_cred c = { r->uid, r->gid, r->groups, r->ngroups };
 	struct ptd_input_sink isink = { on_info, on_record, on_thread_done,
 					r, on_notice };
 	struct ptd_diag diag = { "" };
 	struct ptd_session_end end;
 	size_t thread_errors = 0;
-	struct stat st;
 	int res;
 
-	res = ptd_replay_become(&c, &diag);
-	/* A FIFO would block the open until someone writes to it. */
-	if (res == 0 && stat(r->path, &st) == 0 && S_ISFIFO(st.st_mode))
-		res = ptd_diagf(&diag, -EINVAL,
-				"'%s' is a FIFO; replay reads files", r->path);
+	/* Every file the decode opens is opened on this thread, as the
+	 * client, and by ptd_file_open_regular (common/fileio.h): a FIFO or
+	 * device put anywhere, at any time, is refused by name rather than
+	 * block this thread (r->in.streams is false). */
+	res = ptd_cred_become_reader(&c, &diag);
 	if (res == 0) {
 		atomic_store(&r->decoding, true);
 		res = ptd_input_decode(r->path, &r->in, &isink, &thread_errors,
@@ -434,7 +345,7 @@ static void replay_free_mem(struct ptd_replay *r)
 
 static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 {
-	const struct ptd_replay_creds *c = &o->creds;
+	const struct ptd_cred *c = &o->creds;
 
 	r->path = strdup(o->path);
 	r->in = o->input;
@@ -478,7 +389,7 @@ static int check_opts(const struct ptd_replay_opts *o,
 		return ptd_diagf(diag, -EINVAL,
 				 "the trace path must be absolute, got '%s'",
 				 o->path ? o->path : "");
-	if (o->creds.ngroups > PTD_REPLAY_MAX_GROUPS ||
+	if (o->creds.ngroups > PTD_CRED_MAX_GROUPS ||
 	    (o->creds.ngroups && !o->creds.groups))
 		return ptd_diagf(diag, -EINVAL, "bad supplementary groups");
 	if (o->lossless && o->queue_size < PTD_JSON_MAX_RECORD)

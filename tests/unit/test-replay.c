@@ -1012,9 +1012,9 @@ static void test_record_not_recording(void)
 	cl_close(&c);
 }
 
-/* A record's thread (ptd_replay_become_writer): reads what only ptd may
+/* A record's thread (ptd_cred_become_writer): reads what only ptd may
  * read, creates files only where the client may, and they are the
- * client's.  A replay's (ptd_replay_become) reads nothing ptd's own. */
+ * client's.  A replay's (ptd_cred_become_reader) reads nothing ptd's own. */
 struct become_args {
 	bool writer;
 	int read_err, create_root_err, create_own_err;
@@ -1024,14 +1024,14 @@ struct become_args {
 static void *become_main(void *arg)
 {
 	struct become_args *a = arg;
-	struct ptd_replay_creds c = { 65534, 65534, NULL, 0 };
+	struct ptd_cred c = { 65534, 65534, NULL, 0 };
 	struct ptd_diag diag = { "" };
 	char path[PATH_MAX];
 	struct stat st;
 	int fd, r;
 
-	r = a->writer ? ptd_replay_become_writer(&c, &diag)
-		      : ptd_replay_become(&c, &diag);
+	r = a->writer ? ptd_cred_become_writer(&c, &diag)
+		      : ptd_cred_become_reader(&c, &diag);
 	if (r < 0) {
 		fprintf(stderr, "become: %s\n", diag.msg);
 		a->read_err = a->create_root_err = a->create_own_err = r;
