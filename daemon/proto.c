@@ -158,11 +158,12 @@ static int get_bool(const cJSON *v, const char *field, bool *ret,
 	return 0;
 }
 
-/* replay: path (absolute), lossless, tid, wait_ms. */
+/* replay: path (absolute), lossless or lossy (lossless unless asked),
+ * tid, wait_ms. */
 static int parse_replay(const cJSON *o, struct ptd_request *req,
 			struct ptd_diag *diag)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "path");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "path"), *lossy_v;
 	const char *s;
 	uint64_t n;
 	int r;
@@ -177,9 +178,24 @@ static int parse_replay(const cJSON *o, struct ptd_request *req,
 				 "\"path\" must be an absolute path, got "
 				 "\"%.200s\"", s);
 	(void)ptd_strlcpy(req->path, s, sizeof(req->path));
+	/* A replay has no live producer to protect: lossless by default. */
+	req->lossless = true;
 	v = cJSON_GetObjectItemCaseSensitive(o, "lossless");
 	if (v && (r = get_bool(v, "lossless", &req->lossless, diag)) < 0)
 		return r;
+	lossy_v = cJSON_GetObjectItemCaseSensitive(o, "lossy");
+	if (lossy_v) {
+		bool lossy = false;
+
+		r = get_bool(lossy_v, "lossy", &lossy, diag);
+		if (r < 0)
+			return r;
+		if (v && req->lossless == lossy)
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "\"lossy\" and \"lossless\" "
+					 "contradict each other");
+		req->lossless = !lossy;
+	}
 	v = cJSON_GetObjectItemCaseSensitive(o, "tid");
 	if (v) {
 		r = get_int(v, "tid", 1, PTD_PROTO_PID_MAX, &n, diag);
@@ -602,7 +618,7 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
-					      "tid", "wait_ms", NULL };
+					      "lossy", "tid", "wait_ms", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 

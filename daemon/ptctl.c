@@ -1987,6 +1987,7 @@ static int verb_record(int argc, char **argv)
 
 static const struct option replay_long[] = {
 	{ "lossless", no_argument, NULL, 'L' },
+	{ "lossy", no_argument, NULL, 'y' },
 	{ "kinds", required_argument, NULL, 'k' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "range", required_argument, NULL, 'R' },
@@ -2002,7 +2003,7 @@ static int verb_replay(int argc, char **argv)
 {
 	struct stream_args sa;
 	_cleanup_free_ char *path = NULL;
-	bool lossless = false;
+	bool lossy = false;
 	cJSON *req, *resp = NULL;
 	uint64_t session;
 	FILE *f = NULL;
@@ -2014,19 +2015,21 @@ static int verb_replay(int argc, char **argv)
 		r = stream_option(&sa, c, optarg);
 		if (r == 1)
 			continue;
-		if (c == 'L') {
-			lossless = true;
+		if (c == 'L' || c == 'y') {
+			/* --lossless: the default, still accepted */
+			lossy = c == 'y';
 			continue;
 		}
 		if (c == 'h')
-			printf("Usage: ptctl replay [--lossless] [stream "
+			printf("Usage: ptctl replay [--lossy] [stream "
 			       "options] TRACE\n\n"
 			       "ptd decodes the saved TRACE (a capture, "
 			       "bundle, perf.data or LLDB bundle,\nread with "
 			       "your permissions) as a session; its records "
-			       "are written like\nptctl stream's.  "
-			       "--lossless: ptd waits for this client "
-			       "instead of dropping\nrecords.\n");
+			       "are written like\nptctl stream's.  ptd waits "
+			       "for this client rather than drop records;\n"
+			       "--lossy: drop them (counted in lost records) "
+			       "when it reads too slowly.\n");
 		stream_args_free(&sa);
 		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
 	}
@@ -2048,8 +2051,8 @@ static int verb_replay(int argc, char **argv)
 	}
 	req = new_request("replay");
 	cJSON_AddStringToObject(req, "path", path);
-	if (lossless)
-		cJSON_AddBoolToObject(req, "lossless", true);
+	if (lossy)
+		cJSON_AddBoolToObject(req, "lossy", true);
 	r = client_call(f, req, false, &resp);
 	if (!r) {
 		session = (uint64_t)num_of(

@@ -13,16 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/strutil.h"
 #include "daemon/replay.h"
 #include "record/jsonw.h"
-
-/* Subscribers the lossless wait looks at (more are not waited for). */
-#define MAX_WATCH 64
 
 enum rp_state { RP_STARTING, RP_ACCEPTED, RP_REFUSED };
 
@@ -53,17 +49,13 @@ struct ptd_replay {
 	bool go;
 	struct ptd_fanout *fan;
 	int stop_reason;		/* 0, or a ptd_session_end_reason + 1 */
-	/* replay thread only: lossless, subscribers that stalled, and the
-	 * queued bytes they had then */
-	unsigned nstalled;
-	unsigned stalled_id[MAX_WATCH];
-	size_t stalled_queued[MAX_WATCH];
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
 	struct ptd_diag notice;
 	/* counters */
 	atomic_uint threads;
 	atomic_bool decoding;
+	atomic_bool abandoned;		/* its subscribers all left */
 	atomic_uint_fast64_t bytes, insns, records;
 };
 
@@ -73,13 +65,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000u, (long)(ms % 1000u) * 1000000L };
-
-	(void)nanosleep(&ts, NULL);
 }
 
 /* ---- the thread's side ---- */
@@ -139,11 +124,8 @@ static bool wait_go(struct ptd_replay *r)
 /* Wait (bounded) for the first subscriber, so that it sees the start. */
 static void wait_subscriber(struct ptd_replay *r)
 {
-	uint64_t deadline = now_ms() + r->wait_ms;
-
-	while (r->wait_ms && ptd_fanout_count(r->fan) == 0 &&
-	       !stop_reason(r) && now_ms() < deadline)
-		sleep_ms(5);
+	if (r->wait_ms)
+		(void)ptd_fanout_wait_subscriber(r->fan, r->wait_ms);
 }
 
 static int on_info(void *ctx, const struct ptd_input_info *info)
@@ -162,74 +144,22 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-static ssize_t stalled_find(const struct ptd_replay *r, unsigned id)
-{
-	for (unsigned i = 0; i < r->nstalled; i++)
-		if (r->stalled_id[i] == id)
-			return i;
-	return -1;
-}
-
-/* Does subscriber @st hold the replay back?  One that stalled holds it
- * back again only once it has taken bytes since. */
-static bool holds_back(struct ptd_replay *r,
-		       const struct ptd_subscriber_stats *st, size_t need)
-{
-	ssize_t k = stalled_find(r, st->id);
-
-	if (k >= 0) {
-		if (st->queued >= r->stalled_queued[k])
-			return false;
-		r->stalled_id[k] = r->stalled_id[--r->nstalled];
-		r->stalled_queued[k] = r->stalled_queued[r->nstalled];
-	}
-	return st->queued + need > r->queue_size;
-}
-
-/* Lossless: wait until every subscriber has room for the largest record.
- * A subscriber that takes nothing for stall_ms is marked stalled. */
-static void wait_room(struct ptd_replay *r)
-{
-	struct ptd_subscriber_stats st[MAX_WATCH];
-	size_t need = PTD_JSON_MAX_RECORD;
-	uint64_t since = 0;
-	size_t first_queued = 0;
-	unsigned first_id = 0;
-
-	for (;;) {
-		unsigned n = ptd_fanout_get_stats(r->fan, st, MAX_WATCH), i;
-		bool blocked = false;
-
-		for (i = 0; i < n && !blocked; i++)
-			blocked = holds_back(r, &st[i], need);
-		if (!blocked || stop_reason(r))
-			return;
-		i--;
-		/* Progress resets the stall clock. */
-		if (!since || st[i].id != first_id ||
-		    st[i].queued < first_queued) {
-			since = now_ms();
-			first_id = st[i].id;
-			first_queued = st[i].queued;
-		} else if (now_ms() - since >= r->stall_ms &&
-			   r->nstalled < MAX_WATCH) {
-			r->stalled_id[r->nstalled] = st[i].id;
-			r->stalled_queued[r->nstalled++] = st[i].queued;
-			since = 0;
-			continue;
-		}
-		sleep_ms(1);
-	}
-}
-
 static int on_record(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_replay *r = ctx;
 
 	if (stop_reason(r))
 		return 1;
-	if (r->lossless)
-		wait_room(r);
+	/* Nobody left to deliver to: a replay has no live producer to keep
+	 * up with, so it ends rather than decode into the void. */
+	if (ptd_fanout_abandoned(r->fan) ||
+	    (r->lossless &&
+	     ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms) !=
+		     PTD_ROOM_OK)) {
+		/* cancelled: stop_reason is set; else abandoned */
+		atomic_store(&r->abandoned, !stop_reason(r));
+		return 1;
+	}
 	if (rec->type == PTD_REC_INSN)
 		atomic_fetch_add(&r->insns, 1);
 	atomic_fetch_add(&r->records, 1);
@@ -267,6 +197,12 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 	memset(end, 0, sizeof(*end));
 	if (stop) {
 		end->reason = (enum ptd_session_end_reason)(stop - 1);
+		return;
+	}
+	if (atomic_load(&r->abandoned)) {
+		end->reason = PTD_END_DETACHED;
+		(void)snprintf(end->message, sizeof(end->message),
+			       "every subscriber left");
 		return;
 	}
 	if (res < 0) {
@@ -516,13 +452,21 @@ void ptd_replay_go(struct ptd_replay *r, struct ptd_fanout *fan)
 
 void ptd_replay_stop(struct ptd_replay *r, enum ptd_session_end_reason reason)
 {
+	struct ptd_fanout *fan;
+
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
 	if (!r->stop_reason)
 		r->stop_reason = (int)reason + 1;
 	pthread_cond_broadcast(&r->cond);
+	fan = r->fan;
 	pthread_mutex_unlock(&r->lock);
+	/* Wakes the thread waiting for a subscriber or for room (sticky: a
+	 * wait that begins later ends at once).  The fan-out outlives the
+	 * replay. */
+	if (fan)
+		ptd_fanout_cancel_waits(fan);
 }
 
 void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret)

@@ -28,13 +28,20 @@
  *  3. the sink's `ended` (reason EXITED with exit_code 0 at the end of the
  *     trace, DETACHED/SHUTDOWN when stopped, ERROR if the decode failed).
  *
- * Lossless: before each record the thread waits until every subscriber's
+ * Lossless (what ptd's replay request asks unless the client says
+ * "lossy"): before each record the thread waits until every subscriber's
  * queue has room for a record of the largest size (backpressure) instead
- * of letting the fan-out drop it.  A subscriber that goes away no longer
- * counts; one that stays connected but reads nothing for
- * PTD_REPLAY_STALL_MS stops holding the replay back (its records are then
- * dropped and counted as lost, as without lossless); a stop is obeyed at
- * once.
+ * of letting the fan-out drop it (ptd_fanout_wait_room).  The wait sleeps
+ * until something changes -- the loop takes bytes from a queue, a
+ * subscriber leaves, the replay is stopped (ptd_replay_stop cancels the
+ * fan-out's waits) -- never polling.  One that stays connected but reads
+ * nothing for PTD_REPLAY_STALL_MS stops holding the replay back (its
+ * records are then dropped and counted as lost, as without lossless).
+ *
+ * Lossless or not, a replay whose subscribers have all left (there was
+ * one, there is none now) ends: DETACHED, "every subscriber left".  A
+ * replay has no live process to keep up with: nobody left to deliver to,
+ * nothing left to do.
  */
 #ifndef PTD_DAEMON_REPLAY_H
 #define PTD_DAEMON_REPLAY_H
@@ -60,7 +67,7 @@
 struct ptd_replay_opts {
 	const char *path;		/* the saved trace, absolute; copied */
 	struct ptd_input_opts input;	/* decode options; strings copied */
-	bool lossless;
+	bool lossless;			/* wait for subscribers (above) */
 	struct ptd_cred creds;		/* whose rights it reads with; copied */
 	unsigned wait_ms;		/* first subscriber; 0: none */
 	/* lossless: the subscribers' queue limit (fan-out queue_size) */

@@ -188,6 +188,39 @@ static void test_session_cmds(void)
 	ptd_request_free(&req);
 }
 
+/* A replay is lossless unless asked otherwise: "lossy":true or
+ * "lossless":false; both given must agree. */
+static void replay_mode(const char *rest, bool lossless)
+{
+	char line[256];
+	struct ptd_request req;
+	struct ptd_diag d;
+
+	(void)snprintf(line, sizeof(line),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\"%s}",
+		       rest);
+	REQUIRE(parse(line, &req, &d) == 0);
+	if (req.lossless != lossless)
+		CHECK_FAIL_("'%s': lossless %d, expected %d", line,
+			    req.lossless, lossless);
+	ptd_request_free(&req);
+}
+
+static void test_replay(void)
+{
+	replay_mode("", true);
+	replay_mode(",\"lossless\":true", true);
+	replay_mode(",\"lossless\":false", false);
+	replay_mode(",\"lossy\":true", false);
+	replay_mode(",\"lossy\":false", true);
+	replay_mode(",\"lossy\":true,\"lossless\":false", false);
+	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\",\"lossy\":1}",
+	    -PTD_EFORMAT, "\"lossy\" must be a boolean");
+	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\",\"lossy\":false,"
+	    "\"lossless\":false}", -PTD_EFORMAT,
+	    "\"lossy\" and \"lossless\" contradict each other");
+}
+
 #define SUB(rest) "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1," rest "}"
 
 static void test_subscribe(void)
@@ -336,6 +369,7 @@ int main(void)
 	RUN(test_attach);
 	RUN(test_session_cmds);
 	RUN(test_subscribe);
+	RUN(test_replay);
 	RUN(test_responses);
 	RUN(test_names);
 	return check_done();
