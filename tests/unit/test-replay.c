@@ -935,7 +935,7 @@ static void *bystander_main(void *arg)
 		cJSON_Delete(r);
 		r = cl_call(&c, req);
 		if (resp_ok(r))
-			b->bye = read_stream_pause(&c, &b->got, &b->lost, 20,
+			b->bye = read_stream_pause(&c, &b->got, &b->lost, 5,
 						   NULL);
 	}
 	cJSON_Delete(r);
