@@ -294,6 +294,7 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->in.kernel = r->kernel;
 	r->in.cancel.fn = cancelled;
 	r->in.cancel.ctx = r;
+	r->in.streams = false;	/* a client's files: regular files only */
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;
