@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/diag.h"
 #include "common/fileio.h"
@@ -37,10 +39,16 @@ struct ptd_subscriber {
 	uint64_t lost_pending;		/* dropped since the last lost line */
 	uint64_t lost_pending_kind[PTD_REC_NTYPES];
 	bool bye_queued;
+	/* lossless producers (ptd_fanout_wait_room): */
+	uint64_t taken;			/* bytes the loop has written */
+	bool stalled;			/* held back too long: not waited for */
+	uint64_t stalled_taken;		/* ... until it takes more than this */
 };
 
 struct ptd_fanout {
 	pthread_mutex_t lock;
+	pthread_cond_t room;		/* a queue shrank, a subscriber left,
+					 * waits were cancelled */
 	uint64_t session_id;
 	pid_t pid;
 	ptd_fanout_wake_fn wake;
@@ -51,6 +59,9 @@ struct ptd_fanout {
 	unsigned next_id;
 	bool wake_pending;		/* a wake-up is on its way */
 	bool ended;
+	bool had_subs;			/* someone subscribed once */
+	bool waits_cancelled;
+	atomic_bool abandoned;		/* had subscribers, has none now */
 	struct ptd_session_end end;
 	char line[PTD_JSON_MAX_RECORD];	/* the record being fanned out */
 	char bye[BYE_MAX];		/* scratch for bye records */
@@ -60,6 +71,7 @@ struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
 				  ptd_fanout_wake_fn wake, void *wake_ctx)
 {
 	struct ptd_fanout *f = calloc(1, sizeof(*f));
+	pthread_condattr_t ca;
 
 	if (!f)
 		return NULL;
@@ -67,6 +79,15 @@ struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
 		free(f);
 		return NULL;
 	}
+	/* ptd_fanout_wait_room's stall deadline is on the monotonic clock */
+	if (pthread_condattr_init(&ca) ||
+	    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) ||
+	    pthread_cond_init(&f->room, &ca)) {
+		pthread_mutex_destroy(&f->lock);
+		free(f);
+		return NULL;
+	}
+	(void)pthread_condattr_destroy(&ca);
 	f->session_id = session_id;
 	f->pid = pid;
 	f->wake = wake;
@@ -94,6 +115,7 @@ void ptd_fanout_free(struct ptd_fanout *f)
 		next = s->next;
 		sub_free(s);
 	}
+	pthread_cond_destroy(&f->room);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
 }
@@ -338,6 +360,9 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 		;
 	*tail = s;
 	f->nsubs++;
+	f->had_subs = true;
+	pthread_cond_broadcast(&f->room);	/* wait_subscriber */
+	atomic_store_explicit(&f->abandoned, false, memory_order_relaxed);
 	pthread_mutex_unlock(&f->lock);
 	*ret_sub = s;
 	return 0;
@@ -361,6 +386,11 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
 			break;
 		}
 	}
+	if (f->nsubs == 0)
+		atomic_store_explicit(&f->abandoned, true,
+				      memory_order_relaxed);
+	/* a lossless producer waiting for it waits no more */
+	pthread_cond_broadcast(&f->room);
 	pthread_mutex_unlock(&f->lock);
 	sub_free(s);
 }
@@ -424,10 +454,14 @@ void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n)
 	if (n > s->out.len - s->out_off)
 		n = s->out.len - s->out_off;
 	s->out_off += n;
+	s->taken += n;
 	if (s->out_off == s->out.len) {
 		s->out.len = 0;
 		s->out_off = 0;
 	}
+	/* room for a lossless producer waiting for it */
+	if (n)
+		pthread_cond_broadcast(&s->fan->room);
 	pthread_mutex_unlock(&s->fan->lock);
 }
 
@@ -465,4 +499,101 @@ unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
 		sub_stats(s, &ret[n++]);
 	pthread_mutex_unlock(&f->lock);
 	return n;
+}
+
+bool ptd_fanout_abandoned(struct ptd_fanout *f)
+{
+	return atomic_load_explicit(&f->abandoned, memory_order_relaxed);
+}
+
+void ptd_fanout_cancel_waits(struct ptd_fanout *f)
+{
+	pthread_mutex_lock(&f->lock);
+	f->waits_cancelled = true;
+	pthread_cond_broadcast(&f->room);
+	pthread_mutex_unlock(&f->lock);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The first subscriber that holds a producer of @need bytes back (lock
+ * held): its queue has no room and it is not stalled.  A stalled one that
+ * has taken bytes since counts again. */
+static struct ptd_subscriber *holding_back(struct ptd_fanout *f, size_t need)
+{
+	struct ptd_subscriber *s;
+
+	for (s = f->subs; s; s = s->next) {
+		if (s->stalled && s->taken == s->stalled_taken)
+			continue;
+		s->stalled = false;
+		if (sub_pending(s) + need > s->limit)
+			return s;
+	}
+	return NULL;
+}
+
+enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
+				   unsigned stall_ms)
+{
+	enum ptd_room res = PTD_ROOM_OK;
+	unsigned watch_id = 0;
+	uint64_t watch_taken = 0, since = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (;;) {
+		struct ptd_subscriber *s;
+		struct timespec ts;
+		uint64_t deadline;
+
+		if (f->waits_cancelled) {
+			res = PTD_ROOM_CANCELLED;
+			break;
+		}
+		if (f->had_subs && f->nsubs == 0) {
+			res = PTD_ROOM_ABANDONED;
+			break;
+		}
+		s = holding_back(f, need);
+		if (!s)
+			break;
+		/* The stall clock runs while one subscriber takes nothing. */
+		if (s->id != watch_id || s->taken != watch_taken) {
+			watch_id = s->id;
+			watch_taken = s->taken;
+			since = mono_ms();
+		} else if (mono_ms() - since >= stall_ms) {
+			s->stalled = true;
+			s->stalled_taken = s->taken;
+			watch_id = 0;
+			continue;
+		}
+		deadline = since + stall_ms;
+		ts.tv_sec = (time_t)(deadline / 1000u);
+		ts.tv_nsec = (long)(deadline % 1000u) * 1000000L;
+		(void)pthread_cond_timedwait(&f->room, &f->lock, &ts);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return res;
+}
+
+bool ptd_fanout_wait_subscriber(struct ptd_fanout *f, unsigned timeout_ms)
+{
+	uint64_t deadline = mono_ms() + timeout_ms;
+	struct timespec ts = { (time_t)(deadline / 1000u),
+			       (long)(deadline % 1000u) * 1000000L };
+	bool got;
+
+	pthread_mutex_lock(&f->lock);
+	while (!f->nsubs && !f->waits_cancelled && mono_ms() < deadline)
+		(void)pthread_cond_timedwait(&f->room, &f->lock, &ts);
+	got = f->nsubs > 0;
+	pthread_mutex_unlock(&f->lock);
+	return got;
 }

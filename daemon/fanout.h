@@ -25,6 +25,12 @@
  * queue_size bytes of records (plus one lost and one bye line), and at most
  * two buffers of that capacity.
  *
+ * A producer with no live source to protect (a replay) may ask for
+ * lossless delivery instead: before each record it waits in
+ * ptd_fanout_wait_room until every subscriber has room.  The wait is
+ * woken, never polled: by the loop when it takes bytes from a queue
+ * (consume), when a subscriber leaves, and by ptd_fanout_cancel_waits.
+ *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
  * `lost` (dropped, reported by a lost record): sent + lost == matched at
@@ -105,6 +111,33 @@ enum ptd_sub_state ptd_subscriber_peek(struct ptd_subscriber *s,
 				       size_t *ret_len);
 /* Loop: @n of the bytes peek gave have been written. */
 void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
+
+/* Decode thread: was there a subscriber once and none now?  (Lock-free;
+ * cheap enough for every record.) */
+bool ptd_fanout_abandoned(struct ptd_fanout *f);
+
+enum ptd_room {
+	PTD_ROOM_OK,		/* every subscriber has room */
+	PTD_ROOM_CANCELLED,	/* ptd_fanout_cancel_waits was called */
+	PTD_ROOM_ABANDONED,	/* there were subscribers; the last has left */
+};
+
+/* Decode thread, lossless: wait until every subscriber's queue has room
+ * for @need more bytes (@need <= the queue sizes), sleeping until the loop
+ * takes bytes from a queue, a subscriber leaves or the waits are
+ * cancelled.  A subscriber that takes no byte for @stall_ms while it holds
+ * the producer back is marked stalled and no longer waited for (its
+ * records are dropped and counted as lost), until it takes bytes again.
+ * The wait looks at the subscribers there are when it ends: one that joins
+ * after starts with its hello only. */
+enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
+				   unsigned stall_ms);
+/* Decode thread: wait (at most @timeout_ms) for a first subscriber; true
+ * if there is one.  Woken by subscribe and ptd_fanout_cancel_waits. */
+bool ptd_fanout_wait_subscriber(struct ptd_fanout *f, unsigned timeout_ms);
+/* Any thread: end every wait_room and wait_subscriber now and later (the session is
+ * stopping). */
+void ptd_fanout_cancel_waits(struct ptd_fanout *f);
 
 struct ptd_subscriber_stats {
 	unsigned id;		/* 1, 2, ... within the session */

@@ -82,11 +82,13 @@ static int optional(int e)
 	return e == -ENOENT ? 0 : e;
 }
 
-/* replay: path (absolute), lossless, tid, wait_ms. */
+/* replay: path (absolute), lossless or lossy (lossless unless asked),
+ * tid, wait_ms. */
 static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req)
 {
 	const char *s;
+	bool lossy = false;
 	uint64_t n;
 	int e;
 
@@ -98,10 +100,22 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 				     "must be an absolute path, got "
 				     "\"%.200s\"", s);
 	(void)ptd_strlcpy(req->path, s, sizeof(req->path));
+	/* A replay has no live producer to protect: lossless by default. */
+	req->lossless = true;
 	e = optional(ptd_json_get_bool(r, o, "", "lossless", 0,
 				       &req->lossless));
 	if (e < 0)
 		return e;
+	e = ptd_json_get_bool(r, o, "", "lossy", 0, &lossy);
+	if (e == 0) {
+		if (cJSON_GetObjectItemCaseSensitive(o, "lossless") &&
+		    req->lossless == lossy)
+			return ptd_json_bad(r, "lossy", "contradicts "
+					    "\"lossless\"");
+		req->lossless = !lossy;
+	} else if (e != -ENOENT) {
+		return e;
+	}
 	e = ptd_json_get_u64(r, o, "", "tid", INT, 1, PTD_PROTO_PID_MAX, &n);
 	if (e == 0) {
 		req->has_tid = true;
@@ -446,7 +460,7 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
-					      "tid", "wait_ms", NULL };
+					      "lossy", "tid", "wait_ms", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 
@@ -559,6 +573,7 @@ void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd)
 	req->mode = PTD_MODE_FULL;
 	req->filter.kinds = PTD_FILTER_DEFAULT_KINDS;
 	req->record_wait = true;
+	req->lossless = true;	/* replay: no live producer to protect */
 }
 
 int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
@@ -779,7 +794,7 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&
 		       (req->lossless == def.lossless ||
-			cJSON_AddBoolToObject(o, "lossless", req->lossless)) &&
+			cJSON_AddBoolToObject(o, "lossy", !req->lossless)) &&
 		       (!req->has_tid ||
 			cJSON_AddNumberToObject(o, "tid", (double)req->tid)) &&
 		       (!req->has_wait_ms ||

@@ -108,9 +108,10 @@ struct ptd_request {
 	struct ptd_filter_spec filter;
 	/* options.record (attach): keep the raw trace for a record request */
 	bool record;
-	/* replay: {"path":ABS,"lossless":B,"tid":N,"wait_ms":N}; wait_ms
-	 * (first subscriber) defaults to PTD_REPLAY_WAIT_MS (has_wait_ms
-	 * false) */
+	/* replay: {"path":ABS,"lossless":B,"lossy":B,"tid":N,"wait_ms":N};
+	 * lossless unless "lossy":true or "lossless":false (both given, they
+	 * must agree); wait_ms (first subscriber) defaults to
+	 * PTD_REPLAY_WAIT_MS (has_wait_ms false) */
 	char path[PTD_PROTO_PATH_MAX + 1];
 	bool lossless;
 	bool has_tid;

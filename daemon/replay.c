@@ -8,24 +8,17 @@
  * holds r->lock while it calls the sink or the fan-out.
  */
 #include <errno.h>
-#include <linux/capability.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/strutil.h"
 #include "daemon/replay.h"
 #include "record/jsonw.h"
-
-/* Subscribers the lossless wait looks at (more are not waited for). */
-#define MAX_WATCH 64
 
 enum rp_state { RP_STARTING, RP_ACCEPTED, RP_REFUSED };
 
@@ -56,17 +49,13 @@ struct ptd_replay {
 	bool go;
 	struct ptd_fanout *fan;
 	int stop_reason;		/* 0, or a ptd_session_end_reason + 1 */
-	/* replay thread only: lossless, subscribers that stalled, and the
-	 * queued bytes they had then */
-	unsigned nstalled;
-	unsigned stalled_id[MAX_WATCH];
-	size_t stalled_queued[MAX_WATCH];
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
 	struct ptd_diag notice;
 	/* counters */
 	atomic_uint threads;
 	atomic_bool decoding;
+	atomic_bool abandoned;		/* its subscribers all left */
 	atomic_uint_fast64_t bytes, insns, records;
 };
 
@@ -76,98 +65,6 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(unsigned ms)
-{
-	struct timespec ts = { ms / 1000u, (long)(ms % 1000u) * 1000000L };
-
-	(void)nanosleep(&ts, NULL);
-}
-
-/* ---- credentials ---- */
-
-/* Drop the capabilities that bypass file permissions from this thread's
- * effective and permitted sets (capset acts on the calling thread).  With
- * @keep_read, CAP_DAC_READ_SEARCH stays and is made effective again (the
- * kernel clears it from the effective set when fsuid leaves 0). */
-static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
-{
-	static const int caps[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-				    CAP_FOWNER };
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-	size_t i;
-
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) < 0)
-		return ptd_diagf(diag, -errno, "capget failed: %s",
-				 strerror(errno));
-	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
-		if (keep_read && caps[i] == CAP_DAC_READ_SEARCH) {
-			if (d[CAP_TO_INDEX(caps[i])].permitted &
-			    CAP_TO_MASK(caps[i]))
-				d[CAP_TO_INDEX(caps[i])].effective |=
-					CAP_TO_MASK(caps[i]);
-			continue;
-		}
-		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
-		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
-	}
-	h.pid = 0;
-	if (syscall(SYS_capset, &h, d) < 0)
-		return ptd_diagf(diag, -errno, "capset failed: %s",
-				 strerror(errno));
-	return 0;
-}
-
-static int become(const struct ptd_replay_creds *c, bool keep_read,
-		  struct ptd_diag *diag)
-{
-	if (!c || (c->ngroups && !c->groups) ||
-	    c->ngroups > PTD_REPLAY_MAX_GROUPS)
-		return -EINVAL;
-	if (geteuid() != 0) {
-		/* Without root ptd cannot become anyone else; reading as its
-		 * own uid is reading as the client only if they are one. */
-		if (c->uid != geteuid())
-			return ptd_diagf(diag, -EPERM,
-					 "ptd runs as uid %u and cannot %s "
-					 "files as uid %u",
-					 (unsigned)geteuid(),
-					 keep_read ? "write" : "read",
-					 (unsigned)c->uid);
-		return 0;
-	}
-	/* The raw syscall: glibc's setgroups changes every thread.  Needs
-	 * CAP_SETGID (and setfs*id CAP_SETUID/CAP_SETGID): ptd.service's
-	 * CapabilityBoundingSet= keeps them. */
-	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
-		return ptd_diagf(diag, -errno, "setgroups failed: %s",
-				 strerror(errno));
-	(void)setfsgid(c->gid);
-	(void)setfsuid(c->uid);
-	/* setfs*id return the previous value: ask again to be sure. */
-	if ((uid_t)setfsuid((uid_t)-1) != c->uid ||
-	    (gid_t)setfsgid((gid_t)-1) != c->gid)
-		return ptd_diagf(diag, -EPERM,
-				 "could not take uid %u gid %u for %s",
-				 (unsigned)c->uid, (unsigned)c->gid,
-				 keep_read ? "writing" : "reading");
-	if (c->uid == 0)
-		return 0;
-	return drop_dac_caps(keep_read, diag);
-}
-
-int ptd_replay_become(const struct ptd_replay_creds *c, struct ptd_diag *diag)
-{
-	return become(c, false, diag);
-}
-
-int ptd_replay_become_writer(const struct ptd_replay_creds *c,
-			     struct ptd_diag *diag)
-{
-	return become(c, true, diag);
 }
 
 /* ---- the thread's side ---- */
@@ -227,11 +124,8 @@ static bool wait_go(struct ptd_replay *r)
 /* Wait (bounded) for the first subscriber, so that it sees the start. */
 static void wait_subscriber(struct ptd_replay *r)
 {
-	uint64_t deadline = now_ms() + r->wait_ms;
-
-	while (r->wait_ms && ptd_fanout_count(r->fan) == 0 &&
-	       !stop_reason(r) && now_ms() < deadline)
-		sleep_ms(5);
+	if (r->wait_ms)
+		(void)ptd_fanout_wait_subscriber(r->fan, r->wait_ms);
 }
 
 static int on_info(void *ctx, const struct ptd_input_info *info)
@@ -250,74 +144,22 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-static ssize_t stalled_find(const struct ptd_replay *r, unsigned id)
-{
-	for (unsigned i = 0; i < r->nstalled; i++)
-		if (r->stalled_id[i] == id)
-			return i;
-	return -1;
-}
-
-/* Does subscriber @st hold the replay back?  One that stalled holds it
- * back again only once it has taken bytes since. */
-static bool holds_back(struct ptd_replay *r,
-		       const struct ptd_subscriber_stats *st, size_t need)
-{
-	ssize_t k = stalled_find(r, st->id);
-
-	if (k >= 0) {
-		if (st->queued >= r->stalled_queued[k])
-			return false;
-		r->stalled_id[k] = r->stalled_id[--r->nstalled];
-		r->stalled_queued[k] = r->stalled_queued[r->nstalled];
-	}
-	return st->queued + need > r->queue_size;
-}
-
-/* Lossless: wait until every subscriber has room for the largest record.
- * A subscriber that takes nothing for stall_ms is marked stalled. */
-static void wait_room(struct ptd_replay *r)
-{
-	struct ptd_subscriber_stats st[MAX_WATCH];
-	size_t need = PTD_JSON_MAX_RECORD;
-	uint64_t since = 0;
-	size_t first_queued = 0;
-	unsigned first_id = 0;
-
-	for (;;) {
-		unsigned n = ptd_fanout_get_stats(r->fan, st, MAX_WATCH), i;
-		bool blocked = false;
-
-		for (i = 0; i < n && !blocked; i++)
-			blocked = holds_back(r, &st[i], need);
-		if (!blocked || stop_reason(r))
-			return;
-		i--;
-		/* Progress resets the stall clock. */
-		if (!since || st[i].id != first_id ||
-		    st[i].queued < first_queued) {
-			since = now_ms();
-			first_id = st[i].id;
-			first_queued = st[i].queued;
-		} else if (now_ms() - since >= r->stall_ms &&
-			   r->nstalled < MAX_WATCH) {
-			r->stalled_id[r->nstalled] = st[i].id;
-			r->stalled_queued[r->nstalled++] = st[i].queued;
-			since = 0;
-			continue;
-		}
-		sleep_ms(1);
-	}
-}
-
 static int on_record(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_replay *r = ctx;
 
 	if (stop_reason(r))
 		return 1;
-	if (r->lossless)
-		wait_room(r);
+	/* Nobody left to deliver to: a replay has no live producer to keep
+	 * up with, so it ends rather than decode into the void. */
+	if (ptd_fanout_abandoned(r->fan) ||
+	    (r->lossless &&
+	     ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms) !=
+		     PTD_ROOM_OK)) {
+		/* cancelled: stop_reason is set; else abandoned */
+		atomic_store(&r->abandoned, !stop_reason(r));
+		return 1;
+	}
 	if (rec->type == PTD_REC_INSN)
 		atomic_fetch_add(&r->insns, 1);
 	atomic_fetch_add(&r->records, 1);
@@ -357,6 +199,12 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 		end->reason = (enum ptd_session_end_reason)(stop - 1);
 		return;
 	}
+	if (atomic_load(&r->abandoned)) {
+		end->reason = PTD_END_DETACHED;
+		(void)snprintf(end->message, sizeof(end->message),
+			       "every subscriber left");
+		return;
+	}
 	if (res < 0) {
 		end->reason = PTD_END_ERROR;
 		(void)snprintf(end->message, sizeof(end->message), "%s",
@@ -386,20 +234,19 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 static void *replay_main(void *arg)
 {
 	struct ptd_replay *r = arg;
-	struct ptd_replay_creds c = { r->uid, r->gid, r->groups, r->ngroups };
+	struct ptd_cred c = { r->uid, r->gid, r->groups, r->ngroups };
 	struct ptd_input_sink isink = { on_info, on_record, on_thread_done,
 					r, on_notice };
 	struct ptd_diag diag = { "" };
 	struct ptd_session_end end;
 	size_t thread_errors = 0;
-	struct stat st;
 	int res;
 
-	res = ptd_replay_become(&c, &diag);
-	/* A FIFO would block the open until someone writes to it. */
-	if (res == 0 && stat(r->path, &st) == 0 && S_ISFIFO(st.st_mode))
-		res = ptd_diagf(&diag, -EINVAL,
-				"'%s' is a FIFO; replay reads files", r->path);
+	/* Every file the decode opens is opened on this thread, as the
+	 * client, and by ptd_file_open_regular (common/fileio.h): a FIFO or
+	 * device put anywhere, at any time, is refused by name rather than
+	 * block this thread (r->in.streams is false). */
+	res = ptd_cred_become_reader(&c, &diag);
 	if (res == 0) {
 		atomic_store(&r->decoding, true);
 		res = ptd_input_decode(r->path, &r->in, &isink, &thread_errors,
@@ -434,7 +281,7 @@ static void replay_free_mem(struct ptd_replay *r)
 
 static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 {
-	const struct ptd_replay_creds *c = &o->creds;
+	const struct ptd_cred *c = &o->creds;
 
 	r->path = strdup(o->path);
 	r->in = o->input;
@@ -447,6 +294,7 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->in.kernel = r->kernel;
 	r->in.cancel.fn = cancelled;
 	r->in.cancel.ctx = r;
+	r->in.streams = false;	/* a client's files: regular files only */
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;
@@ -478,7 +326,7 @@ static int check_opts(const struct ptd_replay_opts *o,
 		return ptd_diagf(diag, -EINVAL,
 				 "the trace path must be absolute, got '%s'",
 				 o->path ? o->path : "");
-	if (o->creds.ngroups > PTD_REPLAY_MAX_GROUPS ||
+	if (o->creds.ngroups > PTD_CRED_MAX_GROUPS ||
 	    (o->creds.ngroups && !o->creds.groups))
 		return ptd_diagf(diag, -EINVAL, "bad supplementary groups");
 	if (o->lossless && o->queue_size < PTD_JSON_MAX_RECORD)
@@ -605,13 +453,21 @@ void ptd_replay_go(struct ptd_replay *r, struct ptd_fanout *fan)
 
 void ptd_replay_stop(struct ptd_replay *r, enum ptd_session_end_reason reason)
 {
+	struct ptd_fanout *fan;
+
 	if (!r)
 		return;
 	pthread_mutex_lock(&r->lock);
 	if (!r->stop_reason)
 		r->stop_reason = (int)reason + 1;
 	pthread_cond_broadcast(&r->cond);
+	fan = r->fan;
 	pthread_mutex_unlock(&r->lock);
+	/* Wakes the thread waiting for a subscriber or for room (sticky: a
+	 * wait that begins later ends at once).  The fan-out outlives the
+	 * replay. */
+	if (fan)
+		ptd_fanout_cancel_waits(fan);
 }
 
 void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret)

@@ -6,12 +6,10 @@
  * hello, records, lost and bye exactly as from a live session.
  *
  * Files are read with the CLIENT's permissions, never the daemon's: the
- * replay thread, before it opens anything, sets its own supplementary
- * groups (raw SYS_setgroups: per thread, unlike glibc's setgroups), fsgid
- * and fsuid to the client's and drops CAP_DAC_OVERRIDE,
- * CAP_DAC_READ_SEARCH and CAP_FOWNER from its effective and permitted sets
- * (capset on the calling thread only).  Every file of the decode -- the
- * input, the images it maps, opened lazily -- is opened by that thread.
+ * replay thread, before it opens anything, takes the client's file-system
+ * rights (ptd_cred_become_reader, cred.h).  Every file of the decode --
+ * the input, the images it maps, opened lazily -- is opened by that
+ * thread.
  *
  * Life of a replay:
  *  1. ptd_replay_begin: the thread takes the client's credentials and
@@ -30,13 +28,20 @@
  *  3. the sink's `ended` (reason EXITED with exit_code 0 at the end of the
  *     trace, DETACHED/SHUTDOWN when stopped, ERROR if the decode failed).
  *
- * Lossless: before each record the thread waits until every subscriber's
+ * Lossless (what ptd's replay request asks unless the client says
+ * "lossy"): before each record the thread waits until every subscriber's
  * queue has room for a record of the largest size (backpressure) instead
- * of letting the fan-out drop it.  A subscriber that goes away no longer
- * counts; one that stays connected but reads nothing for
- * PTD_REPLAY_STALL_MS stops holding the replay back (its records are then
- * dropped and counted as lost, as without lossless); a stop is obeyed at
- * once.
+ * of letting the fan-out drop it (ptd_fanout_wait_room).  The wait sleeps
+ * until something changes -- the loop takes bytes from a queue, a
+ * subscriber leaves, the replay is stopped (ptd_replay_stop cancels the
+ * fan-out's waits) -- never polling.  One that stays connected but reads
+ * nothing for PTD_REPLAY_STALL_MS stops holding the replay back (its
+ * records are then dropped and counted as lost, as without lossless).
+ *
+ * Lossless or not, a replay whose subscribers have all left (there was
+ * one, there is none now) ends: DETACHED, "every subscriber left".  A
+ * replay has no live process to keep up with: nobody left to deliver to,
+ * nothing left to do.
  */
 #ifndef PTD_DAEMON_REPLAY_H
 #define PTD_DAEMON_REPLAY_H
@@ -47,6 +52,7 @@
 #include <sys/types.h>
 
 #include "common/diag.h"
+#include "daemon/cred.h"
 #include "daemon/fanout.h"
 #include "daemon/session.h"
 #include "input/input.h"
@@ -58,22 +64,11 @@
 /* Lossless: how long a subscriber may hold the replay back without
  * taking a byte. */
 #define PTD_REPLAY_STALL_MS 30000u
-/* Supplementary groups carried at most (NGROUPS_MAX is 65536). */
-#define PTD_REPLAY_MAX_GROUPS 65536u
-
-/* Whose permissions the replay reads with. */
-struct ptd_replay_creds {
-	uid_t uid;
-	gid_t gid;
-	const gid_t *groups;	/* supplementary groups, copied */
-	size_t ngroups;
-};
-
 struct ptd_replay_opts {
 	const char *path;		/* the saved trace, absolute; copied */
 	struct ptd_input_opts input;	/* decode options; strings copied */
-	bool lossless;
-	struct ptd_replay_creds creds;
+	bool lossless;			/* wait for subscribers (above) */
+	struct ptd_cred creds;		/* whose rights it reads with; copied */
 	unsigned wait_ms;		/* first subscriber; 0: none */
 	/* lossless: the subscribers' queue limit (fan-out queue_size) */
 	size_t queue_size;
@@ -148,21 +143,5 @@ void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret);
 /* Stop (SHUTDOWN) if still running, wait for the thread, free.  If
  * ptd_replay_go was never called, `ended` is not called.  NULL is fine. */
 void ptd_replay_free(struct ptd_replay *r);
-
-/* Take @c's file-system credentials on the calling thread only (see
- * above).  Returns 0, or -EPERM (ptd may not take them: it is not root
- * and @c is not its own uid), -errno with a message in @diag.  Exposed
- * for tests. */
-int ptd_replay_become(const struct ptd_replay_creds *c,
-		      struct ptd_diag *diag);
-
-/* The same for a thread that writes files for @c from files only ptd may
- * read (a recorded session's bundle from ptd's spool and the traced
- * images): what it creates is @c's and is created only where @c may
- * write (fsuid, fsgid, groups; CAP_DAC_OVERRIDE and CAP_FOWNER dropped),
- * what it reads is read with ptd's CAP_DAC_READ_SEARCH, kept effective.
- * Returns as ptd_replay_become. */
-int ptd_replay_become_writer(const struct ptd_replay_creds *c,
-			     struct ptd_diag *diag);
 
 #endif

@@ -616,7 +616,7 @@ static void *record_main(void *arg)
 {
 	struct srv_record *rc = arg;
 	struct ptd_bundle_save_opts o = PTD_BUNDLE_SAVE_OPTS_INIT;
-	struct ptd_replay_creds cr = { rc->uid, rc->gid, rc->groups,
+	struct ptd_cred cr = { rc->uid, rc->gid, rc->groups,
 				       rc->ngroups };
 
 	/* Every file written is the client's, written where the client may
@@ -625,7 +625,7 @@ static void *record_main(void *arg)
 	o.set_owner = true;
 	o.uid = rc->uid;
 	o.gid = rc->gid;
-	rc->err = ptd_replay_become_writer(&cr, &rc->diag);
+	rc->err = ptd_cred_become_writer(&cr, &rc->diag);
 	if (rc->err == 0)
 		rc->err = ptd_bundle_save_at(rc->spool, rc->fd, &o, &rc->diag);
 	atomic_store_explicit(&rc->done, true, memory_order_release);
@@ -1296,7 +1296,7 @@ static int peer_groups(int fd, gid_t **ret)
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len) == 0)
 			break;
 		if (errno != ERANGE ||
-		    len > PTD_REPLAY_MAX_GROUPS * sizeof(gid_t)) {
+		    len > PTD_CRED_MAX_GROUPS * sizeof(gid_t)) {
 			free(g);
 			return -errno;
 		}
@@ -1327,6 +1327,8 @@ static const char *replay_error_code(int err)
 	case -PTD_ETRUNC:
 	case -PTD_EUNSUPPORTED:
 	case -PTD_ELIMIT:
+	case -PTD_ENOTREG:	/* a FIFO, a device: named in the message */
+	case -EISDIR:
 		return PTD_ERR_BAD_TRACE;
 	default:
 		return PTD_ERR_INTERNAL;

@@ -313,6 +313,7 @@ int decode_input(const char *path, const struct decode_args *d)
 		return EXIT_INPUT;
 	}
 	memset(&o, 0, sizeof(o));
+	o.streams = true;	/* the user's own FIFO or stdin */
 	o.decode = d->opts;
 	o.cpu_given = d->cpu_given;
 	o.have_tid = d->have_tid;

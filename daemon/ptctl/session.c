@@ -71,6 +71,7 @@ int verb_stream(int argc, char **argv)
 
 static const struct option replay_long[] = {
 	{ "lossless", no_argument, NULL, 'L' },
+	{ "lossy", no_argument, NULL, 'y' },
 	{ "kinds", required_argument, NULL, 'k' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "range", required_argument, NULL, 'R' },
@@ -88,7 +89,7 @@ int verb_replay(int argc, char **argv)
 	struct ptd_response resp;
 	struct ptd_request req;
 	_cleanup_free_ char *path = NULL;
-	bool lossless = false;
+	bool lossy = false;
 	uint64_t session;
 	FILE *f = NULL;
 	int c, r = 0;
@@ -99,19 +100,21 @@ int verb_replay(int argc, char **argv)
 		r = stream_option(&spec, c, optarg);
 		if (r == 1)
 			continue;
-		if (c == 'L') {
-			lossless = true;
+		if (c == 'L' || c == 'y') {
+			/* --lossless: the default, still accepted */
+			lossy = c == 'y';
 			continue;
 		}
 		if (c == 'h')
-			printf("Usage: ptctl replay [--lossless] [stream "
+			printf("Usage: ptctl replay [--lossy] [stream "
 			       "options] TRACE\n\n"
 			       "ptd decodes the saved TRACE (a capture, "
 			       "bundle, perf.data or LLDB bundle,\nread with "
 			       "your permissions) as a session; its records "
-			       "are written like\nptctl stream's.  "
-			       "--lossless: ptd waits for this client "
-			       "instead of dropping\nrecords.\n");
+			       "are written like\nptctl stream's.  ptd waits "
+			       "for this client rather than drop records;\n"
+			       "--lossy: drop them (counted in lost records) "
+			       "when it reads too slowly.\n");
 		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
 	}
 	if (optind + 1 != argc) {
@@ -129,8 +132,7 @@ int verb_replay(int argc, char **argv)
 			 sizeof(req.path) - 1);
 		return EXIT_USAGE;
 	}
-	if (lossless)
-		req.lossless = true;
+	req.lossless = !lossy;
 	r = client_connect(&f);
 	if (r)
 		return r;

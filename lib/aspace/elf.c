@@ -119,17 +119,9 @@ int ptd_elf_read_info(const char *path, struct ptd_elf_info *ret,
 	info.lowest_vaddr = UINT64_MAX;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return ptd_diagf(diag, -PTD_EFORMAT, "libelf is unusable");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		return ptd_diagf(diag, r, "cannot open ELF '%s': %s", path,
-				 ptd_strerror(r));
-	}
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		return ptd_diagf(diag, r, "cannot stat '%s': %s", path,
-				 ptd_strerror(r));
-	}
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, &st, diag);
+	if (fd < 0)
+		return fd;
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    elf_getphdrnum(elf, &phnum) != 0) {

@@ -23,6 +23,7 @@
 #include <intel-pt.h>
 
 #include "common/diag.h"
+#include "common/fileio.h"
 #include "common/strutil.h"
 
 /* Keep up to this many bytes of sections mapped between reads: without a
@@ -106,21 +107,13 @@ struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic)
 }
 
 /* Open @path for reading: a regular file (a FIFO or device is refused
- * before it could block); its fd, or -errno. */
+ * before it could block: ptd_file_open_regular); its fd, -EISDIR,
+ * -EINVAL (not a regular file: image.c says so) or -errno. */
 static int open_file(const char *path, struct stat *st)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int fd = ptd_file_open_regular(AT_FDCWD, path, 0, st, NULL);
 
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, st) < 0 || S_ISDIR(st->st_mode) ||
-	    !S_ISREG(st->st_mode)) {
-		int err = S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
-
-		(void)close(fd);
-		return err;
-	}
-	return fd;
+	return fd == -PTD_ENOTREG ? -EINVAL : fd;
 }
 
 static struct copy *copy_find(struct ptd_iscache *ic, const struct stat *st,

@@ -442,8 +442,8 @@ int ptd_bundle_parse_manifest(const char *text, size_t len,
 /* ---- loading: verification -------------------------------------------- */
 
 /* Open "@subdir/NAME" under @dfd: neither the subdirectory nor the file may
- * be a symlink; a FIFO does not block (O_NONBLOCK) and is then refused as
- * not regular. */
+ * be a symlink; it must be a regular file (ptd_file_open_regular: a FIFO
+ * is refused before it could block, -PTD_ENOTREG). */
 static int open_member(int dfd, const char *name, int *ret_fd)
 {
 	const char *slash = strchr(name, '/');
@@ -459,10 +459,9 @@ static int open_member(int dfd, const char *name, int *ret_fd)
 		     O_CLOEXEC);
 	if (sfd < 0)
 		return errno == ENOTDIR ? -ELOOP : -errno;
-	fd = openat(sfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-		    O_CLOEXEC);
+	fd = ptd_file_open_regular(sfd, slash + 1, O_NOFOLLOW, NULL, NULL);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	*ret_fd = fd;
 	return 0;
 }
@@ -533,6 +532,9 @@ static int verify_member(int dfd, const char *dir, const char *name,
 	if (r == -ELOOP)
 		return ptd_diagf(diag, -PTD_EFORMAT,
 				 "%s: a symlink, not a regular file", what);
+	if (r == -PTD_ENOTREG || r == -EISDIR)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: not a regular file", what);
 	if (r < 0)
 		return ptd_diagf(diag, r, "%s: cannot open: %s", what,
 				 ptd_strerror(r));
@@ -550,12 +552,15 @@ static int verify_reference(const char *dir,
 
 	(void)snprintf(what, sizeof(what),
 		       "bundle '%s': referenced image '%s'", dir, im->path);
-	fd = open(im->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
+	fd = ptd_file_open_regular(AT_FDCWD, im->path, 0, NULL, NULL);
+	if (fd == -ENOENT)
 		return ptd_diagf(diag, -ENOENT, "%s: missing", what);
+	if (fd == -PTD_ENOTREG || fd == -EISDIR)
+		return ptd_diagf(diag, -PTD_EFORMAT,
+				 "%s: not a regular file", what);
 	if (fd < 0)
-		return ptd_diagf(diag, -errno, "%s: cannot open: %s", what,
-				 strerror(errno));
+		return ptd_diagf(diag, fd, "%s: cannot open: %s", what,
+				 ptd_strerror(fd));
 	return verify_fd(fd, what, im->size, im->sha256, cancel, diag);
 }
 
@@ -647,23 +652,22 @@ static int check_needed(const struct ptd_bundle *b, struct ptd_diag *diag)
 static int read_manifest(int dfd, const char *dir, char **ret_text,
 			 size_t *ret_len, struct ptd_diag *diag)
 {
-	_cleanup_close_ int fd = openat(dfd, PTD_BUNDLE_MANIFEST,
-					O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-					O_CLOEXEC);
-	struct stat st;
+	_cleanup_close_ int fd = ptd_file_open_regular(dfd,
+							PTD_BUNDLE_MANIFEST,
+							O_NOFOLLOW, NULL, NULL);
 	int r;
 
-	if (fd < 0 && errno == ENOENT)
+	if (fd == -ENOENT)
 		return ptd_diagf(diag, -ENOENT, "'%s' is not a bundle: no "
 				 PTD_BUNDLE_MANIFEST, dir);
-	if (fd < 0)
-		return ptd_diagf(diag, -errno, "bundle '%s': cannot open "
-				 PTD_BUNDLE_MANIFEST ": %s", dir,
-				 strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+	if (fd == -PTD_ENOTREG || fd == -EISDIR || fd == -ELOOP)
 		return ptd_diagf(diag, -PTD_EFORMAT, "bundle '%s': "
 				 PTD_BUNDLE_MANIFEST " is not a regular file",
 				 dir);
+	if (fd < 0)
+		return ptd_diagf(diag, fd, "bundle '%s': cannot open "
+				 PTD_BUNDLE_MANIFEST ": %s", dir,
+				 ptd_strerror(fd));
 	r = read_fd_all(fd, PTD_BUNDLE_MAX_MANIFEST, ret_text, ret_len);
 	if (r == -PTD_ELIMIT)
 		return ptd_diagf(diag, r, "bundle '%s': " PTD_BUNDLE_MANIFEST
@@ -978,17 +982,14 @@ static int copy_hash(const struct writer *w, int src, const char *src_name,
 static int open_source(const struct writer *w, const char *path, int flags,
 		       int *ret_fd)
 {
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+	int fd = ptd_file_open_regular(AT_FDCWD, path, flags, NULL, NULL);
 
-	if (fd < 0)
-		return ptd_diagf(w->diag, -errno, "cannot open '%s': %s", path,
-				 strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		(void)close(fd);
+	if (fd == -PTD_ENOTREG || fd == -EISDIR)
 		return ptd_diagf(w->diag, -PTD_EFORMAT,
 				 "'%s' is not a regular file", path);
-	}
+	if (fd < 0)
+		return ptd_diagf(w->diag, fd, "cannot open '%s': %s", path,
+				 ptd_strerror(fd));
 	*ret_fd = fd;
 	return 0;
 }

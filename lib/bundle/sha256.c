@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/diag.h"
+#include "common/fileio.h"
 #include "common/strutil.h"
 
 /* The first 32 bits of the fractional parts of the cube roots of the
@@ -194,10 +195,11 @@ int ptd_sha256_fd_until(int fd, uint64_t limit,
 int ptd_sha256_file(const char *path, uint64_t limit,
 		    uint8_t out[PTD_SHA256_LEN], uint64_t *ret_size)
 {
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL,
+							NULL);
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	return ptd_sha256_fd(fd, limit, out, ret_size);
 }
 

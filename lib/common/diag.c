@@ -26,6 +26,8 @@ static const char *ptd_errstr(enum ptd_errno e)
 		return "trace could not be decoded";
 	case PTD_EUNSUPPORTED:
 		return "unsupported feature";
+	case PTD_ENOTREG:
+		return "not a regular file";
 	case PTD_ERR_MAX:
 		break;
 	}

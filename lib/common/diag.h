@@ -30,7 +30,8 @@ enum ptd_errno {
 	PTD_ENOIMAGE = 4006,	/* code the trace needs is not available */
 	PTD_EDECODE = 4007,	/* the trace could not be decoded */
 	PTD_EUNSUPPORTED = 4008,/* input uses a feature ptd does not handle */
-	PTD_ERR_MAX = 4009,
+	PTD_ENOTREG = 4009,	/* a file was expected: a FIFO, device... */
+	PTD_ERR_MAX = 4010,
 };
 
 /* A string for a negative error code from any ptd function: ptd's own

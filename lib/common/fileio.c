@@ -54,6 +54,70 @@ void ptd_buf_free(struct ptd_buf *b)
 	b->len = b->cap = 0;
 }
 
+const char *ptd_file_type_name(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFLNK:
+		return "a symbolic link";
+	default:
+		return "not a file";
+	}
+}
+
+int ptd_file_open_regular(int dfd, const char *path, int flags,
+			  struct stat *ret_st, struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	struct stat st;
+	int r, fl;
+
+	if (!path || (flags & ~O_NOFOLLOW))
+		return -EINVAL;
+	fd = openat(dfd, path,
+		    O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | flags);
+	if (fd < 0) {
+		r = -errno;
+		if (r == -ELOOP && (flags & O_NOFOLLOW))
+			return ptd_diagf(diag, r, "cannot open '%s': it is a "
+					 "symbolic link", path);
+		return ptd_diagf(diag, r, "cannot open '%s': %s", path,
+				 strerror(-r));
+	}
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		return ptd_diagf(diag, r, "cannot stat '%s': %s", path,
+				 strerror(-r));
+	}
+	if (S_ISDIR(st.st_mode))
+		return ptd_diagf(diag, -EISDIR, "'%s' is a directory, not a "
+				 "regular file", path);
+	if (!S_ISREG(st.st_mode))
+		return ptd_diagf(diag, -PTD_ENOTREG, "'%s' is %s, not a "
+				 "regular file", path,
+				 ptd_file_type_name(st.st_mode));
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		r = -errno;
+		return ptd_diagf(diag, r, "'%s': fcntl: %s", path,
+				 strerror(-r));
+	}
+	if (ret_st)
+		*ret_st = st;
+	return PTD_TAKE_FD(fd);
+}
+
 int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
 		      size_t *ret_len)
 {
@@ -61,9 +125,9 @@ int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
 	struct ptd_buf b = { 0 };
 	int r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL, NULL);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	for (;;) {
 		ssize_t n;
 

@@ -9,7 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+
+#include "common/diag.h"
 
 /* A growable byte buffer.  Zero-initialise it ({0}) before first use. */
 struct ptd_buf {
@@ -24,11 +27,34 @@ int ptd_buf_append(struct ptd_buf *b, const void *p, size_t n);
 int ptd_buf_reserve(struct ptd_buf *b, size_t n);
 void ptd_buf_free(struct ptd_buf *b);
 
+/* Open @path (relative to directory @dfd, or AT_FDCWD) for reading a file
+ * that someone else controls (a client's trace, the files and images it
+ * names), so that nothing put there can block or fault the reader: opened
+ * O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | @flags (@flags: 0 or
+ * O_NOFOLLOW, which refuses a final symlink with -ELOOP), so that a FIFO
+ * does not wait for a writer, a terminal does not become ours and a lease
+ * does not hold the open; then fstat'ed on the descriptor (what was
+ * opened, not what the path names a moment later) and refused unless a
+ * regular file; only then made blocking again.  This is the one place
+ * ptd opens such files: every reader of outside files goes through it.
+ * Returns the descriptor (*ret_st, if not NULL, its fstat), or with a
+ * message naming @path in @diag:
+ *  -errno         open/fstat failed ("cannot open 'PATH': ...")
+ *  -EISDIR        a directory
+ *  -PTD_ENOTREG   a FIFO, device or socket ("'PATH' is a FIFO, not a
+ *                 regular file") */
+int ptd_file_open_regular(int dfd, const char *path, int flags,
+			  struct stat *ret_st, struct ptd_diag *diag);
+
+/* "a FIFO", "a character device", ... for @mode's file type. */
+const char *ptd_file_type_name(mode_t mode);
+
 /* Read all of @path, at most @limit bytes, into a NUL-terminated malloc'd
  * buffer (*ret_data, *ret_len excludes the NUL).  Works for /proc files
- * whose st_size is 0.
- * Returns 0, -errno from open/read, or -PTD_ELIMIT if the file is larger
- * than @limit. */
+ * whose st_size is 0.  @path must be a regular file (opened as
+ * ptd_file_open_regular does).
+ * Returns 0, -errno from open/read, -EISDIR/-PTD_ENOTREG (not a regular
+ * file), or -PTD_ELIMIT if the file is larger than @limit. */
 int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
 		      size_t *ret_len);
 

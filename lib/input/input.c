@@ -15,6 +15,7 @@
 
 #include "aspace/iscache.h"
 #include "bundle/bundle.h"
+#include "common/fileio.h"
 #include "decode/insncache.h"
 #include "lldb/trace.h"
 #include "perfdata/decode.h"
@@ -60,11 +61,10 @@ static int detect_file(const char *path, enum ptd_input_kind *ret,
 {
 	char head[4096];
 	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL, diag);
 
 	if (fd < 0)
-		return ptd_diagf(diag, -errno, "cannot open '%s': %s", path,
-				 strerror(errno));
+		return fd;
 	n = read(fd, head, sizeof(head) - 1);
 	(void)close(fd);
 	if (n < 0)

@@ -64,6 +64,11 @@ struct ptd_input_opts {
 	 * verification): the decode then returns -ECANCELED.  Zeroed: never.
 	 * Once records flow, the sink's non-zero return stops a decode. */
 	struct ptd_cancel cancel;
+	/* A perf.data named as a FIFO, a device or "-" (stdin) is read as a
+	 * pipe-mode stream: for a tool the user runs.  False (a daemon
+	 * reading for a client): every file must be a regular file, refused
+	 * by name before it could block (common/fileio.h). */
+	bool streams;
 };
 
 /* What an input says about itself before its records (for the stream's

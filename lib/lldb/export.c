@@ -114,16 +114,13 @@ static int elf_load_address(const char *path, uint64_t start, uint64_t pgoff,
 	size_t phnum = 0, i;
 	uint64_t first = 0, bias = 0;
 	bool have_first = false, found = false;
-	int r;
 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return ptd_diagf(diag, -PTD_EFORMAT, "libelf is unusable");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		return ptd_diagf(diag, r, "cannot open mapped file '%s': %s",
-				 path, ptd_strerror(r));
-	}
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL, NULL);
+	if (fd < 0)
+		return ptd_diagf(diag, fd, "cannot open mapped file '%s': %s",
+				 path, ptd_strerror(fd));
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF ||
 	    elf_getphdrnum(elf, &phnum) != 0) {

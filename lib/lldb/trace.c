@@ -544,12 +544,10 @@ static int map_module(struct ptd_image *img, const struct ptd_lldb_module *m,
 	}
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return ptd_diagf(diag, -PTD_EFORMAT, "libelf is unusable");
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		r = -errno;
-		return ptd_diagf(diag, r, "%s: cannot open '%s': %s", field,
-				 file, ptd_strerror(r));
-	}
+	fd = ptd_file_open_regular(AT_FDCWD, file, 0, &st, NULL);
+	if (fd < 0)
+		return ptd_diagf(diag, fd, "%s: cannot open '%s': %s", field,
+				 file, ptd_strerror(fd));
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF ||
 	    elf_getphdrnum(elf, &phnum) != 0) {

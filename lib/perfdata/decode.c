@@ -937,7 +937,8 @@ int ptd_perfdata_decode(const char *path, const struct ptd_input_opts *o,
 			kc = kcore;
 		path = data;
 	}
-	r = ptd_perfdata_open(path, &pd, diag);
+	r = o->streams ? ptd_perfdata_open(path, &pd, diag)
+		       : ptd_perfdata_open_file(path, &pd, diag);
 	if (r < 0)
 		return r;
 	r = decode_parsed(pd, kc, o, sink, ret_thread_errors, diag);

@@ -1077,22 +1077,28 @@ int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,
 /* A file is read, never mapped: whoever can write it (a client of the
  * daemon replaying its own file) could truncate a mapping under the
  * reader, and the fault (SIGBUS) would end the whole process. */
-int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
-		      struct ptd_diag *diag)
+static int open_file(const char *path, bool streams,
+		     struct ptd_perfdata **ret, struct ptd_diag *diag)
 {
 	_cleanup_close_ int fd = -1;
 	struct stat st;
 
 	if (!path || !ret)
 		return -EINVAL;
-	if (!strcmp(path, "-"))
+	if (streams && !strcmp(path, "-"))
 		return ptd_perfdata_read_fd(STDIN_FILENO, "-", ret, diag);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return ptd_diagf(diag, -errno, "cannot open '%s': %s", path,
-				 strerror(errno));
-	if (!S_ISREG(st.st_mode))
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, &st, diag);
+	if (fd == -PTD_ENOTREG && streams) {
+		/* A FIFO (or a device) the user named: a stream, opened as
+		 * such (blocking until its writer comes). */
+		fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC);
+		if (fd < 0)
+			return ptd_diagf(diag, -errno, "cannot open '%s': %s",
+					 path, strerror(errno));
 		return ptd_perfdata_read_fd(fd, path, ret, diag);
+	}
+	if (fd < 0)
+		return fd;
 	if (st.st_size < 16)
 		return ptd_diagf(diag, -PTD_ETRUNC, "%s: offset 0x0: %lld "
 				 "bytes: too short for a perf.data header",
@@ -1102,6 +1108,18 @@ int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
 				 "than %llu", path, (long long)st.st_size,
 				 PTD_PERFDATA_PIPE_MAX);
 	return read_all(fd, path, (uint64_t)st.st_size, ret, diag);
+}
+
+int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
+		      struct ptd_diag *diag)
+{
+	return open_file(path, true, ret, diag);
+}
+
+int ptd_perfdata_open_file(const char *path, struct ptd_perfdata **ret,
+			   struct ptd_diag *diag)
+{
+	return open_file(path, false, ret, diag);
 }
 
 const struct ptd_perfdata_buildid *

@@ -149,6 +149,12 @@ struct ptd_perfdata {
 int ptd_perfdata_open(const char *path, struct ptd_perfdata **ret,
 		      struct ptd_diag *diag);
 
+/* The same for a regular file only (a daemon reading a client's file):
+ * anything else -- a FIFO, a device, "-" -- is refused before it could
+ * block (ptd_file_open_regular: -PTD_ENOTREG, -EISDIR, naming @path). */
+int ptd_perfdata_open_file(const char *path, struct ptd_perfdata **ret,
+			   struct ptd_diag *diag);
+
 /* Read a stream from @fd to its end (at most PTD_PERFDATA_PIPE_MAX bytes)
  * and parse it; @name names it in messages.  @fd stays open. */
 int ptd_perfdata_read_fd(int fd, const char *name, struct ptd_perfdata **ret,

@@ -644,6 +644,8 @@ static const char *ptd_err_cname(enum ptd_errno e)
 		return "PTD_EDECODE";
 	case PTD_EUNSUPPORTED:
 		return "PTD_EUNSUPPORTED";
+	case PTD_ENOTREG:
+		return "PTD_ENOTREG";
 	case PTD_ERR_MAX:
 		break;
 	}

@@ -159,27 +159,17 @@ static int open_data(const char *dir, const char *name, uint64_t *ret_size,
 {
 	_cleanup_free_ char *path = join(dir, name);
 	struct stat st;
-	int fd, r;
+	int fd;
 
 	if (!path)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		r = -errno;
-		return ptd_diagf(diag, r, "%s: cannot open: %s", path,
-				 ptd_strerror(r));
-	}
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		(void)close(fd);
-		return ptd_diagf(diag, r, "%s: cannot stat: %s", path,
-				 ptd_strerror(r));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		(void)close(fd);
+	fd = ptd_file_open_regular(AT_FDCWD, path, O_NOFOLLOW, &st, NULL);
+	if (fd == -PTD_ENOTREG || fd == -EISDIR)
 		return ptd_diagf(diag, -PTD_EFORMAT, "%s: not a regular file",
 				 path);
-	}
+	if (fd < 0)
+		return ptd_diagf(diag, fd, "%s: cannot open: %s", path,
+				 ptd_strerror(fd));
 	*ret_size = (uint64_t)st.st_size;
 	return fd;
 }

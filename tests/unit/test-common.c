@@ -245,6 +245,66 @@ static void test_file_read_all(void)
 	free(data);
 }
 
+/* Files a client controls are opened without blocking and refused unless
+ * regular: a FIFO with no writer (which a plain open would wait on for
+ * ever), a device, a directory, a final symlink with O_NOFOLLOW -- each
+ * named in the message.  A regular file comes back blocking. */
+static void test_open_regular(void)
+{
+	char path[PATH_MAX], link[PATH_MAX], *data = NULL;
+	struct ptd_diag d = { "" };
+	struct stat st;
+	size_t len;
+	int fd;
+
+	tmp_path(path, sizeof(path), "reg");
+	REQUIRE(ptd_file_write_atomic(path, "abc", 3) == 0);
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, &st, &d);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK_EQ_INT(st.st_size, 3);
+		CHECK_EQ_INT(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
+		CHECK(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+		close(fd);
+	}
+	/* through a symlink: followed, unless O_NOFOLLOW */
+	tmp_path(link, sizeof(link), "reg-link");
+	REQUIRE(symlink(path, link) == 0);
+	fd = ptd_file_open_regular(AT_FDCWD, link, 0, NULL, &d);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, link, O_NOFOLLOW, NULL,
+					   &d), -ELOOP);
+	CHECK_CONTAINS(d.msg, link);
+	CHECK_CONTAINS(d.msg, "symbolic link");
+	(void)unlink(link);
+	(void)unlink(path);
+
+	tmp_path(path, sizeof(path), "fifo");
+	REQUIRE(mkfifo(path, 0600) == 0);
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, path, 0, NULL, &d),
+		     -PTD_ENOTREG);
+	CHECK_CONTAINS(d.msg, path);
+	CHECK_CONTAINS(d.msg, "is a FIFO, not a regular file");
+	/* and so for every reader built on it */
+	CHECK_EQ_INT(ptd_file_read_all(path, 10, &data, &len), -PTD_ENOTREG);
+	(void)unlink(path);
+
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, "/dev/null", 0, NULL, &d),
+		     -PTD_ENOTREG);
+	CHECK_CONTAINS(d.msg, "'/dev/null' is a character device");
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, tmpdir, 0, NULL, &d),
+		     -EISDIR);
+	CHECK_CONTAINS(d.msg, tmpdir);
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, "/nonexistent/x", 0, NULL,
+					   &d), -ENOENT);
+	CHECK_CONTAINS(d.msg, "cannot open '/nonexistent/x'");
+	CHECK_EQ_INT(ptd_file_open_regular(AT_FDCWD, "x", O_TRUNC, NULL, &d),
+		     -EINVAL);
+	CHECK_EQ_STR(ptd_strerror(-PTD_ENOTREG), "not a regular file");
+}
+
 static unsigned count_dir_entries(void)
 {
 	DIR *d = opendir(tmpdir);
@@ -451,6 +511,7 @@ int main(void)
 	RUN(test_strlcpy);
 	RUN(test_buf);
 	RUN(test_file_read_all);
+	RUN(test_open_regular);
 	RUN(test_write_atomic);
 	RUN(test_write_all);
 	RUN(test_errors);

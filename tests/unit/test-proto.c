@@ -188,6 +188,39 @@ static void test_session_cmds(void)
 	ptd_request_free(&req);
 }
 
+/* A replay is lossless unless asked otherwise: "lossy":true or
+ * "lossless":false; both given must agree. */
+static void replay_mode(const char *rest, bool lossless)
+{
+	char line[256];
+	struct ptd_request req;
+	struct ptd_diag d;
+
+	(void)snprintf(line, sizeof(line),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\"%s}",
+		       rest);
+	REQUIRE(parse(line, &req, &d) == 0);
+	if (req.lossless != lossless)
+		CHECK_FAIL_("'%s': lossless %d, expected %d", line,
+			    req.lossless, lossless);
+	ptd_request_free(&req);
+}
+
+static void test_replay(void)
+{
+	replay_mode("", true);
+	replay_mode(",\"lossless\":true", true);
+	replay_mode(",\"lossless\":false", false);
+	replay_mode(",\"lossy\":true", false);
+	replay_mode(",\"lossy\":false", true);
+	replay_mode(",\"lossy\":true,\"lossless\":false", false);
+	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\",\"lossy\":1}",
+	    -PTD_EFORMAT, "replay: lossy: expected a boolean");
+	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\",\"lossy\":false,"
+	    "\"lossless\":false}", -PTD_EFORMAT,
+	    "replay: lossy: contradicts \"lossless\"");
+}
+
 #define SUB(rest) "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1," rest "}"
 
 static void test_subscribe(void)
@@ -341,7 +374,7 @@ static void test_request_lines(void)
 		"\"0xffffffffffffffff\"]],\"iclass\":[\"call\",\"return\"],"
 		"\"module\":\"libc\"}}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\"}",
-		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossless\":true,"
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossy\":true,"
 		"\"tid\":7,\"wait_ms\":0}",
 		"{\"id\":1,\"cmd\":\"record\",\"session\":4}",
 		"{\"id\":1,\"cmd\":\"record\",\"session\":4,\"wait\":false}",
@@ -490,6 +523,7 @@ int main(void)
 	RUN(test_attach);
 	RUN(test_session_cmds);
 	RUN(test_subscribe);
+	RUN(test_replay);
 	RUN(test_responses);
 	RUN(test_request_lines);
 	RUN(test_response_parse);

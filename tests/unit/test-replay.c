@@ -19,6 +19,8 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +39,13 @@
 #include "unit/lldb-unclaimed.h"
 #include "bundle/bundle.h"
 #include "common/fileio.h"
+#include "common/strutil.h"
 #include "daemon/config.h"
 #include "daemon/replay.h"
 #include "daemon/server.h"
 #include "input/input.h"
+#include "lldb/export.h"
+#include "perfdata/write.h"
 #include "record/jsonw.h"
 #include "swpt/tracer.h"
 
@@ -218,16 +223,17 @@ static bool is_type(const char *l, const char *t)
 /* Read a subscriber's stream to its bye: records into @recs, the counts
  * of lost records (sum of "records"), the bye.  @slow: pause 2 ms every
  * 50 lines. */
-static cJSON *read_stream(struct client *c, struct lines *recs,
-			  uint64_t *lost, bool slow, char **hello)
+static cJSON *read_stream_pause(struct client *c, struct lines *recs,
+				uint64_t *lost, unsigned pause_ms,
+				char **hello)
 {
 	unsigned k = 0;
 	char *l;
 
 	*lost = 0;
 	while ((l = cl_line(c, 60000))) {
-		if (slow && ++k % 50 == 0)
-			msleep(2);
+		if (pause_ms && ++k % 50 == 0)
+			msleep(pause_ms);
 		if (is_type(l, "bye")) {
 			cJSON *b = cJSON_Parse(l);
 
@@ -252,6 +258,12 @@ static cJSON *read_stream(struct client *c, struct lines *recs,
 		lines_add(recs, l);
 	}
 	return NULL;
+}
+
+static cJSON *read_stream(struct client *c, struct lines *recs,
+			  uint64_t *lost, bool slow, char **hello)
+{
+	return read_stream_pause(c, recs, lost, slow ? 2 : 0, hello);
 }
 
 /* ---- the server ---- */
@@ -329,7 +341,7 @@ static bool make_capture(void)
 
 /* What the daemon must stream for the capture: ptd_input_decode's
  * records with the daemon's options. */
-static void expected_lines(struct lines *exp)
+static void expected_lines_of(const char *path, struct lines *exp)
 {
 	struct ptd_input_opts o;
 	struct ptd_input_sink sink = { NULL, add_json, NULL, exp };
@@ -340,11 +352,17 @@ static void expected_lines(struct lines *exp)
 	o.decode.path = PTD_PATH_INSN;
 	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) |
 			PTD_REC_BIT(PTD_REC_EVENT) | PTD_REC_BIT(PTD_REC_ERROR);
-	CHECK_EQ_INT(ptd_input_decode(capdir, &o, &sink, &terr, &diag), 0);
+	CHECK_EQ_INT(ptd_input_decode(path, &o, &sink, &terr, &diag), 0);
 }
 
-/* Replay the capture, subscribe on the same connection, read it all. */
-static cJSON *replay_path(const char *path, bool lossless, bool slow,
+static void expected_lines(struct lines *exp)
+{
+	expected_lines_of(capdir, exp);
+}
+
+/* Replay @path with the request's @opts (more keys, each after a comma,
+ * or ""), subscribe on the same connection, read it all. */
+static cJSON *replay_opts(const char *path, const char *opts, bool slow,
 			  struct lines *got, uint64_t *lost, char **hello)
 {
 	struct client c;
@@ -354,9 +372,8 @@ static cJSON *replay_path(const char *path, bool lossless, bool slow,
 	if (!cl_open(&c))
 		return NULL;
 	(void)snprintf(req, sizeof(req),
-		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
-		       "\"lossless\":%s}",
-		       path, lossless ? "true" : "false");
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"%s}",
+		       path, opts);
 	r = cl_call(&c, req);
 	CHECK(resp_ok(r));
 	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
@@ -373,6 +390,14 @@ static cJSON *replay_path(const char *path, bool lossless, bool slow,
 	bye = read_stream(&c, got, lost, slow, hello);
 	cl_close(&c);
 	return bye;
+}
+
+static cJSON *replay_path(const char *path, bool lossless, bool slow,
+			  struct lines *got, uint64_t *lost, char **hello)
+{
+	return replay_opts(path,
+			   lossless ? ",\"lossless\":true" : ",\"lossless\":false",
+			   slow, got, lost, hello);
 }
 
 static cJSON *replay_read(bool lossless, bool slow, struct lines *got,
@@ -470,6 +495,35 @@ static void test_lossless_vs_lossy(void)
 	lines_free(&exp);
 }
 
+/* A replay is lossless unless asked otherwise: the same slow reader of
+ * the same small queue, asking nothing, loses nothing; "lossy":true loses
+ * and counts, as "lossless":false does. */
+static void test_default_lossless(void)
+{
+	struct lines exp = { 0 }, got = { 0 };
+	uint64_t lost = 0;
+	cJSON *bye;
+
+	expected_lines(&exp);
+	bye = replay_opts(capdir, "", true, &got, &lost, NULL);
+	REQUIRE(bye);
+	CHECK_EQ_U64(lost, 0);
+	CHECK_EQ_U64(num(bye, "lost"), 0);
+	CHECK_EQ_U64(num(bye, "sent"), exp.n);
+	compare_lines(&got, &exp);
+	cJSON_Delete(bye);
+	lines_free(&got);
+
+	bye = replay_opts(capdir, ",\"lossy\":true", true, &got, &lost, NULL);
+	REQUIRE(bye);
+	CHECK(lost > 0);
+	CHECK_EQ_U64(num(bye, "lost"), lost);
+	CHECK_EQ_U64(got.n + lost, exp.n);
+	cJSON_Delete(bye);
+	lines_free(&got);
+	lines_free(&exp);
+}
+
 static void check_refused(const char *req, const char *code,
 			  const char *needle)
 {
@@ -496,6 +550,12 @@ static void test_replay_refusals(void)
 	check_refused("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\","
 		      "\"lossless\":1}",
 		      "bad_request", "lossless");
+	check_refused("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\","
+		      "\"lossy\":\"yes\"}",
+		      "bad_request", "lossy");
+	check_refused("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\","
+		      "\"lossy\":true,\"lossless\":true}",
+		      "bad_request", "contradict");
 	(void)snprintf(path, sizeof(path), "%s/nonexistent", workdir);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}", path);
@@ -632,6 +692,664 @@ static void test_replay_slow_input(void)
 	cJSON_Delete(r);
 	cl_close(&b);
 	(void)ptd_rm_rf(dir);
+}
+
+/* ---- the lossless wait, through the replay and fan-out interfaces ----
+ *
+ * A lossless replay held back by a subscriber whose queue is full waits
+ * (replay.h); each way that wait ends, tested on its own: the queue
+ * drains, the subscriber leaves, the replay is stopped, the subscriber
+ * stalls.  A wait that never ended fails the test by its deadline. */
+
+struct rig {
+	struct ptd_fanout *fan;
+	struct ptd_subscriber *sub;
+	struct ptd_replay *rp;
+	atomic_bool ended;
+	struct ptd_session_end end;
+};
+
+static void rig_record(void *ctx, const struct ptd_record *rec)
+{
+	struct rig *g = ctx;
+
+	ptd_fanout_record(g->fan, rec);
+}
+
+static void rig_ended(void *ctx, const struct ptd_session_end *end)
+{
+	struct rig *g = ctx;
+
+	g->end = *end;
+	ptd_fanout_end(g->fan, end);
+	atomic_store(&g->ended, true);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A lossless replay of the capture to one subscriber with a queue of two
+ * records' worth that nobody reads, held back once this returns true. */
+static bool rig_start(struct rig *g, unsigned stall_ms)
+{
+	struct ptd_filter_spec spec = { .kinds = PTD_FILTER_DEFAULT_KINDS };
+	struct ptd_replay_opts o = { 0 };
+	struct ptd_session_sink sink = { 0 };
+	struct ptd_replay_info info;
+	struct ptd_diag diag = { "" };
+	struct ptd_subscriber_stats st;
+	struct ptd_session_stats ss;
+	struct ptd_filter f;
+	uint64_t deadline, before;
+
+	memset(g, 0, sizeof(*g));
+	REQUIRE_OR_FALSE((g->fan = ptd_fanout_new(1, 0, NULL, NULL)));
+	REQUIRE_OR_FALSE(ptd_filter_compile(&spec, &f) == 0);
+	REQUIRE_OR_FALSE(ptd_fanout_subscribe(g->fan, &f,
+					      2 * PTD_JSON_MAX_RECORD, 8,
+					      &g->sub) == 0);
+	o.path = capdir;
+	o.input.decode.path = PTD_PATH_INSN;
+	o.input.decode.want = PTD_FILTER_DEFAULT_KINDS;
+	o.lossless = true;
+	o.creds.uid = geteuid();
+	o.creds.gid = getegid();
+	o.queue_size = 2 * PTD_JSON_MAX_RECORD;
+	o.stall_ms = stall_ms;
+	sink.record = rig_record;
+	sink.ended = rig_ended;
+	sink.ctx = g;
+	REQUIRE_OR_FALSE(ptd_replay_start(&o, &sink, &g->rp, &info, &diag) ==
+			 0);
+	ptd_replay_go(g->rp, g->fan);
+	/* held back: the queue is full and no record is added for 100 ms */
+	deadline = mono_ms() + 20000;
+	for (;;) {
+		ptd_subscriber_get_stats(g->sub, &st);
+		ptd_replay_get_stats(g->rp, &ss);
+		before = ss.records;
+		if (st.queued + PTD_JSON_MAX_RECORD > 2 * PTD_JSON_MAX_RECORD) {
+			msleep(100);
+			ptd_replay_get_stats(g->rp, &ss);
+			if (ss.records == before)
+				break;
+		}
+		REQUIRE_OR_FALSE(!atomic_load(&g->ended));
+		REQUIRE_OR_FALSE(mono_ms() < deadline);
+		msleep(5);
+	}
+	return true;
+}
+
+/* Wait (at most @ms) for the replay's end. */
+static bool rig_wait_end(struct rig *g, unsigned ms)
+{
+	uint64_t deadline = mono_ms() + ms;
+
+	while (!atomic_load(&g->ended) && mono_ms() < deadline)
+		msleep(5);
+	return atomic_load(&g->ended);
+}
+
+static void rig_free(struct rig *g)
+{
+	ptd_replay_free(g->rp);
+	ptd_fanout_free(g->fan);
+}
+
+/* The subscriber drains its queue: the replay goes on, to the end,
+ * losing nothing. */
+static void test_wait_drain(void)
+{
+	struct lines exp = { 0 };
+	struct ptd_subscriber_stats st;
+	enum ptd_sub_state s;
+	struct rig g;
+	uint64_t deadline;
+
+	expected_lines(&exp);
+	if (!rig_start(&g, 0))
+		return;
+	deadline = mono_ms() + 60000;
+	do {
+		const char *data;
+		size_t len;
+
+		s = ptd_subscriber_peek(g.sub, &data, &len);
+		if (s == PTD_SUB_DATA)
+			ptd_subscriber_consume(g.sub, len);
+		else if (s == PTD_SUB_IDLE)
+			msleep(1);
+	} while (s != PTD_SUB_DONE && mono_ms() < deadline);
+	CHECK_EQ_INT(s, PTD_SUB_DONE);
+	CHECK(atomic_load(&g.ended));
+	CHECK_EQ_INT(g.end.reason, PTD_END_EXITED);
+	ptd_subscriber_get_stats(g.sub, &st);
+	CHECK_EQ_U64(st.lost, 0);
+	CHECK_EQ_U64(st.sent, exp.n);
+	rig_free(&g);
+	lines_free(&exp);
+}
+
+/* The only subscriber leaves: the replay ends at once (nobody is left to
+ * deliver to), rather than waiting or decoding on into the void. */
+static void test_wait_subscriber_left(void)
+{
+	struct lines exp = { 0 };
+	struct ptd_session_stats ss;
+	struct rig g;
+
+	expected_lines(&exp);
+	if (!rig_start(&g, 0))
+		return;
+	ptd_fanout_unsubscribe(g.fan, g.sub);
+	CHECK(rig_wait_end(&g, 10000));
+	CHECK_EQ_INT(g.end.reason, PTD_END_DETACHED);
+	CHECK_CONTAINS(g.end.message, "every subscriber left");
+	ptd_replay_get_stats(g.rp, &ss);
+	CHECK(ss.records < exp.n);
+	rig_free(&g);
+	lines_free(&exp);
+}
+
+/* A stop (detach, shutdown) ends the wait at once; so does freeing. */
+static void test_wait_stopped(void)
+{
+	struct rig g;
+	uint64_t t0;
+
+	if (!rig_start(&g, 0))
+		return;
+	ptd_replay_stop(g.rp, PTD_END_DETACHED);
+	CHECK(rig_wait_end(&g, 10000));
+	CHECK_EQ_INT(g.end.reason, PTD_END_DETACHED);
+	rig_free(&g);
+
+	if (!rig_start(&g, 0))
+		return;
+	t0 = mono_ms();
+	ptd_replay_free(g.rp);		/* stops (shutdown) and joins */
+	g.rp = NULL;
+	CHECK(mono_ms() - t0 < 10000);
+	CHECK(atomic_load(&g.ended));
+	CHECK_EQ_INT(g.end.reason, PTD_END_SHUTDOWN);
+	rig_free(&g);
+}
+
+/* A subscriber that takes nothing for stall_ms is no longer waited for:
+ * the replay goes to its end and that subscriber's records are lost,
+ * counted. */
+static void test_wait_stalled(void)
+{
+	struct ptd_subscriber_stats st;
+	struct rig g;
+
+	if (!rig_start(&g, 300))
+		return;
+	CHECK(rig_wait_end(&g, 30000));
+	CHECK_EQ_INT(g.end.reason, PTD_END_EXITED);
+	ptd_subscriber_get_stats(g.sub, &st);
+	CHECK(st.lost > 0);
+	CHECK_EQ_U64(st.sent + st.lost, st.matched);
+	rig_free(&g);
+}
+
+/* ---- hostile files ----
+ *
+ * A client owns the files ptd reads for its replay and may truncate,
+ * replace or swap any of them for a FIFO -- before ptd opens it or while
+ * the replay runs.  ptd must survive, tell the client which file, and go
+ * on serving another session untouched. */
+
+/* Another client's replay of the capture, read slowly (so that it runs
+ * beside the hostile ones), on its own thread. */
+struct bystander {
+	pthread_t th;
+	struct lines got;
+	uint64_t lost;
+	cJSON *bye;
+};
+
+static void *bystander_main(void *arg)
+{
+	struct bystander *b = arg;
+	struct client c;
+	char req[600];
+	cJSON *r;
+
+	if (!cl_open(&c))
+		return NULL;
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}",
+		       capdir);
+	r = cl_call(&c, req);
+	if (resp_ok(r)) {
+		(void)snprintf(req, sizeof(req),
+			       "{\"id\":2,\"cmd\":\"subscribe\","
+			       "\"session\":%.0f}", res_num(r, "session"));
+		cJSON_Delete(r);
+		r = cl_call(&c, req);
+		if (resp_ok(r))
+			b->bye = read_stream_pause(&c, &b->got, &b->lost, 5,
+						   NULL);
+	}
+	cJSON_Delete(r);
+	cl_close(&c);
+	return NULL;
+}
+
+static bool bystander_start(struct bystander *b)
+{
+	memset(b, 0, sizeof(*b));
+	return pthread_create(&b->th, NULL, bystander_main, b) == 0;
+}
+
+/* The bystander got everything, lost nothing, ended normally. */
+static void bystander_check(struct bystander *b)
+{
+	struct lines exp = { 0 };
+
+	CHECK(pthread_join(b->th, NULL) == 0);
+	expected_lines(&exp);
+	CHECK(b->bye != NULL);
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+			     b->bye, "reason")), "exited");
+	CHECK_EQ_U64(b->lost, 0);
+	compare_lines(&b->got, &exp);
+	cJSON_Delete(b->bye);
+	lines_free(&b->got);
+	lines_free(&exp);
+}
+
+static bool sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static bool sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd) == 0;
+}
+
+/* The traces a client could hand ptd, all of the same run, made once:
+ * hb-cap, a capture whose timeline names private copies of the files the
+ * program mapped (hb-cap/img/NAME: the program, ld.so, whose code the
+ * trace runs) instead of the system's; a ptd bundle, an LLDB bundle and a
+ * perf.data of it (the perf.data from a copy of its own, hb-capp, whose
+ * images it names). */
+static bool make_hostile_bases(void)
+{
+	static int made;
+	char dir[300], path[400];
+	struct ptd_diag diag = { "" };
+	struct ptd_capture cap;
+	const char *bases[] = { "hb-cap", "hb-capp" };
+
+	if (made)
+		return made > 0;
+	made = -1;
+	for (size_t i = 0; i < 2; i++) {
+		(void)snprintf(dir, sizeof(dir), "%s/%s", workdir, bases[i]);
+		REQUIRE_OR_FALSE(sh(
+			"set -e; cp -a '%s' '%s'; cd '%s'; mkdir img; "
+			"for p in $(grep -o '\"path\":\"[^\"]*\"' "
+			"timeline.jsonl | cut -d'\"' -f4 | sort -u); do "
+			"b=$(basename \"$p\"); cp \"$p\" \"img/$b\"; "
+			"sed -i \"s|\\\"path\\\":\\\"$p\\\"|"
+			"\\\"path\\\":\\\"$PWD/img/$b\\\"|g\" "
+			"timeline.jsonl; done; "
+			"grep -q \"$PWD/img/ld-\" timeline.jsonl",
+			capdir, dir, dir));
+	}
+	(void)snprintf(dir, sizeof(dir), "%s/hb-cap", workdir);
+	(void)snprintf(path, sizeof(path), "%s/hb-bundle", workdir);
+	if (ptd_bundle_save(dir, path, NULL, &diag) < 0) {
+		CHECK_FAIL_("bundle: %s", diag.msg);
+		return false;
+	}
+	REQUIRE_OR_FALSE(ptd_capture_load(dir, &cap, &diag) == 0);
+	(void)snprintf(path, sizeof(path), "%s/hb-lldb", workdir);
+	if (ptd_lldb_export_capture(&cap, path, &diag) < 0) {
+		CHECK_FAIL_("lldb: %s", diag.msg);
+		ptd_capture_free(&cap);
+		return false;
+	}
+	ptd_capture_free(&cap);
+	(void)snprintf(dir, sizeof(dir), "%s/hb-capp", workdir);
+	REQUIRE_OR_FALSE(ptd_capture_load(dir, &cap, &diag) == 0);
+	(void)snprintf(path, sizeof(path), "%s/hb-perf", workdir);
+	REQUIRE_OR_FALSE(mkdir(path, 0755) == 0);
+	(void)snprintf(path, sizeof(path), "%s/hb-perf/perf.data", workdir);
+	if (ptd_perfdata_write_capture(&cap, path, &diag) < 0) {
+		CHECK_FAIL_("perf.data: %s", diag.msg);
+		ptd_capture_free(&cap);
+		return false;
+	}
+	ptd_capture_free(&cap);
+	made = 1;
+	return true;
+}
+
+/* The first regular file under @dir whose name matches @pattern,
+ * relative to @dir ("" if none). */
+static void find_file(const char *dir, const char *pattern, char *out,
+		      size_t cap)
+{
+	char cmd[600];
+	FILE *p;
+
+	out[0] = 0;
+	(void)snprintf(cmd, sizeof(cmd),
+		       "cd '%s' && find . -type f -name '%s' | sort | head -n1",
+		       dir, pattern);
+	p = popen(cmd, "r");
+	if (!p)
+		return;
+	if (fgets(out, (int)cap, p)) {
+		out[strcspn(out, "\n")] = 0;
+		if (!strncmp(out, "./", 2))
+			memmove(out, out + 2, strlen(out + 2) + 1);
+	}
+	(void)pclose(p);
+}
+
+enum harm { HARM_FIFO, HARM_TRUNCATE, HARM_REPLACE };
+
+/* Do @h to @path: swap it for a FIFO, cut it to nothing, or put another
+ * file (a few bytes of text) in its place by rename. */
+static bool harm(const char *path, enum harm h)
+{
+	char tmp[PATH_MAX];
+
+	switch (h) {
+	case HARM_FIFO:
+		return unlink(path) == 0 && mkfifo(path, 0644) == 0;
+	case HARM_TRUNCATE:
+		return truncate(path, 0) == 0;
+	case HARM_REPLACE:
+		(void)snprintf(tmp, sizeof(tmp), "%s.new", path);
+		return ptd_file_write_atomic(tmp, "not what it was\n", 16) ==
+			       0 &&
+		       rename(tmp, path) == 0;
+	}
+	return false;
+}
+
+/* Replay @trace; everything the client gets back (the response, then the
+ * stream to its bye), as one string, or NULL if ptd said nothing for 20 s
+ * (a replay thread blocked on the file). */
+static char *replay_all_text(const char *trace)
+{
+	struct ptd_buf all = { 0 };
+	struct client c;
+	char req[PATH_MAX + 128], *l;
+	bool done = false;
+	cJSON *r;
+
+	if (!cl_open(&c))
+		return NULL;
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}\n",
+		       trace);
+	if (write(c.fd, req, strlen(req)) != (ssize_t)strlen(req) ||
+	    !(l = cl_line(&c, 20000))) {
+		cl_close(&c);
+		return NULL;
+	}
+	(void)ptd_buf_append(&all, l, strlen(l));
+	r = cJSON_Parse(l);
+	free(l);
+	if (resp_ok(r)) {
+		(void)snprintf(req, sizeof(req),
+			       "{\"id\":2,\"cmd\":\"subscribe\","
+			       "\"session\":%.0f}\n", res_num(r, "session"));
+		if (write(c.fd, req, strlen(req)) == (ssize_t)strlen(req))
+			while (!done && (l = cl_line(&c, 20000))) {
+				done = is_type(l, "bye");
+				(void)ptd_buf_append(&all, "\n", 1);
+				(void)ptd_buf_append(&all, l, strlen(l));
+				free(l);
+			}
+	} else {
+		done = true;
+	}
+	cJSON_Delete(r);
+	cl_close(&c);
+	(void)ptd_buf_append(&all, "", 1);
+	if (!done) {
+		ptd_buf_free(&all);
+		return NULL;
+	}
+	return (char *)all.data;
+}
+
+/* One file of one kind of trace, harmed before ptd opens it. */
+struct victim {
+	const char *base;	/* under workdir: the trace as made */
+	const char *trace;	/* the replayed path, under the copy ("" the
+				 * copy itself) */
+	const char *file;	/* the file harmed, under the copy... */
+	const char *pattern;	/* ...or the first one named so */
+	/* the client must be told the file's name, for each harm (not for
+	 * a file whose emptiness is as valid as its content: a timeline
+	 * with no mappings, a thread that traced nothing; nor for an LLDB
+	 * trace replaced by other bytes: nothing says what they should be,
+	 * they are decoded, errors at their offsets) */
+	bool needle[3];
+};
+
+static const struct victim victims[] = {
+	{ "hb-cap", "", "capture.json", NULL, { true, true, true } },
+	{ "hb-cap", "", "timeline.jsonl", NULL, { true, false, true } },
+	{ "hb-cap", "", NULL, "pt-*", { true, true, true } },
+	{ "hb-cap", "", NULL, "ld-*", { true, true, true } },
+	{ "hb-bundle", "", "ptd-bundle.json", NULL, { true, true, true } },
+	{ "hb-bundle", "", NULL, "pt-*", { true, true, true } },
+	{ "hb-bundle", "", NULL, "*ld-*", { true, true, true } },
+	{ "hb-lldb", "", "trace.json", NULL, { true, true, true } },
+	{ "hb-lldb", "", NULL, "*.intelpt.trace", { true, false, false } },
+	{ "hb-lldb", "", NULL, "ld-*", { true, true, true } },
+	{ "hb-perf", "perf.data", "perf.data", NULL, { true, true, true } },
+};
+
+/* Each victim file, harmed with @h in a fresh copy of its trace before
+ * the replay: the client is told (naming the file) within 20 s; another
+ * client's replay running meanwhile gets all its records; ptd still
+ * answers. */
+static void hostile_before_open(enum harm h)
+{
+	struct bystander b;
+	struct client c;
+	cJSON *r;
+
+	if (!make_hostile_bases())
+		return;
+	REQUIRE(bystander_start(&b));
+	for (size_t i = 0; i < PTD_ARRAY_SIZE(victims); i++) {
+		const struct victim *v = &victims[i];
+		char copy[300], rel[300], file[700], trace[700], *all;
+
+		(void)snprintf(copy, sizeof(copy), "%s/h%d-%zu-%s", workdir,
+			       (int)h, i, v->base);
+		if (!sh("cp -a '%s/%s' '%s'", workdir, v->base, copy)) {
+			CHECK_FAIL_("cannot copy %s", v->base);
+			continue;
+		}
+		if (v->file)
+			(void)snprintf(rel, sizeof(rel), "%s", v->file);
+		else
+			find_file(copy, v->pattern, rel, sizeof(rel));
+		CHECK(rel[0] != 0);
+		(void)snprintf(file, sizeof(file), "%s/%s", copy, rel);
+		(void)snprintf(trace, sizeof(trace), "%s%s%s", copy,
+			       v->trace[0] ? "/" : "", v->trace);
+		CHECK(harm(file, h));
+		all = replay_all_text(trace);
+		if (!all) {
+			CHECK_FAIL_("%s: no answer for 20 s (harm %d of %s)",
+				    trace, (int)h, rel);
+			continue;
+		}
+		/* the file, by its name (ptd may name it by its path or, in
+		 * a bundle, by its member name) */
+		if (v->needle[h] && !strstr(all, strrchr(file, '/') + 1))
+			CHECK_FAIL_("harm %d of %s: not named in: %.600s",
+				    (int)h, file, all);
+		free(all);
+	}
+	bystander_check(&b);
+	REQUIRE(cl_open(&c));
+	r = cl_call(&c, "{\"id\":9,\"cmd\":\"ping\"}");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	cl_close(&c);
+}
+
+static void test_hostile_fifo(void)
+{
+	hostile_before_open(HARM_FIFO);
+}
+
+static void test_hostile_truncated(void)
+{
+	hostile_before_open(HARM_TRUNCATE);
+}
+
+static void test_hostile_replaced(void)
+{
+	hostile_before_open(HARM_REPLACE);
+}
+
+/* Records session @id has handed its subscribers so far (-1: unknown). */
+static double session_records(double id)
+{
+	struct client c;
+	char req[128];
+	double n = -1;
+	cJSON *r;
+
+	if (!cl_open(&c))
+		return -1;
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":3,\"cmd\":\"status\",\"session\":%.0f}", id);
+	r = cl_call(&c, req);
+	if (resp_ok(r))
+		n = res_num(r, "records");
+	cJSON_Delete(r);
+	cl_close(&c);
+	return n;
+}
+
+/* Replay @trace, stop reading once subscribed until the replay is held
+ * back mid-way (lossless: its records stop growing), harm the @nfiles
+ * @files with @h meanwhile, then read to the end: what was read before
+ * the harm is all ptd needs -- the replay ends normally with every
+ * record, lost nothing -- and ptd never faulted on a file it had mapped
+ * (it maps none: truncating them would SIGBUS it). */
+static void hostile_mid_read(const char *trace, const char *const *files,
+			     size_t nfiles, enum harm h, size_t want)
+{
+	struct lines got = { 0 };
+	struct client c;
+	char req[600];
+	double id, before, now;
+	uint64_t lost = 0, deadline;
+	cJSON *r, *bye;
+
+	REQUIRE(cl_open(&c));
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}",
+		       trace);
+	r = cl_call(&c, req);
+	REQUIRE(resp_ok(r));
+	id = res_num(r, "session");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%.0f}",
+		       id);
+	r = cl_call(&c, req);
+	REQUIRE(resp_ok(r));
+	cJSON_Delete(r);
+	/* held back: records stop growing short of the end */
+	deadline = mono_ms() + 30000;
+	before = session_records(id);
+	for (;;) {
+		msleep(200);
+		now = session_records(id);
+		if (now == before && now > 0)
+			break;
+		before = now;
+		REQUIRE(mono_ms() < deadline);
+	}
+	CHECK(now < (double)want);
+	for (size_t i = 0; i < nfiles; i++)
+		CHECK(harm(files[i], h));
+	bye = read_stream(&c, &got, &lost, false, NULL);
+	cl_close(&c);
+	REQUIRE(bye);
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+			     bye, "reason")), "exited");
+	CHECK_EQ_U64(lost, 0);
+	CHECK_EQ_U64(got.n, want);
+	cJSON_Delete(bye);
+	lines_free(&got);
+	REQUIRE(cl_open(&c));
+	r = cl_call(&c, "{\"id\":9,\"cmd\":\"ping\"}");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	cl_close(&c);
+}
+
+static void test_hostile_mid_read(void)
+{
+	struct lines exp = { 0 }, pexp = { 0 };
+	struct bystander b;
+	char copy[300], f[4][700], rel[300];
+	const char *files[4];
+
+	if (!make_hostile_bases())
+		return;
+	expected_lines(&exp);
+	(void)snprintf(copy, sizeof(copy), "%s/hb-perf/perf.data", workdir);
+	expected_lines_of(copy, &pexp);
+	REQUIRE(pexp.n > 1000);
+	REQUIRE(bystander_start(&b));
+	for (int h = HARM_FIFO; h <= HARM_REPLACE; h++) {
+		/* a capture: its image, timeline, PT file and manifest */
+		(void)snprintf(copy, sizeof(copy), "%s/hm%d-cap", workdir, h);
+		REQUIRE(sh("cp -a '%s/hb-cap' '%s'", workdir, copy));
+		find_file(copy, "pt-*", rel, sizeof(rel));
+		(void)snprintf(f[0], sizeof(f[0]), "%s/img/ld-linux-x86-64.so.2",
+			       copy);
+		(void)snprintf(f[1], sizeof(f[1]), "%s/timeline.jsonl", copy);
+		(void)snprintf(f[2], sizeof(f[2]), "%s/%s", copy, rel);
+		(void)snprintf(f[3], sizeof(f[3]), "%s/capture.json", copy);
+		for (size_t i = 0; i < 4; i++)
+			files[i] = f[i];
+		hostile_mid_read(copy, files, 4, (enum harm)h, exp.n);
+		/* a perf.data and the image it names */
+		(void)snprintf(copy, sizeof(copy), "%s/hm%d-perf", workdir, h);
+		REQUIRE(sh("cp -a '%s/hb-perf' '%s'", workdir, copy));
+		(void)snprintf(f[0], sizeof(f[0]), "%s/perf.data", copy);
+		(void)snprintf(f[1], sizeof(f[1]),
+			       "%s/hb-capp/img/ld-linux-x86-64.so.2", workdir);
+		files[0] = f[0];
+		files[1] = f[1];
+		/* the image every hb-perf copy names: harmed last */
+		hostile_mid_read(f[0], files, h == HARM_REPLACE ? 2 : 1,
+				 (enum harm)h, pexp.n);
+	}
+	bystander_check(&b);
+	lines_free(&exp);
+	lines_free(&pexp);
 }
 
 static void no_record(void *ctx, const struct ptd_record *rec)
@@ -1012,9 +1730,9 @@ static void test_record_not_recording(void)
 	cl_close(&c);
 }
 
-/* A record's thread (ptd_replay_become_writer): reads what only ptd may
+/* A record's thread (ptd_cred_become_writer): reads what only ptd may
  * read, creates files only where the client may, and they are the
- * client's.  A replay's (ptd_replay_become) reads nothing ptd's own. */
+ * client's.  A replay's (ptd_cred_become_reader) reads nothing ptd's own. */
 struct become_args {
 	bool writer;
 	int read_err, create_root_err, create_own_err;
@@ -1024,14 +1742,14 @@ struct become_args {
 static void *become_main(void *arg)
 {
 	struct become_args *a = arg;
-	struct ptd_replay_creds c = { 65534, 65534, NULL, 0 };
+	struct ptd_cred c = { 65534, 65534, NULL, 0 };
 	struct ptd_diag diag = { "" };
 	char path[PATH_MAX];
 	struct stat st;
 	int fd, r;
 
-	r = a->writer ? ptd_replay_become_writer(&c, &diag)
-		      : ptd_replay_become(&c, &diag);
+	r = a->writer ? ptd_cred_become_writer(&c, &diag)
+		      : ptd_cred_become_reader(&c, &diag);
 	if (r < 0) {
 		fprintf(stderr, "become: %s\n", diag.msg);
 		a->read_err = a->create_root_err = a->create_own_err = r;
@@ -1115,11 +1833,20 @@ int main(void)
 	RUN(test_become_writer);
 	RUN(test_replay_equals_decode);
 	RUN(test_lossless_vs_lossy);
+	RUN(test_default_lossless);
 	RUN(test_replay_refusals);
 	RUN(test_replay_slow_input);
 	RUN(test_replay_stop_verifying);
 	RUN(test_replay_notice);
 	RUN(test_replay_list_detach);
+	RUN(test_wait_drain);
+	RUN(test_wait_subscriber_left);
+	RUN(test_wait_stopped);
+	RUN(test_wait_stalled);
+	RUN(test_hostile_fifo);
+	RUN(test_hostile_truncated);
+	RUN(test_hostile_replaced);
+	RUN(test_hostile_mid_read);
 	server_stop();
 	/* live sessions drop what a queue cannot take: a roomy one */
 	if (!server_start(4u << 20)) {

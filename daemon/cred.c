@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A thread taking a client's file-system rights (see cred.h).
+ */
+#include <errno.h>
+#include <linux/capability.h>
+#include <string.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/strutil.h"
+#include "daemon/cred.h"
+
+/* Drop the capabilities that bypass file permissions from this thread's
+ * effective and permitted sets (capset acts on the calling thread).  With
+ * @keep_read, CAP_DAC_READ_SEARCH stays and is made effective again (the
+ * kernel clears it from the effective set when fsuid leaves 0). */
+static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
+{
+	static const int caps[] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+				    CAP_FOWNER };
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	size_t i;
+
+	memset(d, 0, sizeof(d));
+	if (syscall(SYS_capget, &h, d) < 0)
+		return ptd_diagf(diag, -errno, "capget failed: %s",
+				 strerror(errno));
+	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
+		if (keep_read && caps[i] == CAP_DAC_READ_SEARCH) {
+			if (d[CAP_TO_INDEX(caps[i])].permitted &
+			    CAP_TO_MASK(caps[i]))
+				d[CAP_TO_INDEX(caps[i])].effective |=
+					CAP_TO_MASK(caps[i]);
+			continue;
+		}
+		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
+		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
+	}
+	h.pid = 0;
+	if (syscall(SYS_capset, &h, d) < 0)
+		return ptd_diagf(diag, -errno, "capset failed: %s",
+				 strerror(errno));
+	return 0;
+}
+
+static int become(const struct ptd_cred *c, bool keep_read,
+		  struct ptd_diag *diag)
+{
+	if (!c || (c->ngroups && !c->groups) ||
+	    c->ngroups > PTD_CRED_MAX_GROUPS)
+		return -EINVAL;
+	if (geteuid() != 0) {
+		/* Without root ptd cannot become anyone else; reading as its
+		 * own uid is reading as the client only if they are one. */
+		if (c->uid != geteuid())
+			return ptd_diagf(diag, -EPERM,
+					 "ptd runs as uid %u and cannot %s "
+					 "files as uid %u",
+					 (unsigned)geteuid(),
+					 keep_read ? "write" : "read",
+					 (unsigned)c->uid);
+		return 0;
+	}
+	/* The raw syscall: glibc's setgroups changes every thread.  Needs
+	 * CAP_SETGID (and setfs*id CAP_SETUID/CAP_SETGID): ptd.service's
+	 * CapabilityBoundingSet= keeps them. */
+	if (syscall(SYS_setgroups, c->ngroups, c->groups) < 0)
+		return ptd_diagf(diag, -errno, "setgroups failed: %s",
+				 strerror(errno));
+	(void)setfsgid(c->gid);
+	(void)setfsuid(c->uid);
+	/* setfs*id return the previous value: ask again to be sure. */
+	if ((uid_t)setfsuid((uid_t)-1) != c->uid ||
+	    (gid_t)setfsgid((gid_t)-1) != c->gid)
+		return ptd_diagf(diag, -EPERM,
+				 "could not take uid %u gid %u for %s",
+				 (unsigned)c->uid, (unsigned)c->gid,
+				 keep_read ? "writing" : "reading");
+	if (c->uid == 0)
+		return 0;
+	return drop_dac_caps(keep_read, diag);
+}
+
+int ptd_cred_become_reader(const struct ptd_cred *c, struct ptd_diag *diag)
+{
+	return become(c, false, diag);
+}
+
+int ptd_cred_become_writer(const struct ptd_cred *c, struct ptd_diag *diag)
+{
+	return become(c, true, diag);
+}
