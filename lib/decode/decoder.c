@@ -53,8 +53,9 @@
  * made of them: on the block path, a block that cannot be expanded (code
  * libipt decodes and ptd's x86 decoder refuses) still took libipt its
  * ninsn instructions -- up to 65535 a pt_blk_next -- and a cycle through
- * such code, one expand error a block, would otherwise take hours to
- * reach the limit. */
+ * such code, one expand error a block, would otherwise reach the limit
+ * only after hours, or never when a block's first instruction is the one
+ * refused. */
 #define MAX_INSNS_WITHOUT_TRACE (1u << 20)
 #define LOOP_CHECK 65536u
 

@@ -1160,11 +1160,12 @@ static int unexp_count(void *ctx, const struct ptd_record *r)
  * takes it as a one-byte instruction).  Found by fuzz-capture
  * (tests/fuzz/corpus/capture/regress-blk-unexpandable-loop.cap, a mutated
  * snapshot): each pt_blk_next returns a block of 65535 instructions of
- * the cycle, whose expansion stops at the first with an "expand" error;
- * when the loop guard counted only the instructions expanded, it needed
- * about 2^20 blocks -- hours at 100% CPU, an error record each.  It
- * counts what libipt decoded: the block path ends as the insn path does,
- * with at most one "expand" error a block before the loop error.
+ * the cycle, whose expansion stops at the first with an "expand" error.
+ * When the loop guard counted the instructions expanded -- here none a
+ * block -- the block path never ended (the capture: about 5 a block,
+ * half an hour at 100% CPU), an error record a block.  It counts what
+ * libipt decoded: the block path ends as the insn path does, with one
+ * "expand" error a block before the loop error.
  */
 static void test_loop_unexpandable(void)
 {
