@@ -48,7 +48,14 @@
  * forever.  After this many instructions without the decoder reading any
  * trace, it is an error and decoding resyncs at the next PSB.  Real code
  * meets a conditional branch, a return or an indirect branch long before
- * (each needs trace); checked every LOOP_CHECK instructions. */
+ * (each needs trace); checked every LOOP_CHECK instructions.  Counted are
+ * the instructions libipt decoded (struct dec, walked), not the records
+ * made of them: on the block path, a block that cannot be expanded (code
+ * libipt decodes and ptd's x86 decoder refuses) still took libipt its
+ * ninsn instructions -- up to 65535 a pt_blk_next -- and a cycle through
+ * such code, one expand error a block, would otherwise reach the limit
+ * only after hours, or never when a block's first instruction is the one
+ * refused. */
 #define MAX_INSNS_WITHOUT_TRACE (1u << 20)
 #define LOOP_CHECK 65536u
 
@@ -120,9 +127,12 @@ struct dec {
 	uint64_t last_sync;
 	bool have_sync;
 
-	/* Loop guard (MAX_INSNS_WITHOUT_TRACE): the decoder's offset when
-	 * last checked, and the instruction counts when it last moved and
-	 * when it was last checked. */
+	/* Loop guard (MAX_INSNS_WITHOUT_TRACE): the instructions libipt
+	 * decoded (each pt_insn_next instruction, each pt_blk_next block's
+	 * ninsn), whether or not they became records; the decoder's offset
+	 * when last checked, and @walked when it last moved and when it was
+	 * last checked.  Where every block expands, walked == st.insns. */
+	uint64_t walked;
 	bool have_loop_off;
 	uint64_t loop_off, loop_moved, loop_checked;
 
@@ -586,6 +596,7 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 	struct ptd_rec_insn *r;
 	int rc;
 
+	d->walked++;
 	if (!d->want_insn) {
 		d->st.insns++;
 		d->next_flags = 0;
@@ -816,6 +827,7 @@ static int on_block(struct dec *d, const struct pt_block *b)
 	int rc;
 
 	d->st.blocks++;
+	d->walked += b->ninsn;
 	/* A new block: the previous block and its last insn are done. */
 	rc = flush_pending(d);
 	if (!rc)
@@ -893,18 +905,18 @@ static int check_loop(struct dec *d)
 {
 	uint64_t off;
 
-	d->loop_checked = d->st.insns;
+	d->loop_checked = d->walked;
 	if (d_offset(d, &off) < 0)
 		return 0;
 	if (!d->have_loop_off || off != d->loop_off) {
 		d->have_loop_off = true;
 		d->loop_off = off;
-		d->loop_moved = d->st.insns;
+		d->loop_moved = d->walked;
 		return 0;
 	}
-	if (d->st.insns - d->loop_moved < MAX_INSNS_WITHOUT_TRACE)
+	if (d->walked - d->loop_moved < MAX_INSNS_WITHOUT_TRACE)
 		return 0;
-	d->loop_moved = d->st.insns;
+	d->loop_moved = d->walked;
 	d->err_ctx = "loop: over 2^20 instructions without trace (the code "
 		     "is not what was traced?)";
 	d->err_ip_valid = false;
@@ -929,7 +941,7 @@ static int decode_segment(struct dec *d, int status)
 		status = d->insn ? step_insn(d) : step_block(d);
 		if (status < 0)
 			return status;
-		if (d->st.insns - d->loop_checked >= LOOP_CHECK &&
+		if (d->walked - d->loop_checked >= LOOP_CHECK &&
 		    (rc = check_loop(d)) < 0)
 			return rc;
 	}

@@ -4,7 +4,7 @@
  * form fuzz-common.h describes ("@@@ ptd-bundle.json",
  * "@@@ capture/capture.json", "@@@ images/1-prog", ...), unpacked, then
  * ptd_bundle_decode: manifest, verification of every file, the capture,
- * decoding with the bundle's images.
+ * decoding with the bundle's images, on both decoder paths.
  * Checked: a refusal names the file; every record rendered is JSON; no
  * descriptor is left open.
  */

@@ -4,7 +4,7 @@
  * aspace/timeline.c): the input is a capture directory in the form
  * fuzz-common.h describes ("@@@ capture.json", "@@@ timeline.jsonl",
  * "@@@ pt-N.bin", ...), unpacked, then ptd_capture_load, each thread's
- * PT and ground truth read, and ptd_capture_decode on the insn path.
+ * PT and ground truth read, and ptd_capture_decode on both decoder paths.
  * Checked: a refusal names the file; every record rendered is JSON; no
  * descriptor is left open.
  */

@@ -362,25 +362,30 @@ static inline void fuzz_files_remove(const char *dir)
 	(void)ptd_rm_rf(dir);
 }
 
-/* Decode the unpacked directory @dir with the reader @fn (named @what),
- * on the insn path: with code from the input, libipt 2.0.5's pt_blk_next
- * can loop inside one call (known/README.md).  Its refusal must say why;
- * its records must render. */
+/* Decode the unpacked directory @dir with the reader @fn (named @what) on
+ * both decoder paths: the block path as ptctl and the daemon decode by
+ * default (insn and block records, JSON bodies), then the insn path.  Its
+ * refusal must say why; its records must render. */
 static inline void fuzz_decode_dir(ptd_input_decode_fn fn, const char *what,
 				   const char *dir)
 {
-	struct ptd_diag d = { "" };
-	struct ptd_input_opts o;
-	struct fuzz_sink_ctx sc;
-	struct ptd_input_sink sink = fuzz_sink(&sc);
-	int r;
+	for (int path = 0; path < 2; path++) {
+		struct ptd_diag d = { "" };
+		struct ptd_input_opts o;
+		struct fuzz_sink_ctx sc;
+		struct ptd_input_sink sink = fuzz_sink(&sc);
+		int r;
 
-	memset(&o, 0, sizeof(o));
-	o.decode.path = PTD_PATH_INSN;
-	o.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
-	r = fn(dir, &o, &sink, NULL, &d);
-	fuzz_check_refusal(r, &d, what);
-	fuzz_report(what, r, &d, &sc);
+		memset(&o, 0, sizeof(o));
+		o.decode.path = path ? PTD_PATH_INSN : PTD_PATH_BLOCK;
+		o.decode.want = PTD_REC_ALL;
+		if (path)
+			o.decode.want &= ~PTD_REC_BIT(PTD_REC_BLOCK);
+		o.decode.json_bodies = !path;
+		r = fn(dir, &o, &sink, NULL, &d);
+		fuzz_check_refusal(r, &d, what);
+		fuzz_report(what, r, &d, &sc);
+	}
 }
 
 /* ---- a fixed image ----------------------------------------------------- */

@@ -3,8 +3,8 @@
  * LLDB Intel PT trace bundles (lldb/trace.c, lldb/percpu.c), through the
  * reader's public entry point only: the input is a bundle directory in the
  * form fuzz-common.h describes ("@@@ trace.json", "@@@ threads/1.trace",
- * "@@@ modules/prog", ...), unpacked, then ptd_lldb_decode on the insn
- * path.
+ * "@@@ modules/prog", ...), unpacked, then ptd_lldb_decode on both
+ * decoder paths.
  * Checked: a refusal names the field or file; every record rendered is
  * JSON; no descriptor is left open.
  */

@@ -27,6 +27,7 @@
 #define NOWHERE 0x700000ull
 #define FILT 0x430000ull	/* filt[]: a filtered program's branches out */
 #define LOOP 0x440000ull	/* nop; jmp LOOP: needs no trace, ever */
+#define UNEXP 0x450000ull	/* the same with a byte only libipt decodes */
 
 static uint8_t code[0x50];
 
@@ -1113,10 +1114,123 @@ static void test_loop_without_trace(void)
 	}
 }
 
+/* What test_loop_unexpandable counts; stops the decode at @limit errors. */
+struct unexp_count {
+	uint64_t insns, insns_at_loop, insns_after_loop;
+	unsigned expand_errors, loop_errors, other_errors, limit;
+	bool bad_expand_ip, saw_1f;
+	struct ptd_rec_error loop;
+};
+
+static int unexp_count(void *ctx, const struct ptd_record *r)
+{
+	struct unexp_count *c = ctx;
+	const struct ptd_rec_error *e = &r->u.error;
+
+	if (r->type == PTD_REC_INSN) {
+		c->insns++;
+		if (c->loop_errors)
+			c->insns_after_loop++;
+		if (r->u.insn.ip == UNEXP && r->u.insn.size == 1 &&
+		    r->u.insn.raw[0] == 0x1f)
+			c->saw_1f = true;
+		return 0;
+	}
+	if (r->type != PTD_REC_ERROR)
+		return 0;
+	if (e->context && !strcmp(e->context, "expand")) {
+		c->expand_errors++;
+		if (!e->ip_valid || e->ip != UNEXP)
+			c->bad_expand_ip = true;
+	} else if (e->context && strstr(e->context, "without trace")) {
+		if (!c->loop_errors++) {
+			c->loop = *e;
+			c->insns_at_loop = c->insns;
+		}
+	} else {
+		c->other_errors++;
+	}
+	return c->expand_errors + c->loop_errors + c->other_errors >=
+	       c->limit;
+}
+
+/*
+ * The same cycle through an instruction libipt decodes and ptd's x86
+ * decoder refuses (0x1f, pop %ds, invalid in 64-bit mode: libipt 2.0.5
+ * takes it as a one-byte instruction).  Found by fuzz-capture
+ * (tests/fuzz/corpus/capture/regress-blk-unexpandable-loop.cap, a mutated
+ * snapshot): each pt_blk_next returns a block of 65535 instructions of
+ * the cycle, whose expansion stops at the first with an "expand" error.
+ * When the loop guard counted the instructions expanded -- here none a
+ * block -- the block path never ended (the capture: about 5 a block,
+ * half an hour at 100% CPU), an error record a block.  It counts what
+ * libipt decoded: the block path ends as the insn path does, with one
+ * "expand" error a block before the loop error.
+ */
+static void test_loop_unexpandable(void)
+{
+	static const uint8_t loop[] = {0x1f, 0xeb, 0xfd}; /* pop %ds; jmp */
+	struct trace t;
+	uint64_t second;
+
+	REQUIRE(map_bytes("unexp.bin", loop, sizeof(loop), UNEXP) > 0);
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, UNEXP);
+	tnt(&t, "1");	/* never needed; without it libipt reads the PSB+ ahead */
+	second = psb_plus(&t, false, 0, BASE + 0x20);
+	ippkt(&t, ppt_tip_pgd, 0);	/* the syscall at 0x400022 */
+	tr_end(&t);
+	for (int v = 0; v < 3; v++) {
+		struct unexp_count c = { .limit = 1000 };
+		struct ptd_decode_stats st;
+		struct ptd_decode_opts o;
+		struct ptd_decode_thread_args a;
+
+		memset(&o, 0, sizeof(o));
+		o.path = v ? PTD_PATH_BLOCK : PTD_PATH_INSN;
+		o.want = WANT_IE;
+		if (v == 2)
+			o.want |= PTD_REC_BIT(PTD_REC_BLOCK);
+		o.json_bodies = v == 2;
+		memset(&a, 0, sizeof(a));
+		a.pt = t.buf;
+		a.len = t.len;
+		a.pid = 100;
+		a.tid = 101;
+		a.img = img;
+		/* Without the fix: 1000 expand errors stop it (1). */
+		CHECK_EQ_INT(ptd_decode_thread(&o, &a, unexp_count, &c, &st),
+			     0);
+		CHECK_EQ_INT(c.loop_errors, 1);
+		CHECK_EQ_INT(c.other_errors, 0);
+		CHECK_EQ_INT(c.loop.code, -PTD_EDECODE);
+		CHECK_EQ_U64(c.loop.skipped, second - c.loop.offset);
+		/* then from the next PSB: 0x400020, 0x400021, the syscall */
+		CHECK_EQ_U64(c.insns_after_loop, 3);
+		if (!v) {
+			/* libipt decodes the byte: the cycle is insn records */
+			CHECK(c.saw_1f);
+			CHECK_EQ_INT(c.expand_errors, 0);
+			CHECK(c.insns_at_loop >= (1u << 20));
+			CHECK(c.insns_at_loop < (1u << 20) + 3 * 65536);
+			continue;
+		}
+		/* ptd's x86 decoder refuses it: one expand error a block,
+		 * naming its ip; 2^20 instructions are 16 blocks of 65535
+		 * (the guard looks every 65536) */
+		CHECK(c.expand_errors >= 16);
+		CHECK(c.expand_errors <= 20);
+		CHECK(!c.bad_expand_ip);
+		CHECK_EQ_U64(c.insns_at_loop, 0);
+		CHECK_EQ_U64(st.errors, c.expand_errors + 1);
+	}
+}
+
 static void cleanup(void)
 {
 	static const char *files[] = {"code.bin", "tail.bin", "late.bin",
-				      "filt.bin", "loop.bin"};
+				      "filt.bin", "loop.bin", "unexp.bin"};
 	char path[256];
 
 	ptd_image_free(img);
@@ -1148,6 +1262,7 @@ int main(void)
 	RUN(test_args);
 	RUN(test_timeline);
 	RUN(test_loop_without_trace);
+	RUN(test_loop_unexpandable);
 	cleanup();
 	return check_done();
 }
