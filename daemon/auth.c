@@ -18,11 +18,13 @@
  *     target declared; that is not visible in proc, so ptd is stricter.
  * These are checked when the client asks; the daemon attaches moments
  * later with its own privileges.  Two gaps the session must close, as
- * these checks cannot: the pid may be reused in between (attach by pidfd
- * or re-check after attaching), and a traced target that execs a setuid
- * binary DOES gain its privileges, because the tracer (ptd) holds
- * CAP_SYS_PTRACE (ptracer_capable() in the kernel): on exec the session
- * must re-run this check for the owner and detach if it now fails.
+ * these checks cannot: the pid may be reused in between (ptd_auth_pin
+ * takes a pidfd with the check; the session checks that its process
+ * still holds the pid once every thread is seized, and runs these rules
+ * again then), and a traced target that execs a setuid binary DOES gain
+ * its privileges, because the tracer (ptd) holds CAP_SYS_PTRACE
+ * (ptracer_capable() in the kernel): on exec the session re-checks the
+ * owner and detaches if it now fails.
  */
 #include "daemon/auth.h"
 
@@ -34,8 +36,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/fileio.h"
+#include "common/pidfd.h"
 #include "common/strutil.h"
 
 #define PF_KTHREAD 0x00200000u		/* include/linux/sched.h */
@@ -383,5 +387,52 @@ int ptd_auth_may_trace(const struct ptd_peer *peer, pid_t target,
 		return r;
 	if (scope == 1)
 		return check_descendant(peer, target, procroot, diag);
+	return 0;
+}
+
+int ptd_auth_pin(const struct ptd_peer *peer, pid_t target,
+		 const char *procroot, int *ret_pidfd, struct ptd_diag *diag)
+{
+	uint64_t tgid = 0;
+	int fd, r;
+
+	if (target <= 0)
+		return ptd_diagf(diag, -ESRCH, "no such process: pid %d",
+				 (int)target);
+	r = ptd_pidfd_open(target, &fd);
+	if (r == -EINVAL || r == -ENOENT) {
+		/* a thread's id: pidfd_open takes processes only (Linux
+		 * says EINVAL, or ENOENT since 6.9) */
+		_cleanup_free_ char *status = NULL;
+		const char *t;
+
+		if (proc_read(procroot ? procroot : "/proc", target, "status",
+			      &status, NULL) == 0 &&
+		    (t = status_field(status, "Tgid:")))
+			(void)ptd_parse_u64n(t + strspn(t, " \t"),
+					     strcspn(t + strspn(t, " \t"),
+						     "\n"), 10, &tgid);
+		if (tgid && tgid != (uint64_t)target)
+			return ptd_diagf(diag, -EINVAL, "pid %d is a thread "
+					 "of process %llu, not a process: "
+					 "attach to the process", (int)target,
+					 (unsigned long long)tgid);
+		r = -ESRCH;
+	}
+	if (r == -ESRCH)
+		return ptd_diagf(diag, r, "no such process: pid %d",
+				 (int)target);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot pin pid %d (pidfd_open): %s",
+				 (int)target, ptd_strerror(r));
+	r = ptd_auth_may_trace(peer, target, procroot, diag);
+	if (r == 0 && ptd_pidfd_alive(fd) < 0)
+		r = ptd_diagf(diag, -ESRCH, "no such process: pid %d (it "
+			      "exited while ptd checked it)", (int)target);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	*ret_pidfd = fd;
 	return 0;
 }

@@ -40,6 +40,20 @@ int ptd_peer_get(int fd, struct ptd_peer *ret);
 int ptd_auth_may_trace(const struct ptd_peer *peer, pid_t target,
 		       const char *procroot, struct ptd_diag *diag);
 
+/* ptd_auth_may_trace for the process @target pinned by a pidfd
+ * (common/pidfd.h): the pidfd is taken first, the rules checked, and then
+ * the pidfd's process must still hold @target -- so the rules were
+ * checked on that process and not on one that took its pid since.
+ * Whoever attaches later checks the pidfd again (the pid may be reused
+ * after this returns).  Returns 0 with *ret_pidfd (the caller closes it),
+ * what ptd_auth_may_trace returns, or with a message in @diag:
+ *  -ESRCH   the process exited meanwhile
+ *  -EINVAL  @target is a thread, not a process (the message names its
+ *           process)
+ *  -errno   pidfd_open failed otherwise (-ENOSYS: Linux < 5.3). */
+int ptd_auth_pin(const struct ptd_peer *peer, pid_t target,
+		 const char *procroot, int *ret_pidfd, struct ptd_diag *diag);
+
 /* May @peer see (list, stream, detach) a session owned by uid @owner?
  * Root sees all, others only their own. */
 bool ptd_auth_may_see(const struct ptd_peer *peer, uid_t owner);

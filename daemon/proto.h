@@ -72,6 +72,11 @@ const char *ptd_cmd_name(enum ptd_cmd c);
  * directory passed is not empty or not the client's */
 #define PTD_ERR_NOT_RECORDING "not_recording"
 #define PTD_ERR_BAD_DIRECTORY "bad_directory"
+/* attach: the session was detached (or its client went away) before the
+ * attach was done; subscribe, snapshot, record: the session is still
+ * attaching */
+#define PTD_ERR_CANCELLED "cancelled"
+#define PTD_ERR_ATTACHING "attaching"
 
 /* Longest replay path (bytes, without the NUL). */
 #define PTD_PROTO_PATH_MAX 4095

@@ -110,6 +110,17 @@ struct srv_session {
 	 * (record.c-like state, loop only; see rec_* below). */
 	char *spool;
 	struct srv_record *rec;
+	/* A live session whose attach is under way (loop only; see
+	 * cmd_attach): listed as "attaching" until ptd_session_started
+	 * decides, then answered to attach_conn (NULL once it is gone) with
+	 * attach_id.  pidfd pins the process meanwhile (0 once decided),
+	 * peer is who asked (the permission rule is checked again with it
+	 * once the target is seized). */
+	bool attaching;
+	struct conn *attach_conn;
+	cJSON *attach_id;
+	int pidfd;
+	struct ptd_peer peer;
 };
 
 struct conn {
@@ -549,6 +560,8 @@ static struct srv_session *session_find(struct ptd_server *s,
 
 static const char *session_state(const struct srv_session *ss)
 {
+	if (ss->attaching)
+		return "attaching";
 	if (ss->reaped)
 		return "ended";
 	return ss->stopping ? "stopping" : "running";
@@ -742,6 +755,9 @@ static void session_free(struct srv_session *ss)
 	ptd_replay_free(ss->rp);
 	record_forget(ss);
 	ptd_fanout_free(ss->fan);
+	if (ss->pidfd > 0)
+		close(ss->pidfd);
+	cJSON_Delete(ss->attach_id);
 	cJSON_Delete(ss->detach_id);
 	cJSON_Delete(ss->snap_id);
 	cJSON_Delete(ss->start_id);
@@ -789,6 +805,34 @@ static bool capture_dir_refused(struct conn *c, const struct ptd_request *req)
 	return true;
 }
 
+static void handle_lines(struct ptd_server *s, struct conn *c);
+static cJSON *detach_result(const struct srv_session *ss);
+
+/* The permission rule again, for the process as it is once the session
+ * holds it (a session thread; opts.recheck). */
+static int attach_recheck(void *ctx, pid_t pid, struct ptd_diag *diag)
+{
+	struct srv_session *ss = ctx;
+	struct ptd_diag d = { "" };
+	int r = ptd_auth_may_trace(&ss->peer, pid, ss->srv->procroot, &d);
+
+	if (r < 0)
+		return ptd_diagf(diag, r, "process %d changed while ptd "
+				 "attached to it, and may no longer be traced "
+				 "by uid %u: %s; let go untouched", (int)pid,
+				 (unsigned)ss->peer.uid,
+				 d.msg[0] ? d.msg : ptd_strerror(r));
+	return 0;
+}
+
+/* Attach to a process.  The client's rights are checked here, with the
+ * process pinned by a pidfd (ptd_auth_pin); the attach itself runs on
+ * the session's thread (every thread seized and stopped: as long as the
+ * target makes it take), so the session is listed as "attaching" and
+ * counts against max_sessions_per_user meanwhile.  attaches_answer
+ * answers once it is decided; the connection's later requests wait,
+ * other clients do not.  A detach, the client going away or shutdown
+ * cancels it. */
 static void cmd_attach(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
@@ -797,8 +841,7 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	struct ptd_session_sink sink;
 	struct ptd_session_stats st;
 	struct srv_session *ss;
-	cJSON *res;
-	int r;
+	int r, pidfd = -1;
 
 	if (refuse_over_session_limit(s, c, req))
 		return;
@@ -823,11 +866,12 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 			    "full mode, without options.capture");
 		return;
 	}
-	r = ptd_auth_may_trace(&c->peer, req->pid, s->procroot, &diag);
+	r = ptd_auth_pin(&c->peer, req->pid, s->procroot, &pidfd, &diag);
 	if (r < 0) {
 		reply_error(c, req->id,
 			    r == -ESRCH ? PTD_ERR_NO_SUCH_PROCESS
 			    : r == -EPERM ? PTD_ERR_PERMISSION
+			    : r == -EINVAL ? PTD_ERR_BAD_REQUEST
 					  : PTD_ERR_INTERNAL,
 			    "%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		return;
@@ -836,12 +880,15 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	if (!ss || !(ss->fan = ptd_fanout_new(s->next_session_id, req->pid,
 					       server_wake, s))) {
 		free(ss);
+		close(pidfd);
 		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
 		return;
 	}
+	ss->pidfd = pidfd;
 	ss->srv = s;
 	ss->id = s->next_session_id;
 	ss->owner = c->peer.uid;
+	ss->peer = c->peer;
 	ss->pid = req->pid;
 	memset(&o, 0, sizeof(o));
 	o.pid = req->pid;
@@ -854,8 +901,14 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	o.mode = req->mode;
 	o.snapshot_size = (size_t)req->snapshot_size;
 	o.per_cpu = req->per_cpu;
+	o.pidfd = ss->pidfd;
+	o.recheck = attach_recheck;
+	o.recheck_ctx = ss;
+	o.decided = server_wake;
+	o.decided_ctx = s;
 	ss->per_cpu = req->per_cpu;
-	if (req->addr_filter && !(ss->filter = strdup(req->addr_filter))) {
+	if ((req->addr_filter && !(ss->filter = strdup(req->addr_filter))) ||
+	    (req->id && !(ss->attach_id = cJSON_Duplicate(req->id, true)))) {
 		reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
 		session_free(ss);
 		return;
@@ -876,7 +929,7 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	sink.ended = sink_ended;
 	sink.snapshot = sink_snapshot;
 	sink.ctx = ss;
-	r = ptd_session_start(&o, &sink, &ss->s, &diag);
+	r = ptd_session_begin(&o, &sink, &ss->s, &diag);
 	if (r < 0) {
 		ptd_log_info("uid %u: attach to pid %ld refused: %s",
 			     (unsigned)c->peer.uid, (long)req->pid,
@@ -889,12 +942,20 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 	s->next_session_id++;
 	ptd_session_get_stats(ss->s, &st);
 	ss->source = st.source;
+	ss->attaching = true;
+	ss->attach_conn = c;
+	c->waiting = true;
 	ss->next = s->sessions;
 	s->sessions = ss;
-	ptd_log_info("session %" PRIu64 ": uid %u attached to pid %ld (%s)",
+	ptd_log_info("session %" PRIu64 ": uid %u attaching to pid %ld (%s)",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
 		     ptd_source_name(ss->source));
-	res = cJSON_CreateObject();
+}
+
+static cJSON *attach_result(const struct srv_session *ss)
+{
+	cJSON *res = cJSON_CreateObject();
+
 	cJSON_AddNumberToObject(res, "session", (double)ss->id);
 	cJSON_AddStringToObject(res, "source",
 				ptd_source_name(ss->source));
@@ -907,7 +968,111 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 					"the software PT source single-steps "
 					"the target: it runs orders of "
 					"magnitude slower");
-	reply_ok(c, req->id, res);
+	return res;
+}
+
+/* @ss's attach failed or was cancelled (its session thread let every
+ * thread of the target go): answer whoever waits for it, and forget it. */
+static void attach_refused(struct ptd_server *s, struct srv_session *ss,
+			   struct conn *c, int err,
+			   const struct ptd_diag *diag)
+{
+	const char *msg = diag->msg[0] ? diag->msg : ptd_strerror(err);
+	struct conn *d = ss->detach_conn;
+	struct srv_session **p;
+
+	ptd_log_info("session %" PRIu64 ": uid %u: attach to pid %ld %s: %s",
+		     ss->id, (unsigned)ss->owner, (long)ss->pid,
+		     err == -ECANCELED ? "cancelled" : "refused", msg);
+	if (c && err == -ECANCELED && s->shutting_down)
+		reply_error(c, ss->attach_id, PTD_ERR_SHUTTING_DOWN,
+			    "ptd is shutting down: %s", msg);
+	else if (c && err == -ECANCELED)
+		reply_error(c, ss->attach_id, PTD_ERR_CANCELLED,
+			    "session %" PRIu64 " was detached while it was "
+			    "attaching: %s", ss->id, msg);
+	else if (c)
+		reply_error(c, ss->attach_id, ptd_proto_error_code(err),
+			    "%s", msg);
+	/* a detach that waits for it: every thread is released */
+	if (d) {
+		ss->detach_conn = NULL;
+		d->waiting = false;
+		reply_ok(d, ss->detach_id, detach_result(ss));
+		handle_lines(s, d);
+		conn_flush(s, d);
+	}
+	for (p = &s->sessions; *p; p = &(*p)->next)
+		if (*p == ss) {
+			*p = ss->next;
+			break;
+		}
+	session_free(ss);
+}
+
+/* Answer the attaches that are decided: tracing (the session runs on), or
+ * refused or cancelled (the session is forgotten). */
+static void attaches_answer(struct ptd_server *s)
+{
+	struct srv_session *ss, *next;
+
+	for (ss = s->sessions; ss; ss = next) {
+		struct ptd_diag diag = { "" };
+		struct conn *c = ss->attach_conn;
+		int r;
+
+		next = ss->next;
+		if (!ss->attaching ||
+		    (r = ptd_session_started(ss->s, &diag)) == 0)
+			continue;
+		ss->attaching = false;
+		ss->attach_conn = NULL;
+		close(ss->pidfd);
+		ss->pidfd = 0;
+		if (r < 0) {
+			attach_refused(s, ss, c, r, &diag);	/* frees ss */
+			ss = NULL;
+		} else if (!c) {
+			/* asked to stop when its client went away */
+			ptd_log_info("session %" PRIu64 ": attached to pid %ld "
+				     "after its client had gone: it ends",
+				     ss->id, (long)ss->pid);
+		} else if (s->shutting_down) {
+			/* it ends with the others (stopped by shutdown) */
+			reply_error(c, ss->attach_id, PTD_ERR_SHUTTING_DOWN,
+				    "ptd is shutting down");
+		} else {
+			ptd_log_info("session %" PRIu64 ": uid %u attached to "
+				     "pid %ld (%s)", ss->id,
+				     (unsigned)ss->owner, (long)ss->pid,
+				     ptd_source_name(ss->source));
+			reply_ok(c, ss->attach_id, attach_result(ss));
+		}
+		if (ss) {
+			cJSON_Delete(ss->attach_id);
+			ss->attach_id = NULL;
+		}
+		if (c) {
+			/* the requests that waited */
+			c->waiting = false;
+			handle_lines(s, c);
+			conn_flush(s, c);
+		}
+	}
+}
+
+/* subscribe, snapshot, record: a session still attaching has nothing to
+ * give yet (answered, true). */
+static bool refuse_attaching(struct conn *c, const struct ptd_request *req,
+			     const struct srv_session *ss)
+{
+	if (!ss->attaching)
+		return false;
+	reply_error(c, req->id, PTD_ERR_ATTACHING,
+		    "session %" PRIu64 " is still attaching to pid %ld (ask "
+		    "again once its attach is answered)", ss->id,
+		    (long)ss->pid);
+	return true;
 }
 
 static cJSON *kinds_array(unsigned kinds)
@@ -1136,6 +1301,8 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			    "no session %" PRIu64, req->session);
 		return;
 	}
+	if (refuse_attaching(c, req, ss))
+		return;
 	/* Live decoding gives insn records; blocks come from offline decodes
 	 * only (libipt's block cache decides where blocks end, which a
 	 * stream decoder cannot reproduce exactly). */
@@ -1184,6 +1351,8 @@ static void cmd_snapshot(struct ptd_server *s, struct conn *c,
 			    "no session %" PRIu64, req->session);
 		return;
 	}
+	if (refuse_attaching(c, req, ss))
+		return;
 	if (ss->mode != PTD_MODE_SNAPSHOT) {
 		reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 			    "session %" PRIu64 " is not in snapshot mode "
@@ -1613,6 +1782,8 @@ static void cmd_record(struct ptd_server *s, struct conn *c,
 			    "no session %" PRIu64, req->session);
 		return;
 	}
+	if (refuse_attaching(c, req, ss))
+		return;
 	if (!ss->spool) {
 		reply_error(c, req->id, PTD_ERR_NOT_RECORDING,
 			    "session %" PRIu64 " was not attached with "
@@ -1898,6 +2069,15 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 
 	/* a snapshot it waits for is answered to nobody */
 	for (ss = s->sessions; ss; ss = ss->next) {
+		/* an attach nobody waits for any more is cancelled */
+		if (ss->attach_conn == c) {
+			ss->attach_conn = NULL;
+			ss_stop(ss, PTD_END_DETACHED);
+			ss->stopping = true;
+			ptd_log_info("session %" PRIu64 ": its client went away "
+				     "while it was attaching: cancelled",
+				     ss->id);
+		}
 		if (ss->snap_conn == c)
 			ss->snap_conn = NULL;
 		if (ss->detach_conn == c)
@@ -2010,6 +2190,7 @@ static void sessions_reap(struct ptd_server *s)
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
 	replays_answer(s);
+	attaches_answer(s);
 	detaches_answer(s);
 	while ((ss = *p)) {
 		if (!ss->reaped &&
@@ -2054,6 +2235,7 @@ static void drain_wakeups(struct ptd_server *s)
 	snapshots_answer(s);
 	records_answer(s);
 	replays_answer(s);
+	attaches_answer(s);
 	detaches_answer(s);
 	for (c = s->conns; c; c = c->next)
 		if (c->sub)

@@ -24,6 +24,7 @@
 
 #include "aspace/iscache.h"
 #include "common/fileio.h"
+#include "common/pidfd.h"
 #include "common/strutil.h"
 #include "decode/cpufeed.h"
 #include "decode/feed.h"
@@ -80,10 +81,18 @@ struct ptd_session {
 	atomic_int cancel;		/* livesink: give up waiting */
 	atomic_int reason;		/* why stop was asked */
 
-	/* start handshake */
+	/* start handshake.  state: the source's (0 attaching, 1 tracing,
+	 * -1 failed); decided: the session's, set by the start thread once
+	 * the source is tracing and nothing else can fail (1), or once the
+	 * start failed (-1, start_err and start_diag say why). */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int state;			/* 0 starting, 1 tracing, -1 failed */
+	int state;
+	int decided;
+	int start_err;
+	struct ptd_diag start_diag;
+	pid_t src_tid;			/* the source thread (written before
+					 * src_done) */
 
 	/* source results (written by the source thread before src_done) */
 	atomic_bool src_done;
@@ -290,6 +299,17 @@ static void on_started(void *ctx)
 	set_state(ctx, 1);
 }
 
+/* Every thread of the process is seized and stopped: may it still be
+ * traced (opts.recheck)? */
+static int on_seized(void *ctx, struct ptd_diag *diag)
+{
+	struct ptd_session *s = ctx;
+
+	if (!s->o.recheck)
+		return 0;
+	return s->o.recheck(s->o.recheck_ctx, s->o.pid, diag);
+}
+
 static void wake(struct ptd_session *s)
 {
 	uint64_t one = 1;
@@ -321,6 +341,10 @@ static void *source_main(void *arg)
 	so.stop = &s->stop;
 	so.started = on_started;
 	so.started_ctx = s;
+	so.pidfd = s->o.pidfd;
+	so.seized = on_seized;
+	so.seized_ctx = s;
+	s->src_tid = gettid();
 	so.quiet_target = false;
 	so.filter = s->filter_text ? &s->filter : NULL;
 	so.filter_text = s->filter_text;
@@ -1553,7 +1577,158 @@ static void session_destroy(struct ptd_session *s)
 	free(s);
 }
 
-int ptd_session_start(const struct ptd_session_opts *o,
+/* intel_pt: the events are open on every thread; is the process still
+ * the one the caller meant, and may it still be traced?  (The software
+ * source asks the same once its threads are stopped: on_seized and the
+ * tracer's pidfd check.) */
+static int hw_verify(struct ptd_session *s, struct ptd_diag *diag)
+{
+	int r;
+
+	if (s->o.pidfd > 0 && (r = ptd_pidfd_alive(s->o.pidfd)) < 0)
+		return ptd_diagf(diag, r, "process %d is not the one ptd was "
+				 "asked to trace: that one exited and its pid "
+				 "now names another process (%s)",
+				 (int)s->o.pid, r == -ESRCH ? "reused"
+							   : ptd_strerror(r));
+	return on_seized(s, diag);
+}
+
+/* The software source attached (state 1) or failed (-1).  Waiting, a
+ * stop asked for gets the tracer out of its waitpid (it may wait for a
+ * thread that cannot stop yet: one in vfork()), again every POLL_MS in
+ * case the signal came before it waited. */
+static int sw_wait_attached(struct ptd_session *s)
+{
+	struct timespec until;
+	int state;
+
+	(void)pthread_mutex_lock(&s->lock);
+	while (s->state == 0) {
+		if (!atomic_load(&s->stop)) {
+			(void)pthread_cond_wait(&s->cond, &s->lock);
+			continue;
+		}
+		(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
+		(void)clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += POLL_MS * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		(void)pthread_cond_timedwait(&s->cond, &s->lock, &until);
+	}
+	state = s->state;
+	(void)pthread_mutex_unlock(&s->lock);
+	return state;
+}
+
+/* Everything that reads the target or files, on the start thread: the
+ * filter resolved against its maps, the buffers, and the source started
+ * (software: every thread seized and stopped; intel_pt: the events
+ * open). */
+static int session_setup(struct ptd_session *s, struct ptd_diag *diag)
+{
+	int r = filter_setup(s, diag);
+
+	if (r == 0)
+		r = make_dir(s, diag);
+	if (r < 0)
+		return r;
+	s->iscache = ptd_iscache_new();
+	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
+	if (!s->iscache || !s->icache)
+		return -ENOMEM;
+	if (s->o.mode == PTD_MODE_SNAPSHOT) {
+		s->snap_reader = malloc(sizeof(*s->snap_reader));
+		s->snap_info = malloc(sizeof(*s->snap_info));
+		if (!s->snap_reader || !s->snap_info)
+			return -ENOMEM;
+	}
+	if (s->source == PTD_SOURCE_INTEL_PT) {
+		r = s->o.per_cpu ? hw_pc_start(s, diag) : hw_start(s, diag);
+		return r < 0 ? r : hw_verify(s, diag);
+	}
+	/* the software source's perf time is CLOCK_MONOTONIC (livesink.h);
+	 * one clock for every buffer and the capture */
+	s->has_clock = ptd_perf_clock_calibrate(&s->clock, NULL) == 0;
+	s->has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
+						 &s->wallref) == 0;
+	r = ptd_livesink_new(s->o.pid, s->cfg.data_buffer_size, s->snap_size,
+			     s->wake_fd, &s->cancel, &s->ls);
+	if (r == 0 && s->has_clock)
+		r = ptd_livesink_set_clock(s->ls, &s->clock);
+	if (r == 0 && s->o.mode == PTD_MODE_SNAPSHOT)
+		r = ptd_livesink_set_overwrite(s->ls, true);
+	if (r == 0 && s->o.per_cpu)
+		r = ptd_livesink_set_cpus(s->ls, PTD_SESSION_SW_CPUS,
+					  PTD_SESSION_SW_MIGRATE);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot set up the trace buffers "
+				 "(data %zu, aux %zu bytes): %s",
+				 s->cfg.data_buffer_size, s->snap_size,
+				 ptd_strerror(r));
+	if (s->o.per_cpu) {
+		struct ptd_perf_buf *bufs[PTD_SESSION_SW_CPUS];
+		size_t n = ptd_livesink_cpus(s->ls, bufs,
+					     PTD_SESSION_SW_CPUS);
+
+		r = pc_feed_new(s, bufs, (unsigned)n,
+				PTD_SIDEBAND_SAMPLE_TYPE, diag);
+		if (r < 0)
+			return r;
+	}
+	r = -pthread_create(&s->src, NULL, source_main, s);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot start the source thread: %s",
+				 strerror(-r));
+	s->src_started = true;
+	if (sw_wait_attached(s) > 0)
+		return 0;
+	/* Refused or cancelled: the tracer let go of the threads it could;
+	 * one that never stopped is let go as the source thread exits. */
+	(void)pthread_join(s->src, NULL);
+	s->src_started = false;
+	(void)ptd_swpt_wait_released(s->o.pid, s->src_tid);
+	r = s->src_err;
+	return ptd_diagf(diag, r, "%s", s->src_diag.msg[0] ? s->src_diag.msg
+							  : ptd_strerror(r));
+}
+
+/* The start is decided: tell ptd_session_started and the caller. */
+static void decide(struct ptd_session *s, int err,
+		   const struct ptd_diag *diag)
+{
+	(void)pthread_mutex_lock(&s->lock);
+	s->decided = err < 0 ? -1 : 1;
+	s->start_err = err;
+	if (err < 0)
+		(void)snprintf(s->start_diag.msg, sizeof(s->start_diag.msg),
+			       "%s", diag->msg[0] ? diag->msg
+						  : ptd_strerror(err));
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->lock);
+	if (s->o.decided)
+		s->o.decided(s->o.decided_ctx);
+}
+
+/* The start thread: sets the session up and attaches, then (started)
+ * goes on as the decode thread. */
+static void *start_main(void *arg)
+{
+	struct ptd_session *s = arg;
+	struct ptd_diag diag = { "" };
+	int r = session_setup(s, &diag);
+
+	decide(s, r, &diag);
+	if (r < 0)
+		return NULL;
+	if (s->source == PTD_SOURCE_INTEL_PT)
+		return s->o.per_cpu ? hw_pc_decode_main(s) : hw_decode_main(s);
+	return decode_main(s);
+}
+
+int ptd_session_begin(const struct ptd_session_opts *o,
 		      const struct ptd_session_sink *sink,
 		      struct ptd_session **ret_session, struct ptd_diag *diag)
 {
@@ -1581,8 +1756,6 @@ int ptd_session_start(const struct ptd_session_opts *o,
 	r = check_mode(s, diag);
 	if (r == 0)
 		r = choose_source(s, diag);
-	if (r == 0)
-		r = filter_setup(s, diag);
 	if (r < 0)
 		goto fail;
 	if (o->capture_dir && !(s->capture_dir = strdup(o->capture_dir))) {
@@ -1590,96 +1763,15 @@ int ptd_session_start(const struct ptd_session_opts *o,
 		goto fail;
 	}
 	s->o.capture_dir = s->capture_dir;
-	r = make_dir(s, diag);
-	if (r < 0)
-		goto fail;
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	s->iscache = ptd_iscache_new();
-	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
-	if (s->wake_fd < 0 || !s->iscache || !s->icache) {
-		r = s->wake_fd < 0 ? -errno : -ENOMEM;
+	if (s->wake_fd < 0) {
+		r = -errno;
 		goto fail;
 	}
-	if (s->o.mode == PTD_MODE_SNAPSHOT) {
-		s->snap_reader = malloc(sizeof(*s->snap_reader));
-		s->snap_info = malloc(sizeof(*s->snap_info));
-		if (!s->snap_reader || !s->snap_info) {
-			r = -ENOMEM;
-			goto fail;
-		}
-	}
-	if (s->source == PTD_SOURCE_INTEL_PT) {
-		r = s->o.per_cpu ? hw_pc_start(s, diag) : hw_start(s, diag);
-		if (r == 0)
-			r = -pthread_create(&s->dec, NULL,
-					    s->o.per_cpu ? hw_pc_decode_main
-							 : hw_decode_main, s);
-		if (r < 0)
-			goto fail;
-		s->dec_started = true;
-		*ret_session = s;
-		return 0;
-	}
-	/* the software source's perf time is CLOCK_MONOTONIC (livesink.h);
-	 * one clock for every buffer and the capture */
-	s->has_clock = ptd_perf_clock_calibrate(&s->clock, NULL) == 0;
-	s->has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
-						 &s->wallref) == 0;
-	r = ptd_livesink_new(o->pid, s->cfg.data_buffer_size, s->snap_size,
-			     s->wake_fd, &s->cancel, &s->ls);
-	if (r == 0 && s->has_clock)
-		r = ptd_livesink_set_clock(s->ls, &s->clock);
-	if (r == 0 && s->o.mode == PTD_MODE_SNAPSHOT)
-		r = ptd_livesink_set_overwrite(s->ls, true);
-	if (r == 0 && s->o.per_cpu)
-		r = ptd_livesink_set_cpus(s->ls, PTD_SESSION_SW_CPUS,
-					  PTD_SESSION_SW_MIGRATE);
+	r = -pthread_create(&s->dec, NULL, start_main, s);
 	if (r < 0) {
-		ptd_diagf(diag, r, "cannot set up the trace buffers "
-			  "(data %zu, aux %zu bytes): %s",
-			  s->cfg.data_buffer_size, s->snap_size,
-			  ptd_strerror(r));
-		goto fail;
-	}
-	if (s->o.per_cpu) {
-		struct ptd_perf_buf *bufs[PTD_SESSION_SW_CPUS];
-		size_t n = ptd_livesink_cpus(s->ls, bufs,
-					     PTD_SESSION_SW_CPUS);
-
-		r = pc_feed_new(s, bufs, (unsigned)n,
-				PTD_SIDEBAND_SAMPLE_TYPE, diag);
-		if (r < 0)
-			goto fail;
-	}
-	r = pthread_create(&s->src, NULL, source_main, s);
-	if (r != 0) {
-		r = -r;
-		goto fail;
-	}
-	s->src_started = true;
-	/* attached (or refused) before we answer */
-	(void)pthread_mutex_lock(&s->lock);
-	while (s->state == 0)
-		(void)pthread_cond_wait(&s->cond, &s->lock);
-	(void)pthread_mutex_unlock(&s->lock);
-	if (s->state < 0) {
-		(void)pthread_join(s->src, NULL);
-		r = s->src_err;
-		ptd_diagf(diag, r, "%s", s->src_diag.msg[0] ? s->src_diag.msg
-							    : ptd_strerror(r));
-		goto fail;
-	}
-	r = pthread_create(&s->dec, NULL, decode_main, s);
-	if (r != 0) {
-		/* cannot decode: let the target go */
-		atomic_store(&s->stop, 1);
-		atomic_store(&s->cancel, 1);
-		while (!atomic_load(&s->src_done)) {
-			(void)pthread_kill(s->src, PTD_SESSION_SIGNAL);
-			(void)usleep(10000);
-		}
-		(void)pthread_join(s->src, NULL);
-		r = -r;
+		ptd_diagf(diag, r, "cannot start the session's thread: %s",
+			  strerror(-r));
 		goto fail;
 	}
 	s->dec_started = true;
@@ -1688,6 +1780,43 @@ int ptd_session_start(const struct ptd_session_opts *o,
 fail:
 	session_destroy(s);
 	return r;
+}
+
+int ptd_session_started(struct ptd_session *s, struct ptd_diag *diag)
+{
+	int d;
+
+	(void)pthread_mutex_lock(&s->lock);
+	d = s->decided;
+	if (d < 0) {
+		d = s->start_err;
+		if (diag)
+			*diag = s->start_diag;
+	}
+	(void)pthread_mutex_unlock(&s->lock);
+	return d;
+}
+
+int ptd_session_start(const struct ptd_session_opts *o,
+		      const struct ptd_session_sink *sink,
+		      struct ptd_session **ret_session, struct ptd_diag *diag)
+{
+	struct ptd_session *s;
+	int r = ptd_session_begin(o, sink, &s, diag);
+
+	if (r < 0)
+		return r;
+	(void)pthread_mutex_lock(&s->lock);
+	while (s->decided == 0)
+		(void)pthread_cond_wait(&s->cond, &s->lock);
+	(void)pthread_mutex_unlock(&s->lock);
+	r = ptd_session_started(s, diag);
+	if (r < 0) {
+		ptd_session_free(s);
+		return r;
+	}
+	*ret_session = s;
+	return 0;
 }
 
 void ptd_session_stop(struct ptd_session *s,
@@ -1700,6 +1829,10 @@ void ptd_session_stop(struct ptd_session *s,
 	if (atomic_compare_exchange_strong(&s->stop, &zero, 1))
 		atomic_store(&s->reason, (int)reason);
 	wake(s);
+	/* the start thread, if it waits for the source to attach */
+	(void)pthread_mutex_lock(&s->lock);
+	(void)pthread_cond_broadcast(&s->cond);
+	(void)pthread_mutex_unlock(&s->lock);
 }
 
 void ptd_session_get_stats(struct ptd_session *s,
@@ -1710,6 +1843,11 @@ void ptd_session_get_stats(struct ptd_session *s,
 
 	memset(ret, 0, sizeof(*ret));
 	ret->source = s->source;
+	ret->mode = s->o.mode;
+	ret->per_cpu = s->o.per_cpu;
+	/* attaching: the start thread is building what is counted below */
+	if (ptd_session_started(s, NULL) != 1)
+		return;
 	if (!s->ls) {
 		ret->threads = atomic_load(&s->hw_threads);
 		ret->threads_live = atomic_load(&s->hw_live);

@@ -12,8 +12,12 @@
  *    keeps each thread's image from the sideband, decodes each thread's
  *    stream as it grows (decode/stream.h) and hands every record to the
  *    sink.
- * The daemon's control loop never waits on either: start returns once the
- * target is attached (or failed to), detach only asks.
+ * A third, the start thread, attaches (every thread of the target seized
+ * and stopped, its code read: as long as the target makes it take) and
+ * then becomes the decode thread.  The daemon's control loop never waits
+ * on any of them: ptd_session_begin returns at once, ptd_session_started
+ * says how the attach went, detach (ptd_session_stop) only asks -- also
+ * while the attach is under way, which cancels it.
  */
 #ifndef PTD_DAEMON_SESSION_H
 #define PTD_DAEMON_SESSION_H
@@ -100,6 +104,25 @@ struct ptd_session_opts {
 	 * of its mapping), -PTD_ELIMIT (too many ranges), -PTD_EUNSUPPORTED
 	 * (intel_pt without address filtering), or the ioctl's error. */
 	const char *filter;
+	/* A pidfd of the process (common/pidfd.h), taken when the caller
+	 * decided the process may be traced; 0 or -1: none.  Borrowed until
+	 * the start is decided.  Once the source holds the process (software:
+	 * every thread seized and stopped; intel_pt: the events open), the
+	 * pidfd's process must still hold opts.pid, else the attach is
+	 * undone and refused with -ESRCH: the pid was reused. */
+	int pidfd;
+	/* May be NULL.  Called once, on a session thread, at the same point
+	 * (after the pidfd check): the caller's permission check, made again
+	 * on the process as it is now (its owner may have changed since,
+	 * by an exec of a set-user-ID program).  A negative return (with a
+	 * message in @diag) undoes the attach and is the start's error. */
+	int (*recheck)(void *ctx, pid_t pid, struct ptd_diag *diag);
+	void *recheck_ctx;
+	/* May be NULL.  Called once, on a session thread, when the start is
+	 * decided (ptd_session_started no longer returns 0), to wake the
+	 * caller's loop. */
+	void (*decided)(void *ctx);
+	void *decided_ctx;
 };
 
 /* Software source, per-CPU mode: its virtual CPUs and migration period. */
@@ -202,22 +225,51 @@ struct ptd_session;
  * waitpid when asked to stop; it must not be ignored process-wide. */
 #define PTD_SESSION_SIGNAL SIGUSR2
 
-/* Attach to @o->pid and start tracing.  Returns 0 with *ret_session, or:
- *  -ESRCH  no such process (or a zombie)
- *  -EPERM  ptrace refused (Yama, seccomp, another tracer)
+/* Begin a session on @o->pid: check the options, choose the source, and
+ * start the session's thread, which attaches (ptd_session_started says
+ * when it has, or why it could not) and then decodes.  Returns at once, 0
+ * with *ret_session (to free with ptd_session_free whatever the start
+ * gives), or with a message in @diag:
+ *  -EINVAL  bad options (the message names which)
+ *  -ESRCH   no such process
  *  -PTD_ENOPT  no intel_pt and the software source is not allowed (or
  *          source was INTEL_PT): the message names the sysfs path
- *  -PTD_EUNSUPPORTED  a 32-bit process
  *  -errno / -ENOMEM
- * with a message in @diag.  The sink is called only after a successful
- * return. */
+ * The sink is called only once ptd_session_started has returned 1. */
+int ptd_session_begin(const struct ptd_session_opts *o,
+		      const struct ptd_session_sink *sink,
+		      struct ptd_session **ret_session, struct ptd_diag *diag);
+
+/* How the attach went: 0 still attaching, 1 tracing (the sink gets
+ * records from now on; `ended` comes in the end), or the error that ended
+ * the start, with its message in @diag (may be NULL) -- then the target
+ * is let go as it was (every thread the start seized released, the
+ * signals they were to get kept), and the sink is never called:
+ *  -ESRCH  no such process, a zombie, it exited during the attach, or
+ *          opts.pidfd's process no longer holds the pid (reused)
+ *  -EPERM  ptrace refused (Yama, seccomp, another tracer)
+ *  -ECANCELED  ptd_session_stop was asked before every thread stopped
+ *  -PTD_EUNSUPPORTED  a 32-bit process
+ *  -PTD_EFORMAT  opts.filter does not resolve (see there)
+ *  opts.recheck's error, -errno / -ENOMEM
+ * Thread-safe. */
+int ptd_session_started(struct ptd_session *s, struct ptd_diag *diag);
+
+/* ptd_session_begin, then wait until the start is decided: returns 0 with
+ * *ret_session once tracing, or the error of either (the session freed).
+ * For callers that may wait (tests, tools): the target decides how long,
+ * e.g. a thread in vfork() stops only when its child has exec'd or
+ * exited. */
 int ptd_session_start(const struct ptd_session_opts *o,
 		      const struct ptd_session_sink *sink,
 		      struct ptd_session **ret_session, struct ptd_diag *diag);
 
 /* Ask the session to end with @reason (DETACHED or SHUTDOWN): the target
  * is detached and runs on as before; the remaining trace is decoded; then
- * `ended` is called.  Returns at once; safe from any thread, repeatable. */
+ * `ended` is called.  While attaching, this cancels the attach: the start
+ * fails with -ECANCELED (unless it is past the point of no return: then
+ * it starts and ends at once, with @reason).  Returns at once; safe from
+ * any thread, repeatable. */
 void ptd_session_stop(struct ptd_session *s,
 		      enum ptd_session_end_reason reason);
 

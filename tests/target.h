@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Test helper: a running prog-attach to trace (tests/progs/attach.c), and
- * the check that it finished unharmed.  Header-only; include check.h
- * first.
+ * Test helper: a running prog-attach to trace (tests/progs/attach.c), or
+ * another test program, the check that it finished unharmed, and who
+ * traces its threads.  Header-only; include check.h first.
  */
 #ifndef PTD_TESTS_TARGET_H
 #define PTD_TESTS_TARGET_H
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <grp.h>
@@ -15,27 +18,32 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/fileio.h"
+
 struct target {
 	pid_t pid;
 	int out;	/* its stdout */
 };
 
-/* Start @progs_dir/prog-attach for @secs seconds as @uid (-1: ours),
- * then exec @then (NULL-terminated argv, NULL: exit); return once its
- * threads run.  Returns 0 or -errno. */
-static inline int target_start_as(const char *progs_dir, double secs,
-				  uid_t uid, char *const then[],
-				  struct target *t)
+/* Start @progs_dir/@prog with argument @secs (then the @then strings,
+ * NULL-terminated, or none) as @uid (-1: ours), its stdout a pipe the test
+ * reads (target_output) and, if @ret_in is not NULL, its stdin the read
+ * end of a pipe whose write end is *ret_in; return once it wrote
+ * "ready\n" to fd 3.  Returns 0 or -errno. */
+static inline int target_spawn(const char *progs_dir, const char *prog,
+			       double secs, uid_t uid, char *const then[],
+			       int *ret_in, struct target *t)
 {
 	char *argv[16];
 	size_t na = 0;
-	char path[512], arg[32], buf[16];
-	int ready[2], out[2];
+	char path[PATH_MAX + 64], arg[32], buf[16];
+	int ready[2], out[2], in[2] = { -1, -1 };
 	ssize_t n;
 
-	(void)snprintf(path, sizeof(path), "%s/prog-attach", progs_dir);
+	(void)snprintf(path, sizeof(path), "%s/%s", progs_dir, prog);
 	(void)snprintf(arg, sizeof(arg), "%g", secs);
-	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+	if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+	    (ret_in && pipe2(in, O_CLOEXEC) < 0))
 		return -errno;
 	t->pid = fork();
 	if (t->pid < 0)
@@ -43,6 +51,8 @@ static inline int target_start_as(const char *progs_dir, double secs,
 	if (t->pid == 0) {
 		(void)dup2(out[1], 1);
 		(void)dup2(ready[1], 3);
+		if (ret_in)
+			(void)dup2(in[0], 0);
 		argv[na++] = path;
 		argv[na++] = arg;
 		for (size_t i = 0; then && then[i] && na < 15; i++)
@@ -57,10 +67,71 @@ static inline int target_start_as(const char *progs_dir, double secs,
 	}
 	(void)close(ready[1]);
 	(void)close(out[1]);
+	if (ret_in) {
+		(void)close(in[0]);
+		*ret_in = in[1];
+	}
 	t->out = out[0];
 	n = read(ready[0], buf, sizeof(buf));
 	(void)close(ready[0]);
 	return n == 6 ? 0 : -EIO;
+}
+
+/* Start @progs_dir/prog-attach for @secs seconds as @uid (-1: ours),
+ * then exec @then (NULL-terminated argv, NULL: exit); return once its
+ * threads run.  Returns 0 or -errno. */
+static inline int target_start_as(const char *progs_dir, double secs,
+				  uid_t uid, char *const then[],
+				  struct target *t)
+{
+	return target_spawn(progs_dir, "prog-attach", secs, uid, then, NULL,
+			    t);
+}
+
+/* How many threads of @pid are traced (a TracerPid in their status), and
+ * (@ret_total, may be NULL) how many it has; -1 if the process is gone.
+ * With @say, each traced one is named on stderr. */
+static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
+{
+	char path[PATH_MAX], *text = NULL, *p;
+	struct dirent *e;
+	size_t len;
+	DIR *d;
+	int n = 0, total = 0;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
+			       (int)pid, e->d_name);
+		if (ptd_file_read_all(path, 1 << 16, &text, &len) < 0)
+			continue;	/* the thread has gone */
+		total++;
+		p = strstr(text, "\nTracerPid:");
+		if (p && strtol(p + 11, NULL, 10) != 0) {
+			if (say)
+				fprintf(stderr, "thread %s traced by %ld\n",
+					e->d_name, strtol(p + 11, NULL, 10));
+			n++;
+		}
+		free(text);
+		text = NULL;
+	}
+	(void)closedir(d);
+	if (ret_total)
+		*ret_total = total;
+	return n;
+}
+
+/* How many threads of @pid are traced, each named on stderr; -1 if the
+ * process is gone. */
+static inline int target_traced_threads(pid_t pid)
+{
+	return target_threads_traced(pid, true, NULL);
 }
 
 static inline int target_start(const char *progs_dir, double secs,

@@ -57,6 +57,7 @@
 #include "aspace/maps.h"
 #include "aspace/timeline.h"
 #include "common/fileio.h"
+#include "common/pidfd.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
 #include "x86/insn.h"
@@ -202,6 +203,10 @@ struct tthread {
 	uint32_t filter_seq;	/* the tracer's filter_seq its generator has */
 	bool after_exec;	/* resumed from the first exec event: the
 				 * syscall-exit stop at ip comes first */
+	/* ptd_swpt_attach: its first stop, met while the attach waits for
+	 * every thread to stop (hold_all), handled once tracing begins */
+	bool held;
+	int held_status;
 };
 
 /* A child process of the target (fork, vfork, clone without CLONE_THREAD):
@@ -2048,6 +2053,21 @@ static int seize_refused(struct tracer *tr, pid_t tid, int err)
 		     ptd_strerror(err));
 }
 
+/* A thread we trace without having seized it: the kernel attached it to
+ * us as its creator, seized already, cloned it (PTRACE_O_TRACECLONE).  It
+ * is one of ours like the others, and its first stop is on its way: the
+ * kernel stops such a thread before its first instruction. */
+static int adopt_thread(struct tracer *tr, pid_t tid)
+{
+	struct tthread *t;
+	int r = thread_new(tr, tid, &t);
+
+	if (r < 0)
+		return r;
+	t->unannounced = true;	/* its creator's clone event may follow */
+	return 1;
+}
+
 /* Seize one thread and stop it where it is; it gets a stream.  Returns 1,
  * 0 if the thread needs no seizing (see below), or -errno. */
 static int seize_thread(struct tracer *tr, pid_t tid)
@@ -2057,16 +2077,19 @@ static int seize_thread(struct tracer *tr, pid_t tid)
 
 	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)SEIZE_OPTS) < 0) {
 		r = -errno;
-		/* a thread born since the scan began is ours already (its
-		 * creator was seized), or gone, or exiting (EPERM: the
-		 * kernel refuses a task whose exit has begun): all fine
-		 * but for the leader.  TracerPid names the tracing
+		/* A thread gone, or exiting (EPERM: the kernel refuses a
+		 * task whose exit has begun), needs nothing -- but the
+		 * leader does: no process can be traced without it. */
+		if (tid != tr->pid &&
+		    (r == -ESRCH || (r == -EPERM && thread_exited(tid))))
+			return 0;
+		/* One born since the scan began whose creator we had seized
+		 * is traced by us already (PTRACE_O_TRACECLONE): seizing it
+		 * again is refused, with EPERM.  TracerPid names the tracing
 		 * *thread*: in the daemon that is not the process's main
 		 * thread. */
-		if (tid != tr->pid &&
-		    (r == -ESRCH || (r == -EPERM && thread_exited(tid)) ||
-		     tracer_of(tid) == gettid()))
-			return 0;
+		if (tid != tr->pid && r == -EPERM && tracer_of(tid) == gettid())
+			return adopt_thread(tr, tid);
 		return seize_refused(tr, tid, r);
 	}
 	r = thread_new(tr, tid, &t);
@@ -2078,65 +2101,200 @@ static int seize_thread(struct tracer *tr, pid_t tid)
 	return 1;
 }
 
-/* Seize every thread of the process, scanning /proc/PID/task until a scan
- * finds no new one (threads created meanwhile by seized threads are
- * attached by the kernel and show up as clone events). */
+/* One scan of /proc/PID/task: seize every thread not known yet.  Returns
+ * how many were added, or -errno. */
+static int seize_scan(struct tracer *tr)
+{
+	struct dirent *de;
+	char path[64];
+	int r = 0, n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)tr->pid);
+	d = opendir(path);
+	if (!d)
+		return failf(tr, -ESRCH, "process %d is gone", (int)tr->pid);
+	while (r >= 0 && (de = readdir(d))) {
+		uint64_t v;
+
+		if (ptd_parse_u64(de->d_name, 10, &v) < 0 || v > INT_MAX ||
+		    find_thread(tr, (pid_t)v))
+			continue;
+		r = seize_thread(tr, (pid_t)v);
+		n += r > 0;
+	}
+	(void)closedir(d);
+	return r < 0 ? r : n;
+}
+
+/* A thread seized that has not stopped yet (nor ended). */
+static bool unheld(const struct tracer *tr)
+{
+	for (size_t i = 0; i < tr->nth; i++)
+		if (!tr->th[i]->held && !tr->th[i]->reaped)
+			return true;
+	return false;
+}
+
+/* A wait status met while the threads are being held: a thread's first
+ * stop is kept for later (a later one replaces it: a thread killed in its
+ * stop reports its exit event); a new thread of the process (created by
+ * a thread seized but not yet stopped) is held too; a child process is let
+ * go, as tracing does. */
+static int hold_one(struct tracer *tr, pid_t pid, int status)
+{
+	struct tthread *t = find_thread(tr, pid);
+	pid_t tgid;
+	int r;
+
+	if (WIFEXITED(status) || WIFSIGNALED(status))
+		return t ? on_gone(tr, t, status) : 0;
+	if (!WIFSTOPPED(status))
+		return 0;
+	if (!t) {
+		if (read_tgid(pid, &tgid) < 0 || tgid != tr->pid)
+			return detach_child(tr, pid);
+		r = adopt_thread(tr, pid);
+		if (r < 0)
+			return r;
+		t = find_thread(tr, pid);
+	}
+	t->held = true;
+	t->held_status = status;
+	return 0;
+}
+
+/* Wait until every thread seized so far is in a ptrace stop (held).  A
+ * thread can take long: one in vfork() stops only once its child has
+ * exec'd or exited, one in an uninterruptible sleep when the sleep ends.
+ * *opt->stop cancels the wait (the caller interrupts waitpid). */
+static int hold_all(struct tracer *tr)
+{
+	while (unheld(tr)) {
+		int status, r;
+		pid_t pid;
+
+		if (stop_asked(tr))
+			return failf(tr, -ECANCELED, "the attach to process "
+				     "%d was cancelled before every thread "
+				     "had stopped", (int)tr->pid);
+		pid = waitpid(-1, &status, WAIT_FLAGS);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0 && errno != ECHILD)
+			return failf(tr, -errno, "waitpid: %s",
+				     strerror(errno));
+		r = pid < 0 ? 0 : hold_one(tr, pid, status);
+		if (r < 0)
+			return r;
+		if (pid < 0 || tr->leader_gone)
+			return failf(tr, -ESRCH, "process %d exited during the "
+				     "attach", (int)tr->pid);
+	}
+	return 0;
+}
+
+/* Seize every thread of the process and wait until each is stopped.  A
+ * scan of /proc/PID/task made while every thread known is stopped and
+ * that finds none new ends it: a stopped thread creates none, and one
+ * created by a thread before we seized it is in the scan, traced by the
+ * kernel's PTRACE_O_TRACECLONE or not (its creator was seized inside
+ * clone(), after the kernel decided) -- then it is seized now. */
 static int seize_all(struct tracer *tr)
 {
-	char path[64];
-	bool more = true;
-	int r, rounds = 0;
+	int r = seize_thread(tr, tr->pid);
 
-	r = seize_thread(tr, tr->pid);
-	if (r < 0)
+	while (r >= 0) {
+		r = seize_scan(tr);
+		if (r == 0 && !unheld(tr))
+			return 0;
+		if (r >= 0)
+			r = hold_all(tr);
+	}
+	return r;
+}
+
+/* Every thread is stopped: is it still the process the caller meant, and
+ * may it still be traced? */
+static int seized_check(struct tracer *tr)
+{
+	const struct ptd_swpt_options *o = tr->opt;
+	int r;
+
+	/* A pid belongs to one process until that process is reaped; the
+	 * threads stopped now hold it, so if the pidfd's process still
+	 * holds it, it is theirs. */
+	if (o->pidfd > 0 && (r = ptd_pidfd_alive(o->pidfd)) < 0)
+		return failf(tr, r == -ESRCH ? -ESRCH : r,
+			     "process %d is not the one ptd was asked to "
+			     "trace: that one exited and its pid now names "
+			     "another process (%s); let go untouched",
+			     (int)tr->pid, r == -ESRCH ? "reused"
+						      : ptd_strerror(r));
+	if (o->seized && (r = o->seized(o->seized_ctx, tr->diag)) < 0)
 		return r;
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)tr->pid);
-	while (more && rounds++ < 100) {
-		struct dirent *de;
-		DIR *d = opendir(path);
+	return 0;
+}
 
-		if (!d)
-			return failf(tr, -ESRCH, "process %d is gone",
-				     (int)tr->pid);
-		more = false;
-		r = 0;
-		while (r >= 0 && (de = readdir(d))) {
-			uint64_t v;
+/* Each thread's first stop, kept while the others were stopping: handled
+ * now, as if it had just come. */
+static int held_replay(struct tracer *tr)
+{
+	for (size_t i = 0; i < tr->nth; i++) {
+		struct tthread *t = tr->th[i];
+		int r;
 
-			if (ptd_parse_u64(de->d_name, 10, &v) < 0 ||
-			    v > INT_MAX || find_thread(tr, (pid_t)v))
-				continue;
-			r = seize_thread(tr, (pid_t)v);
-			more |= r > 0;
-		}
-		(void)closedir(d);
+		if (!t->held)
+			continue;
+		t->held = false;
+		if (t->reaped)
+			continue;
+		r = on_wait(tr, t->tid, t->held_status);
 		if (r < 0)
 			return r;
 	}
 	return 0;
 }
 
-/* On an error after the attach: let every thread go, untouched.  Each is
- * interrupted, waited for, and detached at its stop. */
+/* The signal a thread was about to be given in the stop @status (a
+ * signal-delivery stop: no event), which letting it go must not lose; 0
+ * for our own interrupt's stop, a group-stop or an event. */
+static int stop_signal(int status)
+{
+	return WIFSTOPPED(status) && (status >> 16) == 0 ? WSTOPSIG(status)
+							 : 0;
+}
+
+/* On an error after the attach: let every thread go, untouched.  A held
+ * thread goes at once (with the signal it was to get); one tracing is
+ * interrupted, waited for, and detached at its stop.  One seized that
+ * never stopped (one in vfork() waiting for its child) cannot be detached
+ * before it stops and has run nothing under us: the kernel lets it go
+ * when the tracing thread exits (ptd_swpt_wait_released), unless it stops
+ * first. */
 static void release_all(struct tracer *tr)
 {
 	size_t left = 0;
 
 	for (size_t i = 0; i < tr->nth; i++) {
 		struct tthread *t = tr->th[i];
+		int sig = t->held ? stop_signal(t->held_status) : 0;
 
-		if (t->reaped)
+		t->stop_sent = false;	/* now: waited for below */
+		if (t->reaped || (!t->started && !t->held))
 			continue;
 		/* stopped already (the error came at its stop): go now */
-		if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) == 0)
+		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)sig) == 0) {
 			t->reaped = true;
-		else if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0)
+		} else if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0) {
+			t->stop_sent = true;
 			left++;
-		else
+		} else {
 			t->reaped = true;
+		}
 	}
 	while (left > 0) {
-		int status;
+		int status, sig;
 		pid_t pid = waitpid(-1, &status, WAIT_FLAGS);
 		struct tthread *t;
 
@@ -2146,18 +2304,22 @@ static void release_all(struct tracer *tr)
 			return;
 		}
 		t = find_thread(tr, pid);
-		if (!t) {
+		if (!t || t->reaped) {
 			/* a child process announced late: let it go too */
 			if (WIFSTOPPED(status))
 				(void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
 			continue;
 		}
+		/* a thread never stepped stops for signals of its own, not
+		 * for a step's SIGTRAP: it keeps them */
+		sig = t->started ? 0 : stop_signal(status);
 		if (WIFSTOPPED(status) &&
-		    ptrace(PTRACE_DETACH, pid, NULL, NULL) < 0 &&
+		    ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) < 0 &&
 		    errno != ESRCH)
 			continue;
 		t->reaped = true;
-		left--;
+		if (t->stop_sent)
+			left--;
 	}
 }
 
@@ -2182,6 +2344,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	if (r < 0)
 		goto out;
 	r = seize_all(&tr);
+	if (r == 0)
+		r = seized_check(&tr);
 	/* the image as it is: every stream starts with it (position 0) */
 	if (r == 0)
 		r = maps_load_all(&tr);
@@ -2189,6 +2353,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 		r = filter_resolve(&tr);
 	if (r == 0 && opt->started)
 		opt->started(opt->started_ctx);
+	if (r == 0)
+		r = held_replay(&tr);
 	if (r == 0)
 		r = trace_loop(&tr);
 	for (size_t i = 0; r == 0 && i < tr.nth; i++)
@@ -2209,5 +2375,41 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 		fill_result(&tr, ret);
 out:
 	tracer_free(&tr);
+	return r;
+}
+
+/* Is a thread of @pid traced by thread @tracer?  (-errno: cannot tell.) */
+static int traced_by(pid_t pid, pid_t tracer)
+{
+	struct dirent *de;
+	char path[64];
+	int found = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while (!found && (de = readdir(d))) {
+		uint64_t v;
+
+		if (ptd_parse_u64(de->d_name, 10, &v) == 0 && v <= INT_MAX)
+			found = tracer_of((pid_t)v) == tracer;
+	}
+	(void)closedir(d);
+	return found;
+}
+
+int ptd_swpt_wait_released(pid_t pid, pid_t tracer)
+{
+	const struct timespec ms = { 0, 1000000 };
+	int r;
+
+	if (pid <= 0 || tracer <= 0)
+		return -EINVAL;
+	/* The thread has exited (pthread_join returned): the kernel is
+	 * finishing its exit, which ends in letting its tracees go. */
+	while ((r = traced_by(pid, tracer)) > 0)
+		(void)nanosleep(&ms, NULL);
 	return r;
 }

@@ -78,8 +78,25 @@ struct ptd_swpt_options {
 	/* ptd_swpt_attach: set (to non-zero) from another thread to detach;
 	 * the tracing thread notices at its next ptrace stop, so also
 	 * interrupt its waitpid (pthread_kill with a signal whose handler
-	 * has no SA_RESTART) when every thread may be blocked.  NULL: none. */
+	 * has no SA_RESTART) when every thread may be blocked.  Set while
+	 * the attach waits for the threads to stop, it cancels the attach
+	 * (-ECANCELED).  NULL: none. */
 	atomic_int *stop;
+	/* ptd_swpt_attach: a pidfd of the process (common/pidfd.h), taken
+	 * when the caller decided the process may be traced; 0 or -1: none.
+	 * Once every thread is seized and stopped, the pidfd's process must
+	 * still hold its pid, or the attach is undone and refused (-ESRCH):
+	 * the pid was reused, the threads seized are another process's. */
+	int pidfd;
+	/* ptd_swpt_attach, may be NULL: called once, on the tracing thread,
+	 * when every thread is seized and stopped (the pidfd checked) and
+	 * before anything else is read from the process, to check again
+	 * that it may be traced (its owner may have changed since the
+	 * caller's check, by an exec of a set-user-ID program).  A negative
+	 * return undoes the attach (every thread let go as it was) and is
+	 * ptd_swpt_attach's, with the message the call put in @diag. */
+	int (*seized)(void *ctx, struct ptd_diag *diag);
+	void *seized_ctx;
 	/* Called once, on the tracing thread, when every thread is attached
 	 * and tracing begins (NULL: not called). */
 	void (*started)(void *ctx);
@@ -142,14 +159,30 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 /* Trace the running process @pid (every thread, and threads it creates)
  * until it exits, *opt->stop is set, or max_insns; then detach: the
  * process runs on exactly as before (a blocked syscall is restarted).
- * The threads are seized (PTRACE_SEIZE) and interrupted where they are; a
- * thread inside a syscall starts its stream when it returns to user space.
+ * The threads are seized (PTRACE_SEIZE) and interrupted where they are;
+ * tracing begins once every one of them has stopped (a thread in vfork()
+ * stops only when its child has exec'd or exited: the attach waits for
+ * that, or for *opt->stop), so the image read then is the one every
+ * thread starts with.  A thread inside a syscall starts its stream when
+ * it returns to user space.
  * Returns 0 and fills *ret, or a negative error with a message in @diag:
- * -ESRCH (no such process, or it exited during the attach), -EPERM
- * (ptrace refused: Yama, another tracer, not dumpable), -PTD_EUNSUPPORTED
- * (32-bit), -errno.  On an error after the attach, the target is detached,
- * never killed. */
+ * -ESRCH (no such process, it exited during the attach, or opt->pidfd's
+ * process no longer holds @pid), -EPERM (ptrace refused: Yama, another
+ * tracer, not dumpable), -ECANCELED (*opt->stop set before tracing
+ * began), -PTD_EUNSUPPORTED (32-bit), opt->seized's error, -errno.  On an
+ * error after the attach, the target is detached, never killed. */
 int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 		    struct ptd_swpt_result *ret, struct ptd_diag *diag);
+
+/* Once the thread that called ptd_swpt_attach has exited (pthread_join
+ * returned), wait until the kernel has let go of every thread of @pid it
+ * traced.  After an error, a thread that was seized but had not stopped
+ * yet (one in vfork() waiting for its child) cannot be detached; the
+ * kernel detaches it as the tracing thread @tracer (its tid) exits -- at
+ * the very end of that exit, after pthread_join has returned (the kernel
+ * wakes joiners as the thread lets go of its memory, earlier).  Returns 0
+ * (at once if nothing is left), -EINVAL, or -errno if /proc/@pid/task
+ * cannot be read. */
+int ptd_swpt_wait_released(pid_t pid, pid_t tracer);
 
 #endif

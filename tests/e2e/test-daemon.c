@@ -28,6 +28,7 @@
 #include "check.h"
 #include "e2e/daemon-harness.h"
 #include "e2e/subscribed.h"
+#include "target.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
@@ -761,39 +762,6 @@ static void test_slow_subscriber(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
-/* How many threads of @pid have a tracer (TracerPid in their status). */
-static int traced_threads(pid_t pid)
-{
-	char path[PATH_MAX], *text = NULL, *p;
-	struct dirent *e;
-	size_t len;
-	DIR *d;
-	int n = 0;
-
-	(void)snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -1;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
-			       (int)pid, e->d_name);
-		if (ptd_file_read_all(path, 1 << 16, &text, &len) < 0)
-			continue;	/* the thread has gone */
-		p = strstr(text, "\nTracerPid:");
-		if (p && strtol(p + 11, NULL, 10) != 0) {
-			fprintf(stderr, "thread %s traced by %ld\n", e->d_name,
-				strtol(p + 11, NULL, 10));
-			n++;
-		}
-		free(text);
-		text = NULL;
-	}
-	(void)closedir(d);
-	return n;
-}
-
 /* detach: bye "detached", the target runs on and finishes normally; when
  * the response comes, no thread of it is traced any more (a debugger may
  * attach at once). */
@@ -836,7 +804,7 @@ static void test_detach(void)
 		       "{\"id\":1,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
 	r = call(c, req);
 	CHECK(resp_ok(r));
-	CHECK_EQ_INT(traced_threads(t), 0);
+	CHECK_EQ_INT(target_traced_threads(t), 0);
 	cJSON_Delete(r);
 	dclose(c);
 	sub_join(s);
@@ -847,6 +815,211 @@ static void test_detach(void)
 	CHECK_EQ_INT(wait_target(t, 60000), 0);
 	sub_free(s);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* ---- attach beside the control loop ---- */
+
+/* The state of session @sid in a `list` on @c: "" if it is not listed,
+ * NULL if the list was not answered. */
+static const char *list_state(struct conn *c, long sid, char *buf,
+			      size_t cap)
+{
+	cJSON *r = call(c, "{\"id\":\"l\",\"cmd\":\"list\"}\n");
+	const cJSON *e;
+
+	if (!resp_ok(r)) {
+		cJSON_Delete(r);
+		return NULL;
+	}
+	buf[0] = 0;
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(
+				      cJSON_GetObjectItem(r, "result"),
+				      "sessions")) {
+		const cJSON *st = cJSON_GetObjectItem(e, "state");
+
+		if ((long)cJSON_GetNumberValue(cJSON_GetObjectItem(
+			    e, "session")) == sid && cJSON_IsString(st))
+			(void)snprintf(buf, cap, "%s", st->valuestring);
+	}
+	cJSON_Delete(r);
+	return buf;
+}
+
+/* Send an attach to @pid on @a without reading its answer, then list on
+ * @b until session @sid shows as "attaching" -- every list answered while
+ * the attach is under way.  (The bound only keeps a broken ptd from
+ * hanging the test.) */
+static bool attach_pending(struct conn *a, struct conn *b, pid_t pid,
+			   long sid)
+{
+	char req[128], st[32];
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld}\n",
+		       (long)pid);
+	REQUIRE_OR_FALSE(send_str(a, req) == 0);
+	for (int i = 0; i < 6000; i++) {
+		const char *state = list_state(b, sid, st, sizeof(st));
+
+		REQUIRE_OR_FALSE(state);
+		if (!strcmp(state, "attaching"))
+			return true;
+		if (state[0]) {
+			CHECK_FAIL_("session %ld is %s, not attaching", sid,
+				    state);
+			return false;
+		}
+		msleep(10);
+	}
+	CHECK_FAIL_("session %ld never showed as attaching", sid);
+	return false;
+}
+
+/* A target whose attach cannot finish until the test releases it
+ * (tests/progs/vfork.c: its main thread is in vfork()). */
+static bool held_target(struct target *t, int *go)
+{
+	return target_spawn(progs, "prog-vfork", 0.2, (uid_t)-1, NULL, go,
+			    t) == 0;
+}
+
+/* Let the target's vfork child exit: the attach can finish. */
+static void unhold(int *go)
+{
+	release(go);
+}
+
+/* Attach runs beside the control loop: while it waits for a target
+ * (held in vfork()), other clients are answered, the session is listed
+ * as "attaching" and counts against max_sessions_per_user, nothing else
+ * can be done with it yet; the attach is answered once the target lets
+ * it finish. */
+static void test_attach_beside(void)
+{
+	struct daemon d;
+	struct target t;
+	struct conn *a, *b;
+	char req[160], st[32], *line;
+	cJSON *r;
+	int go;
+
+	REQUIRE(daemon_start(&d, "attachbg", "max_sessions_per_user = 1\n"));
+	REQUIRE(held_target(&t, &go));
+	a = dconnect(&d);
+	b = dconnect(&d);
+	REQUIRE(a && b);
+	REQUIRE(attach_pending(a, b, t.pid, 1));
+	r = call(b, "{\"id\":1,\"cmd\":\"version\"}\n");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"attach\",\"pid\":%ld}\n",
+		       (long)t.pid);
+	r = call(b, req);
+	CHECK_EQ_STR(err_code(r), "limit");
+	cJSON_Delete(r);
+	r = call(b, "{\"id\":3,\"cmd\":\"subscribe\",\"session\":1}\n");
+	CHECK_EQ_STR(err_code(r), "attaching");
+	cJSON_Delete(r);
+	r = call(b, "{\"id\":4,\"cmd\":\"status\",\"session\":1}\n");
+	CHECK(resp_ok(r));
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(
+			     cJSON_GetObjectItem(r, "result"), "state")),
+		     "attaching");
+	cJSON_Delete(r);
+	/* not answered while the target holds it */
+	line = read_line(a, 0);
+	CHECK(line == NULL);
+	free(line);
+	unhold(&go);
+	line = read_line(a, 120000);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	CHECK(resp_ok(r));
+	CHECK_EQ_INT((long)result_num(r, "session"), 1);
+	cJSON_Delete(r);
+	CHECK_EQ_STR(list_state(b, 1, st, sizeof(st)), "running");
+	r = call(b, "{\"id\":5,\"cmd\":\"detach\",\"session\":1}\n");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	target_finish(&t);
+	dclose(a);
+	dclose(b);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* An attach under way ends cleanly when the session is detached, when
+ * its client goes away and when ptd stops (SIGTERM, as `systemctl stop`
+ * sends): every thread of the target is released (the one that never
+ * stopped too), the client is answered, the target runs on unharmed. */
+static void test_attach_cancelled(void)
+{
+	struct daemon d;
+	struct target t;
+	struct conn *a, *b;
+	char st[32], *line;
+	cJSON *r;
+	int go, i;
+
+	REQUIRE(daemon_start(&d, "attachcancel", ""));
+	/* detach: answered once every thread is released; the attach is
+	 * answered "cancelled" */
+	REQUIRE(held_target(&t, &go));
+	a = dconnect(&d);
+	b = dconnect(&d);
+	REQUIRE(a && b);
+	REQUIRE(attach_pending(a, b, t.pid, 1));
+	r = call(b, "{\"id\":1,\"cmd\":\"detach\",\"session\":1}\n");
+	CHECK(resp_ok(r));
+	cJSON_Delete(r);
+	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	line = read_line(a, 60000);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	CHECK_EQ_STR(err_code(r), "cancelled");
+	CHECK_CONTAINS(err_msg(r), "detached while it was attaching");
+	cJSON_Delete(r);
+	CHECK_EQ_STR(list_state(b, 1, st, sizeof(st)), "");
+	unhold(&go);
+	target_finish(&t);
+	dclose(a);
+
+	/* the client goes away: the session is forgotten once every thread
+	 * is released */
+	REQUIRE(held_target(&t, &go));
+	a = dconnect(&d);
+	REQUIRE(a);
+	REQUIRE(attach_pending(a, b, t.pid, 2));
+	dclose(a);
+	for (i = 0; i < 6000; i++) {
+		const char *state = list_state(b, 2, st, sizeof(st));
+
+		if (!state || !state[0])
+			break;
+		msleep(10);
+	}
+	CHECK_EQ_STR(list_state(b, 2, st, sizeof(st)), "");
+	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	unhold(&go);
+	target_finish(&t);
+
+	/* ptd stops: the attach is answered "shutting_down", ptd exits 0 */
+	REQUIRE(held_target(&t, &go));
+	a = dconnect(&d);
+	REQUIRE(a);
+	REQUIRE(attach_pending(a, b, t.pid, 3));
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	line = read_line(a, 0);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	CHECK_EQ_STR(err_code(r), "shutting_down");
+	cJSON_Delete(r);
+	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	unhold(&go);
+	target_finish(&t);
+	dclose(a);
+	dclose(b);
 }
 
 /* SIGTERM: every subscriber gets bye "shutdown", targets live on, ptd
@@ -1248,6 +1421,8 @@ int main(void)
 	RUN(test_filters_exit_and_fds);
 	RUN(test_slow_subscriber);
 	RUN(test_detach);
+	RUN(test_attach_beside);
+	RUN(test_attach_cancelled);
 	RUN(test_snapshot);
 	RUN(test_ptctl_replay);
 	RUN(test_shutdown);

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "pidns.h"
 #include "common/fileio.h"
+#include "common/pidfd.h"
 #include "common/strutil.h"
 #include "daemon/auth.h"
 
@@ -592,6 +596,110 @@ static void test_fake_malformed(void)
 	CHECK_EQ_INT(ptd_auth_may_trace(&peer_root, 900, fake, &d), 0);
 }
 
+/* ---- pinning: a pidfd taken with the check ---- */
+
+/* A thread that tells its id and waits for a byte on a pipe. */
+struct tid_thread {
+	pid_t tid;
+	int fd;
+};
+
+static void *thread_tid(void *arg)
+{
+	struct tid_thread *t = arg;
+	char c;
+
+	__atomic_store_n(&t->tid, gettid(), __ATOMIC_RELEASE);
+	if (read(t->fd, &c, 1) < 0) {
+		/* released either way */
+	}
+	return NULL;
+}
+
+/* ptd_auth_pin checks as ptd_auth_may_trace does, on a process it holds
+ * a pidfd of; the pidfd tells once the process is gone (reaped: its pid
+ * free for another); a thread id is not a process. */
+static void test_pin(void)
+{
+	struct ptd_peer u = peer_user();
+	struct ptd_diag d = { "" };
+	pid_t root_p = spawn(0, 0, CHILD_EXEC);
+	pid_t user_p = spawn(user_uid, user_gid, CHILD_EXEC);
+	struct tid_thread tt = { 0, -1 };
+	pthread_t th;
+	char want[128];
+	int fd = -1, p[2];
+
+	REQUIRE(root_p > 0 && user_p > 0);
+	/* the rules are the same */
+	CHECK_EQ_INT(ptd_auth_pin(&u, root_p, NULL, &fd, &d), -EPERM);
+	CHECK_CONTAINS(d.msg, "belongs to uid 0");
+	CHECK_EQ_INT(fd, -1);
+	CHECK_EQ_INT(ptd_auth_pin(&u, user_p, NULL, &fd, &d), 0);
+	CHECK(fd > 2);
+	CHECK_EQ_INT(ptd_pidfd_alive(fd), 0);
+	/* gone (reaped): the pidfd says so, though the number is unchanged */
+	kill_children();
+	CHECK_EQ_INT(ptd_pidfd_alive(fd), -ESRCH);
+	(void)close(fd);
+	CHECK_EQ_INT(ptd_auth_pin(&peer_root, user_p, NULL, &fd, &d), -ESRCH);
+	CHECK_CONTAINS(d.msg, "no such process");
+	/* a thread's id: refused, naming its process */
+	REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+	tt.fd = p[0];
+	REQUIRE(pthread_create(&th, NULL, thread_tid, &tt) == 0);
+	while (!__atomic_load_n(&tt.tid, __ATOMIC_ACQUIRE))
+		sched_yield();
+	CHECK_EQ_INT(ptd_auth_pin(&peer_root, tt.tid, NULL, &fd, &d), -EINVAL);
+	(void)snprintf(want, sizeof(want), "is a thread of process %d",
+		       (int)getpid());
+	CHECK_CONTAINS(d.msg, want);
+	(void)close(p[1]);
+	(void)pthread_join(th, NULL);
+	(void)close(p[0]);
+}
+
+/* In a pid namespace of its own, a pinned process is reaped and its pid
+ * given to another: /proc and kill() see the new process under the old
+ * number, the pidfd does not; pinning that pid anew pins the new one. */
+static int pin_reuse_in_ns(void *arg)
+{
+	unsigned before = check_failures;
+	struct ptd_diag d = { "" };
+	int fd = -1, fd2 = -1;
+	pid_t a, b;
+
+	(void)arg;
+	a = pidns_sleeper();
+	CHECK_EQ_INT(ptd_auth_pin(&peer_root, a, NULL, &fd, &d), 0);
+	(void)kill(a, SIGKILL);
+	(void)waitpid(a, NULL, 0);
+	CHECK_EQ_INT(pidns_next_pid(a), 0);
+	b = pidns_sleeper();
+	CHECK_EQ_INT(b, a);
+	CHECK_EQ_INT(kill(a, 0), 0);
+	CHECK_EQ_INT(ptd_pidfd_alive(fd), -ESRCH);
+	CHECK_EQ_INT(ptd_auth_pin(&peer_root, b, NULL, &fd2, &d), 0);
+	CHECK_EQ_INT(ptd_pidfd_alive(fd2), 0);
+	(void)kill(b, SIGKILL);
+	(void)waitpid(b, NULL, 0);
+	(void)close(fd);
+	(void)close(fd2);
+	return (int)(check_failures - before);
+}
+
+static void test_pin_reuse(void)
+{
+	char why[256];
+	int r = pidns_run(pin_reuse_in_ns, NULL, why, sizeof(why));
+
+	if (r < 0) {
+		fprintf(stderr, "  skipped: %s\n", why);
+		return;
+	}
+	CHECK_EQ_INT(r, 0);
+}
+
 int main(void)
 {
 	if (geteuid() != 0)
@@ -612,6 +720,8 @@ int main(void)
 	RUN(test_yama);
 	RUN(test_fake_states);
 	RUN(test_fake_malformed);
+	RUN(test_pin);
+	RUN(test_pin_reuse);
 	kill_children();
 	(void)ptd_rm_rf(tmpdir);
 	return check_done();

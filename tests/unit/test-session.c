@@ -23,9 +23,11 @@
 
 #include "check.h"
 #include "target.h"
+#include "pidns.h"
 #include "unit/reccmp.h"
 #include "aspace/iscache.h"
 #include "common/fileio.h"
+#include "common/pidfd.h"
 #include "daemon/session.h"
 #include "decode/insncache.h"
 #include "swpt/capture.h"
@@ -193,14 +195,19 @@ static void test_session_setuid_exec(void)
 	sink.record = on_record;
 	sink.ended = on_ended;
 	sink.ctx = &c;
-	REQUIRE(target_start_as(progs_dir, 0.3, 65534, then, &t) == 0);
+	/* it runs until told (SIGUSR1), then execs: told once attached,
+	 * not after a time an attach under load may outlast */
+	REQUIRE(target_start_as(progs_dir, 3600, 65534, then, &t) == 0);
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.uid = 65534;
 	r = ptd_session_start(&o, &sink, &s, &diag);
 	if (r < 0)
 		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	if (r < 0)
+		(void)kill(t.pid, SIGKILL);
 	REQUIRE(r == 0);
+	CHECK_EQ_INT(kill(t.pid, SIGUSR1), 0);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_ERROR);
 	CHECK_CONTAINS(c.end.message, "set-user-ID");
@@ -644,6 +651,252 @@ static void test_session_snapshot_refused(void)
 	CHECK(s == NULL);
 }
 
+/* ---- the attach: beside its caller, cancellable, pinned ---- */
+
+/* Wait until every thread of @pid is traced: the start has seized them
+ * all.  (The bound only keeps a broken start from hanging the test.) */
+static bool wait_all_seized(pid_t pid)
+{
+	for (int i = 0; i < 6000; i++) {
+		int total = 0, n = target_threads_traced(pid, false, &total);
+
+		if (n > 0 && n == total)
+			return true;
+		(void)usleep(10000);
+	}
+	return false;
+}
+
+/* Wait until the start is decided; ptd_session_started's answer. */
+static int wait_decided(struct ptd_session *s, struct ptd_diag *diag)
+{
+	for (int i = 0; i < 12000; i++) {
+		int r = ptd_session_started(s, diag);
+
+		if (r)
+			return r;
+		(void)usleep(10000);
+	}
+	return 0;
+}
+
+static void hold_sink(struct ptd_session_sink *sink, struct collect *c)
+{
+	collect_init(c);
+	memset(sink, 0, sizeof(*sink));
+	sink->record = on_record;
+	sink->ended = on_ended;
+	sink->ctx = c;
+}
+
+/* ptd_session_begin returns at once; the attach finishes only when every
+ * thread of the target has stopped, which a thread in vfork() does only
+ * once its child has exited (tests/progs/vfork.c): until the test lets
+ * it, the start is undecided, then it traces as any session. */
+static void test_session_attach_held(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_session_stats st;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct collect c;
+	struct target t;
+	char out[128];
+	int go = -1, r;
+
+	hold_sink(&sink, &c);
+	REQUIRE(target_spawn(progs_dir, "prog-vfork", 0.2, (uid_t)-1, NULL,
+			     &go, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.source = PTD_SOURCE_SOFTWARE;
+	r = ptd_session_begin(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("begin: %s (%s)", diag.msg, ptd_strerror(r));
+	REQUIRE(r == 0);
+	CHECK(wait_all_seized(t.pid));
+	/* the main thread cannot stop before its vfork child exits */
+	CHECK_EQ_INT(ptd_session_started(s, NULL), 0);
+	ptd_session_get_stats(s, &st);
+	CHECK_EQ_INT(st.source, PTD_SOURCE_SOFTWARE);
+	CHECK_EQ_U64(st.records, 0);
+	CHECK(write(go, "\n", 1) == 1);
+	(void)close(go);
+	r = wait_decided(s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	CHECK_EQ_INT(r, 1);
+	wait_end(&c);
+	CHECK_EQ_INT(c.end.reason, PTD_END_EXITED);
+	CHECK_EQ_INT(c.end.exit_code, 0);
+	CHECK(c.total > 0);
+	ptd_session_free(s);
+	/* the session's tracer reaped it (the test is its parent too): its
+	 * exit code is the end's */
+	target_output(&t, out, sizeof(out));
+	CHECK(strncmp(out, "ok ", 3) == 0);
+	collect_free(&c);
+}
+
+/* A stop asked while the attach waits for a thread that cannot stop
+ * cancels it: the start fails with -ECANCELED, and by the time it says
+ * so every thread is let go -- the stopped ones at once, the one in
+ * vfork() as the session's source thread exits -- and the sink is never
+ * called.  The target runs on unharmed. */
+static void test_session_attach_cancel(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct collect c;
+	struct target t;
+	int go = -1, r;
+
+	hold_sink(&sink, &c);
+	REQUIRE(target_spawn(progs_dir, "prog-vfork", 0.2, (uid_t)-1, NULL,
+			     &go, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.source = PTD_SOURCE_SOFTWARE;
+	REQUIRE(ptd_session_begin(&o, &sink, &s, &diag) == 0);
+	CHECK(wait_all_seized(t.pid));
+	CHECK_EQ_INT(ptd_session_started(s, NULL), 0);
+	ptd_session_stop(s, PTD_END_DETACHED);
+	r = wait_decided(s, &diag);
+	CHECK_EQ_INT(r, -ECANCELED);
+	CHECK_CONTAINS(diag.msg, "cancelled");
+	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	ptd_session_free(s);
+	CHECK(!c.ended);
+	CHECK_EQ_U64(c.total, 0);
+	CHECK(write(go, "\n", 1) == 1);
+	(void)close(go);
+	target_finish(&t);
+	collect_free(&c);
+}
+
+/* In a pid namespace of its own: process A is pinned by a pidfd, exits
+ * and is reaped, and B is given its pid.  An attach to that pid with A's
+ * pidfd is refused (-ESRCH, "reused") once B is seized, and B is let go
+ * untouched; the same attach without the pidfd traces B -- the pidfd
+ * check is what told them apart. */
+static int pid_reused_in_ns(void *arg)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	unsigned before = check_failures;
+	struct collect c;
+	pid_t a, b;
+	int pidfd = -1, r;
+
+	(void)arg;
+	hold_sink(&sink, &c);
+	a = pidns_sleeper();
+	if (a <= 0 || ptd_pidfd_open(a, &pidfd) < 0) {
+		CHECK_FAIL_("cannot start and pin a process: %s",
+			    strerror(errno));
+		return 1;
+	}
+	(void)kill(a, SIGKILL);
+	(void)waitpid(a, NULL, 0);
+	CHECK_EQ_INT(pidns_next_pid(a), 0);
+	b = pidns_sleeper();
+	if (b != a) {
+		CHECK_FAIL_("pid %d was not reused (got %d)", (int)a, (int)b);
+		(void)kill(b, SIGKILL);
+		return 1;
+	}
+	o.pid = a;
+	o.config = &cfg;
+	o.source = PTD_SOURCE_SOFTWARE;
+	o.pidfd = pidfd;
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	CHECK_EQ_INT(r, -ESRCH);
+	CHECK_CONTAINS(diag.msg, "reused");
+	fprintf(stderr, "  refused: %s\n", diag.msg);
+	CHECK_EQ_INT(target_traced_threads(b), 0);
+	CHECK_EQ_INT(kill(b, 0), 0);
+	/* without the pin, the same pid is B's to trace */
+	o.pidfd = 0;
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start without the pidfd: %s", diag.msg);
+	if (r == 0) {
+		ptd_session_stop(s, PTD_END_DETACHED);
+		wait_end(&c);
+		CHECK_EQ_INT(c.end.reason, PTD_END_DETACHED);
+		ptd_session_free(s);
+	}
+	CHECK_EQ_INT(target_traced_threads(b), 0);
+	(void)kill(b, SIGKILL);
+	(void)waitpid(b, NULL, 0);
+	(void)close(pidfd);
+	collect_free(&c);
+	return (int)(check_failures - before);
+}
+
+static void test_session_pid_reused(void)
+{
+	char why[256];
+	int r = pidns_run(pid_reused_in_ns, NULL, why, sizeof(why));
+
+	if (r < 0) {
+		fprintf(stderr, "  skipped: %s\n", why);
+		return;
+	}
+	CHECK_EQ_INT(r, 0);
+}
+
+/* Many attaches to a process creating threads as fast as it can
+ * (tests/progs/churn.c): a thread born during the attach is seized once,
+ * by the kernel through its creator or by the scan, and every attach
+ * succeeds; each detach lets every thread go. */
+static void test_session_attach_churn(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_session_stats st;
+	struct ptd_session *s = NULL;
+	struct collect c;
+	struct target t;
+	unsigned ok = 0, threads = 0;
+	int i, r;
+
+	REQUIRE(target_spawn(progs_dir, "prog-churn", 3600, (uid_t)-1, NULL,
+			     NULL, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.source = PTD_SOURCE_SOFTWARE;
+	for (i = 0; i < 200; i++) {
+		struct ptd_diag diag = { "" };
+
+		hold_sink(&sink, &c);
+		r = ptd_session_start(&o, &sink, &s, &diag);
+		if (r < 0) {
+			CHECK_FAIL_("attach %d of 200: %s", i + 1, diag.msg);
+			collect_free(&c);
+			continue;
+		}
+		ok++;
+		ptd_session_stop(s, PTD_END_DETACHED);
+		wait_end(&c);
+		CHECK_EQ_INT(c.end.reason, PTD_END_DETACHED);
+		ptd_session_get_stats(s, &st);
+		threads += st.threads;
+		ptd_session_free(s);
+		collect_free(&c);
+		CHECK_EQ_INT(target_traced_threads(t.pid), 0);
+	}
+	fprintf(stderr, "  %u of 200 attaches, %u threads seized in all\n",
+		ok, threads);
+	(void)kill(t.pid, SIGUSR1);
+	target_finish(&t);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/ptd-session-test-XXXXXX";
@@ -666,6 +919,10 @@ int main(void)
 	RUN(test_session_snapshot_refused);
 	RUN(test_session_snapshot);
 	RUN(test_session_setuid_exec);
+	RUN(test_session_attach_held);
+	RUN(test_session_attach_cancel);
+	RUN(test_session_pid_reused);
+	RUN(test_session_attach_churn);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	return check_done();
