@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -2116,12 +2117,25 @@ static void accept_conns(struct ptd_server *s, int lfd)
 
 /* ---- sessions from the loop ---- */
 
+/* A session's buffers were freed: give the heap's free pages back to the
+ * system.  Its decode thread filled subscriber queues of up to
+ * subscriber_queue_size in its own malloc arena; glibc keeps freed chunks
+ * there (and raises its mmap threshold after freeing a large mapped
+ * chunk, so the next large queues come from the heap too): without this,
+ * ptd's RSS after many sessions says what the busiest moment needed, not
+ * what it holds. */
+static void trim_heap(void)
+{
+	(void)malloc_trim(0);
+}
+
 /* Sessions whose end the decode thread reported: free their threads; drop
  * ended sessions nobody follows once their linger time is over. */
 static void sessions_reap(struct ptd_server *s)
 {
 	struct srv_session **p = &s->sessions, *ss;
 	uint64_t now = now_ms();
+	bool freed = false;
 
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
@@ -2150,10 +2164,13 @@ static void sessions_reap(struct ptd_server *s)
 		     ss->ended_at_ms == 0)) {
 			*p = ss->next;
 			session_free(ss);
+			freed = true;
 		} else {
 			p = &ss->next;
 		}
 	}
+	if (freed)
+		trim_heap();
 }
 
 static void drain_wakeups(struct ptd_server *s)
@@ -2347,6 +2364,11 @@ int ptd_server_new(const struct ptd_config *config, const char *procroot,
 		goto err;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* Large buffers (subscriber queues, decoder buffers) always mapped on
+	 * their own, so that freeing them gives them back: glibc would
+	 * otherwise raise its threshold to the largest buffer freed and
+	 * carve the next ones out of its arenas, where they stay. */
+	(void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
