@@ -376,21 +376,25 @@ static int parse_line(const struct conf_ctx *x, const char *b, const char *e,
 	return conf_err(x, -PTD_EFORMAT, "unknown key '%s'", key);
 }
 
-/* Settings that must agree with each other, once every line is read. */
+/* Settings that must agree with each other, once every line is read:
+ * the memory limit holds one traced thread and one subscriber. */
 static int check_limits(const struct conf_ctx *x, const struct ptd_config *c)
 {
 	uint64_t one = ptd_memlimit_thread_bytes(c->data_buffer_size,
 						 c->aux_buffer_size, false);
-	char a[32], b[32];
+	uint64_t sub = 2 * (uint64_t)c->subscriber_queue_size;
+	char a[32], b[32], q[32];
 
-	if (c->user_memory_limit >= one)
+	if (c->user_memory_limit >= one + sub)
 		return 0;
 	return ptd_diagf(x->diag, -PTD_EFORMAT,
-			 "%s: user_memory_limit (%s) is less than what one "
-			 "traced thread holds (%s: aux_buffer_size + "
-			 "data_buffer_size + its decoder's buffer)", x->origin,
+			 "%s: user_memory_limit (%s) is less than one traced "
+			 "thread and one subscriber hold (%s: aux_buffer_size "
+			 "+ data_buffer_size + its decoder's buffer, and %s: "
+			 "2 x subscriber_queue_size)", x->origin,
 			 ptd_memlimit_fmt(c->user_memory_limit, a, sizeof(a)),
-			 ptd_memlimit_fmt(one, b, sizeof(b)));
+			 ptd_memlimit_fmt(one, b, sizeof(b)),
+			 ptd_memlimit_fmt(sub, q, sizeof(q)));
 }
 
 int ptd_config_parse(const char *text, size_t len, const char *origin,

@@ -194,7 +194,7 @@ static void test_all_keys(void)
 		"max_connections = 65536\n"
 		"subscriber_queue_size = 1G\n"
 		"max_request_size = 1k\n"
-		"user_memory_limit = 2G\n"
+		"user_memory_limit = 3G\n"
 		"log_level = debug";	/* no final newline */
 
 	ptd_config_defaults(&c);
@@ -212,7 +212,7 @@ static void test_all_keys(void)
 	CHECK_EQ_U64(c.subscriber_queue_size, 1 << 30);
 	CHECK_EQ_U64(c.max_request_size, 1024);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_DEBUG);
-	CHECK_EQ_U64(c.user_memory_limit, 2ull << 30);
+	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
 }
 
 static void test_booleans_and_levels(void)
@@ -305,12 +305,17 @@ static const struct {
 	{ "user_memory_limit = 1.5G\n", -PTD_EFORMAT, "is not a size" },
 	/* less than one traced thread's buffers, however they are set */
 	{ "aux_buffer_size = 4M\ndata_buffer_size = 512k\n"
-	  "user_memory_limit = 4M\n", -PTD_EFORMAT,
-	  "t.conf: user_memory_limit (4 MiB) is less than what one traced "
-	  "thread holds (8.5 MiB: aux_buffer_size + data_buffer_size" },
+	  "subscriber_queue_size = 4M\nuser_memory_limit = 16M\n",
+	  -PTD_EFORMAT,
+	  "t.conf: user_memory_limit (16 MiB) is less than one traced "
+	  "thread and one subscriber hold (8.5 MiB: aux_buffer_size + "
+	  "data_buffer_size + its decoder's buffer, and 8 MiB: 2 x "
+	  "subscriber_queue_size)" },
 	{ "aux_buffer_size = 1G\nuser_memory_limit = 1G\n", -PTD_EFORMAT,
-	  "user_memory_limit (1 GiB) is less than what one traced thread "
-	  "holds (2.0 GiB" },
+	  "user_memory_limit (1 GiB) is less than one traced thread and "
+	  "one subscriber hold (2.0 GiB" },
+	{ "subscriber_queue_size = 1G\nuser_memory_limit = 1G\n",
+	  -PTD_EFORMAT, "and 2 GiB: 2 x subscriber_queue_size)" },
 	{ "foo = 1\nbar = 2\nlog_level = x\n", -PTD_EFORMAT,
 	  "t.conf:1: unknown key 'foo' (and 2 more errors)" },
 	{ "foo = 1\nlog_level = info\nbar = 2\n", -PTD_EFORMAT,
@@ -398,12 +403,15 @@ static void test_limits(void)
 	CHECK_EQ_INT(parse_str("user_memory_limit = 1024G\n", &c, &d), 0);
 	CHECK_EQ_U64(c.user_memory_limit, 1ull << 40);
 	CHECK_EQ_INT(parse_str("aux_buffer_size = 4k\ndata_buffer_size = 4k\n"
-			       "user_memory_limit = 1M\n", &c, &d), -PTD_EFORMAT);
-	CHECK_CONTAINS(d.msg, "is less than what one traced thread holds");
+			       "subscriber_queue_size = 4k\n"
+			       "user_memory_limit = 1043k\n", &c, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "is less than one traced thread and one "
+			      "subscriber hold");
 	ptd_config_defaults(&c);
 	CHECK_EQ_INT(parse_str("aux_buffer_size = 4k\ndata_buffer_size = 4k\n"
-			       "user_memory_limit = 1060k\n", &c, &d), 0);
-	CHECK_EQ_U64(c.user_memory_limit, 1060 << 10);
+			       "subscriber_queue_size = 4k\n"
+			       "user_memory_limit = 1044k\n", &c, &d), 0);
+	CHECK_EQ_U64(c.user_memory_limit, 1044 << 10);
 	/* Empty input: nothing changes. */
 	CHECK_EQ_INT(ptd_config_parse("", 0, "t.conf", &c, &d), 0);
 }
