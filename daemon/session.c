@@ -274,10 +274,12 @@ static void refusals_report(struct ptd_session *s)
 	do {
 		(void)pthread_mutex_lock(&s->lock);
 		n = s->nrefused < 16 ? s->nrefused : 16;
-		memcpy(tids, s->refused, n * sizeof(*tids));
-		memmove(s->refused, s->refused + n,
-			(s->nrefused - n) * sizeof(*tids));
-		s->nrefused -= n;
+		if (n) {	/* (s->refused is NULL until a refusal) */
+			memcpy(tids, s->refused, n * sizeof(*tids));
+			memmove(s->refused, s->refused + n,
+				(s->nrefused - n) * sizeof(*tids));
+			s->nrefused -= n;
+		}
 		(void)pthread_mutex_unlock(&s->lock);
 		for (size_t i = 0; i < n; i++) {
 			struct ptd_record rec;
