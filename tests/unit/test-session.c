@@ -203,14 +203,19 @@ static void test_session_setuid_exec(void)
 	sink.record = on_record;
 	sink.ended = on_ended;
 	sink.ctx = &c;
-	REQUIRE(target_start_as(progs_dir, 0.3, 65534, then, &t) == 0);
+	/* told to go on to the exec once attached (as test_session_exit's
+	 * target): a 0.3 s run could end before the attach */
+	REQUIRE(target_start_as(progs_dir, 300, 65534, then, &t) == 0);
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.uid = 65534;
 	r = ptd_session_start(&o, &sink, &s, &diag);
 	if (r < 0)
 		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	if (r < 0)
+		(void)kill(t.pid, SIGKILL);
 	REQUIRE(r == 0);
+	CHECK_EQ_INT(syscall(SYS_tgkill, t.pid, t.pid, SIGUSR1), 0);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_ERROR);
 	CHECK_CONTAINS(c.end.message, "set-user-ID");
