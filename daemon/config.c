@@ -10,6 +10,7 @@
 
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "daemon/memlimit.h"
 
 #define CONF_LINE_MAX 4096
 #define CONF_FILE_MAX (1024 * 1024)
@@ -32,6 +33,7 @@ void ptd_config_defaults(struct ptd_config *c)
 	c->max_connections = 128;
 	c->subscriber_queue_size = 4u << 20;
 	c->max_request_size = 64u << 10;
+	c->user_memory_limit = 1ull << 30;
 	c->log_level = PTD_LOG_INFO;
 }
 
@@ -239,6 +241,7 @@ enum conf_key {
 	K_SUBSCRIBER_QUEUE_SIZE,
 	K_MAX_REQUEST_SIZE,
 	K_LOG_LEVEL,
+	K_USER_MEMORY_LIMIT,
 	K_COUNT,
 };
 
@@ -256,6 +259,7 @@ static const char *const key_names[K_COUNT] = {
 	[K_SUBSCRIBER_QUEUE_SIZE] = "subscriber_queue_size",
 	[K_MAX_REQUEST_SIZE] = "max_request_size",
 	[K_LOG_LEVEL] = "log_level",
+	[K_USER_MEMORY_LIMIT] = "user_memory_limit",
 };
 
 #define KiB ((uint64_t)1 << 10)
@@ -304,6 +308,14 @@ static int set_key(const struct conf_ctx *x, enum conf_key k, const char *v,
 				  &c->max_request_size);
 	case K_LOG_LEVEL:
 		return parse_level(x, n, v, &c->log_level);
+	case K_USER_MEMORY_LIMIT: {
+		size_t lim;
+		int r = parse_size(x, n, v, 1 * MiB, 1024 * GiB, false, &lim);
+
+		if (r == 0)
+			c->user_memory_limit = lim;
+		return r;
+	}
 	case K_COUNT:
 		break;
 	}
@@ -364,6 +376,27 @@ static int parse_line(const struct conf_ctx *x, const char *b, const char *e,
 	return conf_err(x, -PTD_EFORMAT, "unknown key '%s'", key);
 }
 
+/* Settings that must agree with each other, once every line is read:
+ * the memory limit holds one traced thread and one subscriber. */
+static int check_limits(const struct conf_ctx *x, const struct ptd_config *c)
+{
+	uint64_t one = ptd_memlimit_thread_bytes(c->data_buffer_size,
+						 c->aux_buffer_size, false);
+	uint64_t sub = 2 * (uint64_t)c->subscriber_queue_size;
+	char a[32], b[32], q[32];
+
+	if (c->user_memory_limit >= one + sub)
+		return 0;
+	return ptd_diagf(x->diag, -PTD_EFORMAT,
+			 "%s: user_memory_limit (%s) is less than one traced "
+			 "thread and one subscriber hold (%s: aux_buffer_size "
+			 "+ data_buffer_size + its decoder's buffer, and %s: "
+			 "2 x subscriber_queue_size)", x->origin,
+			 ptd_memlimit_fmt(c->user_memory_limit, a, sizeof(a)),
+			 ptd_memlimit_fmt(one, b, sizeof(b)),
+			 ptd_memlimit_fmt(sub, q, sizeof(q)));
+}
+
 int ptd_config_parse(const char *text, size_t len, const char *origin,
 		     struct ptd_config *c, struct ptd_diag *diag)
 {
@@ -373,7 +406,7 @@ int ptd_config_parse(const char *text, size_t len, const char *origin,
 	bool seen[K_COUNT] = { false };
 	const char *p = text, *end = text + len;
 	unsigned errors = 0;
-	int first = 0;
+	int first = 0, r;
 
 	if (len > CONF_FILE_MAX)
 		return ptd_diagf(diag, -PTD_ELIMIT,
@@ -384,7 +417,6 @@ int ptd_config_parse(const char *text, size_t len, const char *origin,
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		const char *le = nl ? nl : end;
-		int r;
 
 		x.line++;
 		x.diag = errors ? NULL : diag;
@@ -402,6 +434,10 @@ int ptd_config_parse(const char *text, size_t len, const char *origin,
 	}
 	if (errors)
 		return first;
+	x.diag = diag;
+	r = check_limits(&x, &tmp);
+	if (r < 0)
+		return r;
 	*c = tmp;
 	return 0;
 }

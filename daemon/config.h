@@ -59,6 +59,10 @@ struct ptd_config {
 	size_t subscriber_queue_size;
 	/* max_request_size: longest request line in bytes (default 64k) */
 	size_t max_request_size;
+	/* user_memory_limit: bytes all of one user's sessions may hold
+	 * (daemon/memlimit.h says what is counted; default 1G, 1M to 1T;
+	 * at least one traced thread's buffers and one subscriber's) */
+	uint64_t user_memory_limit;
 	/* log_level: error, warning, info, debug (default info) */
 	enum ptd_log_level log_level;
 };

@@ -62,6 +62,7 @@ const char *ptd_cmd_name(enum ptd_cmd c);
 #define PTD_ERR_NO_INTEL_PT "no_intel_pt"
 #define PTD_ERR_UNSUPPORTED "unsupported"
 #define PTD_ERR_LIMIT "limit"
+#define PTD_ERR_MEMORY_LIMIT "memory_limit"
 #define PTD_ERR_SHUTTING_DOWN "shutting_down"
 #define PTD_ERR_INTERNAL "internal"
 /* replay: the trace (or a file it needs) does not exist / is not a trace

@@ -10,6 +10,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,6 +33,7 @@
 #include "daemon/auth.h"
 #include "daemon/fanout.h"
 #include "daemon/log.h"
+#include "daemon/memlimit.h"
 #include "daemon/proto.h"
 #include "daemon/replay.h"
 #include "daemon/sdnotify.h"
@@ -121,6 +123,9 @@ struct srv_session {
 	cJSON *attach_id;
 	int pidfd;
 	struct ptd_peer peer;
+	/* What the session charged to its owner (memlimit.h): given back
+	 * when its threads are freed. */
+	struct ptd_memacct acct;
 };
 
 struct conn {
@@ -142,6 +147,7 @@ struct conn {
 	int pass_fd;			/* the last fd the client passed
 					 * (SCM_RIGHTS), for a record
 					 * request; -1 none */
+	struct ptd_memacct sub_acct;	/* its subscriber's queues */
 };
 
 struct ptd_server {
@@ -163,6 +169,7 @@ struct ptd_server {
 	uint64_t start_ms;
 	sigset_t oldmask;
 	bool mask_set;
+	struct ptd_memlimit *mem;	/* user_memory_limit, per uid */
 };
 
 static uint64_t now_ms(void)
@@ -745,6 +752,7 @@ static void ss_release(struct srv_session *ss)
 	ss->s = NULL;
 	ptd_replay_free(ss->rp);
 	ss->rp = NULL;
+	ptd_memacct_release(&ss->acct);
 }
 
 static void session_free(struct srv_session *ss)
@@ -753,6 +761,7 @@ static void session_free(struct srv_session *ss)
 		return;
 	ptd_session_free(ss->s);
 	ptd_replay_free(ss->rp);
+	ptd_memacct_release(&ss->acct);
 	record_forget(ss);
 	ptd_fanout_free(ss->fan);
 	if (ss->pidfd > 0)
@@ -833,6 +842,82 @@ static int attach_recheck(void *ctx, pid_t pid, struct ptd_diag *diag)
  * answers once it is decided; the connection's later requests wait,
  * other clients do not.  A detach, the client going away or shutdown
  * cancels it. */
+/* ---- memory limit (user_memory_limit, memlimit.h) ---- */
+
+/* Charge @bytes (@what: what they are for) to @c's user through @a; if the
+ * limit refuses it, answer the request (code memory_limit: in use, asked,
+ * the limit, the key) and return true. */
+static bool memory_refused(struct ptd_server *s, struct conn *c,
+			   const struct ptd_request *req,
+			   struct ptd_memacct *a, uint64_t bytes,
+			   const char *what)
+{
+	char u[32], b[32], l[32];
+	uint64_t used = 0;
+	int r;
+
+	a->m = s->mem;
+	a->uid = c->peer.uid;
+	r = ptd_memacct_charge(a, bytes, &used);
+	if (r == 0)
+		return false;
+	ptd_log_info("uid %u: %s refused: memory limit (%" PRIu64 " in use, "
+		     "%" PRIu64 " asked)", (unsigned)c->peer.uid, what, used,
+		     bytes);
+	reply_error(c, req->id, PTD_ERR_MEMORY_LIMIT,
+		    "uid %u has %s in use, %s needs %s more; the limit is "
+		    "%s a user (user_memory_limit)", (unsigned)c->peer.uid,
+		    ptd_memlimit_fmt(used, u, sizeof(u)), what,
+		    ptd_memlimit_fmt(bytes, b, sizeof(b)),
+		    ptd_memlimit_fmt(ptd_memlimit_limit(s->mem), l,
+				     sizeof(l)));
+	return true;
+}
+
+/* Threads of @pid now (at least 1). */
+static unsigned process_threads(const struct ptd_server *s, pid_t pid)
+{
+	char path[PATH_MAX];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+	int k = snprintf(path, sizeof(path), "%s/%d/task", s->procroot,
+			 (int)pid);
+
+	if (k < 0 || (size_t)k >= sizeof(path))
+		return 1;
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n ? n : 1;
+}
+
+/* An attach with options @o (o->pid's threads now, a recorded session's
+ * spool): charge what it reserves to @ss's account and hand the account
+ * to the session; refused (answered): true. */
+static bool attach_memory_refused(struct ptd_server *s, struct conn *c,
+				  const struct ptd_request *req,
+				  struct srv_session *ss,
+				  struct ptd_session_opts *o)
+{
+	unsigned n = process_threads(s, o->pid);
+	uint64_t bytes = ptd_session_attach_bytes(o, n, NULL);
+	char what[96];
+
+	if (req->record)
+		bytes += PTD_MEMLIMIT_SPOOL_PER_INSN * o->max_insns;
+	(void)snprintf(what, sizeof(what), "attaching to pid %ld (%u "
+		       "thread%s%s)", (long)o->pid, n, n == 1 ? "" : "s",
+		       req->record ? ", recorded" : "");
+	if (memory_refused(s, c, req, &ss->acct, bytes, what))
+		return true;
+	o->acct = &ss->acct;
+	o->prepaid_threads = n;
+	return false;
+}
+
 static void cmd_attach(struct ptd_server *s, struct conn *c,
 		       const struct ptd_request *req)
 {
@@ -923,6 +1008,10 @@ static void cmd_attach(struct ptd_server *s, struct conn *c,
 			session_free(ss);
 			return;
 		}
+	}
+	if (attach_memory_refused(s, c, req, ss, &o)) {
+		session_free(ss);
+		return;
 	}
 	memset(&sink, 0, sizeof(sink));
 	sink.record = sink_record;
@@ -1133,6 +1222,19 @@ static void cmd_list(struct ptd_server *s, struct conn *c,
 	reply_ok(c, req->id, res);
 }
 
+/* The asking user's memory use against user_memory_limit. */
+static void status_memory(struct ptd_server *s, const struct conn *c,
+			  cJSON *res)
+{
+	cJSON *m = cJSON_AddObjectToObject(res, "memory");
+
+	cJSON_AddNumberToObject(m, "uid", c->peer.uid);
+	cJSON_AddNumberToObject(m, "used",
+				(double)ptd_memlimit_used(s->mem, c->peer.uid));
+	cJSON_AddNumberToObject(m, "limit",
+				(double)ptd_memlimit_limit(s->mem));
+}
+
 static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
 			      const struct ptd_request *req)
 {
@@ -1149,6 +1251,7 @@ static void cmd_status_daemon(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "connections", s->nconns);
 	cJSON_AddNumberToObject(res, "uptime_ms",
 				(double)(now_ms() - s->start_ms));
+	status_memory(s, c, res);
 	reply_ok(c, req->id, res);
 }
 
@@ -1197,6 +1300,9 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "insns", (double)st.insns);
 	cJSON_AddNumberToObject(res, "records", (double)st.records);
 	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
+	cJSON_AddNumberToObject(res, "threads_refused", st.threads_refused);
+	cJSON_AddNumberToObject(res, "memory",
+				(double)atomic_load(&ss->acct.charged));
 	if (ss->spool)
 		status_record(ss, res);
 	if (ss->mode == PTD_MODE_SNAPSHOT) {
@@ -1317,9 +1423,15 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 		reply_error(c, req->id, PTD_ERR_BAD_REQUEST, "bad filter");
 		return;
 	}
+	/* its queue and the buffer being written: fanout.h */
+	if (memory_refused(s, c, req, &c->sub_acct,
+			   2 * (uint64_t)s->cfg.subscriber_queue_size,
+			   "subscribing"))
+		return;
 	r = ptd_fanout_subscribe(ss->fan, &f, s->cfg.subscriber_queue_size,
 				 s->cfg.max_subscribers_per_session, &c->sub);
 	if (r < 0) {
+		ptd_memacct_release(&c->sub_acct);
 		reply_error(c, req->id, ptd_proto_error_code(r),
 			    r == -PTD_ELIMIT
 				    ? "session %" PRIu64 " already has %u "
@@ -1578,6 +1690,12 @@ static void cmd_replay(struct ptd_server *s, struct conn *c,
 		reply_error(c, req->id, PTD_ERR_INTERNAL,
 			    "cannot start a replay: %s",
 			    ptd_strerror(r < 0 ? r : -ENOMEM));
+		return;
+	}
+	if (memory_refused(s, c, req, &ss->acct, PTD_MEMLIMIT_REPLAY_BYTES,
+			   "a replay")) {
+		free(groups);
+		session_free(ss);
 		return;
 	}
 	replay_opts(s, c, req, &o);
@@ -2092,6 +2210,7 @@ static void conn_free(struct ptd_server *s, struct conn *c)
 		close(c->pass_fd);
 	if (c->sub)
 		ptd_fanout_unsubscribe(c->ss->fan, c->sub);
+	ptd_memacct_release(&c->sub_acct);
 	if (c->tag.fd >= 0) {
 		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->tag.fd, NULL);
 		close(c->tag.fd);
@@ -2180,12 +2299,25 @@ static void accept_conns(struct ptd_server *s, int lfd)
 
 /* ---- sessions from the loop ---- */
 
+/* A session's buffers were freed: give the heap's free pages back to the
+ * system.  Its decode thread filled subscriber queues of up to
+ * subscriber_queue_size in its own malloc arena; glibc keeps freed chunks
+ * there (and raises its mmap threshold after freeing a large mapped
+ * chunk, so the next large queues come from the heap too): without this,
+ * ptd's RSS after many sessions says what the busiest moment needed, not
+ * what it holds. */
+static void trim_heap(void)
+{
+	(void)malloc_trim(0);
+}
+
 /* Sessions whose end the decode thread reported: free their threads; drop
  * ended sessions nobody follows once their linger time is over. */
 static void sessions_reap(struct ptd_server *s)
 {
 	struct srv_session **p = &s->sessions, *ss;
 	uint64_t now = now_ms();
+	bool freed = false;
 
 	snapshots_answer(s);	/* answered before their session goes */
 	records_answer(s);
@@ -2215,10 +2347,13 @@ static void sessions_reap(struct ptd_server *s)
 		     ss->ended_at_ms == 0)) {
 			*p = ss->next;
 			session_free(ss);
+			freed = true;
 		} else {
 			p = &ss->next;
 		}
 	}
+	if (freed)
+		trim_heap();
 }
 
 static void drain_wakeups(struct ptd_server *s)
@@ -2401,6 +2536,11 @@ int ptd_server_new(const struct ptd_config *config, const char *procroot,
 	s->start_ms = now_ms();
 	s->sig.kind = EP_SIGNAL;
 	s->ev.kind = EP_EVENT;
+	s->mem = ptd_memlimit_new(s->cfg.user_memory_limit);
+	if (!s->mem) {
+		r = ptd_diagf(diag, -ENOMEM, "out of memory");
+		goto err;
+	}
 	if (s->cfg.max_request_size < 64 || s->cfg.max_connections == 0) {
 		r = ptd_diagf(diag, -EINVAL,
 			      "max_request_size and max_connections are too "
@@ -2408,6 +2548,11 @@ int ptd_server_new(const struct ptd_config *config, const char *procroot,
 		goto err;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	/* Large buffers (subscriber queues, decoder buffers) always mapped on
+	 * their own, so that freeing them gives them back: glibc would
+	 * otherwise raise its threshold to the largest buffer freed and
+	 * carve the next ones out of its arenas, where they stay. */
+	(void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -2481,5 +2626,6 @@ void ptd_server_free(struct ptd_server *s)
 		close(s->epfd);
 	if (s->mask_set)
 		pthread_sigmask(SIG_SETMASK, &s->oldmask, NULL);
+	ptd_memlimit_free(s->mem);
 	free(s);
 }

@@ -147,6 +147,17 @@ struct ptd_session {
 	struct ptd_snapshot_info *snap_info;	/* decode thread only */
 	atomic_uint_fast64_t snapshots, overwritten;
 
+	/* memory limit (opts.acct): what a later thread costs, the threads
+	 * charged at attach not yet begun, the threads refused.  untraced:
+	 * software threads not traced (source thread only); refused: tids
+	 * whose error record is not yet delivered (under lock). */
+	uint64_t thread_cost;
+	atomic_uint prepaid, threads_refused;
+	pid_t *untraced;
+	size_t nuntraced;
+	pid_t *refused;
+	size_t nrefused;
+
 	/* counters */
 	atomic_uint_fast64_t trace_bytes, insns, records, lost_bytes;
 	atomic_bool ended;
@@ -232,12 +243,97 @@ static bool still_owned(pid_t pid, uid_t uid)
 	return stat(path, &st) == 0 && st.st_uid == uid;
 }
 
+/* ---- memory limit (opts.acct) ---- */
+
+/* May thread @tid be traced: one charged at attach, or its charge taken
+ * now?  Returns 1 yes, 0 refused (queued for its error record), -ENOMEM. */
+static int thread_charge(struct ptd_session *s, pid_t tid)
+{
+	unsigned n = atomic_load(&s->prepaid);
+	pid_t *v;
+
+	if (!s->o.acct)
+		return 1;
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&s->prepaid, &n, n - 1))
+			return 1;
+	if (ptd_memacct_charge(s->o.acct, s->thread_cost, NULL) == 0)
+		return 1;
+	atomic_fetch_add(&s->threads_refused, 1);
+	(void)pthread_mutex_lock(&s->lock);
+	v = realloc(s->refused, (s->nrefused + 1) * sizeof(*v));
+	if (v) {
+		s->refused = v;
+		s->refused[s->nrefused++] = tid;
+	}
+	(void)pthread_mutex_unlock(&s->lock);
+	return v ? 0 : -ENOMEM;
+}
+
+static int deliver(void *ctx, const struct ptd_record *rec);
+static void wake(struct ptd_session *s);
+
+/* Decode thread: an error record for every thread refused since the last
+ * call, in its own stream (its tid). */
+static void refusals_report(struct ptd_session *s)
+{
+	pid_t tids[16];
+	size_t n;
+
+	do {
+		(void)pthread_mutex_lock(&s->lock);
+		n = s->nrefused < 16 ? s->nrefused : 16;
+		if (n) {	/* (s->refused is NULL until a refusal) */
+			memcpy(tids, s->refused, n * sizeof(*tids));
+			memmove(s->refused, s->refused + n,
+				(s->nrefused - n) * sizeof(*tids));
+			s->nrefused -= n;
+		}
+		(void)pthread_mutex_unlock(&s->lock);
+		for (size_t i = 0; i < n; i++) {
+			struct ptd_record rec;
+
+			memset(&rec, 0, sizeof(rec));
+			rec.type = PTD_REC_ERROR;
+			rec.pid = s->o.pid;
+			rec.tid = tids[i];
+			rec.u.error.code = -PTD_ELIMIT;
+			rec.u.error.ptd_code = true;
+			rec.u.error.context = "user_memory_limit: thread not "
+					      "traced";
+			(void)deliver(s, &rec);
+		}
+	} while (n == 16);
+}
+
+/* Software source: is @tid one of the threads not traced? */
+static size_t untraced_find(const struct ptd_session *s, pid_t tid)
+{
+	for (size_t i = 0; i < s->nuntraced; i++)
+		if (s->untraced[i] == tid)
+			return i;
+	return SIZE_MAX;
+}
+
 static int out_thread_begin(void *ctx, pid_t tid)
 {
 	struct ptd_session *s = ctx;
 	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+	int r = thread_charge(s, tid);
+	pid_t *v;
 
-	return o->thread_begin(o->ctx, tid);
+	if (r > 0)
+		return o->thread_begin(o->ctx, tid);
+	if (r < 0)
+		return r;
+	/* not traced: its PT bytes go nowhere, the buffers are not made */
+	v = realloc(s->untraced, (s->nuntraced + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->untraced = v;
+	s->untraced[s->nuntraced++] = tid;
+	wake(s);
+	return 0;
 }
 
 static int out_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
@@ -245,6 +341,8 @@ static int out_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
 	struct ptd_session *s = ctx;
 	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
 
+	if (s->nuntraced && untraced_find(s, tid) != SIZE_MAX)
+		return 0;
 	return o->pt(o->ctx, tid, data, len);
 }
 
@@ -266,7 +364,12 @@ static int out_thread_end(void *ctx, pid_t tid)
 {
 	struct ptd_session *s = ctx;
 	const struct ptd_swpt_out *o = ptd_livesink_out(s->ls);
+	size_t i = s->nuntraced ? untraced_find(s, tid) : SIZE_MAX;
 
+	if (i != SIZE_MAX) {	/* (a later thread may reuse the tid) */
+		s->untraced[i] = s->untraced[--s->nuntraced];
+		return 0;
+	}
 	return o->thread_end(o->ctx, tid);
 }
 
@@ -472,6 +575,8 @@ static void stream_opts(const struct ptd_session *s, pid_t tid,
 		so->decode.cpu.vendor = pcv_unknown;
 	so->pid = s->o.pid;
 	so->tid = tid;
+	/* what the memory limit charges for it (memlimit.h) */
+	so->max_buffered = ptd_memlimit_stream_bytes(s->snap_size);
 	so->iscache = s->iscache;
 	so->icache = s->icache;
 	so->dir = s->dir;
@@ -579,6 +684,13 @@ static int pc_thread_new(void *ctx, pid_t pid, pid_t tid,
 	int r;
 
 	(void)pid;
+	/* intel_pt: the hardware traces it (inherit); without the memory
+	 * for its decoder it is not decoded (the software source refused it
+	 * before it wrote a byte) */
+	if (!s->ls && (r = thread_charge(s, tid)) <= 0) {
+		*ret_stream = NULL;
+		return r;
+	}
 	v = realloc(s->dt, (s->ndt + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -677,6 +789,7 @@ static int decode_round(struct ptd_session *s, bool final,
 	size_t n;
 	int r;
 
+	refusals_report(s);
 	if (s->cf)
 		return pc_round(s, final, diag);
 	while ((n = ptd_livesink_threads(s->ls, s->ndt, lt, 64)) > 0)
@@ -1112,6 +1225,9 @@ static int hw_open_thread(struct ptd_session *s, pid_t tid,
 	for (size_t i = 0; i < s->ndt; i++)
 		if (s->dt[i].tid == tid && !s->dt[i].done)
 			return 0;
+	r = thread_charge(s, tid);
+	if (r <= 0)	/* refused: said by its error record */
+		return r;
 	fd = (int)syscall(SYS_perf_event_open, &s->attr, tid, -1, -1,
 			  PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0) {
@@ -1265,6 +1381,7 @@ static int hw_round(struct ptd_session *s, bool final, struct ptd_diag *diag)
 {
 	int r;
 
+	refusals_report(s);
 	for (size_t i = 0; i < s->ndt; i++) {
 		struct dthread *d = &s->dt[i];
 
@@ -1438,6 +1555,7 @@ static void *hw_pc_decode_main(void *arg)
 				(void)ioctl(s->pc_sbfd[i],
 					    PERF_EVENT_IOC_DISABLE, 0);
 			}
+		refusals_report(s);
 		r = pc_round(s, last, &diag);
 		if (r < 0 || last)
 			break;
@@ -1560,6 +1678,8 @@ static void session_destroy(struct ptd_session *s)
 	free(s->snap_info);
 	ptd_timeline_free(&s->hist);
 	free(s->newtids);
+	free(s->untraced);
+	free(s->refused);
 	free(s->dt);
 	ptd_livesink_free(s->ls);
 	ptd_insncache_free(s->icache);
@@ -1754,6 +1874,10 @@ int ptd_session_begin(const struct ptd_session_opts *o,
 	(void)pthread_mutex_init(&s->lock, NULL);
 	(void)pthread_cond_init(&s->cond, NULL);
 	r = check_mode(s, diag);
+	if (r == 0 && s->o.acct) {
+		(void)ptd_session_attach_bytes(&s->o, 0, &s->thread_cost);
+		atomic_store(&s->prepaid, s->o.prepaid_threads);
+	}
 	if (r == 0)
 		r = choose_source(s, diag);
 	if (r < 0)
@@ -1883,6 +2007,32 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->records = atomic_load(&s->records);
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->ended = atomic_load(&s->ended);
+	ret->threads_refused = atomic_load(&s->threads_refused);
+}
+
+uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
+				  unsigned nthreads, uint64_t *ret_thread)
+{
+	const struct ptd_config *c = o->config;
+	size_t aux = o->mode == PTD_MODE_SNAPSHOT && o->snapshot_size
+			     ? o->snapshot_size
+			     : c->aux_buffer_size;
+	uint64_t ring = ptd_memlimit_thread_bytes(c->data_buffer_size, aux,
+						  o->mode == PTD_MODE_SNAPSHOT);
+	uint64_t stream = ptd_memlimit_stream_bytes(aux);
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (!o->per_cpu) {
+		if (ret_thread)
+			*ret_thread = ring;
+		return ring * nthreads;
+	}
+	if (cpus < (long)PTD_SESSION_SW_CPUS)
+		cpus = PTD_SESSION_SW_CPUS;
+	if (ret_thread)
+		*ret_thread = stream;
+	/* (ring counts a stream per CPU too: a bound, not exact) */
+	return ring * (uint64_t)cpus + stream * nthreads;
 }
 
 const char *ptd_session_filter(const struct ptd_session *s)

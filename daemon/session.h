@@ -29,6 +29,7 @@
 
 #include "common/diag.h"
 #include "daemon/config.h"
+#include "daemon/memlimit.h"
 #include "record/record.h"
 
 enum ptd_source_kind {
@@ -123,6 +124,16 @@ struct ptd_session_opts {
 	 * caller's loop. */
 	void (*decided)(void *ctx);
 	void *decided_ctx;
+	/* Memory limit (memlimit.h; NULL: none): the session charges every
+	 * thread it traces beyond the first @prepaid_threads (which its
+	 * caller charged at attach: ptd_session_attach_bytes) to @acct, and
+	 * does not trace a thread the charge is refused for: it is counted
+	 * (stats.threads_refused) and its stream gets an error record
+	 * (code -PTD_ELIMIT, context "user_memory_limit", the thread's tid).
+	 * The caller gives the charges back (ptd_memacct_release) once the
+	 * session is freed. */
+	struct ptd_memacct *acct;
+	unsigned prepaid_threads;
 };
 
 /* Software source, per-CPU mode: its virtual CPUs and migration period. */
@@ -216,6 +227,8 @@ struct ptd_session_stats {
 	unsigned ncpus;			/* per_cpu: buffers (CPUs) */
 	unsigned migrated;		/* software per_cpu: ended threads that
 					 * ran on more than one CPU */
+	unsigned threads_refused;	/* not traced: opts.acct refused their
+					 * memory */
 };
 
 struct ptd_session;
@@ -292,6 +305,16 @@ void ptd_session_stop(struct ptd_session *s,
  * A request that was taken is always answered through the sink before
  * `ended`. */
 int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq);
+
+/* What a session with options @o (mode, snapshot_size, per_cpu; sizes
+ * from o->config) reserves at attach when the process has @nthreads
+ * threads: per-thread buffers, ptd_memlimit_thread_bytes for each thread;
+ * per-CPU buffers, that for each CPU (the online ones, at least
+ * PTD_SESSION_SW_CPUS) plus each thread's decoder buffer
+ * (ptd_memlimit_stream_bytes).  *ret_thread (may be NULL): what each
+ * thread the target creates later costs. */
+uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
+				  unsigned nthreads, uint64_t *ret_thread);
 
 /* Thread-safe snapshot of the counters. */
 void ptd_session_get_stats(struct ptd_session *s,

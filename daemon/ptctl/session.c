@@ -215,6 +215,16 @@ static void print_list(const cJSON *res)
 		       str_of(s, "state"), num_of(s, "subscribers"));
 }
 
+/* status's "memory": the user's use against user_memory_limit. */
+static void print_memory(const cJSON *m)
+{
+	if (!m)
+		return;
+	printf("memory of uid %.0f: %.1f MiB of %.1f MiB in use "
+	       "(user_memory_limit)\n", num_of(m, "uid"),
+	       num_of(m, "used") / 1048576, num_of(m, "limit") / 1048576);
+}
+
 static void print_status(const cJSON *res)
 {
 	const cJSON *subs, *s, *k;
@@ -225,6 +235,7 @@ static void print_status(const cJSON *res)
 		       str_of(res, "ptd"), num_of(res, "protocol"),
 		       num_of(res, "uptime_ms") / 1000, num_of(res, "sessions"),
 		       num_of(res, "connections"));
+		print_memory(cJSON_GetObjectItemCaseSensitive(res, "memory"));
 		return;
 	}
 	printf("session %.0f: pid %.0f, owner %.0f, %s source, %s mode, %s\n",

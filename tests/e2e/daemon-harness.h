@@ -83,7 +83,9 @@ static inline int daemon_connect_path(const char *path)
 
 /* Start ptd in tmpdir/@name with socket_mode 0600, log_level debug and
  * the config lines @extra; its log goes to tmpdir/@name/ptd.log.  True
- * once its socket accepts (at most 5 s). */
+ * once its socket accepts (at most 5 s).  Unless @extra sets it,
+ * user_memory_limit is 64G: tests of other things use queues up to 1G
+ * (test-memlimit tests the limit). */
 static inline bool daemon_start(struct daemon *d, const char *name,
 				const char *extra)
 {
@@ -98,8 +100,10 @@ static inline bool daemon_start(struct daemon *d, const char *name,
 	(void)snprintf(d->sock, sizeof(d->sock), "%s/run/ptd.sock", d->dir);
 	(void)snprintf(text, sizeof(text),
 		       "socket_path = %s\nsocket_mode = 0600\n"
-		       "log_level = debug\n%s",
-		       d->sock, extra);
+		       "log_level = debug\n%s%s",
+		       d->sock, extra,
+		       strstr(extra, "user_memory_limit") ? ""
+			       : "user_memory_limit = 64G\n");
 	if (write_file(d->conf, text) < 0)
 		return false;
 	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);

@@ -31,6 +31,7 @@ static const char *config_diff(const struct ptd_config *a,
 	F(subscriber_queue_size);
 	F(max_request_size);
 	F(log_level);
+	F(user_memory_limit);
 #undef F
 #undef S
 	return NULL;
@@ -53,6 +54,7 @@ static void config_poison(struct ptd_config *c)
 	c->subscriber_queue_size = 99999;
 	c->max_request_size = 99999;
 	c->log_level = PTD_LOG_DEBUG;
+	c->user_memory_limit = 99999999;
 }
 
 static int parse_str(const char *text, struct ptd_config *c,
@@ -82,6 +84,7 @@ static void test_defaults(void)
 	CHECK_EQ_U64(c.subscriber_queue_size, 4 << 20);
 	CHECK_EQ_U64(c.max_request_size, 64 << 10);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_INFO);
+	CHECK_EQ_U64(c.user_memory_limit, 1ull << 30);
 	/* The poison really differs everywhere (else the shipped-file test
 	 * below would prove nothing for that field). */
 	config_poison(&p);
@@ -90,6 +93,7 @@ static void test_defaults(void)
 	D(software_source); D(max_sessions_per_user);
 	D(max_subscribers_per_session); D(max_connections);
 	D(subscriber_queue_size); D(max_request_size); D(log_level);
+	D(user_memory_limit);
 #undef D
 	CHECK(strcmp(p.socket_path, c.socket_path) != 0);
 	CHECK(strcmp(p.socket_group, c.socket_group) != 0);
@@ -167,7 +171,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 13);
+	CHECK_EQ_INT(settings, 14);
 }
 
 static void test_all_keys(void)
@@ -190,6 +194,7 @@ static void test_all_keys(void)
 		"max_connections = 65536\n"
 		"subscriber_queue_size = 1G\n"
 		"max_request_size = 1k\n"
+		"user_memory_limit = 3G\n"
 		"log_level = debug";	/* no final newline */
 
 	ptd_config_defaults(&c);
@@ -207,6 +212,7 @@ static void test_all_keys(void)
 	CHECK_EQ_U64(c.subscriber_queue_size, 1 << 30);
 	CHECK_EQ_U64(c.max_request_size, 1024);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_DEBUG);
+	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
 }
 
 static void test_booleans_and_levels(void)
@@ -292,6 +298,24 @@ static const struct {
 	{ "socket_group = a b\n", -PTD_EFORMAT, "not a valid group name" },
 	{ "log_level = verbose\n", -PTD_EFORMAT,
 	  "log_level: 'verbose' is not a log level" },
+	{ "user_memory_limit = 512k\n", -PTD_EFORMAT,
+	  "t.conf:1: user_memory_limit: 512k is out of range "
+	  "(1048576..1099511627776 bytes)" },
+	{ "user_memory_limit = 2048G\n", -PTD_EFORMAT, "out of range" },
+	{ "user_memory_limit = 1.5G\n", -PTD_EFORMAT, "is not a size" },
+	/* less than one traced thread's buffers, however they are set */
+	{ "aux_buffer_size = 4M\ndata_buffer_size = 512k\n"
+	  "subscriber_queue_size = 4M\nuser_memory_limit = 16M\n",
+	  -PTD_EFORMAT,
+	  "t.conf: user_memory_limit (16 MiB) is less than one traced "
+	  "thread and one subscriber hold (8.5 MiB: aux_buffer_size + "
+	  "data_buffer_size + its decoder's buffer, and 8 MiB: 2 x "
+	  "subscriber_queue_size)" },
+	{ "aux_buffer_size = 1G\nuser_memory_limit = 1G\n", -PTD_EFORMAT,
+	  "user_memory_limit (1 GiB) is less than one traced thread and "
+	  "one subscriber hold (2.0 GiB" },
+	{ "subscriber_queue_size = 1G\nuser_memory_limit = 1G\n",
+	  -PTD_EFORMAT, "and 2 GiB: 2 x subscriber_queue_size)" },
 	{ "foo = 1\nbar = 2\nlog_level = x\n", -PTD_EFORMAT,
 	  "t.conf:1: unknown key 'foo' (and 2 more errors)" },
 	{ "foo = 1\nlog_level = info\nbar = 2\n", -PTD_EFORMAT,
@@ -374,6 +398,20 @@ static void test_limits(void)
 	CHECK_EQ_INT(ptd_config_parse("log_level = errorXXXX", 17, "t.conf",
 				      &c, &d), 0);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_ERROR);
+	/* The memory limit's bounds; one thread's buffers exactly fit. */
+	ptd_config_defaults(&c);
+	CHECK_EQ_INT(parse_str("user_memory_limit = 1024G\n", &c, &d), 0);
+	CHECK_EQ_U64(c.user_memory_limit, 1ull << 40);
+	CHECK_EQ_INT(parse_str("aux_buffer_size = 4k\ndata_buffer_size = 4k\n"
+			       "subscriber_queue_size = 4k\n"
+			       "user_memory_limit = 1043k\n", &c, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "is less than one traced thread and one "
+			      "subscriber hold");
+	ptd_config_defaults(&c);
+	CHECK_EQ_INT(parse_str("aux_buffer_size = 4k\ndata_buffer_size = 4k\n"
+			       "subscriber_queue_size = 4k\n"
+			       "user_memory_limit = 1044k\n", &c, &d), 0);
+	CHECK_EQ_U64(c.user_memory_limit, 1044 << 10);
 	/* Empty input: nothing changes. */
 	CHECK_EQ_INT(ptd_config_parse("", 0, "t.conf", &c, &d), 0);
 }

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-user memory limits (ptd.conf's user_memory_limit): what all of one
+ * user's sessions may hold, counted in bytes that ptd reserves for them.
+ *
+ * A ledger (struct ptd_memlimit) keeps, per uid, the bytes charged; a
+ * charge that would take a uid past the limit is refused whole (nothing
+ * is charged).  What a session reserves is charged when it is reserved:
+ *  - at attach: the buffers of the threads (or CPUs) traced from the
+ *    start, each ptd_memlimit_thread_bytes (perf header page + data ring
+ *    + AUX area + the stream decoder's buffer bound + in snapshot mode the
+ *    copy a snapshot reads into), plus a recorded session's spool bound;
+ *  - when the target creates a thread: that thread's buffers (the
+ *    session's source thread charges it; a thread refused is not traced
+ *    and the session says so in an error record and its stats);
+ *  - at subscribe: the subscriber's two queue buffers (fanout.h);
+ *  - at replay: PTD_MEMLIMIT_REPLAY_BYTES for the decoder of the saved
+ *    trace.
+ * Everything a session charged is given back when its threads are freed
+ * (the session ended), a subscriber's when it unsubscribes.
+ *
+ * Not charged: the per-session instruction and section caches (bounded on
+ * their own: ICACHE_ENTRIES entries, the traced process's code) and the
+ * control plane's small allocations.
+ *
+ * Every call is thread-safe (one mutex in the ledger).
+ */
+#ifndef PTD_DAEMON_MEMLIMIT_H
+#define PTD_DAEMON_MEMLIMIT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A replay's decoder and input buffers, charged at the replay request. */
+#define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
+/* The bound a live session's stream decoder keeps past its anchor for one
+ * thread (ptd_stream_opts.max_buffered): the AUX area's size, at least
+ * this. */
+#define PTD_MEMLIMIT_STREAM_MIN (1ull << 20)
+/* A recorded session's spool (tmpfs beside the socket): capture bytes per
+ * instruction at most, times its max_insns. */
+#define PTD_MEMLIMIT_SPOOL_PER_INSN 4ull
+
+struct ptd_memlimit;
+
+/* A ledger with @limit bytes per uid.  Returns NULL on -ENOMEM. */
+struct ptd_memlimit *ptd_memlimit_new(uint64_t limit);
+void ptd_memlimit_free(struct ptd_memlimit *m);	/* NULL is fine */
+
+uint64_t ptd_memlimit_limit(const struct ptd_memlimit *m);
+
+/* Charge @bytes to @uid.  Returns 0, or -PTD_ELIMIT (nothing charged) if
+ * that would take @uid past the limit.  Either way *ret_used (may be
+ * NULL) is what @uid had in use before. */
+int ptd_memlimit_charge(struct ptd_memlimit *m, uid_t uid, uint64_t bytes,
+			uint64_t *ret_used);
+
+/* Give back @bytes charged to @uid before. */
+void ptd_memlimit_release(struct ptd_memlimit *m, uid_t uid, uint64_t bytes);
+
+/* What @uid has in use now. */
+uint64_t ptd_memlimit_used(struct ptd_memlimit *m, uid_t uid);
+
+/* One charge holder (a session, a subscriber): what it charged to whom,
+ * so that it gives back exactly that.  Zero it, then set m and uid (m
+ * NULL: nothing is limited or counted). */
+struct ptd_memacct {
+	struct ptd_memlimit *m;
+	uid_t uid;
+	atomic_uint_fast64_t charged;
+};
+
+/* ptd_memlimit_charge for @a's uid, remembered in @a.  NULL @a: 0. */
+int ptd_memacct_charge(struct ptd_memacct *a, uint64_t bytes,
+		       uint64_t *ret_used);
+/* Give back everything @a charged.  NULL is fine; repeatable. */
+void ptd_memacct_release(struct ptd_memacct *a);
+
+/* The bytes one traced thread's (or, per-CPU mode, CPU's) buffers hold:
+ * perf header page + @data_size + @aux_size + the stream buffer bound
+ * (@aux_size, at least PTD_MEMLIMIT_STREAM_MIN) + in snapshot mode
+ * @aux_size again (the copy a snapshot reads). */
+uint64_t ptd_memlimit_thread_bytes(size_t data_size, size_t aux_size,
+				   bool snapshot);
+
+/* The stream buffer bound for an AUX area of @aux_size. */
+size_t ptd_memlimit_stream_bytes(size_t aux_size);
+
+/* Human-readable @bytes ("4.5 MiB", "1 GiB", "512 B") into @buf. */
+const char *ptd_memlimit_fmt(uint64_t bytes, char *buf, size_t cap);
+
+#endif

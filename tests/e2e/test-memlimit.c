@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * user_memory_limit end to end (daemon/memlimit.h): ptd with small trace
+ * buffers and a limit a few threads' worth, real targets through the
+ * software source.
+ *  - an attach past the limit is refused (memory_limit, the message
+ *    saying what is in use, what was asked, the limit and the key), and
+ *    status shows the user's use against the limit;
+ *  - a session's memory comes back when it ends: the next attach fits;
+ *  - a subscriber is charged and given back;
+ *  - a target that creates threads past the limit: each thread refused is
+ *    not traced, gets an error record naming it, and is counted in
+ *    status (threads_refused); the target itself runs on unharmed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "e2e/daemon-harness.h"
+#include "e2e/daemon-client.h"
+
+/* One thread's charge with these buffers: a page + data + aux + the
+ * decoder's buffer bound (1 MiB at least): see conf/ptd.conf. */
+#define BUFS "aux_buffer_size = 64k\ndata_buffer_size = 64k\n" \
+	     "subscriber_queue_size = 64k\n"
+#define THREAD_BYTES (4096.0 + 65536 + 65536 + (1 << 20))
+#define SUB_BYTES (2.0 * 65536)
+
+/* status (daemon): memory.used and memory.limit */
+static void mem_status(const struct daemon *d, double *used, double *limit)
+{
+	cJSON *r = dc_call1(d, "{\"id\":1,\"cmd\":\"status\"}\n");
+	const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
+					     "memory");
+	const cJSON *u = cJSON_GetObjectItem(m, "used");
+	const cJSON *l = cJSON_GetObjectItem(m, "limit");
+
+	*used = cJSON_IsNumber(u) ? u->valuedouble : -1;
+	*limit = cJSON_IsNumber(l) ? l->valuedouble : -1;
+	cJSON_Delete(r);
+}
+
+/* Wait (at most 20 s) until the user's use is @want. */
+static bool wait_used(const struct daemon *d, double want)
+{
+	double u = -1, l;
+
+	for (int i = 0; i < 2000; i++) {
+		mem_status(d, &u, &l);
+		if (u == want)
+			return true;
+		msleep(10);
+	}
+	CHECK_FAIL_("memory in use is %.0f, expected %.0f", u, want);
+	return false;
+}
+
+static void test_refused_and_returned(void)
+{
+	struct daemon d;
+	int go1 = -1, go2 = -1;
+	pid_t t1, t2;
+	long s1, s2;
+	double used, limit;
+	cJSON *r = NULL;
+	struct dconn *sub;
+	char req[160];
+
+	/* room for one single-threaded target and a subscriber, not two
+	 * targets */
+	REQUIRE(daemon_start(&d, "refuse", BUFS "user_memory_limit = 2M\n"));
+	t1 = spawn_target(0.5, &go1);
+	t2 = spawn_target(0.5, &go2);
+	REQUIRE(t1 > 0 && t2 > 0);
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)used, 0);
+	CHECK_EQ_U64((uint64_t)limit, 2u << 20);
+
+	s1 = dc_attach(&d, t1, NULL);
+	CHECK(s1 > 0);
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)used, (uint64_t)THREAD_BYTES);
+
+	s2 = dc_attach(&d, t2, &r);
+	CHECK(s2 < 0);
+	CHECK_EQ_STR(dc_err_code(r), "memory_limit");
+	CHECK_CONTAINS(dc_err_msg(r), "has 1.1 MiB in use");
+	CHECK_CONTAINS(dc_err_msg(r), "1 thread");
+	CHECK_CONTAINS(dc_err_msg(r), "needs 1.1 MiB more");
+	CHECK_CONTAINS(dc_err_msg(r), "the limit is 2 MiB a user "
+				      "(user_memory_limit)");
+	cJSON_Delete(r);
+	/* nothing of the refused attach stays charged */
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)used, (uint64_t)THREAD_BYTES);
+
+	/* a subscriber is charged while it is subscribed */
+	sub = dc_connect(&d);
+	REQUIRE(sub);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"error\"]}\n", s1);
+	r = dc_call(sub, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)used, (uint64_t)(THREAD_BYTES + SUB_BYTES));
+	dc_close(sub);
+	wait_used(&d, THREAD_BYTES);
+
+	/* the session's end gives its memory back: now the other fits */
+	CHECK(dc_detach(&d, s1));
+	wait_used(&d, 0);
+	s2 = dc_attach(&d, t2, NULL);
+	CHECK(s2 > 0);
+	CHECK(dc_detach(&d, s2));
+	wait_used(&d, 0);
+
+	release(&go1);
+	release(&go2);
+	CHECK_EQ_INT(wait_target(t1, 60000), 0);
+	CHECK_EQ_INT(wait_target(t2, 60000), 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+static void test_threads_past_the_limit(void)
+{
+	struct daemon d;
+	struct dconn *sub;
+	int go = -1;
+	pid_t t;
+	long s;
+	char req[200], *line;
+	unsigned refused_records = 0, other_errors = 0;
+	bool bye = false;
+	cJSON *r;
+	double used, limit, refused, threads;
+
+	/* prog-attach: main, a computing and a sleeping thread, then a
+	 * short thread every ~50 ms (at least one, however slowly it runs);
+	 * room for 3 threads and the subscriber: every short one is
+	 * refused */
+	REQUIRE(daemon_start(&d, "threads",
+			     BUFS "user_memory_limit = 4000k\n"));
+	t = spawn_target(3, &go);
+	REQUIRE(t > 0);
+	s = dc_attach(&d, t, NULL);
+	REQUIRE(s > 0);
+	sub = dc_connect(&d);
+	REQUIRE(sub);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"error\",\"event\"]}\n",
+		       s);
+	r = dc_call(sub, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	release(&go);
+	while ((line = dc_read_line(sub, 120000))) {
+		if (is_type(line, "error") &&
+		    strstr(line, "user_memory_limit: thread not traced")) {
+			refused_records++;
+			/* it names its thread, not the process's leader */
+			CHECK(strstr(line, "\"tid\":") != NULL);
+		} else if (is_type(line, "error")) {
+			other_errors++;
+			fprintf(stderr, "error record: %s\n", line);
+		}
+		bye |= is_type(line, "bye");
+		free(line);
+		if (bye)
+			break;
+	}
+	CHECK(bye);
+	dc_close(sub);
+	/* the target ran unharmed, its untraced threads too */
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+	CHECK(refused_records > 0);
+	CHECK_EQ_INT(other_errors, 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n", s);
+	r = dc_call1(&d, req);
+	refused = dc_num(r, "threads_refused");
+	threads = dc_num(r, "threads");
+	cJSON_Delete(r);
+	fprintf(stderr, "threads traced %.0f, refused %.0f (records %u)\n",
+		threads, refused, refused_records);
+	CHECK_EQ_U64((uint64_t)refused, refused_records);
+	/* 3 threads fit in 4000k: the first (the shell, exec'd), the
+	 * computing and the sleeping thread */
+	CHECK_EQ_U64((uint64_t)threads, 3);
+	/* ended: everything given back */
+	wait_used(&d, 0);
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)limit, 4000u << 10);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+int main(void)
+{
+	harness_setup("/tmp/ptdmem-XXXXXX");
+	RUN(test_refused_and_returned);
+	RUN(test_threads_past_the_limit);
+	return harness_done();
+}
