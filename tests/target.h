@@ -15,6 +15,8 @@
 #include <string.h>
 #include <grp.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,6 +134,15 @@ static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
 static inline int target_traced_threads(pid_t pid)
 {
 	return target_threads_traced(pid, true, NULL);
+}
+
+/* Tell a prog-attach target (pid @pid) to end its run now: SIGUSR1 to its
+ * main thread, as tgkill sends it.  A process-directed one (kill) may be
+ * taken by its sleeping thread, whose nanosleep then fails and the target
+ * reports an error.  0 or -errno. */
+static inline int target_tell(pid_t pid)
+{
+	return syscall(SYS_tgkill, pid, pid, SIGUSR1) == 0 ? 0 : -errno;
 }
 
 static inline int target_start(const char *progs_dir, double secs,

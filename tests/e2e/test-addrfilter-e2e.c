@@ -40,6 +40,7 @@
 
 #include "check.h"
 #include "e2e/daemon-harness.h"
+#include "target.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "perf/addrfilter.h"
@@ -690,7 +691,7 @@ static void test_daemon(void)
 		if (r)
 			fprintf(stderr, "  attach: %s", out ? out : "");
 		free(out);
-		CHECK_EQ_INT(kill(t2, SIGUSR1), 0);
+		CHECK_EQ_INT(target_tell(t2), 0);
 		CHECK_EQ_INT(wait_exit(t2), 0);
 	}
 

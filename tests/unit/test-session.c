@@ -133,7 +133,7 @@ static void test_session_exit(void)
 	REQUIRE(r == 0);
 	/* a full-mode session takes no snapshot */
 	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EINVAL);
-	CHECK_EQ_INT(syscall(SYS_tgkill, t.pid, t.pid, SIGUSR1), 0);
+	CHECK_EQ_INT(target_tell(t.pid), 0);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_EXITED);
 	CHECK_EQ_INT(c.end.exit_code, 0);
@@ -217,7 +217,7 @@ static void test_session_setuid_exec(void)
 	if (r < 0)
 		(void)kill(t.pid, SIGKILL);
 	REQUIRE(r == 0);
-	CHECK_EQ_INT(syscall(SYS_tgkill, t.pid, t.pid, SIGUSR1), 0);
+	CHECK_EQ_INT(target_tell(t.pid), 0);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_ERROR);
 	CHECK_CONTAINS(c.end.message, "set-user-ID");
