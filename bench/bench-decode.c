@@ -37,7 +37,7 @@
 #include "decode/decoder.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static double now(void)
@@ -48,7 +48,7 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static struct pt_config base_config(const struct ptd_replay_stream *rs,
+static struct pt_config base_config(const struct ptd_capture_stream *rs,
 				    const struct ptd_capture *c)
 {
 	struct pt_config cfg;
@@ -65,7 +65,7 @@ static struct pt_config base_config(const struct ptd_replay_stream *rs,
 /* The bare pt_insn_next loop: count instructions, drain events, resync on
  * errors.  Applies the timeline like ptd does, so both pay for it. */
 static uint64_t bare_insn(const struct ptd_capture *c,
-			  struct ptd_replay_stream *rs)
+			  struct ptd_capture_stream *rs)
 {
 	struct pt_config cfg = base_config(rs, c);
 	struct pt_insn_decoder *d = pt_insn_alloc_decoder(&cfg);
@@ -107,7 +107,7 @@ static uint64_t bare_insn(const struct ptd_capture *c,
 }
 
 static uint64_t bare_blk(const struct ptd_capture *c,
-			 struct ptd_replay_stream *rs)
+			 struct ptd_capture_stream *rs)
 {
 	struct pt_config cfg = base_config(rs, c);
 	struct pt_block_decoder *d = pt_blk_alloc_decoder(&cfg);
@@ -184,7 +184,7 @@ static pid_t start_reader(int *ret_wfd)
 
 /* ptd decoding with records written as JSON to a pipe. */
 static uint64_t ptd_json(const struct ptd_capture *c,
-			 struct ptd_replay_stream *rs, enum ptd_rec_type what,
+			 struct ptd_capture_stream *rs, enum ptd_rec_type what,
 			 struct ptd_insncache *icache, uint64_t *ret_bytes)
 {
 	struct ptd_decode_opts o;
@@ -228,9 +228,9 @@ static double measure(const struct ptd_capture *c, enum which w,
 	uint64_t insns = 0, bytes = 0, b;
 
 	for (size_t i = 0; i < c->nthreads; i++) {
-		struct ptd_replay_stream rs;
+		struct ptd_capture_stream rs;
 
-		if (ptd_replay_open(c, i, ic, &rs, &diag) < 0) {
+		if (ptd_capture_stream_open(c, i, ic, &rs, &diag) < 0) {
 			fprintf(stderr, "bench: %s\n", diag.msg);
 			exit(2);
 		}
@@ -254,7 +254,7 @@ static double measure(const struct ptd_capture *c, enum which w,
 			break;
 		}
 		t += now() - t0;
-		ptd_replay_close(&rs);
+		ptd_capture_stream_close(&rs);
 	}
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);

@@ -20,7 +20,7 @@
 #include "lldb/export.h"
 #include "perfdata/write.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 #include "ptctl.h"
 
@@ -37,7 +37,7 @@ static int print_verify(const char *dir)
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		return EXIT_INPUT;
 	}
-	r = ptd_replay_verify(&c, &rep, &diag);
+	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		errx_msg("verify '%s': %s", dir,
 			 diag.msg[0] ? diag.msg : ptd_strerror(r));

@@ -20,7 +20,7 @@
 #include "lldb/trace.h"
 #include "perfdata/decode.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 
 /* Each reader, once built, sets its entry here. */
 static const struct {
@@ -221,8 +221,9 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 		if (o->have_tid && c->threads[i].tid != o->tid)
 			continue;
 		memset(&st, 0, sizeof(st));
-		r = ptd_replay_thread(c, i, &dopts, ic, icache, sink->record,
-				      sink->ctx, &st, &td);
+		r = ptd_capture_decode_thread(c, i, &dopts, ic, icache,
+					      sink->record, sink->ctx, &st,
+					      &td);
 		if (r < 0) {
 			errors++;
 			if (sink->thread_done)

@@ -4,7 +4,7 @@
  * tests/progs/prog-recursion with a filter on one function given as
  * file+offset (found with libelf), and require that
  *  - both decoder paths reproduce the capture's ground truth exactly
- *    (ptd_replay_verify, the decoder configured from the capture),
+ *    (ptd_capture_verify, the decoder configured from the capture),
  *  - every traced instruction lies inside the range,
  *  - an unfiltered trace of the same run (ASLR off) holds the same
  *    instructions inside the range, in the same order;
@@ -45,7 +45,7 @@
 #include "common/strutil.h"
 #include "perf/addrfilter.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static const char *progs_dir;
@@ -209,7 +209,7 @@ static void check_capture(const char *dir, const char *text,
 		rg[1].a = c.addr_filter.addr1_a;
 		rg[1].b = c.addr_filter.addr1_b;
 	}
-	r = ptd_replay_verify(&c, &rep, &diag);
+	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("verify %s: %s", dir, diag.msg);
 	} else {
@@ -386,7 +386,7 @@ static void verify_capture(const struct ptd_capture *c)
 	struct ptd_verify_report rep;
 	struct ptd_diag diag = { "" };
 
-	if (ptd_replay_verify(c, &rep, &diag) < 0) {
+	if (ptd_capture_verify(c, &rep, &diag) < 0) {
 		CHECK_FAIL_("verify %s: %s", c->dir, diag.msg);
 		return;
 	}

@@ -17,7 +17,7 @@
 #include "common/fileio.h"
 #include "decode/decoder.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static char workdir[256];
@@ -59,7 +59,7 @@ static int decode_bytes(const uint8_t *pt, size_t len, enum ptd_decode_path path
 			struct tally *t, struct ptd_decode_stats *st)
 {
 	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_replay_stream rs;
+	struct ptd_capture_stream rs;
 	struct ptd_decode_opts o;
 	struct ptd_diag diag = { "" };
 	int r;
@@ -67,7 +67,7 @@ static int decode_bytes(const uint8_t *pt, size_t len, enum ptd_decode_path path
 	memset(t, 0, sizeof(*t));
 	t->error_fields_ok = true;
 	memset(st, 0, sizeof(*st));
-	r = ptd_replay_open(&cap, 0, ic, &rs, &diag);
+	r = ptd_capture_stream_open(&cap, 0, ic, &rs, &diag);
 	if (r == 0) {
 		memset(&o, 0, sizeof(o));
 		o.path = path;
@@ -78,7 +78,7 @@ static int decode_bytes(const uint8_t *pt, size_t len, enum ptd_decode_path path
 	} else {
 		fprintf(stderr, "replay_open: %s\n", diag.msg);
 	}
-	ptd_replay_close(&rs);
+	ptd_capture_stream_close(&rs);
 	ptd_iscache_free(ic);
 	return r;
 }

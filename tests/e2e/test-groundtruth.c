@@ -16,7 +16,7 @@
 #include "common/fileio.h"
 #include "decode/decoder.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static const char *progs_dir;
@@ -63,7 +63,7 @@ static void verify(const char *dir, size_t want_threads,
 		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
 		return;
 	}
-	r = ptd_replay_verify(&c, &rep, &diag);
+	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("verify %s could not run: %s", dir, diag.msg);
 		ptd_capture_free(&c);
@@ -250,8 +250,8 @@ static unsigned count_insns(const struct ptd_capture *c, const char *mod,
 	memset(&o, 0, sizeof(o));
 	o.path = PTD_PATH_BLOCK;
 	o.want = PTD_REC_BIT(PTD_REC_INSN);
-	if (ptd_replay_thread(c, 0, &o, NULL, NULL, count_raw, &rc, NULL,
-			      &diag) < 0)
+	if (ptd_capture_decode_thread(c, 0, &o, NULL, NULL, count_raw, &rc,
+				      NULL, &diag) < 0)
 		CHECK_FAIL_("replay: %s", diag.msg);
 	return rc.n;
 }

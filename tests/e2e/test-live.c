@@ -31,7 +31,7 @@
 #include "target.h"
 #include "common/fileio.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static const char *progs_dir;
@@ -49,7 +49,7 @@ static void verify(const char *dir, size_t min_threads)
 		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
 		return;
 	}
-	r = ptd_replay_verify(&c, &rep, &diag);
+	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("verify %s could not run: %s", dir, diag.msg);
 		ptd_capture_free(&c);

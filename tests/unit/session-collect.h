@@ -15,7 +15,7 @@
 #include "daemon/session.h"
 #include "decode/insncache.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 
 /* Records that carried perf/wall time (derived from their TSC with the
  * buffers' clock, which the capture's whole-stream decode has not got). */
@@ -150,8 +150,9 @@ static void compare(struct collect *c, const char *dir)
 		char name[64];
 
 		live = list_of(c, cap.threads[i].tid);
-		r = ptd_replay_thread(&cap, i, &o, ic, icache, reclist_add,
-				      &whole, NULL, &diag);
+		r = ptd_capture_decode_thread(&cap, i, &o, ic, icache,
+					      reclist_add, &whole, NULL,
+					      &diag);
 		if (r < 0)
 			CHECK_FAIL_("replay of %d: %s", (int)cap.threads[i].tid,
 				    diag.msg);

@@ -2,8 +2,9 @@
 /*
  * The saved-trace interface (input/input.h): kinds detected from content,
  * never from names; clear refusals; a capture decoded through the interface
- * gives exactly the records ptd_replay_thread gives, thread by thread, with
- * its hello information first and each thread's statistics after it.
+ * gives exactly the records ptd_capture_decode_thread gives, thread by
+ * thread, with its hello information first and each thread's statistics
+ * after it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 #include "input/input.h"
 #include "record/record.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 
 static char workdir[] = "/tmp/ptd-test-input-XXXXXX";
@@ -185,7 +186,8 @@ static void got_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
 	g->ndone++;
 }
 
-/* The records of every thread through ptd_replay_thread, for comparison. */
+/* The records of every thread through ptd_capture_decode_thread, for
+ * comparison. */
 static int ref_record(void *ctx, const struct ptd_record *r)
 {
 	struct got *g = ctx;
@@ -239,8 +241,9 @@ static void test_capture_decode(void)
 
 		dopts.cpu = c.cpu;
 		memset(&st, 0, sizeof(st));
-		CHECK_EQ_INT(ptd_replay_thread(&c, i, &dopts, NULL, NULL,
-					       ref_record, &ref, &st, &d),
+		CHECK_EQ_INT(ptd_capture_decode_thread(&c, i, &dopts, NULL,
+							NULL, ref_record, &ref,
+							&st, &d),
 			     0);
 		if (i < 16) {
 			CHECK_EQ_INT(g.done_tid[i], c.threads[i].tid);

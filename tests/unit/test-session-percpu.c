@@ -31,7 +31,7 @@
 #include "perf/time.h"
 #include "swpt/capture.h"
 #include "swpt/livesink.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 
 static const char *progs_dir;
 static char workdir[128];

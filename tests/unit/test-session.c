@@ -32,7 +32,7 @@
 #include "daemon/session.h"
 #include "decode/insncache.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 
 static const char *progs_dir;
 static char workdir[128];

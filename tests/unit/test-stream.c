@@ -25,7 +25,7 @@
 #include "decode/stream.h"
 #include "perf/addrfilter.h"
 #include "swpt/capture.h"
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 #include "swpt/tracer.h"
 #include "record/diff.h"
 
@@ -136,11 +136,11 @@ static int decode_whole(const struct ptd_capture *c, size_t idx,
 			size_t from, size_t to, uint64_t shift,
 			struct reclist *ret)
 {
-	struct ptd_replay_stream rs;
+	struct ptd_capture_stream rs;
 	struct ptd_diag diag = { "" };
 	int r;
 
-	r = ptd_replay_open(c, idx, ic, &rs, &diag);
+	r = ptd_capture_stream_open(c, idx, ic, &rs, &diag);
 	if (r == 0 && from)
 		r = ptd_tl_cursor_advance(&rs.cursor, from, rs.img, &diag);
 	if (r >= 0) {
@@ -150,7 +150,7 @@ static int decode_whole(const struct ptd_capture *c, size_t idx,
 		rs.args.icache = icache;
 		r = ptd_decode_thread(o, &rs.args, reclist_add, ret, NULL);
 	}
-	ptd_replay_close(&rs);
+	ptd_capture_stream_close(&rs);
 	for (size_t i = 0; i < ret->n; i++) {
 		if (ret->r[i].type == PTD_REC_EVENT)
 			ret->r[i].u.event.offset -= shift;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "swpt/replay.h"
+#include "swpt/capdecode.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +12,8 @@
 #include "common/strutil.h"
 #include "record/diff.h"
 
-int ptd_replay_open(const struct ptd_capture *c, size_t idx,
-		    struct ptd_iscache *ic, struct ptd_replay_stream *rs,
+int ptd_capture_stream_open(const struct ptd_capture *c, size_t idx,
+		    struct ptd_iscache *ic, struct ptd_capture_stream *rs,
 		    struct ptd_diag *diag)
 {
 	const struct ptd_capture_thread *t;
@@ -44,21 +44,21 @@ int ptd_replay_open(const struct ptd_capture *c, size_t idx,
 	return 0;
 }
 
-void ptd_replay_close(struct ptd_replay_stream *rs)
+void ptd_capture_stream_close(struct ptd_capture_stream *rs)
 {
 	free(rs->pt);
 	ptd_image_free(rs->img);
 	memset(rs, 0, sizeof(*rs));
 }
 
-int ptd_replay_thread(const struct ptd_capture *c, size_t idx,
+int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 		      const struct ptd_decode_opts *o, struct ptd_iscache *ic,
 		      struct ptd_insncache *icache, ptd_record_fn fn,
 		      void *ctx, struct ptd_decode_stats *stats,
 		      struct ptd_diag *diag)
 {
 	struct ptd_iscache *own_ic = NULL;
-	struct ptd_replay_stream rs;
+	struct ptd_capture_stream rs;
 	struct ptd_decode_opts dopts;
 	int r;
 
@@ -74,12 +74,12 @@ int ptd_replay_thread(const struct ptd_capture *c, size_t idx,
 	dopts = *o;
 	if (!dopts.addr_filter.config.addr_cfg)
 		dopts.addr_filter = c->addr_filter;
-	r = ptd_replay_open(c, idx, ic, &rs, diag);
+	r = ptd_capture_stream_open(c, idx, ic, &rs, diag);
 	if (r == 0) {
 		rs.args.icache = icache;
 		r = ptd_decode_thread(&dopts, &rs.args, fn, ctx, stats);
 	}
-	ptd_replay_close(&rs);
+	ptd_capture_stream_close(&rs);
 	ptd_iscache_free(own_ic);
 	return r;
 }
@@ -167,13 +167,13 @@ static int verify_thread(const struct ptd_capture *c, size_t idx,
 	if (r < 0)
 		goto out;
 	o.path = PTD_PATH_INSN;
-	r = ptd_replay_thread(c, idx, &o, ic, NULL, collect_fn, &ci, NULL,
-			      diag);
+	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, collect_fn, &ci,
+				      NULL, diag);
 	if (r < 0)
 		goto out;
 	o.path = PTD_PATH_BLOCK;
-	r = ptd_replay_thread(c, idx, &o, ic, NULL, collect_fn, &cb, NULL,
-			      diag);
+	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, collect_fn, &cb,
+				      NULL, diag);
 	if (r < 0)
 		goto out;
 
@@ -226,7 +226,7 @@ out:
 	return r;
 }
 
-int ptd_replay_verify(const struct ptd_capture *c,
+int ptd_capture_verify(const struct ptd_capture *c,
 		      struct ptd_verify_report *report, struct ptd_diag *diag)
 {
 	struct ptd_iscache *ic;

@@ -3,17 +3,19 @@
  * Decoding a software-source capture, and proving it against its ground
  * truth.
  *
- * ptd_replay_thread decodes one thread of a capture the way a live session
- * would: an image built from the timeline as it stood when the thread
- * started, changed as the decoder passes each event's position.
+ * ptd_capture_decode_thread decodes one thread of a capture the way a live
+ * session would: an image built from the timeline as it stood when the
+ * thread started, changed as the decoder passes each event's position.
+ * (Not to be confused with daemon/replay.h: a saved trace of any kind
+ * decoded by ptd as a session.)
  *
- * ptd_replay_verify is the test oracle as a feature (`ptctl verify`): for
+ * ptd_capture_verify is the test oracle as a feature (`ptctl verify`): for
  * every thread it decodes on the instruction path and on the block path,
  * checks that the IP sequence of each equals the ground truth, and that both
  * paths give identical insn records, field for field.
  */
-#ifndef PTD_SWPT_REPLAY_H
-#define PTD_SWPT_REPLAY_H
+#ifndef PTD_SWPT_CAPDECODE_H
+#define PTD_SWPT_CAPDECODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,7 +29,7 @@
 /* One thread of a capture, ready to decode: its PT bytes, its image as it
  * stood when the thread started, and the cursor that moves the image along
  * the timeline. */
-struct ptd_replay_stream {
+struct ptd_capture_stream {
 	uint8_t *pt;
 	size_t len;
 	struct ptd_image *img;
@@ -36,11 +38,11 @@ struct ptd_replay_stream {
 };
 
 /* Open thread @idx of @c with sections in @ic.  Returns 0 or a negative
- * error (message in @diag); close with ptd_replay_close either way. */
-int ptd_replay_open(const struct ptd_capture *c, size_t idx,
-		    struct ptd_iscache *ic, struct ptd_replay_stream *rs,
+ * error (message in @diag); close with ptd_capture_stream_close either way. */
+int ptd_capture_stream_open(const struct ptd_capture *c, size_t idx,
+		    struct ptd_iscache *ic, struct ptd_capture_stream *rs,
 		    struct ptd_diag *diag);
-void ptd_replay_close(struct ptd_replay_stream *rs);
+void ptd_capture_stream_close(struct ptd_capture_stream *rs);
 
 /* Decode thread @idx of @c with @o, delivering records to @fn.  @ic is the
  * shared section cache (NULL: a private one); @icache the insn cache for the
@@ -49,7 +51,7 @@ void ptd_replay_close(struct ptd_replay_stream *rs);
  * the capture's (c->addr_filter).
  * Returns what ptd_decode_thread returns, or a negative error reading the
  * capture or building the thread's first image (message in @diag). */
-int ptd_replay_thread(const struct ptd_capture *c, size_t idx,
+int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 		      const struct ptd_decode_opts *o, struct ptd_iscache *ic,
 		      struct ptd_insncache *icache, ptd_record_fn fn,
 		      void *ctx, struct ptd_decode_stats *stats,
@@ -75,7 +77,7 @@ struct ptd_verify_report {
 
 /* Verify every thread of @c.  Returns 0 when the verification ran (see
  * report->ok for its verdict), or a negative error if it could not run. */
-int ptd_replay_verify(const struct ptd_capture *c,
+int ptd_capture_verify(const struct ptd_capture *c,
 		      struct ptd_verify_report *report, struct ptd_diag *diag);
 void ptd_verify_report_free(struct ptd_verify_report *r);
 
