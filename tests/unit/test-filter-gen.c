@@ -883,24 +883,24 @@ static void test_capture_bad(void)
 	const char *r1 = "{\"action\":\"filter\",\"a\":1,\"b\":2}";
 	char five[512];
 
-	bad_filter("[]", "\"filter\": not an object");
-	bad_filter("{}", "\"filter.ranges\": missing");
-	bad_filter("{\"ranges\":{}}", "not an array");
-	bad_filter("{\"ranges\":[]}", "\"filter.ranges\": empty");
+	bad_filter("[]", "capture.json: filter: expected an object");
+	bad_filter("{}", "capture.json: filter.ranges: missing");
+	bad_filter("{\"ranges\":{}}", "filter.ranges: expected an array");
+	bad_filter("{\"ranges\":[]}", "filter.ranges: empty");
 	(void)snprintf(five, sizeof(five), "{\"ranges\":[%s,%s,%s,%s,%s]}",
 		       r1, r1, r1, r1, r1);
 	bad_filter(five, "more than 4 ranges");
-	bad_filter("{\"ranges\":[1]}", "not an object");
+	bad_filter("{\"ranges\":[1]}", "filter.ranges[0]: expected an object");
 	bad_filter("{\"ranges\":[{\"action\":\"start\",\"a\":1,\"b\":2}]}",
-		   "\"filter.ranges[0].action\": neither");
+		   "filter.ranges[0].action: neither");
 	bad_filter("{\"ranges\":[{\"action\":\"filter\",\"a\":3,\"b\":2}]}",
-		   "\"filter.ranges[0].b\": below a");
+		   "filter.ranges[0].b: below a");
 	bad_filter("{\"ranges\":[{\"action\":\"filter\",\"a\":-1,"
-		   "\"b\":2}]}", "\"filter.ranges[0].a\"");
+		   "\"b\":2}]}", "filter.ranges[0].a: expected a non-negative");
 	bad_filter("{\"ranges\":[{\"action\":\"filter\",\"a\":1}]}",
-		   "\"filter.ranges[0].b\": missing");
+		   "filter.ranges[0].b: missing");
 	bad_filter("{\"ranges\":[{\"action\":\"filter\",\"a\":1,\"b\":2}],"
-		   "\"text\":7}", "\"filter.text\": not a string");
+		   "\"text\":7}", "filter.text: expected a string");
 }
 
 int main(void)
