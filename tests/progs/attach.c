@@ -6,7 +6,8 @@
  * what an attach and detach must never cause.  It writes "ready\n" to fd 3
  * (if open) once its threads run.  With more arguments, it then executes
  * argv[2] with the rest as its arguments.  SIGUSR1 ends the run early, as
- * its time running out would (for a test that must attach first). */
+ * its time running out would (for a test that must attach first), after
+ * one more short-lived thread. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -98,7 +99,9 @@ int main(int argc, char **argv)
 			atomic_store(&bad, 1);
 		if (getpid() <= 0)
 			atomic_store(&bad, 1);
-		if (now() - last > 0.05) {
+		/* every ~50 ms, and once more when told to end (so that a
+		 * tracer that told it sees one start and end) */
+		if (now() - last > 0.05 || stop) {
 			pthread_t c;
 			void *rc;
 

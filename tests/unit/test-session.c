@@ -59,7 +59,9 @@ static void test_session_detach(void)
 	sink.ended = on_ended;
 	sink.ctx = &c;
 	snprintf(dir, sizeof(dir), "%s/detach", workdir);
-	REQUIRE(target_start(progs_dir, 4.0, &t) == 0);
+	/* told to end after the detach: ended by its clock it could exit
+	 * before the detach on a loaded machine */
+	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.capture_dir = dir;
@@ -94,6 +96,7 @@ static void test_session_detach(void)
 		st.threads, (unsigned long long)st.trace_bytes);
 	compare(&c, dir);
 	ptd_session_free(s);
+	CHECK_EQ_INT(target_tell(t.pid), 0);
 	target_finish(&t);
 	collect_free(&c);
 }
@@ -261,7 +264,9 @@ static void test_session_intel_pt_path(void)
 		 "echo 999999 > %s/type", data, c2.intel_pt_sysfs,
 		 c2.intel_pt_sysfs);
 	REQUIRE(system(cmd) == 0);
-	REQUIRE(target_start(progs_dir, 0.5, &t) == 0);
+	/* told to end below, not ended by its clock: one that ended before
+	 * the start (a loaded machine) would be refused for that instead */
+	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
 	o.pid = t.pid;
 	o.config = &c2;
 	r = ptd_session_start(&o, &sink, &s, &diag);
@@ -269,6 +274,7 @@ static void test_session_intel_pt_path(void)
 	CHECK_CONTAINS(diag.msg, "PMU type 999999");
 	fprintf(stderr, "  %s\n", diag.msg);
 	CHECK(s == NULL);
+	CHECK(target_tell(t.pid) == 0);
 	target_finish(&t);
 }
 
@@ -493,7 +499,7 @@ static void test_session_snapshot(void)
 	(void)pthread_mutex_init(&c.lock, NULL);
 	(void)pthread_cond_init(&c.cond, NULL);
 	snprintf(dir, sizeof(dir), "%s/snapshot", workdir);
-	REQUIRE(target_start(progs_dir, 12.0, &t) == 0);
+	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.capture_dir = dir;
@@ -619,6 +625,7 @@ static void test_session_snapshot(void)
 	}
 	ptd_capture_free(&cap);
 	ptd_session_free(s);
+	CHECK_EQ_INT(target_tell(t.pid), 0);
 	target_finish(&t);
 	for (unsigned k = 0; k < MAX_SNAPS; k++)
 		for (size_t i = 0; i < c.ntid[k]; i++)
