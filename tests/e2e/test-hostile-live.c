@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A live session whose files a user harms (issue: no file a client
+ * controls can fault ptd).  ptd decodes a traced process's file code from
+ * sealed copies it made of the files (aspace/iscache.h), never from a
+ * mapping of the user's file, so a library the user truncates under it:
+ *  - before the attach: ptd maps what is left (nothing) and traces on;
+ *  - while traced: the target itself dies of SIGBUS at its next call (its
+ *    own harm, reported as its end), what ptd decoded before stays right,
+ *    and ptd goes on serving.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/strutil.h"
+#include "e2e/daemon-harness.h"
+#include "e2e/daemon-client.h"
+
+/* A copy of the test library in the scratch directory, at @path. */
+static bool copy_lib(char *path, size_t cap, const char *name)
+{
+	char src[1200];
+	_cleanup_free_ char *data = NULL;
+	size_t len;
+
+	(void)snprintf(src, sizeof(src), "%s/libptdtarget.so", progs);
+	(void)snprintf(path, cap, "%s/%s", tmpdir, name);
+	return ptd_file_read_all(src, 64 << 20, &data, &len) == 0 &&
+	       ptd_file_write_atomic(path, data, len) == 0;
+}
+
+/* prog-libloop LIB MODE, started as our child; returns its pid once it
+ * has called into the library (it wrote "ready"), or -1. */
+static pid_t start_libloop(const char *lib, const char *mode)
+{
+	char prog[1200], ready[6];
+	int p[2];
+	pid_t pid;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-libloop", progs);
+	if (pipe(p) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		if (dup2(p[1], 3) < 0 || dup2(null, 1) < 0)
+			_exit(127);
+		execl(prog, "prog-libloop", lib, mode, (char *)NULL);
+		_exit(127);
+	}
+	(void)close(p[1]);
+	if (pid > 0 && read(p[0], ready, sizeof(ready)) != sizeof(ready)) {
+		(void)kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0);
+		pid = -1;
+	}
+	(void)close(p[0]);
+	return pid;
+}
+
+static struct dconn *subscribe(const struct daemon *d, long s)
+{
+	struct dconn *c = dc_connect(d);
+	char req[200];
+	cJSON *r;
+
+	if (!c)
+		return NULL;
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"insn\",\"error\"]}\n", s);
+	r = dc_call(c, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	return c;
+}
+
+/* Does insn record @line come from module @lib? */
+static bool in_module(const char *line, const char *lib)
+{
+	char want[1300];
+
+	(void)snprintf(want, sizeof(want), "\"module\":\"%s\"", lib);
+	return is_type(line, "insn") && strstr(line, want);
+}
+
+/* The daemon still serves: status answers, and a new session starts and
+ * ends. */
+static void check_serving(const struct daemon *d)
+{
+	cJSON *r = dc_call1(d, "{\"id\":1,\"cmd\":\"status\"}\n");
+	int go = -1;
+	pid_t t;
+	long s;
+
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	t = spawn_target(3600, &go);
+	REQUIRE(t > 0);
+	s = dc_attach(d, t, NULL);
+	CHECK(s > 0);
+	CHECK(s > 0 && dc_detach(d, s));
+	(void)kill(t, SIGKILL);
+	(void)wait_target(t, 10000);
+	close(go);
+}
+
+static void test_truncated_before_attach(void)
+{
+	struct daemon d;
+	struct dconn *sub;
+	char lib[1100], *line;
+	unsigned insns = 0, lib_insns = 0;
+	pid_t t;
+	long s;
+
+	REQUIRE(copy_lib(lib, sizeof(lib), "libgone.so"));
+	REQUIRE(daemon_start(&d, "before", ""));
+	t = start_libloop(lib, "once");
+	REQUIRE(t > 0);
+	/* mapped, run once, then cut to nothing: the process never runs it
+	 * again (it would die of SIGBUS) */
+	REQUIRE(truncate(lib, 0) == 0);
+	s = dc_attach(&d, t, NULL);
+	REQUIRE(s > 0);
+	sub = subscribe(&d, s);
+	REQUIRE(sub);
+	while (insns < 3000 && (line = dc_read_line(sub, 60000))) {
+		insns += is_type(line, "insn");
+		lib_insns += in_module(line, lib);
+		if (is_type(line, "error"))
+			fprintf(stderr, "  error record: %s\n", line);
+		free(line);
+	}
+	CHECK(insns >= 3000);
+	CHECK_EQ_INT(lib_insns, 0);
+	CHECK(dc_detach(&d, s));
+	dc_close(sub);
+	check_serving(&d);
+	CHECK_EQ_INT(kill(t, SIGUSR1), 0);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+static void test_truncated_while_traced(void)
+{
+	struct daemon d;
+	struct dconn *sub;
+	char lib[1100], *line;
+	unsigned lib_before = 0, lib_after = 0, errors = 0;
+	bool cut = false, bye = false, bus = false;
+	pid_t t;
+	long s;
+
+	REQUIRE(copy_lib(lib, sizeof(lib), "libcut.so"));
+	REQUIRE(daemon_start(&d, "while", ""));
+	t = start_libloop(lib, "always");
+	REQUIRE(t > 0);
+	s = dc_attach(&d, t, NULL);
+	REQUIRE(s > 0);
+	sub = subscribe(&d, s);
+	REQUIRE(sub);
+	while ((line = dc_read_line(sub, 120000))) {
+		if (in_module(line, lib))
+			cut ? lib_after++ : lib_before++;
+		/* the library's code has run under ptd: cut it now */
+		if (!cut && lib_before >= 200) {
+			CHECK_EQ_INT(truncate(lib, 0), 0);
+			cut = true;
+		}
+		if (is_type(line, "error")) {
+			errors++;
+			fprintf(stderr, "  error record: %s\n", line);
+		}
+		if (is_type(line, "bye")) {
+			fprintf(stderr, "  %s\n", line);
+			bye = true;
+			bus = strstr(line, "\"reason\":\"exited\"") &&
+			      strstr(line, "\"signal\":7");
+		}
+		free(line);
+		if (bye)
+			break;
+	}
+	fprintf(stderr, "  %u library instructions before the cut, %u after, "
+		"%u error records\n", lib_before, lib_after, errors);
+	CHECK(cut);
+	CHECK(bye);
+	/* the target's own harm: its next call into the library faulted */
+	CHECK(bus);
+	CHECK_EQ_INT(wait_target(t, 60000), 128 + SIGBUS);
+	dc_close(sub);
+	check_serving(&d);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+int main(void)
+{
+	harness_setup("/tmp/ptdhostile-XXXXXX");
+	RUN(test_truncated_before_attach);
+	RUN(test_truncated_while_traced);
+	return harness_done();
+}
