@@ -56,6 +56,7 @@ struct ptd_replay {
 	atomic_uint threads;
 	atomic_bool decoding;
 	atomic_bool abandoned;		/* its subscribers all left */
+	atomic_bool unwatched;		/* none came within wait_ms */
 	atomic_uint_fast64_t bytes, insns, records;
 };
 
@@ -121,11 +122,16 @@ static bool wait_go(struct ptd_replay *r)
 	return go;
 }
 
-/* Wait (bounded) for the first subscriber, so that it sees the start. */
-static void wait_subscriber(struct ptd_replay *r)
+/* Wait (bounded) for the first subscriber, so that it sees the start.
+ * False if none came: the replay then ends, as when every subscriber
+ * has left, rather than decode for nobody. */
+static bool wait_subscriber(struct ptd_replay *r)
 {
-	if (r->wait_ms)
-		(void)ptd_fanout_wait_subscriber(r->fan, r->wait_ms);
+	if (!r->wait_ms || ptd_fanout_wait_subscriber(r->fan, r->wait_ms))
+		return true;
+	/* cancelled: stop_reason is set; else nobody came */
+	atomic_store(&r->unwatched, !stop_reason(r));
+	return false;
 }
 
 static int on_info(void *ctx, const struct ptd_input_info *info)
@@ -138,9 +144,8 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	r->info.nthreads = info->nthreads;
 	pthread_mutex_unlock(&r->lock);
 	(void)set_state(r, 0, NULL);
-	if (!wait_go(r))
+	if (!wait_go(r) || !wait_subscriber(r))
 		return 1;
-	wait_subscriber(r);
 	return stop_reason(r) ? 1 : 0;
 }
 
@@ -203,6 +208,13 @@ static void end_of(struct ptd_replay *r, int res, size_t thread_errors,
 		end->reason = PTD_END_DETACHED;
 		(void)snprintf(end->message, sizeof(end->message),
 			       "every subscriber left");
+		return;
+	}
+	if (atomic_load(&r->unwatched)) {
+		end->reason = PTD_END_DETACHED;
+		(void)snprintf(end->message, sizeof(end->message),
+			       "nobody subscribed within wait_ms (%u ms): "
+			       "nothing decoded", r->wait_ms);
 		return;
 	}
 	if (res < 0) {

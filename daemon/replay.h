@@ -24,9 +24,11 @@
  *     that may block.
  *  2. ptd_replay_go: the caller has made the fan-out; the thread waits for
  *     the first subscriber (at most @wait_ms: a client subscribes after
- *     the replay response), then delivers the records.
+ *     the replay response), then delivers the records; if none came, it
+ *     decodes nothing and ends (DETACHED, "nobody subscribed").
  *  3. the sink's `ended` (reason EXITED with exit_code 0 at the end of the
- *     trace, DETACHED/SHUTDOWN when stopped, ERROR if the decode failed).
+ *     trace, DETACHED/SHUTDOWN when stopped or left without subscribers,
+ *     ERROR if the decode failed).
  *
  * Lossless (what ptd's replay request asks unless the client says
  * "lossy"): before each record the thread waits until every subscriber's
@@ -69,7 +71,8 @@ struct ptd_replay_opts {
 	struct ptd_input_opts input;	/* decode options; strings copied */
 	bool lossless;			/* wait for subscribers (above) */
 	struct ptd_cred creds;		/* whose rights it reads with; copied */
-	unsigned wait_ms;		/* first subscriber; 0: none */
+	unsigned wait_ms;		/* first subscriber; 0: no wait, decode
+					 * at once */
 	/* lossless: the subscribers' queue limit (fan-out queue_size) */
 	size_t queue_size;
 	unsigned stall_ms;		/* 0: PTD_REPLAY_STALL_MS */

@@ -857,6 +857,42 @@ static void test_wait_subscriber_left(void)
 	lines_free(&exp);
 }
 
+/* Nobody subscribes within wait_ms: the replay decodes nothing and ends,
+ * saying so, instead of decoding the whole trace for nobody (and a late
+ * subscriber missing its start). */
+static void test_wait_nobody(void)
+{
+	struct ptd_replay_opts o = { 0 };
+	struct ptd_session_sink sink = { 0 };
+	struct ptd_replay_info info;
+	struct ptd_diag diag = { "" };
+	struct ptd_session_stats ss;
+	struct rig g;
+
+	memset(&g, 0, sizeof(g));
+	REQUIRE((g.fan = ptd_fanout_new(1, 0, NULL, NULL)));
+	o.path = capdir;
+	o.input.decode.path = PTD_PATH_INSN;
+	o.input.decode.want = PTD_FILTER_DEFAULT_KINDS;
+	o.lossless = true;
+	o.creds.uid = geteuid();
+	o.creds.gid = getegid();
+	o.queue_size = 2 * PTD_JSON_MAX_RECORD;
+	o.wait_ms = 200;
+	sink.record = rig_record;
+	sink.ended = rig_ended;
+	sink.ctx = &g;
+	REQUIRE(ptd_replay_start(&o, &sink, &g.rp, &info, &diag) == 0);
+	ptd_replay_go(g.rp, g.fan);
+	CHECK(rig_wait_end(&g, 20000));
+	CHECK_EQ_INT(g.end.reason, PTD_END_DETACHED);
+	CHECK_CONTAINS(g.end.message, "nobody subscribed within wait_ms "
+				      "(200 ms)");
+	ptd_replay_get_stats(g.rp, &ss);
+	CHECK_EQ_U64(ss.records, 0);
+	rig_free(&g);
+}
+
 /* A stop (detach, shutdown) ends the wait at once; so does freeing. */
 static void test_wait_stopped(void)
 {
@@ -1831,6 +1867,7 @@ int main(void)
 	RUN(test_replay_list_detach);
 	RUN(test_wait_drain);
 	RUN(test_wait_subscriber_left);
+	RUN(test_wait_nobody);
 	RUN(test_wait_stopped);
 	RUN(test_wait_stalled);
 	RUN(test_hostile_fifo);
