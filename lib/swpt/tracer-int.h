@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The software PT source's insides, shared by its files (not an API):
+ * tracer.c (the state, streams, ptd_swpt_run: spawn and capture),
+ * tracer-code.c (decoded-instruction cache, timeline and maps, code
+ * snapshots), tracer-stops.c (what each ptrace stop means, the trace
+ * loop) and tracer-attach.c (ptd_swpt_attach: seize, hold, release).
+ */
+#ifndef PTD_SWPT_TRACER_INT_H
+#define PTD_SWPT_TRACER_INT_H
+
+#include "swpt/tracer.h"
+
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aspace/maps.h"
+#include "aspace/timeline.h"
+#include "common/fileio.h"
+#include "common/pidfd.h"
+#include "common/strutil.h"
+#include "swpt/capture.h"
+#include "x86/insn.h"
+
+#define USER_CS_64 0x33
+#define CODE_READ 16u
+#define ICACHE_MIN 4096u
+#define ICACHE_MAX (1u << 22)
+#define SNAP_MAX (256ull << 20)	/* bytes of one non-file mapping */
+#define FLUSH_NS 50000000ll	/* live output: flush streams this often */
+#define FLUSH_CHECK 256u	/* ... checking the clock every so many stops */
+#define WAIT_FLAGS (__WALL | __WNOTHREAD)
+
+/* Kernel-internal restart codes a syscall may leave in rax when a signal
+ * interrupted it (include/linux/errno.h). */
+#define ERESTARTSYS 512
+#define ERESTARTNOINTR 513
+#define ERESTARTNOHAND 514
+#define ERESTART_RESTARTBLOCK 516
+
+
+/* ---- decoded-instruction cache (tracer-code.c) ----------------------- */
+
+struct icache_ent {
+	uint64_t ip;
+	uint32_t gen;		/* valid iff == icache.gen */
+	struct ptd_x86_insn insn;
+};
+
+/* Open addressing, linear probing; cleared in O(1) by bumping gen. */
+struct icache {
+	struct icache_ent *v;
+	size_t cap;		/* power of two */
+	size_t n;
+	uint32_t gen;
+};
+
+/* ---- state ----------------------------------------------------------- */
+
+struct tracer;
+
+struct tthread {
+	struct tracer *tr;
+	pid_t tid;
+	uint64_t first_seq;
+	struct ptd_ptgen *gen;	/* NULL once the stream is finished */
+	FILE *pt;
+	uint64_t pt_bytes;
+	struct ptd_truth_writer truth;
+	bool has_truth;		/* writing a capture */
+	uint64_t insns;
+	bool started;		/* had its first stop */
+	bool reaped;
+	/* met at its first stop, before its creator's clone event (see
+	 * on_clone_event) */
+	bool unannounced;
+	/* As of the thread's last stop: */
+	uint64_t ip;		/* the instruction it executes next */
+	struct ptd_x86_insn insn;	/* decoded at ip */
+	uint64_t sysnr;		/* rax at ip, for a SYSCALL */
+	bool entered;		/* kernel entry of the SYSCALL at ip already
+				 * emitted (at an exec event) */
+	bool rep_recorded;	/* REP at ip already in the truth */
+	int inject;		/* signal injected by the last resume */
+	bool restart;		/* last syscall returned -ERESTART* ... */
+	uint64_t restart_ip;	/* ... from the SYSCALL here */
+	bool stop_sent;		/* detaching: SIGSTOP sent, not yet seen */
+	uint32_t filter_seq;	/* the tracer's filter_seq its generator has */
+	bool after_exec;	/* resumed from the first exec event: the
+				 * syscall-exit stop at ip comes first */
+	/* ptd_swpt_attach: its first stop, met while the attach waits for
+	 * every thread to stop (hold_all), handled once tracing begins */
+	bool held;
+	int held_status;
+};
+
+/* A child process of the target (fork, vfork, clone without CLONE_THREAD):
+ * seen announced by its parent's event and/or stopped; detached once
+ * stopped, forgotten once both. */
+struct forkrec {
+	pid_t pid;
+	bool announced;
+	bool detached;
+};
+
+struct snap_range {
+	uint64_t start, end;
+};
+
+struct tracer {
+	const struct ptd_swpt_options *opt;
+	struct ptd_diag *diag;
+	pid_t pid;
+	struct ptd_timeline tl;
+	struct tthread **th;	/* every thread, in creation order */
+	size_t nth;
+	size_t live;		/* threads with an open stream */
+	struct tthread *last;	/* lookup cache */
+	struct ptd_maps maps;	/* as last read */
+	struct snap_range *snaps;	/* non-file code already saved */
+	size_t nsnaps;
+	struct icache ic;
+	uint64_t insns, steps;
+	unsigned forks_detached;
+	struct forkrec *forks;
+	size_t nforks;
+	bool detaching;
+	bool seized;		/* attached with PTRACE_SEIZE */
+	unsigned flush_tick;
+	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
+	bool leader_gone;
+	/* opt->filter resolved when tracing starts, again whenever the
+	 * executable mappings change and after an exec (filter_update);
+	 * each thread's generator takes it at its next instruction
+	 * (record_if). */
+	struct pt_conf_addr_filter fcfg;
+	bool fcfg_set;
+	unsigned fpending;	/* ranges whose file is not mapped (yet) */
+	uint32_t filter_seq;	/* changes of fcfg */
+	bool exited;
+	int exit_code, exit_signal;
+};
+
+/* ---- shared between the files ------------------------------------- */
+
+/* tracer.c */
+int tr_failf(struct tracer *tr, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+struct tthread *tr_last_thread(struct tracer *tr, pid_t tid);
+struct tthread *tr_find_thread(struct tracer *tr, pid_t tid);
+int64_t tr_now_ns(void);	/* CLOCK_MONOTONIC */
+int tr_flush_all(struct tracer *tr);
+int tr_flush_due(struct tracer *tr);
+int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret);
+int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip);
+int tr_prepare_outdir(const char *dir, struct ptd_diag *diag);
+int tr_save_capture(struct tracer *tr, char *const argv[]);
+void tr_tracer_free(struct tracer *tr);
+void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret);
+
+/* tracer-code.c */
+int tr_icache_grow(struct icache *c);
+int tr_tl_add(struct tracer *tr, struct ptd_tl_event *ev);
+int tr_maps_refresh(struct tracer *tr);
+int tr_maps_load_all(struct tracer *tr);
+int tr_filter_resolve(struct tracer *tr);
+int tr_prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
+	       uint64_t rax);
+
+/* tracer-stops.c */
+int tr_record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
+		 bool truth);
+int tr_get_regs(struct tracer *tr, pid_t tid,
+		struct user_regs_struct *regs);
+int tr_check_64bit(struct tracer *tr, const struct user_regs_struct *regs);
+int tr_resume(struct tracer *tr, struct tthread *t, int sig);
+int tr_status_u64(pid_t tid, const char *key, int base, uint64_t *ret);
+bool tr_thread_exited(pid_t tid);
+int tr_read_tgid(pid_t tid, pid_t *ret);
+int tr_detach_child(struct tracer *tr, pid_t pid);
+bool tr_stop_asked(const struct tracer *tr);
+int tr_on_gone(struct tracer *tr, struct tthread *t, int status);
+int tr_on_wait(struct tracer *tr, pid_t pid, int status);
+int tr_trace_loop(struct tracer *tr);
+
+#endif
