@@ -21,20 +21,10 @@
 #include "common/bytes.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
-
-struct rd {
-	struct ptd_perfdata *pd;
-	struct ptd_diag *diag;
-	size_t recs_cap, aux_cap, bid_cap;
-	size_t total_ids;
-	/* id -> attr, sorted by id (built after all attrs are known) */
-	struct idmap { uint64_t id; int attr; } *idmap;
-	size_t nidmap;
-};
+#include "perfdata/read-int.h"
 
 /* "NAME: offset 0xOFF: what" */
-static int __attribute__((format(printf, 4, 5)))
-fail(struct rd *r, int err, uint64_t off, const char *fmt, ...)
+int pdr_fail(struct rd *r, int err, uint64_t off, const char *fmt, ...)
 {
 	char what[PTD_DIAG_MAX];
 	va_list ap;
@@ -46,13 +36,8 @@ fail(struct rd *r, int err, uint64_t off, const char *fmt, ...)
 			 r->pd->name, off, what);
 }
 
-static bool inside(uint64_t off, uint64_t len, uint64_t size)
-{
-	return off <= size && len <= size - off;
-}
-
 /* Grow *@arr (elements of @esz) to hold @n + 1, doubling. */
-static int grow(void **arr, size_t *cap, size_t n, size_t esz)
+int pdr_grow(void **arr, size_t *cap, size_t n, size_t esz)
 {
 	size_t nc;
 	void *p;
@@ -80,29 +65,29 @@ static int add_attr(struct rd *r, const uint8_t *p, size_t avail,
 	size_t i;
 
 	if (avail < PTD_PERFDATA_ATTR_SIZE_VER0)
-		return fail(r, -PTD_ETRUNC, off, "attr of %zu bytes is "
-			    "shorter than the first attr version (%u)", avail,
-			    PTD_PERFDATA_ATTR_SIZE_VER0);
+		return pdr_fail(r, -PTD_ETRUNC, off, "attr of %zu bytes is "
+				"shorter than the first attr version (%u)", avail,
+				PTD_PERFDATA_ATTR_SIZE_VER0);
 	asz = ptd_get_u32(p + 4);
 	if (asz == 0)	/* perf: a zero size means the first version */
 		asz = PTD_PERFDATA_ATTR_SIZE_VER0;
 	if (asz < PTD_PERFDATA_ATTR_SIZE_VER0 || asz > avail || asz % 8)
-		return fail(r, -PTD_EFORMAT, off, "attr.size %u is not a "
-			    "multiple of 8 between %u and the %zu bytes its "
-			    "entry has", asz, PTD_PERFDATA_ATTR_SIZE_VER0,
-			    avail);
+		return pdr_fail(r, -PTD_EFORMAT, off, "attr.size %u is not a "
+				"multiple of 8 between %u and the %zu bytes its "
+				"entry has", asz, PTD_PERFDATA_ATTR_SIZE_VER0,
+				avail);
 	for (i = sizeof(struct perf_event_attr); i < asz; i++)
 		if (p[i])
-			return fail(r, -PTD_EUNSUPPORTED, off, "attr.size %u "
-				    "has non-zero fields this reader does "
-				    "not know (beyond byte %zu)", asz,
-				    sizeof(struct perf_event_attr));
+			return pdr_fail(r, -PTD_EUNSUPPORTED, off, "attr.size %u "
+					"has non-zero fields this reader does "
+					"not know (beyond byte %zu)", asz,
+					sizeof(struct perf_event_attr));
 	if (pd->nattrs >= PTD_PERFDATA_MAX_ATTRS)
-		return fail(r, -PTD_ELIMIT, off, "more than %u event attrs",
-			    PTD_PERFDATA_MAX_ATTRS);
+		return pdr_fail(r, -PTD_ELIMIT, off, "more than %u event attrs",
+				PTD_PERFDATA_MAX_ATTRS);
 	if (nids > PTD_PERFDATA_MAX_IDS - r->total_ids)
-		return fail(r, -PTD_ELIMIT, off, "more than %u sample ids",
-			    PTD_PERFDATA_MAX_IDS);
+		return pdr_fail(r, -PTD_ELIMIT, off, "more than %u sample ids",
+				PTD_PERFDATA_MAX_IDS);
 	ea = reallocarray(pd->attrs, pd->nattrs + 1, sizeof(*ea));
 	if (!ea)
 		return -ENOMEM;
@@ -133,32 +118,32 @@ static int read_file_attrs(struct rd *r,
 
 	if (h->attr_size < PTD_PERFDATA_ATTR_SIZE_VER0 + 16 ||
 	    h->attr_size > 4096 || h->attr_size % 8)
-		return fail(r, -PTD_EFORMAT, 16, "attr_size %" PRIu64 " is "
-			    "not a multiple of 8 between %u and 4096",
-			    h->attr_size, PTD_PERFDATA_ATTR_SIZE_VER0 + 16);
+		return pdr_fail(r, -PTD_EFORMAT, 16, "attr_size %" PRIu64 " is "
+				"not a multiple of 8 between %u and 4096",
+				h->attr_size, PTD_PERFDATA_ATTR_SIZE_VER0 + 16);
 	n = h->attrs.size / h->attr_size;
 	if (n > PTD_PERFDATA_MAX_ATTRS)
-		return fail(r, -PTD_ELIMIT, 24, "%" PRIu64 " event attrs "
-			    "(limit %u)", n, PTD_PERFDATA_MAX_ATTRS);
-	if (!inside(h->attrs.offset, h->attrs.size, r->pd->size))
-		return fail(r, -PTD_ETRUNC, 24, "attrs section [0x%" PRIx64
-			    ", +%" PRIu64 ") lies outside the %zu-byte file",
-			    h->attrs.offset, h->attrs.size, r->pd->size);
+		return pdr_fail(r, -PTD_ELIMIT, 24, "%" PRIu64 " event attrs "
+				"(limit %u)", n, PTD_PERFDATA_MAX_ATTRS);
+	if (!pdr_inside(h->attrs.offset, h->attrs.size, r->pd->size))
+		return pdr_fail(r, -PTD_ETRUNC, 24, "attrs section [0x%" PRIx64
+				", +%" PRIu64 ") lies outside the %zu-byte file",
+				h->attrs.offset, h->attrs.size, r->pd->size);
 	if (h->attrs.size % h->attr_size)
-		return fail(r, -PTD_EFORMAT, 24, "attrs section size %" PRIu64
-			    " is not a multiple of attr_size %" PRIu64,
-			    h->attrs.size, h->attr_size);
+		return pdr_fail(r, -PTD_EFORMAT, 24, "attrs section size %" PRIu64
+				" is not a multiple of attr_size %" PRIu64,
+				h->attrs.size, h->attr_size);
 	for (i = 0; i < n; i++) {
 		uint64_t off = h->attrs.offset + i * h->attr_size;
 		const uint8_t *e = d + off;
 		size_t asz = h->attr_size - 16;
 		uint64_t ioff = ptd_get_u64(e + asz), isz = ptd_get_u64(e + asz + 8);
 
-		if (!inside(ioff, isz, r->pd->size) || isz % 8)
-			return fail(r, -PTD_EFORMAT, off + asz, "ids section "
-				    "[0x%" PRIx64 ", +%" PRIu64 ") of attr %"
-				    PRIu64 " lies outside the file or is not "
-				    "a multiple of 8 bytes", ioff, isz, i);
+		if (!pdr_inside(ioff, isz, r->pd->size) || isz % 8)
+			return pdr_fail(r, -PTD_EFORMAT, off + asz, "ids section "
+					"[0x%" PRIx64 ", +%" PRIu64 ") of attr %"
+					PRIu64 " lies outside the file or is not "
+					"a multiple of 8 bytes", ioff, isz, i);
 		err = add_attr(r, e, asz, off, d + ioff, isz / 8);
 		if (err < 0)
 			return err;
@@ -166,226 +151,6 @@ static int read_file_attrs(struct rd *r,
 	return 0;
 }
 
-/* ---- features --------------------------------------------------------- */
-
-int ptd_perfdata_parse_cpuid(const char *s, struct pt_cpu *ret)
-{
-	unsigned long fam, mod, step;
-	char vendor[32];
-	int end = 0;
-
-	if (!s || !ret)
-		return -EINVAL;
-	if (sscanf(s, "%31[^,],%lu,%lu,%lu%n", vendor, &fam, &mod, &step,
-		   &end) != 4 || s[end] != '\0' || fam > 0xffff || mod > 0xff ||
-	    step > 0xff)
-		return -PTD_EFORMAT;
-	if (strcmp(vendor, "GenuineIntel"))
-		return -PTD_EUNSUPPORTED;
-	memset(ret, 0, sizeof(*ret));
-	ret->vendor = pcv_intel;
-	ret->family = (uint16_t)fam;
-	ret->model = (uint8_t)mod;
-	ret->stepping = (uint8_t)step;
-	return 0;
-}
-
-/* A perf header string: u32 len, then len bytes holding a NUL. */
-static int feat_string(struct rd *r, const uint8_t *p, uint64_t len,
-		       uint64_t off, const char **ret)
-{
-	uint32_t n;
-
-	if (len < 4)
-		return fail(r, -PTD_ETRUNC, off, "string feature of %" PRIu64
-			    " bytes has no length", len);
-	n = ptd_get_u32(p);
-	if (n == 0 || n > len - 4 || !memchr(p + 4, '\0', n))
-		return fail(r, -PTD_EFORMAT, off, "string of %u bytes is not "
-			    "NUL-terminated inside its %" PRIu64 "-byte "
-			    "feature", n, len - 4);
-	*ret = (const char *)p + 4;
-	return 0;
-}
-
-/* One build-id entry of @avail bytes at @p: returns its size or < 0. */
-static int64_t add_buildid(struct rd *r, const uint8_t *p, uint64_t avail,
-			   uint64_t off)
-{
-	struct ptd_perfdata *pd = r->pd;
-	struct ptd_perfdata_buildid *b;
-	struct perf_event_header h;
-	size_t fsz;
-
-	if (avail < sizeof(struct ptd_perfdata_build_id))
-		return fail(r, -PTD_ETRUNC, off, "build-id entry cut short "
-			    "(%" PRIu64 " bytes left)", avail);
-	memcpy(&h, p, sizeof(h));
-	if (h.size < sizeof(struct ptd_perfdata_build_id) + 1 ||
-	    h.size > avail)
-		return fail(r, -PTD_EFORMAT, off, "build-id entry size %u "
-			    "outside [%zu, %" PRIu64 "]", h.size,
-			    sizeof(struct ptd_perfdata_build_id) + 1, avail);
-	fsz = h.size - sizeof(struct ptd_perfdata_build_id);
-	if (!memchr(p + sizeof(struct ptd_perfdata_build_id), '\0', fsz))
-		return fail(r, -PTD_EFORMAT, off, "build-id entry's file name "
-			    "is not NUL-terminated");
-	if (pd->nbuildids >= PTD_PERFDATA_MAX_BUILD_IDS)
-		return fail(r, -PTD_ELIMIT, off, "more than %u build-ids",
-			    PTD_PERFDATA_MAX_BUILD_IDS);
-	if (grow((void **)&pd->buildids, &r->bid_cap, pd->nbuildids,
-		 sizeof(*b)) < 0)
-		return -ENOMEM;
-	b = &pd->buildids[pd->nbuildids];
-	memcpy(&b->pid, p + 8, 4);
-	memcpy(b->id, p + 12, sizeof(b->id));
-	b->size = PTD_PERFDATA_BUILD_ID_MAX;
-	if (h.misc & PTD_PERFDATA_MISC_BUILD_ID_SIZE) {
-		b->size = p[32];
-		if (b->size == 0 || b->size > PTD_PERFDATA_BUILD_ID_MAX)
-			return fail(r, -PTD_EFORMAT, off, "build-id size %u "
-				    "(at most %u)", b->size,
-				    PTD_PERFDATA_BUILD_ID_MAX);
-	}
-	b->filename = (const char *)p + sizeof(struct ptd_perfdata_build_id);
-	pd->nbuildids++;
-	return h.size;
-}
-
-static int feat_auxtrace_index(struct rd *r, const uint8_t *p, uint64_t len,
-			       uint64_t off)
-{
-	struct ptd_perfdata *pd = r->pd;
-	uint64_t pos = 0;
-
-	while (pos < len) {
-		uint64_t nr, i;
-		void *n;
-
-		if (len - pos < 8)
-			return fail(r, -PTD_ETRUNC, off + pos, "auxtrace index "
-				    "count cut short");
-		nr = ptd_get_u64(p + pos);
-		pos += 8;
-		if (nr > PTD_PERFDATA_AUXTRACE_INDEX_GROUP ||
-		    nr * 16 > len - pos)
-			return fail(r, -PTD_EFORMAT, off + pos - 8, "auxtrace "
-				    "index group of %" PRIu64 " entries (at "
-				    "most %u, %" PRIu64 " bytes left)", nr,
-				    PTD_PERFDATA_AUXTRACE_INDEX_GROUP,
-				    len - pos);
-		if (pd->nindex + nr > PTD_PERFDATA_MAX_AUXTRACE)
-			return fail(r, -PTD_ELIMIT, off + pos, "more than %u "
-				    "auxtrace index entries",
-				    PTD_PERFDATA_MAX_AUXTRACE);
-		n = reallocarray(pd->index, pd->nindex + nr + 1,
-				 sizeof(*pd->index));
-		if (!n)
-			return -ENOMEM;
-		pd->index = n;
-		for (i = 0; i < nr; i++, pos += 16) {
-			pd->index[pd->nindex].file_offset = ptd_get_u64(p + pos);
-			pd->index[pd->nindex].sz = ptd_get_u64(p + pos + 8);
-			pd->nindex++;
-		}
-	}
-	return 0;
-}
-
-/* The body of feature @feat: @len bytes at @p, at input offset @off. */
-static int parse_feature(struct rd *r, uint64_t feat, const uint8_t *p,
-			 uint64_t len, uint64_t off)
-{
-	struct ptd_perfdata *pd = r->pd;
-	const char *s = NULL;
-	uint64_t pos;
-	int err;
-
-	/* A feature this reader does not know (a newer perf's, or the
-	 * HEADER_LAST_FEATURE mark perf ends a pipe's features with) says
-	 * nothing ptd needs: perf skips them too.  Counted. */
-	if (feat == 0 || feat >= PTD_PERFDATA_HEADER_LAST_FEATURE) {
-		pd->unknown_features++;
-		return 0;
-	}
-	switch (feat) {
-	case PTD_PERFDATA_HEADER_CPUID:
-		err = feat_string(r, p, len, off, &s);
-		if (err < 0)
-			return err;
-		err = ptd_perfdata_parse_cpuid(s, &pd->cpu);
-		if (err == -PTD_EFORMAT)
-			return fail(r, err, off, "CPUID '%.64s' is not "
-				    "VENDOR,FAMILY,MODEL,STEPPING", s);
-		pd->have_cpu = err == 0;
-		return 0;
-	case PTD_PERFDATA_HEADER_OSRELEASE:
-		return feat_string(r, p, len, off, &pd->osrelease);
-	case PTD_PERFDATA_HEADER_NRCPUS:
-		if (len < sizeof(pd->nrcpus))
-			return fail(r, -PTD_ETRUNC, off, "NRCPUS feature of %"
-				    PRIu64 " bytes (needs 8)", len);
-		memcpy(&pd->nrcpus, p, sizeof(pd->nrcpus));
-		pd->have_nrcpus = true;
-		return 0;
-	case PTD_PERFDATA_HEADER_CLOCK_DATA:
-		if (len < sizeof(pd->clock_data))
-			return fail(r, -PTD_ETRUNC, off, "CLOCK_DATA feature "
-				    "of %" PRIu64 " bytes (needs 24)", len);
-		memcpy(&pd->clock_data, p, sizeof(pd->clock_data));
-		if (pd->clock_data.version < 1)
-			return fail(r, -PTD_EFORMAT, off, "CLOCK_DATA version "
-				    "0");
-		pd->have_clock_data = true;
-		return 0;
-	case PTD_PERFDATA_HEADER_AUXTRACE:
-		return feat_auxtrace_index(r, p, len, off);
-	case PTD_PERFDATA_HEADER_BUILD_ID:
-		for (pos = 0; pos < len;) {
-			int64_t n = add_buildid(r, p + pos, len - pos,
-						off + pos);
-
-			if (n < 0)
-				return (int)n;
-			pos += (uint64_t)n;
-		}
-		return 0;
-	default:
-		return 0;	/* inside the file; not needed */
-	}
-}
-
-static int read_file_features(struct rd *r,
-			      const struct ptd_perfdata_file_header *h)
-{
-	const uint8_t *d = r->pd->data;
-	uint64_t tab = h->data.offset + h->data.size;
-	unsigned feat, k = 0;
-	int err;
-
-	for (feat = 0; feat < PTD_PERFDATA_FEAT_BITS; feat++) {
-		uint64_t so, sz, eoff;
-
-		if (!ptd_perfdata_feat_test(h->features, feat))
-			continue;
-		eoff = tab + 16ull * k++;
-		if (!inside(eoff, 16, r->pd->size))
-			return fail(r, -PTD_ETRUNC, eoff, "feature %u's "
-				    "section entry lies past the end of the "
-				    "file", feat);
-		so = ptd_get_u64(d + eoff);
-		sz = ptd_get_u64(d + eoff + 8);
-		if (!inside(so, sz, r->pd->size))
-			return fail(r, -PTD_ETRUNC, eoff, "feature %u section "
-				    "[0x%" PRIx64 ", +%" PRIu64 ") lies "
-				    "outside the %zu-byte file", feat, so, sz,
-				    r->pd->size);
-		err = parse_feature(r, feat, d + so, sz, so);
-		if (err < 0)
-			return err;
-	}
-	return 0;
-}
 
 /* ---- user records ----------------------------------------------------- */
 
@@ -397,11 +162,11 @@ static int parse_auxtrace_info(struct rd *r, const uint8_t *p, uint16_t size,
 	size_t n;
 
 	if (pt->present)
-		return fail(r, -PTD_EFORMAT, off, "a second AUXTRACE_INFO "
-			    "record");
+		return pdr_fail(r, -PTD_EFORMAT, off, "a second AUXTRACE_INFO "
+				"record");
 	if (size < 16)
-		return fail(r, -PTD_EFORMAT, off, "AUXTRACE_INFO of %u bytes "
-			    "(needs 16)", size);
+		return pdr_fail(r, -PTD_EFORMAT, off, "AUXTRACE_INFO of %u bytes "
+				"(needs 16)", size);
 	memset(pt, 0, sizeof(*pt));
 	pt->present = true;
 	pt->type = ptd_get_u32(p + 8);
@@ -409,9 +174,9 @@ static int parse_auxtrace_info(struct rd *r, const uint8_t *p, uint16_t size,
 	if (pt->type != PTD_PERFDATA_AUXTRACE_INTEL_PT)
 		return 0;	/* the decoder refuses it, with its type */
 	if (n < PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS + 1)
-		return fail(r, -PTD_EFORMAT, off, "Intel PT AUXTRACE_INFO "
-			    "with %zu words (perf needs at least %d)", n,
-			    PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS + 1);
+		return pdr_fail(r, -PTD_EFORMAT, off, "Intel PT AUXTRACE_INFO "
+				"with %zu words (perf needs at least %d)", n,
+				PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS + 1);
 #define W(i) ptd_get_u64(w + 8 * (i))
 	pt->pmu_type = W(PTD_PERFDATA_INTEL_PT_PMU_TYPE);
 	pt->clock.time_shift = (uint16_t)W(PTD_PERFDATA_INTEL_PT_TIME_SHIFT);
@@ -441,18 +206,18 @@ static int parse_auxtrace_info(struct rd *r, const uint8_t *p, uint16_t size,
 		if (n < PTD_PERFDATA_INTEL_PT_PRIV_MAX)
 			room = 0;
 		if (flen && (flen >= room || f[flen] != '\0'))
-			return fail(r, -PTD_EFORMAT, off, "address filter of "
-				    "%" PRIu64 " bytes does not fit (NUL "
-				    "included) in the %zu bytes after the "
-				    "Intel PT words", flen, room);
+			return pdr_fail(r, -PTD_EFORMAT, off, "address filter of "
+					"%" PRIu64 " bytes does not fit (NUL "
+					"included) in the %zu bytes after the "
+					"Intel PT words", flen, room);
 		pt->filter = flen ? f : NULL;
 	}
 #undef W
 	if (pt->cap_user_time_zero &&
 	    (pt->clock.time_mult == 0 || pt->clock.time_shift >= 32))
-		return fail(r, -PTD_EFORMAT, off, "time conversion with "
-			    "time_mult %u, time_shift %u", pt->clock.time_mult,
-			    pt->clock.time_shift);
+		return pdr_fail(r, -PTD_EFORMAT, off, "time conversion with "
+				"time_mult %u, time_shift %u", pt->clock.time_mult,
+				pt->clock.time_shift);
 	return 0;
 }
 
@@ -462,9 +227,9 @@ static int parse_time_conv(struct rd *r, const uint8_t *p, uint16_t size,
 	struct ptd_perfdata_time_conv tc;
 
 	if (size < PTD_PERFDATA_TIME_CONV_MIN_SIZE)
-		return fail(r, -PTD_EFORMAT, off, "TIME_CONV of %u bytes "
-			    "(needs %u)", size,
-			    PTD_PERFDATA_TIME_CONV_MIN_SIZE);
+		return pdr_fail(r, -PTD_EFORMAT, off, "TIME_CONV of %u bytes "
+				"(needs %u)", size,
+				PTD_PERFDATA_TIME_CONV_MIN_SIZE);
 	memset(&tc, 0, sizeof(tc));
 	memcpy(&tc, p, size < sizeof(tc) ? size : sizeof(tc));
 	memset(&r->pd->time_conv, 0, sizeof(r->pd->time_conv));
@@ -489,20 +254,20 @@ static int64_t add_auxtrace(struct rd *r, const uint8_t *p, uint64_t off,
 
 	memcpy(&a, p, sizeof(a));
 	if (a.header.size != sizeof(a))
-		return fail(r, -PTD_EFORMAT, off, "AUXTRACE record of %u "
-			    "bytes (expected %zu)", a.header.size, sizeof(a));
+		return pdr_fail(r, -PTD_EFORMAT, off, "AUXTRACE record of %u "
+				"bytes (expected %zu)", a.header.size, sizeof(a));
 	if (a.size % 8)
-		return fail(r, -PTD_EFORMAT, off, "AUXTRACE payload size %"
-			    PRIu64 " is not a multiple of 8", a.size);
-	if (!inside(off + sizeof(a), a.size, end))
-		return fail(r, -PTD_ETRUNC, off, "AUXTRACE payload of %" PRIu64
-			    " bytes runs past the end of the data (0x%" PRIx64
-			    ")", a.size, end);
+		return pdr_fail(r, -PTD_EFORMAT, off, "AUXTRACE payload size %"
+				PRIu64 " is not a multiple of 8", a.size);
+	if (!pdr_inside(off + sizeof(a), a.size, end))
+		return pdr_fail(r, -PTD_ETRUNC, off, "AUXTRACE payload of %" PRIu64
+				" bytes runs past the end of the data (0x%" PRIx64
+				")", a.size, end);
 	if (pd->nauxtrace >= PTD_PERFDATA_MAX_AUXTRACE)
-		return fail(r, -PTD_ELIMIT, off, "more than %u AUXTRACE "
-			    "records", PTD_PERFDATA_MAX_AUXTRACE);
-	if (grow((void **)&pd->auxtrace, &r->aux_cap, pd->nauxtrace,
-		 sizeof(*ar)) < 0)
+		return pdr_fail(r, -PTD_ELIMIT, off, "more than %u AUXTRACE "
+				"records", PTD_PERFDATA_MAX_AUXTRACE);
+	if (pdr_grow((void **)&pd->auxtrace, &r->aux_cap, pd->nauxtrace,
+		     sizeof(*ar)) < 0)
 		return -ENOMEM;
 	ar = &pd->auxtrace[pd->nauxtrace++];
 	ar->rec_offset = off;
@@ -528,13 +293,13 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 	switch (h->type) {
 	case PTD_PERFDATA_RECORD_AUXTRACE:
 		if (h->size < sizeof(struct ptd_perfdata_auxtrace))
-			return fail(r, -PTD_EFORMAT, off, "AUXTRACE record of "
-				    "%u bytes (expected 48)", h->size);
+			return pdr_fail(r, -PTD_EFORMAT, off, "AUXTRACE record of "
+					"%u bytes (expected 48)", h->size);
 		return add_auxtrace(r, p, off, end);
 	case PTD_PERFDATA_RECORD_COMPRESSED:
-		return fail(r, -PTD_EUNSUPPORTED, off, "compressed records "
-			    "(perf record -z) are not supported: decompress "
-			    "with 'perf inject -i IN -o OUT'");
+		return pdr_fail(r, -PTD_EUNSUPPORTED, off, "compressed records "
+				"(perf record -z) are not supported: decompress "
+				"with 'perf inject -i IN -o OUT'");
 	case PTD_PERFDATA_RECORD_HEADER_TRACING_DATA: {
 		/* A pipe's tracepoint formats (perf record -e a:tracepoint
 		 * -o -): the record's size field counts the payload that
@@ -543,16 +308,16 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 		uint32_t n;
 
 		if (h->size < 16)
-			return fail(r, -PTD_EFORMAT, off, "HEADER_TRACING_DATA"
-				    " of %u bytes (expected 16)", h->size);
+			return pdr_fail(r, -PTD_EFORMAT, off, "HEADER_TRACING_DATA"
+					" of %u bytes (expected 16)", h->size);
 		n = ptd_get_u32(p + 8);
 		if (n % 8)
-			return fail(r, -PTD_EFORMAT, off, "tracing data size "
-				    "%u is not a multiple of 8", n);
-		if (!inside(off + h->size, n, end))
-			return fail(r, -PTD_ETRUNC, off, "tracing data of %u "
-				    "bytes runs past the end of the data "
-				    "(0x%" PRIx64 ")", n, end);
+			return pdr_fail(r, -PTD_EFORMAT, off, "tracing data size "
+					"%u is not a multiple of 8", n);
+		if (!pdr_inside(off + h->size, n, end))
+			return pdr_fail(r, -PTD_ETRUNC, off, "tracing data of %u "
+					"bytes runs past the end of the data "
+					"(0x%" PRIx64 ")", n, end);
 		r->pd->other_records++;
 		return n;
 	}
@@ -560,33 +325,33 @@ static int64_t user_record(struct rd *r, const uint8_t *p, uint64_t off,
 		uint32_t asz;
 
 		if (h->size < 8 + PTD_PERFDATA_ATTR_SIZE_VER0)
-			return fail(r, -PTD_EFORMAT, off, "HEADER_ATTR of %u "
-				    "bytes", h->size);
+			return pdr_fail(r, -PTD_EFORMAT, off, "HEADER_ATTR of %u "
+					"bytes", h->size);
 		asz = ptd_get_u32(p + 12);
 		if (asz == 0)
 			asz = PTD_PERFDATA_ATTR_SIZE_VER0;
 		if (asz > h->size - 8u)
-			return fail(r, -PTD_EFORMAT, off, "HEADER_ATTR attr."
-				    "size %u beyond its %u-byte record", asz,
-				    h->size);
+			return pdr_fail(r, -PTD_EFORMAT, off, "HEADER_ATTR attr."
+					"size %u beyond its %u-byte record", asz,
+					h->size);
 		err = add_attr(r, p + 8, asz, off, p + 8 + asz,
 			       (h->size - 8u - asz) / 8);
 		break;
 	}
 	case PTD_PERFDATA_RECORD_HEADER_FEATURE:
 		if (h->size < sizeof(struct ptd_perfdata_header_feature))
-			return fail(r, -PTD_EFORMAT, off, "HEADER_FEATURE of "
-				    "%u bytes", h->size);
-		err = parse_feature(r, ptd_get_u64(p + 8), p + 16, h->size - 16u,
-				    off + 16);
-		/* a defined feature: parse_feature checked it */
+			return pdr_fail(r, -PTD_EFORMAT, off, "HEADER_FEATURE of "
+					"%u bytes", h->size);
+		err = pdr_parse_feature(r, ptd_get_u64(p + 8), p + 16, h->size - 16u,
+					off + 16);
+		/* a defined feature: pdr_parse_feature checked it */
 		if (err == 0 && ptd_get_u64(p + 8) != 0 &&
 		    ptd_get_u64(p + 8) < PTD_PERFDATA_HEADER_LAST_FEATURE)
 			ptd_perfdata_feat_set(r->pd->features,
 					      (unsigned)ptd_get_u64(p + 8));
 		break;
 	case PTD_PERFDATA_RECORD_HEADER_BUILD_ID: {
-		int64_t n = add_buildid(r, p, h->size, off);
+		int64_t n = pdr_add_buildid(r, p, h->size, off);
 
 		err = n < 0 ? (int)n : 0;
 		break;
@@ -617,33 +382,33 @@ static int walk_records(struct rd *r, uint64_t start, uint64_t end)
 		int64_t extra = 0;
 
 		if (end - pos < sizeof(h))
-			return fail(r, -PTD_ETRUNC, pos, "record header cut "
-				    "short (%" PRIu64 " bytes left)", end - pos);
+			return pdr_fail(r, -PTD_ETRUNC, pos, "record header cut "
+					"short (%" PRIu64 " bytes left)", end - pos);
 		memcpy(&h, p, sizeof(h));
 		if (h.size < sizeof(h))
-			return fail(r, -PTD_EFORMAT, pos, "record type %u has "
-				    "size %u, below its 8-byte header", h.type,
-				    h.size);
+			return pdr_fail(r, -PTD_EFORMAT, pos, "record type %u has "
+					"size %u, below its 8-byte header", h.type,
+					h.size);
 		/* The kernel pads its records to 8 bytes; perf's own
 		 * (pipe-mode HEADER_FEATURE) need not be. */
 		if (h.type < PTD_PERFDATA_RECORD_USER_TYPE_START && h.size % 8)
-			return fail(r, -PTD_EFORMAT, pos, "record type %u size "
-				    "%u is not a multiple of 8", h.type,
-				    h.size);
+			return pdr_fail(r, -PTD_EFORMAT, pos, "record type %u size "
+					"%u is not a multiple of 8", h.type,
+					h.size);
 		if (h.size > end - pos)
-			return fail(r, -PTD_ETRUNC, pos, "record type %u of %u "
-				    "bytes runs past the end of the data "
-				    "(0x%" PRIx64 ")", h.type, h.size, end);
+			return pdr_fail(r, -PTD_ETRUNC, pos, "record type %u of %u "
+					"bytes runs past the end of the data "
+					"(0x%" PRIx64 ")", h.type, h.size, end);
 		if (pd->nrecs >= PTD_PERFDATA_MAX_RECORDS)
-			return fail(r, -PTD_ELIMIT, pos, "more than %u "
-				    "records", PTD_PERFDATA_MAX_RECORDS);
+			return pdr_fail(r, -PTD_ELIMIT, pos, "more than %u "
+					"records", PTD_PERFDATA_MAX_RECORDS);
 		if (h.type >= PTD_PERFDATA_RECORD_USER_TYPE_START) {
 			extra = user_record(r, p, pos, end);
 			if (extra < 0)
 				return (int)extra;
 		}
-		if (grow((void **)&pd->recs, &r->recs_cap, pd->nrecs,
-			 sizeof(*rec)) < 0)
+		if (pdr_grow((void **)&pd->recs, &r->recs_cap, pd->nrecs,
+			     sizeof(*rec)) < 0)
 			return -ENOMEM;
 		rec = &pd->recs[pd->nrecs++];
 		rec->offset = pos;
@@ -751,9 +516,9 @@ static int id_slot(struct rd *r, int *ret)
 		slot = s;
 	}
 	if (i < pd->nattrs)
-		return fail(r, -PTD_EUNSUPPORTED, 0, "its %zu events have "
-			    "different sample_id layouts and no common "
-			    "sample id position", pd->nattrs);
+		return pdr_fail(r, -PTD_EUNSUPPORTED, 0, "its %zu events have "
+				"different sample_id layouts and no common "
+				"sample id position", pd->nattrs);
 	for (i = 0; i < pd->nattrs; i++)
 		n += pd->attrs[i].nids;
 	r->idmap = calloc(n ? n : 1, sizeof(*r->idmap));
@@ -785,8 +550,8 @@ static int check_kernel_records(struct rd *r)
 	if (i == pd->nrecs)
 		return 0;
 	if (!pd->nattrs)
-		return fail(r, -PTD_EFORMAT, pd->recs[i].offset, "kernel "
-			    "record before any event attr");
+		return pdr_fail(r, -PTD_EFORMAT, pd->recs[i].offset, "kernel "
+				"record before any event attr");
 	err = id_slot(r, &slot);
 	if (err < 0)
 		return err;
@@ -806,11 +571,11 @@ static int check_kernel_records(struct rd *r)
 			struct idmap key, *m;
 
 			if (h->size < 8u + 8u * (unsigned)slot)
-				return fail(r, -PTD_EFORMAT, rec->offset,
-					    "%s record of %u bytes is too "
-					    "short for its sample id",
-					    ptd_perf_record_name(h->type),
-					    h->size);
+				return pdr_fail(r, -PTD_EFORMAT, rec->offset,
+						"%s record of %u bytes is too "
+						"short for its sample id",
+						ptd_perf_record_name(h->type),
+						h->size);
 			key.id = ptd_get_u64((const uint8_t *)h + h->size -
 					 8u * (unsigned)slot);
 			/* perf synthesizes kernel and module MMAPs (and
@@ -819,11 +584,11 @@ static int check_kernel_records(struct rd *r)
 			m = key.id ? bsearch(&key, r->idmap, r->nidmap,
 					     sizeof(key), idmap_cmp) : NULL;
 			if (key.id && !m)
-				return fail(r, -PTD_EFORMAT, rec->offset,
-					    "%s record's sample id %" PRIu64
-					    " belongs to no event",
-					    ptd_perf_record_name(h->type),
-					    key.id);
+				return pdr_fail(r, -PTD_EFORMAT, rec->offset,
+						"%s record's sample id %" PRIu64
+						" belongs to no event",
+						ptd_perf_record_name(h->type),
+						key.id);
 			if (m)
 				rec->attr = m->attr;
 		}
@@ -879,9 +644,9 @@ static int check_index(struct rd *r)
 				hi = mid;
 		}
 		if (lo == pd->nauxtrace || pd->auxtrace[lo].rec_offset != fo)
-			return fail(r, -PTD_EFORMAT, fo, "auxtrace index entry "
-				    "%zu points at 0x%" PRIx64 ", which is not "
-				    "an AUXTRACE record", i, fo);
+			return pdr_fail(r, -PTD_EFORMAT, fo, "auxtrace index entry "
+					"%zu points at 0x%" PRIx64 ", which is not "
+					"an AUXTRACE record", i, fo);
 	}
 	return 0;
 }
@@ -896,34 +661,34 @@ static int parse_mem(struct rd *r)
 	int err;
 
 	if (pd->size < 16)
-		return fail(r, -PTD_ETRUNC, 0, "%zu bytes: too short for a "
-			    "perf.data header", pd->size);
+		return pdr_fail(r, -PTD_ETRUNC, 0, "%zu bytes: too short for a "
+				"perf.data header", pd->size);
 	magic = ptd_get_u64(pd->data);
 	hsize = ptd_get_u64(pd->data + 8);
 	if (magic == PTD_PERFDATA_MAGIC_SWAPPED)
-		return fail(r, -PTD_EUNSUPPORTED, 0, "perf.data of a "
-			    "big-endian machine");
+		return pdr_fail(r, -PTD_EUNSUPPORTED, 0, "perf.data of a "
+				"big-endian machine");
 	if (magic != PTD_PERFDATA_MAGIC)
-		return fail(r, -PTD_EFORMAT, 0, "bad magic 0x%016" PRIx64
-			    " (not PERFILE2)", magic);
+		return pdr_fail(r, -PTD_EFORMAT, 0, "bad magic 0x%016" PRIx64
+				" (not PERFILE2)", magic);
 	if (hsize == sizeof(struct ptd_perfdata_pipe_header)) {
 		pd->pipe = true;
 		err = walk_records(r, 16, pd->size);
 	} else if (hsize == sizeof(h)) {
 		if (pd->size < sizeof(h))
-			return fail(r, -PTD_ETRUNC, 0, "file header cut short "
-				    "(%zu of %zu bytes)", pd->size, sizeof(h));
+			return pdr_fail(r, -PTD_ETRUNC, 0, "file header cut short "
+					"(%zu of %zu bytes)", pd->size, sizeof(h));
 		memcpy(&h, pd->data, sizeof(h));
 		memcpy(pd->features, h.features, sizeof(pd->features));
-		if (!inside(h.data.offset, h.data.size, pd->size))
-			return fail(r, -PTD_ETRUNC, 40, "data section [0x%"
-				    PRIx64 ", +%" PRIu64 ") lies outside the "
-				    "%zu-byte file", h.data.offset,
-				    h.data.size, pd->size);
+		if (!pdr_inside(h.data.offset, h.data.size, pd->size))
+			return pdr_fail(r, -PTD_ETRUNC, 40, "data section [0x%"
+					PRIx64 ", +%" PRIu64 ") lies outside the "
+					"%zu-byte file", h.data.offset,
+					h.data.size, pd->size);
 		if (h.data.offset % 8 || h.data.offset < sizeof(h))
-			return fail(r, -PTD_EFORMAT, 40, "data section offset "
-				    "0x%" PRIx64 " is inside the header or not "
-				    "8-aligned", h.data.offset);
+			return pdr_fail(r, -PTD_EFORMAT, 40, "data section offset "
+					"0x%" PRIx64 " is inside the header or not "
+					"8-aligned", h.data.offset);
 		/* Records before features: a bad data size is reported as
 		 * such, not as a misplaced feature table. */
 		err = read_file_attrs(r, &h);
@@ -931,11 +696,11 @@ static int parse_mem(struct rd *r)
 			err = walk_records(r, h.data.offset,
 					   h.data.offset + h.data.size);
 		if (err == 0)
-			err = read_file_features(r, &h);
+			err = pdr_read_file_features(r, &h);
 	} else {
-		return fail(r, -PTD_EFORMAT, 8, "header size %" PRIu64
-			    " (expected %zu, or 16 for a pipe)", hsize,
-			    sizeof(h));
+		return pdr_fail(r, -PTD_EFORMAT, 8, "header size %" PRIu64
+				" (expected %zu, or 16 for a pipe)", hsize,
+				sizeof(h));
 	}
 	if (err == 0)
 		err = align_records(r);
