@@ -3,8 +3,9 @@
  * A tracing session: one traced process, its source, its decoders.
  *
  * A session owns two threads:
- *  - the source thread: the software PT source (ptrace; the only thread
- *    that may touch the target) or the intel_pt perf events.  Either way
+ *  - the source thread (source/source.h, whose modules hold each
+ *    source): the software PT source (ptrace; the only thread that may
+ *    touch the target) or the intel_pt perf events.  Either way
  *    it fills perf-layout buffers (header page + data ring + AUX area,
  *    lib/perf/ring.h), one per traced thread (or one per CPU, with
  *    opts.per_cpu: decoded through decode/cpufeed.h);

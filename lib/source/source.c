@@ -261,11 +261,6 @@ int ptd_source_cpufeed_round(struct ptd_source *s, bool final,
 
 /* ---- the interface --------------------------------------------------- */
 
-enum ptd_source_kind ptd_source_kind(const struct ptd_source *s)
-{
-	return s->ops->kind;
-}
-
 int ptd_source_set_filter(struct ptd_source *s, const char *text,
 			  struct ptd_diag *diag)
 {

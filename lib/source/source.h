@@ -136,8 +136,6 @@ int ptd_source_software_new(const struct ptd_source_params *p,
  * for _drain's final round) first.  NULL is fine. */
 void ptd_source_free(struct ptd_source *s);
 
-enum ptd_source_kind ptd_source_kind(const struct ptd_source *s);
-
 /* ---- running it ---- */
 
 /* An address filter, perf's --filter text (copied): parsed (against the
