@@ -351,8 +351,11 @@ static void *decode_main(void *arg)
 			/* nothing to read: fine */
 		}
 	}
-	if (r < 0)	/* decoding failed: stop the source, let it end */
+	if (r < 0) {	/* decoding failed: stop the source, let it end */
+		if (s->source == PTD_SOURCE_INTEL_PT)	/* its last round */
+			refusals_report(s);
 		ptd_source_cancel(s->src, &diag);
+	}
 	snapshot_poll(s, true);
 	finish(s, r, &diag);
 	return NULL;
