@@ -3,8 +3,9 @@
  * A tracing session: one traced process, its source, its decoders.
  *
  * A session owns two threads:
- *  - the source thread: the software PT source (ptrace; the only thread
- *    that may touch the target) or the intel_pt perf events.  Either way
+ *  - the source thread (source/source.h, whose modules hold each
+ *    source): the software PT source (ptrace; the only thread that may
+ *    touch the target) or the intel_pt perf events.  Either way
  *    it fills perf-layout buffers (header page + data ring + AUX area,
  *    lib/perf/ring.h), one per traced thread (or one per CPU, with
  *    opts.per_cpu: decoded through decode/cpufeed.h);
@@ -31,16 +32,7 @@
 #include "daemon/config.h"
 #include "daemon/memlimit.h"
 #include "record/record.h"
-
-enum ptd_source_kind {
-	PTD_SOURCE_AUTO,	/* intel_pt if the CPU has it, else software
-				 * if the config allows it */
-	PTD_SOURCE_INTEL_PT,
-	PTD_SOURCE_SOFTWARE,
-};
-
-const char *ptd_source_name(enum ptd_source_kind k);	/* "auto", ... */
-int ptd_source_parse(const char *name);		/* kind or -PTD_EFORMAT */
+#include "source/source.h"
 
 /* How a session records (perf's full-trace vs snapshot mode, perf -S).
  *  FULL      every byte of trace is read and decoded as it comes; the sink
@@ -137,8 +129,8 @@ struct ptd_session_opts {
 };
 
 /* Software source, per-CPU mode: its virtual CPUs and migration period. */
-#define PTD_SESSION_SW_CPUS 2u
-#define PTD_SESSION_SW_MIGRATE 8u
+#define PTD_SESSION_SW_CPUS PTD_SOURCE_SW_CPUS
+#define PTD_SESSION_SW_MIGRATE PTD_SOURCE_SW_MIGRATE
 
 enum ptd_session_end_reason {
 	PTD_END_EXITED,		/* the target exited (code or signal) */
@@ -157,34 +149,7 @@ struct ptd_session_end {
 	char message[PTD_DIAG_MAX];	/* ERROR: what went wrong */
 };
 
-/* One thread's part of a snapshot. */
-struct ptd_snapshot_thread {
-	pid_t tid;
-	uint64_t end;		/* offset in the thread's trace (all bytes
-				 * it wrote) where these end: aux_head */
-	uint64_t bytes;		/* AUX bytes read (the newest ones, ending
-				 * at @end) */
-	uint64_t overwritten;	/* bytes written since the previous
-				 * snapshot that were overwritten before
-				 * this one: lost */
-	uint64_t records;	/* records handed to the sink */
-	uint64_t insns;		/* of which instructions */
-};
-
-/* Threads listed in a snapshot's result at most (nthreads counts all). */
-#define PTD_SNAPSHOT_MAX_THREADS 64u
-
-/* What a snapshot did.  Threads whose AUX area got no byte since the
- * previous snapshot are not part of it. */
-struct ptd_snapshot_info {
-	uint64_t seq;		/* 1, 2, ...: ptd_session_snapshot's */
-	int err;		/* 0, or why it failed (message) */
-	char message[PTD_DIAG_MAX];
-	unsigned nthreads;	/* threads in this snapshot */
-	unsigned nlisted;	/* entries of th[] filled */
-	struct ptd_snapshot_thread th[PTD_SNAPSHOT_MAX_THREADS];
-	uint64_t bytes, overwritten, records, insns;	/* sums */
-};
+/* Snapshots (struct ptd_snapshot_info): source/source.h. */
 
 /* Where a session's records go.  Both calls come on the session's decode
  * thread, never at the same time; @rec and what it points to are valid

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside a trace source: what every source module shares (source.c) --
+ * the decode side (a stream decoder per thread, fed by a buffer per thread
+ * or by the per-CPU feed), the address filter, snapshots -- and the
+ * operations each module (intelpt.c, software.c) provides.
+ */
+#ifndef PTD_SOURCE_SOURCE_INT_H
+#define PTD_SOURCE_SOURCE_INT_H
+
+#include <stdatomic.h>
+
+#include "aspace/timeline.h"
+#include "decode/cpufeed.h"
+#include "decode/feed.h"
+#include "decode/stream.h"
+#include "perf/addrfilter.h"
+#include "perf/ring.h"
+#include "perf/time.h"
+#include "source/source.h"
+
+struct ptd_livesink_thread;
+
+/* One traced thread on the decode side. */
+struct ptd_source_thread {
+	pid_t tid;
+	struct ptd_livesink_thread *lt;	/* software source */
+	int fd;				/* intel_pt: its event, or -1 */
+	struct ptd_perf_buf hwbuf;	/* intel_pt: its buffer */
+	struct ptd_stream *stream;
+	struct ptd_feed *feed;
+	bool done;		/* final decode delivered */
+	bool ended;		/* per-CPU: its EXIT was read */
+	/* snapshot mode */
+	struct ptd_timeline *tl;	/* software: its image changes */
+	uint64_t snap_head;	/* aux_head at its previous snapshot */
+	uint8_t *snap;		/* the bytes of the snapshot being taken */
+	size_t nsnap;
+	uint64_t snap_over;	/* overwritten before this snapshot */
+	bool in_snap;		/* part of the snapshot being taken */
+};
+
+struct ptd_source_ops {
+	enum ptd_source_kind kind;
+	unsigned poll_ms;
+	/* optional: the filter's most ranges (else PTD_ADDRFILTER_MAX),
+	 * and what the source makes of the resolved filter */
+	int (*filter_cap)(struct ptd_source *s, uint32_t *cap,
+			  struct ptd_diag *diag);
+	int (*filter_ready)(struct ptd_source *s, struct ptd_diag *diag);
+	/* optional: the decoder's CPU and timing (else an unknown CPU) */
+	void (*decode_opts)(const struct ptd_source *s,
+			    struct ptd_decode_opts *o);
+	int (*start)(struct ptd_source *s, struct ptd_diag *diag);
+	bool (*ending)(struct ptd_source *s);
+	int (*drain)(struct ptd_source *s, bool final, struct ptd_diag *diag);
+	void (*stop)(struct ptd_source *s);		/* optional */
+	void (*kick)(struct ptd_source *s);		/* optional */
+	void (*cancel)(struct ptd_source *s, struct ptd_diag *diag);
+	void (*result)(struct ptd_source *s, struct ptd_source_result *ret);
+	void (*stats)(struct ptd_source *s, struct ptd_source_stats *ret);
+	/* snapshots: producers paused (threads listed meanwhile added) */
+	int (*pause)(struct ptd_source *s);
+	void (*resume)(struct ptd_source *s);
+	void (*join)(struct ptd_source *s);	/* optional: its threads */
+	void (*destroy)(struct ptd_source *s);	/* the module's part */
+};
+
+/* Every module's object starts with this. */
+struct ptd_source {
+	const struct ptd_source_ops *ops;
+	struct ptd_source_params p;
+
+	/* the address filter: the text (copied), parsed, resolved for the
+	 * decoder (all zero: none) */
+	char *filter_text;
+	struct ptd_addrfilter filter;
+	struct pt_conf_addr_filter fcfg;
+
+	struct ptd_iscache *iscache;
+	struct ptd_insncache *icache;
+	atomic_uint snapseq;		/* code copies' names */
+	/* wall clock <-> perf time, sampled once (records' "wall") */
+	bool has_wallref;
+	struct ptd_perf_wallref wallref;
+
+	struct ptd_source_thread *dt;
+	size_t ndt;
+	struct ptd_timeline hist;	/* intel_pt: image changes so far */
+	bool leader_exited;		/* its EXIT was read */
+	atomic_uint threads, live;	/* intel_pt's counts */
+
+	/* per-CPU mode: one buffer per CPU, decoded by cf */
+	struct ptd_cpufeed *cf;
+	unsigned ncpus;
+	struct ptd_cpufeed_stats cf_last;	/* counters already added */
+
+	struct ptd_perf_reader *snap_reader;	/* snapshot mode */
+	atomic_uint_fast64_t trace_bytes, lost_bytes, overwritten;
+};
+
+/* source.c, for the modules */
+void ptd_source_init(struct ptd_source *s, const struct ptd_source_ops *ops,
+		     const struct ptd_source_params *p);
+int ptd_source_record(void *ctx, const struct ptd_record *rec);
+int ptd_source_charge(struct ptd_source *s, pid_t tid);
+int ptd_source_recheck(struct ptd_source *s, struct ptd_diag *diag);
+void ptd_source_wake(struct ptd_source *s);
+void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
+			    struct ptd_stream_opts *so);
+/* a new thread slot, zeroed (fd -1), not yet counted in s->ndt */
+struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s);
+/* drain one thread's buffer and decode what arrived; at its end (or
+ * @final) the rest */
+int ptd_source_thread_step(struct ptd_source *s, struct ptd_source_thread *d,
+			   bool final, struct ptd_diag *diag);
+/* per-CPU mode: the feed over @bufs, and one round of it */
+int ptd_source_cpufeed_new(struct ptd_source *s, struct ptd_perf_buf **bufs,
+			   unsigned n, uint64_t sample_type,
+			   struct ptd_diag *diag);
+int ptd_source_cpufeed_round(struct ptd_source *s, bool final,
+			     struct ptd_diag *diag);
+
+#endif

@@ -1,0 +1,595 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What every trace source shares: the dispatch to its module, the
+ * decoders it feeds (a stream per thread, per-thread or per-CPU buffers),
+ * the address filter and the snapshots.
+ */
+#include "source/source-int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aspace/iscache.h"
+#include "aspace/maps.h"
+#include "decode/insncache.h"
+#include "swpt/livesink.h"
+
+#define ICACHE_ENTRIES (1u << 20)
+
+const char *ptd_source_name(enum ptd_source_kind k)
+{
+	switch (k) {
+	case PTD_SOURCE_AUTO:
+		return "auto";
+	case PTD_SOURCE_INTEL_PT:
+		return "intel_pt";
+	case PTD_SOURCE_SOFTWARE:
+		return "software";
+	}
+	return "?";
+}
+
+int ptd_source_parse(const char *name)
+{
+	if (!name)
+		return -PTD_EFORMAT;
+	if (!strcmp(name, "auto"))
+		return PTD_SOURCE_AUTO;
+	if (!strcmp(name, "intel_pt"))
+		return PTD_SOURCE_INTEL_PT;
+	if (!strcmp(name, "software"))
+		return PTD_SOURCE_SOFTWARE;
+	return -PTD_EFORMAT;
+}
+
+/* ---- for the modules ------------------------------------------------- */
+
+void ptd_source_init(struct ptd_source *s, const struct ptd_source_ops *ops,
+		     const struct ptd_source_params *p)
+{
+	s->ops = ops;
+	s->p = *p;
+	ptd_timeline_init(&s->hist);
+}
+
+int ptd_source_record(void *ctx, const struct ptd_record *rec)
+{
+	struct ptd_source *s = ctx;
+
+	return s->p.host.record(s->p.host.ctx, rec);
+}
+
+int ptd_source_charge(struct ptd_source *s, pid_t tid)
+{
+	return s->p.host.charge ? s->p.host.charge(s->p.host.ctx, tid) : 1;
+}
+
+int ptd_source_recheck(struct ptd_source *s, struct ptd_diag *diag)
+{
+	if (!s->p.host.recheck)
+		return 0;
+	return s->p.host.recheck(s->p.host.ctx, s->p.pid, diag);
+}
+
+void ptd_source_wake(struct ptd_source *s)
+{
+	uint64_t one = 1;
+	ssize_t n = write(s->p.wake_fd, &one, sizeof(one));
+
+	(void)n;
+}
+
+/* The stream options of thread @tid's decoders. */
+void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
+			    struct ptd_stream_opts *so)
+{
+	memset(so, 0, sizeof(*so));
+	so->decode.path = PTD_PATH_BLOCK;
+	so->decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	so->decode.json_bodies = true;
+	if (s->ops->decode_opts)
+		s->ops->decode_opts(s, &so->decode);
+	else	/* the packets come from libipt's encoder, not a CPU with
+		 * errata */
+		so->decode.cpu.vendor = pcv_unknown;
+	so->pid = s->p.pid;
+	so->tid = tid;
+	so->max_buffered = s->p.max_buffered;
+	so->iscache = s->iscache;
+	so->icache = s->icache;
+	so->dir = s->p.dir;
+	/* (the perf clock comes from each buffer's header page: the feed) */
+	so->decode.has_wallref = s->has_wallref;
+	so->decode.wallref = s->wallref;
+	so->decode.addr_filter = s->fcfg;
+}
+
+struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)
+{
+	struct ptd_source_thread *v, *d;
+
+	v = realloc(s->dt, (s->ndt + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	s->dt = v;
+	d = &s->dt[s->ndt];
+	memset(d, 0, sizeof(*d));
+	d->fd = -1;
+	return d;
+}
+
+int ptd_source_thread_step(struct ptd_source *s, struct ptd_source_thread *d,
+			   bool final, struct ptd_diag *diag)
+{
+	struct ptd_feed_stats before, after;
+	bool last;
+	int r;
+
+	if (d->done)
+		return 0;
+	ptd_feed_get_stats(d->feed, &before);
+	r = ptd_feed_drain(d->feed, diag);
+	if (r < 0)
+		return r;
+	ptd_feed_get_stats(d->feed, &after);
+	atomic_fetch_add(&s->trace_bytes, after.aux_bytes - before.aux_bytes);
+	atomic_fetch_add(&s->lost_bytes, after.lost_bytes - before.lost_bytes);
+	last = final || ptd_feed_ended(d->feed);
+	if (s->p.snapshot) {
+		/* sideband only: the trace is decoded at snapshots */
+		d->done = last;
+		return 0;
+	}
+	r = ptd_stream_decode(d->stream, last, ptd_source_record, s);
+	if (r < 0)
+		return ptd_diagf(diag, r, "thread %d: decoding: %s",
+				 (int)d->tid, ptd_strerror(r));
+	if (last)
+		d->done = true;
+	return 0;
+}
+
+/* ---- per-CPU mode: per-CPU buffers through decode/cpufeed.h ---------- */
+
+/* A thread of the process appeared in the merged trace: its stream. */
+static int pc_thread_new(void *ctx, pid_t pid, pid_t tid,
+			 struct ptd_stream **ret_stream)
+{
+	struct ptd_source *s = ctx;
+	bool hw = s->ops->kind == PTD_SOURCE_INTEL_PT;
+	struct ptd_stream_opts so;
+	struct ptd_source_thread *d;
+	int r;
+
+	(void)pid;
+	/* intel_pt: the hardware traces it (inherit); without the memory
+	 * for its decoder it is not decoded (the software source refused it
+	 * before it wrote a byte) */
+	if (hw && (r = ptd_source_charge(s, tid)) <= 0) {
+		*ret_stream = NULL;
+		return r;
+	}
+	if (!(d = ptd_source_thread_slot(s)))
+		return -ENOMEM;
+	d->tid = tid;
+	ptd_source_stream_opts(s, tid, &so);
+	r = ptd_stream_new(&so, &d->stream);
+	if (r < 0)
+		return r;
+	s->ndt++;
+	if (hw) {
+		atomic_fetch_add(&s->threads, 1);
+		atomic_fetch_add(&s->live, 1);
+	}
+	*ret_stream = d->stream;
+	return 0;
+}
+
+static int pc_thread_end(void *ctx, pid_t tid)
+{
+	struct ptd_source *s = ctx;
+
+	for (size_t i = s->ndt; i-- > 0;)
+		if (s->dt[i].tid == tid && !s->dt[i].ended) {
+			s->dt[i].ended = true;
+			break;
+		}
+	if (tid == s->p.pid)
+		s->leader_exited = true;
+	return 0;
+}
+
+int ptd_source_cpufeed_new(struct ptd_source *s, struct ptd_perf_buf **bufs,
+			   unsigned n, uint64_t sample_type,
+			   struct ptd_diag *diag)
+{
+	struct ptd_cpufeed_opts fo = { 0 };
+	struct ptd_cpufeed_ops ops = { pc_thread_new, pc_thread_end, NULL, NULL,
+				       s };
+	int r;
+
+	fo.ncpus = n;
+	fo.bufs = bufs;
+	fo.pid = s->p.pid;
+	fo.sample_type = sample_type;
+	fo.sample_id_all = true;
+	fo.snapdir = s->p.dir;
+	fo.snapseq = &s->snapseq;
+	r = ptd_cpufeed_new(&fo, &ops, &s->cf);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot set up the per-CPU decoder "
+				 "(%u buffers): %s", n, ptd_strerror(r));
+	s->ncpus = n;
+	return 0;
+}
+
+/* Read every CPU's buffer, then decode what each thread got; a thread
+ * whose EXIT was read (or every thread, @final) is decoded to its end. */
+int ptd_source_cpufeed_round(struct ptd_source *s, bool final,
+			     struct ptd_diag *diag)
+{
+	struct ptd_cpufeed_stats st;
+	int r = ptd_cpufeed_round(s->cf, final, diag);
+
+	if (r < 0)
+		return r;
+	ptd_cpufeed_get_stats(s->cf, &st);
+	atomic_fetch_add(&s->trace_bytes, st.aux_bytes - s->cf_last.aux_bytes);
+	atomic_fetch_add(&s->lost_bytes, st.lost_bytes - s->cf_last.lost_bytes);
+	s->cf_last = st;
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+		bool last = final || d->ended;
+
+		if (d->done)
+			continue;
+		r = ptd_stream_decode(d->stream, last, ptd_source_record, s);
+		if (r < 0)
+			return ptd_diagf(diag, r, "thread %d: decoding: %s",
+					 (int)d->tid, ptd_strerror(r));
+		if (last) {
+			d->done = true;
+			if (s->ops->kind == PTD_SOURCE_INTEL_PT)
+				atomic_fetch_sub(&s->live, 1);
+		}
+	}
+	return 0;
+}
+
+/* ---- the interface --------------------------------------------------- */
+
+int ptd_source_set_filter(struct ptd_source *s, const char *text,
+			  struct ptd_diag *diag)
+{
+	uint32_t cap = PTD_ADDRFILTER_MAX;
+	struct ptd_maps maps;
+	unsigned pending;
+	char root[64];
+	int r;
+
+	if (!text)
+		return 0;
+	if (!(s->filter_text = strdup(text)))
+		return -ENOMEM;
+	if (s->ops->filter_cap && (r = s->ops->filter_cap(s, &cap, diag)) < 0)
+		return r;
+	r = ptd_addrfilter_parse(s->filter_text, cap, &s->filter, diag);
+	if (r < 0)
+		return r;
+	r = ptd_maps_read_pid("/proc", s->p.pid, &maps, diag);
+	if (r < 0)
+		return r;
+	/* A range in a file the process does not map yet is pending until
+	 * it does (the source resolves it again then, as the kernel does
+	 * for intel_pt); the decoders' copy keeps it pending, which only
+	 * libipt's erratum workarounds would read. */
+	(void)snprintf(root, sizeof(root), "/proc/%d/root", (int)s->p.pid);
+	r = ptd_addrfilter_resolve(&s->filter, &maps, root, &s->fcfg,
+				   &pending, diag);
+	ptd_maps_free(&maps);
+	/* A range in a file that does not exist, or that the process's
+	 * mapping does not hold: the request is at fault (bad_request),
+	 * not the daemon. */
+	if (r == -PTD_ENOIMAGE)
+		r = -PTD_EFORMAT;
+	if (r < 0 || !s->ops->filter_ready)
+		return r;
+	return s->ops->filter_ready(s, diag);
+}
+
+const char *ptd_source_filter(const struct ptd_source *s)
+{
+	return s ? s->filter_text : NULL;
+}
+
+int ptd_source_start(struct ptd_source *s, struct ptd_diag *diag)
+{
+	s->iscache = ptd_iscache_new();
+	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
+	if (!s->iscache || !s->icache)
+		return -ENOMEM;
+	if (s->p.snapshot && !s->snap_reader &&
+	    !(s->snap_reader = malloc(sizeof(*s->snap_reader))))
+		return -ENOMEM;
+	return s->ops->start(s, diag);
+}
+
+bool ptd_source_ending(struct ptd_source *s)
+{
+	return s->ops->ending(s);
+}
+
+int ptd_source_drain(struct ptd_source *s, bool final, struct ptd_diag *diag)
+{
+	return s->ops->drain(s, final, diag);
+}
+
+unsigned ptd_source_poll_ms(const struct ptd_source *s)
+{
+	return s->ops->poll_ms;
+}
+
+void ptd_source_stop(struct ptd_source *s)
+{
+	if (s && s->ops->stop)
+		s->ops->stop(s);
+}
+
+void ptd_source_kick(struct ptd_source *s)
+{
+	if (s->ops->kick)
+		s->ops->kick(s);
+}
+
+void ptd_source_cancel(struct ptd_source *s, struct ptd_diag *diag)
+{
+	s->ops->cancel(s, diag);
+}
+
+void ptd_source_result(struct ptd_source *s, struct ptd_source_result *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	s->ops->result(s, ret);
+}
+
+void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	s->ops->stats(s, ret);
+	ret->ncpus = s->ncpus;
+	ret->trace_bytes = atomic_load(&s->trace_bytes);
+	ret->lost_bytes = atomic_load(&s->lost_bytes);
+	ret->overwritten_bytes = atomic_load(&s->overwritten);
+}
+
+void ptd_source_free(struct ptd_source *s)
+{
+	if (!s)
+		return;
+	if (s->ops->join)
+		s->ops->join(s);
+	for (size_t i = 0; i < s->ndt; i++) {
+		ptd_feed_free(s->dt[i].feed);
+		ptd_stream_free(s->dt[i].stream);
+		if (s->dt[i].fd >= 0)
+			(void)close(s->dt[i].fd);
+		ptd_perf_buf_free(&s->dt[i].hwbuf);
+		if (s->dt[i].tl)
+			ptd_timeline_free(s->dt[i].tl);
+		free(s->dt[i].tl);
+		free(s->dt[i].snap);
+	}
+	ptd_cpufeed_free(s->cf);
+	s->ops->destroy(s);
+	free(s->dt);
+	free(s->snap_reader);
+	ptd_timeline_free(&s->hist);
+	ptd_insncache_free(s->icache);
+	ptd_iscache_free(s->iscache);
+	free(s->filter_text);
+	ptd_addrfilter_free(&s->filter);
+	free(s);
+}
+
+/* ---- snapshots ------------------------------------------------------- */
+
+static const uint8_t psb[16] = { 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+				 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+				 0x02, 0x82, 0x02, 0x82 };
+
+/* Offset of the first PSB in @p (@n bytes), or @n if there is none. */
+static size_t first_psb(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i + sizeof(psb) <= n; i++)
+		if (p[i] == psb[0] && !memcmp(p + i, psb, sizeof(psb)))
+			return i;
+	return n;
+}
+
+static int snap_aux(void *ctx, uint64_t off, const void *bytes, size_t len)
+{
+	struct ptd_source_thread *d = ctx;
+
+	(void)off;
+	memcpy(d->snap + d->nsnap, bytes, len);
+	d->nsnap += len;
+	return 0;
+}
+
+static int snap_loss(void *ctx, const struct ptd_perf_loss *l)
+{
+	struct ptd_source_thread *d = ctx;
+
+	if (l->kind == PTD_PERF_LOSS_OVERWRITTEN)
+		d->snap_over += l->bytes;
+	return 0;
+}
+
+static struct ptd_perf_buf *thread_buf(struct ptd_source_thread *d)
+{
+	return d->lt ? &d->lt->buf : &d->hwbuf;
+}
+
+/* Read the sideband so far and the newest AUX bytes of every thread that
+ * wrote some since its previous snapshot.  The producers are paused:
+ * nothing moves in the buffers meanwhile. */
+static int snapshot_read_all(struct ptd_source *s,
+			     struct ptd_snapshot_info *in,
+			     struct ptd_diag *diag)
+{
+	static const struct ptd_perf_reader_ops ops = { NULL, snap_aux,
+							snap_loss };
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+		struct ptd_perf_buf *b = thread_buf(d);
+		int64_t n;
+
+		if (!d->feed || !b->meta || !b->aux_size)
+			continue;
+		if (!d->done && (r = ptd_feed_drain(d->feed, diag)) < 0)
+			break;
+		r = 0;
+		if (__atomic_load_n(&b->meta->aux_head, __ATOMIC_ACQUIRE) ==
+		    d->snap_head)
+			continue;	/* nothing new */
+		d->snap = malloc(b->aux_size);
+		if (!d->snap)
+			return -ENOMEM;
+		d->nsnap = 0;
+		d->snap_over = 0;
+		ptd_perf_reader_init(s->snap_reader, b);
+		s->snap_reader->snap_head = d->snap_head;
+		n = ptd_perf_reader_snapshot(s->snap_reader, &ops, d);
+		if (n < 0)
+			return ptd_diagf(diag, (int)n, "thread %d: reading its "
+					 "AUX area: %s", (int)d->tid,
+					 ptd_strerror((int)n));
+		d->snap_head = s->snap_reader->snap_head;
+		d->in_snap = true;
+		if (in->nlisted < PTD_SNAPSHOT_MAX_THREADS) {
+			struct ptd_snapshot_thread *t = &in->th[in->nlisted++];
+
+			t->tid = d->tid;
+			t->end = d->snap_head;
+			t->bytes = d->nsnap;
+			t->overwritten = d->snap_over;
+		}
+		in->nthreads++;
+		in->bytes += d->nsnap;
+		in->overwritten += d->snap_over;
+	}
+	return r;
+}
+
+int ptd_source_snapshot_read(struct ptd_source *s,
+			     struct ptd_snapshot_info *in,
+			     struct ptd_diag *diag)
+{
+	int r = s->ops->pause(s);
+
+	if (r == 0)
+		r = snapshot_read_all(s, in, diag);
+	s->ops->resume(s);
+	return r;
+}
+
+struct snap_ctx {
+	struct ptd_source *s;
+	struct ptd_snapshot_thread *t;
+};
+
+static int snap_deliver(void *ctx, const struct ptd_record *rec)
+{
+	struct snap_ctx *c = ctx;
+
+	c->t->records++;
+	if (rec->type == PTD_REC_INSN)
+		c->t->insns++;
+	return ptd_source_record(c->s, rec);
+}
+
+/* Decode one thread's snapshot bytes from their first PSB with a fresh
+ * decoder, its image being every change seen so far. */
+static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
+			   struct ptd_snapshot_thread *t,
+			   struct ptd_diag *diag)
+{
+	const struct ptd_timeline *tl = d->tl ? d->tl : &s->hist;
+	struct snap_ctx c = { s, t };
+	struct ptd_stream_opts so;
+	struct ptd_stream *st = NULL;
+	size_t at = first_psb(d->snap, d->nsnap);
+	int r;
+
+	t->tid = d->tid;
+	t->end = d->snap_head;
+	t->bytes = d->nsnap;
+	t->overwritten = d->snap_over;
+	if (d->snap_over) {
+		struct ptd_record rec;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.type = PTD_REC_ERROR;
+		rec.pid = s->p.pid;
+		rec.tid = d->tid;
+		rec.u.error.code = -PTD_ETRUNC;
+		rec.u.error.ptd_code = true;
+		rec.u.error.context = "overwritten";
+		rec.u.error.skipped = d->snap_over;
+		(void)snap_deliver(&c, &rec);
+	}
+	ptd_source_stream_opts(s, d->tid, &so);
+	so.decode.has_clock = ptd_perf_clock_from_page(
+		thread_buf(d)->meta, &so.decode.clock, NULL) == 0;
+	so.max_buffered = d->nsnap + 4096;
+	r = ptd_stream_new(&so, &st);
+	for (size_t i = 0; r == 0 && i < tl->n; i++)
+		r = ptd_stream_add_event(st, &tl->ev[i]);
+	if (r == 0 && at < d->nsnap)
+		r = ptd_stream_append(st, d->snap + at, d->nsnap - at);
+	if (r == 0) {
+		r = ptd_stream_decode(st, true, snap_deliver, &c);
+		r = r < 0 ? r : 0;
+	}
+	ptd_stream_free(st);
+	if (r < 0)
+		return ptd_diagf(diag, r, "thread %d: decoding its snapshot: "
+				 "%s", (int)d->tid, ptd_strerror(r));
+	return 0;
+}
+
+void ptd_source_snapshot_decode(struct ptd_source *s,
+				struct ptd_snapshot_info *in, int r)
+{
+	struct ptd_diag diag = { "" };
+	unsigned k = 0;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+		struct ptd_snapshot_thread spare, *t;
+
+		if (!d->in_snap)
+			continue;
+		t = k < PTD_SNAPSHOT_MAX_THREADS ? &in->th[k] : &spare;
+		memset(t, 0, sizeof(*t));
+		k++;
+		if (r == 0 && (r = snapshot_decode(s, d, t, &diag)) < 0) {
+			in->err = r;
+			snprintf(in->message, sizeof(in->message), "%s",
+				 diag.msg);
+		}
+		in->records += t->records;
+		in->insns += t->insns;
+		atomic_fetch_add(&s->trace_bytes, d->nsnap);
+		atomic_fetch_add(&s->overwritten, d->snap_over);
+		free(d->snap);
+		d->snap = NULL;
+		d->nsnap = 0;
+		d->in_snap = false;
+	}
+}

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A live trace source: where a session's trace comes from, and the
+ * decoders that read it.  One interface, one module per source:
+ *
+ *   intel_pt   (intelpt.c)   the hardware: perf intel_pt events, per
+ *                            thread or per CPU (inherit), their buffers
+ *   software   (software.c)  the software PT source: swpt/tracer.c
+ *                            single-steps the process and writes what the
+ *                            hardware would into swpt/livesink.c's buffers
+ *
+ * Either way the buffers have the kernel's layout and are read by the one
+ * perf ring reader (perf/ring.c) through decode/feed.h (a buffer per
+ * thread) or decode/cpufeed.h (a buffer per CPU), into one stream decoder
+ * (decode/stream.h) per thread; the records go to the host's callback.
+ *
+ * Saved traces are not a source: they have no process to attach to, stop
+ * or snapshot; input/input.h reads them (the daemon's replay.c).
+ *
+ * Threads: ptd_source_*_new, _set_filter and _start on one thread (the
+ * session's start thread), which then calls _drain, _ending, _kick,
+ * _cancel, _result and the snapshot calls (the decode thread).
+ * ptd_source_stop and ptd_source_get_stats may be called from any thread.
+ * The source never logs; it reports through the host's callbacks.
+ */
+#ifndef PTD_SOURCE_SOURCE_H
+#define PTD_SOURCE_SOURCE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "perf/pmu.h"
+#include "record/record.h"
+
+enum ptd_source_kind {
+	PTD_SOURCE_AUTO,	/* intel_pt if the CPU has it, else software
+				 * if the config allows it */
+	PTD_SOURCE_INTEL_PT,
+	PTD_SOURCE_SOFTWARE,
+};
+
+const char *ptd_source_name(enum ptd_source_kind k);	/* "auto", ... */
+int ptd_source_parse(const char *name);		/* kind or -PTD_EFORMAT */
+
+/* The software source's per-CPU mode: virtual CPUs, and threads migrating
+ * every so many batches (swpt/livesink.h). */
+#define PTD_SOURCE_SW_CPUS 2u
+#define PTD_SOURCE_SW_MIGRATE 8u
+
+/* ---- snapshots (params.snapshot) ---- */
+
+/* One thread's part of a snapshot. */
+struct ptd_snapshot_thread {
+	pid_t tid;
+	uint64_t end;		/* offset in the thread's trace (all bytes
+				 * it wrote) where these end: aux_head */
+	uint64_t bytes;		/* AUX bytes read (the newest ones, ending
+				 * at @end) */
+	uint64_t overwritten;	/* bytes written since the previous
+				 * snapshot that were overwritten before
+				 * this one: lost */
+	uint64_t records;	/* records handed to the sink */
+	uint64_t insns;		/* of which instructions */
+};
+
+/* Threads listed in a snapshot's result at most (nthreads counts all). */
+#define PTD_SNAPSHOT_MAX_THREADS 64u
+
+/* What a snapshot did.  Threads whose AUX area got no byte since the
+ * previous snapshot are not part of it. */
+struct ptd_snapshot_info {
+	uint64_t seq;		/* 1, 2, ...: ptd_session_snapshot's */
+	int err;		/* 0, or why it failed (message) */
+	char message[PTD_DIAG_MAX];
+	unsigned nthreads;	/* threads in this snapshot */
+	unsigned nlisted;	/* entries of th[] filled */
+	struct ptd_snapshot_thread th[PTD_SNAPSHOT_MAX_THREADS];
+	uint64_t bytes, overwritten, records, insns;	/* sums */
+};
+
+/* ---- making one ---- */
+
+/* What the source asks of whoever runs it (the session). */
+struct ptd_source_host {
+	void *ctx;
+	/* A decoded record (decode thread).  Required. */
+	int (*record)(void *ctx, const struct ptd_record *rec);
+	/* May thread @tid be traced (its memory)?  1 yes, 0 refused (the
+	 * host reports it), negative errno.  NULL: always. */
+	int (*charge)(void *ctx, pid_t tid);
+	/* The source holds the process (software: every thread seized and
+	 * stopped; intel_pt: the events open): may it still be traced?
+	 * Negative (with a message in @diag): the start fails.  NULL: yes. */
+	int (*recheck)(void *ctx, pid_t pid, struct ptd_diag *diag);
+};
+
+struct ptd_source_params {
+	pid_t pid;		/* the process (thread group) to trace */
+	uid_t uid;		/* not 0: end at an exec of a program no
+				 * longer @uid's to trace (software) */
+	int pidfd;		/* of @pid, > 0; else none: checked once the
+				 * source holds the process */
+	bool tsc;		/* timing packets (software) */
+	uint64_t max_insns;	/* software: detach after so many; 0 none */
+	const char *capture_dir;	/* software: also a capture; NULL */
+	bool snapshot;		/* snapshot mode: overwritable AUX areas,
+				 * decoded only at ptd_source_snapshot_* */
+	bool per_cpu;		/* one buffer per CPU (full mode only) */
+	size_t data_size;	/* perf data area per buffer */
+	size_t aux_size;	/* AUX area per buffer */
+	uint64_t max_buffered;	/* a thread decoder's bytes held at most */
+	const char *dir;	/* the session's directory for code copies:
+				 * borrowed, filled before ptd_source_start */
+	int wake_fd;		/* eventfd the source writes to when the
+				 * decode thread should drain */
+	atomic_int *stop;	/* set by the host: detach (borrowed) */
+	int signo;		/* software: the signal that gets its tracer
+				 * out of waitpid (a handler installed) */
+	struct ptd_source_host host;
+};
+
+struct ptd_source;
+
+/* intel_pt, on @pmu (perf/pmu.h, probed by the caller). */
+int ptd_source_intelpt_new(const struct ptd_source_params *p,
+			   const struct ptd_pt_pmu *pmu,
+			   struct ptd_source **ret, struct ptd_diag *diag);
+/* The software source (swpt/tracer.c). */
+int ptd_source_software_new(const struct ptd_source_params *p,
+			    struct ptd_source **ret, struct ptd_diag *diag);
+/* Stops nothing: the host stops the source (ptd_source_stop, and waits
+ * for _drain's final round) first.  NULL is fine. */
+void ptd_source_free(struct ptd_source *s);
+
+/* ---- running it ---- */
+
+/* An address filter, perf's --filter text (copied): parsed (against the
+ * PMU's number of ranges for intel_pt), its file ranges resolved with the
+ * process's maps now for the decoders; intel_pt makes the kernel's string
+ * for its events.  Before ptd_source_start.  -PTD_EFORMAT, -PTD_ELIMIT,
+ * -PTD_EUNSUPPORTED as ptd_session_opts.filter says. */
+int ptd_source_set_filter(struct ptd_source *s, const char *text,
+			  struct ptd_diag *diag);
+const char *ptd_source_filter(const struct ptd_source *s); /* or NULL */
+
+/* Open the source for the process and start tracing it: intel_pt opens
+ * and enables its events; the software source seizes every thread (a
+ * thread of its own) and returns once they are traced, or once that
+ * failed (or a stop was asked: ptd_source_stop). */
+int ptd_source_start(struct ptd_source *s, struct ptd_diag *diag);
+
+/* Should the next _drain be the final one (the source ended: the process
+ * exited, a stop was asked, the tracer gave up)? */
+bool ptd_source_ending(struct ptd_source *s);
+/* One round: drain every buffer through the ring reader into the
+ * decoders, follow new threads, decode what arrived (snapshot mode: the
+ * sideband only); @final: everything, to its end. */
+int ptd_source_drain(struct ptd_source *s, bool final,
+		     struct ptd_diag *diag);
+/* How long the decode thread may sleep between rounds (ms). */
+unsigned ptd_source_poll_ms(const struct ptd_source *s);
+
+/* A stop was asked (*params.stop set): wake a start waiting for the
+ * attach.  Any thread. */
+void ptd_source_stop(struct ptd_source *s);
+/* Decode thread, a stop being asked: get the tracer out of a wait. */
+void ptd_source_kick(struct ptd_source *s);
+/* Decode thread: decoding failed with @diag: stop the source and let it
+ * end (the buffers drained, nothing waits on a full one). */
+void ptd_source_cancel(struct ptd_source *s, struct ptd_diag *diag);
+
+/* How the source ended, once _drain's final round is done. */
+struct ptd_source_result {
+	int err;		/* the source's own failure, or 0 */
+	struct ptd_diag diag;	/* and what it was */
+	bool exec_refused;	/* ended at an exec params.uid may not trace */
+	bool exited;		/* the process exited */
+	int exit_code;		/* or -1: not known */
+	int exit_signal;
+};
+void ptd_source_result(struct ptd_source *s, struct ptd_source_result *ret);
+
+struct ptd_source_stats {
+	unsigned threads;		/* traced so far */
+	unsigned threads_live;
+	unsigned migrated;		/* software per_cpu */
+	unsigned ncpus;			/* per_cpu: buffers */
+	uint64_t trace_bytes, lost_bytes, overwritten_bytes, aux_written;
+};
+/* Once started.  Any thread. */
+void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret);
+
+/* ---- snapshots (decode thread) ---- */
+
+/* Pause the producers (intel_pt: the events disabled, flushing the
+ * hardware's buffers), read the sideband so far and the newest AUX bytes of
+ * every thread that wrote some since its previous snapshot into @in, and
+ * resume. */
+int ptd_source_snapshot_read(struct ptd_source *s,
+			     struct ptd_snapshot_info *in,
+			     struct ptd_diag *diag);
+/* Decode what _snapshot_read read, thread by thread from its first PSB
+ * with a fresh decoder, the records going to the host; @err: the read's
+ * result (not 0: nothing is decoded, the bytes are let go).  Fills the
+ * per-thread counts and sums of @in, sets in->err and message on a
+ * failure. */
+void ptd_source_snapshot_decode(struct ptd_source *s,
+				struct ptd_snapshot_info *in, int err);
+
+#endif
