@@ -185,8 +185,24 @@ static struct ptd_icache_entry *new_entry(struct ptd_insncache *c, int isid,
 	return &c->ent[c->nent];
 }
 
-static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
-		uint64_t ip, enum pt_exec_mode mode, bool *ret_cacheable)
+/* Where the bytes of an entry come from: an image (its sections, and the
+ * module names), or a reader of a live process's memory. */
+struct code_src {
+	struct ptd_image *img;
+	ptd_insncache_read_fn read;
+	void *ctx;
+};
+
+static int src_read(const struct code_src *src, uint64_t ip, uint8_t *buf,
+		    size_t len)
+{
+	return src->img ? ptd_image_read(src->img, ip, buf, len)
+			: src->read(src->ctx, ip, buf, len);
+}
+
+static int fill(const struct code_src *src, struct ptd_icache_entry *e,
+		int isid, uint64_t ip, enum pt_exec_mode mode,
+		bool *ret_cacheable)
 {
 	uint8_t buf[pt_max_insn_size];
 	struct ptd_x86_insn x;
@@ -194,7 +210,7 @@ static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
 	int n, err;
 
 	/* Short at the end of a region, -PTD_ENOIMAGE if nothing is mapped. */
-	n = ptd_image_read(img, ip, buf, pt_max_insn_size);
+	n = src_read(src, ip, buf, pt_max_insn_size);
 	if (n <= 0)
 		return -PTD_ENOIMAGE;
 	if (n > (int)pt_max_insn_size)
@@ -203,8 +219,8 @@ static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
 	if (err == -PTD_ETRUNC && n < (int)pt_max_insn_size) {
 		/* Short read at a region end: the instruction continues in
 		 * whatever is mapped next. */
-		int m = ptd_image_read(img, ip + (uint64_t)n, buf + n,
-				       pt_max_insn_size - (size_t)n);
+		int m = src_read(src, ip + (uint64_t)n, buf + n,
+				 pt_max_insn_size - (size_t)n);
 
 		if (m > 0 && m <= (int)pt_max_insn_size - n) {
 			n += m;
@@ -224,10 +240,14 @@ static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
 	e->mode = (uint8_t)mode;
 	e->iclass = x.iclass;
 	e->kind = x.kind;
+	e->rep = x.rep;
+	e->target = x.target;
 	e->next = (x.kind == PTD_X86_JMP_DIRECT || x.kind == PTD_X86_CALL_DIRECT)
 			  ? x.target
 			  : ip + x.size;
-	if (ptd_image_module_of(img, isid, ip, &e->module, &e->modoff) < 0) {
+	if (!src->img ||
+	    ptd_image_module_of(src->img, isid, ip, &e->module, &e->modoff) <
+		    0) {
 		e->module = "[unknown]";
 		e->modoff = ip;
 	}
@@ -237,22 +257,17 @@ static int fill(struct ptd_image *img, struct ptd_icache_entry *e, int isid,
 	return 0;
 }
 
-const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
-						 struct ptd_image *img,
-						 int isid, uint64_t ip,
-						 enum pt_exec_mode mode,
-						 int *ret_err)
+static const struct ptd_icache_entry *get(struct ptd_insncache *c,
+					   const struct code_src *src,
+					   int isid, uint64_t ip,
+					   enum pt_exec_mode mode,
+					   int *ret_err)
 {
 	struct ptd_icache_entry *e;
 	bool cacheable = false;
 	size_t slot = 0;
 	int err;
 
-	if (!c || !img) {
-		if (ret_err)
-			*ret_err = -EINVAL;
-		return NULL;
-	}
 	if (isid > 0) {
 		uint32_t s = c->slot[find_slot(c, isid, ip)];
 
@@ -264,7 +279,7 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 			/* Same bytes seen in another mode (rare): decode
 			 * again and replace the entry. */
 			c->stats.misses++;
-			err = fill(img, &c->scratch, isid, ip, mode,
+			err = fill(src, &c->scratch, isid, ip, mode,
 				   &cacheable);
 			if (err) {
 				if (ret_err)
@@ -281,7 +296,7 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 	e = isid > 0 ? new_entry(c, isid, ip, &slot) : NULL;
 	if (!e)
 		e = &c->scratch;
-	err = fill(img, e, isid, ip, mode, &cacheable);
+	err = fill(src, e, isid, ip, mode, &cacheable);
 	if (err) {
 		if (ret_err)
 			*ret_err = err;
@@ -299,6 +314,43 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 	c->nent++;
 	c->stats.misses++;
 	return e;
+}
+
+const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
+						 struct ptd_image *img,
+						 int isid, uint64_t ip,
+						 enum pt_exec_mode mode,
+						 int *ret_err)
+{
+	struct code_src src = { .img = img };
+
+	if (!c || !img) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	return get(c, &src, isid, ip, mode, ret_err);
+}
+
+const struct ptd_icache_entry *
+ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
+		       enum pt_exec_mode mode, ptd_insncache_read_fn read,
+		       void *ctx, int *ret_err)
+{
+	struct code_src src = { .read = read, .ctx = ctx };
+
+	if (!c || !read) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	return get(c, &src, key, ip, mode, ret_err);
+}
+
+void ptd_insncache_clear(struct ptd_insncache *c)
+{
+	if (c)
+		clear(c);
 }
 
 /* Index of @e in the table, or -1 if it is not a live entry there. */

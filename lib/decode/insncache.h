@@ -13,6 +13,7 @@
 #ifndef PTD_DECODE_INSNCACHE_H
 #define PTD_DECODE_INSNCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,9 @@ struct ptd_icache_entry {
 	uint8_t mode;			/* enum pt_exec_mode */
 	enum pt_insn_class iclass;
 	enum ptd_x86_kind kind;
+	bool rep;			/* REP/REPE/REPNE string instruction */
+	uint64_t target;		/* COND, JMP_DIRECT, CALL_DIRECT: the
+					 * branch target */
 	uint64_t next;			/* ip of the next instruction when
 					 * control falls through or follows
 					 * a direct jmp/call (for expanding
@@ -64,6 +68,24 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 						 int isid, uint64_t ip,
 						 enum pt_exec_mode mode,
 						 int *ret_err);
+
+/* Reads up to @len bytes of code at @ip into @buf: returns how many (short
+ * where readable memory ends), or <= 0 if none. */
+typedef int (*ptd_insncache_read_fn)(void *ctx, uint64_t ip, uint8_t *buf,
+				     size_t len);
+
+/* As ptd_insncache_get, with the bytes read by @read instead of from an
+ * image: for the software source, which reads the live process it steps.
+ * @key > 0 names the bytes as an isid does: its entries are trusted until
+ * ptd_insncache_clear (the caller clears when the code may have changed);
+ * 0 caches nothing.  The entries name no module ("[unknown]"). */
+const struct ptd_icache_entry *
+ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
+		       enum pt_exec_mode mode, ptd_insncache_read_fn read,
+		       void *ctx, int *ret_err);
+
+/* Forget every entry (counted in stats.clears). */
+void ptd_insncache_clear(struct ptd_insncache *c);
 
 /* The instruction after @e when control falls through or follows a direct
  * jmp/call (@e->next), in the same section and mode: through @e's

@@ -330,9 +330,9 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	tr.seized = true;
 	tr.last_flush = tr_now_ns();
 	ptd_timeline_init(&tr.tl);
-	r = tr_icache_grow(&tr.ic);
-	if (r < 0)
-		return r;
+	tr.ic = ptd_insncache_new(0);
+	if (!tr.ic)
+		return -ENOMEM;
 	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;
 	if (r < 0)
 		goto out;

@@ -8,83 +8,6 @@
  */
 #include "swpt/tracer-int.h"
 
-/* ---- decoded-instruction cache --------------------------------------- */
-static size_t icache_slot(const struct icache *c, uint64_t ip)
-{
-	return (size_t)((ip * 0x9e3779b97f4a7c15ull) >> 20) & (c->cap - 1);
-}
-
-static struct ptd_x86_insn *icache_find(struct icache *c, uint64_t ip)
-{
-	for (size_t i = icache_slot(c, ip);; i = (i + 1) & (c->cap - 1)) {
-		struct icache_ent *e = &c->v[i];
-
-		if (e->gen != c->gen)
-			return NULL;
-		if (e->ip == ip)
-			return &e->insn;
-	}
-}
-
-static void icache_clear(struct icache *c)
-{
-	c->n = 0;
-	if (++c->gen == 0) {	/* wrapped: really clear */
-		memset(c->v, 0, c->cap * sizeof(*c->v));
-		c->gen = 1;
-	}
-}
-
-int tr_icache_grow(struct icache *c)
-{
-	struct icache old = *c;
-
-	c->cap = old.cap ? old.cap * 2 : ICACHE_MIN;
-	c->v = calloc(c->cap, sizeof(*c->v));
-	if (!c->v) {
-		*c = old;
-		return -ENOMEM;
-	}
-	c->gen = 1;
-	c->n = 0;
-	for (size_t i = 0; i < old.cap; i++) {
-		const struct icache_ent *e = &old.v[i];
-		size_t j;
-
-		if (e->gen != old.gen)
-			continue;
-		for (j = icache_slot(c, e->ip); c->v[j].gen == c->gen;
-		     j = (j + 1) & (c->cap - 1))
-			;
-		c->v[j] = *e;
-		c->v[j].gen = c->gen;
-		c->n++;
-	}
-	free(old.v);
-	return 0;
-}
-
-static int icache_put(struct icache *c, uint64_t ip,
-		      const struct ptd_x86_insn *insn)
-{
-	size_t i;
-
-	if (c->n + 1 > c->cap / 2) {
-		if (c->cap >= ICACHE_MAX)
-			icache_clear(c);
-		else if (tr_icache_grow(c) < 0)
-			return -ENOMEM;
-	}
-	for (i = icache_slot(c, ip); c->v[i].gen == c->gen;
-	     i = (i + 1) & (c->cap - 1))
-		;
-	c->v[i].ip = ip;
-	c->v[i].gen = c->gen;
-	c->v[i].insn = *insn;
-	c->n++;
-	return 0;
-}
-
 /* ---- timeline -------------------------------------------------------- */
 
 /* Add @ev with the current position of every live thread; a live output
@@ -221,7 +144,7 @@ int tr_maps_refresh(struct tracer *tr)
 			goto out;
 	}
 	if (changed)
-		icache_clear(&tr->ic);
+		ptd_insncache_clear(tr->ic);
 	ptd_maps_free(&tr->maps);
 	tr->maps = now;
 	if (changed)
@@ -239,7 +162,7 @@ int tr_maps_load_all(struct tracer *tr)
 
 	ptd_maps_free(&tr->maps);
 	tr->nsnaps = 0;
-	icache_clear(&tr->ic);
+	ptd_insncache_clear(tr->ic);
 	r = read_maps(tr, &tr->maps);
 	if (r < 0)
 		return r;
@@ -456,35 +379,60 @@ static int ensure_snapshot(struct tracer *tr, pid_t tid, uint64_t ip)
 	return snapshot(tr, tid, m);
 }
 
+/* The code reader of the instruction cache: @t's memory, non-file code
+ * saved first (a miss is an instruction met for the first time). */
+struct code_read {
+	struct tracer *tr;
+	struct tthread *t;
+	int err;		/* ensure_snapshot's (diag set), or 0 */
+	int read_err;		/* the read's errno, or 0 */
+};
+
+static int read_code(void *ctx, uint64_t ip, uint8_t *buf, size_t len)
+{
+	struct code_read *cr = ctx;
+	ssize_t n;
+
+	if (ip == cr->t->ip &&
+	    (cr->err = ensure_snapshot(cr->tr, cr->t->tid, ip)) < 0)
+		return -1;
+	n = read_mem(cr->t->tid, ip, buf, len);
+	if (n < 0 && ip == cr->t->ip)
+		cr->read_err = (int)n;
+	return n < 0 ? -1 : (int)n;
+}
+
 /* Decode the instruction @t executes next (at @ip, with @rax in rax), from
- * the cache or the live process; save non-file code first. */
+ * the instruction cache (decode/insncache.h, the one the decoders use,
+ * keyed here by ip alone and cleared when the code may have changed) or
+ * the live process. */
 int tr_prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
 	       uint64_t rax)
 {
-	struct ptd_x86_insn *c = icache_find(&tr->ic, ip);
-	uint8_t bytes[CODE_READ];
-	ssize_t n;
-	int r;
+	struct code_read cr = { tr, t, 0, 0 };
+	const struct ptd_icache_entry *e;
+	int err = 0;
 
 	t->ip = ip;
 	t->sysnr = rax;		/* the number, should ip be a SYSCALL */
-	if (c) {
-		t->insn = *c;
-		return 0;
+	e = ptd_insncache_get_read(tr->ic, 1, ip, ptem_64bit, read_code, &cr,
+				   &err);
+	if (!e && cr.err < 0)
+		return cr.err;
+	if (!e && err == -PTD_ENOIMAGE) {
+		err = cr.read_err ? cr.read_err : -EIO;
+		return tr_failf(tr, err, "thread %d: cannot read code at %#"
+				PRIx64 ": %s", (int)t->tid, ip,
+				ptd_strerror(err));
 	}
-	r = ensure_snapshot(tr, t->tid, ip);
-	if (r < 0)
-		return r;
-	n = read_mem(t->tid, ip, bytes, sizeof(bytes));
-	if (n <= 0)
-		return tr_failf(tr, n < 0 ? (int)n : -EIO,
-				"thread %d: cannot read code at %#" PRIx64 ": %s",
-				(int)t->tid, ip, ptd_strerror(n < 0 ? (int)n
-							 : -EIO));
-	r = ptd_x86_decode(bytes, (size_t)n, ip, ptem_64bit, &t->insn);
-	if (r < 0)
-		return tr_failf(tr, r, "thread %d: cannot decode the instruction "
-				"at %#" PRIx64 ": %s", (int)t->tid, ip,
-				ptd_strerror(r));
-	return icache_put(&tr->ic, ip, &t->insn);
+	if (!e)
+		return tr_failf(tr, err, "thread %d: cannot decode the "
+				"instruction at %#" PRIx64 ": %s",
+				(int)t->tid, ip, ptd_strerror(err));
+	t->insn = (struct ptd_x86_insn){ .size = e->size,
+					 .iclass = e->iclass,
+					 .kind = e->kind,
+					 .rep = e->rep,
+					 .target = e->target };
+	return 0;
 }

@@ -10,6 +10,7 @@
 #define PTD_SWPT_TRACER_INT_H
 
 #include "swpt/tracer.h"
+#include "decode/insncache.h"
 
 
 #include <dirent.h>
@@ -39,9 +40,6 @@
 #include "x86/insn.h"
 
 #define USER_CS_64 0x33
-#define CODE_READ 16u
-#define ICACHE_MIN 4096u
-#define ICACHE_MAX (1u << 22)
 #define SNAP_MAX (256ull << 20)	/* bytes of one non-file mapping */
 #define FLUSH_NS 50000000ll	/* live output: flush streams this often */
 #define FLUSH_CHECK 256u	/* ... checking the clock every so many stops */
@@ -54,22 +52,6 @@
 #define ERESTARTNOHAND 514
 #define ERESTART_RESTARTBLOCK 516
 
-
-/* ---- decoded-instruction cache (tracer-code.c) ----------------------- */
-
-struct icache_ent {
-	uint64_t ip;
-	uint32_t gen;		/* valid iff == icache.gen */
-	struct ptd_x86_insn insn;
-};
-
-/* Open addressing, linear probing; cleared in O(1) by bumping gen. */
-struct icache {
-	struct icache_ent *v;
-	size_t cap;		/* power of two */
-	size_t n;
-	uint32_t gen;
-};
 
 /* ---- state ----------------------------------------------------------- */
 
@@ -135,7 +117,7 @@ struct tracer {
 	struct ptd_maps maps;	/* as last read */
 	struct snap_range *snaps;	/* non-file code already saved */
 	size_t nsnaps;
-	struct icache ic;
+	struct ptd_insncache *ic;	/* decoded instructions by ip */
 	uint64_t insns, steps;
 	unsigned forks_detached;
 	struct forkrec *forks;
@@ -175,7 +157,6 @@ void tr_tracer_free(struct tracer *tr);
 void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret);
 
 /* tracer-code.c */
-int tr_icache_grow(struct icache *c);
 int tr_tl_add(struct tracer *tr, struct ptd_tl_event *ev);
 int tr_maps_refresh(struct tracer *tr);
 int tr_maps_load_all(struct tracer *tr);

@@ -546,7 +546,7 @@ void tr_tracer_free(struct tracer *tr)
 	free(tr->th);
 	free(tr->forks);
 	free(tr->snaps);
-	free(tr->ic.v);
+	ptd_insncache_free(tr->ic);
 	ptd_maps_free(&tr->maps);
 	ptd_timeline_free(&tr->tl);
 }
@@ -580,9 +580,9 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	tr.opt = opt;
 	tr.diag = diag;
 	ptd_timeline_init(&tr.tl);
-	r = tr_icache_grow(&tr.ic);
-	if (r < 0)
-		return r;
+	tr.ic = ptd_insncache_new(0);
+	if (!tr.ic)
+		return -ENOMEM;
 	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;
 	if (r < 0)
 		goto out;

@@ -4,6 +4,7 @@
  * cached, region ends, the bound.
  */
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -139,6 +140,90 @@ static void test_hits(void)
 	e = get(c, isid, BASE, &err);
 	REQUIRE(e);
 	CHECK_EQ_INT(e->size, 3);
+	ptd_insncache_free(c);
+}
+
+/* Code read by a caller's reader (the software source's live memory):
+ * bytes @mem at BASE, and how often they were read. */
+struct live_mem {
+	uint8_t bytes[sizeof(code)];
+	unsigned reads;
+	size_t cut;		/* readable bytes from BASE */
+};
+
+static int live_read(void *ctx, uint64_t ip, uint8_t *buf, size_t len)
+{
+	struct live_mem *m = ctx;
+	size_t off = (size_t)(ip - BASE);
+
+	m->reads++;
+	if (ip < BASE || off >= m->cut)
+		return 0;
+	if (len > m->cut - off)
+		len = m->cut - off;
+	memcpy(buf, m->bytes + off, len);
+	return (int)len;
+}
+
+/* ptd_insncache_get_read: the same entries from a reader instead of an
+ * image, kept until a clear (the caller's word that the code changed),
+ * with the branch target and the REP flag the tracer needs. */
+static void test_reader(void)
+{
+	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct live_mem m = { .cut = sizeof(code) };
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e;
+	int err = 0;
+
+	REQUIRE(c);
+	memcpy(m.bytes, code, sizeof(code));
+	e = ptd_insncache_get_read(c, 1, BASE + 3, ptem_64bit, live_read, &m,
+				   &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->kind, PTD_X86_CALL_DIRECT);
+	CHECK_EQ_U64(e->target, BASE + 0x18);
+	CHECK_EQ_STR(e->module, "[unknown]");
+	CHECK(!e->rep);
+	CHECK_EQ_INT(m.reads, 1);
+	/* a hit: not read again, even though the bytes changed ... */
+	m.bytes[3] = 0xc3;
+	e = ptd_insncache_get_read(c, 1, BASE + 3, ptem_64bit, live_read, &m,
+				   &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->kind, PTD_X86_CALL_DIRECT);
+	CHECK_EQ_INT(m.reads, 1);
+	/* ... until the caller says the code changed */
+	ptd_insncache_clear(c);
+	e = ptd_insncache_get_read(c, 1, BASE + 3, ptem_64bit, live_read, &m,
+				   &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->kind, PTD_X86_RET);
+	CHECK_EQ_INT(m.reads, 2);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.hits, 1);
+	CHECK_EQ_U64(st.misses, 2);
+	CHECK_EQ_U64(st.clears, 1);
+	/* key 0 caches nothing */
+	(void)ptd_insncache_get_read(c, 0, BASE, ptem_64bit, live_read, &m,
+				     &err);
+	(void)ptd_insncache_get_read(c, 0, BASE, ptem_64bit, live_read, &m,
+				     &err);
+	CHECK_EQ_INT(m.reads, 4);
+	/* nothing readable, not an instruction, cut short */
+	CHECK(!ptd_insncache_get_read(c, 1, BASE + 0x40, ptem_64bit,
+				      live_read, &m, &err));
+	CHECK_EQ_INT(err, -PTD_ENOIMAGE);
+	CHECK(!ptd_insncache_get_read(c, 1, BASE + 0xf, ptem_64bit, live_read,
+				      &m, &err));
+	CHECK_EQ_INT(err, -PTD_EFORMAT);
+	m.cut = 0x11;
+	CHECK(!ptd_insncache_get_read(c, 1, BASE + 0x10, ptem_64bit,
+				      live_read, &m, &err));
+	CHECK_EQ_INT(err, -PTD_EFORMAT);
+	CHECK(!ptd_insncache_get_read(c, 1, BASE, ptem_64bit, NULL, &m,
+				      &err));
+	CHECK_EQ_INT(err, -EINVAL);
 	ptd_insncache_free(c);
 }
 
@@ -368,6 +453,7 @@ int main(void)
 	setup();
 	RUN(test_entries);
 	RUN(test_hits);
+	RUN(test_reader);
 	RUN(test_next_links);
 	RUN(test_json_body);
 	RUN(test_isid0);
