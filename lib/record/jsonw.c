@@ -646,6 +646,8 @@ static const char *ptd_err_cname(enum ptd_errno e)
 		return "PTD_EUNSUPPORTED";
 	case PTD_ENOTREG:
 		return "PTD_ENOTREG";
+	case PTD_EIDENTITY:
+		return "PTD_EIDENTITY";
 	case PTD_ERR_MAX:
 		break;
 	}
