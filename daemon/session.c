@@ -1183,6 +1183,7 @@ static int hw_initial_image(struct ptd_session *s, struct ptd_diag *diag)
 			ev.op = PTD_TL_MAP;
 			ev.pgoff = m->offset;
 			ev.path = m->path;
+			ptd_file_id_from_map(m, &ev.id);
 		} else {
 			size_t len = (size_t)(m->end - m->start);
 			uint8_t *buf = len <= (64u << 20) ? malloc(len) : NULL;
@@ -1759,6 +1760,9 @@ static int session_setup(struct ptd_session *s, struct ptd_diag *diag)
 	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
 	if (!s->iscache || !s->icache)
 		return -ENOMEM;
+	/* a file renamed over a mapped one is refused, the code read from
+	 * the process instead (aspace/iscache.h) */
+	ptd_iscache_check_identity(s->iscache, true, s->o.pid);
 	if (s->o.mode == PTD_MODE_SNAPSHOT) {
 		s->snap_reader = malloc(sizeof(*s->snap_reader));
 		s->snap_info = malloc(sizeof(*s->snap_info));
@@ -2008,6 +2012,7 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->ended = atomic_load(&s->ended);
 	ret->threads_refused = atomic_load(&s->threads_refused);
+	ret->identity_mismatches = ptd_iscache_identity_mismatches(s->iscache);
 }
 
 uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
