@@ -1301,6 +1301,8 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "records", (double)st.records);
 	cJSON_AddNumberToObject(res, "lost_bytes", (double)st.lost_bytes);
 	cJSON_AddNumberToObject(res, "threads_refused", st.threads_refused);
+	cJSON_AddNumberToObject(res, "identity_mismatches",
+				(double)st.identity_mismatches);
 	cJSON_AddNumberToObject(res, "memory",
 				(double)atomic_load(&ss->acct.charged));
 	if (ss->spool)

@@ -667,6 +667,7 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->lost_bytes = st.lost_bytes;
 	ret->ended = atomic_load(&s->ended);
 	ret->threads_refused = atomic_load(&s->threads_refused);
+	ret->identity_mismatches = st.identity_mismatches;
 }
 
 uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,

@@ -194,6 +194,10 @@ struct ptd_session_stats {
 					 * ran on more than one CPU */
 	unsigned threads_refused;	/* not traced: opts.acct refused their
 					 * memory */
+	uint64_t identity_mismatches;	/* mapped files whose path named
+					 * another file when read (each
+					 * once; its error records say
+					 * which) */
 };
 
 struct ptd_session;

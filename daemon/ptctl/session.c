@@ -258,6 +258,11 @@ static void print_status(const cJSON *res)
 	       num_of(res, "threads"), num_of(res, "threads_live"),
 	       num_of(res, "trace_bytes"), num_of(res, "insns"),
 	       num_of(res, "records"), num_of(res, "lost_bytes"));
+	if (num_of(res, "identity_mismatches") > 0)
+		printf("  %.0f mapped file(s) replaced at their path: not "
+		       "decoded from that path (the stream's error records "
+		       "of context image name them)\n",
+		       num_of(res, "identity_mismatches"));
 	subs = cJSON_GetObjectItemCaseSensitive(res, "subscriber_list");
 	cJSON_ArrayForEach(s, subs) {
 		printf("  subscriber %.0f [", num_of(s, "id"));

@@ -168,15 +168,13 @@ static bool path_affected(const struct ptd_image *img, const char *path,
 static int add_piece(struct ptd_image *img, const struct ptd_image_region *old,
 		     uint64_t start, uint64_t end)
 {
-	const struct ptd_module *m = ptd_iscache_module(img->ic, old->isid);
 	int isid;
 
 	if (start == old->start && end == old->end)
 		return add_section(img, old->isid);
-	if (!m)
-		return -PTD_ENOIMAGE;
-	isid = ptd_iscache_add(img->ic, m->path, m->offset + (start - m->vaddr),
-			       end - start, start, m->name);
+	/* From the same copy: opening the path again could read another
+	 * file by now. */
+	isid = ptd_iscache_add_piece(img->ic, old->isid, start, end);
 	if (isid < 0)
 		return isid;
 	return add_section(img, isid);
@@ -268,7 +266,33 @@ int ptd_image_map_file(struct ptd_image *img, const char *path,
 		       uint64_t offset, uint64_t size, uint64_t vaddr,
 		       const char *name, struct ptd_diag *diag)
 {
-	int isid, r;
+	return ptd_image_map_file_id(img, path, offset, size, vaddr, name,
+				     NULL, diag);
+}
+
+/* The file at @path is not the one mapped (@rd says so): the range loses
+ * what it held and gets the process's code instead, @fallback, if any. */
+static int map_refused(struct ptd_image *img, const char *path,
+		       uint64_t size, uint64_t vaddr, int fallback,
+		       const struct ptd_diag *rd, struct ptd_diag *diag)
+{
+	int r = ptd_image_unmap(img, vaddr, vaddr + size);
+
+	if (r == 0 && fallback > 0)
+		r = add_section(img, fallback);
+	if (r < 0)
+		return ptd_diagf(diag, r, "cannot map '%s' at 0x%" PRIx64
+				 ": %s", path, vaddr, ptd_strerror(r));
+	return ptd_diagf(diag, -PTD_EIDENTITY, "cannot map '%s' at 0x%" PRIx64
+			 ": %s", path, vaddr, rd->msg);
+}
+
+int ptd_image_map_file_id(struct ptd_image *img, const char *path,
+			  uint64_t offset, uint64_t size, uint64_t vaddr,
+			  const char *name, const struct ptd_file_id *want,
+			  struct ptd_diag *diag)
+{
+	int isid, r, fallback = 0;
 
 	if (!img || !path)
 		return -EINVAL;
@@ -278,8 +302,11 @@ int ptd_image_map_file(struct ptd_image *img, const char *path,
 				 "+0x%" PRIx64, path, vaddr, size);
 	struct ptd_diag rd = { "" };
 
-	isid = ptd_iscache_add_resolved(img->ic, path, offset, size, vaddr,
-					name, &rd);
+	isid = ptd_iscache_add_resolved_id(img->ic, path, offset, size, vaddr,
+					   name, want, &fallback, &rd);
+	if (isid == -PTD_EIDENTITY)
+		return map_refused(img, path, size, vaddr, fallback, &rd,
+				   diag);
 	if (isid < 0 && rd.msg[0])
 		return ptd_diagf(diag, isid, "cannot map '%s' at 0x%" PRIx64
 				 ": %s", path, vaddr, rd.msg);
@@ -322,13 +349,16 @@ int ptd_image_load_maps(struct ptd_image *img, const struct ptd_maps *maps,
 		return -EINVAL;
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct ptd_map *m = &maps->v[i];
+		struct ptd_file_id id;
 		struct ptd_diag d;
 		int r;
 
 		if (m->kind != PTD_MAP_FILE || !(m->prot & PTD_MAP_PROT_X))
 			continue;
-		r = ptd_image_map_file(img, m->path, m->offset,
-				       m->end - m->start, m->start, NULL, &d);
+		ptd_file_id_from_map(m, &id);
+		r = ptd_image_map_file_id(img, m->path, m->offset,
+					  m->end - m->start, m->start, NULL,
+					  &id, &d);
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0) {

@@ -65,6 +65,17 @@ int ptd_image_map_file(struct ptd_image *img, const char *path,
 		       uint64_t offset, uint64_t size, uint64_t vaddr,
 		       const char *name, struct ptd_diag *diag);
 
+/* ptd_image_map_file, checking that @path is the file @want (aspace/
+ * fileid.h; NULL or unknown: no check) when its iscache checks identities
+ * (ptd_iscache_check_identity).  A file that is not: the range loses what
+ * it held and holds the process's code instead if the iscache could read
+ * it, nothing otherwise; returns -PTD_EIDENTITY either way, @diag naming
+ * the file, both identities and which of the two was done. */
+int ptd_image_map_file_id(struct ptd_image *img, const char *path,
+			  uint64_t offset, uint64_t size, uint64_t vaddr,
+			  const char *name, const struct ptd_file_id *want,
+			  struct ptd_diag *diag);
+
 /* Remove [@start, @end) from the image; parts of regions outside it stay.
  * Returns 0 or a negative error. */
 int ptd_image_unmap(struct ptd_image *img, uint64_t start, uint64_t end);
@@ -73,7 +84,9 @@ int ptd_image_unmap(struct ptd_image *img, uint64_t start, uint64_t end);
 int ptd_image_clear(struct ptd_image *img);
 
 /* Add every executable file-backed mapping of @maps (PTD_MAP_FILE with
- * PROT_X).  Mappings whose file cannot be opened are skipped and counted in
+ * PROT_X), each checked to be the file the maps line names by device and
+ * inode (ptd_image_map_file_id).  Mappings whose file cannot be opened, or
+ * is not that file, are skipped and counted in
  * *ret_skipped (may be NULL), with the first one named in @diag.
  * Returns 0 or a negative error for anything but an unusable file. */
 int ptd_image_load_maps(struct ptd_image *img, const struct ptd_maps *maps,

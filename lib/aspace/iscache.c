@@ -13,15 +13,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <intel-pt.h>
 
+#include "aspace/fileid.h"
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
@@ -39,6 +42,7 @@
  * with every user's sessions.  A copy cannot change.  Copies are shared
  * by every section of the same file version and range. */
 struct copy {
+	bool live;		/* read from a process, not a file */
 	dev_t dev;
 	ino_t ino;
 	off_t fsize;
@@ -58,7 +62,27 @@ struct ptd_iscache {
 	size_t nmods;
 	ptd_iscache_resolve_fn resolve;
 	void *resolve_ctx;
+	/* Identity checks (ptd_iscache_check_identity). */
+	bool check_id;
+	pid_t live_pid;
+	struct mismatch *mm;
+	size_t nmm, mm_cap;
+	atomic_uint_fast64_t nmismatch;
+	char **strs;		/* ptd_iscache_intern */
+	size_t nstrs;
 };
+
+/* A file refused because it is not the one mapped (one per distinct
+ * mapping and file found), with the copy of the process's memory that
+ * stands in for it (NULL: none could be read). */
+struct mismatch {
+	struct ptd_file_id want, found;
+	uint64_t offset, size, vaddr;
+	struct copy *c;
+};
+
+/* Most distinct strings ptd_iscache_intern keeps. */
+#define ISCACHE_MAX_STRINGS 1024u
 
 struct ptd_iscache *ptd_iscache_new(void)
 {
@@ -98,6 +122,10 @@ void ptd_iscache_free(struct ptd_iscache *ic)
 		free(ic->copies[i]);
 	}
 	free(ic->copies);
+	free(ic->mm);
+	for (size_t i = 0; i < ic->nstrs; i++)
+		free(ic->strs[i]);
+	free(ic->strs);
 	free(ic);
 }
 
@@ -122,7 +150,7 @@ static struct copy *copy_find(struct ptd_iscache *ic, const struct stat *st,
 	for (size_t i = 0; i < ic->ncopies; i++) {
 		struct copy *c = ic->copies[i];
 
-		if (c->dev == st->st_dev && c->ino == st->st_ino &&
+		if (!c->live && c->dev == st->st_dev && c->ino == st->st_ino &&
 		    c->fsize == st->st_size &&
 		    c->mtime.tv_sec == st->st_mtim.tv_sec &&
 		    c->mtime.tv_nsec == st->st_mtim.tv_nsec &&
@@ -132,17 +160,8 @@ static struct copy *copy_find(struct ptd_iscache *ic, const struct stat *st,
 	return NULL;
 }
 
-/* Copy @size bytes at @offset of @fd into a new sealed memfd; 0, -EIO if
- * the file shrank meanwhile, or -errno. */
-static int copy_make(struct ptd_iscache *ic, int fd, const struct stat *st,
-		     uint64_t offset, uint64_t size, struct copy **ret)
+static int copies_reserve(struct ptd_iscache *ic)
 {
-	_cleanup_close_ int m = -1;
-	uint8_t *buf = NULL;
-	uint64_t done = 0;
-	struct copy *c;
-	int err = 0;
-
 	if (ic->ncopies == ic->copies_cap) {
 		size_t n = ic->copies_cap ? 2 * ic->copies_cap : 16;
 		struct copy **v = reallocarray(ic->copies, n, sizeof(*v));
@@ -152,6 +171,41 @@ static int copy_make(struct ptd_iscache *ic, int fd, const struct stat *st,
 		ic->copies = v;
 		ic->copies_cap = n;
 	}
+	return 0;
+}
+
+/* Read @size bytes at @offset of the file @fd, or (@fd < 0) at address
+ * @offset of process @pid, into @buf. Returns the bytes read (short: the
+ * file ends or the memory is not mapped) or -errno. */
+static ssize_t copy_read(int fd, pid_t pid, uint8_t *buf, size_t size,
+			 uint64_t offset)
+{
+	struct iovec l = { buf, size };
+	struct iovec r = { (void *)(uintptr_t)offset, size };
+	ssize_t n;
+
+	do {
+		n = fd >= 0 ? pread(fd, buf, size, (off_t)offset)
+			    : process_vm_readv(pid, &l, 1, &r, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+/* Copy @size bytes at @offset of @fd (or, @fd < 0, at address @offset of
+ * process @pid) into a new sealed memfd, *@ret; 0, -EIO if the file shrank
+ * meanwhile (or the memory is not all there), or -errno. */
+static int copy_make(struct ptd_iscache *ic, int fd, pid_t pid,
+		     const struct stat *st, uint64_t offset, uint64_t size,
+		     struct copy **ret)
+{
+	_cleanup_close_ int m = -1;
+	uint8_t *buf = NULL;
+	uint64_t done = 0;
+	struct copy *c;
+	int err = copies_reserve(ic);
+
+	if (err)
+		return err;
 	m = memfd_create("ptd-code", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (m < 0)
 		return -errno;
@@ -163,12 +217,10 @@ static int copy_make(struct ptd_iscache *ic, int fd, const struct stat *st,
 	while (done < size && !err) {
 		size_t want = size - done > (1u << 16) ? (1u << 16)
 						      : (size_t)(size - done);
-		ssize_t n = pread(fd, buf, want, (off_t)(offset + done));
+		ssize_t n = copy_read(fd, pid, buf, want, offset + done);
 
-		if (n < 0 && errno == EINTR)
-			continue;
 		if (n <= 0)
-			err = n < 0 ? -errno : -EIO;	/* it shrank */
+			err = n < 0 ? (int)n : -EIO;	/* it shrank */
 		else if (pwrite(m, buf, (size_t)n, (off_t)done) != n)
 			err = errno ? -errno : -EIO;
 		else
@@ -183,10 +235,13 @@ static int copy_make(struct ptd_iscache *ic, int fd, const struct stat *st,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->dev = st->st_dev;
-	c->ino = st->st_ino;
-	c->fsize = st->st_size;
-	c->mtime = st->st_mtim;
+	c->live = !st;		/* no file: never found by copy_find */
+	if (st) {
+		c->dev = st->st_dev;
+		c->ino = st->st_ino;
+		c->fsize = st->st_size;
+		c->mtime = st->st_mtim;
+	}
 	c->offset = offset;
 	c->size = size;
 	(void)snprintf(c->path, sizeof(c->path), "/proc/self/fd/%d", m);
@@ -259,33 +314,14 @@ static int record_module(struct ptd_iscache *ic, int isid, const char *path,
 	return 0;
 }
 
-int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
-		    uint64_t size, uint64_t vaddr, const char *name)
+/* Add a section of copy @c ([@coff, @coff + @size) of it) at @vaddr as
+ * module @path/@offset; its isid or a negative error. */
+static int add_section(struct ptd_iscache *ic, struct copy *c, uint64_t coff,
+		       const char *path, uint64_t offset, uint64_t size,
+		       uint64_t vaddr, const char *name)
 {
-	_cleanup_close_ int fd = -1;
-	struct copy *c;
-	struct stat st;
-	uint64_t fsize;
-	int r, isid;
+	int r, isid = pt_iscache_add_file(ic->pt, c->path, coff, size, vaddr);
 
-	if (!ic || !path || !*path || size == 0 || vaddr + size < vaddr)
-		return -EINVAL;
-	fd = open_file(path, &st);
-	if (fd < 0)
-		return fd;
-	fsize = (uint64_t)st.st_size;
-	if (offset >= fsize)
-		return -EINVAL;
-	/* Truncate as libipt does, so that our size is the section's. */
-	if (size > fsize - offset)
-		size = fsize - offset;
-	c = copy_find(ic, &st, offset, size);
-	if (!c) {
-		r = copy_make(ic, fd, &st, offset, size, &c);
-		if (r < 0)
-			return r;
-	}
-	isid = pt_iscache_add_file(ic->pt, c->path, 0, size, vaddr);
 	if (isid < 0)
 		return pt_to_errno(isid);
 	if (isid == 0)
@@ -298,7 +334,198 @@ int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 	if (r < 0)
 		return r;
 	ic->mods[isid].section_file = c->path;
+	ic->mods[isid].section_offset = coff;
 	return isid;
+}
+
+static bool id_eq(const struct ptd_file_id *a, const struct ptd_file_id *b)
+{
+	return a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+	       a->ino == b->ino;
+}
+
+/* The file at @path is not @want (@diag says so): find or make the
+ * mismatch entry, with a copy of the process's memory if there is a
+ * process to read.  Returns -PTD_EIDENTITY, *@ret_isid the section of
+ * that copy or 0; -ENOMEM. */
+static int mismatch(struct ptd_iscache *ic, const char *path, uint64_t offset,
+		    uint64_t size, uint64_t vaddr, const char *name,
+		    const struct ptd_file_id *want,
+		    const struct ptd_file_found *found, int *ret_isid,
+		    struct ptd_diag *diag)
+{
+	struct mismatch *mm = NULL;
+	struct ptd_diag d = { "" };
+	int isid;
+
+	*ret_isid = 0;
+	(void)ptd_file_id_check(want, found, path, &d);
+	for (size_t i = 0; i < ic->nmm && !mm; i++) {
+		struct mismatch *e = &ic->mm[i];
+
+		if (id_eq(&e->want, want) && id_eq(&e->found, &found->id) &&
+		    e->offset == offset && e->size == size &&
+		    e->vaddr == vaddr)
+			mm = e;
+	}
+	if (!mm) {
+		if (ic->nmm == ic->mm_cap) {
+			size_t n = ic->mm_cap ? 2 * ic->mm_cap : 8;
+			struct mismatch *v =
+				reallocarray(ic->mm, n, sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			ic->mm = v;
+			ic->mm_cap = n;
+		}
+		mm = &ic->mm[ic->nmm++];
+		memset(mm, 0, sizeof(*mm));
+		mm->want = *want;
+		mm->found = found->id;
+		mm->offset = offset;
+		mm->size = size;
+		mm->vaddr = vaddr;
+		atomic_fetch_add(&ic->nmismatch, 1);
+		/* The mapping still holds the file it mapped: what the
+		 * process has at @vaddr is that file's bytes.  Nothing
+		 * read (gone, or too large): left unmapped. */
+		if (ic->live_pid > 0 && size <= PTD_ISCACHE_LIVE_MAX &&
+		    copy_make(ic, -1, ic->live_pid, NULL, vaddr, size,
+			      &mm->c) < 0)
+			mm->c = NULL;
+	}
+	if (!mm->c)
+		return ptd_diagf(diag, -PTD_EIDENTITY, "%s; not decoded "
+				 "(no copy of the process's code)", d.msg);
+	isid = add_section(ic, mm->c, 0, path, offset, size, vaddr, name);
+	if (isid < 0)
+		return isid;
+	*ret_isid = isid;
+	return ptd_diagf(diag, -PTD_EIDENTITY, "%s; decoded from process "
+			 "%d's memory instead", d.msg, (int)ic->live_pid);
+}
+
+/* ptd_iscache_add with the identity check; see ptd_iscache_add_id. */
+static int add_file(struct ptd_iscache *ic, const char *path, uint64_t offset,
+		    uint64_t size, uint64_t vaddr, const char *name,
+		    const struct ptd_file_id *want, int *ret_isid,
+		    struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	struct copy *c;
+	struct stat st;
+	uint64_t fsize;
+	int r;
+
+	if (!ic || !path || !*path || size == 0 || vaddr + size < vaddr)
+		return -EINVAL;
+	fd = open_file(path, &st);
+	if (fd < 0)
+		return fd;
+	if (ic->check_id && ptd_file_id_known(want)) {
+		struct ptd_file_found found;
+
+		ptd_file_id_of(fd, &st, &found);
+		if (ptd_file_id_check(want, &found, path, NULL) < 0)
+			return mismatch(ic, path, offset, size, vaddr, name,
+					want, &found, ret_isid, diag);
+	}
+	fsize = (uint64_t)st.st_size;
+	if (offset >= fsize)
+		return -EINVAL;
+	/* Truncate as libipt does, so that our size is the section's. */
+	if (size > fsize - offset)
+		size = fsize - offset;
+	c = copy_find(ic, &st, offset, size);
+	if (!c) {
+		r = copy_make(ic, fd, 0, &st, offset, size, &c);
+		if (r < 0)
+			return r;
+	}
+	return add_section(ic, c, 0, path, offset, size, vaddr, name);
+}
+
+int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
+		    uint64_t size, uint64_t vaddr, const char *name)
+{
+	int isid;
+
+	return add_file(ic, path, offset, size, vaddr, name, NULL, &isid,
+			NULL);
+}
+
+int ptd_iscache_add_id(struct ptd_iscache *ic, const char *path,
+		       uint64_t offset, uint64_t size, uint64_t vaddr,
+		       const char *name, const struct ptd_file_id *want,
+		       int *ret_isid, struct ptd_diag *diag)
+{
+	int isid = 0, r;
+
+	r = add_file(ic, path, offset, size, vaddr, name, want, &isid, diag);
+	if (ret_isid)
+		*ret_isid = r == -PTD_EIDENTITY ? isid : 0;
+	return r;
+}
+
+int ptd_iscache_add_piece(struct ptd_iscache *ic, int isid, uint64_t start,
+			  uint64_t end)
+{
+	const struct ptd_module *m = ptd_iscache_module(ic, isid);
+	struct copy *c = NULL;
+	uint64_t d;
+
+	if (!m || start < m->vaddr || end > m->vaddr + m->size || start >= end)
+		return -EINVAL;
+	for (size_t i = 0; i < ic->ncopies && !c; i++)
+		if (ic->copies[i]->path == m->section_file)
+			c = ic->copies[i];
+	if (!c)
+		return -PTD_ENOIMAGE;
+	d = start - m->vaddr;
+	/* m's strings may move with ic->mods: copy them first */
+	{
+		_cleanup_free_ char *path = strdup(m->path);
+		_cleanup_free_ char *name = strdup(m->name);
+		uint64_t coff = m->section_offset + d, off = m->offset + d;
+
+		if (!path || !name)
+			return -ENOMEM;
+		return add_section(ic, c, coff, path, off, end - start, start,
+				   name);
+	}
+}
+
+void ptd_iscache_check_identity(struct ptd_iscache *ic, bool on, pid_t pid)
+{
+	if (!ic)
+		return;
+	ic->check_id = on;
+	ic->live_pid = on && pid > 0 ? pid : 0;
+}
+
+uint64_t ptd_iscache_identity_mismatches(const struct ptd_iscache *ic)
+{
+	return ic ? atomic_load(&ic->nmismatch) : 0;
+}
+
+const char *ptd_iscache_intern(struct ptd_iscache *ic, const char *s)
+{
+	char **v;
+
+	if (!ic || !s)
+		return NULL;
+	for (size_t i = 0; i < ic->nstrs; i++)
+		if (strcmp(ic->strs[i], s) == 0)
+			return ic->strs[i];
+	if (ic->nstrs >= ISCACHE_MAX_STRINGS)
+		return NULL;
+	v = reallocarray(ic->strs, ic->nstrs + 1, sizeof(*v));
+	if (!v)
+		return NULL;
+	ic->strs = v;
+	v[ic->nstrs] = strdup(s);
+	return v[ic->nstrs] ? v[ic->nstrs++] : NULL;
 }
 
 void ptd_iscache_set_resolver(struct ptd_iscache *ic,
@@ -314,13 +541,26 @@ int ptd_iscache_add_resolved(struct ptd_iscache *ic, const char *path,
 			     uint64_t offset, uint64_t size, uint64_t vaddr,
 			     const char *name, struct ptd_diag *diag)
 {
+	return ptd_iscache_add_resolved_id(ic, path, offset, size, vaddr, name,
+					   NULL, NULL, diag);
+}
+
+int ptd_iscache_add_resolved_id(struct ptd_iscache *ic, const char *path,
+				uint64_t offset, uint64_t size, uint64_t vaddr,
+				const char *name,
+				const struct ptd_file_id *want, int *ret_isid,
+				struct ptd_diag *diag)
+{
 	char real[PATH_MAX];
 	int r;
 
+	if (ret_isid)
+		*ret_isid = 0;
 	if (!ic || !path || !*path)
 		return -EINVAL;
 	if (!ic->resolve)
-		return ptd_iscache_add(ic, path, offset, size, vaddr, name);
+		return ptd_iscache_add_id(ic, path, offset, size, vaddr, name,
+					  want, ret_isid, diag);
 	real[0] = '\0';
 	r = ic->resolve(ic->resolve_ctx, path, real, sizeof(real), diag);
 	if (r < 0)
@@ -329,6 +569,8 @@ int ptd_iscache_add_resolved(struct ptd_iscache *ic, const char *path,
 		return ptd_diagf(diag, -EINVAL,
 				 "resolving '%s': the resolver gave no file",
 				 path);
+	/* A resolver picks the file (a bundle's copy, a build-id cache
+	 * entry): its identity is not the traced machine's. */
 	return ptd_iscache_add(ic, real, offset, size, vaddr,
 			       name ? name : path);
 }

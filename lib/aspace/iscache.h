@@ -16,8 +16,12 @@
 #ifndef PTD_ASPACE_ISCACHE_H
 #define PTD_ASPACE_ISCACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "aspace/fileid.h"
 
 struct pt_image_section_cache;
 struct ptd_iscache;
@@ -32,6 +36,7 @@ struct ptd_module {
 	/* The file libipt reads the section from: ptd's private copy of
 	 * the bytes (iscache.c says why), named /proc/self/fd/N. */
 	const char *section_file;
+	uint64_t section_offset;	/* where vaddr is in section_file */
 	uint64_t offset;	/* file offset of vaddr */
 	uint64_t size;		/* bytes, after truncation to the file size */
 	uint64_t vaddr;		/* load address */
@@ -76,6 +81,59 @@ struct pt_image_section_cache *ptd_iscache_pt(struct ptd_iscache *ic);
  * its end, -ENOMEM. */
 int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 		    uint64_t size, uint64_t vaddr, const char *name);
+
+/*
+ * Identity checks.  A live session knows which file each mapping holds
+ * (aspace/fileid.h: device and inode from /proc/PID/maps and MMAP2); a path
+ * may meanwhile name another file.  With checks on, every add that is told
+ * the identity (ptd_iscache_add_id) compares it with the fstat() of the
+ * file it opened, and a file that is not the one mapped is never read.
+ * Instead, when @pid is not 0, the code is copied from that process's
+ * memory at the mapping's address (the mapping still holds the file it
+ * mapped, so its bytes are that file's; at most PTD_ISCACHE_LIVE_MAX
+ * bytes), sealed like a file copy and added in the file's place under the
+ * file's name; otherwise, or if the memory cannot be read (the mapping is
+ * gone), nothing is added.  Each distinct refusal is counted once
+ * (ptd_iscache_identity_mismatches) and read from the process once.
+ * Off by default: offline decoders read files that a resolver chose or
+ * that may rightly differ from the recording machine's.
+ */
+#define PTD_ISCACHE_LIVE_MAX (256ull << 20)
+void ptd_iscache_check_identity(struct ptd_iscache *ic, bool on, pid_t pid);
+
+/* ptd_iscache_add, checking that @path is the file @want (NULL or unknown:
+ * no check; no check either while checks are off).  A file that is not:
+ * -PTD_EIDENTITY, @diag naming the file, the expected and the found
+ * dev:inode and what was done instead, and *@ret_isid (may be NULL) the
+ * isid of the process's code standing in for it, or 0 when there is none
+ * (*@ret_isid is 0 on every other return). */
+int ptd_iscache_add_id(struct ptd_iscache *ic, const char *path,
+		       uint64_t offset, uint64_t size, uint64_t vaddr,
+		       const char *name, const struct ptd_file_id *want,
+		       int *ret_isid, struct ptd_diag *diag);
+
+/* ptd_iscache_add_resolved with ptd_iscache_add_id's check.  A file a
+ * resolver chose is not checked (it is a copy, not the traced file). */
+int ptd_iscache_add_resolved_id(struct ptd_iscache *ic, const char *path,
+				uint64_t offset, uint64_t size, uint64_t vaddr,
+				const char *name,
+				const struct ptd_file_id *want, int *ret_isid,
+				struct ptd_diag *diag);
+
+/* Files refused so far as not the file mapped, each distinct one once.
+ * May be called from any thread. */
+uint64_t ptd_iscache_identity_mismatches(const struct ptd_iscache *ic);
+
+/* The part [@start, @end) of section @isid as a section of its own, read
+ * from the same private copy (the file is not opened again: it may be
+ * another file by now).  Returns the isid or a negative error. */
+int ptd_iscache_add_piece(struct ptd_iscache *ic, int isid, uint64_t start,
+			  uint64_t end);
+
+/* A copy of @s that lives as long as @ic (the same pointer for equal
+ * strings), for records that name a message; NULL when out of memory or
+ * past a bound of distinct strings. */
+const char *ptd_iscache_intern(struct ptd_iscache *ic, const char *s);
 
 /* What isid @isid is, or NULL if @ic has no such isid. */
 const struct ptd_module *ptd_iscache_module(const struct ptd_iscache *ic,

@@ -506,9 +506,10 @@ int ptd_tl_event_apply(const struct ptd_tl_event *ev, struct ptd_image *img,
 	switch (ev->op) {
 	case PTD_TL_MAP:
 		if (ev->path && ev->start < ev->end)
-			r = ptd_image_map_file(img, ev->path, ev->pgoff,
-					       ev->end - ev->start, ev->start,
-					       NULL, &d);
+			r = ptd_image_map_file_id(img, ev->path, ev->pgoff,
+						  ev->end - ev->start,
+						  ev->start, NULL, &ev->id,
+						  &d);
 		break;
 	case PTD_TL_SNAPSHOT:
 		if (ev->start < ev->end)

@@ -55,6 +55,10 @@ struct ptd_tl_event {
 	uint64_t start, end;	/* MAP, SNAPSHOT, UNMAP */
 	uint64_t pgoff;		/* MAP */
 	char *path;		/* MAP: file; EXEC: new program; else NULL */
+	/* MAP: the file the process mapped, when known (live sessions:
+	 * /proc/PID/maps, MMAP2); applying checks @path is that file
+	 * (ptd_image_map_file_id).  Not in the file form. */
+	struct ptd_file_id id;
 	char *name;		/* SNAPSHOT: "[vdso]", "[anon]"...; else NULL */
 	char *file;		/* SNAPSHOT: bytes file, relative to the
 				 * capture directory; else NULL */

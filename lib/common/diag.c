@@ -28,6 +28,8 @@ static const char *ptd_errstr(enum ptd_errno e)
 		return "unsupported feature";
 	case PTD_ENOTREG:
 		return "not a regular file";
+	case PTD_EIDENTITY:
+		return "not the file the process mapped";
 	case PTD_ERR_MAX:
 		break;
 	}

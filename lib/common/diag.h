@@ -31,7 +31,8 @@ enum ptd_errno {
 	PTD_EDECODE = 4007,	/* the trace could not be decoded */
 	PTD_EUNSUPPORTED = 4008,/* input uses a feature ptd does not handle */
 	PTD_ENOTREG = 4009,	/* a file was expected: a FIFO, device... */
-	PTD_ERR_MAX = 4010,
+	PTD_EIDENTITY = 4010,	/* the file at a path is not the one mapped */
+	PTD_ERR_MAX = 4011,
 };
 
 /* A string for a negative error code from any ptd function: ptd's own

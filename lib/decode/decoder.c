@@ -403,6 +403,29 @@ static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
 	return deliver(d, &r);
 }
 
+/* A ptd error record at @off with @detail (may be NULL): a string that
+ * outlives the record. */
+static int emit_error_detail(struct dec *d, int code, uint64_t off,
+			     const char *context, const char *detail)
+{
+	struct ptd_record r;
+	int rc;
+
+	if (d->a->more && off >= end_offset(d))
+		return HOLD;
+	rc = flush_pending(d);
+	if (rc)
+		return rc;
+	rec_init(d, &r, PTD_REC_ERROR);
+	r.u.error.code = code;
+	r.u.error.ptd_code = true;
+	r.u.error.offset = off;
+	r.u.error.context = context;
+	r.u.error.detail = detail;
+	d->st.errors++;
+	return deliver(d, &r);
+}
+
 /* --- Events: the one place flags are decided. --- */
 
 static void event_flags(const struct pt_event *ev, uint32_t *ret_prev,
@@ -574,10 +597,14 @@ static int apply_timeline(struct dec *d)
 		if (!d->tracing_off && !d->in_kernel &&
 		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
 			break;
+		diag.msg[0] = '\0';
 		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
 		if (n < 0) {
-			int rc = emit_error(d, n, true, off, false, 0, "image",
-					    0);
+			int rc = emit_error_detail(
+				d, n, off, "image",
+				ptd_iscache_intern(ptd_image_iscache(d->a->img),
+						   diag.msg[0] ? diag.msg
+							       : NULL));
 			if (rc)
 				return rc;
 			continue;

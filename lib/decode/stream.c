@@ -56,6 +56,16 @@ struct ptd_stream {
 	size_t nsegs;
 	uint64_t end;		/* stream offset of the end */
 	bool finished;		/* decoded final */
+	/* Image changes that failed where no decode passed them (applied
+	 * to a segment's image at its anchor): error records still to be
+	 * sent, each once.  Events with seq < seq_told were told. */
+	struct pend_err {
+		int code;
+		uint64_t offset;
+		const char *detail;	/* interned in the iscache */
+	} *perr;
+	size_t nperr;
+	uint64_t seq_told;
 	struct ptd_stream_stats st;
 };
 
@@ -74,19 +84,67 @@ static struct ptd_image *image_new(struct ptd_stream *s)
 }
 
 /* Apply to @img the events from *@next on whose position is <= @upto.
- * A failed event is skipped, as the decoder's cursor skips it (the decode
- * that passed it reported it as an error record). */
+ * A failed event is skipped, as the decoder's cursor skips it: the decode
+ * that passed it reported it as an error record, and one no decode passed
+ * (applied here first) gets its error record from seg_round. */
 static void catch_up(struct ptd_stream *s, struct ptd_image *img,
 		     size_t *next, uint64_t upto)
 {
 	while (*next < s->tl.n) {
 		const struct ptd_tl_event *ev = &s->tl.ev[*next];
+		struct ptd_diag d = { "" };
+		int64_t pos = ptd_tl_event_pos(ev, s->o.tid);
+		int r;
 
-		if ((uint64_t)ptd_tl_event_pos(ev, s->o.tid) > upto)
+		if ((uint64_t)pos > upto)
 			break;
-		(void)ptd_tl_event_apply(ev, img, s->dir, NULL);
+		r = ptd_tl_event_apply(ev, img, s->dir, &d);
+		if (r < 0 && ev->seq >= s->seq_told) {
+			struct pend_err *v = reallocarray(
+				s->perr, s->nperr + 1, sizeof(*v));
+
+			if (v) {	/* else: not told, decoded alike */
+				s->perr = v;
+				v[s->nperr].code = r;
+				v[s->nperr].offset = pos < 0 ? 0 : (uint64_t)pos;
+				v[s->nperr].detail = ptd_iscache_intern(
+					s->o.iscache, d.msg[0] ? d.msg : NULL);
+				s->nperr++;
+			}
+		}
+		if (ev->seq >= s->seq_told)
+			s->seq_told = ev->seq + 1;
 		(*next)++;
 	}
+}
+
+/* Send the error records catch_up queued. */
+static int report_pending(struct ptd_stream *s, ptd_record_fn fn, void *ctx)
+{
+	for (size_t i = 0; i < s->nperr; i++) {
+		struct ptd_record rec;
+		int rc;
+
+		memset(&rec, 0, sizeof(rec));
+		rec.type = PTD_REC_ERROR;
+		rec.pid = s->o.pid;
+		rec.tid = s->o.tid;
+		rec.u.error.code = s->perr[i].code;
+		rec.u.error.ptd_code = true;
+		rec.u.error.offset = s->perr[i].offset;
+		rec.u.error.context = "image";
+		rec.u.error.detail = s->perr[i].detail;
+		s->st.delivered++;
+		rc = fn(ctx, &rec);
+		if (rc) {
+			memmove(s->perr, s->perr + i + 1,
+				(s->nperr - i - 1) * sizeof(*s->perr));
+			s->nperr -= i + 1;
+			return rc < 0 ? rc : -ECANCELED;
+		}
+	}
+	s->nperr = 0;
+	return 0;
 }
 
 /* Start a new open segment at the stream end, with the image of the
@@ -331,6 +389,10 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	a.icache = s->o.icache;
 	s->st.decoded_bytes += a.len;
 	r = ptd_decode_thread(&s->o.decode, &a, round_fn, rd, NULL);
+	/* what the cursor applied, its decode reported */
+	if (c.next > 0 && c.next <= s->tl.n &&
+	    s->tl.ev[c.next - 1].seq >= s->seq_told)
+		s->seq_told = s->tl.ev[c.next - 1].seq + 1;
 	if (rd->nomem)
 		return -ENOMEM;
 	if (rd->cb_rc)
@@ -508,7 +570,9 @@ static int64_t seg_round(struct ptd_stream *s, struct seg *g, bool final,
 	/* Bytes up to the last round's end were decoded before. */
 	s->st.redecoded += g->decoded_to > g->base ? g->decoded_to - g->base
 						   : 0;
-	r = decode_from(s, g, 0, work, g->tl_next, !final, ra);
+	r = report_pending(s, fn, ctx);
+	if (r == 0)
+		r = decode_from(s, g, 0, work, g->tl_next, !final, ra);
 	ptd_image_free(work);
 	if (ra->seen < ra->skip)
 		s->st.short_rounds++;
@@ -627,6 +691,7 @@ void ptd_stream_free(struct ptd_stream *s)
 	free(s->segs);
 	ptd_timeline_free(&s->tl);
 	ptd_insncache_free(s->own_icache);
+	free(s->perr);
 	free(s->dir);
 	free(s);
 }

@@ -734,6 +734,12 @@ static int mmap_to_tl(const struct ptd_perf_event *e, struct ptd_tl_event *ret,
 		t.op = PTD_TL_MAP;
 		t.pgoff = m->pgoff;
 		t.path = (char *)m->filename;
+		/* which file it is (MMAP2 without a build id; MMAP: none) */
+		if (e->type == PERF_RECORD_MMAP2 && !m->has_build_id) {
+			t.id.dev_major = m->maj;
+			t.id.dev_minor = m->min;
+			t.id.ino = m->ino;
+		}
 		*ret = t;
 		return 1;
 	}

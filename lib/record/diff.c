@@ -119,6 +119,8 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		if (!str_eq(a->u.error.context, b->u.error.context))
 			return "u.error.context";
 		RC_FIELD(u.error.skipped);
+		if (!str_eq(a->u.error.detail, b->u.error.detail))
+			return "u.error.detail";
 		return NULL;
 	case PTD_REC_NTYPES:
 		break;

@@ -30,6 +30,7 @@
 /* Budgets for the error record's strings, quotes included. */
 #define CONTEXT_BUDGET 256u
 #define MESSAGE_BUDGET 256u
+#define DETAIL_BUDGET 1024u
 /* Longest libipt/ptd constant name we copy (iclass, mode, event...). */
 #define NAME_MAX_LEN 32u
 
@@ -646,6 +647,8 @@ static const char *ptd_err_cname(enum ptd_errno e)
 		return "PTD_EUNSUPPORTED";
 	case PTD_ENOTREG:
 		return "PTD_ENOTREG";
+	case PTD_EIDENTITY:
+		return "PTD_EIDENTITY";
 	case PTD_ERR_MAX:
 		break;
 	}
@@ -702,6 +705,11 @@ static char *put_error(char *p, const struct ptd_record *r,
 	p = put_str_cut(p, CONTEXT_BUDGET, ctx, strlen(ctx));
 	PUT_LIT(p, ",\"skipped\":");
 	p = put_u64(p, e->skipped);
+	if (e->detail) {
+		PUT_LIT(p, ",\"detail\":");
+		p = put_str_cut(p, DETAIL_BUDGET, e->detail,
+				strlen(e->detail));
+	}
 	return put_tail(p, r, w);
 }
 

@@ -111,6 +111,10 @@ struct ptd_rec_error {
 	const char *context;	/* what was being done: "sync", "decode",
 				 * "image", ...; never NULL */
 	uint64_t skipped;	/* trace bytes skipped to resync (if known) */
+	/* What exactly went wrong, naming the input (for context "image":
+	 * the file and the mapping), or NULL.  Must outlive the record's
+	 * delivery (the decoder keeps its strings in the iscache). */
+	const char *detail;
 };
 
 struct ptd_record {

@@ -142,6 +142,7 @@ static int hw_initial_image(struct ptd_source *s, struct ptd_diag *diag)
 			ev.op = PTD_TL_MAP;
 			ev.pgoff = m->offset;
 			ev.path = m->path;
+			ptd_file_id_from_map(m, &ev.id);
 		} else {
 			size_t len = (size_t)(m->end - m->start);
 			uint8_t *buf = len <= (64u << 20) ? malloc(len) : NULL;

@@ -311,6 +311,9 @@ int ptd_source_start(struct ptd_source *s, struct ptd_diag *diag)
 	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
 	if (!s->iscache || !s->icache)
 		return -ENOMEM;
+	/* a file renamed over a mapped one is refused, the code read from
+	 * the process instead (aspace/iscache.h) */
+	ptd_iscache_check_identity(s->iscache, true, s->p.pid);
 	if (s->p.snapshot && !s->snap_reader &&
 	    !(s->snap_reader = malloc(sizeof(*s->snap_reader))))
 		return -ENOMEM;
@@ -363,6 +366,8 @@ void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret)
 	ret->trace_bytes = atomic_load(&s->trace_bytes);
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->overwritten_bytes = atomic_load(&s->overwritten);
+	ret->identity_mismatches =
+		s->iscache ? ptd_iscache_identity_mismatches(s->iscache) : 0;
 }
 
 void ptd_source_free(struct ptd_source *s)

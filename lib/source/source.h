@@ -190,6 +190,10 @@ struct ptd_source_stats {
 	unsigned migrated;		/* software per_cpu */
 	unsigned ncpus;			/* per_cpu: buffers */
 	uint64_t trace_bytes, lost_bytes, overwritten_bytes, aux_written;
+	uint64_t identity_mismatches;	/* mapped files whose path named
+					 * another file when read (each
+					 * once; its error records say
+					 * which) */
 };
 /* Once started.  Any thread. */
 void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret);

@@ -471,6 +471,9 @@ static int on_image_locked(void *ctx, const struct ptd_tl_event *ev,
 		m.prot = PROT_READ | PROT_EXEC;
 		m.flags = MAP_PRIVATE;
 		m.filename = ev->path;
+		m.maj = ev->id.dev_major;	/* as the kernel's MMAP2 */
+		m.min = ev->id.dev_minor;
+		m.ino = ev->id.ino;
 		len = ptd_perf_encode_mmap2(s->rec, sizeof(s->rec), &m,
 					    SAMPLE_TYPE, &sid);
 		return broadcast(s, s->rec, len);

@@ -83,6 +83,7 @@ static int add_map_event(struct tracer *tr, const struct ptd_map *m)
 	ev.end = m->end;
 	ev.pgoff = m->offset;
 	ev.path = m->path;
+	ptd_file_id_from_map(m, &ev.id);	/* checked where it is read */
 	return tr_tl_add(tr, &ev);
 }
 

@@ -70,6 +70,8 @@ static int coll_add(void *ctx, const struct ptd_record *rec)
 		r.u.block.module = keep(c, r.u.block.module);
 	} else if (r.type == PTD_REC_ERROR) {
 		r.u.error.context = keep(c, r.u.error.context);
+		if (r.u.error.detail)
+			r.u.error.detail = keep(c, r.u.error.detail);
 		c->errors++;
 		if (r.u.error.ptd_code && r.u.error.code == -PTD_ENOIMAGE) {
 			if (!c->image_errors++)

@@ -487,6 +487,7 @@ static void test_error(void)
 	r.u.error.ip_valid = true;
 	r.u.error.context = "decode";
 	r.u.error.skipped = 300;
+	r.u.error.detail = NULL;
 	j = write_parse(&r);
 	REQUIRE(j);
 	check_head(j, "error");
@@ -511,7 +512,19 @@ static void test_error(void)
 	CHECK_EQ_INT(jnum(j, "code"), -PTD_ENOIMAGE);
 	CHECK_EQ_STR(jstr(j, "message"), ptd_strerror(-PTD_ENOIMAGE));
 	CHECK_EQ_STR(jstr(j, "context"), "image");
+	CHECK(!jhas(j, "detail"));
 	cJSON_Delete(j);
+
+	/* With what exactly was wrong. */
+	r.u.error.code = -PTD_EIDENTITY;
+	r.u.error.detail = "'/l \"x\"' is not the file the process mapped";
+	j = write_parse(&r);
+	REQUIRE(j);
+	CHECK_EQ_STR(jstr(j, "error"), "PTD_EIDENTITY");
+	CHECK_EQ_STR(jstr(j, "detail"),
+		     "'/l \"x\"' is not the file the process mapped");
+	cJSON_Delete(j);
+	r.u.error.detail = NULL;
 
 	/* An errno code. */
 	r.u.error.code = -ENOENT;
@@ -673,11 +686,19 @@ static void test_long_context(void)
 	r.u.error.ip_valid = false;
 	r.u.error.context = ctx;
 	r.u.error.skipped = 0;
+	r.u.error.detail = NULL;
 	j = write_parse(&r);
 	REQUIRE(j);
 	CHECK(line_len < 1024);
 	CHECK(jstr(j, "context") && strlen(jstr(j, "context")) < 300);
 	CHECK_EQ_STR(jstr(j, "error"), "bad_opc");
+	cJSON_Delete(j);
+	/* and details */
+	r.u.error.detail = ctx;
+	j = write_parse(&r);
+	REQUIRE(j);
+	CHECK(line_len < 3072);
+	CHECK(jstr(j, "detail") && strlen(jstr(j, "detail")) < 1100);
 	cJSON_Delete(j);
 }
 
