@@ -44,8 +44,8 @@ static bool capture_dir_refused(struct conn *c, const struct ptd_request *req)
 		srv_reply_error(c, req->id, PTD_ERR_BAD_DIRECTORY,
 				"'%s' is on a file system ptd may not write; "
 				"captures may go under %s%s%s (ptd.service's "
-			    "RuntimeDirectory=/StateDirectory=; "
-			    "ReadWritePaths= adds others)", req->capture,
+				"RuntimeDirectory=/StateDirectory=; "
+				"ReadWritePaths= adds others)", req->capture,
 				state ? state : "", run && state ? " or " : "",
 				run ? run : "");
 	else

@@ -172,14 +172,12 @@ static void cmd_version(struct ptd_server *s, struct conn *c,
 static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			  const struct ptd_request *req)
 {
-	struct srv_session *ss = srv_session_find_or_refuse(s, c, req);
+	struct srv_session *ss = srv_session_find_ready(s, c, req);
 	struct ptd_filter f;
 	cJSON *res;
 	int r;
 
 	if (!ss)
-		return;
-	if (srv_refuse_attaching(c, req, ss))
 		return;
 	/* Live decoding gives insn records; blocks come from offline decodes
 	 * only (libipt's block cache decides where blocks end, which a
@@ -188,7 +186,7 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
 				"block records are not available from live "
 				"sessions (ask for insn; ptctl decode --records "
-			    "block gives them offline)");
+				"block gives them offline)");
 		return;
 	}
 	if (ptd_filter_compile(&req->filter, &f) < 0) {
@@ -221,18 +219,16 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 }
 
 /* Ask for a snapshot; the response comes when the decode thread has
- * taken it (snapshots_answer), and the connection's later requests wait
+ * taken it (srv_snapshots_answer), and the connection's later requests wait
  * for it. */
 static void cmd_snapshot(struct ptd_server *s, struct conn *c,
 			 const struct ptd_request *req)
 {
-	struct srv_session *ss = srv_session_find_or_refuse(s, c, req);
+	struct srv_session *ss = srv_session_find_ready(s, c, req);
 	uint64_t seq;
 	int r;
 
 	if (!ss)
-		return;
-	if (srv_refuse_attaching(c, req, ss))
 		return;
 	if (ss->mode != PTD_MODE_SNAPSHOT) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,

@@ -239,20 +239,18 @@ static cJSON *record_result(const struct srv_session *ss, const char *state)
 void srv_cmd_record(struct ptd_server *s, struct conn *c,
 		    const struct ptd_request *req)
 {
-	struct srv_session *ss = srv_session_find_or_refuse(s, c, req);
+	struct srv_session *ss = srv_session_find_ready(s, c, req);
 	struct srv_record *rc;
 	char msg[256];
 	int r;
 
 	if (!ss)
 		return;
-	if (srv_refuse_attaching(c, req, ss))
-		return;
 	if (!ss->spool) {
 		srv_reply_error(c, req->id, PTD_ERR_NOT_RECORDING,
 				"session %" PRIu64 " was not attached with "
 				"record (attach with \"options\": {\"record\": "
-			    "true})", ss->id);
+				"true})", ss->id);
 		return;
 	}
 	if (c->pass_fd < 0) {

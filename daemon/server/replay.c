@@ -88,7 +88,7 @@ static void replay_refused(struct ptd_server *s, struct srv_session *ss,
  * client reads files with its own permissions, subscribes as to any
  * session, and the replay waits for that first subscriber.  The input is
  * checked on the replay's thread (a bundle is verified whole, which takes
- * a while for large images): the request is answered by replays_answer
+ * a while for large images): the request is answered by srv_replays_answer
  * once it is accepted or refused; the connection's later requests wait,
  * other clients do not. */
 void srv_cmd_replay(struct ptd_server *s, struct conn *c,

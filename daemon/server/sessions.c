@@ -168,18 +168,21 @@ bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
 	return true;
 }
 
-/* subscribe, snapshot, record: a session still attaching has nothing to
- * give yet (answered, true). */
-bool srv_refuse_attaching(struct conn *c, const struct ptd_request *req,
-			  const struct srv_session *ss)
+/* subscribe, snapshot, record: the session @req names, once it has
+ * something to give (not still attaching); else answered and NULL. */
+struct srv_session *srv_session_find_ready(struct ptd_server *s,
+					   struct conn *c,
+					   const struct ptd_request *req)
 {
-	if (!ss->attaching)
-		return false;
+	struct srv_session *ss = srv_session_find_or_refuse(s, c, req);
+
+	if (!ss || !ss->attaching)
+		return ss;
 	srv_reply_error(c, req->id, PTD_ERR_ATTACHING,
-			"session %" PRIu64 " is still attaching to pid %ld (ask "
-		    "again once its attach is answered)", ss->id,
+			"session %" PRIu64 " is still attaching to pid %ld "
+			"(ask again once its attach is answered)", ss->id,
 			(long)ss->pid);
-	return true;
+	return NULL;
 }
 
 /* Charge @bytes (@what: what they are for) to @c's user through @a; if the

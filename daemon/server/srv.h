@@ -226,8 +226,9 @@ const char *srv_session_state(const struct srv_session *ss);
 void srv_session_stats(struct srv_session *ss, struct ptd_session_stats *st);
 bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
 				   const struct ptd_request *req);
-bool srv_refuse_attaching(struct conn *c, const struct ptd_request *req,
-			  const struct srv_session *ss);
+struct srv_session *srv_session_find_ready(struct ptd_server *s,
+					   struct conn *c,
+					   const struct ptd_request *req);
 bool srv_memory_refused(struct ptd_server *s, struct conn *c,
 			const struct ptd_request *req, struct ptd_memacct *a,
 			uint64_t bytes, const char *what);
