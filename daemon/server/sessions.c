@@ -98,8 +98,8 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 
 /* ---- the loop's side ---- */
 
-struct srv_session *srv_session_find(struct ptd_server *s,
-				     const struct conn *c, uint64_t id)
+static struct srv_session *session_find(struct ptd_server *s,
+					const struct conn *c, uint64_t id)
 {
 	struct srv_session *ss;
 
@@ -115,7 +115,7 @@ struct srv_session *srv_session_find_or_refuse(struct ptd_server *s,
 					       struct conn *c,
 					       const struct ptd_request *req)
 {
-	struct srv_session *ss = srv_session_find(s, c, req->session);
+	struct srv_session *ss = session_find(s, c, req->session);
 
 	if (!ss)
 		srv_reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,

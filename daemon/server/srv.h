@@ -217,8 +217,6 @@ struct srv_pending srv_pending_move(struct srv_pending *p);
 void srv_wake(void *ctx);
 void srv_session_sink(struct srv_session *ss, bool snapshots,
 		      struct ptd_session_sink *ret_sink);
-struct srv_session *srv_session_find(struct ptd_server *s,
-				     const struct conn *c, uint64_t id);
 struct srv_session *srv_session_find_or_refuse(struct ptd_server *s,
 					       struct conn *c,
 					       const struct ptd_request *req);
