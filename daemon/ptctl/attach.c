@@ -28,11 +28,7 @@ static const struct option attach_long[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "snapshot", no_argument, NULL, 'S' },
 	{ "snapshot-size", required_argument, NULL, 'Z' },
-	{ "kinds", required_argument, NULL, 'k' },
-	{ "tid", required_argument, NULL, 't' },
-	{ "range", required_argument, NULL, 'R' },
-	{ "iclass", required_argument, NULL, 'I' },
-	{ "module", required_argument, NULL, 'M' },
+	PTCTL_STREAM_OPTIONS,
 	{ "record", required_argument, NULL, 'D' },
 	{ "record-format", required_argument, NULL, 'G' },
 	{ "per-cpu", no_argument, NULL, 'P' },
@@ -89,8 +85,7 @@ int verb_attach(int argc, char **argv)
 	int c, r;
 
 	client_request(&req, PTD_CMD_ATTACH);
-	memset(&spec, 0, sizeof(spec));
-	spec.kinds = PTD_FILTER_DEFAULT_KINDS;
+	stream_filter_init(&spec);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", attach_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);

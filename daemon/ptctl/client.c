@@ -304,6 +304,12 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	return follow_stream(f);
 }
 
+void stream_filter_init(struct ptd_filter_spec *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->kinds = PTD_FILTER_DEFAULT_KINDS;
+}
+
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 {
 	uint64_t v, a, b;

@@ -109,6 +109,16 @@ double num_of(const cJSON *o, const char *key);
 const char *str_of(const cJSON *o, const char *key);
 /* A SESSION argument; 0 or EXIT_USAGE with the message printed. */
 int parse_session_arg(const char *s, uint64_t *ret);
+/* The stream options (--kinds, --tid, --range, --iclass, --module) as
+ * getopt_long entries, for the tables of the verbs that subscribe. */
+#define PTCTL_STREAM_OPTIONS                              \
+	{ "kinds", required_argument, NULL, 'k' },        \
+	{ "tid", required_argument, NULL, 't' },          \
+	{ "range", required_argument, NULL, 'R' },        \
+	{ "iclass", required_argument, NULL, 'I' },       \
+	{ "module", required_argument, NULL, 'M' }
+/* A subscription filter at the protocol's defaults. */
+void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
  * 0 if not, EXIT_USAGE on a bad value (message printed). */
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg);

@@ -13,19 +13,8 @@
 #include "common/strutil.h"
 #include "ptctl.h"
 
-/* A subscription filter at the protocol's defaults. */
-static void filter_init(struct ptd_filter_spec *f)
-{
-	memset(f, 0, sizeof(*f));
-	f->kinds = PTD_FILTER_DEFAULT_KINDS;
-}
-
 static const struct option stream_long[] = {
-	{ "kinds", required_argument, NULL, 'k' },
-	{ "tid", required_argument, NULL, 't' },
-	{ "range", required_argument, NULL, 'R' },
-	{ "iclass", required_argument, NULL, 'I' },
-	{ "module", required_argument, NULL, 'M' },
+	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -37,7 +26,7 @@ int verb_stream(int argc, char **argv)
 	uint64_t session;
 	int c, r;
 
-	filter_init(&spec);
+	stream_filter_init(&spec);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", stream_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
@@ -72,11 +61,7 @@ int verb_stream(int argc, char **argv)
 static const struct option replay_long[] = {
 	{ "lossless", no_argument, NULL, 'L' },
 	{ "lossy", no_argument, NULL, 'y' },
-	{ "kinds", required_argument, NULL, 'k' },
-	{ "tid", required_argument, NULL, 't' },
-	{ "range", required_argument, NULL, 'R' },
-	{ "iclass", required_argument, NULL, 'I' },
-	{ "module", required_argument, NULL, 'M' },
+	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -94,7 +79,7 @@ int verb_replay(int argc, char **argv)
 	FILE *f = NULL;
 	int c, r = 0;
 
-	filter_init(&spec);
+	stream_filter_init(&spec);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", replay_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);

@@ -3,7 +3,6 @@
  * A small control-socket client for end-to-end tests: a connection with a
  * line reader that times out, request/response calls parsed with cJSON.
  * Header-only; include check.h and daemon-harness.h first.
- * (test-daemon.c has its own copy of these; new tests use this one.)
  */
 #ifndef PTD_TESTS_E2E_DAEMON_CLIENT_H
 #define PTD_TESTS_E2E_DAEMON_CLIENT_H

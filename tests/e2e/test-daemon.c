@@ -27,6 +27,7 @@
 
 #include "check.h"
 #include "e2e/daemon-harness.h"
+#include "e2e/daemon-client.h"
 #include "e2e/subscribed.h"
 #include "target.h"
 #include "common/fileio.h"
@@ -60,154 +61,25 @@ static int run_ptd(char *const argv[], char *out, size_t cap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* A line reader with a timeout. */
-struct conn {
-	int fd;
-	char buf[65536];
-	size_t len, off;
-};
-
-static struct conn *dconnect(struct daemon *d)
-{
-	struct conn *c = calloc(1, sizeof(*c));
-
-	c->fd = daemon_connect_path(d->sock);
-	if (c->fd < 0) {
-		free(c);
-		return NULL;
-	}
-	return c;
-}
-
-static void dclose(struct conn *c)
-{
-	if (c) {
-		close(c->fd);
-		free(c);
-	}
-}
-
-static int send_str(struct conn *c, const char *s)
-{
-	return ptd_write_all(c->fd, s, strlen(s));
-}
-
-/* The next line (malloc'd, without '\n'), or NULL at EOF or after
- * @timeout_ms without one. */
-static char *read_line(struct conn *c, int timeout_ms)
-{
-	struct ptd_buf line = { 0 };
-
-	for (;;) {
-		char *nl = memchr(c->buf + c->off, '\n', c->len - c->off);
-
-		if (nl) {
-			size_t n = (size_t)(nl - (c->buf + c->off));
-
-			(void)ptd_buf_append(&line, c->buf + c->off, n);
-			(void)ptd_buf_append(&line, "", 1);
-			c->off += n + 1;
-			return (char *)line.data;
-		}
-		(void)ptd_buf_append(&line, c->buf + c->off, c->len - c->off);
-		c->off = c->len = 0;
-		struct pollfd p = { .fd = c->fd, .events = POLLIN };
-
-		if (poll(&p, 1, timeout_ms) <= 0)
-			break;
-		ssize_t n = read(c->fd, c->buf, sizeof(c->buf));
-
-		if (n <= 0)
-			break;
-		c->len = (size_t)n;
-	}
-	ptd_buf_free(&line);
-	return NULL;
-}
-
-/* Send a request, read and parse its response. */
-static cJSON *call(struct conn *c, const char *req)
-{
-	char *line;
-	cJSON *o;
-
-	if (send_str(c, req) < 0)
-		return NULL;
-	line = read_line(c, 10000);
-	if (!line)
-		return NULL;
-	o = cJSON_Parse(line);
-	free(line);
-	return o;
-}
-
-static const char *err_code(const cJSON *resp)
-{
-	const cJSON *e = cJSON_GetObjectItem(resp, "error");
-	const cJSON *c = cJSON_GetObjectItem(e, "code");
-
-	return cJSON_IsString(c) ? c->valuestring : "(none)";
-}
-
-static const char *err_msg(const cJSON *resp)
-{
-	const cJSON *e = cJSON_GetObjectItem(resp, "error");
-	const cJSON *c = cJSON_GetObjectItem(e, "message");
-
-	return cJSON_IsString(c) ? c->valuestring : "(none)";
-}
-
-static bool resp_ok(const cJSON *r)
-{
-	return r && cJSON_IsTrue(cJSON_GetObjectItem(r, "ok"));
-}
-
-static double result_num(const cJSON *r, const char *key)
-{
-	const cJSON *v = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
-					     key);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : -1;
-}
-
 /* Attach to @pid; returns the session id, or SKIPs when tracing is not
- * possible here. */
+ * possible here (dc_attach). */
 static long attach(struct daemon *d, pid_t pid)
 {
-	char req[128];
-	struct conn *c = dconnect(d);
-	cJSON *r;
-	long id;
+	cJSON *r = NULL;
+	long id = dc_attach(d, pid, &r);
 
-	if (!c)
-		return -1;
-	(void)snprintf(req, sizeof(req),
-		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld}\n",
-		       (long)pid);
-	r = call(c, req);
-	dclose(c);
-	if (r && !resp_ok(r) &&
-	    (!strcmp(err_code(r), "permission_denied") ||
-	     !strcmp(err_code(r), "no_intel_pt"))) {
-		fprintf(stderr, "attach: %s: %s\n", err_code(r), err_msg(r));
-		kill(pid, SIGKILL);
-		SKIP_ALL("ptd cannot trace processes here (%s)", err_code(r));
-	}
-	if (!resp_ok(r)) {
+	if (id < 0) {
 		CHECK_FAIL_("attach %ld failed: %s: %s", (long)pid,
-			    r ? err_code(r) : "no response",
-			    r ? err_msg(r) : "");
+			    r ? dc_err_code(r) : "no response",
+			    r ? dc_err_msg(r) : "");
 		cJSON_Delete(r);
-		return -1;
 	}
-	id = (long)result_num(r, "session");
-	cJSON_Delete(r);
 	return id;
 }
 
 /* A subscriber: its connection and everything it received. */
 struct sub {
-	struct conn *c;
+	struct dconn *c;
 	unsigned delay_ms;	/* do not read for this long */
 	char **lines;
 	size_t n, cap;
@@ -222,7 +94,7 @@ static struct sub *subscribe(struct daemon *d, long session,
 	struct sub *s = calloc(1, sizeof(*s));
 	cJSON *r;
 
-	s->c = dconnect(d);
+	s->c = dc_connect(d);
 	if (!s->c) {
 		free(s);
 		return NULL;
@@ -230,13 +102,13 @@ static struct sub *subscribe(struct daemon *d, long session,
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"subscribe\",\"session\":%ld%s}\n",
 		       session, extra);
-	r = call(s->c, req);
-	if (!resp_ok(r)) {
+	r = dc_call(s->c, req);
+	if (!dc_ok(r)) {
 		CHECK_FAIL_("subscribe %s: %s: %s", req,
-			    r ? err_code(r) : "no response",
-			    r ? err_msg(r) : "");
+			    r ? dc_err_code(r) : "no response",
+			    r ? dc_err_msg(r) : "");
 		cJSON_Delete(r);
-		dclose(s->c);
+		dc_close(s->c);
 		free(s);
 		return NULL;
 	}
@@ -250,7 +122,7 @@ static void *sub_main(void *arg)
 	char *line;
 
 	msleep(s->delay_ms);
-	while ((line = read_line(s->c, 60000))) {
+	while ((line = dc_read_line(s->c, 60000))) {
 		if (s->n == s->cap) {
 			s->cap = s->cap ? 2 * s->cap : 1024;
 			s->lines = realloc(s->lines, s->cap * sizeof(char *));
@@ -282,7 +154,7 @@ static void sub_free(struct sub *s)
 	for (i = 0; i < s->n; i++)
 		free(s->lines[i]);
 	free(s->lines);
-	dclose(s->c);
+	dc_close(s->c);
 	free(s);
 }
 
@@ -424,34 +296,34 @@ static void test_bad_requests(void)
 		{ "\n", "bad_request", "not valid JSON" },
 	};
 	struct daemon d;
-	struct conn *c;
+	struct dconn *c;
 	cJSON *r;
 	size_t i;
 
 	REQUIRE(daemon_start(&d, "bad", "max_request_size = 1k\n"));
-	c = dconnect(&d);
+	c = dc_connect(&d);
 	REQUIRE(c);
 	for (i = 0; i < PTD_ARRAY_SIZE(cases); i++) {
-		r = call(c, cases[i].line);
+		r = dc_call(c, cases[i].line);
 		if (!r) {
 			CHECK_FAIL_("no response to %s", cases[i].line);
 			break;
 		}
-		if (resp_ok(r) || strcmp(err_code(r), cases[i].code) ||
-		    !strstr(err_msg(r), cases[i].msg))
+		if (dc_ok(r) || strcmp(dc_err_code(r), cases[i].code) ||
+		    !strstr(dc_err_msg(r), cases[i].msg))
 			CHECK_FAIL_("%s: expected %s (\"%s\"), got %s: %s",
 				    cases[i].line, cases[i].code, cases[i].msg,
-				    err_code(r), err_msg(r));
+				    dc_err_code(r), dc_err_msg(r));
 		cJSON_Delete(r);
 	}
 	/* The same connection still works; the id is echoed. */
-	r = call(c, "{\"id\":\"still-here\",\"cmd\":\"ping\"}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(c, "{\"id\":\"still-here\",\"cmd\":\"ping\"}\n");
+	CHECK(dc_ok(r));
 	CHECK_EQ_STR(cJSON_GetObjectItem(r, "id")->valuestring, "still-here");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":2,\"cmd\":\"version\"}\n");
-	CHECK(resp_ok(r));
-	CHECK_EQ_INT(result_num(r, "protocol"), 1);
+	r = dc_call(c, "{\"id\":2,\"cmd\":\"version\"}\n");
+	CHECK(dc_ok(r));
+	CHECK_EQ_INT(dc_num(r, "protocol"), 1);
 	cJSON_Delete(r);
 
 	/* An oversized line: too_long, then the connection is closed. */
@@ -459,26 +331,26 @@ static void test_bad_requests(void)
 
 	memset(big, 'x', sizeof(big) - 1);
 	big[sizeof(big) - 1] = 0;
-	r = call(c, big);
-	CHECK(r && !strcmp(err_code(r), "too_long"));
+	r = dc_call(c, big);
+	CHECK(r && !strcmp(dc_err_code(r), "too_long"));
 	cJSON_Delete(r);
-	char *eof = read_line(c, 5000);
+	char *eof = dc_read_line(c, 5000);
 
 	CHECK(eof == NULL);
 	free(eof);
-	dclose(c);
+	dc_close(c);
 
 	/* A client that vanishes mid-line costs nothing. */
-	c = dconnect(&d);
+	c = dc_connect(&d);
 	REQUIRE(c);
-	send_str(c, "{\"id\":1,\"cmd\":\"pi");
-	dclose(c);
-	c = dconnect(&d);
+	dc_send(c, "{\"id\":1,\"cmd\":\"pi");
+	dc_close(c);
+	c = dc_connect(&d);
 	REQUIRE(c);
-	r = call(c, "{\"id\":3,\"cmd\":\"ping\"}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(c, "{\"id\":3,\"cmd\":\"ping\"}\n");
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
-	dclose(c);
+	dc_close(c);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 	/* ptd removed the socket it created. */
 	CHECK(access(d.sock, F_OK) < 0);
@@ -486,42 +358,42 @@ static void test_bad_requests(void)
 
 static void test_max_connections(void)
 {
-	struct conn *cs[4];
+	struct dconn *cs[4];
 	struct daemon d;
-	struct conn *extra;
+	struct dconn *extra;
 	cJSON *r;
 	int i;
 
 	REQUIRE(daemon_start(&d, "maxconn", "max_connections = 4\n"));
 	for (i = 0; i < 4; i++) {
-		cs[i] = dconnect(&d);
+		cs[i] = dc_connect(&d);
 		REQUIRE(cs[i]);
 		/* A round trip: the daemon has accepted this one. */
-		r = call(cs[i], "{\"id\":1,\"cmd\":\"ping\"}\n");
-		CHECK(resp_ok(r));
+		r = dc_call(cs[i], "{\"id\":1,\"cmd\":\"ping\"}\n");
+		CHECK(dc_ok(r));
 		cJSON_Delete(r);
 	}
-	extra = dconnect(&d);
+	extra = dc_connect(&d);
 	REQUIRE(extra);
-	char *line = read_line(extra, 5000);
+	char *line = dc_read_line(extra, 5000);
 	r = line ? cJSON_Parse(line) : NULL;
 
-	CHECK(r && !strcmp(err_code(r), "limit"));
+	CHECK(r && !strcmp(dc_err_code(r), "limit"));
 	cJSON_Delete(r);
 	free(line);
-	line = read_line(extra, 5000);
+	line = dc_read_line(extra, 5000);
 	CHECK(line == NULL);	/* closed */
 	free(line);
-	dclose(extra);
+	dc_close(extra);
 	for (i = 0; i < 4; i++)
-		dclose(cs[i]);
+		dc_close(cs[i]);
 	msleep(100);
-	extra = dconnect(&d);
+	extra = dc_connect(&d);
 	REQUIRE(extra);
-	r = call(extra, "{\"id\":1,\"cmd\":\"ping\"}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(extra, "{\"id\":1,\"cmd\":\"ping\"}\n");
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
-	dclose(extra);
+	dc_close(extra);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
@@ -531,7 +403,7 @@ static void test_max_connections(void)
 static void test_max_sessions(void)
 {
 	struct daemon d;
-	struct conn *c;
+	struct dconn *c;
 	char req[160];
 	cJSON *r = NULL;
 	long sid;
@@ -543,26 +415,26 @@ static void test_max_sessions(void)
 	sid = attach(&d, t);
 	REQUIRE(sid > 0);
 	t2 = spawn_target(0.1, &go2);
-	c = dconnect(&d);
+	c = dc_connect(&d);
 	REQUIRE(c);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"attach\",\"pid\":%ld}\n",
 		       (long)t2);
-	r = call(c, req);
-	CHECK_EQ_STR(err_code(r), "limit");
-	CHECK_CONTAINS(err_msg(r), "already has 1 sessions");
-	CHECK_CONTAINS(err_msg(r), "max_sessions_per_user");
+	r = dc_call(c, req);
+	CHECK_EQ_STR(dc_err_code(r), "limit");
+	CHECK_CONTAINS(dc_err_msg(r), "already has 1 sessions");
+	CHECK_CONTAINS(dc_err_msg(r), "max_sessions_per_user");
 	cJSON_Delete(r);
 	/* The limit is checked before the path: a replay is refused alike. */
-	r = call(c, "{\"id\":2,\"cmd\":\"replay\",\"path\":\"/nonexistent\"}\n");
-	CHECK_EQ_STR(err_code(r), "limit");
-	CHECK_CONTAINS(err_msg(r), "max_sessions_per_user");
+	r = dc_call(c, "{\"id\":2,\"cmd\":\"replay\",\"path\":\"/nonexistent\"}\n");
+	CHECK_EQ_STR(dc_err_code(r), "limit");
+	CHECK_CONTAINS(dc_err_msg(r), "max_sessions_per_user");
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":3,\"cmd\":\"detach\",\"session\":%ld}\n",
 		       sid);
-	r = call(c, req);
-	CHECK(resp_ok(r));
+	r = dc_call(c, req);
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
 	/* Once the first session has ended, a new one is allowed. */
 	(void)snprintf(req, sizeof(req),
@@ -570,14 +442,14 @@ static void test_max_sessions(void)
 		       (long)t2);
 	for (i = 0, r = NULL; i < 500; i++) {
 		cJSON_Delete(r);
-		r = call(c, req);
-		if (!r || strcmp(err_code(r), "limit"))
+		r = dc_call(c, req);
+		if (!r || strcmp(dc_err_code(r), "limit"))
 			break;
 		msleep(10);
 	}
-	CHECK(resp_ok(r));
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
-	dclose(c);
+	dc_close(c);
 	release(&go);
 	release(&go2);
 	CHECK_EQ_INT(wait_target(t, 60000), 0);
@@ -769,7 +641,7 @@ static void test_detach(void)
 {
 	struct daemon d;
 	struct sub *s;
-	struct conn *c;
+	struct dconn *c;
 	char req[128];
 	cJSON *r, *bye;
 	long sid;
@@ -785,28 +657,28 @@ static void test_detach(void)
 	sub_start(s);
 	release(&go);
 	msleep(500);
-	c = dconnect(&d);
+	c = dc_connect(&d);
 	REQUIRE(c);
-	r = call(c, "{\"id\":1,\"cmd\":\"list\"}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"list\"}\n");
+	CHECK(dc_ok(r));
 	CHECK(r && cJSON_GetArraySize(cJSON_GetObjectItem(
 			   cJSON_GetObjectItem(r, "result"), "sessions")) == 1);
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n", sid);
-	r = call(c, req);
-	CHECK(resp_ok(r));
+	r = dc_call(c, req);
+	CHECK(dc_ok(r));
 	CHECK(r && cJSON_GetArraySize(cJSON_GetObjectItem(
 			   cJSON_GetObjectItem(r, "result"),
 			   "subscriber_list")) == 1);
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
-	r = call(c, req);
-	CHECK(resp_ok(r));
+	r = dc_call(c, req);
+	CHECK(dc_ok(r));
 	CHECK_EQ_INT(target_traced_threads(t), 0);
 	cJSON_Delete(r);
-	dclose(c);
+	dc_close(c);
 	sub_join(s);
 	bye = check_framing(s, "detached");
 	CHECK_EQ_STR(bye_reason(bye), "detached");
@@ -821,13 +693,13 @@ static void test_detach(void)
 
 /* The state of session @sid in a `list` on @c: "" if it is not listed,
  * NULL if the list was not answered. */
-static const char *list_state(struct conn *c, long sid, char *buf,
+static const char *list_state(struct dconn *c, long sid, char *buf,
 			      size_t cap)
 {
-	cJSON *r = call(c, "{\"id\":\"l\",\"cmd\":\"list\"}\n");
+	cJSON *r = dc_call(c, "{\"id\":\"l\",\"cmd\":\"list\"}\n");
 	const cJSON *e;
 
-	if (!resp_ok(r)) {
+	if (!dc_ok(r)) {
 		cJSON_Delete(r);
 		return NULL;
 	}
@@ -849,7 +721,7 @@ static const char *list_state(struct conn *c, long sid, char *buf,
  * @b until session @sid shows as "attaching" -- every list answered while
  * the attach is under way.  (The bound only keeps a broken ptd from
  * hanging the test.) */
-static bool attach_pending(struct conn *a, struct conn *b, pid_t pid,
+static bool attach_pending(struct dconn *a, struct dconn *b, pid_t pid,
 			   long sid)
 {
 	char req[128], st[32];
@@ -857,7 +729,7 @@ static bool attach_pending(struct conn *a, struct conn *b, pid_t pid,
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld}\n",
 		       (long)pid);
-	REQUIRE_OR_FALSE(send_str(a, req) == 0);
+	REQUIRE_OR_FALSE(dc_send(a, req) == 0);
 	for (int i = 0; i < 6000; i++) {
 		const char *state = list_state(b, sid, st, sizeof(st));
 
@@ -898,54 +770,54 @@ static void test_attach_beside(void)
 {
 	struct daemon d;
 	struct target t;
-	struct conn *a, *b;
+	struct dconn *a, *b;
 	char req[160], st[32], *line;
 	cJSON *r;
 	int go;
 
 	REQUIRE(daemon_start(&d, "attachbg", "max_sessions_per_user = 1\n"));
 	REQUIRE(held_target(&t, &go));
-	a = dconnect(&d);
-	b = dconnect(&d);
+	a = dc_connect(&d);
+	b = dc_connect(&d);
 	REQUIRE(a && b);
 	REQUIRE(attach_pending(a, b, t.pid, 1));
-	r = call(b, "{\"id\":1,\"cmd\":\"version\"}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(b, "{\"id\":1,\"cmd\":\"version\"}\n");
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"attach\",\"pid\":%ld}\n",
 		       (long)t.pid);
-	r = call(b, req);
-	CHECK_EQ_STR(err_code(r), "limit");
+	r = dc_call(b, req);
+	CHECK_EQ_STR(dc_err_code(r), "limit");
 	cJSON_Delete(r);
-	r = call(b, "{\"id\":3,\"cmd\":\"subscribe\",\"session\":1}\n");
-	CHECK_EQ_STR(err_code(r), "attaching");
+	r = dc_call(b, "{\"id\":3,\"cmd\":\"subscribe\",\"session\":1}\n");
+	CHECK_EQ_STR(dc_err_code(r), "attaching");
 	cJSON_Delete(r);
-	r = call(b, "{\"id\":4,\"cmd\":\"status\",\"session\":1}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(b, "{\"id\":4,\"cmd\":\"status\",\"session\":1}\n");
+	CHECK(dc_ok(r));
 	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(
 			     cJSON_GetObjectItem(r, "result"), "state")),
 		     "attaching");
 	cJSON_Delete(r);
 	/* not answered while the target holds it */
-	line = read_line(a, 0);
+	line = dc_read_line(a, 0);
 	CHECK(line == NULL);
 	free(line);
 	unhold(&go);
-	line = read_line(a, 120000);
+	line = dc_read_line(a, 120000);
 	r = line ? cJSON_Parse(line) : NULL;
 	free(line);
-	CHECK(resp_ok(r));
-	CHECK_EQ_INT((long)result_num(r, "session"), 1);
+	CHECK(dc_ok(r));
+	CHECK_EQ_INT((long)dc_num(r, "session"), 1);
 	cJSON_Delete(r);
 	CHECK_EQ_STR(list_state(b, 1, st, sizeof(st)), "running");
-	r = call(b, "{\"id\":5,\"cmd\":\"detach\",\"session\":1}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(b, "{\"id\":5,\"cmd\":\"detach\",\"session\":1}\n");
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
 	target_finish(&t);
-	dclose(a);
-	dclose(b);
+	dc_close(a);
+	dc_close(b);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
@@ -957,7 +829,7 @@ static void test_attach_cancelled(void)
 {
 	struct daemon d;
 	struct target t;
-	struct conn *a, *b;
+	struct dconn *a, *b;
 	char st[32], *line;
 	cJSON *r;
 	int go, i;
@@ -966,32 +838,32 @@ static void test_attach_cancelled(void)
 	/* detach: answered once every thread is released; the attach is
 	 * answered "cancelled" */
 	REQUIRE(held_target(&t, &go));
-	a = dconnect(&d);
-	b = dconnect(&d);
+	a = dc_connect(&d);
+	b = dc_connect(&d);
 	REQUIRE(a && b);
 	REQUIRE(attach_pending(a, b, t.pid, 1));
-	r = call(b, "{\"id\":1,\"cmd\":\"detach\",\"session\":1}\n");
-	CHECK(resp_ok(r));
+	r = dc_call(b, "{\"id\":1,\"cmd\":\"detach\",\"session\":1}\n");
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
-	line = read_line(a, 60000);
+	line = dc_read_line(a, 60000);
 	r = line ? cJSON_Parse(line) : NULL;
 	free(line);
-	CHECK_EQ_STR(err_code(r), "cancelled");
-	CHECK_CONTAINS(err_msg(r), "detached while it was attaching");
+	CHECK_EQ_STR(dc_err_code(r), "cancelled");
+	CHECK_CONTAINS(dc_err_msg(r), "detached while it was attaching");
 	cJSON_Delete(r);
 	CHECK_EQ_STR(list_state(b, 1, st, sizeof(st)), "");
 	unhold(&go);
 	target_finish(&t);
-	dclose(a);
+	dc_close(a);
 
 	/* the client goes away: the session is forgotten once every thread
 	 * is released */
 	REQUIRE(held_target(&t, &go));
-	a = dconnect(&d);
+	a = dc_connect(&d);
 	REQUIRE(a);
 	REQUIRE(attach_pending(a, b, t.pid, 2));
-	dclose(a);
+	dc_close(a);
 	for (i = 0; i < 6000; i++) {
 		const char *state = list_state(b, 2, st, sizeof(st));
 
@@ -1006,20 +878,20 @@ static void test_attach_cancelled(void)
 
 	/* ptd stops: the attach is answered "shutting_down", ptd exits 0 */
 	REQUIRE(held_target(&t, &go));
-	a = dconnect(&d);
+	a = dc_connect(&d);
 	REQUIRE(a);
 	REQUIRE(attach_pending(a, b, t.pid, 3));
 	CHECK_EQ_INT(daemon_stop(&d), 0);
-	line = read_line(a, 0);
+	line = dc_read_line(a, 0);
 	r = line ? cJSON_Parse(line) : NULL;
 	free(line);
-	CHECK_EQ_STR(err_code(r), "shutting_down");
+	CHECK_EQ_STR(dc_err_code(r), "shutting_down");
 	cJSON_Delete(r);
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
 	unhold(&go);
 	target_finish(&t);
-	dclose(a);
-	dclose(b);
+	dc_close(a);
+	dc_close(b);
 }
 
 /* SIGTERM: every subscriber gets bye "shutdown", targets live on, ptd
@@ -1229,7 +1101,7 @@ static void test_snapshot(void)
 {
 	struct daemon d;
 	struct sub *s;
-	struct conn *c;
+	struct dconn *c;
 	char req[512];
 	cJSON *r, *bye;
 	const cJSON *res, *th;
@@ -1240,39 +1112,39 @@ static void test_snapshot(void)
 	bool in = false;
 
 	REQUIRE(daemon_start(&d, "snapshot", ""));
-	c = dconnect(&d);
+	c = dc_connect(&d);
 	REQUIRE(c);
 	/* bad options: bad_request, naming the field */
-	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":\"fast\"}}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "options.mode");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "options.mode");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":\"snapshot\",\"snapshot_size\":100000}}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "power of two");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "power of two");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":\"snapshot\",\"snapshot_size\":1024}}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "out of range");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "out of range");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"snapshot_size\":65536}}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "needs \"mode\"");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "needs \"mode\"");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":1}}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"snapshot\"}\n");
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "session");
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"snapshot\"}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "session");
 	cJSON_Delete(r);
-	r = call(c, "{\"id\":1,\"cmd\":\"snapshot\",\"session\":77}\n");
-	CHECK_EQ_STR(err_code(r), "no_such_session");
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"snapshot\",\"session\":77}\n");
+	CHECK_EQ_STR(dc_err_code(r), "no_such_session");
 	cJSON_Delete(r);
 
 	/* a full session takes no snapshot */
@@ -1281,9 +1153,9 @@ static void test_snapshot(void)
 	REQUIRE(fid > 0);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"snapshot\",\"session\":%ld}\n", fid);
-	r = call(c, req);
-	CHECK_EQ_STR(err_code(r), "bad_request");
-	CHECK_CONTAINS(err_msg(r), "is not in snapshot mode");
+	r = dc_call(c, req);
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "is not in snapshot mode");
 	cJSON_Delete(r);
 	release(&go2);
 
@@ -1292,9 +1164,9 @@ static void test_snapshot(void)
 		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
 		       "\"options\":{\"mode\":\"snapshot\","
 		       "\"snapshot_size\":65536}}\n", (long)t);
-	r = call(c, req);
-	if (!resp_ok(r)) {
-		CHECK_FAIL_("attach: %s: %s", err_code(r), err_msg(r));
+	r = dc_call(c, req);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("attach: %s: %s", dc_err_code(r), dc_err_msg(r));
 		cJSON_Delete(r);
 		kill(t, SIGKILL);
 		return;
@@ -1302,7 +1174,7 @@ static void test_snapshot(void)
 	res = cJSON_GetObjectItem(r, "result");
 	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "mode")),
 		     "snapshot");
-	sid = (long)result_num(r, "session");
+	sid = (long)dc_num(r, "session");
 	cJSON_Delete(r);
 	s = subscribe(&d, sid, "");
 	REQUIRE(s);
@@ -1311,37 +1183,37 @@ static void test_snapshot(void)
 	msleep(800);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":3,\"cmd\":\"status\",\"session\":%ld}\n", sid);
-	r = call(c, req);
+	r = dc_call(c, req);
 	res = cJSON_GetObjectItem(r, "result");
 	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "mode")),
 		     "snapshot");
-	CHECK(result_num(r, "snapshot_size") == 65536);
-	CHECK(result_num(r, "records") == 0);	/* none until asked */
+	CHECK(dc_num(r, "snapshot_size") == 65536);
+	CHECK(dc_num(r, "records") == 0);	/* none until asked */
 	cJSON_Delete(r);
 	/* the first alone; then two requests in one write: the second
 	 * waits for the first's answer, then finds the session idle */
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":11,\"cmd\":\"snapshot\",\"session\":%ld}\n",
 		       sid);
-	REQUIRE(send_str(c, req) == 0);
+	REQUIRE(dc_send(c, req) == 0);
 	for (int k = 1; k <= 3; k++) {
-		char *line = read_line(c, 30000);
+		char *line = dc_read_line(c, 30000);
 
 		r = line ? cJSON_Parse(line) : NULL;
 		free(line);
-		CHECK(resp_ok(r));
-		if (r && !resp_ok(r))
-			fprintf(stderr, "  snapshot: %s: %s\n", err_code(r),
-				err_msg(r));
+		CHECK(dc_ok(r));
+		if (r && !dc_ok(r))
+			fprintf(stderr, "  snapshot: %s: %s\n", dc_err_code(r),
+				dc_err_msg(r));
 		CHECK(json_num(r, "id") == 10 + k);
-		CHECK(result_num(r, "seq") == k);
+		CHECK(dc_num(r, "seq") == k);
 		th = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
 					 "threads");
 		/* a snapshot reads the threads whose trace grew since the
 		 * last one: the pipelined ones may find nothing new */
 		if (k == 1 || cJSON_GetArraySize(th) > 0) {
-			CHECK(result_num(r, "records") > 0);
-			CHECK(result_num(r, "bytes") > 0);
+			CHECK(dc_num(r, "records") > 0);
+			CHECK(dc_num(r, "bytes") > 0);
 			CHECK(cJSON_GetArraySize(th) >= 1);
 			CHECK(json_num(cJSON_GetArrayItem(th, 0), "bytes") <=
 			      65536);
@@ -1355,20 +1227,20 @@ static void test_snapshot(void)
 				       "\"session\":%ld}\n{\"id\":13,\"cmd\":"
 				       "\"snapshot\",\"session\":%ld}\n",
 				       sid, sid);
-			REQUIRE(send_str(c, req) == 0);
+			REQUIRE(dc_send(c, req) == 0);
 		}
 	}
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":3,\"cmd\":\"status\",\"session\":%ld}\n", sid);
-	r = call(c, req);
-	CHECK(result_num(r, "snapshots") == 3);
+	r = dc_call(c, req);
+	CHECK(dc_num(r, "snapshots") == 3);
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
-	r = call(c, req);
-	CHECK(resp_ok(r));
+	r = dc_call(c, req);
+	CHECK(dc_ok(r));
 	cJSON_Delete(r);
-	dclose(c);
+	dc_close(c);
 	sub_join(s);
 	bye = check_framing(s, "snapshot");
 	CHECK_EQ_STR(bye_reason(bye), "detached");

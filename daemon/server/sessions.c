@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * srv_session (srv.h): the sinks its decode thread calls, finding one for
+ * a client, the per-user limits a new one must pass, stopping and freeing.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/log.h"
+#include "common/strutil.h"
+#include "daemon/server/srv.h"
+#include "record/jsonw.h"
+
+/* Wake the loop (its eventfd); any thread. */
+void srv_wake(void *ctx)
+{
+	struct ptd_server *s = ctx;
+	uint64_t one = 1;
+
+	/* EAGAIN means the counter is saturated: the loop wakes anyway. */
+	if (write(s->ev.fd, &one, sizeof(one)) < 0) {
+		/* nothing more to do */
+	}
+}
+
+static void sink_record(void *ctx, const struct ptd_record *rec)
+{
+	struct srv_session *ss = ctx;
+
+	ptd_fanout_record(ss->fan, rec);
+}
+
+/* Snapshot markers bracket a snapshot's records in every subscriber's
+ * stream (doc/protocol.md, "snapshot records"). */
+static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
+			  bool done)
+{
+	struct srv_session *ss = ctx;
+	size_t cap = sizeof(ss->marker), n;
+	int k;
+
+	if (!done)
+		k = snprintf(ss->marker, cap,
+			     "{\"type\":\"snapshot\",\"phase\":\"begin\","
+			     "\"session\":%" PRIu64 ",\"seq\":%" PRIu64
+			     ",\"threads\":%u,\"bytes\":%" PRIu64
+			     ",\"overwritten\":%" PRIu64,
+			     ss->id, in->seq, in->nthreads, in->bytes,
+			     in->overwritten);
+	else
+		k = snprintf(ss->marker, cap,
+			     "{\"type\":\"snapshot\",\"phase\":\"end\","
+			     "\"session\":%" PRIu64 ",\"seq\":%" PRIu64
+			     ",\"records\":%" PRIu64 ",\"insns\":%" PRIu64,
+			     ss->id, in->seq, in->records, in->insns);
+	n = k > 0 ? (size_t)k : 0;
+	if (done && in->err && n + 16 < cap) {
+		memcpy(ss->marker + n, ",\"error\":", 9);
+		n += 9;
+		n += ptd_json_string(ss->marker + n, cap - n - 4, in->message,
+				     strnlen(in->message,
+					     sizeof(in->message)));
+	}
+	memcpy(ss->marker + n, "}\n", 2);
+	ptd_fanout_line(ss->fan, ss->marker, n + 2);
+	if (!done)
+		return;
+	ss->snap_info = *in;
+	atomic_store_explicit(&ss->snap_ready, true, memory_order_release);
+	srv_wake(ss->srv);
+}
+
+static void sink_ended(void *ctx, const struct ptd_session_end *end)
+{
+	struct srv_session *ss = ctx;
+
+	ss->end = *end;
+	atomic_store_explicit(&ss->ended, true, memory_order_release);
+	/* Queues the bye for every subscriber and wakes the loop. */
+	ptd_fanout_end(ss->fan, end);
+}
+
+/* The sinks of @ss's decode thread (snapshot markers for a live session). */
+void srv_session_sink(struct srv_session *ss, bool snapshots,
+		      struct ptd_session_sink *ret_sink)
+{
+	memset(ret_sink, 0, sizeof(*ret_sink));
+	ret_sink->record = sink_record;
+	ret_sink->ended = sink_ended;
+	if (snapshots)
+		ret_sink->snapshot = sink_snapshot;
+	ret_sink->ctx = ss;
+}
+
+/* ---- the loop's side ---- */
+
+static struct srv_session *session_find(struct ptd_server *s,
+					const struct conn *c, uint64_t id)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->id == id && ptd_auth_may_see(&c->peer, ss->owner))
+			return ss;
+	return NULL;
+}
+
+/* The session @req names, if @c may see it; else answered (no such
+ * session) and NULL. */
+struct srv_session *srv_session_find_or_refuse(struct ptd_server *s,
+					       struct conn *c,
+					       const struct ptd_request *req)
+{
+	struct srv_session *ss = session_find(s, c, req->session);
+
+	if (!ss)
+		srv_reply_error(c, req->id, PTD_ERR_NO_SUCH_SESSION,
+				"no session %" PRIu64, req->session);
+	return ss;
+}
+
+const char *srv_session_state(const struct srv_session *ss)
+{
+	if (ss->attaching)
+		return "attaching";
+	if (ss->reaped)
+		return "ended";
+	return ss->stopping ? "stopping" : "running";
+}
+
+void srv_session_stats(struct srv_session *ss, struct ptd_session_stats *st)
+{
+	if (ss->s)
+		ptd_session_get_stats(ss->s, st);
+	else if (ss->rp && !ss->reaped)
+		ptd_replay_get_stats(ss->rp, st);
+	else
+		*st = ss->last;
+}
+
+static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
+{
+	const struct srv_session *ss;
+	unsigned n = 0;
+
+	for (ss = s->sessions; ss; ss = ss->next)
+		if (ss->owner == uid && !ss->reaped)
+			n++;
+	for (ss = s->starting; ss; ss = ss->next)
+		n += ss->owner == uid;
+	return n;
+}
+
+/* A new session (attach, replay) for @c would pass max_sessions_per_user:
+ * refuse it (answered) and return true. */
+bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
+				   const struct ptd_request *req)
+{
+	if (live_sessions_of(s, c->peer.uid) < s->cfg.max_sessions_per_user)
+		return false;
+	srv_reply_error(c, req->id, PTD_ERR_LIMIT,
+			"uid %u already has %u sessions (max_sessions_per_user)",
+			(unsigned)c->peer.uid, s->cfg.max_sessions_per_user);
+	return true;
+}
+
+/* subscribe, snapshot, record: the session @req names, once it has
+ * something to give (not still attaching); else answered and NULL. */
+struct srv_session *srv_session_find_ready(struct ptd_server *s,
+					   struct conn *c,
+					   const struct ptd_request *req)
+{
+	struct srv_session *ss = srv_session_find_or_refuse(s, c, req);
+
+	if (!ss || !ss->attaching)
+		return ss;
+	srv_reply_error(c, req->id, PTD_ERR_ATTACHING,
+			"session %" PRIu64 " is still attaching to pid %ld "
+			"(ask again once its attach is answered)", ss->id,
+			(long)ss->pid);
+	return NULL;
+}
+
+/* Charge @bytes (@what: what they are for) to @c's user through @a; if the
+ * limit refuses it, answer the request (code memory_limit: in use, asked,
+ * the limit, the key) and return true. */
+bool srv_memory_refused(struct ptd_server *s, struct conn *c,
+			const struct ptd_request *req,
+			struct ptd_memacct *a, uint64_t bytes,
+			const char *what)
+{
+	char u[32], b[32], l[32];
+	uint64_t used = 0;
+	int r;
+
+	a->m = s->mem;
+	a->uid = c->peer.uid;
+	r = ptd_memacct_charge(a, bytes, &used);
+	if (r == 0)
+		return false;
+	ptd_log_info("uid %u: %s refused: memory limit (%" PRIu64 " in use, "
+		     "%" PRIu64 " asked)", (unsigned)c->peer.uid, what, used,
+		     bytes);
+	srv_reply_error(c, req->id, PTD_ERR_MEMORY_LIMIT,
+			"uid %u has %s in use, %s needs %s more; the limit is "
+			"%s a user (user_memory_limit)", (unsigned)c->peer.uid,
+			ptd_memlimit_fmt(used, u, sizeof(u)), what,
+			ptd_memlimit_fmt(bytes, b, sizeof(b)),
+			ptd_memlimit_fmt(ptd_memlimit_limit(s->mem), l,
+				     sizeof(l)));
+	return true;
+}
+
+/* A live session or a replay: stop it (any reason; repeatable). */
+void srv_session_stop(struct srv_session *ss, enum ptd_session_end_reason why)
+{
+	if (ss->s)
+		ptd_session_stop(ss->s, why);
+	if (ss->rp)
+		ptd_replay_stop(ss->rp, why);
+}
+
+/* The end was reported: keep the last stats, free the threads. */
+void srv_session_release(struct srv_session *ss)
+{
+	if (ss->s)
+		ptd_session_get_stats(ss->s, &ss->last);
+	else if (ss->rp)
+		ptd_replay_get_stats(ss->rp, &ss->last);
+	ptd_session_free(ss->s);
+	ss->s = NULL;
+	ptd_replay_free(ss->rp);
+	ss->rp = NULL;
+	ptd_memacct_release(&ss->acct);
+}
+
+void srv_session_free(struct srv_session *ss)
+{
+	if (!ss)
+		return;
+	ptd_session_free(ss->s);
+	ptd_replay_free(ss->rp);
+	ptd_memacct_release(&ss->acct);
+	srv_record_forget(ss);
+	ptd_fanout_free(ss->fan);
+	if (ss->pidfd > 0)
+		close(ss->pidfd);
+	srv_pending_clear(&ss->attach);
+	srv_pending_clear(&ss->detach);
+	srv_pending_clear(&ss->snap);
+	srv_pending_clear(&ss->start);
+	free(ss->path);
+	free(ss->filter);
+	free(ss);
+}
+
+/* Take @ss off @list (sessions or starting). */
+void srv_session_unlink(struct srv_session **list, struct srv_session *ss)
+{
+	struct srv_session **p;
+
+	for (p = list; *p; p = &(*p)->next)
+		if (*p == ss) {
+			*p = ss->next;
+			return;
+		}
+}
+
+/* @c is going away: nothing is answered to it any more, and an attach
+ * nobody waits for any more is cancelled. */
+void srv_sessions_forget_conn(struct ptd_server *s, const struct conn *c)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next) {
+		if (ss->attach.conn == c) {
+			srv_pending_drop(&ss->attach, c);
+			srv_session_stop(ss, PTD_END_DETACHED);
+			ss->stopping = true;
+			ptd_log_info("session %" PRIu64 ": its client went away "
+				     "while it was attaching: cancelled",
+				     ss->id);
+		}
+		/* a snapshot it waits for is answered to nobody */
+		srv_pending_drop(&ss->snap, c);
+		srv_pending_drop(&ss->detach, c);
+		srv_record_drop_conn(ss, c);
+	}
+	for (ss = s->starting; ss; ss = ss->next)
+		srv_pending_drop(&ss->start, c);
+}

@@ -1,0 +1,267 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the control loop's files share (daemon/server.h is the outside's
+ * view).  The loop is one thread; only the sinks (sessions.c) and the
+ * record thread (record.c) run elsewhere, and they touch only what their
+ * comments say.
+ *
+ *   loop.c      ptd_server_new/run/free, wake-ups, shutdown, reaping
+ *   listen.c    listening sockets: systemd activation or our own socket
+ *   conn.c      connections: reading requests, writing responses and
+ *               subscriber streams, accepting
+ *   pending.c   requests answered later (struct srv_pending)
+ *   sessions.c  srv_session: the decode threads' sinks, lookup, limits
+ *   commands.c  dispatch and the quick commands (list, status,
+ *               subscribe, snapshot, version, ping)
+ *   attach.c    attach and detach
+ *   replay.c    replay (saved traces as sessions)
+ *   record.c    record: a recorded session's bundle, its save thread
+ */
+#ifndef PTD_DAEMON_SERVER_SRV_H
+#define PTD_DAEMON_SERVER_SRV_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/diag.h"
+#include "common/fileio.h"
+#include "daemon/auth.h"
+#include "daemon/config.h"
+#include "daemon/fanout.h"
+#include "daemon/memlimit.h"
+#include "daemon/proto.h"
+#include "daemon/replay.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+
+#define MAX_LISTEN 4
+
+enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN };
+
+struct ep_tag {
+	enum ep_kind kind;
+	int fd;
+};
+
+struct conn;
+struct srv_record;
+
+/* A request answered later, once a slow step is decided (attach, detach,
+ * snapshot, replay, record): the connection waiting for the response
+ * (NULL once it is gone) and its request's id.  While a connection is
+ * held, it reads no further request (conn.waiting); the answer queues the
+ * response and handles the requests that waited (pending.c). */
+struct srv_pending {
+	struct conn *conn;
+	cJSON *id;
+};
+
+/* One traced process. */
+struct srv_session {
+	struct srv_session *next;
+	struct ptd_server *srv;
+	uint64_t id;
+	uid_t owner;
+	pid_t pid;
+	enum ptd_source_kind source;	/* in use */
+	struct ptd_session *s;		/* NULL once ended and freed */
+	struct ptd_fanout *fan;
+	bool stopping;			/* detach/shutdown asked */
+	/* A detach waiting for the session's end, i.e. for every thread to
+	 * be released (loop only). */
+	struct srv_pending detach;
+	/* Set by the decode thread (release) after `end` is written. */
+	atomic_bool ended;
+	struct ptd_session_end end;
+	bool reaped;			/* the loop saw the end, freed s */
+	struct ptd_session_stats last;	/* stats at the end */
+	uint64_t ended_at_ms;
+	enum ptd_session_mode mode;
+	bool per_cpu;			/* attach's options.per_cpu */
+	char *filter;			/* attach's options.filter, or NULL */
+	/* A snapshot asked for and not answered yet (loop only; snap_busy
+	 * stays set when its connection has gone). */
+	bool snap_busy;
+	struct srv_pending snap;
+	/* Written by the decode thread before snap_ready (release). */
+	struct ptd_snapshot_info snap_info;
+	atomic_bool snap_ready;
+	char marker[PTD_DIAG_MAX * 6 + 512];	/* decode thread only */
+	/* A replay (kind "replay"): rp instead of s; the trace's path and
+	 * kind. */
+	struct ptd_replay *rp;
+	char *path;
+	/* While its input is not yet accepted (on ptd_server.starting, not
+	 * yet a session): the request waiting for the answer. */
+	struct srv_pending start;
+	enum ptd_input_kind input_kind;
+	bool lossless;
+	/* options.record: where the session's capture is spooled (ptd's own
+	 * directory, removed with the session), and the record request
+	 * (loop only; record.c). */
+	char *spool;
+	struct srv_record *rec;
+	/* A live session whose attach is under way (loop only; see
+	 * srv_cmd_attach): listed as "attaching" until ptd_session_started
+	 * decides, then answered to the attach request.  pidfd pins the
+	 * process meanwhile (0 once decided), peer is who asked (the
+	 * permission rule is checked again with it once the target is
+	 * seized). */
+	bool attaching;
+	struct srv_pending attach;
+	int pidfd;
+	struct ptd_peer peer;
+	/* What the session charged to its owner (memlimit.h): given back
+	 * when its threads are freed. */
+	struct ptd_memacct acct;
+};
+
+struct conn {
+	struct ep_tag tag;		/* first: epoll data points here */
+	struct conn *next;
+	struct ptd_peer peer;
+	char *in;			/* partial request line */
+	size_t in_len;
+	struct ptd_buf out;		/* responses not yet written */
+	size_t out_off;
+	bool close_after_flush;		/* framing lost or stream over */
+	bool dead;			/* to be freed by the loop */
+	uint32_t events;		/* registered epoll events */
+	struct srv_session *ss;		/* streaming subscriber of ss */
+	struct ptd_subscriber *sub;
+	bool waiting;			/* held by a srv_pending: no
+					 * request is read until it is
+					 * answered */
+	int pass_fd;			/* the last fd the client passed
+					 * (SCM_RIGHTS), for a record
+					 * request; -1 none */
+	struct ptd_memacct sub_acct;	/* its subscriber's queues */
+};
+
+struct ptd_server {
+	struct ptd_config cfg;
+	char procroot[PATH_MAX];
+	int epfd;
+	struct ep_tag listen[MAX_LISTEN];
+	unsigned nlisten;
+	bool created_socket;		/* remove it at exit */
+	struct ep_tag sig;
+	struct ep_tag ev;
+	struct conn *conns;
+	unsigned nconns;
+	struct srv_session *sessions;
+	struct srv_session *starting;	/* replays not yet accepted */
+	uint64_t next_session_id;
+	bool shutting_down;
+	uint64_t shutdown_deadline_ms;
+	uint64_t start_ms;
+	sigset_t oldmask;
+	bool mask_set;
+	struct ptd_memlimit *mem;	/* user_memory_limit, per uid */
+};
+
+typedef void srv_cmd_fn(struct ptd_server *s, struct conn *c,
+			const struct ptd_request *req);
+
+/* loop.c */
+uint64_t srv_now_ms(void);
+
+/* listen.c: open the listening sockets (ptd_server_new says how), close
+ * them (shutdown: no new client; our socket removed). */
+int srv_ep_add(struct ptd_server *s, struct ep_tag *t, uint32_t events);
+int srv_listen_open(struct ptd_server *s, struct ptd_diag *diag);
+void srv_listen_close(struct ptd_server *s);
+
+/* conn.c */
+void srv_conn_flush(struct ptd_server *s, struct conn *c);
+void srv_conn_handle_lines(struct ptd_server *s, struct conn *c);
+void srv_conn_readable(struct ptd_server *s, struct conn *c);
+void srv_conn_free(struct ptd_server *s, struct conn *c);
+void srv_conns_reap(struct ptd_server *s);
+void srv_conns_accept(struct ptd_server *s, int lfd);
+void srv_reply_ok(struct conn *c, const cJSON *id, cJSON *result);
+void srv_reply_error(struct conn *c, const cJSON *id, const char *code,
+		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+void srv_reply_verror(struct conn *c, const cJSON *id, const char *code,
+		      const char *fmt, va_list ap)
+	__attribute__((format(printf, 4, 0)));
+int srv_peer_groups(int fd, gid_t **ret);
+
+/* pending.c: keep the request's id (-ENOMEM), hold the connection (its
+ * later requests wait); both at once (an id that cannot be kept is
+ * answered as null, as a request without one).  The answers reply to the
+ * connection if it is still there, then handle the requests that waited;
+ * they take @result and forget the id either way.  drop: @c is going
+ * away.  clear: forget all (nothing answered).  move: the request taken
+ * out of @p (to be answered once what held it is freed, as its memory is
+ * given back before the requests that waited are handled). */
+int srv_pending_keep_id(struct srv_pending *p, const cJSON *id);
+void srv_pending_hold(struct srv_pending *p, struct conn *c);
+void srv_pending_wait(struct srv_pending *p, struct conn *c,
+		      const cJSON *id);
+void srv_pending_ok(struct ptd_server *s, struct srv_pending *p,
+		    cJSON *result);
+void srv_pending_error(struct ptd_server *s, struct srv_pending *p,
+		       const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void srv_pending_drop(struct srv_pending *p, const struct conn *c);
+void srv_pending_clear(struct srv_pending *p);
+struct srv_pending srv_pending_move(struct srv_pending *p);
+
+/* sessions.c */
+void srv_wake(void *ctx);
+void srv_session_sink(struct srv_session *ss, bool snapshots,
+		      struct ptd_session_sink *ret_sink);
+struct srv_session *srv_session_find_or_refuse(struct ptd_server *s,
+					       struct conn *c,
+					       const struct ptd_request *req);
+const char *srv_session_state(const struct srv_session *ss);
+void srv_session_stats(struct srv_session *ss, struct ptd_session_stats *st);
+bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
+				   const struct ptd_request *req);
+struct srv_session *srv_session_find_ready(struct ptd_server *s,
+					   struct conn *c,
+					   const struct ptd_request *req);
+bool srv_memory_refused(struct ptd_server *s, struct conn *c,
+			const struct ptd_request *req, struct ptd_memacct *a,
+			uint64_t bytes, const char *what);
+void srv_session_stop(struct srv_session *ss, enum ptd_session_end_reason why);
+void srv_session_release(struct srv_session *ss);
+void srv_session_unlink(struct srv_session **list, struct srv_session *ss);
+void srv_session_free(struct srv_session *ss);
+void srv_sessions_forget_conn(struct ptd_server *s, const struct conn *c);
+
+/* commands.c */
+void srv_dispatch(struct ptd_server *s, struct conn *c,
+		  const struct ptd_request *req);
+void srv_snapshots_answer(struct ptd_server *s);
+
+/* attach.c */
+srv_cmd_fn srv_cmd_attach, srv_cmd_detach;
+void srv_attaches_answer(struct ptd_server *s);
+void srv_detaches_answer(struct ptd_server *s);
+
+/* replay.c */
+srv_cmd_fn srv_cmd_replay;
+void srv_replays_answer(struct ptd_server *s);
+int srv_replays_timeout(const struct ptd_server *s);
+
+/* record.c: options.record's spool (attach), the record command; start:
+ * @ss has ended, write its bundle if asked; settled: no record request
+ * waits for its bundle; forget: the session is being freed. */
+srv_cmd_fn srv_cmd_record;
+int srv_record_spool(struct ptd_server *s, struct srv_session *ss,
+		     struct ptd_session_opts *o, struct ptd_diag *diag);
+void srv_record_start(struct srv_session *ss);
+bool srv_record_settled(const struct srv_session *ss);
+void srv_record_status(const struct srv_session *ss, cJSON *res);
+void srv_record_drop_conn(struct srv_session *ss, const struct conn *c);
+void srv_records_answer(struct ptd_server *s);
+void srv_record_forget(struct srv_session *ss);
+
+#endif
