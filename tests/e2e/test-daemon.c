@@ -748,10 +748,12 @@ static bool attach_pending(struct dconn *a, struct dconn *b, pid_t pid,
 }
 
 /* A target whose attach cannot finish until the test releases it
- * (tests/progs/vfork.c: its main thread is in vfork()). */
+ * (tests/progs/vfork.c: its main thread is in vfork()), and that ends only
+ * when told (end_target): a run ended by its clock could end before the
+ * test has looked at its session on a loaded machine. */
 static bool held_target(struct target *t, int *go)
 {
-	return target_spawn(progs, "prog-vfork", 0.2, (uid_t)-1, NULL, go,
+	return target_spawn(progs, "prog-vfork", 3600, (uid_t)-1, NULL, go,
 			    t) == 0;
 }
 
@@ -759,6 +761,13 @@ static bool held_target(struct target *t, int *go)
 static void unhold(int *go)
 {
 	release(go);
+}
+
+/* Tell a released target to end, and check it ran unharmed. */
+static void end_target(struct target *t)
+{
+	CHECK_EQ_INT(target_tell(t->pid), 0);
+	target_finish(t);
 }
 
 /* Attach runs beside the control loop: while it waits for a target
@@ -815,7 +824,7 @@ static void test_attach_beside(void)
 	CHECK(dc_ok(r));
 	cJSON_Delete(r);
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
-	target_finish(&t);
+	end_target(&t);
 	dc_close(a);
 	dc_close(b);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
@@ -854,7 +863,7 @@ static void test_attach_cancelled(void)
 	cJSON_Delete(r);
 	CHECK_EQ_STR(list_state(b, 1, st, sizeof(st)), "");
 	unhold(&go);
-	target_finish(&t);
+	end_target(&t);
 	dc_close(a);
 
 	/* the client goes away: the session is forgotten once every thread
@@ -874,7 +883,7 @@ static void test_attach_cancelled(void)
 	CHECK_EQ_STR(list_state(b, 2, st, sizeof(st)), "");
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
 	unhold(&go);
-	target_finish(&t);
+	end_target(&t);
 
 	/* ptd stops: the attach is answered "shutting_down", ptd exits 0 */
 	REQUIRE(held_target(&t, &go));
@@ -889,7 +898,7 @@ static void test_attach_cancelled(void)
 	cJSON_Delete(r);
 	CHECK_EQ_INT(target_traced_threads(t.pid), 0);
 	unhold(&go);
-	target_finish(&t);
+	end_target(&t);
 	dc_close(a);
 	dc_close(b);
 }
