@@ -221,8 +221,10 @@ static const char *const names[NWHICH] = {
 static double measure(const struct ptd_capture *c, enum which w,
 		      uint64_t *ret_insns, uint64_t *ret_bytes)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_insncache *icache = ptd_insncache_new(0);
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_insncache *icache;
+	(void)ptd_insncache_new(0, &icache);
 	struct ptd_diag diag = { "" };
 	double t0, t = 0;
 	uint64_t insns = 0, bytes = 0, b;
@@ -379,6 +381,6 @@ int main(int argc, char **argv)
 			       " instructions, the insn loop %" PRIu64 "\n",
 			       names[w], insns[w], insns[BARE_INSN]);
 	}
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	return 0;
 }

@@ -150,7 +150,7 @@ static double run_drain(struct sink *s, uint64_t *lost)
 	t0 = now() - t0;
 	pthread_join(th, NULL);
 	*lost = r->lost_aux_bytes + pr.p.aux_lost_bytes;
-	ptd_perf_buf_free(&buf);
+	ptd_perf_buf_fini(&buf);
 	free(r);
 	return t0;
 }

@@ -67,8 +67,8 @@ struct ptd_fanout {
 	char bye[BYE_MAX];		/* scratch for bye records */
 };
 
-struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
-				  ptd_fanout_wake_fn wake, void *wake_ctx)
+static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
+				       ptd_fanout_wake_fn wake, void *wake_ctx)
 {
 	struct ptd_fanout *f = calloc(1, sizeof(*f));
 	pthread_condattr_t ca;
@@ -96,12 +96,21 @@ struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
 	return f;
 }
 
+int ptd_fanout_new(uint64_t session_id, pid_t pid, ptd_fanout_wake_fn wake,
+		   void *wake_ctx, struct ptd_fanout **ret)
+{
+	if (!ret)
+		return -EINVAL;
+	*ret = fanout_alloc(session_id, pid, wake, wake_ctx);
+	return *ret ? 0 : -ENOMEM;
+}
+
 static void sub_free(struct ptd_subscriber *s)
 {
 	if (!s)
 		return;
-	ptd_buf_free(&s->q);
-	ptd_buf_free(&s->out);
+	ptd_buf_fini(&s->q);
+	ptd_buf_fini(&s->out);
 	free(s);
 }
 

@@ -60,9 +60,9 @@ struct ptd_subscriber;
 typedef void (*ptd_fanout_wake_fn)(void *ctx);
 
 /* A fan-out for session @session_id (named in hello and bye records) of
- * process @pid.  Returns NULL on -ENOMEM. */
-struct ptd_fanout *ptd_fanout_new(uint64_t session_id, pid_t pid,
-				  ptd_fanout_wake_fn wake, void *wake_ctx);
+ * process @pid, into *@ret.  Returns 0, or -ENOMEM (*@ret NULL). */
+int ptd_fanout_new(uint64_t session_id, pid_t pid, ptd_fanout_wake_fn wake,
+		   void *wake_ctx, struct ptd_fanout **ret);
 /* Free @f and the subscribers still in it.  The decode thread must be done
  * with it (the session's `ended` was called or the session never started).
  * NULL is fine. */

@@ -23,7 +23,7 @@ struct ptd_memlimit {
 	size_t n, cap;
 };
 
-struct ptd_memlimit *ptd_memlimit_new(uint64_t limit)
+static struct ptd_memlimit *memlimit_alloc(uint64_t limit)
 {
 	struct ptd_memlimit *m = calloc(1, sizeof(*m));
 
@@ -32,6 +32,14 @@ struct ptd_memlimit *ptd_memlimit_new(uint64_t limit)
 	(void)pthread_mutex_init(&m->lock, NULL);
 	m->limit = limit;
 	return m;
+}
+
+int ptd_memlimit_new(uint64_t limit, struct ptd_memlimit **ret)
+{
+	if (!ret)
+		return -EINVAL;
+	*ret = memlimit_alloc(limit);
+	return *ret ? 0 : -ENOMEM;
 }
 
 void ptd_memlimit_free(struct ptd_memlimit *m)

@@ -46,8 +46,9 @@
 
 struct ptd_memlimit;
 
-/* A ledger with @limit bytes per uid.  Returns NULL on -ENOMEM. */
-struct ptd_memlimit *ptd_memlimit_new(uint64_t limit);
+/* A ledger with @limit bytes per uid, into *@ret.  Returns 0, or -ENOMEM
+ * (*@ret NULL). */
+int ptd_memlimit_new(uint64_t limit, struct ptd_memlimit **ret);
 void ptd_memlimit_free(struct ptd_memlimit *m);	/* NULL is fine */
 
 uint64_t ptd_memlimit_limit(const struct ptd_memlimit *m);

@@ -211,7 +211,7 @@ static int parse_addr_filter(const struct ptd_json_reader *r,
 		return e;
 	if (e < 0)
 		return ptd_json_bad(r, "options.filter", pd.msg);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	req->addr_filter = strdup(s);
 	return req->addr_filter ? 0 : -ENOMEM;
 }
@@ -594,7 +594,7 @@ int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
 	return r;
 }
 
-void ptd_request_free(struct ptd_request *req)
+void ptd_request_fini(struct ptd_request *req)
 {
 	if (!req)
 		return;
@@ -876,7 +876,7 @@ int ptd_response_parse(const char *line, size_t len,
 				&ret->message);
 }
 
-void ptd_response_free(struct ptd_response *resp)
+void ptd_response_fini(struct ptd_response *resp)
 {
 	if (!resp)
 		return;

@@ -132,7 +132,7 @@ struct ptd_request {
 void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd);
 
 /* Parse the request in @line (@len bytes, no newline).  @req is always
- * initialised (free it with ptd_request_free); on failure req->id holds
+ * initialised (free it with ptd_request_fini); on failure req->id holds
  * the id if one could be read, so the error response can echo it.
  * Returns 0, or with a message naming the field in @diag:
  *  -PTD_EFORMAT       not JSON, not an object, a missing, repeated,
@@ -142,7 +142,7 @@ void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd);
  *  -ENOMEM */
 int ptd_request_parse(const char *line, size_t len, struct ptd_request *req,
 		      struct ptd_diag *diag);
-void ptd_request_free(struct ptd_request *req);
+void ptd_request_fini(struct ptd_request *req);
 
 /* The response code for an error returned by a request handler:
  * -ESRCH no_such_process, -EPERM/-EACCES permission_denied, -PTD_ENOPT
@@ -180,11 +180,11 @@ struct ptd_response {
 /* Parse a response line (@len bytes, no newline) with lib/common/json: an
  * object with "type": "response", "id", "ok", and "result" (an object) or
  * "error" ({"code", "message"} strings).  @ret is always initialised
- * (ptd_response_free).  Returns 0, -PTD_EFORMAT ("the response: PATH:
+ * (ptd_response_fini).  Returns 0, -PTD_EFORMAT ("the response: PATH:
  * WHAT" in @diag) or -ENOMEM. */
 int ptd_response_parse(const char *line, size_t len,
 		       struct ptd_response *ret, struct ptd_diag *diag);
-void ptd_response_free(struct ptd_response *resp);
+void ptd_response_fini(struct ptd_response *resp);
 
 /* Source names as the protocol spells them ("auto", "intel_pt",
  * "software"), and the inverse (-1 for an unknown name). */

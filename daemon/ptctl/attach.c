@@ -247,7 +247,7 @@ int verb_attach(int argc, char **argv)
 			errx_msg("session %" PRIu64 " (%s source, pid %.0f)",
 				 session, str_of(res, "source"),
 				 num_of(res, "pid"));
-		ptd_response_free(&resp);
+		ptd_response_fini(&resp);
 		if (record && record_lldb_fmt) {
 			/* written by ptctl from the session's bundle once
 			 * the session has ended: after the stream with
@@ -263,7 +263,7 @@ int verb_attach(int argc, char **argv)
 						&resp);
 			if (rf)
 				fclose(rf);
-			ptd_response_free(&resp);
+			ptd_response_fini(&resp);
 			if (!r && !json)
 				errx_msg("the LLDB trace bundle of session "
 					 "%" PRIu64 " is written into '%s'",
@@ -274,7 +274,7 @@ int verb_attach(int argc, char **argv)
 		if (record) {
 			r = send_record(f, session, record, false, json,
 					&resp);
-			ptd_response_free(&resp);
+			ptd_response_fini(&resp);
 			if (r)
 				errx_msg("session %" PRIu64 " is traced but "
 					 "will not be recorded (ptctl record "
@@ -389,7 +389,7 @@ int verb_record(int argc, char **argv)
 		printf("%s of session %" PRIu64 " written to %s\n",
 		       lldb ? "LLDB trace bundle" : "bundle", session,
 		       args[1]);
-	ptd_response_free(&resp);
+	ptd_response_fini(&resp);
 	if (f)
 		fclose(f);
 	return r;

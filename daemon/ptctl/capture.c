@@ -41,7 +41,7 @@ static int print_verify(const char *dir)
 	if (r < 0) {
 		errx_msg("verify '%s': %s", dir,
 			 diag.msg[0] ? diag.msg : ptd_strerror(r));
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return EXIT_INPUT;
 	}
 	for (i = 0; i < rep.nthreads; i++) {
@@ -57,8 +57,8 @@ static int print_verify(const char *dir)
 				"what it executed, on both paths"
 			      : "verification FAILED");
 	r = rep.ok ? 0 : EXIT_MISMATCH;
-	ptd_verify_report_free(&rep);
-	ptd_capture_free(&c);
+	ptd_verify_report_fini(&rep);
+	ptd_capture_fini(&c);
 	return r;
 }
 
@@ -108,7 +108,7 @@ int export_other(const char *in, enum ptd_input_kind kind,
 		r = ptd_capture_load(in, &c, diag);
 	}
 	if (r < 0) {
-		ptd_bundle_free(&b);
+		ptd_bundle_fini(&b);
 		return r;
 	}
 	if (!strcmp(format, "lldb"))
@@ -118,9 +118,9 @@ int export_other(const char *in, enum ptd_input_kind kind,
 	else
 		r = ptd_perfdata_write_capture(cap, out, diag);
 	if (kind == PTD_INPUT_BUNDLE)
-		ptd_bundle_free(&b);
+		ptd_bundle_fini(&b);
 	else
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 	return r;
 }
 

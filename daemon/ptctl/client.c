@@ -128,7 +128,7 @@ static int read_response(FILE *f, bool json, struct ptd_response *ret)
 		errx_msg("ptd sent something that is not a response (%s): "
 			 "%.200s",
 			 r == -ENOMEM ? "out of memory" : diag.msg, line);
-		ptd_response_free(ret);
+		ptd_response_fini(ret);
 		return EXIT_REFUSED;
 	}
 	if (json)
@@ -136,7 +136,7 @@ static int read_response(FILE *f, bool json, struct ptd_response *ret)
 	if (!ret->ok) {
 		r = exit_for_code(ret->code);
 		errx_msg("%s: %s", ret->code, ret->message);
-		ptd_response_free(ret);
+		ptd_response_fini(ret);
 		return r;
 	}
 	return 0;
@@ -300,7 +300,7 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	r = client_call(f, &req, false, &resp);
 	if (r)
 		return r;
-	ptd_response_free(&resp);
+	ptd_response_fini(&resp);
 	return follow_stream(f);
 }
 

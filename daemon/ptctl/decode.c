@@ -628,8 +628,8 @@ int verb_decode(int argc, char **argv)
 
 	decode_args_init(&d);
 	memset(&ri, 0, sizeof(ri));
-	ri.ic = ptd_iscache_new();
-	ri.img = ri.ic ? ptd_image_new(ri.ic, "raw") : NULL;
+	(void)ptd_iscache_new(&ri.ic);
+	(void)ptd_image_new(ri.ic, "raw", &ri.img);
 	if (!ri.img) {
 		errx_msg("out of memory");
 		ptd_iscache_free(ri.ic);

@@ -95,7 +95,7 @@ extern const char *arg_socket;
 int client_connect(FILE **ret);
 /* A request for @cmd with ptctl's id, at the protocol's defaults. */
 void client_request(struct ptd_request *req, enum ptd_cmd cmd);
-/* Send @req and read its response into @ret (ptd_response_free it).
+/* Send @req and read its response into @ret (ptd_response_fini it).
  * Returns 0 if ok:true; an exit status otherwise, with the message
  * printed.  @json: the response line is copied to stdout. */
 int client_call(FILE *f, const struct ptd_request *req, bool json,

@@ -124,7 +124,7 @@ int verb_replay(int argc, char **argv)
 	r = client_call(f, &req, false, &resp);
 	if (!r) {
 		session = (uint64_t)num_of(resp.result, "session");
-		ptd_response_free(&resp);
+		ptd_response_fini(&resp);
 		r = subscribe_and_follow(f, session, &spec);
 	}
 	fclose(f);
@@ -176,7 +176,7 @@ static int simple_verb(int argc, char **argv, enum ptd_cmd cmd,
 	r = client_call(f, &req, json, &resp);
 	if (!r && !json)
 		print(resp.result);
-	ptd_response_free(&resp);
+	ptd_response_fini(&resp);
 	fclose(f);
 	return r;
 }

@@ -168,8 +168,8 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	ss = calloc(1, sizeof(*ss));
-	if (!ss || !(ss->fan = ptd_fanout_new(s->next_session_id, req->pid,
-					       srv_wake, s))) {
+	if (!ss || ptd_fanout_new(s->next_session_id, req->pid, srv_wake, s,
+				  &ss->fan) < 0) {
 		free(ss);
 		close(pidfd);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");

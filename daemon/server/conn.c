@@ -212,7 +212,7 @@ static void handle_line(struct ptd_server *s, struct conn *c, const char *line,
 				"%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 	else
 		srv_dispatch(s, c, &req);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void too_long(struct ptd_server *s, struct conn *c)
@@ -336,7 +336,7 @@ void srv_conn_free(struct ptd_server *s, struct conn *c)
 		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->tag.fd, NULL);
 		close(c->tag.fd);
 	}
-	ptd_buf_free(&c->out);
+	ptd_buf_fini(&c->out);
 	free(c->in);
 	free(c);
 }

@@ -262,7 +262,7 @@ int ptd_server_new(const struct ptd_config *config, const char *procroot,
 	s->start_ms = srv_now_ms();
 	s->sig.kind = EP_SIGNAL;
 	s->ev.kind = EP_EVENT;
-	s->mem = ptd_memlimit_new(s->cfg.user_memory_limit);
+	(void)ptd_memlimit_new(s->cfg.user_memory_limit, &s->mem);
 	if (!s->mem) {
 		r = ptd_diagf(diag, -ENOMEM, "out of memory");
 		goto err;

@@ -149,8 +149,8 @@ static void replay_accepted(struct ptd_server *s, struct srv_session *ss,
 			    const struct ptd_replay_info *info)
 {
 	ss->id = s->next_session_id;
-	if (!(ss->fan = ptd_fanout_new(ss->id, (pid_t)info->pid,
-				       srv_wake, s))) {
+	if (ptd_fanout_new(ss->id, (pid_t)info->pid, srv_wake, s,
+			   &ss->fan) < 0) {
 		struct ptd_diag diag;
 
 		replay_refused(s, ss,

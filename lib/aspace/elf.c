@@ -93,7 +93,7 @@ bool ptd_elf_build_id_fd(int fd, char *hex, size_t hexsz)
 	return ok;
 }
 
-void ptd_elf_info_free(struct ptd_elf_info *info)
+void ptd_elf_info_fini(struct ptd_elf_info *info)
 {
 	if (!info)
 		return;
@@ -182,7 +182,7 @@ int ptd_elf_read_info(const char *path, struct ptd_elf_info *ret,
 out:
 	elf_end(elf);
 	if (r < 0) {
-		ptd_elf_info_free(&info);
+		ptd_elf_info_fini(&info);
 		return r;
 	}
 	*ret = info;
@@ -263,6 +263,6 @@ int ptd_elf_load(struct ptd_image *img, const char *path, bool has_base,
 		   : ptd_diagf(diag, -PTD_ENOIMAGE,
 			       "'%s' has no executable segment", path);
 out:
-	ptd_elf_info_free(&info);
+	ptd_elf_info_fini(&info);
 	return r;
 }

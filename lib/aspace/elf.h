@@ -29,7 +29,7 @@ struct ptd_elf_segment {
 };
 
 /* An ELF file's loadable segments and build-id (free with
- * ptd_elf_info_free). */
+ * ptd_elf_info_fini). */
 struct ptd_elf_info {
 	uint16_t type;		/* ET_EXEC, ET_DYN, ET_CORE... */
 	struct ptd_elf_segment *seg;	/* program header order */
@@ -47,7 +47,7 @@ struct ptd_elf_info {
  * with a message naming the file in @diag. */
 int ptd_elf_read_info(const char *path, struct ptd_elf_info *ret,
 		      struct ptd_diag *diag);
-void ptd_elf_info_free(struct ptd_elf_info *info);
+void ptd_elf_info_fini(struct ptd_elf_info *info);
 
 /* The GNU build-id of the ELF file open at @fd as hex into @hex (at least
  * 2 * PTD_ELF_BUILD_ID_MAX + 1 bytes).  Returns true if it has one. */

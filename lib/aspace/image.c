@@ -37,7 +37,7 @@ struct ptd_image {
 	struct ptd_image_stats stats;
 };
 
-struct ptd_image *ptd_image_new(struct ptd_iscache *ic, const char *name)
+static struct ptd_image *image_alloc(struct ptd_iscache *ic, const char *name)
 {
 	struct ptd_image *img;
 
@@ -54,6 +54,15 @@ struct ptd_image *ptd_image_new(struct ptd_iscache *ic, const char *name)
 		return NULL;
 	}
 	return img;
+}
+
+int ptd_image_new(struct ptd_iscache *ic, const char *name,
+		  struct ptd_image **ret)
+{
+	if (!ret)
+		return -EINVAL;
+	*ret = ic ? image_alloc(ic, name) : NULL;
+	return *ret ? 0 : ic ? -ENOMEM : -EINVAL;
 }
 
 void ptd_image_free(struct ptd_image *img)

@@ -46,9 +46,11 @@ struct ptd_image_stats {
 	uint64_t callback_failures;	/* reads the callback could not serve */
 };
 
-/* Allocate an empty image named @name (copied; for messages) using @ic,
- * which must outlive it.  Returns NULL on allocation failure. */
-struct ptd_image *ptd_image_new(struct ptd_iscache *ic, const char *name);
+/* Allocate into *@ret an empty image named @name (copied; for messages)
+ * using @ic, which must outlive it.  Returns 0, or -EINVAL (no @ic) or
+ * -ENOMEM (*@ret NULL). */
+int ptd_image_new(struct ptd_iscache *ic, const char *name,
+		  struct ptd_image **ret);
 /* Free; accepts NULL. */
 void ptd_image_free(struct ptd_image *img);
 

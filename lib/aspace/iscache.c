@@ -84,7 +84,7 @@ struct mismatch {
 /* Most distinct strings ptd_iscache_intern keeps. */
 #define ISCACHE_MAX_STRINGS 1024u
 
-struct ptd_iscache *ptd_iscache_new(void)
+static struct ptd_iscache *iscache_alloc(void)
 {
 	struct ptd_iscache *ic = calloc(1, sizeof(*ic));
 
@@ -98,6 +98,14 @@ struct ptd_iscache *ptd_iscache_new(void)
 	/* A failure only costs speed. */
 	(void)pt_iscache_set_limit(ic->pt, ISCACHE_MAPPED_LIMIT);
 	return ic;
+}
+
+int ptd_iscache_new(struct ptd_iscache **ret)
+{
+	if (!ret)
+		return -EINVAL;
+	*ret = iscache_alloc();
+	return *ret ? 0 : -ENOMEM;
 }
 
 static void module_clear(struct ptd_module *m)

@@ -42,8 +42,8 @@ struct ptd_module {
 	uint64_t vaddr;		/* load address */
 };
 
-/* Allocate.  Returns NULL on allocation failure. */
-struct ptd_iscache *ptd_iscache_new(void);
+/* Allocate into *@ret.  Returns 0, or -ENOMEM (*@ret NULL). */
+int ptd_iscache_new(struct ptd_iscache **ret);
 /* Free; accepts NULL.  Every image using it must be freed first. */
 void ptd_iscache_free(struct ptd_iscache *ic);
 

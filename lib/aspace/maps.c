@@ -206,7 +206,7 @@ static int parse_line(struct line *l, struct ptd_map *m,
 	return parse_path(l, m, diag);
 }
 
-void ptd_maps_free(struct ptd_maps *maps)
+void ptd_maps_fini(struct ptd_maps *maps)
 {
 	if (!maps)
 		return;
@@ -279,7 +279,7 @@ int ptd_maps_parse(const char *text, size_t len, const char *origin,
 	*ret = maps;
 	return 0;
 fail:
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	return r;
 }
 

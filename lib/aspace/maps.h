@@ -67,7 +67,7 @@ struct ptd_maps {
 
 /* Parse @len bytes of maps text.  @origin names the input in messages
  * (e.g. "/proc/42/maps").
- * Returns 0 and fills *ret (free with ptd_maps_free) on success.
+ * Returns 0 and fills *ret (free with ptd_maps_fini) on success.
  * Returns -PTD_EFORMAT with "@origin:LINE: what" in @diag for a bad line.
  * Returns -PTD_ELIMIT if the input exceeds the limits above.
  * Returns -ENOMEM. */
@@ -81,7 +81,7 @@ int ptd_maps_parse(const char *text, size_t len, const char *origin,
 int ptd_maps_read_pid(const char *procroot, pid_t pid, struct ptd_maps *ret,
 		      struct ptd_diag *diag);
 
-void ptd_maps_free(struct ptd_maps *maps);
+void ptd_maps_fini(struct ptd_maps *maps);
 
 /* The mapping containing @addr, or NULL. O(log n). */
 const struct ptd_map *ptd_maps_find(const struct ptd_maps *maps,

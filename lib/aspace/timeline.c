@@ -54,7 +54,7 @@ static void event_free(struct ptd_tl_event *ev)
 	memset(ev, 0, sizeof(*ev));
 }
 
-void ptd_timeline_free(struct ptd_timeline *tl)
+void ptd_timeline_fini(struct ptd_timeline *tl)
 {
 	if (!tl)
 		return;
@@ -474,7 +474,7 @@ int ptd_timeline_parse(const char *text, size_t len, const char *origin,
 	*ret = tl;
 	return 0;
 fail:
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 	return r;
 }
 

@@ -78,7 +78,7 @@ struct ptd_timeline {
 #define PTD_TL_MAX_LINE 65536u
 
 void ptd_timeline_init(struct ptd_timeline *tl);
-void ptd_timeline_free(struct ptd_timeline *tl);
+void ptd_timeline_fini(struct ptd_timeline *tl);
 
 /* Append an event (the strings and pos are copied; seq is assigned).
  * Returns the seq (>= 0) or -ENOMEM. */

@@ -595,8 +595,8 @@ int ptd_bundle_save(const char *capture_dir, const char *bundle_dir,
 out:
 	if (made)	/* only what mkdtemp made: never a name it did not */
 		(void)ptd_rm_rf(tmp);
-	ptd_bundle_free(&b);
-	ptd_capture_free(&c);
+	ptd_bundle_fini(&b);
+	ptd_capture_fini(&c);
 	return r;
 }
 
@@ -720,7 +720,7 @@ int ptd_bundle_save_at(const char *capture_dir, int dir_fd,
 		rm_rf_at(dir_fd, CAPTURE_SUBDIR);
 		rm_rf_at(dir_fd, IMAGES_SUBDIR);
 	}
-	ptd_bundle_free(&b);
-	ptd_capture_free(&c);
+	ptd_bundle_fini(&b);
+	ptd_capture_fini(&c);
 	return r;
 }

@@ -28,7 +28,7 @@
 
 /* ---- small helpers ---------------------------------------------------- */
 
-void ptd_bundle_free(struct ptd_bundle *b)
+void ptd_bundle_fini(struct ptd_bundle *b)
 {
 	size_t i;
 
@@ -47,7 +47,7 @@ void ptd_bundle_free(struct ptd_bundle *b)
 	free(b->created);
 	free(b->source);
 	if (b->have_capture)
-		ptd_capture_free(&b->capture);
+		ptd_capture_fini(&b->capture);
 	memset(b, 0, sizeof(*b));
 }
 
@@ -121,7 +121,7 @@ static int read_fd_all(int fd, size_t limit, char **ret, size_t *ret_len)
 	*ret_len = b.len - 1;
 	return 0;
 err:
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 	return r;
 }
 
@@ -424,7 +424,7 @@ int ptd_bundle_parse_manifest(const char *text, size_t len,
 		e = parse_lists(&r, ptd_json_root(doc), &b);
 	ptd_json_free(doc);
 	if (e < 0) {
-		ptd_bundle_free(&b);
+		ptd_bundle_fini(&b);
 		return e;
 	}
 	*ret = b;
@@ -739,7 +739,7 @@ int ptd_bundle_load_until(const char *bundle_dir,
 	*ret = b;
 	return 0;
 err:
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 	return r;
 }
 
@@ -797,6 +797,6 @@ int ptd_bundle_decode(const char *path, const struct ptd_input_opts *o,
 	r = ptd_capture_decode_loaded(&b.capture, path, PTD_INPUT_BUNDLE,
 				      "ptd-bundle", ptd_bundle_resolve, &b, o,
 				      sink, ret_thread_errors, diag);
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 	return r;
 }

@@ -98,7 +98,7 @@ struct ptd_bundle {
 };
 
 /* Free what @b holds (not @b itself); accepts a zeroed or half-built one. */
-void ptd_bundle_free(struct ptd_bundle *b);
+void ptd_bundle_fini(struct ptd_bundle *b);
 
 /* Save the capture in @capture_dir as a bundle at @bundle_dir.  Everything
  * is written into a temporary sibling "BUNDLE_DIR.tmp-XXXXXX", fsynced, the

@@ -47,7 +47,7 @@ int ptd_buf_append(struct ptd_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-void ptd_buf_free(struct ptd_buf *b)
+void ptd_buf_fini(struct ptd_buf *b)
 {
 	free(b->data);
 	b->data = NULL;
@@ -156,7 +156,7 @@ int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
 	*ret_len = b.len;
 	return 0;
 fail:
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 	return r;
 }
 

@@ -25,7 +25,7 @@ struct ptd_buf {
 int ptd_buf_append(struct ptd_buf *b, const void *p, size_t n);
 /* Make room for @n more bytes; returns 0 or -ENOMEM. */
 int ptd_buf_reserve(struct ptd_buf *b, size_t n);
-void ptd_buf_free(struct ptd_buf *b);
+void ptd_buf_fini(struct ptd_buf *b);
 
 /* Open @path (relative to directory @dfd, or AT_FDCWD) for reading a file
  * that someone else controls (a client's trace, the files and images it

@@ -9,7 +9,7 @@
 
 #include "common/fileio.h"
 
-void ptd_codesnap_free(struct ptd_codesnap *cs)
+void ptd_codesnap_fini(struct ptd_codesnap *cs)
 {
 	free(cs->code);
 	cs->code = NULL;
@@ -27,7 +27,7 @@ static int done(struct ptd_codesnap *cs, const char *snapdir,
 		 atomic_fetch_add(snapseq, 1u));
 	snprintf(path, sizeof(path), "%s/%s", snapdir, cs->file);
 	r = ptd_file_write_atomic(path, cs->code, cs->len);
-	ptd_codesnap_free(cs);
+	ptd_codesnap_fini(cs);
 	if (r < 0)
 		return ptd_diagf(diag, r, "cannot write '%s': %s", path,
 				 ptd_strerror(r));
@@ -62,7 +62,7 @@ int ptd_codesnap_add(struct ptd_codesnap *cs, const struct ptd_perf_code *c,
 	if (!cs->code || c->vaddr != cs->vaddr || c->len != cs->len ||
 	    c->offset != cs->have || c->size > c->len - c->offset) {
 		(*bad)++;
-		ptd_codesnap_free(cs);
+		ptd_codesnap_fini(cs);
 		return 0;
 	}
 	memcpy(cs->code + c->offset, c->bytes, c->size);

@@ -42,6 +42,6 @@ int ptd_codesnap_add(struct ptd_codesnap *cs, const struct ptd_perf_code *c,
 		     struct ptd_diag *diag);
 
 /* Drop what is being built. */
-void ptd_codesnap_free(struct ptd_codesnap *cs);
+void ptd_codesnap_fini(struct ptd_codesnap *cs);
 
 #endif

@@ -190,7 +190,7 @@ static int image_apply(struct ptd_cpufeed *f, const struct ptd_tl_event *ev)
 
 	if (ev->op == PTD_TL_EXEC) {
 		/* what came before is gone for threads seen later */
-		ptd_timeline_free(&f->hist);
+		ptd_timeline_fini(&f->hist);
 		ptd_timeline_init(&f->hist);
 	}
 	seq = ptd_timeline_add(&f->hist, ev);
@@ -534,9 +534,9 @@ void ptd_cpufeed_free(struct ptd_cpufeed *f)
 	}
 	free(f->q);
 	ptd_percpu_free(f->pc);
-	ptd_timeline_free(&f->hist);
+	ptd_timeline_fini(&f->hist);
 	free(f->th);
-	ptd_codesnap_free(&f->cs);
+	ptd_codesnap_fini(&f->cs);
 	free(f->snapdir);
 	free(f);
 }

@@ -1117,7 +1117,7 @@ static int open_decoder(struct dec *d)
 		return -EINVAL;
 	d->ic = d->a->icache;
 	if (!d->ic) {
-		d->ic = ptd_insncache_new(0);
+		(void)ptd_insncache_new(0, &d->ic);
 		if (!d->ic)
 			return -ENOMEM;
 		d->own_ic = true;

@@ -185,7 +185,7 @@ void ptd_feed_free(struct ptd_feed *f)
 {
 	if (!f)
 		return;
-	ptd_codesnap_free(&f->cs);
+	ptd_codesnap_fini(&f->cs);
 	free(f->snapdir);
 	free(f);
 }

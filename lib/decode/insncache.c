@@ -66,7 +66,7 @@ static inline size_t hash_key(int isid, uint64_t ip, size_t mask)
 	return (size_t)(h >> 32) & mask;
 }
 
-struct ptd_insncache *ptd_insncache_new(size_t max_entries)
+static struct ptd_insncache *insncache_alloc(size_t max_entries)
 {
 	struct ptd_insncache *c;
 
@@ -85,6 +85,14 @@ struct ptd_insncache *ptd_insncache_new(size_t max_entries)
 		return NULL;
 	}
 	return c;
+}
+
+int ptd_insncache_new(size_t max_entries, struct ptd_insncache **ret)
+{
+	if (!ret)
+		return -EINVAL;
+	*ret = insncache_alloc(max_entries);
+	return *ret ? 0 : -ENOMEM;
 }
 
 void ptd_insncache_free(struct ptd_insncache *c)

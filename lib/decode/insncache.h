@@ -56,8 +56,9 @@ struct ptd_insncache_stats {
 	uint64_t hits, misses, uncached, clears;
 };
 
-/* @max_entries 0: 1 << 20.  Returns NULL on allocation failure. */
-struct ptd_insncache *ptd_insncache_new(size_t max_entries);
+/* Allocate into *@ret; @max_entries 0: 1 << 20.  Returns 0, or -ENOMEM
+ * (*@ret NULL). */
+int ptd_insncache_new(size_t max_entries, struct ptd_insncache **ret);
 void ptd_insncache_free(struct ptd_insncache *c);
 
 /* The instruction at @ip in section @isid of @img, in @mode.

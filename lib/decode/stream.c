@@ -80,7 +80,10 @@ static void seg_fini(struct seg *g)
 
 static struct ptd_image *image_new(struct ptd_stream *s)
 {
-	return ptd_image_new(s->o.iscache, "stream");
+	struct ptd_image *img;
+
+	(void)ptd_image_new(s->o.iscache, "stream", &img);
+	return img;
 }
 
 /* Apply to @img the events from *@next on whose position is <= @upto.
@@ -666,7 +669,7 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 	}
 	s->o.dir = s->dir;
 	if (!s->o.icache && s->o.decode.path == PTD_PATH_BLOCK) {
-		s->own_icache = ptd_insncache_new(0);
+		(void)ptd_insncache_new(0, &s->own_icache);
 		if (!s->own_icache) {
 			ptd_stream_free(s);
 			return -ENOMEM;
@@ -689,7 +692,7 @@ void ptd_stream_free(struct ptd_stream *s)
 	for (size_t i = 0; i < s->nsegs; i++)
 		seg_fini(&s->segs[i]);
 	free(s->segs);
-	ptd_timeline_free(&s->tl);
+	ptd_timeline_fini(&s->tl);
 	ptd_insncache_free(s->own_icache);
 	free(s->perr);
 	free(s->dir);

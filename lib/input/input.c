@@ -194,8 +194,8 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 		return ptd_diagf(diag, -ENOENT, "%s '%s' has no thread %ld",
 				 ptd_input_kind_name(kind), origin,
 				 (long)o->tid);
-	ic = ptd_iscache_new();
-	icache = ptd_insncache_new(0);
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_insncache_new(0, &icache);
 	if (!ic || !icache) {
 		r = -ENOMEM;
 		goto out;
@@ -261,6 +261,6 @@ int ptd_capture_decode(const char *path, const struct ptd_input_opts *o,
 	r = ptd_capture_decode_loaded(&c, path, PTD_INPUT_CAPTURE,
 				      "swpt-capture", NULL, NULL, o, sink,
 				      ret_thread_errors, diag);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	return r;
 }

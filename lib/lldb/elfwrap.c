@@ -127,6 +127,6 @@ int ptd_elfwrap_write(const char *path, const uint8_t *code, size_t len,
 			(void)ptd_diagf(diag, r, "cannot write '%s': %s", path,
 					ptd_strerror(r));
 	}
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 	return r;
 }

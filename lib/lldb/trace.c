@@ -403,7 +403,7 @@ static int parse_root(const struct pctx *p, const cJSON *root,
 	return check_consistency(p, t);
 }
 
-void ptd_lldb_trace_free(struct ptd_lldb_trace *t)
+void ptd_lldb_trace_fini(struct ptd_lldb_trace *t)
 {
 	size_t i, j;
 
@@ -468,7 +468,7 @@ int ptd_lldb_trace_parse(const char *text, size_t len, const char *dir,
 	if (r == -ENOMEM)
 		(void)ptd_diagf(diag, r, "%s: out of memory", origin);
 	if (r < 0) {
-		ptd_lldb_trace_free(&t);
+		ptd_lldb_trace_fini(&t);
 		return r;
 	}
 	*ret = t;
@@ -790,7 +790,7 @@ static int decode_process(struct dctx *d, struct ptd_iscache *ic, size_t pi,
 	if (ti == pr->nthreads)
 		return 0;	/* nothing to decode: no image needed */
 	(void)snprintf(name, sizeof(name), "pid %ld", (long)pr->pid);
-	img = ptd_image_new(ic, name);
+	(void)ptd_image_new(ic, name, &img);
 	if (!img)
 		return -ENOMEM;
 	r = build_image(d->t, pi, d->o->sysroot, img, diag);
@@ -943,8 +943,8 @@ int ptd_lldb_decode(const char *path, const struct ptd_input_opts *o,
 	r = check_decodable(&t, o, &nsel, diag);
 	if (r < 0)
 		goto out;
-	ic = ptd_iscache_new();
-	d.icache = ptd_insncache_new(0);
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_insncache_new(0, &d.icache);
 	if (!ic || !d.icache) {
 		r = -ENOMEM;
 		goto out;
@@ -980,6 +980,6 @@ out:
 	free_cpus(&d);
 	ptd_insncache_free(d.icache);
 	ptd_iscache_free(ic);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 	return r;
 }

@@ -131,7 +131,7 @@ struct ptd_lldb_trace {
 	uint64_t kernel_load;	/* default 0xffffffff81000000 */
 };
 
-void ptd_lldb_trace_free(struct ptd_lldb_trace *t);
+void ptd_lldb_trace_fini(struct ptd_lldb_trace *t);
 
 /* Parse the trace description @text (@len bytes) of the bundle in @dir;
  * @origin names it in messages.  Returns 0, -PTD_EFORMAT (bad JSON, a

@@ -203,7 +203,7 @@ static int parse_one(struct cur *c, struct ptd_addrfilter_entry *e,
 	return err;
 }
 
-void ptd_addrfilter_free(struct ptd_addrfilter *f)
+void ptd_addrfilter_fini(struct ptd_addrfilter *f)
 {
 	size_t i;
 
@@ -269,7 +269,7 @@ int ptd_addrfilter_parse(const char *text, uint32_t nr_addr_filters,
 	*ret = f;
 	return 0;
 fail:
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	return err;
 }
 

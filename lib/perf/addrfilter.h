@@ -59,7 +59,7 @@ struct ptd_addrfilter {
 
 /* Parse @text (NUL-terminated).  @nr_addr_filters is the PMU's capacity
  * (struct ptd_pt_pmu.nr_addr_filters).
- * Returns 0 and fills *ret (free with ptd_addrfilter_free) on success.
+ * Returns 0 and fills *ret (free with ptd_addrfilter_fini) on success.
  * Returns -EINVAL if an argument is NULL.
  * Returns -PTD_EFORMAT with "column N: what" for bad syntax (unknown
  *   action, bad number, missing size, size 0, start+size overflowing,
@@ -71,7 +71,7 @@ struct ptd_addrfilter {
 int ptd_addrfilter_parse(const char *text, uint32_t nr_addr_filters,
 			 struct ptd_addrfilter *ret, struct ptd_diag *diag);
 
-void ptd_addrfilter_free(struct ptd_addrfilter *f);
+void ptd_addrfilter_fini(struct ptd_addrfilter *f);
 
 /* Write the kernel's filter string ("filter 0x1000/0x200@/bin/ls,...")
  * into @buf of @cap bytes.

@@ -130,7 +130,7 @@ int ptd_perf_buf_map(int fd, size_t data_size, size_t aux_size,
 	*ret = b;
 	return 0;
 err:
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 	return err;
 }
 
@@ -170,7 +170,7 @@ int ptd_perf_buf_alloc(size_t data_size, size_t aux_size, bool aux_overwrite,
 	return 0;
 }
 
-void ptd_perf_buf_free(struct ptd_perf_buf *b)
+void ptd_perf_buf_fini(struct ptd_perf_buf *b)
 {
 	if (!b)
 		return;

@@ -97,7 +97,7 @@ int ptd_perf_buf_alloc(size_t data_size, size_t aux_size, bool aux_overwrite,
 
 /* Unmap either kind and zero the struct.  NULL and zeroed structs are fine;
  * calling it twice is fine. */
-void ptd_perf_buf_free(struct ptd_perf_buf *b);
+void ptd_perf_buf_fini(struct ptd_perf_buf *b);
 
 /* ---- the reader ---- */
 

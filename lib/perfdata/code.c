@@ -215,17 +215,17 @@ static bool kernel_try(struct kernel *k, const char *path, const char *bid,
 			code++;
 	if (!code) {
 		why_add(k, "; '%s' has no code segment", path);
-		ptd_elf_info_free(&info);
+		ptd_elf_info_fini(&info);
 		return false;
 	}
 	if (bid && info.build_id[0] && strcmp(bid, info.build_id)) {
 		why_add(k, "; '%s' is another kernel (build-id %s)", path,
 			info.build_id);
-		ptd_elf_info_free(&info);
+		ptd_elf_info_fini(&info);
 		return false;
 	}
 	if (ptd_strlcpy(k->path, path, sizeof(k->path)) < 0) {
-		ptd_elf_info_free(&info);
+		ptd_elf_info_fini(&info);
 		return false;
 	}
 	k->elf = info;
@@ -500,5 +500,5 @@ void pdd_kernel_free(struct kernel *k)
 	for (i = 0; i < k->nnames; i++)
 		free(k->names[i]);
 	free(k->names);
-	ptd_elf_info_free(&k->elf);
+	ptd_elf_info_fini(&k->elf);
 }

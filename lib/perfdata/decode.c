@@ -598,7 +598,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 	int r;
 
 	(void)snprintf(name, sizeof(name), "tid %ld", (long)t->tid);
-	img = ptd_image_new(d->ic, name);
+	(void)ptd_image_new(d->ic, name, &img);
 	if (!img)
 		return -ENOMEM;
 	/* Missing files were taken out of the timeline and are reported
@@ -662,14 +662,14 @@ static void dec_free(struct dec *d)
 		for (k = 0; k < d->th[i].nloss; k++)
 			free(d->th[i].loss[k].why);
 		free(d->th[i].loss);
-		ptd_buf_free(&d->th[i].pt);
+		ptd_buf_fini(&d->th[i].pt);
 	}
 	free(d->th);
 	for (i = 0; i < d->npr; i++) {
 		for (k = 0; k < d->pr[i].nmiss; k++)
 			free(d->pr[i].miss[k].msg);
 		free(d->pr[i].miss);
-		ptd_timeline_free(&d->pr[i].tl);
+		ptd_timeline_fini(&d->pr[i].tl);
 	}
 	free(d->pr);
 	for (i = 0; i < d->nbids; i++)
@@ -729,7 +729,7 @@ static void proc_filter(const struct dec *d, struct proc *p,
 	if (r == 0)
 		r = ptd_addrfilter_to_config(&f, &maps, &p->filter, &fd);
 	free(maps.v);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	if (r < 0 && sink->notice) {
 		struct ptd_diag n = { "" };
 
@@ -810,7 +810,7 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 		dopts.clock = pd->pt.clock;
 	}
 	timing(pd, &dopts);
-	icache = ptd_insncache_new(0);
+	(void)ptd_insncache_new(0, &icache);
 	if (!icache)
 		return -ENOMEM;
 	info = (struct ptd_input_info){ PTD_INPUT_PERFDATA, "perf.data",
@@ -882,7 +882,7 @@ static int decode_parsed(const struct ptd_perfdata *pd, const char *kcore,
 	d.diag = diag;
 	d.k.traced = traces_kernel(pd);
 	d.k.kcore = kcore;
-	d.ic = ptd_iscache_new();
+	(void)ptd_iscache_new(&d.ic);
 	if (!d.ic)
 		return -ENOMEM;
 	ptd_iscache_set_resolver(d.ic, pdd_resolve, &d);

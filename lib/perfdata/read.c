@@ -801,14 +801,14 @@ static int read_all(int fd, const char *name, uint64_t hint,
 		ssize_t n;
 
 		if (b.len >= PTD_PERFDATA_PIPE_MAX) {
-			ptd_buf_free(&b);
+			ptd_buf_fini(&b);
 			ptd_perfdata_free(pd);
 			return ptd_diagf(diag, -PTD_ELIMIT, "%s: stream longer "
 					 "than %llu bytes", name ? name : "",
 					 PTD_PERFDATA_PIPE_MAX);
 		}
 		if (ptd_buf_reserve(&b, 1u << 16) < 0) {
-			ptd_buf_free(&b);
+			ptd_buf_fini(&b);
 			ptd_perfdata_free(pd);
 			return -ENOMEM;
 		}
@@ -818,7 +818,7 @@ static int read_all(int fd, const char *name, uint64_t hint,
 		if (n < 0) {
 			int err = -errno;
 
-			ptd_buf_free(&b);
+			ptd_buf_fini(&b);
 			ptd_perfdata_free(pd);
 			return ptd_diagf(diag, err, "cannot read '%s': %s",
 					 name ? name : "", strerror(-err));

@@ -659,7 +659,7 @@ static int write_features(struct writer *w,
 	for (size_t i = 0; r >= 0 && i < n; i++)
 		r = w_put(w, body[i].data, body[i].len);
 	for (size_t i = 0; i < PTD_ARRAY_SIZE(feats); i++)
-		ptd_buf_free(&body[i]);
+		ptd_buf_fini(&body[i]);
 	if (r == -ENOMEM)
 		return ptd_diagf(w->diag, r, "building features: out of memory");
 	return r;
@@ -768,7 +768,7 @@ out:
 		(void)close(fd);
 	if (r == -ENOMEM && diag && !diag->msg[0])
 		ptd_diagf(diag, r, "writing '%s': out of memory", path);
-	ptd_buf_free(&w.q);
+	ptd_buf_fini(&w.q);
 	free(w.idx);
 	free(w.absdir);
 	free(tmp);

@@ -167,7 +167,7 @@ static int hw_initial_image(struct ptd_source *s, struct ptd_diag *diag)
 		}
 		r = (int)ptd_timeline_add(&s->hist, &ev);
 	}
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	return r < 0 ? ptd_diagf(diag, r, "process %d: reading its image: "
 				 "%s", (int)s->p.pid, ptd_strerror(r)) : 0;
 }
@@ -560,7 +560,7 @@ static void hw_destroy(struct ptd_source *s)
 			(void)close(h->pc_sbfd[i]);
 		if (h->pc_fd[i] >= 0)
 			(void)close(h->pc_fd[i]);
-		ptd_perf_buf_free(&h->pc_buf[i]);
+		ptd_perf_buf_fini(&h->pc_buf[i]);
 	}
 	free(h->pc_cpus);
 	free(h->pc_fd);

@@ -289,7 +289,7 @@ int ptd_source_set_filter(struct ptd_source *s, const char *text,
 	(void)snprintf(root, sizeof(root), "/proc/%d/root", (int)s->p.pid);
 	r = ptd_addrfilter_resolve(&s->filter, &maps, root, &s->fcfg,
 				   &pending, diag);
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	/* A range in a file that does not exist, or that the process's
 	 * mapping does not hold: the request is at fault (bad_request),
 	 * not the daemon. */
@@ -307,8 +307,8 @@ const char *ptd_source_filter(const struct ptd_source *s)
 
 int ptd_source_start(struct ptd_source *s, struct ptd_diag *diag)
 {
-	s->iscache = ptd_iscache_new();
-	s->icache = ptd_insncache_new(ICACHE_ENTRIES);
+	(void)ptd_iscache_new(&s->iscache);
+	(void)ptd_insncache_new(ICACHE_ENTRIES, &s->icache);
 	if (!s->iscache || !s->icache)
 		return -ENOMEM;
 	/* a file renamed over a mapped one is refused, the code read from
@@ -381,9 +381,9 @@ void ptd_source_free(struct ptd_source *s)
 		ptd_stream_free(s->dt[i].stream);
 		if (s->dt[i].fd >= 0)
 			(void)close(s->dt[i].fd);
-		ptd_perf_buf_free(&s->dt[i].hwbuf);
+		ptd_perf_buf_fini(&s->dt[i].hwbuf);
 		if (s->dt[i].tl)
-			ptd_timeline_free(s->dt[i].tl);
+			ptd_timeline_fini(s->dt[i].tl);
 		free(s->dt[i].tl);
 		free(s->dt[i].snap);
 	}
@@ -391,11 +391,11 @@ void ptd_source_free(struct ptd_source *s)
 	s->ops->destroy(s);
 	free(s->dt);
 	free(s->snap_reader);
-	ptd_timeline_free(&s->hist);
+	ptd_timeline_fini(&s->hist);
 	ptd_insncache_free(s->icache);
 	ptd_iscache_free(s->iscache);
 	free(s->filter_text);
-	ptd_addrfilter_free(&s->filter);
+	ptd_addrfilter_fini(&s->filter);
 	free(s);
 }
 

@@ -25,7 +25,7 @@ int ptd_capture_stream_open(const struct ptd_capture *c, size_t idx,
 		return -EINVAL;
 	t = &c->threads[idx];
 	(void)snprintf(name, sizeof(name), "tid %ld", (long)t->tid);
-	rs->img = ptd_image_new(ic, name);
+	(void)ptd_image_new(ic, name, &rs->img);
 	if (!rs->img)
 		return -ENOMEM;
 	r = ptd_capture_read_pt(c, idx, &rs->pt, &rs->len, diag);
@@ -65,7 +65,7 @@ int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 	if (!c || idx >= c->nthreads || !o || !fn)
 		return -EINVAL;
 	if (!ic) {
-		own_ic = ptd_iscache_new();
+		(void)ptd_iscache_new(&own_ic);
 		if (!own_ic)
 			return -ENOMEM;
 		ic = own_ic;
@@ -238,10 +238,10 @@ int ptd_capture_verify(const struct ptd_capture *c,
 	memset(report, 0, sizeof(*report));
 	report->threads = calloc(c->nthreads ? c->nthreads : 1,
 				 sizeof(*report->threads));
-	ic = ptd_iscache_new();
+	(void)ptd_iscache_new(&ic);
 	if (!report->threads || !ic) {
 		ptd_iscache_free(ic);
-		ptd_verify_report_free(report);
+		ptd_verify_report_fini(report);
 		return -ENOMEM;
 	}
 	report->nthreads = c->nthreads;
@@ -255,11 +255,11 @@ int ptd_capture_verify(const struct ptd_capture *c,
 	}
 	ptd_iscache_free(ic);
 	if (r < 0)
-		ptd_verify_report_free(report);
+		ptd_verify_report_fini(report);
 	return r < 0 ? r : 0;
 }
 
-void ptd_verify_report_free(struct ptd_verify_report *r)
+void ptd_verify_report_fini(struct ptd_verify_report *r)
 {
 	if (!r)
 		return;

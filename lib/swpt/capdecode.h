@@ -79,6 +79,6 @@ struct ptd_verify_report {
  * report->ok for its verdict), or a negative error if it could not run. */
 int ptd_capture_verify(const struct ptd_capture *c,
 		      struct ptd_verify_report *report, struct ptd_diag *diag);
-void ptd_verify_report_free(struct ptd_verify_report *r);
+void ptd_verify_report_fini(struct ptd_verify_report *r);
 
 #endif

@@ -229,7 +229,7 @@ static int read_data(const char *dir, const char *name, uint64_t limit,
 
 /* ---- free, find ------------------------------------------------------ */
 
-void ptd_capture_free(struct ptd_capture *c)
+void ptd_capture_fini(struct ptd_capture *c)
 {
 	if (!c)
 		return;
@@ -245,7 +245,7 @@ void ptd_capture_free(struct ptd_capture *c)
 	}
 	free(c->threads);
 	free(c->filter);
-	ptd_timeline_free(&c->tl);
+	ptd_timeline_fini(&c->tl);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -734,7 +734,7 @@ int ptd_capture_load(const char *dir, struct ptd_capture *ret,
 	*ret = c;
 	return 0;
 err:
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	return r;
 }
 

@@ -99,7 +99,7 @@ struct ptd_capture {
 	bool detached;
 };
 
-void ptd_capture_free(struct ptd_capture *c);
+void ptd_capture_fini(struct ptd_capture *c);
 
 /* Load and check the manifest and timeline of the capture in @dir.
  * Returns 0, or -PTD_EFORMAT/-PTD_EVERSION/-PTD_ELIMIT/-errno with a message

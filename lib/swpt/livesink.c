@@ -580,7 +580,7 @@ static int on_thread_begin_locked(void *ctx, pid_t tid)
 				   s->overwrite ? s->aux_size : 1);
 	r = add_thread(s, t);
 	if (r < 0) {
-		ptd_perf_buf_free(&t->buf);
+		ptd_perf_buf_fini(&t->buf);
 		free(t);
 		return r;
 	}
@@ -704,12 +704,12 @@ void ptd_livesink_free(struct ptd_livesink *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nth; i++) {
-		ptd_perf_buf_free(&s->th[i]->buf);
+		ptd_perf_buf_fini(&s->th[i]->buf);
 		free(s->th[i]);
 	}
 	free(s->th);
 	for (unsigned c = 0; s->cpu && c < s->ncpu; c++)
-		ptd_perf_buf_free(&s->cpu[c].buf);
+		ptd_perf_buf_fini(&s->cpu[c].buf);
 	free(s->cpu);
 	hist_clear(s);
 	free(s->hist);
@@ -818,7 +818,7 @@ int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
 				       &v->buf);
 		if (r < 0) {
 			while (c-- > 0)
-				ptd_perf_buf_free(&s->cpu[c].buf);
+				ptd_perf_buf_fini(&s->cpu[c].buf);
 			free(s->cpu);
 			s->cpu = NULL;
 			return r;

@@ -425,8 +425,8 @@ static bool psb_due(const struct ptd_ptgen *g)
 	       ptd_ptgen_offset(g) - g->last_psb >= g->cfg.psb_period;
 }
 
-struct ptd_ptgen *ptd_ptgen_new(const struct ptd_ptgen_config *cfg,
-				int *ret_err)
+static struct ptd_ptgen *ptgen_alloc(const struct ptd_ptgen_config *cfg,
+				      int *ret_err)
 {
 	struct ptd_ptgen *g = NULL;
 	struct pt_config pc;
@@ -468,23 +468,38 @@ fail:
 	return NULL;
 }
 
-int ptd_ptgen_free(struct ptd_ptgen *g)
+int ptd_ptgen_new(const struct ptd_ptgen_config *cfg, struct ptd_ptgen **ret)
+{
+	int err = -ENOMEM;
+
+	if (!ret)
+		return -EINVAL;
+	*ret = ptgen_alloc(cfg, &err);
+	return *ret ? 0 : err;
+}
+
+int ptd_ptgen_end(struct ptd_ptgen *g)
 {
 	int err;
 
 	if (!g)
-		return 0;
-	/* Pending TNT bits become a packet: a stream cut short (no finish)
-	 * still decodes up to its last branch. */
+		return -EINVAL;
 	err = make_room(g);
 	if (!err) {
 		tnt_flush(g);
 		err = ptd_ptgen_flush(g);
 	}
+	return err;
+}
+
+void ptd_ptgen_free(struct ptd_ptgen *g)
+{
+	if (!g)
+		return;
+	(void)ptd_ptgen_end(g);
 	pt_free_encoder(g->enc);
 	free(g->buf);
 	free(g);
-	return err;
 }
 
 static void pge(struct ptd_ptgen *g, uint64_t ip)

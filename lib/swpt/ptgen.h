@@ -75,12 +75,17 @@ struct ptd_ptgen_config {
 	void *sink_ctx;
 };
 
-/* Allocate.  Returns NULL on a bad config (@ret_err: -EINVAL) or allocation
- * failure (-ENOMEM). */
-struct ptd_ptgen *ptd_ptgen_new(const struct ptd_ptgen_config *cfg,
-				int *ret_err);
-/* Flush and free; accepts NULL.  Returns the flush result. */
-int ptd_ptgen_free(struct ptd_ptgen *g);
+/* Allocate into *@ret.  Returns 0, or -EINVAL (a bad config) or -ENOMEM
+ * (*@ret NULL). */
+int ptd_ptgen_new(const struct ptd_ptgen_config *cfg, struct ptd_ptgen **ret);
+/* End the stream where it stands: pending TNT bits become a packet and
+ * everything goes to the sink (a stream cut short, without
+ * ptd_ptgen_finish, still decodes up to its last branch).  Returns the
+ * sink's error, or 0. */
+int ptd_ptgen_end(struct ptd_ptgen *g);
+/* Free; accepts NULL.  Ends the stream first (ptd_ptgen_end), its error
+ * lost: call that first where it matters. */
+void ptd_ptgen_free(struct ptd_ptgen *g);
 
 /* The TSC value the next PSB+ carries (if cfg.tsc). */
 void ptd_ptgen_set_tsc(struct ptd_ptgen *g, uint64_t tsc);

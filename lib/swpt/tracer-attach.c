@@ -330,7 +330,7 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	tr.seized = true;
 	tr.last_flush = tr_now_ns();
 	ptd_timeline_init(&tr.tl);
-	tr.ic = ptd_insncache_new(0);
+	(void)ptd_insncache_new(0, &tr.ic);
 	if (!tr.ic)
 		return -ENOMEM;
 	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;

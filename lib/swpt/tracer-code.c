@@ -146,13 +146,13 @@ int tr_maps_refresh(struct tracer *tr)
 	}
 	if (changed)
 		ptd_insncache_clear(tr->ic);
-	ptd_maps_free(&tr->maps);
+	ptd_maps_fini(&tr->maps);
 	tr->maps = now;
 	if (changed)
 		filter_update(tr, false);
 	return 0;
 out:
-	ptd_maps_free(&now);
+	ptd_maps_fini(&now);
 	return r;
 }
 
@@ -161,7 +161,7 @@ int tr_maps_load_all(struct tracer *tr)
 {
 	int r;
 
-	ptd_maps_free(&tr->maps);
+	ptd_maps_fini(&tr->maps);
 	tr->nsnaps = 0;
 	ptd_insncache_clear(tr->ic);
 	r = read_maps(tr, &tr->maps);

@@ -182,7 +182,7 @@ int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 				ptd_strerror(r));
 	cfg.sink = pt_sink;
 	cfg.sink_ctx = t;
-	t->gen = ptd_ptgen_new(&cfg, &r);
+	r = ptd_ptgen_new(&cfg, &t->gen);
 	if (!t->gen)
 		return tr_failf(tr, r, "cannot set up the packet generator: %s",
 				ptd_strerror(r));
@@ -203,7 +203,8 @@ int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip)
 	if (!t->gen)
 		return 0;
 	r = ptd_ptgen_finish(t->gen, ip);
-	r2 = ptd_ptgen_free(t->gen);
+	r2 = ptd_ptgen_end(t->gen);
+	ptd_ptgen_free(t->gen);
 	t->gen = NULL;
 	tr->live--;
 	if (t->pt && fflush(t->pt) != 0)
@@ -236,7 +237,7 @@ static void thread_free(struct tthread *t)
 {
 	if (!t)
 		return;
-	(void)ptd_ptgen_free(t->gen);
+	ptd_ptgen_free(t->gen);
 	if (t->pt)
 		(void)fclose(t->pt);
 	if (t->has_truth)
@@ -547,8 +548,8 @@ void tr_tracer_free(struct tracer *tr)
 	free(tr->forks);
 	free(tr->snaps);
 	ptd_insncache_free(tr->ic);
-	ptd_maps_free(&tr->maps);
-	ptd_timeline_free(&tr->tl);
+	ptd_maps_fini(&tr->maps);
+	ptd_timeline_fini(&tr->tl);
 }
 
 void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
@@ -580,7 +581,7 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	tr.opt = opt;
 	tr.diag = diag;
 	ptd_timeline_init(&tr.tl);
-	tr.ic = ptd_insncache_new(0);
+	(void)ptd_insncache_new(0, &tr.ic);
 	if (!tr.ic)
 		return -ENOMEM;
 	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;

@@ -75,7 +75,7 @@ static inline char *dc_read_line(struct dconn *c, int timeout_ms)
 			break;
 		c->len = (size_t)n;
 	}
-	ptd_buf_free(&line);
+	ptd_buf_fini(&line);
 	return NULL;
 }
 

@@ -157,7 +157,7 @@ static int trace(const char *name, char *const argv[], const char *filter_text,
 	memset(&res, 0, sizeof(res));
 	r = ptd_swpt_run(argv, &so, &res, diag);
 	last_res = res;
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	if (r == 0 && (!res.exited || res.exit_code != 0))
 		r = ptd_diagf(diag, -EPROTO, "%s did not exit 0", argv[0]);
 	return r;
@@ -219,7 +219,7 @@ static void check_capture(const char *dir, const char *text,
 					    (long)rep.threads[i].tid,
 					    rep.threads[i].why);
 		CHECK(rep.ok);
-		ptd_verify_report_free(&rep);
+		ptd_verify_report_fini(&rep);
 	}
 	r = ptd_capture_read_truth(&c, 0, &truth, &n, &diag);
 	CHECK_EQ_INT(r, 0);
@@ -230,7 +230,7 @@ static void check_capture(const char *dir, const char *text,
 				    "the filter", i, truth[i]);
 			break;
 		}
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	*ret_truth = truth;
 	*ret_n = n;
 }
@@ -249,7 +249,7 @@ static void check_subsequence(const char *dir, size_t ti,
 	if (ptd_capture_load(dir, &c, &diag) < 0 ||
 	    ptd_capture_read_truth(&c, ti, &all, &n, &diag) < 0) {
 		CHECK_FAIL_("reading %s: %s", dir, diag.msg);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return;
 	}
 	CHECK(!c.addr_filter.config.addr_cfg);
@@ -267,7 +267,7 @@ static void check_subsequence(const char *dir, size_t ti,
 	}
 	CHECK_EQ_INT(k, nwant);
 	free(all);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* The unfiltered trace of prog-recursion (made once). */
@@ -396,7 +396,7 @@ static void verify_capture(const struct ptd_capture *c)
 				    (long)rep.threads[i].tid,
 				    rep.threads[i].why);
 	CHECK(rep.ok);
-	ptd_verify_report_free(&rep);
+	ptd_verify_report_fini(&rep);
 }
 
 /* A filter on a function of a library the program has not loaded yet
@@ -449,7 +449,7 @@ static void dlopen_case(const char *name, bool threaded)
 	for (t = 0; t < nth; t++)
 		CHECK_EQ_INT(ptd_capture_read_truth(&c, t, &truth[t], &n[t],
 						    &diag), 0);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	/* main: ptd_target_sum(10) twice, a loop of ten rounds each time;
 	 * the second thread: five times */
 	CHECK(n[0] > 40);
@@ -475,7 +475,7 @@ static void dlopen_case(const char *name, bool threaded)
 	 * last change and before the dlclose that follows its end */
 	if (r == 0 && ptd_capture_load(tmp, &c, &diag) == 0) {
 		verify_capture(&c);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 	}
 	for (t = 0; r == 0 && t < nth; t++)
 		check_subsequence(tmp, t, rg, nrg, truth[t], n[t]);
@@ -646,7 +646,7 @@ static size_t check_stream(const char *text, const char *capdir)
 		free(got);
 		free(truth);
 	}
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	return total;
 }
 

@@ -132,7 +132,7 @@ static void test_bundle_decode(void)
 	CHECK_EQ_INT(ptd_bundle_save(cap, b1, NULL, &d), 0);
 	REQUIRE(ptd_bundle_load(b1, &b, &d) == 0);
 	CHECK(b.capture.nthreads >= 2);
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 	path_in(moved, sizeof(moved), "elsewhere");
 	REQUIRE(mkdir(moved, 0755) == 0);
 	path_in(moved, sizeof(moved), "elsewhere/b1-moved");
@@ -187,7 +187,7 @@ static void test_bundle_decode(void)
 		REQUIRE(ptd_bundle_load(moved, &tb, &d) == 0);
 		(void)snprintf(pt, sizeof(pt), "%s/capture/%s", moved,
 			       tb.capture.threads[0].pt);
-		ptd_bundle_free(&tb);
+		ptd_bundle_fini(&tb);
 		REQUIRE(ptd_file_read_all(pt, 1u << 30, &data, &len) == 0);
 		data[len / 2] ^= 1;
 		fd = open(pt, O_WRONLY | O_TRUNC | O_CLOEXEC);

@@ -58,7 +58,8 @@ static int tally_fn(void *ctx, const struct ptd_record *r)
 static int decode_bytes(const uint8_t *pt, size_t len, enum ptd_decode_path path,
 			struct tally *t, struct ptd_decode_stats *st)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
 	struct ptd_capture_stream rs;
 	struct ptd_decode_opts o;
 	struct ptd_diag diag = { "" };
@@ -180,8 +181,10 @@ static void test_truncated(void)
  * memory (nomap) and decoding goes on in the code that is there. */
 static void test_missing_image(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "empty");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "empty", &img);
 	struct ptd_decode_thread_args a;
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
@@ -244,7 +247,7 @@ int main(void)
 	RUN(test_missing_image);
 	free(orig_pt);
 	free(truth);
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

@@ -1034,7 +1034,7 @@ static void test_groundtruth(void)
 	CHECK(nthreads_seen >= 4);	/* main, 2 workers, brief ones */
 	CHECK(strstr(text, "\"type\":\"bye\"") != NULL);
 	CHECK(strstr(text, "\"reason\":\"exited\"") != NULL);
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	free(text);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
@@ -1078,7 +1078,7 @@ static void test_ptctl_replay(void)
 	REQUIRE(ptd_capture_load(capdir, &cap, &diag) == 0);
 	for (size_t i = 0; i < cap.nthreads; i++)
 		truth += cap.threads[i].insns;
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	REQUIRE(truth > 10000);
 
 	(void)snprintf(out, sizeof(out), "%s/replay.out", d.dir);

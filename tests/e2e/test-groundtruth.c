@@ -66,7 +66,7 @@ static void verify(const char *dir, size_t want_threads,
 	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("verify %s could not run: %s", dir, diag.msg);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return;
 	}
 	CHECK_EQ_INT(rep.nthreads, want_threads);
@@ -81,11 +81,11 @@ static void verify(const char *dir, size_t want_threads,
 		CHECK(t->truth > 0);
 	}
 	CHECK(rep.ok);
-	ptd_verify_report_free(&rep);
+	ptd_verify_report_fini(&rep);
 	if (ret_c)
 		*ret_c = c;
 	else
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 }
 
 static char *prog(const char *name)
@@ -157,7 +157,7 @@ static void test_exec(void)
 	memset(&c, 0, sizeof(c));
 	verify(dir, 1, &c);
 	CHECK(timeline_has(&c, PTD_TL_EXEC, NULL));
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* Snapshot events of non-file code other than the vDSO. */
@@ -185,7 +185,7 @@ static void test_jit(void)
 	verify(dir, 1, &c);
 	/* Snapshotted when first run, and again after the rewrite. */
 	CHECK(anon_snapshots(&c) >= 2);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 static void test_vdso(void)
@@ -199,7 +199,7 @@ static void test_vdso(void)
 	memset(&c, 0, sizeof(c));
 	verify(dir, 1, &c);
 	CHECK(timeline_has(&c, PTD_TL_SNAPSHOT, "[vdso]"));
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 static void test_dlopen(void)
@@ -218,7 +218,7 @@ static void test_dlopen(void)
 	verify(dir, 1, &c);
 	CHECK(timeline_has(&c, PTD_TL_MAP, "libptdtarget.so"));
 	CHECK(timeline_has(&c, PTD_TL_UNMAP, NULL));
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* Count decoded instructions of module @mod whose bytes start with @raw. */
@@ -276,7 +276,7 @@ static void test_repstr(void)
 	CHECK_EQ_INT(count_insns(&c, "prog-repstr", movsb, sizeof(movsb)), 1);
 	CHECK_EQ_INT(count_insns(&c, "prog-repstr", stosq, sizeof(stosq)), 1);
 	CHECK_EQ_INT(count_insns(&c, "prog-repstr", stosb, sizeof(stosb)), 1);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 static void test_fork(void)

@@ -132,7 +132,7 @@ static bool exec_map(pid_t pid, const char *path, struct ptd_map *ret)
 			ret->path = NULL;
 			found = true;
 		}
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	return found;
 }
 

@@ -55,7 +55,7 @@ static void verify(const char *dir, size_t min_threads)
 	r = ptd_capture_verify(&c, &rep, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("verify %s could not run: %s", dir, diag.msg);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return;
 	}
 	CHECK(rep.nthreads >= min_threads);
@@ -69,8 +69,8 @@ static void verify(const char *dir, size_t min_threads)
 			CHECK_FAIL_("thread %ld: %s", (long)t->tid, t->why);
 	}
 	CHECK(rep.ok);
-	ptd_verify_report_free(&rep);
-	ptd_capture_free(&c);
+	ptd_verify_report_fini(&rep);
+	ptd_capture_fini(&c);
 }
 
 static const char *subdir(const char *name)

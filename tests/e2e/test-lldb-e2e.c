@@ -193,7 +193,7 @@ static bool bundle_has(const char *bdir, const char *system_path)
 			if (!strcmp(t.procs[i].modules[j].system_path,
 				    system_path))
 				found = true;
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 	return found;
 }
 
@@ -229,12 +229,12 @@ static void check_prog(const char *name, size_t want_threads,
 	r = ptd_lldb_export_capture(&c, bdir, &d);
 	if (r < 0) {
 		CHECK_FAIL_("export of %s: %s", name, d.msg);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return;
 	}
 	if (want_module)
 		CHECK(bundle_has(bdir, want_module));
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	if (lldb_dump_matches(cdir, bdir, name))
 		fprintf(stderr, "  lldb decodes %s as executed\n", name);
 }
@@ -307,7 +307,7 @@ static bool lldb_dump_matches(const char *cdir, const char *bdir,
 	ok = lldb_dump(bdir, c.nthreads, name, files);
 	for (size_t i = 0; ok && i < c.nthreads && i < MAX_DUMPS; i++)
 		compare_dump(capture_truth, &c, files[i], log);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	return ok;
 }
 
@@ -532,8 +532,8 @@ static void make_percpu(const struct ptd_capture *c, const char *bdir,
 		REQUIRE(ptd_file_write_atomic(path, cs.data, cs.len) == 0);
 		cJSON_AddStringToObject(o, "contextSwitchTrace", rel);
 		cJSON_AddItemToArray(cpus, o);
-		ptd_buf_free(&pt);
-		ptd_buf_free(&cs);
+		ptd_buf_fini(&pt);
+		ptd_buf_fini(&cs);
 	}
 	for (i = 0; i < c->nthreads; i++)
 		free(pts[i]);
@@ -818,7 +818,7 @@ static void test_threads_percpu(void)
 	 * as well.  What must hold is that it reads the per-CPU bundle into
 	 * the same threads. */
 	lldb_percpu_same(tbdir, bdir, c.nthreads);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	free(L.runs);
 }
 
@@ -1102,7 +1102,7 @@ static void test_record_lldb(void)
 		REQUIRE(ptd_lldb_trace_load(ldir, &lt, &d) == 0);
 		for (size_t p = 0; p < lt.nprocs; p++)
 			nt += lt.procs[p].nthreads;
-		ptd_lldb_trace_free(&lt);
+		ptd_lldb_trace_fini(&lt);
 		CHECK(nt >= live.nthreads);
 		if (lldb_dump(ldir, nt, "record", files))
 			for (size_t i = 0; i < nt && i < MAX_DUMPS; i++)

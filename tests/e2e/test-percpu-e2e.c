@@ -153,7 +153,7 @@ static void test_percpu_groundtruth(void)
 	CHECK(nthreads_seen >= 4);	/* main, 2 workers, brief ones */
 	CHECK(strstr(text, "\"type\":\"bye\"") != NULL);
 	CHECK(strstr(text, "\"reason\":\"exited\"") != NULL);
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	free(text);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }

@@ -437,7 +437,7 @@ static void test_damage(void)
 						    "no message", r);
 			}
 			ptd_perfdata_free(pd);
-			ptd_buf_free(&b);
+			ptd_buf_fini(&b);
 		}
 		free(d);
 		free(w);

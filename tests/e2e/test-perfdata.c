@@ -153,7 +153,7 @@ static bool trace_export(const char *name, char *const argv[],
 	r = ptd_perfdata_write_capture(c, data, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("exporting %s: %s", name, diag.msg);
-		ptd_capture_free(c);
+		ptd_capture_fini(c);
 		return false;
 	}
 	return true;
@@ -238,7 +238,7 @@ static void simple(const char *name, char *arg)
 	if (!trace_export(name, argv, &c, data, sizeof(data)))
 		return;
 	compare(name, &c, data);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* Each traced program pays for ld.so's start (~10^5 instructions, a few
@@ -433,7 +433,7 @@ int main(void)
 	RUN(test_dlopen);
 	RUN(test_lookup);
 	if (have_keep)
-		ptd_capture_free(&keep_cap);
+		ptd_capture_fini(&keep_cap);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	else

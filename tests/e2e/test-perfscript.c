@@ -208,7 +208,7 @@ static void cross_check(const char *label, const char *name, const char *arg,
 	r = ptd_perfdata_write_capture(&c, file, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("writing %s: %s", file, diag.msg);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		return;
 	}
 	r = run_perf(file, &o);
@@ -226,7 +226,7 @@ static void cross_check(const char *label, const char *name, const char *arg,
 	/* perf must not have invented threads */
 	CHECK_EQ_INT(o.nt, c.nthreads);
 	perf_out_free(&o);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	(void)ptd_rm_rf(dir);
 	(void)unlink(file);
 }

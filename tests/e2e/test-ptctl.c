@@ -245,7 +245,7 @@ static void test_raw_missing_code(void)
 		}
 	}
 	(void)snprintf(ptfile, sizeof(ptfile), "%s/%s", dir, c.threads[0].pt);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	REQUIRE(base != 0);
 	(void)snprintf(elf, sizeof(elf), "%s:0x%" PRIx64, prog, base);
 	{

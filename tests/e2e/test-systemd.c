@@ -89,7 +89,7 @@ static int write_unit(const char *name, const char *text, const char *exec)
 	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
 	if (r == 0)
 		r = ptd_file_write_atomic(path, b.data, b.len);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 	return r;
 }
 

@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fuzz_check_refusal(r, &d, "ptd_capture_read_pt");
 			free(pt);
 		}
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 		fuzz_decode_dir(ptd_capture_decode, "ptd_capture_decode", dir);
 	}
 	fuzz_files_remove(dir);

@@ -51,6 +51,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					  "an image without a path");
 		}
 	}
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 	return 0;
 }

@@ -30,6 +30,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!p->path || !ptd_map_kind_name(p->kind))
 			fuzz_fail("ptd_maps_parse", "no path or kind");
 	}
-	ptd_maps_free(&m);
+	ptd_maps_fini(&m);
 	return 0;
 }

@@ -42,6 +42,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fuzz_fail("ptd_request_parse", "an unnamed command");
 		check_line(ptd_response_ok(req.id, NULL, &n), n);
 	}
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 	return 0;
 }

@@ -29,8 +29,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	(void)snprintf(path, sizeof(path), "%s/code.bin", fuzz_tmpdir());
 	fuzz_write_file(path, fuzz_code, sizeof(fuzz_code));
-	ic = ptd_iscache_new();
-	img = ic ? ptd_image_new(ic, "fuzz") : NULL;
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_image_new(ic, "fuzz", &img);
 	if (!img ||
 	    ptd_image_map_file(img, path, 0, sizeof(fuzz_code), FUZZ_CODE_BASE,
 			       "code", &d) <= 0 ||

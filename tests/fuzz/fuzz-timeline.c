@@ -61,8 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_fail("timeline round trip", "written form refused");
 	}
 	compare(&tl, &again);
-	ptd_timeline_free(&again);
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&again);
+	ptd_timeline_fini(&tl);
 	free(text);
 	return 0;
 }

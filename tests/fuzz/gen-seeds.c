@@ -111,7 +111,7 @@ static void emit_dir(const char *sub, const char *name, const char *dir)
 
 	pack_dir(dir, "", &b);
 	emit(sub, name, b.data, b.len);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void emit_file(const char *sub, const char *name, const char *path)
@@ -120,7 +120,7 @@ static void emit_file(const char *sub, const char *name, const char *path)
 
 	slurp(path, &b);
 	emit(sub, name, b.data, b.len);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 /* ---- PT ----------------------------------------------------------------- */
@@ -379,7 +379,7 @@ static void pd_emit(struct fb *f, const char *name, bool pipe)
 	else
 		fb_file(f, &o);
 	emit("perfdata", name, o.data, o.len);
-	ptd_buf_free(&o);
+	ptd_buf_fini(&o);
 	fb_free(f);
 }
 
@@ -516,7 +516,7 @@ static void make_capture(const char *dir, const char *prog)
 		die("timeline", NULL);
 	if (ptd_capture_save(&c, &d) < 0)
 		die("capture", d.msg);
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 }
 
 static void capture_seeds(void)
@@ -569,7 +569,7 @@ static void capture_seeds(void)
 	if (ptd_perfdata_write_capture(&c, path, &d) < 0)
 		die("perf.data", d.msg);
 	emit_file("perfdata", "capture.data", path);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* An LLDB per-CPU bundle: one CPU, its context switches, the code as an
@@ -624,7 +624,7 @@ static void lldb_percpu_seed(void)
 	(void)snprintf(path, sizeof(path),
 		       "%s/cpus/0.perf_context_switch_trace", dir);
 	fuzz_write_file(path, cs.data, cs.len);
-	ptd_buf_free(&cs);
+	ptd_buf_fini(&cs);
 	emit_dir("lldb", "cpu.lldb", dir);
 	(void)snprintf(path, sizeof(path), "%s/trace.json", dir);
 }
@@ -636,7 +636,7 @@ int main(int argc, char **argv)
 
 		pack_dir(argv[2], "", &b);
 		fuzz_write_file(argv[3], b.data, b.len);
-		ptd_buf_free(&b);
+		ptd_buf_fini(&b);
 		return 0;
 	}
 	if (argc != 2) {

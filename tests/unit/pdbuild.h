@@ -79,9 +79,9 @@ static inline void fb_init(struct fb *f)
 
 static inline void fb_free(struct fb *f)
 {
-	ptd_buf_free(&f->recs);
+	ptd_buf_fini(&f->recs);
 	for (size_t i = 0; i < f->nfeat; i++)
-		ptd_buf_free(&f->feat[i].body);
+		ptd_buf_fini(&f->feat[i].body);
 }
 
 static inline struct ptd_buf *fb_feat(struct fb *f, unsigned id)
@@ -319,7 +319,7 @@ static inline void fb_file(struct fb *f, struct ptd_buf *out)
 		if (bit == PTD_PERFDATA_HEADER_AUXTRACE)
 			put(out, idx.data, idx.len);
 	}
-	ptd_buf_free(&idx);
+	ptd_buf_fini(&idx);
 }
 
 /* Lay out a pipe-mode stream. */

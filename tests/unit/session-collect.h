@@ -107,8 +107,10 @@ static void compare(struct collect *c, const char *dir)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_capture cap;
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_insncache *icache = ptd_insncache_new(1u << 20);
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_insncache *icache;
+	(void)ptd_insncache_new(1u << 20, &icache);
 	struct ptd_decode_opts o = { 0 };
 	int r;
 
@@ -188,7 +190,7 @@ static void compare(struct collect *c, const char *dir)
 		free(ips);
 		reclist_free(&whole);
 	}
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);
 }

@@ -25,7 +25,7 @@ static void kstring(const char *text, uint32_t nr, const char *want)
 	}
 	CHECK_EQ_INT(ptd_addrfilter_kernel_string(&f, buf, sizeof(buf)), 0);
 	CHECK_EQ_STR(buf, want);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 }
 
 static void test_good(void)
@@ -62,9 +62,9 @@ static void test_fields(void)
 	CHECK_EQ_INT(f.v[1].action, PTD_ADDRFILTER_TRACESTOP);
 	CHECK(f.v[1].file == NULL);
 	CHECK_EQ_INT(f.v[1].column, 16);
-	ptd_addrfilter_free(&f);
-	ptd_addrfilter_free(&f);	/* idempotent */
-	ptd_addrfilter_free(NULL);
+	ptd_addrfilter_fini(&f);
+	ptd_addrfilter_fini(&f);	/* idempotent */
+	ptd_addrfilter_fini(NULL);
 }
 
 struct bad {
@@ -159,7 +159,7 @@ static void test_limits(void)
 	CHECK_EQ_INT(ptd_addrfilter_kernel_string(&f, buf, sizeof(buf)),
 		     -ENAMETOOLONG);
 	CHECK_EQ_STR(buf, "");
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 }
 
 static const char maps_text[] =
@@ -198,7 +198,7 @@ static void test_to_config(void)
 	CHECK_EQ_U64(c.addr3_a, 0x7f0000010ff0);
 	CHECK_EQ_U64(c.addr3_b, 0x7f0000010fff);
 	CHECK_EQ_U64(c.reserved[0], 0);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 
 	/* Across the end of the mapping holding its start (even though the
 	 * next mapping continues the file): refused. */
@@ -212,12 +212,12 @@ static void test_to_config(void)
 	CHECK_CONTAINS(diag.msg, "not inside one mapping");
 	CHECK_CONTAINS(diag.msg, "/bin/prog");
 	CHECK_EQ_U64(c.addr0_a, 0xcdcdcdcdcdcdcdcdu);	/* untouched */
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	REQUIRE(ptd_addrfilter_parse("filter 0x11ff0/0x20@/lib/libc.so", 2,
 				     &f, NULL) == 0);
 	CHECK_EQ_INT(ptd_addrfilter_to_config(&f, &maps, &c, &diag),
 		     -PTD_EFORMAT);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 
 	/* Offset only in a non-executable mapping, unknown file. */
 	REQUIRE(ptd_addrfilter_parse("filter 0x10/0x10@/bin/prog", 2, &f,
@@ -226,13 +226,13 @@ static void test_to_config(void)
 		     -PTD_ENOIMAGE);
 	CHECK_CONTAINS(diag.msg, "no executable mapping of '/bin/prog'");
 	CHECK_EQ_INT(ptd_addrfilter_to_config(&f, NULL, &c, &diag), -EINVAL);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	REQUIRE(ptd_addrfilter_parse("filter 0x1100/0x10@/bin/other", 2, &f,
 				     NULL) == 0);
 	CHECK_EQ_INT(ptd_addrfilter_to_config(&f, &maps, &c, &diag),
 		     -PTD_ENOIMAGE);
-	ptd_addrfilter_free(&f);
-	ptd_maps_free(&maps);
+	ptd_addrfilter_fini(&f);
+	ptd_maps_fini(&maps);
 }
 
 /* Pending ranges: a file with no executable mapping is pending (cfg set,
@@ -271,7 +271,7 @@ static void test_resolve_pending(void)
 	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, NULL, &diag),
 		     -PTD_ENOIMAGE);
 	CHECK_CONTAINS(diag.msg, "'/bin/sh'");
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 
 	/* a file that does not exist under the root */
 	REQUIRE(ptd_addrfilter_parse("filter 0x10/0x20@/no/such/lib.so", 4,
@@ -283,7 +283,7 @@ static void test_resolve_pending(void)
 	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, NULL, &c, &pending,
 					    &diag), 0);
 	CHECK_EQ_INT(pending, 1);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 
 	/* mapped, but no executable mapping holds the offset: refused */
 	REQUIRE(ptd_addrfilter_parse("filter 0x10/0x10@/bin/prog", 2, &f,
@@ -291,8 +291,8 @@ static void test_resolve_pending(void)
 	CHECK_EQ_INT(ptd_addrfilter_resolve(&f, &maps, "/", &c, &pending,
 					    &diag), -PTD_ENOIMAGE);
 	CHECK_CONTAINS(diag.msg, "no executable mapping of '/bin/prog'");
-	ptd_addrfilter_free(&f);
-	ptd_maps_free(&maps);
+	ptd_addrfilter_fini(&f);
+	ptd_maps_fini(&maps);
 }
 
 /* The ioctl on a real event: a software event has no address filters, so

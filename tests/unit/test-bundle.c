@@ -338,7 +338,7 @@ static void check_truth(const struct got *g)
 		free(ips);
 	}
 	CHECK_EQ_U64(k, g->l.n);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 static void test_roundtrip(void)
@@ -361,7 +361,7 @@ static void test_roundtrip(void)
 		if (!strcmp(b.images[i].path, progcopy))
 			CHECK(b.images[i].build_id != NULL);
 	}
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 
 	CHECK_EQ_INT(decode(capdir, &gc, &terr, &d), 0);
 	CHECK_EQ_INT(decode(bundir, &gb, &terr, &d), 0);
@@ -415,7 +415,7 @@ static void refused(const char *dir, int err, const char *a, const char *b,
 
 	if (r == 0) {
 		CHECK_FAIL_("%s: loaded", what);
-		ptd_bundle_free(&bun);
+		ptd_bundle_fini(&bun);
 		return;
 	}
 	if (r != err)
@@ -435,7 +435,7 @@ static void loads(const char *dir, const char *what)
 	if (ptd_bundle_load(dir, &bun, &d) < 0)
 		CHECK_FAIL_("%s: refused: %s", what, d.msg);
 	else
-		ptd_bundle_free(&bun);
+		ptd_bundle_fini(&bun);
 }
 
 /* The names of every file in bundle @dir (files, then copied images). */
@@ -452,7 +452,7 @@ static size_t bundle_files(const char *dir, char names[][256], size_t max)
 	for (i = 0; i < b.nimages && n < max; i++)
 		if (b.images[i].file)
 			(void)snprintf(names[n++], 256, "%s", b.images[i].file);
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 	return n;
 }
 
@@ -479,7 +479,7 @@ static void test_load_cancel(void)
 	}
 	REQUIRE(r == 0);
 	CHECK(limit - 1 >= b.nfiles + b.nimages);
-	ptd_bundle_free(&b);
+	ptd_bundle_fini(&b);
 }
 
 static void test_file_corruptions(void)
@@ -898,18 +898,18 @@ static void test_manifest_fuzz(void)
 				if (ptd_bundle_load(mwork, &lb, &ld) == 0) {
 					CHECK_FAIL_("iteration %u: a changed "
 						    "manifest loaded", iter);
-					ptd_bundle_free(&lb);
+					ptd_bundle_fini(&lb);
 				}
 			}
 			put(mpath, morig, morig_len);
 		}
-		ptd_bundle_free(&b);
+		ptd_bundle_fini(&b);
 	}
 	fprintf(stderr, "fuzz: %zu refused, %zu parsed, %zu fully loaded\n",
 		refused_n, accepted, full);
 	CHECK(refused_n > 1000);
 	free(buf);
-	ptd_bundle_free(&orig);
+	ptd_bundle_fini(&orig);
 	loads(mwork, "after fuzz");
 }
 

@@ -102,7 +102,7 @@ static int load_with(const char *dir, cJSON *m, struct ptd_diag *diag)
 	diag->msg[0] = 0;
 	r = ptd_capture_load(dir, &c, diag);
 	if (r == 0)
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 	return r;
 }
 
@@ -272,7 +272,7 @@ static void test_roundtrip(void)
 	c.wallref.perf_ns = 0x123456789abcdef0ull;
 	c.wallref.wall_ns = 0x1800000000000001ull;
 	REQUIRE(ptd_capture_save(&c, &diag) == 0);
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 
 	REQUIRE(ptd_capture_load(dir, &l, &diag) == 0);
 	CHECK(l.has_clock && l.has_wallref);
@@ -322,8 +322,8 @@ static void test_roundtrip(void)
 		CHECK_EQ_U64(ips[i], truth_ips[i]);
 	free(ips);
 	CHECK_EQ_INT(ptd_capture_read_truth(&l, 2, &ips, &n, &diag), -EINVAL);
-	ptd_capture_free(&l);
-	ptd_capture_free(NULL);
+	ptd_capture_fini(&l);
+	ptd_capture_fini(NULL);
 	free(dir);
 }
 
@@ -347,7 +347,7 @@ static void test_exit_kinds(void)
 	CHECK(l.argv && l.argv[0] == NULL);
 	CHECK_EQ_U64(l.config.psb_period, 4096);	/* default written */
 	CHECK_EQ_INT(l.cpu.vendor, pcv_unknown);
-	ptd_capture_free(&l);
+	ptd_capture_fini(&l);
 	c.detached = false;
 	c.exited = true;
 	c.exit_code = 7;
@@ -356,7 +356,7 @@ static void test_exit_kinds(void)
 	CHECK(l.exited && !l.detached);
 	CHECK_EQ_INT(l.exit_code, 7);
 	CHECK_EQ_INT(l.exit_signal, 0);
-	ptd_capture_free(&l);
+	ptd_capture_fini(&l);
 	free(dir);
 }
 
@@ -668,7 +668,7 @@ static void test_file_sizes(void)
 	CHECK_EQ_INT(ptd_capture_read_pt(&c, 0, &pt, &n, &diag),
 		     -PTD_ECHECKSUM);
 	CHECK_CONTAINS(diag.msg, "pt-100.bin");
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 	free(dir);
 }
 
@@ -748,7 +748,7 @@ static void test_timeline_checks(void)
 	ev.npos = 1;
 	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
 	REQUIRE(ptd_capture_save(&c, &diag) == 0);
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 	diag.msg[0] = 0;
 	CHECK(ptd_capture_load(dir, &l, &diag) < 0);
 	CHECK_CONTAINS(diag.msg, "timeline.jsonl");

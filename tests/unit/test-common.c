@@ -181,9 +181,9 @@ static void test_buf(void)
 	/* an impossible size fails cleanly */
 	CHECK_EQ_INT(ptd_buf_reserve(&b, SIZE_MAX - 10), -ENOMEM);
 	CHECK_EQ_INT(b.len, 100 * sizeof(chunk));
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 	CHECK(b.data == NULL && b.len == 0 && b.cap == 0);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void tmp_path(char *out, size_t cap, const char *name)

@@ -260,7 +260,7 @@ static void test_cpufeed_loss(void)
 
 	memset(&o, 0, sizeof(o));
 	o.tid[0] = 900011;
-	o.ic = ptd_iscache_new();
+	(void)ptd_iscache_new(&o.ic);
 	snprintf(o.dir, sizeof(o.dir), "/tmp");
 	REQUIRE(o.ic != NULL);
 	REQUIRE(ptd_perf_buf_alloc(16u << 10, 16u << 10, false, &buf) == 0);
@@ -284,7 +284,7 @@ static void test_cpufeed_loss(void)
 	CHECK_EQ_U64(ss.lost, 100);
 	ptd_cpufeed_free(f);
 	ptd_stream_free(o.streams[0]);
-	ptd_perf_buf_free(&buf);
+	ptd_perf_buf_fini(&buf);
 	ptd_iscache_free(o.ic);
 }
 
@@ -334,7 +334,7 @@ static void test_cpufeed_args(void)
 	CHECK_EQ_INT(ptd_cpufeed_round(f, true, &diag), 0);	/* empty */
 	ptd_cpufeed_free(f);
 	ptd_cpufeed_free(NULL);
-	ptd_perf_buf_free(&buf);
+	ptd_perf_buf_fini(&buf);
 }
 
 int main(void)

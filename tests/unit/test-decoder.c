@@ -91,8 +91,8 @@ static void setup(void)
 	if (!mkdtemp(dir))
 		SKIP_ALL("cannot create a temporary directory: %s",
 			 strerror(errno));
-	ic = ptd_iscache_new();
-	img = ic ? ptd_image_new(ic, "test") : NULL;
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_image_new(ic, "test", &img);
 	if (!img)
 		SKIP_ALL("cannot allocate an image");
 	if (map_bytes("code.bin", code, sizeof(code), BASE) <= 0 ||
@@ -459,7 +459,8 @@ static void test_skl014(void)
 	struct skl014_case c;
 
 	for (unsigned i = 0; skl014_get(i, &c); i++) {
-		struct ptd_image *im = ptd_image_new(ic, "skl014");
+		struct ptd_image *im;
+		(void)ptd_image_new(ic, "skl014", &im);
 		char name[64];
 		struct trace t;
 
@@ -988,7 +989,7 @@ static void test_timeline(void)
 		struct reclist l = {0};
 		struct ptd_diag diag;
 
-		img = ptd_image_new(ic, "tl");
+		(void)ptd_image_new(ic, "tl", &img);
 		REQUIRE(img);
 		ptd_timeline_init(&tl);
 		memset(&ev, 0, sizeof(ev));
@@ -1033,7 +1034,7 @@ static void test_timeline(void)
 			CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 1);
 		}
 		reclist_free(&l);
-		ptd_timeline_free(&tl);
+		ptd_timeline_fini(&tl);
 		ptd_image_free(img);
 		img = saved;
 	}

@@ -214,7 +214,8 @@ static void consumer_init(struct consumer *c, struct ptd_subscriber *sub,
 
 static void test_fast_slow_filtered(void)
 {
-	struct ptd_fanout *f = ptd_fanout_new(7, 100, wake, NULL);
+	struct ptd_fanout *f;
+	(void)ptd_fanout_new(7, 100, wake, NULL, &f);
 	struct ptd_subscriber *fast, *slow, *filt;
 	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
 	struct ptd_filter tid2 = filter_of(PTD_REC_ALL, 2);
@@ -327,7 +328,8 @@ static enum ptd_sub_state drain(struct ptd_subscriber *s, char *buf,
 
 static void test_lost_before_next_and_bye(void)
 {
-	struct ptd_fanout *f = ptd_fanout_new(1, 5, NULL, NULL);
+	struct ptd_fanout *f;
+	(void)ptd_fanout_new(1, 5, NULL, NULL, &f);
 	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
 	struct ptd_subscriber *s;
 	struct ptd_session_end end;
@@ -399,7 +401,8 @@ static void test_lost_before_next_and_bye(void)
 
 static void test_subscribe_rules(void)
 {
-	struct ptd_fanout *f = ptd_fanout_new(3, 42, NULL, NULL);
+	struct ptd_fanout *f;
+	(void)ptd_fanout_new(3, 42, NULL, NULL, &f);
 	struct ptd_filter ev = filter_of(PTD_REC_BIT(PTD_REC_EVENT) |
 					 PTD_REC_BIT(PTD_REC_INSN), 0);
 	struct ptd_subscriber *a = NULL, *b = NULL, *c = (void *)0xcd;

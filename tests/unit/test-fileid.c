@@ -92,7 +92,7 @@ static void test_fileid_from_maps(void)
 	CHECK(ptd_file_id_known(&id));
 	ptd_file_id_from_map(&maps.v[1], &id);
 	CHECK(!ptd_file_id_known(&id));
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 }
 
 /* The comparison itself: device and inode; only the inode where the
@@ -124,7 +124,8 @@ static void test_fileid_check(void)
  * range is left unmapped (no process to read). */
 static void test_fileid_maps_image(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
 	struct ptd_image *img = NULL;
 	struct ptd_diag diag = { "" };
 	struct ptd_maps maps;
@@ -140,7 +141,7 @@ static void test_fileid_maps_image(void)
 	REQUIRE(ptd_maps_parse(text, strlen(text), "t", &maps, &diag) == 0);
 
 	/* the same file: mapped */
-	img = ptd_image_new(ic, "t");
+	(void)ptd_image_new(ic, "t", &img);
 	REQUIRE(img);
 	CHECK_EQ_INT(ptd_image_load_maps(img, &maps, &skipped, &diag), 0);
 	CHECK_EQ_INT(skipped, 0);
@@ -152,9 +153,9 @@ static void test_fileid_maps_image(void)
 	/* another file at the path: refused, with both identities */
 	files(true, &a, &b);
 	maps_line(text, sizeof(text), 0x400000, 0x401000, 0x1000, &a, lib);
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	REQUIRE(ptd_maps_parse(text, strlen(text), "t", &maps, &diag) == 0);
-	img = ptd_image_new(ic, "t");
+	(void)ptd_image_new(ic, "t", &img);
 	REQUIRE(img);
 	CHECK_EQ_INT(ptd_image_load_maps(img, &maps, &skipped, &diag), 0);
 	CHECK_EQ_INT(skipped, 1);
@@ -181,12 +182,12 @@ static void test_fileid_maps_image(void)
 					   &diag), -PTD_EIDENTITY);
 	CHECK_EQ_INT(ptd_iscache_identity_mismatches(ic), 1);
 	ptd_image_free(img);
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	ptd_iscache_free(ic);
 
 	/* checks off (offline decoders): the path is used as before */
-	ic = ptd_iscache_new();
-	img = ic ? ptd_image_new(ic, "t") : NULL;
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_image_new(ic, "t", &img);
 	REQUIRE(img);
 	CHECK(ptd_image_map_file_id(img, lib, 0x1000, 0x1000, 0x400000, NULL,
 				    &(struct ptd_file_id){ 1, 2, 3 },
@@ -199,8 +200,10 @@ static void test_fileid_maps_image(void)
  * code (here: our own memory), under the file's name. */
 static void test_fileid_fallback(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "t") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "t", &img);
 	struct ptd_diag diag = { "" };
 	struct ptd_file_id id;
 	const struct ptd_image_region *reg;
@@ -247,8 +250,10 @@ static void test_fileid_fallback(void)
  * whatever the path names by then. */
 static void test_fileid_piece(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "t") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "t", &img);
 	struct ptd_diag diag = { "" };
 	uint8_t buf[32];
 
@@ -273,8 +278,10 @@ static void test_fileid_piece(void)
 static void test_fileid_mmap2(void)
 {
 	uint64_t rec_u64[512];
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "t") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "t", &img);
 	struct ptd_perf_sample_id sid = { 0 };
 	struct ptd_perf_mmap m = { 0 };
 	struct ptd_perf_event ev;

@@ -139,7 +139,7 @@ static int generate(const uint64_t *path, const struct pt_conf_addr_filter *f,
 	struct ptd_ptgen *g;
 	int r;
 
-	g = ptd_ptgen_new(&cfg, &r);
+	r = ptd_ptgen_new(&cfg, &g);
 	if (!g)
 		return r;
 	r = ptd_ptgen_set_filter(g, f);
@@ -167,9 +167,8 @@ static int generate(const uint64_t *path, const struct pt_conf_addr_filter *f,
 		r = ptd_ptgen_finish(g, path[last]);
 	}
 	if (!r)
-		r = ptd_ptgen_free(g);
-	else
-		(void)ptd_ptgen_free(g);
+		r = ptd_ptgen_end(g);
+	ptd_ptgen_free(g);
 	return r;
 }
 
@@ -290,8 +289,10 @@ static long decode(const struct buf *b, const struct pt_conf_addr_filter *f,
 {
 	static unsigned seq;
 	struct reclist li = { 0 }, lb = { 0 };
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "filter-gen") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "filter-gen", &img);
 	char name[32], file[300];
 	long n = -1;
 	int ri = -ENOMEM, rb = -ENOMEM;
@@ -679,7 +680,6 @@ static void test_tracestop(void)
 	struct buf b = { 0 };
 	char pk[1024];
 	long n;
-	int r;
 
 	f.config.ctl.addr1_cfg = 2;
 	f.addr1_a = O2;
@@ -690,8 +690,7 @@ static void test_tracestop(void)
 	jmp(O2, I1);
 
 	cfg.sink_ctx = &b;
-	g = ptd_ptgen_new(&cfg, &r);
-	REQUIRE(g);
+	REQUIRE(ptd_ptgen_new(&cfg, &g) == 0);
 	CHECK_EQ_INT(ptd_ptgen_set_filter(g, &f), 0);
 	CHECK_EQ_INT(ptd_ptgen_enable(g, path[0]), 0);
 	for (size_t i = 0; path[i + 1]; i++) {
@@ -704,7 +703,8 @@ static void test_tracestop(void)
 		CHECK(ptd_ptgen_stopped(g) == (i >= 1));
 	}
 	CHECK_EQ_INT(ptd_ptgen_finish(g, O2), 0);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	dump(&b, pk, sizeof(pk));
 	CHECK_CONTAINS(pk, "psbend pge pgd stop ");
 	CHECK(!strstr(pk, "stop pge"));
@@ -727,11 +727,9 @@ static void test_api(void)
 	struct ptd_ptgen_config cfg = { .sink = sink };
 	struct ptd_ptgen *g;
 	struct buf b = { 0 };
-	int r;
 
 	cfg.sink_ctx = &b;
-	g = ptd_ptgen_new(&cfg, &r);
-	REQUIRE(g);
+	REQUIRE(ptd_ptgen_new(&cfg, &g) == 0);
 	/* No filter: everything is traced. */
 	CHECK(ptd_ptgen_traces(g, O1));
 	CHECK_EQ_INT(ptd_ptgen_set_filter(NULL, &f), -EINVAL);
@@ -763,7 +761,8 @@ static void test_api(void)
 	CHECK_EQ_INT(ptd_ptgen_set_filter(g, NULL), 0);
 	CHECK(ptd_ptgen_traces(g, O1));
 	CHECK(!ptd_ptgen_stopped(g));
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	/* Only the first PSB+: nothing was traced. */
 	{
 		char pk[256];
@@ -836,7 +835,7 @@ static void test_capture_roundtrip(void)
 	CHECK_EQ_U64(l.addr_filter.addr1_a, O2);
 	CHECK_EQ_U64(l.addr_filter.addr1_b, O2 + 0xf);
 	CHECK_EQ_INT(l.addr_filter.config.ctl.addr2_cfg, 0);
-	ptd_capture_free(&l);
+	ptd_capture_fini(&l);
 
 	/* No filter: no "filter" field, nothing loaded. */
 	memset(&none, 0, sizeof(none));
@@ -845,7 +844,7 @@ static void test_capture_roundtrip(void)
 	REQUIRE(ptd_capture_load(dir, &l, &diag) == 0);
 	CHECK(!l.filter);
 	CHECK_EQ_U64(l.addr_filter.config.addr_cfg, 0);
-	ptd_capture_free(&l);
+	ptd_capture_fini(&l);
 }
 
 /* A manifest whose "filter" is @json: refused, the message containing

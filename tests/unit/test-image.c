@@ -232,8 +232,10 @@ static long decode_from(struct ptd_image *img, uint64_t ip, int *ret_err,
 static void test_file_changes_under_ptd(void)
 {
 	char path[PATH_MAX + 16], fifo[PATH_MAX + 16];
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	uint8_t buf[64];
 	int isid;
 
@@ -264,7 +266,8 @@ static void test_file_changes_under_ptd(void)
 
 static void test_iscache(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
 	const struct ptd_module *m;
 	uint8_t buf[16];
 	int a, b, c;
@@ -340,8 +343,10 @@ static void test_iscache(void)
 /* /bin/true's bytes mapped at a vaddr read back as the file has them. */
 static void test_real_file(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "true");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "true", &img);
 	struct ptd_diag d = { "" };
 	char *file = NULL;
 	size_t flen = 0;
@@ -388,12 +393,19 @@ out:
 
 static void test_map_errors(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "errs");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "errs", &img);
 	struct ptd_diag d = { "" };
 
 	REQUIRE(ic && img);
-	CHECK(ptd_image_new(NULL, "x") == NULL);
+	{
+		struct ptd_image *none = (struct ptd_image *)1;
+
+		CHECK_EQ_INT(ptd_image_new(NULL, "x", &none), -EINVAL);
+		CHECK(none == NULL);
+	}
 	CHECK(ptd_image_pt(img) != NULL);
 	CHECK(ptd_image_iscache(img) == ic);
 
@@ -443,8 +455,10 @@ static void test_map_errors(void)
 
 static void test_map_and_find(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	const struct ptd_image_region *reg;
 	const char *name;
 	uint64_t off;
@@ -481,8 +495,10 @@ static void test_map_and_find(void)
  * another region of the same file is untouched. */
 static void test_unmap_middle(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	const struct ptd_image_region *l, *r, *far;
 	const struct ptd_module *ml, *mr;
 	const char *name;
@@ -547,8 +563,10 @@ static void test_unmap_middle(void)
 
 static void test_unmap_edges_and_span(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	const struct ptd_image_region *reg;
 
 	REQUIRE(ic && img);
@@ -603,8 +621,10 @@ static void test_unmap_edges_and_span(void)
 /* Mapping over part of a region replaces that part only. */
 static void test_map_replaces(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	uint8_t b = 0;
 
 	REQUIRE(ic && img);
@@ -637,11 +657,16 @@ static void test_map_replaces(void)
 
 static void test_clear_and_copy(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_iscache *ic2 = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "a");
-	struct ptd_image *cp = ptd_image_new(ic, "b");
-	struct ptd_image *foreign = ptd_image_new(ic2, "c");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_iscache *ic2;
+	(void)ptd_iscache_new(&ic2);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "a", &img);
+	struct ptd_image *cp;
+	(void)ptd_image_new(ic, "b", &cp);
+	struct ptd_image *foreign;
+	(void)ptd_image_new(ic2, "c", &foreign);
 	const struct ptd_image_region *r1, *r2;
 
 	REQUIRE(ic && ic2 && img && cp && foreign);
@@ -684,8 +709,10 @@ static void test_clear_and_copy(void)
 
 static void test_load_maps(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	struct ptd_maps maps = { 0 };
 	struct ptd_diag d = { "" };
 	unsigned skipped = 99;
@@ -717,7 +744,7 @@ static void test_load_maps(void)
 	CHECK(!readable(img, 0x10007000));	/* anonymous */
 	CHECK(readable(img, 0x10008000));
 	CHECK_EQ_INT(ptd_image_load_maps(img, &maps, NULL, NULL), 0);
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	ptd_image_free(img);
 	ptd_iscache_free(ic);
 }
@@ -727,8 +754,10 @@ static uint8_t live_code[256];
 /* The callback reads this very process for what no section covers. */
 static void test_live(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "live");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "live", &img);
 	struct ptd_image_stats st;
 	static uint8_t secret[100];
 	uint8_t buf[100];
@@ -789,8 +818,10 @@ static void test_live(void)
  * exact end of the code, also after a partial unmap. */
 static void test_decoder_agrees(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "dec");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "dec", &img);
 	const struct ptd_image_region *reg;
 	int err = 0, isid = 0;
 	long n;
@@ -842,8 +873,10 @@ static int resolve_to_pattern(void *ctx, const char *path, char *out,
 
 static void test_resolver(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "resolved");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "resolved", &img);
 	struct ptd_diag d = { "" };
 	const struct ptd_module *m;
 	uint8_t buf[4];

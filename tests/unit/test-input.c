@@ -312,7 +312,7 @@ static void test_capture_decode(void)
 	CHECK_EQ_INT(ptd_input_decode(NULL, &o, &sink, &terr, &d), -EINVAL);
 	free(g.recs);
 	free(ref.recs);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 int main(void)

@@ -43,8 +43,8 @@ static void setup(void)
 	if (!mkdtemp(dir))
 		SKIP_ALL("cannot create a temporary directory: %s",
 			 strerror(errno));
-	ic = ptd_iscache_new();
-	img = ic ? ptd_image_new(ic, "test") : NULL;
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_image_new(ic, "test", &img);
 	if (!img)
 		SKIP_ALL("cannot allocate an image");
 	isid = map_bytes("code.bin", code, sizeof(code), BASE);
@@ -61,7 +61,8 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c, int id,
 
 static void test_entries(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	const struct ptd_icache_entry *e;
 	int err;
 
@@ -113,7 +114,8 @@ static void test_entries(void)
 
 static void test_hits(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	struct ptd_insncache_stats st;
 	const struct ptd_icache_entry *e;
 	int err;
@@ -170,7 +172,8 @@ static int live_read(void *ctx, uint64_t ip, uint8_t *buf, size_t len)
  * with the branch target and the REP flag the tracer needs. */
 static void test_reader(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	struct live_mem m = { .cut = sizeof(code) };
 	struct ptd_insncache_stats st;
 	const struct ptd_icache_entry *e;
@@ -231,7 +234,8 @@ static void test_reader(void)
  * time through the link (a hit with no new entry), and survives a clear. */
 static void test_next_links(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(4);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(4, &c);
 	struct ptd_insncache_stats st;
 	const struct ptd_icache_entry *e, *n;
 	int err;
@@ -269,7 +273,8 @@ static void test_next_links(void)
 /* The rendered JSON body: made once, then the same bytes back. */
 static void test_json_body(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	const struct ptd_icache_entry *e;
 	const char *j1, *j2;
 	uint32_t l1 = 0, l2 = 0;
@@ -292,7 +297,8 @@ static void test_json_body(void)
 /* isid 0 (memory no section covers) is never cached. */
 static void test_isid0(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	struct ptd_insncache_stats st;
 	const struct ptd_icache_entry *e;
 	int err;
@@ -315,7 +321,8 @@ static void test_isid0(void)
 
 static void test_errors(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	int err;
 
 	REQUIRE(c);
@@ -346,7 +353,8 @@ static void test_region_end(void)
 {
 	static const uint8_t a[] = {0x90, 0xc3, 0x48, 0x89};
 	static const uint8_t b[] = {0xe5, 0xc3};
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	struct ptd_insncache_stats st;
 	const struct ptd_icache_entry *e;
 	int ia, ib, err;
@@ -382,7 +390,8 @@ static void test_region_end(void)
 /* Full: cleared and refilled. */
 static void test_bound(void)
 {
-	struct ptd_insncache *c = ptd_insncache_new(4);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(4, &c);
 	struct ptd_insncache_stats st;
 	static const uint64_t ips[] = {0, 3, 8, 0xa, 0xc};
 	int err;
@@ -407,7 +416,8 @@ static void test_many(void)
 {
 	enum { N = 20000 };
 	static uint8_t nops[N];
-	struct ptd_insncache *c = ptd_insncache_new(0);
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(0, &c);
 	struct ptd_insncache_stats st;
 	int id, err;
 

@@ -90,8 +90,8 @@ static void test_parse_per_thread(void)
 	CHECK_EQ_U64(t.procs[0].modules[2].load_address, 1234);
 	CHECK_EQ_INT(t.ncpus, 0);
 	CHECK(!t.has_kernel && !t.has_tsc_conv);
-	ptd_lldb_trace_free(&t);
-	ptd_lldb_trace_free(&t);	/* twice: a freed trace is empty */
+	ptd_lldb_trace_fini(&t);
+	ptd_lldb_trace_fini(&t);	/* twice: a freed trace is empty */
 }
 
 static const char *percpu_json =
@@ -120,7 +120,7 @@ static void test_parse_per_cpu(void)
 	CHECK_EQ_INT(t.time_shift, 10);
 	CHECK_EQ_U64(t.time_zero, 0x1234567890abcdefull);
 	CHECK_EQ_INT(t.procs[0].nthreads, 2);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 
 	/* a kernel trace */
 	const char *k =
@@ -132,7 +132,7 @@ static void test_parse_per_cpu(void)
 	CHECK(t.has_kernel);
 	CHECK_EQ_U64(t.kernel_load, 0xffffffff81000000ull);
 	CHECK_EQ_STR(t.kernel_file, "/b/vmlinux");
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 }
 
 /* Integers past 2^53 are read exactly: a real machine's timeZero (LLDB
@@ -169,7 +169,7 @@ static void test_parse_exact_integers(void)
 		CHECK_EQ_INT(t.time_shift, 31);
 		CHECK_EQ_U64(t.procs[0].modules[0].load_address,
 			     0xffffffffff600000ull);
-		ptd_lldb_trace_free(&t);
+		ptd_lldb_trace_fini(&t);
 	}
 }
 
@@ -212,14 +212,14 @@ static void test_parse_paths_and_nulls(void)
 	CHECK(t.procs[0].modules[0].uuid == NULL);
 	CHECK(t.procs[0].modules[1].file == NULL);
 	CHECK(!t.ncpus && !t.has_kernel && !t.has_tsc_conv);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 
 	REQUIRE(parse(k, &t, &d) == 0);
 	CHECK_EQ_STR(t.cpus[0].ipt_trace, "/abs/cpu0.trace");
 	CHECK_EQ_STR(t.cpus[0].context_switch_trace, "/b/../cs/0");
 	CHECK_EQ_STR(t.kernel_file, "/boot/vmlinux");
 	CHECK_EQ_U64(t.kernel_load, 0xffffffff81000000ull);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 }
 
 /* ptd's wall-clock reference: read exactly, only with a TSC conversion. */
@@ -241,10 +241,10 @@ static void test_parse_wallclock(void)
 	CHECK(t.has_tsc_conv && t.has_wallref);
 	CHECK_EQ_U64(t.wallref.perf_ns, (1ull << 53) + 1);
 	CHECK_EQ_U64(t.wallref.wall_ns, 1764100000123456789ull);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 	REQUIRE(parse(percpu_json, &t, &d) == 0);
 	CHECK(!t.has_wallref);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 }
 
 /* Each bad description, the error and a piece of the message. */
@@ -437,7 +437,7 @@ static void test_parse_bad(void)
 		/* nothing written on failure */
 		CHECK_EQ_U64(*(uint8_t *)&t, 0xcd);
 		if (r == 0)
-			ptd_lldb_trace_free(&t);
+			ptd_lldb_trace_fini(&t);
 	}
 }
 
@@ -465,7 +465,7 @@ static void test_parse_limits(void)
 				 &t, &d);
 	CHECK_EQ_INT(r, -PTD_ELIMIT);
 	CHECK_CONTAINS(d.msg, "processes: 1025 elements");
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 
 	/* a file name longer than a path may be */
 	{
@@ -501,11 +501,11 @@ static void test_load(void)
 	REQUIRE(ptd_lldb_trace_load(dir, &t, &d) == 0);
 	CHECK_EQ_STR(t.dir, dir);
 	CHECK_EQ_INT(t.ncpus, 2);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 	REQUIRE(ptd_lldb_trace_load(file, &t, &d) == 0);
 	CHECK_EQ_STR(t.dir, dir);
 	CHECK_EQ_STR(t.origin, file);
-	ptd_lldb_trace_free(&t);
+	ptd_lldb_trace_fini(&t);
 }
 
 static int count_rec(void *ctx, const struct ptd_record *r)
@@ -943,7 +943,7 @@ static void test_export_roundtrip(void)
 	free(truth);
 	reclist_free(&direct);
 	reclist_free(&bundle);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* A module the bundle names but does not hold is refused, by name. */
@@ -1017,7 +1017,7 @@ static void test_export_refusals(void)
 			      0x10000);
 		/* the software source has no CPU: an Intel one LLDB takes */
 		CHECK_EQ_INT(t.cpu.vendor, pcv_intel);
-		ptd_lldb_trace_free(&t);
+		ptd_lldb_trace_fini(&t);
 	}
 
 	/* rewritten in place (JIT): two images */
@@ -1029,7 +1029,7 @@ static void test_export_refusals(void)
 	CHECK(access(wpath("fake-jit"), F_OK) != 0);
 
 	/* an exec after code was mapped */
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 	ptd_timeline_init(&c.tl);
 	ev.file = (char *)"snap-a.bin";
 	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
@@ -1042,7 +1042,7 @@ static void test_export_refusals(void)
 	CHECK_CONTAINS(d.msg, "exec of '/bin/true'");
 
 	/* a mapped file that is not an ELF */
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 	ptd_timeline_init(&c.tl);
 	memset(&ev, 0, sizeof(ev));
 	ev.op = PTD_TL_MAP;
@@ -1053,7 +1053,7 @@ static void test_export_refusals(void)
 	CHECK_EQ_INT(ptd_lldb_export_capture(&c, wpath("fake-notelf"), &d),
 		     -PTD_EFORMAT);
 	CHECK_CONTAINS(d.msg, "is not an ELF file");
-	ptd_timeline_free(&c.tl);
+	ptd_timeline_fini(&c.tl);
 	CHECK_EQ_INT(ptd_lldb_export_capture(NULL, "x", &d), -EINVAL);
 }
 

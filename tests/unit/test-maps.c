@@ -108,7 +108,7 @@ static void test_good_fixture(void)
 	CHECK_EQ_U64(e->end, 0xffffffffff601000);
 	CHECK_EQ_INT(e->prot, PTD_MAP_PROT_X);
 
-	ptd_maps_free(&m);
+	ptd_maps_fini(&m);
 	CHECK(m.v == NULL && m.n == 0);
 }
 
@@ -218,8 +218,8 @@ static void test_edges(void)
 	/* empty input: no mappings */
 	CHECK_EQ_INT(ptd_maps_parse("", 0, "t", &m, &d), 0);
 	CHECK_EQ_INT(m.n, 0);
-	ptd_maps_free(&m);
-	ptd_maps_free(NULL);
+	ptd_maps_fini(&m);
+	ptd_maps_fini(NULL);
 
 	/* no final newline; adjacent mappings; upper-case hex is hex */
 	CHECK_EQ_INT(parse_str("1000-2000 r-xp 0 0:0 0 /x\n"
@@ -239,7 +239,7 @@ static void test_edges(void)
 	CHECK(ptd_maps_find(&m, 0x2000) == &m.v[1]);
 	CHECK(ptd_maps_find(&m, 0x3abc) == NULL);
 	CHECK(ptd_maps_find(NULL, 0x1000) == NULL);
-	ptd_maps_free(&m);
+	ptd_maps_fini(&m);
 
 	CHECK_EQ_INT(ptd_maps_parse(NULL, 1, "t", &m, &d), -EINVAL);
 	CHECK_EQ_INT(ptd_maps_parse("", 0, "t", NULL, &d), -EINVAL);
@@ -266,8 +266,8 @@ static void test_find_many(void)
 		CHECK(ptd_maps_find(&m, s + 0xfff) == &m.v[i]);
 		CHECK(ptd_maps_find(&m, s + 0x1000) == NULL);
 	}
-	ptd_maps_free(&m);
-	ptd_buf_free(&b);
+	ptd_maps_fini(&m);
+	ptd_buf_fini(&b);
 }
 
 static void test_limits(void)
@@ -308,9 +308,9 @@ static void test_limits(void)
 					    "t", &m, &d),
 			     0);
 		CHECK_EQ_INT(m.n, PTD_MAPS_MAX_LINES);
-		ptd_maps_free(&m);
+		ptd_maps_fini(&m);
 	}
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void test_read_pid_procroot(void)
@@ -331,7 +331,7 @@ static void test_read_pid_procroot(void)
 	CHECK_EQ_INT(ptd_maps_read_pid(root, 42, &m, &d), 0);
 	CHECK_EQ_INT(m.n, 2);
 	CHECK_EQ_STR(m.v[1].path, "/bin/y");
-	ptd_maps_free(&m);
+	ptd_maps_fini(&m);
 
 	/* the origin in messages is the file read */
 	REQUIRE(ptd_file_write_atomic(path, text, sizeof(text) - 1) == 0);
@@ -377,7 +377,7 @@ static void test_proc_self(void)
 	REQUIRE(e);
 	CHECK_EQ_INT(e->kind, PTD_MAP_STACK);
 	CHECK(e->prot & PTD_MAP_PROT_W);
-	ptd_maps_free(&m);
+	ptd_maps_fini(&m);
 }
 
 static void test_kind_names(void)

@@ -374,7 +374,7 @@ static void test_owner_orders(void)
 	CHECK_EQ_U64(st.bad_switches, 0);
 	CHECK_EQ_U64(st.orphan_bytes, 0);
 	CHECK_EQ_U64(st.threads, 2);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -634,7 +634,7 @@ static void test_schedule(void)
 	CHECK_EQ_U64(st.reordered, 0);
 	CHECK_EQ_U64(st.threads, 6);
 	for (unsigned i = 0; i < MAXCPU; i++)
-		ptd_perf_buf_free(&s.cpu[i].b);
+		ptd_perf_buf_fini(&s.cpu[i].b);
 	ptd_percpu_free(s.pc);
 	coll_free(co);
 }
@@ -676,7 +676,7 @@ static void test_gap_ambiguous(void)
 	CHECK_EQ_U64(st.ambiguous_losses, 1);
 	CHECK_EQ_U64(st.lost_bytes, 32);
 	CHECK_EQ_U64(st.losses, 3);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -709,7 +709,7 @@ static void test_truncated_partial(void)
 	REQUIRE(co->t[101].nloss == 2);
 	CHECK_EQ_U64(co->t[101].loss[1].pos, pa);	/* before the chunk */
 	CHECK_EQ_U64(co->t[101].len, pa + 16);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -762,7 +762,7 @@ static void test_lost_records(void)
 	CHECK_EQ_U64(st.owner_resets, 2);
 	CHECK_EQ_U64(st.orphan_bytes, 30);
 	CHECK_EQ_U64(co->t[102].len, 30);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -807,7 +807,7 @@ static void test_bad_records(void)
 	CHECK_EQ_U64(co->t[101].len, 7);
 	/* 101's stream continues from byte 20 (the orphan bytes dropped) */
 	CHECK(co->t[101].bytes && co->t[101].bytes[0] == tbyte(101, 20));
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -845,7 +845,7 @@ static void test_children(void)
 			CHECK_EQ_U64(st.filtered_bytes, 11);
 			CHECK_EQ_U64(st.filtered_records, 2);
 		}
-		ptd_perf_buf_free(&c.b);
+		ptd_perf_buf_fini(&c.b);
 		ptd_percpu_free(pc);
 		coll_free(co);
 	}
@@ -877,8 +877,8 @@ static void test_reorder_detected(void)
 	CHECK_EQ_U64(co->t[101].loss[0].pos, 10);	/* before CPU 0's */
 	CHECK_EQ_U64(co->t[101].loss[0].bytes, 0);
 	CHECK_EQ_U64(co->t[101].len, 20);
-	ptd_perf_buf_free(&c0.b);
-	ptd_perf_buf_free(&c1.b);
+	ptd_perf_buf_fini(&c0.b);
+	ptd_perf_buf_fini(&c1.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -912,7 +912,7 @@ static void test_thread_limit(void)
 	CHECK_EQ_U64(co->t[103].len, 6);
 	CHECK_EQ_INT(co->t[101].records, 1);	/* its EXIT */
 	CHECK_EQ_U64(st.threads, 3);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -938,8 +938,8 @@ static void test_tid_reuse(void)
 	REQUIRE(put_itrace(&c0, 100, 105) == 0);
 	REQUIRE(ptd_percpu_drain(pc, 0, &c0.r) >= 0);
 	CHECK_EQ_INT(co->t[105].seen, 2);
-	ptd_perf_buf_free(&c0.b);
-	ptd_perf_buf_free(&c1.b);
+	ptd_perf_buf_fini(&c0.b);
+	ptd_perf_buf_fini(&c1.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }
@@ -964,7 +964,7 @@ static void test_sink_error(void)
 	REQUIRE(ptd_percpu_drain(pc, 0, &c.r) >= 0);
 	CHECK(stream_ok(&co->t[101], 101, 165));
 	CHECK_EQ_INT(co->t[101].seen, 1);
-	ptd_perf_buf_free(&c.b);
+	ptd_perf_buf_fini(&c.b);
 	ptd_percpu_free(pc);
 	coll_free(co);
 }

@@ -159,7 +159,7 @@ static void write_elf(const char *path, uint16_t type, const struct seg *segs,
 		put(&b, bid, 20);
 	}
 	write_file(path, b.data, b.len);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void write_kcore(const char *path)
@@ -399,7 +399,7 @@ static void make_kcore_dir(const char *name, const struct pdopts *po,
 	write_file(file, pd.data, pd.len);
 	(void)snprintf(file, sizeof(file), "%s/kcore_dir/kcore", dir);
 	write_kcore(file);
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 }
 
 /* Decode @dir on both paths: exactly @want (@n instructions), no error,
@@ -474,12 +474,12 @@ static void test_no_kernel(void)
 	/* A user-only recording: the kernel maps perf always writes do not
 	 * matter and nothing is said about them. */
 	po.exclude_kernel = true;
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 	make_perfdata(&pd, &po);
 	write_file(file, pd.data, pd.len);
 	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
 	CHECK_EQ_INT(g.noimage, 0);
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 }
 
 /* A vmlinux: given (--kernel), by build-id, or by release under the
@@ -514,7 +514,7 @@ static void test_vmlinux(void)
 
 	/* Without the module mapping, the vmlinux is all it takes. */
 	po.modules = false;
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 	make_perfdata(&pd, &po);
 	write_file(file, pd.data, pd.len);
 	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
@@ -555,7 +555,7 @@ static void test_vmlinux(void)
 	CHECK_EQ_INT(decode(file, &o, &g, &diag), 0);
 	CHECK_EQ_INT(g.noimage, 0);
 	CHECK_EQ_INT(g.n, 6);
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 }
 
 /* An exec while the thread is in the kernel: the new program's code is in
@@ -665,7 +665,7 @@ static void test_damage(void)
 	(void)snprintf(file, sizeof(file), "%s/nodata.data", tmpdir);
 	CHECK_EQ_INT(decode(file, &o, &g, &diag), -PTD_EFORMAT);
 	CHECK_CONTAINS(diag.msg, "nodata.data/data");
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 }
 
 /* Random damage to perf.data files with kernel and module mappings, a
@@ -713,13 +713,13 @@ static void test_fuzz(void)
 			CHECK_FAIL_("mutation %u: refused (%s) without a "
 				    "message", i, ptd_strerror(r));
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&b);
+		ptd_buf_fini(&b);
 	}
 	fprintf(stderr, "  fuzz: %u of %u mutations parsed, %u decoded\n",
 		parsed, n, decoded);
 	CHECK(decoded > 0);
-	ptd_buf_free(&good[0]);
-	ptd_buf_free(&good[1]);
+	ptd_buf_fini(&good[0]);
+	ptd_buf_fini(&good[1]);
 }
 
 /* Through ptctl: a --kcore directory as TRACE, and --kernel FILE. */
@@ -750,7 +750,7 @@ static void test_ptctl(void)
 	make_perfdata(&pd, &po);
 	(void)snprintf(file, sizeof(file), "%s/ptctl.data", tmpdir);
 	write_file(file, pd.data, pd.len);
-	ptd_buf_free(&pd);
+	ptd_buf_fini(&pd);
 	(void)snprintf(vml, sizeof(vml), "%s/vmlinux", tmpdir);
 	{
 		const char *args[] = { "decode", "--kernel", vml, file, NULL };

@@ -110,7 +110,7 @@ static void test_file_per_thread(void)
 		CHECK_EQ_INT(ptd_perfdata_event(pd, 0, &e, NULL), -EINVAL);
 	}
 	ptd_perfdata_free(pd);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -171,7 +171,7 @@ static void test_pipe_per_thread(void)
 		ptd_perfdata_free(pd);
 		(void)waitpid(child, NULL, 0);
 	}
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -199,7 +199,7 @@ static void test_per_cpu(void)
 		CHECK_EQ_U64(pd->auxtrace[0].tid, UINT32_MAX);
 	}
 	ptd_perfdata_free(pd);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -255,7 +255,7 @@ static void test_damage(void)
 		put(&b, good.data, good.len);                                 \
 		__VA_ARGS__;                                                  \
 		expect_refused(what, &b, err, msg);                           \
-		ptd_buf_free(&b);                                             \
+		ptd_buf_fini(&b);                                             \
 	} while (0)
 
 	MUT("empty", -PTD_ETRUNC, "too short", b.len = 0);
@@ -326,7 +326,7 @@ static void test_damage(void)
 	    b.data[72 + 5] |= 1);
 	MUT("feature outside", -PTD_ETRUNC, "lies outside",
 	    set_u64(&b, data_off + f.recs.len + 8, 1ull << 50));
-	ptd_buf_free(&good);
+	ptd_buf_fini(&good);
 	fb_free(&f);
 
 	/* Events of different sample_id layouts: told apart by
@@ -340,11 +340,11 @@ static void test_damage(void)
 	MUT("unknown sample id", -PTD_EFORMAT, "belongs to no event",
 	    set_u64(&b, data_off + f.recs.len - 8, 7));
 	f.attr[0].sample_type &= ~(uint64_t)PERF_SAMPLE_IDENTIFIER;
-	ptd_buf_free(&good);
+	ptd_buf_fini(&good);
 	fb_file(&f, &good);
 	MUT("layouts without common id", -PTD_EUNSUPPORTED, "sample_id "
 	    "layouts", (void)0);
-	ptd_buf_free(&good);
+	ptd_buf_fini(&good);
 	fb_free(&f);
 
 	/* Pipe streams: an attr record whose size lies, a truncated record,
@@ -372,9 +372,9 @@ static void test_damage(void)
 		if (pd)
 			CHECK_EQ_U64(pd->unknown_features, 1);
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&b);
+		ptd_buf_fini(&b);
 	}
-	ptd_buf_free(&good);
+	ptd_buf_fini(&good);
 	fb_free(&f);
 #undef MUT
 }
@@ -485,7 +485,7 @@ static void test_missing_image(void)
 	o.have_tid = true;
 	o.tid = 4242;
 	decode_buf(&out, &o, &s, -ENOENT);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -561,7 +561,7 @@ static void test_time(void)
 		CHECK_EQ_INT(t.timed, with ? t.tsc : 0);
 		CHECK_EQ_INT(t.wrong, 0);
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&out);
+		ptd_buf_fini(&out);
 		fb_free(&f);
 	}
 }
@@ -688,7 +688,7 @@ static void test_vdso(void)
 			CHECK_EQ_STR(fi.module, "[vdso]");
 		}
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&out);
+		ptd_buf_fini(&out);
 		fb_free(&f);
 		if (k == 1) {
 			/* perf's cache: .build-id/77/0000.../vdso, a copy of
@@ -813,7 +813,7 @@ static void test_mtc(void)
 			CHECK_EQ_U64(t.last, mtc ? t0 + 800 : t0);
 		}
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&out);
+		ptd_buf_fini(&out);
 		fb_free(&f);
 	}
 }
@@ -913,7 +913,7 @@ static void test_filter(void)
 				CHECK_EQ_STR(g.notice, "");
 		}
 		ptd_perfdata_free(pd);
-		ptd_buf_free(&out);
+		ptd_buf_fini(&out);
 		fb_free(&f);
 	}
 }
@@ -931,7 +931,7 @@ static void test_no_pt(void)
 	fb_file(&f, &out);
 	memset(&o, 0, sizeof(o));
 	decode_buf(&out, &o, &s, -PTD_EUNSUPPORTED);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -1060,7 +1060,7 @@ static void test_snapshots(void)
 		CHECK_EQ_INT(t.trunc, cases[c].errors);
 		if (cases[c].errors)
 			CHECK_CONTAINS(t.trunc_msg[0], "snapshot");
-		ptd_buf_free(&out);
+		ptd_buf_fini(&out);
 		fb_free(&f);
 	}
 }
@@ -1109,7 +1109,7 @@ static void test_per_cpu_split(void)
 	REQUIRE(t.n == 2);
 	CHECK_EQ_U64(t.bytes[0], 40);
 	CHECK_EQ_U64(t.bytes[1], 56);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 
 	fb_init(&f);
@@ -1128,7 +1128,7 @@ static void test_per_cpu_split(void)
 	CHECK_EQ_U64(t.bytes[0], 40);
 	CHECK_EQ_INT(t.tid[1], 101);
 	CHECK_EQ_U64(t.bytes[1], 56);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -1162,7 +1162,7 @@ static void test_losses(void)
 	CHECK_CONTAINS(t.trunc_msg[0], "lost 1000 trace bytes");
 	CHECK_CONTAINS(t.trunc_msg[0], ":1000");
 	CHECK_CONTAINS(t.trunc_msg[1], "truncated");
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -1199,7 +1199,7 @@ static void test_truncated_after_open(void)
 		CHECK(t.n >= 1 && t.bytes[0] > 0);
 	}
 	ptd_perfdata_free(pd);
-	ptd_buf_free(&out);
+	ptd_buf_fini(&out);
 	fb_free(&f);
 }
 
@@ -1230,7 +1230,7 @@ static void fuzz_one(const struct ptd_buf *good, uint32_t *seed,
 		CHECK_FAIL_("refused (%d) without a message", r);
 	}
 	ptd_perfdata_free(pd);
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void test_fuzz(void)
@@ -1247,8 +1247,8 @@ static void test_fuzz(void)
 		fuzz_one(&good[i % 2], &seed, &parsed);
 	fprintf(stderr, "fuzz: %u of %u mutations parsed\n", parsed, i);
 	CHECK(parsed > 0);
-	ptd_buf_free(&good[0]);
-	ptd_buf_free(&good[1]);
+	ptd_buf_fini(&good[0]);
+	ptd_buf_fini(&good[1]);
 	fb_free(&f);
 }
 
@@ -1290,7 +1290,8 @@ static struct ptd_image *image_of(const struct ptd_perfdata *pd,
 				  struct ptd_iscache *ic, uint32_t pid,
 				  unsigned *nmaps)
 {
-	struct ptd_image *img = ptd_image_new(ic, "perf");
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "perf", &img);
 	size_t i;
 
 	*nmaps = 0;
@@ -1320,7 +1321,8 @@ static void test_real_cat_maps(void)
 	const char *argv[] = { "cat", "/proc/self/maps", NULL };
 	struct ptd_perfdata *pd = NULL;
 	struct ptd_diag diag = { "" };
-	struct ptd_iscache *ic = ptd_iscache_new();
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
 	struct ptd_image *img = NULL;
 	struct ptd_maps maps = { 0 };
 	unsigned nmaps = 0, checked = 0;
@@ -1379,7 +1381,7 @@ static void test_real_cat_maps(void)
 	CHECK(nmaps >= checked);
 	ptd_image_free(img);
 	ptd_perfdata_free(pd);
-	ptd_maps_free(&maps);
+	ptd_maps_fini(&maps);
 	ptd_iscache_free(ic);
 	free(text);
 }
@@ -1430,7 +1432,8 @@ static void test_real_progs(void)
 				continue;
 			if (e.type == PERF_RECORD_MMAP2 &&
 			    !strcmp(e.u.mmap.filename, lib) && e.u.mmap.exec) {
-				struct ptd_iscache *ic = ptd_iscache_new();
+				struct ptd_iscache *ic;
+				(void)ptd_iscache_new(&ic);
 				unsigned n;
 				struct ptd_image *img =
 					image_of(pd, ic, e.u.mmap.pid, &n);

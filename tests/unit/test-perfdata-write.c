@@ -113,7 +113,7 @@ static void free_synthetic(struct ptd_capture *c)
 {
 	free(c->dir);
 	free(c->threads);
-	ptd_timeline_free(&c->tl);
+	ptd_timeline_fini(&c->tl);
 }
 
 /* ---- reading the file back ---- */
@@ -690,7 +690,7 @@ static void test_real_capture(void)
 	check_features(&p, c.cpu.vendor == pcv_intel);
 	free(p.data);
 	free(pt);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 int main(void)

@@ -26,7 +26,7 @@ static void bad(const char *line, int err, const char *what)
 	else if (!strstr(d.msg, what))
 		CHECK_FAIL_("'%s': message \"%s\" does not name \"%s\"", line,
 			    d.msg, what);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void test_not_requests(void)
@@ -48,7 +48,7 @@ static void test_not_requests(void)
 	CHECK_EQ_INT(ptd_request_parse(nul, sizeof(nul) - 1, &req, &d),
 		     -PTD_EFORMAT);
 	CHECK_CONTAINS(d.msg, "NUL");
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void test_id_and_cmd(void)
@@ -76,7 +76,7 @@ static void test_id_and_cmd(void)
 		     -PTD_EUNSUPPORTED);
 	REQUIRE(req.id);
 	CHECK_EQ_STR(req.id->valuestring, "abc");
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 
 	/* Every scalar id, and every command without arguments. */
 	static const char *ok[] = {
@@ -97,7 +97,7 @@ static void test_id_and_cmd(void)
 		CHECK_EQ_INT(req.cmd, cmds[i]);
 		CHECK(req.id != NULL);
 		CHECK(!req.has_session);
-		ptd_request_free(&req);
+		ptd_request_fini(&req);
 	}
 	char longid[PTD_PROTO_MAX_ID + 40];
 
@@ -152,13 +152,13 @@ static void test_attach(void)
 	CHECK_EQ_INT(req.source, PTD_SOURCE_SOFTWARE);
 	CHECK(req.tsc);
 	CHECK_EQ_U64(req.max_insns, 1000000);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 	REQUIRE(parse("{\"id\":9,\"cmd\":\"attach\",\"pid\":1}", &req, &d) ==
 		0);
 	CHECK_EQ_INT(req.source, PTD_SOURCE_AUTO);
 	CHECK(!req.tsc);
 	CHECK_EQ_U64(req.max_insns, 0);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void test_session_cmds(void)
@@ -180,12 +180,12 @@ static void test_session_cmds(void)
 		      &d) == 0);
 	CHECK(req.has_session);
 	CHECK_EQ_U64(req.session, 3);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 	REQUIRE(parse("{\"id\":1,\"cmd\":\"status\",\"session\":4}", &req,
 		      &d) == 0);
 	CHECK(req.has_session);
 	CHECK_EQ_U64(req.session, 4);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 /* A replay is lossless unless asked otherwise: "lossy":true or
@@ -203,7 +203,7 @@ static void replay_mode(const char *rest, bool lossless)
 	if (req.lossless != lossless)
 		CHECK_FAIL_("'%s': lossless %d, expected %d", line,
 			    req.lossless, lossless);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void test_replay(void)
@@ -281,7 +281,7 @@ static void test_subscribe(void)
 	REQUIRE(parse("{\"id\":1,\"cmd\":\"subscribe\",\"session\":1}",
 		      &req, &d) == 0);
 	CHECK_EQ_INT(req.filter.kinds, PTD_FILTER_DEFAULT_KINDS);
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 	REQUIRE(parse(SUB("\"kinds\":[\"block\"],\"filter\":{\"tid\":[5,6],"
 			  "\"ranges\":[[\"0x401000\",\"0x402000\"],"
 			  "[\"0xffffffff81000000\",\"0xFFFFFFFFFFFFFFFF\"]],"
@@ -299,7 +299,7 @@ static void test_subscribe(void)
 	CHECK_EQ_INT(req.filter.iclasses,
 		     (1u << ptic_call) | (1u << ptic_return));
 	CHECK_EQ_STR(req.filter.module, "libc");
-	ptd_request_free(&req);
+	ptd_request_fini(&req);
 }
 
 static void test_responses(void)
@@ -388,7 +388,7 @@ static void test_request_lines(void)
 
 		if (parse(lines[i], &req, &d) != 0) {
 			CHECK_FAIL_("'%s': %s", lines[i], d.msg);
-			ptd_request_free(&req);
+			ptd_request_fini(&req);
 			continue;
 		}
 		s = ptd_request_line(&req, &len);
@@ -399,7 +399,7 @@ static void test_request_lines(void)
 			s[len - 1] = 0;
 		CHECK_EQ_STR(s, lines[i]);
 		free(s);
-		ptd_request_free(&req);
+		ptd_request_fini(&req);
 	}
 
 	/* A request built in code (as ptctl does) parses to what was set. */
@@ -423,7 +423,7 @@ static void test_request_lines(void)
 	CHECK_EQ_INT(got.filter.tids[0], 9);
 	CHECK_EQ_INT(got.filter.iclasses, 1u << ptic_ptwrite);
 	CHECK(cJSON_IsNull(got.id));
-	ptd_request_free(&got);
+	ptd_request_fini(&got);
 	free(s);
 
 	/* The defaults a parse starts from are the ones the builder leaves
@@ -475,7 +475,7 @@ static void test_response_parse(void)
 		else if (!strstr(d.msg, bad_lines[i].what))
 			CHECK_FAIL_("'%s': \"%s\" does not name \"%s\"", l,
 				    d.msg, bad_lines[i].what);
-		ptd_response_free(&resp);
+		ptd_response_fini(&resp);
 	}
 
 	cJSON_AddNumberToObject(res, "session", 4);
@@ -485,7 +485,7 @@ static void test_response_parse(void)
 	CHECK(resp.ok);
 	CHECK_EQ_INT(cJSON_GetObjectItem(resp.result, "session")->valueint, 4);
 	CHECK_EQ_INT(resp.id->valueint, 5);
-	ptd_response_free(&resp);
+	ptd_response_fini(&resp);
 	CHECK(resp.doc == NULL);
 	free(s);
 
@@ -495,7 +495,7 @@ static void test_response_parse(void)
 	CHECK(!resp.ok);
 	CHECK_EQ_STR(resp.code, "limit");
 	CHECK_EQ_STR(resp.message, "too many");
-	ptd_response_free(&resp);
+	ptd_response_fini(&resp);
 	free(s);
 	cJSON_Delete(id);
 }

@@ -946,7 +946,7 @@ static void run_one(const struct scenario *sc, const struct gen_config *gc)
 	}
 
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, &err);
+	err = ptd_ptgen_new(&cfg, &g);
 	if (!g) {
 		CHECK_FAIL_("%s: new: %d", what, err);
 		goto out;
@@ -954,12 +954,13 @@ static void run_one(const struct scenario *sc, const struct gen_config *gc)
 	ptd_ptgen_set_tsc(g, 0x123456789ull);
 	if (!interpret(p, g, &r)) {
 		CHECK_FAIL_("%s: interpretation failed", what);
-		(void)ptd_ptgen_free(g);
+		ptd_ptgen_free(g);
 		goto out;
 	}
 	CHECK(!ptd_ptgen_enabled(g));
 	CHECK_EQ_U64(ptd_ptgen_offset(g), sk.len);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	CHECK_EQ_U64(r.ints, sc->ints);
 	CHECK_EQ_U64(r.interrupts, sc->interrupts);
 
@@ -1020,7 +1021,7 @@ static void test_ret_models(void)
 	REQUIRE(ptd_x86_decode(call0, 5, f, ptem_64bit, &call_g) == 0);
 	REQUIRE(ptd_x86_decode(ret_b, 1, g_, ptem_64bit, &ret) == 0);
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 	CHECK_EQ_INT(ptd_ptgen_enable(g, a), 0);
 	CHECK_EQ_INT(ptd_ptgen_step(g, a, &call_f, f), 0);
@@ -1029,7 +1030,8 @@ static void test_ret_models(void)
 	CHECK_EQ_INT(ptd_ptgen_step(g, x, &ret, f + 5), 0);	/* TIP */
 	CHECK_EQ_INT(ptd_ptgen_step(g, f + 5, &ret, a + 5), 0); /* TIP */
 	CHECK_EQ_INT(ptd_ptgen_finish(g, a + 5), 0);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	scan(sk.data, sk.len, st);
 	CHECK_EQ_INT(st->status, -pte_eos);
 	tips = st->count[ppt_tip];
@@ -1053,10 +1055,11 @@ static void test_tnt_packing(void)
 	build_loop(p);
 	REQUIRE(prog_link(p));
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 	CHECK(interpret(p, g, &r));
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	scan(sk.data, sk.len, st);
 	/* (200 + 1 + 5 + 60 * 3 + 1) * 8 conditional branches: 65 full
 	 * TNT-64 and one of 41 bits at the end */
@@ -1088,7 +1091,7 @@ static void test_ip_compression(void)
 	REQUIRE(st);
 	REQUIRE(ptd_x86_decode(jmp_rax, 2, a, ptem_64bit, &jmp) == 0);
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 	CHECK_EQ_INT(ptd_ptgen_enable(g, a), 0);	/* sext-48 */
 	CHECK_EQ_INT(ptd_ptgen_step(g, a, &jmp, b16), 0);	/* update-16 */
@@ -1096,7 +1099,8 @@ static void test_ip_compression(void)
 	CHECK_EQ_INT(ptd_ptgen_step(g, b32, &jmp, b48), 0);	/* sext-48 */
 	CHECK_EQ_INT(ptd_ptgen_step(g, b48, &jmp, b48 + 2), 0); /* upd-16 */
 	CHECK_EQ_INT(ptd_ptgen_finish(g, b48 + 2), 0);		/* upd-16 */
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	scan(sk.data, sk.len, st);
 	CHECK_EQ_INT(st->status, -pte_eos);
 	CHECK_EQ_INT(st->ipc[pt_ipc_sext_48], 2);
@@ -1116,33 +1120,34 @@ static void test_bad_config(void)
 	struct ptd_ptgen *g;
 	int err;
 
-	err = 0;
-	CHECK(ptd_ptgen_new(NULL, &err) == NULL);
-	CHECK_EQ_INT(err, -EINVAL);
-	CHECK(ptd_ptgen_new(NULL, NULL) == NULL);
+	g = (struct ptd_ptgen *)1;
+	CHECK_EQ_INT(ptd_ptgen_new(NULL, &g), -EINVAL);
+	CHECK(g == NULL);
+	CHECK_EQ_INT(ptd_ptgen_new(&cfg, NULL), -EINVAL);
 
-	err = 0;
+	g = (struct ptd_ptgen *)1;
 	cfg.sink = NULL;
-	CHECK(ptd_ptgen_new(&cfg, &err) == NULL);
-	CHECK_EQ_INT(err, -EINVAL);
+	CHECK_EQ_INT(ptd_ptgen_new(&cfg, &g), -EINVAL);
+	CHECK(g == NULL);
 	cfg.sink = sink_write;
 
 	for (size_t i = 0; i < sizeof(bad_periods) / sizeof(*bad_periods);
 	     i++) {
 		err = 0;
 		cfg.psb_period = bad_periods[i];
-		g = ptd_ptgen_new(&cfg, &err);
+		err = ptd_ptgen_new(&cfg, &g);
 		if (g || err != -EINVAL)
 			CHECK_FAIL_("psb_period %" PRIu64 " accepted (%d)",
 				    bad_periods[i], err);
-		(void)ptd_ptgen_free(g);
+		ptd_ptgen_free(g);
 	}
 	for (uint64_t v = 256; v <= (1u << 20); v <<= 1) {
 		cfg.psb_period = v;
-		g = ptd_ptgen_new(&cfg, &err);
+		err = ptd_ptgen_new(&cfg, &g);
 		if (!g)
 			CHECK_FAIL_("psb_period %" PRIu64 " refused", v);
-		CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+		CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+		ptd_ptgen_free(g);
 	}
 }
 
@@ -1168,7 +1173,7 @@ static void test_misuse(void)
 			       0x1000, ptem_64bit, &call) == 0);
 
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 
 	/* disabled: nothing but enable/finish */
@@ -1217,10 +1222,12 @@ static void test_misuse(void)
 	/* finish while disabled: nothing more */
 	CHECK_EQ_INT(ptd_ptgen_finish(g, 0x1014), 0);
 	CHECK_EQ_U64(sk.len, off + 2);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 
 	/* NULL */
-	CHECK_EQ_INT(ptd_ptgen_free(NULL), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(NULL), -EINVAL);
+	ptd_ptgen_free(NULL);
 	CHECK_EQ_U64(ptd_ptgen_offset(NULL), 0);
 	CHECK(!ptd_ptgen_enabled(NULL));
 	ptd_ptgen_set_tsc(NULL, 1);
@@ -1245,14 +1252,15 @@ static void test_free_flushes_tnt(void)
 	REQUIRE(ptd_x86_decode((const uint8_t[]){ 0x74, 0x10 }, 2, 0x1000,
 			       ptem_64bit, &jcc) == 0);
 	cfg.sink_ctx = &sk;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 	CHECK_EQ_INT(ptd_ptgen_enable(g, 0x1000), 0);
 	CHECK_EQ_INT(ptd_ptgen_step(g, 0x1000, &jcc, 0x1012), 0);
 	off = ptd_ptgen_offset(g);
 	CHECK_EQ_INT(ptd_ptgen_flush(g), 0);
 	CHECK_EQ_U64(sk.len, off);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 	CHECK_EQ_U64(sk.len, off + 1);
 	CHECK_EQ_INT(sk.data[sk.len - 1], 0x06);	/* TNT-8: 1 bit, taken */
 	free(sk.data);
@@ -1282,7 +1290,7 @@ static void test_sink_failure(void)
 
 	cfg.sink_ctx = &sk;
 	cfg.noretcomp = true;
-	g = ptd_ptgen_new(&cfg, NULL);
+	(void)ptd_ptgen_new(&cfg, &g);
 	REQUIRE(g);
 	sk.fail_next = -ENOSPC;
 	CHECK_EQ_INT(ptd_ptgen_enable(g, a), 0);
@@ -1303,7 +1311,8 @@ static void test_sink_failure(void)
 	CHECK(sk.calls >= 3);
 	CHECK_EQ_INT(ptd_ptgen_finish(g, a), 0);
 	CHECK_EQ_U64(ptd_ptgen_offset(g), sk.len);
-	CHECK_EQ_INT(ptd_ptgen_free(g), 0);
+	CHECK_EQ_INT(ptd_ptgen_end(g), 0);
+	ptd_ptgen_free(g);
 
 	decode(p, sk.data, sk.len, 0, &d);
 	compare("sink failure", exp, n, &d);

@@ -359,7 +359,7 @@ static void test_records(void)
 	REQUIRE(ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC, &ref) == 0);
 	REQUIRE(trace_threads(&t) == 0);
 	CHECK_EQ_INT(t.nth, 3);
-	isc = ptd_iscache_new();
+	(void)ptd_iscache_new(&isc);
 	REQUIRE(isc);
 	REQUIRE(ptd_jsonw_init(&w, 1, 0) == 0);
 	for (size_t i = 0; i < t.nth; i++) {

@@ -748,7 +748,7 @@ static bool rig_start(struct rig *g, unsigned stall_ms)
 	uint64_t deadline, before;
 
 	memset(g, 0, sizeof(*g));
-	REQUIRE_OR_FALSE((g->fan = ptd_fanout_new(1, 0, NULL, NULL)));
+	REQUIRE_OR_FALSE(ptd_fanout_new(1, 0, NULL, NULL, &g->fan) == 0);
 	REQUIRE_OR_FALSE(ptd_filter_compile(&spec, &f) == 0);
 	REQUIRE_OR_FALSE(ptd_fanout_subscribe(g->fan, &f,
 					      2 * PTD_JSON_MAX_RECORD, 8,
@@ -870,7 +870,7 @@ static void test_wait_nobody(void)
 	struct rig g;
 
 	memset(&g, 0, sizeof(g));
-	REQUIRE((g.fan = ptd_fanout_new(1, 0, NULL, NULL)));
+	REQUIRE(ptd_fanout_new(1, 0, NULL, NULL, &g.fan) == 0);
 	o.path = capdir;
 	o.input.decode.path = PTD_PATH_INSN;
 	o.input.decode.want = PTD_FILTER_DEFAULT_KINDS;
@@ -1055,10 +1055,10 @@ static bool make_hostile_bases(void)
 	(void)snprintf(path, sizeof(path), "%s/hb-lldb", workdir);
 	if (ptd_lldb_export_capture(&cap, path, &diag) < 0) {
 		CHECK_FAIL_("lldb: %s", diag.msg);
-		ptd_capture_free(&cap);
+		ptd_capture_fini(&cap);
 		return false;
 	}
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	(void)snprintf(dir, sizeof(dir), "%s/hb-capp", workdir);
 	REQUIRE_OR_FALSE(ptd_capture_load(dir, &cap, &diag) == 0);
 	(void)snprintf(path, sizeof(path), "%s/hb-perf", workdir);
@@ -1066,10 +1066,10 @@ static bool make_hostile_bases(void)
 	(void)snprintf(path, sizeof(path), "%s/hb-perf/perf.data", workdir);
 	if (ptd_perfdata_write_capture(&cap, path, &diag) < 0) {
 		CHECK_FAIL_("perf.data: %s", diag.msg);
-		ptd_capture_free(&cap);
+		ptd_capture_fini(&cap);
 		return false;
 	}
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	made = 1;
 	return true;
 }
@@ -1161,7 +1161,7 @@ static char *replay_all_text(const char *trace)
 	cl_close(&c);
 	(void)ptd_buf_append(&all, "", 1);
 	if (!done) {
-		ptd_buf_free(&all);
+		ptd_buf_fini(&all);
 		return NULL;
 	}
 	return (char *)all.data;
@@ -1703,7 +1703,7 @@ static void test_record_round_trip(void)
 	CHECK_EQ_INT(ptd_bundle_load(dir, &bun, &diag), 0);
 	if (diag.msg[0])
 		fprintf(stderr, "bundle: %s\n", diag.msg);
-	ptd_bundle_free(&bun);
+	ptd_bundle_fini(&bun);
 	memset(&io, 0, sizeof(io));
 	/* the live stream's path: block records' time is per block */
 	io.decode.path = PTD_PATH_BLOCK;

@@ -205,9 +205,9 @@ static void test_sizes(void)
 	CHECK_EQ_U64(b.page_size, 0xcdcdcdcdcdcdcdcdull);
 	close(fd);
 
-	ptd_perf_buf_free(NULL);
-	ptd_perf_buf_free(&zero);
-	ptd_perf_buf_free(&zero);
+	ptd_perf_buf_fini(NULL);
+	ptd_perf_buf_fini(&zero);
+	ptd_perf_buf_fini(&zero);
 }
 
 static void test_alloc_layout(void)
@@ -229,14 +229,14 @@ static void test_alloc_layout(void)
 	CHECK((uint8_t *)b.data == (uint8_t *)m + PAGE);
 	CHECK((uint8_t *)b.aux == (uint8_t *)m + 3 * PAGE);
 	b.aux[4 * PAGE - 1] = 1;	/* all of it mapped and writable */
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 	CHECK(b.meta == NULL && b.kind == PTD_PERF_BUF_NONE);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 
 	REQUIRE(ptd_perf_buf_alloc(PAGE, 0, false, &b) == 0);
 	CHECK(b.aux == NULL);
 	CHECK_EQ_U64(b.meta->aux_offset, 0);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_producer_einval(void)
@@ -257,7 +257,7 @@ static void test_producer_einval(void)
 	CHECK_EQ_INT(ptd_perf_producer_inject_aux_gap(&p, 8), -EINVAL);
 	CHECK_EQ_INT(ptd_perf_producer_record(&p, rec, 24), 0);
 	CHECK_EQ_U64(b.meta->data_head, 24);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 /* ---- deterministic reader tests ---- */
@@ -301,7 +301,7 @@ static void test_straddle(void)
 	CHECK_EQ_U64(r->corrupt_bytes, 0);
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_lost_records(void)
@@ -361,7 +361,7 @@ static void test_lost_records(void)
 	}
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 /* A LOST_SAMPLES record from the kernel. */
@@ -388,7 +388,7 @@ static void test_lost_samples(void)
 	CHECK_EQ_U64(r->lost_records, 0);
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_corrupt(void)
@@ -469,7 +469,7 @@ static void test_corrupt(void)
 	}
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_aux_flags_and_gaps(void)
@@ -520,7 +520,7 @@ static void test_aux_flags_and_gaps(void)
 	CHECK(strstr(lg->text, "!BAD") == NULL);
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 /* The same scenario, for the resume test: every kind of step. */
@@ -577,7 +577,7 @@ static void run_resume(unsigned fail_at, struct log *lg,
 			break;
 	}
 	CHECK(ret >= 0);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_resume_after_error(void)
@@ -696,12 +696,12 @@ static void test_snapshot(void)
 		ptd_perf_reader_init(fr, &fb);
 		CHECK_EQ_INT(ptd_perf_reader_snapshot(fr, &log_ops, lg),
 			     -EINVAL);
-		ptd_perf_buf_free(&fb);
+		ptd_perf_buf_fini(&fb);
 		free(fr);
 	}
 	free(r);
 	free(lg);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 static void test_wake(void)
@@ -730,7 +730,7 @@ static void test_wake(void)
 	CHECK_EQ_INT(read(efd, &v, sizeof(v)), 8);
 	CHECK_EQ_U64(p.since_wake, 0);
 	close(efd);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
 }
 
 /* ---- a producer thread against the reader ---- */
@@ -979,7 +979,7 @@ static void run_stress(bool lossless, unsigned ops)
 		CHECK(s->lost > 0);
 		CHECK(s->p.truncated > 0);
 	}
-	ptd_perf_buf_free(&s->b);
+	ptd_perf_buf_fini(&s->b);
 	free(s);
 	free(r);
 }
@@ -1146,8 +1146,8 @@ static void test_kernel_buffer(void)
 	CHECK_EQ_INT(k->lost, 0);
 	CHECK_EQ_U64(b.meta->data_tail, b.meta->data_head);
 	CHECK_EQ_U64(r->corrupt_bytes, 0);
-	ptd_perf_buf_free(&b);
-	ptd_perf_buf_free(&b);
+	ptd_perf_buf_fini(&b);
+	ptd_perf_buf_fini(&b);
 	close(fd);
 	free(r);
 	free(k);

@@ -623,7 +623,7 @@ static void test_session_snapshot(void)
 			      t2->end - t1->end);
 		}
 	}
-	ptd_capture_free(&cap);
+	ptd_capture_fini(&cap);
 	ptd_session_free(s);
 	CHECK_EQ_INT(target_tell(t.pid), 0);
 	target_finish(&t);

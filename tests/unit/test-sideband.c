@@ -822,8 +822,10 @@ static void test_to_tl(void)
 static void test_to_tl_apply(void)
 {
 	char path[] = "/tmp/ptd-test-sideband-XXXXXX";
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "t") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "t", &img);
 	struct ptd_perf_mmap m = test_mmap;
 	struct ptd_perf_event ev;
 	struct ptd_tl_event t;
@@ -1273,7 +1275,7 @@ out:
 		if (rd)
 			free(rd[i]);
 		if (bufs)
-			ptd_perf_buf_free(&bufs[i]);
+			ptd_perf_buf_fini(&bufs[i]);
 		if (fds && fds[i] >= 0)
 			(void)close(fds[i]);
 	}
@@ -1356,8 +1358,10 @@ static void check_live_image(const struct live *L,
 			     const char *real)
 {
 	const struct rec **order = live_time_order(L);
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ic ? ptd_image_new(ic, "live") : NULL;
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "live", &img);
 	const struct ptd_image_region *reg;
 	uint8_t got[256], want[256];
 	size_t maps = 0, execs = 0;

@@ -81,7 +81,7 @@ static bool trace_filtered(const char *name, char *const argv[],
 		so.filter_text = filter_text;
 	}
 	r = ptd_swpt_run(argv, &so, &res, &diag);
-	ptd_addrfilter_free(&f);
+	ptd_addrfilter_fini(&f);
 	if (r < 0) {
 		CHECK_FAIL_("tracing %s failed: %s (%s)", name, diag.msg,
 			    ptd_strerror(r));
@@ -426,7 +426,7 @@ static void check_prog(const char *name, const char *arg, bool tsc,
 	}
 	if (trace(name, argv, 256, tsc, noretcomp, &c)) {
 		check_small_psb(&c, name);
-		ptd_capture_free(&c);
+		ptd_capture_fini(&c);
 	}
 }
 
@@ -478,8 +478,8 @@ static void test_cold_caches(void)
 			struct ptd_stream_stats st;
 			char label[64];
 
-			ic = ptd_iscache_new();
-			icache = ptd_insncache_new(0);
+			(void)ptd_iscache_new(&ic);
+			(void)ptd_insncache_new(0, &icache);
 			REQUIRE(ic && icache);
 			rnd_state = 0x5eed0000 + seed;
 			(void)snprintf(label, sizeof(label),
@@ -504,7 +504,7 @@ static void test_cold_caches(void)
 	CHECK(short_rounds > 0 && moves > 0);
 	reclist_free(&want);
 	free(pt);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 static void test_fnptr(void) { check_prog("fnptr", NULL, false, false); }
@@ -609,7 +609,7 @@ static void test_filter_main(void)
 	fprintf(stderr, "  fnptr filtered: %zu disables without an IP\n",
 		ndis);
 	CHECK(ndis > 2);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* --- One small capture, shared by the tests below. --- */
@@ -631,7 +631,7 @@ static bool get_small(void)
 		return false;
 	if (ptd_capture_read_pt(&small, 0, &small_pt, &small_len, &diag) < 0) {
 		CHECK_FAIL_("%s", diag.msg);
-		ptd_capture_free(&small);
+		ptd_capture_fini(&small);
 		return false;
 	}
 	have_small = true;
@@ -842,7 +842,7 @@ static void test_overflow(void)
 	}
 	reclist_free(&got);
 	free(pt);
-	ptd_capture_free(&c);
+	ptd_capture_fini(&c);
 }
 
 /* A callback that stops: the records it got count, the rest follows. */
@@ -992,8 +992,8 @@ int main(void)
 		fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
 		return 1;
 	}
-	ic = ptd_iscache_new();
-	icache = ptd_insncache_new(0);
+	(void)ptd_iscache_new(&ic);
+	(void)ptd_insncache_new(0, &icache);
 	if (!ic || !icache)
 		return 1;
 	RUN(test_args);
@@ -1013,7 +1013,7 @@ int main(void)
 	RUN(test_jit);
 	if (have_small) {
 		free(small_pt);
-		ptd_capture_free(&small);
+		ptd_capture_fini(&small);
 	}
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);

@@ -151,9 +151,9 @@ static void test_add_and_pos(void)
 	ev.npos = 1;
 	ev.pos = NULL;
 	CHECK_EQ_INT(ptd_timeline_add(&tl, &ev), -EINVAL);
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 	CHECK(tl.ev == NULL && tl.n == 0);
-	ptd_timeline_free(NULL);
+	ptd_timeline_fini(NULL);
 }
 
 static void test_write_format(void)
@@ -191,7 +191,7 @@ static void test_write_format(void)
 		fclose(f);
 		free(text);
 	}
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 }
 
 static void check_same_event(const struct ptd_tl_event *a,
@@ -239,7 +239,7 @@ static void test_round_trip(void)
 	REQUIRE(again);
 	CHECK_EQ_STR(again, text);
 	free(again);
-	ptd_timeline_free(&back);
+	ptd_timeline_fini(&back);
 
 	/* no final newline; seq may skip values; empty input */
 	{
@@ -253,13 +253,13 @@ static void test_round_trip(void)
 	}
 	CHECK_EQ_INT(back.n, 2);
 	CHECK_EQ_U64(back.next_seq, 10);
-	ptd_timeline_free(&back);
+	ptd_timeline_fini(&back);
 	CHECK_EQ_INT(ptd_timeline_parse("", 0, "t", &back, &d), 0);
 	CHECK_EQ_INT(back.n, 0);
 	CHECK_EQ_U64(back.next_seq, 0);
-	ptd_timeline_free(&back);
+	ptd_timeline_fini(&back);
 	free(text);
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 }
 
 #define MAP_OK "\"seq\":1,\"op\":\"map\",\"start\":\"0x1000\",\"end\":\"0x2000\""
@@ -406,7 +406,7 @@ static void test_snapshot_names(void)
 			continue;
 		}
 		CHECK_EQ_STR(tl.ev[0].file, ok[i]);
-		ptd_timeline_free(&tl);
+		ptd_timeline_fini(&tl);
 	}
 }
 
@@ -472,13 +472,15 @@ static void test_event_limit(void)
 	CHECK_EQ_INT(ptd_timeline_parse((char *)b.data, b.len, "t", &tl, &d),
 		     -PTD_ELIMIT);
 	CHECK_CONTAINS(d.msg, "t:1000001: more than 1000000 events");
-	ptd_buf_free(&b);
+	ptd_buf_fini(&b);
 }
 
 static void test_apply(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "img");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "img", &img);
 	struct ptd_diag d = { "" };
 	struct ptd_tl_event ev = { 0 };
 	const char *name;
@@ -579,9 +581,12 @@ static void build_two_threads(struct ptd_timeline *tl)
 
 static void test_cursor_two_threads(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *i1 = ptd_image_new(ic, "t1");
-	struct ptd_image *i2 = ptd_image_new(ic, "t2");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *i1;
+	(void)ptd_image_new(ic, "t1", &i1);
+	struct ptd_image *i2;
+	(void)ptd_image_new(ic, "t2", &i2);
 	struct ptd_timeline tl;
 	struct ptd_tl_cursor c1, c2;
 	struct ptd_diag d = { "" };
@@ -639,7 +644,7 @@ static void test_cursor_two_threads(void)
 		CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 400, i1, &d), 1);
 		CHECK_EQ_INT(byte_at(i1, 0x600000), -1);
 	}
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 	ptd_image_free(i1);
 	ptd_image_free(i2);
 	ptd_iscache_free(ic);
@@ -650,8 +655,10 @@ static void test_cursor_two_threads(void)
  * event is reported and skipped, and the cursor goes on. */
 static void test_cursor_nopos_and_errors(void)
 {
-	struct ptd_iscache *ic = ptd_iscache_new();
-	struct ptd_image *img = ptd_image_new(ic, "t");
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "t", &img);
 	static const struct ptd_tl_pos p[] = { { 10, 500 } };
 	struct ptd_timeline tl;
 	struct ptd_tl_cursor c;
@@ -685,7 +692,7 @@ static void test_cursor_nopos_and_errors(void)
 	/* init: a failing event before first_seq is reported, the rest is
 	 * still applied */
 	ptd_image_free(img);
-	img = ptd_image_new(ic, "t2");
+	(void)ptd_image_new(ic, "t2", &img);
 	REQUIRE(img);
 	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 3, img, &d),
 		     -ENOENT);
@@ -694,7 +701,7 @@ static void test_cursor_nopos_and_errors(void)
 	CHECK_EQ_INT(byte_at(img, 0x600000), 0x22);
 	CHECK_EQ_U64(c.next_pos, UINT64_MAX);
 
-	ptd_timeline_free(&tl);
+	ptd_timeline_fini(&tl);
 	ptd_image_free(img);
 	ptd_iscache_free(ic);
 }
