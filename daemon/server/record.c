@@ -299,6 +299,28 @@ void srv_cmd_record(struct ptd_server *s, struct conn *c,
 		srv_record_start(ss);
 }
 
+/* The error code for a bundle that could not be written: a traced file
+ * that changed or went since it was traced is the trace's, named in the
+ * message. */
+static const char *record_code(int err)
+{
+	switch (err) {
+	case -EEXIST:
+		return PTD_ERR_BAD_DIRECTORY;
+	case -ENOENT:
+		return PTD_ERR_NO_SUCH_FILE;
+	case -EACCES:
+	case -EPERM:
+		return PTD_ERR_PERMISSION;
+	case -PTD_ENOTREG:
+	case -PTD_ETRUNC:
+	case -PTD_EIDENTITY:
+		return PTD_ERR_BAD_TRACE;
+	default:
+		return PTD_ERR_INTERNAL;
+	}
+}
+
 /* Answer the record requests whose bundle has been written. */
 void srv_records_answer(struct ptd_server *s)
 {
@@ -318,10 +340,7 @@ void srv_records_answer(struct ptd_server *s)
 			ptd_log_info("session %" PRIu64 ": bundle written for "
 				     "uid %u", ss->id, (unsigned)rc->uid);
 		if (rc->err < 0)
-			srv_pending_error(s, &rc->wait,
-					  rc->err == -EEXIST
-						  ? PTD_ERR_BAD_DIRECTORY
-						  : PTD_ERR_INTERNAL,
+			srv_pending_error(s, &rc->wait, record_code(rc->err),
 					  "session %" PRIu64 ": %s", ss->id,
 					  rc->diag.msg[0]
 						  ? rc->diag.msg

@@ -119,6 +119,7 @@ static int make_plan(const struct ptd_capture *c, bool copy,
 struct writer {
 	const struct ptd_bundle_save_opts *o;
 	struct ptd_diag *diag;
+	const struct ptd_capture *c;	/* once loaded */
 };
 
 static int own_fd(const struct writer *w, int fd, const char *what)
@@ -196,18 +197,17 @@ static int copy_hash(const struct writer *w, int src, const char *src_name,
 	return 0;
 }
 
-/* Open a source file; it must be regular. */
+/* Open a source file; it must be regular (-PTD_ENOTREG, the message
+ * saying what it is instead). */
 static int open_source(const struct writer *w, const char *path, int flags,
 		       int *ret_fd)
 {
-	int fd = ptd_file_open_regular(AT_FDCWD, path, flags, NULL, NULL);
+	int fd = ptd_file_open_regular(AT_FDCWD, path, flags, NULL, w->diag);
 
-	if (fd == -PTD_ENOTREG || fd == -EISDIR)
-		return ptd_diagf(w->diag, -PTD_EFORMAT,
-				 "'%s' is not a regular file", path);
+	if (fd == -EISDIR)
+		return -PTD_ENOTREG;
 	if (fd < 0)
-		return ptd_diagf(w->diag, fd, "cannot open '%s': %s", path,
-				 ptd_strerror(fd));
+		return fd;
 	*ret_fd = fd;
 	return 0;
 }
@@ -264,6 +264,38 @@ static int save_capture_files(const struct writer *w, const char *cdir,
 	return r;
 }
 
+/* How far into file @path the capture's mappings of it reach (0: none). */
+static uint64_t mapped_end(const struct ptd_capture *c, const char *path)
+{
+	uint64_t end = 0;
+
+	for (size_t i = 0; c && i < c->tl.n; i++) {
+		const struct ptd_tl_event *ev = &c->tl.ev[i];
+
+		if (ev->op == PTD_TL_MAP && ev->path && !strcmp(ev->path, path) &&
+		    ev->pgoff + (ev->end - ev->start) > end)
+			end = ev->pgoff + (ev->end - ev->start);
+	}
+	return end;
+}
+
+/* The file copied for image @im still holds what the process mapped of
+ * it: not cut since (a mapping ends at most at the page that holds the
+ * file's end). */
+static int check_image_size(const struct writer *w,
+			    const struct ptd_bundle_image *im)
+{
+	uint64_t end = mapped_end(w->c, im->path);
+
+	if (end > ((im->size + 4095) & ~4095ull))
+		return ptd_diagf(w->diag, -PTD_ETRUNC, "'%s' is shorter (%"
+				 PRIu64 " bytes) than the traced process "
+				 "mapped it (to byte %" PRIu64 "): it changed "
+				 "after it was traced", im->path, im->size,
+				 end);
+	return 0;
+}
+
 static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
 {
 	_cleanup_close_ int sub = -1;
@@ -280,6 +312,8 @@ static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
 					 &im->size, im->sha256)
 			     : copy_into(w, im->path, 0, -1, NULL, &im->size,
 					 im->sha256);
+		if (r == 0)
+			r = check_image_size(w, im);
 		if (r == 0 && open_source(w, im->path, 0, &fd) == 0 &&
 		    ptd_elf_build_id_fd(fd, hex, sizeof(hex))) {
 			im->build_id = strdup(hex);
@@ -563,6 +597,7 @@ int ptd_bundle_save(const char *capture_dir, const char *bundle_dir,
 		return r;
 	ptd_timeline_init(&c.tl);
 	r = prepare(capture_dir, &w, &c, &b);
+	w.c = &c;
 	if (r < 0)
 		goto out;
 	if (!mkdtemp(tmp)) {
@@ -712,6 +747,7 @@ int ptd_bundle_save_at(const char *capture_dir, int dir_fd,
 				 ? "is not empty" : ptd_strerror(r));
 	ptd_timeline_init(&c.tl);
 	r = prepare(capture_dir, &w, &c, &b);
+	w.c = &c;
 	if (r == 0)
 		r = save_at_payload(capture_dir, &w, dir_fd, &b, &moved);
 	if (r == 0)

@@ -10,6 +10,7 @@
  *    and ptd goes on serving.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -201,10 +202,94 @@ static void test_truncated_while_traced(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* A recorded session's bundle is written after the session ends, from
+ * the files the process mapped: the user may have swapped a library for a
+ * FIFO (which would block a reader for ever) or cut it by then.  ptd
+ * refuses the record either way (bad_trace), never hangs on the FIFO,
+ * names the file and what became of it, and serves on. */
+static void record_after(const char *name, const char *dname, bool fifo)
+{
+	struct daemon d;
+	struct dconn *sub;
+	char lib[1100], out[1200], err[1200], bundle[1200], req[200], *line;
+	_cleanup_free_ char *msg = NULL;
+	size_t len = 0;
+	const char *args[] = { "record", NULL, bundle, NULL };
+	char sid[32];
+	bool bye = false;
+	cJSON *r;
+	pid_t t, p;
+	long s;
+	int rc;
+
+	REQUIRE(copy_lib(lib, sizeof(lib), name));
+	REQUIRE(daemon_start(&d, dname, ""));
+	t = start_libloop(lib, "always");
+	REQUIRE(t > 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"options\":{\"record\":true,\"max_insns\":20000}}\n",
+		       (long)t);
+	r = dc_call1(&d, req);
+	REQUIRE(dc_ok(r));
+	s = (long)dc_num(r, "session");
+	cJSON_Delete(r);
+	sub = subscribe(&d, s);
+	REQUIRE(sub);
+	while (!bye && (line = dc_read_line(sub, 120000))) {
+		bye = is_type(line, "bye");
+		free(line);
+	}
+	CHECK(bye);
+	dc_close(sub);
+	/* the session has ended; its library is harmed before the record */
+	REQUIRE(unlink(lib) == 0);
+	if (fifo)
+		REQUIRE(mkfifo(lib, 0600) == 0);
+	else
+		REQUIRE(ptd_file_write_atomic(lib, "", 0) == 0);
+	(void)snprintf(sid, sizeof(sid), "%ld", s);
+	args[1] = sid;
+	(void)snprintf(bundle, sizeof(bundle), "%s/%s-bundle", tmpdir, name);
+	(void)snprintf(out, sizeof(out), "%s/%s.out", tmpdir, name);
+	(void)snprintf(err, sizeof(err), "%s/%s.err", tmpdir, name);
+	REQUIRE(mkdir(bundle, 0700) == 0);
+	p = ptctl_spawn(&d, out, err, args);
+	REQUIRE(p > 0);
+	rc = wait_target(p, 60000);
+	CHECK(rc >= 0);		/* answered: not stuck on the FIFO */
+	(void)ptd_file_read_all(err, 1 << 16, &msg, &len);
+	fprintf(stderr, "  record after the library %s: exit %d: %s", name,
+		rc, msg ? msg : "");
+	/* refused, naming the file and what became of it */
+	CHECK(rc != 0);
+	CHECK_CONTAINS(msg, "bad_trace");
+	CHECK_CONTAINS(msg, lib);
+	CHECK_CONTAINS(msg, fifo ? "is a FIFO, not a regular file"
+				 : "shorter (0 bytes) than the traced process "
+				   "mapped it");
+	check_serving(&d);
+	(void)kill(t, SIGKILL);
+	(void)wait_target(t, 10000);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+static void test_record_fifo(void)
+{
+	record_after("librecfifo.so", "recfifo", true);
+}
+
+static void test_record_cut(void)
+{
+	record_after("libreccut.so", "reccut", false);
+}
+
 int main(void)
 {
 	harness_setup("/tmp/ptdhostile-XXXXXX");
 	RUN(test_truncated_before_attach);
 	RUN(test_truncated_while_traced);
+	RUN(test_record_fifo);
+	RUN(test_record_cut);
 	return harness_done();
 }
