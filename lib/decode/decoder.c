@@ -21,6 +21,12 @@
  * comes, at the end, or when too many events wait.  Delivery order is
  * therefore always the order of the trace: insn..., [block], event...,
  * insn...
+ *
+ * One file of over 1,000 lines on purpose: both paths call the
+ * per-instruction helpers (new_insn, rec_init, module_of, the pending
+ * records) once per instruction, and within one translation unit the
+ * compiler inlines them; a path in a file of its own would make each a
+ * call on the hottest loop ptd has (the build has no LTO).
  */
 #include "decode/decoder.h"
 
