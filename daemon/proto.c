@@ -82,6 +82,18 @@ static int optional(int e)
 	return e == -ENOENT ? 0 : e;
 }
 
+/* wait_ms (replay, attach): the first subscriber's wait. */
+static int parse_wait_ms(const struct ptd_json_reader *r, const cJSON *o,
+			 struct ptd_request *req)
+{
+	int e = ptd_json_get_u64(r, o, "", "wait_ms", INT, 0,
+				 PTD_PROTO_WAIT_MS_MAX, &req->wait_ms);
+
+	if (e == 0)
+		req->has_wait_ms = true;
+	return optional(e);
+}
+
 /* replay: path (absolute), lossless or lossy (lossless unless asked),
  * tid, wait_ms. */
 static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
@@ -123,11 +135,7 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 	}
 	if (optional(e) < 0)
 		return e;
-	e = ptd_json_get_u64(r, o, "", "wait_ms", INT, 0,
-			     PTD_PROTO_WAIT_MS_MAX, &req->wait_ms);
-	if (e == 0)
-		req->has_wait_ms = true;
-	return optional(e);
+	return parse_wait_ms(r, o, req);
 }
 
 /* record: session, wait. */
@@ -278,6 +286,9 @@ static int parse_attach(const struct ptd_json_reader *r, const cJSON *o,
 	if (e < 0)
 		return e;
 	req->pid = (pid_t)pid;
+	e = parse_wait_ms(r, o, req);
+	if (e < 0)
+		return e;
 	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
 	if (e < 0)
 		return optional(e);
@@ -455,7 +466,7 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 {
 	static const char *const none[] = { "id", "cmd", NULL };
 	static const char *const attach[] = { "id", "cmd", "pid", "options",
-					      NULL };
+					      "wait_ms", NULL };
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", NULL };
@@ -780,6 +791,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 	switch (req->cmd) {
 	case PTD_CMD_ATTACH:
 		return cJSON_AddNumberToObject(o, "pid", (double)req->pid) &&
+		       (!req->has_wait_ms ||
+			cJSON_AddNumberToObject(o, "wait_ms",
+						(double)req->wait_ms)) &&
 		       build_options(o, req, &def);
 	case PTD_CMD_DETACH:
 	case PTD_CMD_SNAPSHOT:

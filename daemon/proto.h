@@ -117,7 +117,9 @@ struct ptd_request {
 	/* replay: {"path":ABS,"lossless":B,"lossy":B,"tid":N,"wait_ms":N};
 	 * lossless unless "lossy":true or "lossless":false (both given, they
 	 * must agree); wait_ms (first subscriber) defaults to
-	 * PTD_REPLAY_WAIT_MS (has_wait_ms false) */
+	 * PTD_REPLAY_WAIT_MS (has_wait_ms false).  attach's "wait_ms" too
+	 * (beside "pid"): how long the session waits for its first
+	 * subscriber before it decodes; default 0, decode at once */
 	char path[PTD_PROTO_PATH_MAX + 1];
 	bool lossless;
 	bool has_tid;

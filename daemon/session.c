@@ -335,6 +335,13 @@ static void *decode_main(void *arg)
 	int ms = (int)ptd_source_poll_ms(s->src);
 	int r = 0;
 
+	/* a first subscriber, in slices so that a stop ends the wait */
+	for (unsigned waited = 0; s->o.wait_ms && s->sink.wait_subscriber &&
+				  waited < s->o.wait_ms &&
+				  !atomic_load(&s->stop);
+	     waited += 50)
+		if (s->sink.wait_subscriber(s->sink.ctx, 50))
+			break;
 	for (;;) {
 		bool last = ptd_source_ending(s->src);
 		uint64_t v;

@@ -59,6 +59,13 @@ struct ptd_session_opts {
 	enum ptd_source_kind source;
 	bool tsc;			/* timing packets (records get "tsc") */
 	uint64_t max_insns;		/* detach after this many; 0: none */
+	/* Started, the decode thread waits at most this long for the sink's
+	 * first subscriber (sink.wait_subscriber) before it decodes, so
+	 * that a client that attaches and then subscribes sees the trace
+	 * from its start (the buffers hold it meanwhile: the software
+	 * source waits for room, intel_pt may lose, counted).  0: decode
+	 * at once. */
+	unsigned wait_ms;
 	/* Software source only: also write a capture (swpt/capture.h, with
 	 * the ground truth) into this directory, which must not exist or be
 	 * empty.  NULL: none.  (Tests and `ptctl verify` check a live stream
@@ -169,6 +176,9 @@ struct ptd_session_sink {
 	 * @done call. */
 	void (*snapshot)(void *ctx, const struct ptd_snapshot_info *info,
 			 bool done);
+	/* May be NULL: wait at most @ms for a first subscriber; true once
+	 * there is one (see opts.wait_ms). */
+	bool (*wait_subscriber)(void *ctx, unsigned ms);
 };
 
 struct ptd_session_stats {

@@ -234,6 +234,12 @@ int verb_attach(int argc, char **argv)
 	if (snapshot)
 		req.mode = PTD_MODE_SNAPSHOT;
 	req.record = record != NULL;
+	if (follow) {
+		/* the stream from its start: the session waits for the
+		 * subscription that follows this answer */
+		req.has_wait_ms = true;
+		req.wait_ms = 5000;
+	}
 	r = client_call(f, &req, json, &resp);
 	if (!r) {
 		const cJSON *res = resp.result;

@@ -186,6 +186,7 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 	o.source = req->source;
 	o.tsc = req->tsc;
 	o.max_insns = req->max_insns;
+	o.wait_ms = (unsigned)req->wait_ms;
 	o.config = &s->cfg;
 	o.uid = c->peer.uid;
 	o.capture_dir = req->capture[0] ? req->capture : NULL;

@@ -84,6 +84,13 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 	ptd_fanout_end(ss->fan, end);
 }
 
+static bool sink_wait_subscriber(void *ctx, unsigned ms)
+{
+	struct srv_session *ss = ctx;
+
+	return ptd_fanout_wait_subscriber(ss->fan, ms);
+}
+
 /* The sinks of @ss's decode thread (snapshot markers for a live session). */
 void srv_session_sink(struct srv_session *ss, bool snapshots,
 		      struct ptd_session_sink *ret_sink)
@@ -91,6 +98,7 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 	memset(ret_sink, 0, sizeof(*ret_sink));
 	ret_sink->record = sink_record;
 	ret_sink->ended = sink_ended;
+	ret_sink->wait_subscriber = sink_wait_subscriber;
 	if (snapshots)
 		ret_sink->snapshot = sink_snapshot;
 	ret_sink->ctx = ss;

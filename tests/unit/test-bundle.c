@@ -179,8 +179,8 @@ static void test_sha256_cancel(void)
 /* Records with module names copied, so they outlive the decode. */
 struct got {
 	struct reclist l;
-	char *names[64];
-	size_t nnames;
+	char **names;		/* the strings records point to, kept */
+	size_t nnames, names_cap;
 	struct ptd_input_info info;
 	unsigned infos;
 	size_t done;
@@ -193,8 +193,16 @@ static const char *intern(struct got *g, const char *s)
 	for (i = 0; i < g->nnames; i++)
 		if (!strcmp(g->names[i], s))
 			return g->names[i];
-	if (g->nnames == PTD_ARRAY_SIZE(g->names) ||
-	    !(g->names[g->nnames] = strdup(s)))
+	if (g->nnames == g->names_cap) {
+		size_t cap = g->names_cap ? 2 * g->names_cap : 64;
+		char **v = realloc(g->names, cap * sizeof(*v));
+
+		if (!v)
+			abort();
+		g->names = v;
+		g->names_cap = cap;
+	}
+	if (!(g->names[g->nnames] = strdup(s)))
 		abort();
 	return g->names[g->nnames++];
 }
@@ -208,6 +216,9 @@ static int got_record(void *ctx, const struct ptd_record *r)
 		c.u.insn.module = intern(g, c.u.insn.module);
 		c.u.insn.json_body = NULL;
 		c.u.insn.json_body_len = 0;
+	} else if (c.type == PTD_REC_ERROR && c.u.error.detail) {
+		/* valid only during the call, like the module's name */
+		c.u.error.detail = intern(g, c.u.error.detail);
 	} else if (c.type != PTD_REC_EVENT && c.type != PTD_REC_ERROR) {
 		return 0;
 	}
@@ -239,6 +250,7 @@ static void got_free(struct got *g)
 {
 	for (size_t i = 0; i < g->nnames; i++)
 		free(g->names[i]);
+	free(g->names);
 	reclist_free(&g->l);
 	memset(g, 0, sizeof(*g));
 }

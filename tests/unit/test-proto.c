@@ -362,6 +362,8 @@ static void test_request_lines(void)
 		"{\"id\":1,\"cmd\":\"detach\",\"session\":3}",
 		"{\"id\":1,\"cmd\":\"snapshot\",\"session\":12345}",
 		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{}}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"wait_ms\":5000,"
+		"\"options\":{}}",
 		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
 		"\"source\":\"software\",\"tsc\":true,\"max_insns\":1000,"
 		"\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","

@@ -1626,7 +1626,8 @@ static void test_record_round_trip(void)
 	REQUIRE(target > 0);
 	REQUIRE(cl_open(&c));
 	(void)snprintf(req, sizeof(req),
-		       "{\"id\":1,\"cmd\":\"attach\",\"pid\":%ld,\"options\":"
+		       "{\"id\":1,\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"wait_ms\":60000,\"options\":"
 		       "{\"record\":true,\"tsc\":true,"
 		       "\"max_insns\":10000}}",
 		       (long)target);
