@@ -1291,6 +1291,82 @@ static void test_snapshot(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* attach's wait_ms: a client that subscribes only after the answer (here
+ * 300 ms after it, the target running all along) still gets every
+ * thread's trace from its start: each thread's insn records are as many
+ * as the capture's truth says it executed. */
+static void test_attach_wait_subscriber(void)
+{
+	struct daemon d;
+	struct target t;
+	struct ptd_capture cap;
+	struct ptd_diag diag = { "" };
+	struct dconn *sub;
+	char capdir[700], req[900], *line;
+	unsigned counts[64] = { 0 };
+	pid_t tids[64];
+	size_t ntids = 0;
+	bool bye = false;
+	cJSON *r;
+	long s;
+
+	REQUIRE(daemon_start(&d, "waitsub", "subscriber_queue_size = 1G\n"));
+	REQUIRE(target_start(progs, 3600, &t) == 0);
+	(void)snprintf(capdir, sizeof(capdir), "%s/capture", d.dir);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"wait_ms\":60000,\"options\":{\"max_insns\":20000,"
+		       "\"capture\":\"%s\"}}\n", (long)t.pid, capdir);
+	r = dc_call1(&d, req);
+	REQUIRE(dc_ok(r));
+	s = (long)dc_num(r, "session");
+	cJSON_Delete(r);
+	msleep(300);
+	sub = dc_connect(&d);
+	REQUIRE(sub);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"insn\"]}\n", s);
+	r = dc_call(sub, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	while (!bye && (line = dc_read_line(sub, 120000))) {
+		const char *tp = strstr(line, "\"tid\":");
+
+		bye = is_type(line, "bye");
+		if (is_type(line, "insn") && tp) {
+			pid_t tid = (pid_t)strtol(tp + 6, NULL, 10);
+			size_t i = 0;
+
+			while (i < ntids && tids[i] != tid)
+				i++;
+			if (i == ntids && ntids < PTD_ARRAY_SIZE(tids))
+				tids[ntids++] = tid;
+			if (i < ntids)
+				counts[i]++;
+		}
+		free(line);
+	}
+	CHECK(bye);
+	dc_close(sub);
+	CHECK_EQ_INT(target_tell(t.pid), 0);
+	target_finish(&t);
+	REQUIRE(ptd_capture_load(capdir, &cap, &diag) == 0);
+	CHECK(cap.nthreads > 0);
+	for (size_t k = 0; k < cap.nthreads; k++) {
+		unsigned got = 0;
+
+		for (size_t i = 0; i < ntids; i++)
+			if (tids[i] == cap.threads[k].tid)
+				got = counts[i];
+		if (got != cap.threads[k].insns)
+			CHECK_FAIL_("tid %d: %u insn records streamed, %llu "
+				    "executed", (int)cap.threads[k].tid, got,
+				    (unsigned long long)cap.threads[k].insns);
+	}
+	ptd_capture_fini(&cap);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	harness_setup("/tmp/ptdd-XXXXXX");
@@ -1304,6 +1380,7 @@ int main(void)
 	RUN(test_detach);
 	RUN(test_attach_beside);
 	RUN(test_attach_cancelled);
+	RUN(test_attach_wait_subscriber);
 	RUN(test_snapshot);
 	RUN(test_ptctl_replay);
 	RUN(test_shutdown);
