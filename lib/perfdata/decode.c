@@ -141,6 +141,8 @@ static pid_t pid_of(struct dec *d, pid_t tid)
 
 	if (!d->pidmap_made && make_pidmap(d) < 0)
 		return 0;
+	if (!d->npidmap)	/* no map at all: bsearch wants a base */
+		return 0;
 	hit = bsearch(&key, d->pidmap, d->npidmap, sizeof(key), tid_cmp);
 	return hit ? hit->pid : 0;
 }
