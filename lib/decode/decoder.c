@@ -383,9 +383,12 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	return &r->u.insn;
 }
 
-static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
-		      bool ip_valid, uint64_t ip, const char *context,
-		      uint64_t skipped)
+/* An error record at @off; @detail (may be NULL) is a string that
+ * outlives the record. */
+static int emit_error_rec(struct dec *d, int code, bool ptd_code,
+			  uint64_t off, bool ip_valid, uint64_t ip,
+			  const char *context, uint64_t skipped,
+			  const char *detail)
 {
 	struct ptd_record r;
 	int rc;
@@ -405,31 +408,25 @@ static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
 	r.u.error.ip_valid = ip_valid;
 	r.u.error.context = context ? context : "decode";
 	r.u.error.skipped = skipped;
+	r.u.error.detail = detail;
 	d->st.errors++;
 	return deliver(d, &r);
 }
 
-/* A ptd error record at @off with @detail (may be NULL): a string that
- * outlives the record. */
+static int emit_error(struct dec *d, int code, bool ptd_code, uint64_t off,
+		      bool ip_valid, uint64_t ip, const char *context,
+		      uint64_t skipped)
+{
+	return emit_error_rec(d, code, ptd_code, off, ip_valid, ip, context,
+			      skipped, NULL);
+}
+
+/* A ptd error record at @off with @detail (may be NULL). */
 static int emit_error_detail(struct dec *d, int code, uint64_t off,
 			     const char *context, const char *detail)
 {
-	struct ptd_record r;
-	int rc;
-
-	if (d->a->more && off >= end_offset(d))
-		return HOLD;
-	rc = flush_pending(d);
-	if (rc)
-		return rc;
-	rec_init(d, &r, PTD_REC_ERROR);
-	r.u.error.code = code;
-	r.u.error.ptd_code = true;
-	r.u.error.offset = off;
-	r.u.error.context = context;
-	r.u.error.detail = detail;
-	d->st.errors++;
-	return deliver(d, &r);
+	return emit_error_rec(d, code, true, off, false, 0, context, 0,
+			      detail);
 }
 
 /* --- Events: the one place flags are decided. --- */
