@@ -324,16 +324,10 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 
 	if (pid <= 0 || !opt || (!opt->outdir && !opt->out))
 		return -EINVAL;
-	tr.opt = opt;
-	tr.diag = diag;
 	tr.pid = pid;
 	tr.seized = true;
 	tr.last_flush = tr_now_ns();
-	ptd_timeline_init(&tr.tl);
-	(void)ptd_insncache_new(0, &tr.ic);
-	if (!tr.ic)
-		return -ENOMEM;
-	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;
+	r = tr_tracer_init(&tr, opt, diag);
 	if (r < 0)
 		goto out;
 	r = seize_all(&tr);

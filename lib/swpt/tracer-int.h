@@ -153,6 +153,10 @@ int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret);
 int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip);
 int tr_prepare_outdir(const char *dir, struct ptd_diag *diag);
 int tr_save_capture(struct tracer *tr, char *const argv[]);
+/* The parts ptd_swpt_run and ptd_swpt_attach set up alike (a failure:
+ * tr_tracer_free what was made). */
+int tr_tracer_init(struct tracer *tr, const struct ptd_swpt_options *opt,
+		   struct ptd_diag *diag);
 void tr_tracer_free(struct tracer *tr);
 void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret);
 

@@ -570,6 +570,20 @@ void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
 	ret->filter_pending = tr->fpending;
 }
 
+int tr_tracer_init(struct tracer *tr, const struct ptd_swpt_options *opt,
+		   struct ptd_diag *diag)
+{
+	int r;
+
+	tr->opt = opt;
+	tr->diag = diag;
+	ptd_timeline_init(&tr->tl);
+	r = ptd_insncache_new(0, &tr->ic);
+	if (r < 0)
+		return r;
+	return opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;
+}
+
 int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 		 struct ptd_swpt_result *ret, struct ptd_diag *diag)
 {
@@ -578,13 +592,7 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 
 	if (!argv || !argv[0] || !opt || (!opt->outdir && !opt->out))
 		return -EINVAL;
-	tr.opt = opt;
-	tr.diag = diag;
-	ptd_timeline_init(&tr.tl);
-	(void)ptd_insncache_new(0, &tr.ic);
-	if (!tr.ic)
-		return -ENOMEM;
-	r = opt->outdir ? tr_prepare_outdir(opt->outdir, diag) : 0;
+	r = tr_tracer_init(&tr, opt, diag);
 	if (r < 0)
 		goto out;
 	if (pipe2(pfd, O_CLOEXEC) < 0) {
