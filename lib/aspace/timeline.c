@@ -15,9 +15,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cjson/cJSON.h>
 
+#include "aspace/fileid.h"
 #include "common/fileio.h"
 #include "common/json.h"
 #include "common/strutil.h"
@@ -178,6 +180,11 @@ static int write_event(const struct ptd_tl_event *ev, FILE *f)
 	}
 	if (ev->op == PTD_TL_MAP)
 		write_hex(f, "pgoff", ev->pgoff);
+	if (ev->op == PTD_TL_MAP && ptd_file_id_known(&ev->id)) {
+		fprintf(f, ",\"dev\":\"%02x:%02x\"", ev->id.dev_major,
+			ev->id.dev_minor);
+		write_hex(f, "ino", ev->id.ino);
+	}
 	if (ev->op == PTD_TL_MAP || ev->op == PTD_TL_EXEC) {
 		if (!ev->path)
 			return -EINVAL;
@@ -218,17 +225,49 @@ int ptd_timeline_write(const struct ptd_timeline *tl, FILE *f)
 	return 0;
 }
 
+int ptd_timeline_check_file(const struct ptd_timeline *tl, const char *path,
+			    int fd, struct ptd_diag *diag)
+{
+	struct ptd_file_found found;
+	struct stat st;
+	bool have = false;
+
+	if (!tl || !path)
+		return -EINVAL;
+	for (size_t i = 0; i < tl->n; i++) {
+		const struct ptd_tl_event *ev = &tl->ev[i];
+		int r;
+
+		if (ev->op != PTD_TL_MAP || !ptd_file_id_known(&ev->id) ||
+		    !ev->path || strcmp(ev->path, path))
+			continue;
+		if (!have) {
+			if (fstat(fd, &st) < 0)
+				return ptd_diagf(diag, -errno,
+						 "cannot stat '%s': %s", path,
+						 strerror(errno));
+			ptd_file_id_of(fd, &st, &found);
+			have = true;
+		}
+		r = ptd_file_id_check(&ev->id, &found, path, diag);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* ---- parsing ---- */
 
 enum tl_field {
 	F_SEQ, F_OP, F_START, F_END, F_PGOFF, F_PATH, F_NAME, F_FILE, F_POS,
-	F_COUNT,
+	F_DEV, F_INO, F_COUNT,
 };
 
 static const char *const field_names[F_COUNT + 1] = {
 	[F_SEQ] = "seq", [F_OP] = "op", [F_START] = "start", [F_END] = "end",
 	[F_PGOFF] = "pgoff", [F_PATH] = "path", [F_NAME] = "name",
-	[F_FILE] = "file", [F_POS] = "pos", [F_COUNT] = NULL,
+	[F_FILE] = "file", [F_POS] = "pos", [F_DEV] = "dev", [F_INO] = "ino",
+	[F_COUNT] = NULL,
 };
 
 #define BIT(f) (1u << (f))
@@ -241,6 +280,14 @@ static const unsigned op_fields[] = {
 	[PTD_TL_SNAPSHOT] = COMMON | RANGE | BIT(F_NAME) | BIT(F_FILE),
 	[PTD_TL_UNMAP] = COMMON | RANGE,
 	[PTD_TL_EXEC] = COMMON | BIT(F_PATH),
+};
+
+/* Fields each op may have besides. */
+static const unsigned op_optional[] = {
+	[PTD_TL_MAP] = BIT(F_DEV) | BIT(F_INO),
+	[PTD_TL_SNAPSHOT] = 0,
+	[PTD_TL_UNMAP] = 0,
+	[PTD_TL_EXEC] = 0,
 };
 
 /* Positions and seq are JSON numbers a double holds exactly (the writer
@@ -327,7 +374,7 @@ static int check_fields(const struct ptd_json_reader *r, const cJSON *obj,
 			return ptd_json_badf(r, -PTD_EFORMAT, field_names[k],
 					     "missing (required for op '%s')",
 					     op_name(op));
-		if (!(want & BIT(k)) && have)
+		if (!((want | op_optional[op]) & BIT(k)) && have)
 			return ptd_json_badf(r, -PTD_EFORMAT, field_names[k],
 					     "not allowed for op '%s'",
 					     op_name(op));
@@ -339,6 +386,39 @@ static int check_fields(const struct ptd_json_reader *r, const cJSON *obj,
 static int optional(int e)
 {
 	return e == -ENOENT ? 0 : e;
+}
+
+/* "dev":"MAJ:MIN" (hex, as /proc/PID/maps prints it) and "ino":"0x..",
+ * both or neither. */
+static int parse_file_id(const struct ptd_json_reader *r, const cJSON *obj,
+			 struct ptd_tl_event *ev)
+{
+	const char *dev = NULL, *colon;
+	uint64_t maj, min, ino;
+	int e = ptd_json_get_strn(r, obj, "", "dev", 0, 16, &dev);
+
+	if (e == -ENOENT) {
+		if (cJSON_GetObjectItemCaseSensitive(obj, "ino"))
+			return ptd_json_bad(r, "ino", "given without dev");
+		return 0;
+	}
+	if (e < 0)
+		return e;
+	colon = strchr(dev, ':');
+	if (!colon || colon == dev ||
+	    ptd_parse_u64n(dev, (size_t)(colon - dev), 16, &maj) < 0 ||
+	    ptd_parse_u64(colon + 1, 16, &min) < 0 || maj > 0xfff ||
+	    min > 0xfffff)
+		return ptd_json_bad(r, "dev", "expected MAJOR:MINOR in hex, "
+				    "as /proc/PID/maps has it (major up to "
+				    "fff, minor up to fffff)");
+	e = ptd_json_get_u64(r, obj, "", "ino", HEX, 1, UINT64_MAX, &ino);
+	if (e < 0)
+		return e;
+	ev->id.dev_major = (uint32_t)maj;
+	ev->id.dev_minor = (uint32_t)min;
+	ev->id.ino = ino;
+	return 0;
 }
 
 /* Parse the fields of one event object. */
@@ -381,6 +461,8 @@ static int parse_event(const struct ptd_json_reader *r, const cJSON *obj,
 			return ptd_json_bad(r, "path",
 					    "expected an absolute path");
 	}
+	if ((e = parse_file_id(r, obj, ev)) < 0)
+		return e;
 	if (op_fields[ev->op] & BIT(F_NAME)) {
 		e = ptd_json_get_strdup(r, obj, "", "name",
 					PTD_JSON_REQUIRED | PTD_JSON_NONEMPTY,
@@ -539,23 +621,26 @@ static void cursor_update(struct ptd_tl_cursor *c)
 {
 	int64_t pos = -1;
 
-	while (c->next < c->tl->n &&
+	while (c->next < c->tl->n && c->tl->ev[c->next].seq < c->end_seq &&
 	       (pos = ptd_tl_event_pos(&c->tl->ev[c->next], c->tid)) < 0)
 		c->next++;
-	c->next_pos = c->next < c->tl->n ? (uint64_t)pos : UINT64_MAX;
+	c->next_pos = c->next < c->tl->n && c->tl->ev[c->next].seq < c->end_seq
+			      ? (uint64_t)pos : UINT64_MAX;
 }
 
 int ptd_tl_cursor_init(struct ptd_tl_cursor *c, const struct ptd_timeline *tl,
 		       const char *dir, pid_t tid, uint64_t first_seq,
-		       struct ptd_image *img, struct ptd_diag *diag)
+		       uint64_t end_seq, struct ptd_image *img,
+		       struct ptd_diag *diag)
 {
 	int err = 0;
 
-	if (!c || !tl || !img)
+	if (!c || !tl || !img || end_seq < first_seq)
 		return -EINVAL;
 	c->tl = tl;
 	c->dir = dir;
 	c->tid = tid;
+	c->end_seq = end_seq;
 	c->next = 0;
 	/* Apply what was in effect when the thread started; a failed event is
 	 * skipped (the cursor stays usable) and the first error returned. */
@@ -598,7 +683,7 @@ const struct ptd_tl_event *ptd_tl_cursor_peek(struct ptd_tl_cursor *c)
 	if (!c || !c->tl)
 		return NULL;
 	cursor_update(c);
-	return c->next < c->tl->n ? &c->tl->ev[c->next] : NULL;
+	return c->next_pos != UINT64_MAX ? &c->tl->ev[c->next] : NULL;
 }
 
 int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
@@ -609,7 +694,7 @@ int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
 	if (!c || !c->tl || !img)
 		return -EINVAL;
 	cursor_update(c);
-	if (c->next >= c->tl->n)
+	if (c->next_pos == UINT64_MAX)
 		return 0;
 	r = ptd_tl_event_apply(&c->tl->ev[c->next], img, c->dir, diag);
 	c->next++;

@@ -25,6 +25,11 @@
  *    "file":"snap-4.bin","pos":{..}}     file is relative to the capture
  *   {"seq":5,"op":"unmap","start":..,"end":..,"pos":{..}}
  *   {"seq":6,"op":"exec","path":"/usr/bin/ls","pos":{..}}   clears the image
+ * A map event may say which file the process mapped (aspace/fileid.h), as
+ * /proc/PID/maps does: "dev":"fe:01","ino":"0x1a2b" (both or neither).
+ * Saving a bundle checks that each file it copies is that one (an update
+ * may have replaced it since: ptd_timeline_check_file); a live decode
+ * checks too.  An offline decode does not (aspace/iscache.h says why).
  */
 #ifndef PTD_ASPACE_TIMELINE_H
 #define PTD_ASPACE_TIMELINE_H
@@ -57,7 +62,7 @@ struct ptd_tl_event {
 	char *path;		/* MAP: file; EXEC: new program; else NULL */
 	/* MAP: the file the process mapped, when known (live sessions:
 	 * /proc/PID/maps, MMAP2); applying checks @path is that file
-	 * (ptd_image_map_file_id).  Not in the file form. */
+	 * (ptd_image_map_file_id). */
 	struct ptd_file_id id;
 	char *name;		/* SNAPSHOT: "[vdso]", "[anon]"...; else NULL */
 	char *file;		/* SNAPSHOT: bytes file, relative to the
@@ -88,6 +93,13 @@ int64_t ptd_timeline_add(struct ptd_timeline *tl,
 /* Position of @tid in @ev, or -1 if @ev has none for it. */
 int64_t ptd_tl_event_pos(const struct ptd_tl_event *ev, pid_t tid);
 
+/* Check that the file open at @fd is the one every map event of @path in
+ * @tl says the process mapped (events that do not say: nothing to check).
+ * Returns 0, -PTD_EIDENTITY with the message of ptd_file_id_check() in
+ * @diag, or -errno from fstat. */
+int ptd_timeline_check_file(const struct ptd_timeline *tl, const char *path,
+			    int fd, struct ptd_diag *diag);
+
 /* Write as JSON lines.  Returns 0 or -errno. */
 int ptd_timeline_write(const struct ptd_timeline *tl, FILE *f);
 
@@ -108,17 +120,23 @@ struct ptd_tl_cursor {
 	const struct ptd_timeline *tl;
 	const char *dir;
 	pid_t tid;
+	uint64_t end_seq;	/* events from this seq on are not the
+				 * thread's (its id was reused) */
 	size_t next;		/* index of the next event to consider */
 	uint64_t next_pos;	/* stream position of that event for tid;
 				 * UINT64_MAX if none is left */
 };
 
-/* Start following @tid, whose stream begins after event @first_seq - 1:
- * every event with seq < @first_seq is applied to @img now.
- * Returns 0 or a negative error (from ptd_tl_event_apply). */
+/* Start following @tid, whose stream begins after event @first_seq - 1
+ * and ended before event @end_seq (UINT64_MAX: not known to have ended):
+ * every event with seq < @first_seq is applied to @img now, and none with
+ * seq >= @end_seq ever is -- a later thread given the same id has its own
+ * positions in those.  Returns 0 or a negative error (from
+ * ptd_tl_event_apply). */
 int ptd_tl_cursor_init(struct ptd_tl_cursor *c, const struct ptd_timeline *tl,
 		       const char *dir, pid_t tid, uint64_t first_seq,
-		       struct ptd_image *img, struct ptd_diag *diag);
+		       uint64_t end_seq, struct ptd_image *img,
+		       struct ptd_diag *diag);
 
 /* Apply every event whose position for the thread is <= @offset.  Cheap when
  * nothing is due (one comparison): call it before each decoder step.

@@ -376,6 +376,7 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	c.tl = &s->tl;
 	c.dir = s->dir;
 	c.tid = s->o.tid;
+	c.end_seq = UINT64_MAX;
 	c.next = tl_next;
 	c.next_pos = tl_next < s->tl.n ? (uint64_t)ptd_tl_event_pos(
 						 &s->tl.ev[tl_next], s->o.tid)

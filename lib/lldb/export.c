@@ -382,20 +382,42 @@ static int write_module(const struct xctx *x, size_t i, const char *tmp,
 	return write_in(tmp, rel, data, len, x->diag);
 }
 
+/* Whether thread @i's tid was an earlier thread's too. */
+static bool tid_seen(const struct ptd_capture *c, size_t i)
+{
+	for (size_t j = 0; j < i; j++)
+		if (c->threads[j].tid == c->threads[i].tid)
+			return true;
+	return false;
+}
+
+/* Thread @i's trace file.  LLDB knows one trace per thread id, so a tid the
+ * kernel gave again later in the capture gets the streams of all its
+ * threads one after the other, in the order they lived; each begins with a
+ * PSB, where a decoder syncs again. */
 static int write_thread(const struct xctx *x, size_t i, const char *tmp,
 			char *rel, size_t relcap)
 {
-	uint8_t *pt = NULL;
-	size_t len = 0;
-	int r;
+	struct ptd_buf all = { 0 };
+	int r = 0;
 
-	r = ptd_capture_read_pt(x->c, i, &pt, &len, x->diag);
-	if (r < 0)
-		return r;
-	(void)snprintf(rel, relcap, "threads/%ld.intelpt.trace",
-		       (long)x->c->threads[i].tid);
-	r = write_in(tmp, rel, pt, len, x->diag);
-	free(pt);
+	for (size_t j = i; r == 0 && j < x->c->nthreads; j++) {
+		uint8_t *pt = NULL;
+		size_t len = 0;
+
+		if (x->c->threads[j].tid != x->c->threads[i].tid)
+			continue;
+		r = ptd_capture_read_pt(x->c, j, &pt, &len, x->diag);
+		if (r == 0)
+			r = ptd_buf_append(&all, pt, len);
+		free(pt);
+	}
+	if (r == 0) {
+		(void)snprintf(rel, relcap, "threads/%ld.intelpt.trace",
+			       (long)x->c->threads[i].tid);
+		r = write_in(tmp, rel, all.data, all.len, x->diag);
+	}
+	ptd_buf_fini(&all);
 	return r;
 }
 
@@ -478,6 +500,8 @@ static int write_bundle(const struct xctx *x, const char *tmp)
 	for (i = 0; i < c->nthreads; i++) {
 		cJSON *t;
 
+		if (tid_seen(c, i))
+			continue;
 		r = write_thread(x, i, tmp, rel, sizeof(rel));
 		if (r < 0)
 			goto out;

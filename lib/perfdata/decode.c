@@ -606,7 +606,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 	/* Missing files were taken out of the timeline and are reported
 	 * here, so an error applying the rest is not expected. */
 	(void)ptd_tl_cursor_init(&cur, &p->tl, NULL, t->tid, t->first_seq,
-				 img, td);
+				 UINT64_MAX, img, td);
 	r = image_errors(d, t, sink, st);
 	while (r == 0) {
 		uint64_t end = t->pt.len;

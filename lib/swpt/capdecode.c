@@ -32,7 +32,9 @@ int ptd_capture_stream_open(const struct ptd_capture *c, size_t idx,
 	if (r < 0)
 		return r;
 	r = ptd_tl_cursor_init(&rs->cursor, &c->tl, c->dir, t->tid,
-			       t->first_seq, rs->img, diag);
+			       t->first_seq,
+			       t->has_end ? t->end_seq : UINT64_MAX, rs->img,
+			       diag);
 	if (r < 0)
 		return r;
 	rs->args.pt = rs->pt;

@@ -536,6 +536,38 @@ static int load_exit(const struct ptd_json_reader *r, const cJSON *root,
 	return 0;
 }
 
+/* Thread @i's tid was given before only to threads that had ended before
+ * it started (their end_seq <= its first_seq): the kernel reuses a thread
+ * id once it is free, never while it is in use. */
+static int check_reused(const struct ptd_json_reader *r,
+			const struct ptd_capture *c, size_t i,
+			const char *path)
+{
+	const struct ptd_capture_thread *th = &c->threads[i];
+
+	for (size_t j = i; j-- > 0;) {
+		const struct ptd_capture_thread *p = &c->threads[j];
+
+		if (p->tid != th->tid)
+			continue;
+		if (!p->has_end)
+			return ptd_json_badf(r, -PTD_EFORMAT, path,
+					     "thread %ld listed twice, and "
+					     "threads[%zu] has no end_seq",
+					     (long)th->tid, j);
+		if (p->end_seq > th->first_seq)
+			return ptd_json_badf(r, -PTD_EFORMAT, path,
+					     "thread %ld listed twice with "
+					     "lives that overlap: threads[%zu] "
+					     "ends at seq %" PRIu64 ", after "
+					     "this one's first_seq %" PRIu64,
+					     (long)th->tid, j, p->end_seq,
+					     th->first_seq);
+		return 0;	/* p was checked against those before it */
+	}
+	return 0;
+}
+
 /* One thread entry; its files must exist and agree with the counts. */
 static int load_thread(const struct ptd_json_reader *r, const cJSON *t,
 		       size_t i, struct ptd_capture *c)
@@ -557,11 +589,15 @@ static int load_thread(const struct ptd_json_reader *r, const cJSON *t,
 	if (v == 0)
 		return ptd_json_bad(r, path, "0 is not a thread id");
 	th->tid = (pid_t)v;
-	if (ptd_capture_find_thread(c, th->tid) >= 0 &&
-	    (size_t)ptd_capture_find_thread(c, th->tid) < i)
-		return ptd_json_bad(r, path, "thread listed twice");
 	if ((e = ptd_json_get_u64(r, t, where, "first_seq", REQ, 0,
-				  PTD_TL_MAX_EVENTS, &th->first_seq)) < 0 ||
+				  PTD_TL_MAX_EVENTS, &th->first_seq)) < 0)
+		return e;
+	e = ptd_json_get_u64(r, t, where, "end_seq", PTD_JSON_INT_WHOLE,
+			     th->first_seq, PTD_TL_MAX_EVENTS, &th->end_seq);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	th->has_end = e == 0;
+	if ((e = check_reused(r, c, i, path)) < 0 ||
 	    (e = get_name(r, t, where, "pt", &th->pt)) < 0 ||
 	    (e = get_name(r, t, where, "truth", &th->truth)) < 0 ||
 	    (e = ptd_json_get_u64(r, t, where, "insns", REQ, 0,
@@ -594,6 +630,49 @@ static int load_thread(const struct ptd_json_reader *r, const cJSON *t,
 	return 0;
 }
 
+struct fname {
+	const char *name;
+	size_t thread;
+	const char *key;
+};
+
+static int fname_cmp(const void *a, const void *b)
+{
+	const struct fname *x = a, *y = b;
+	int d = strcmp(x->name, y->name);
+
+	if (d)
+		return d;
+	return x->thread < y->thread ? -1 : x->thread > y->thread;
+}
+
+/* No two threads (nor one thread's pt and truth) share a file. */
+static int check_names_unique(const struct ptd_json_reader *r,
+			      const struct ptd_capture *c)
+{
+	_cleanup_free_ struct fname *v = calloc(2 * c->nthreads, sizeof(*v));
+	char path[PTD_JSON_PATH_MAX], where[PTD_JSON_PATH_MAX];
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nthreads; i++) {
+		v[2 * i] = (struct fname){ c->threads[i].pt, i, "pt" };
+		v[2 * i + 1] = (struct fname){ c->threads[i].truth, i, "truth" };
+	}
+	qsort(v, 2 * c->nthreads, sizeof(*v), fname_cmp);
+	for (size_t k = 1; k < 2 * c->nthreads; k++) {
+		if (strcmp(v[k - 1].name, v[k].name))
+			continue;
+		ptd_json_path_index(where, "", "threads", v[k].thread);
+		return ptd_json_badf(r, -PTD_EFORMAT,
+				     ptd_json_path(path, where, v[k].key),
+				     "\"%.64s\" is threads[%zu].%s's file "
+				     "too", v[k].name, v[k - 1].thread,
+				     v[k - 1].key);
+	}
+	return 0;
+}
+
 static int load_threads(const struct ptd_json_reader *r, const cJSON *root,
 			struct ptd_capture *c)
 {
@@ -616,7 +695,7 @@ static int load_threads(const struct ptd_json_reader *r, const cJSON *root,
 			return e;
 		i++;
 	}
-	return 0;
+	return check_names_unique(r, c);
 }
 
 /* The timeline must name only plain snapshot files, and no thread may start
@@ -653,13 +732,22 @@ static int load_timeline(struct ptd_capture *c, struct ptd_diag *diag)
 					 ev->file ? ev->file : "");
 	}
 	end_seq = c->tl.n ? c->tl.ev[c->tl.n - 1].seq + 1 : 0;
-	for (size_t i = 0; i < c->nthreads; i++)
-		if (c->threads[i].first_seq > end_seq)
+	for (size_t i = 0; i < c->nthreads; i++) {
+		const struct ptd_capture_thread *t = &c->threads[i];
+
+		if (t->first_seq > end_seq)
 			return ptd_diagf(diag, -PTD_EFORMAT,
 					 "%s/" MANIFEST_NAME ": "
 					 "threads[%zu].first_seq: %" PRIu64
 					 " is past the timeline's last event",
-					 c->dir, i, c->threads[i].first_seq);
+					 c->dir, i, t->first_seq);
+		if (t->has_end && t->end_seq > end_seq)
+			return ptd_diagf(diag, -PTD_EFORMAT,
+					 "%s/" MANIFEST_NAME ": "
+					 "threads[%zu].end_seq: %" PRIu64
+					 " is past the timeline's last event",
+					 c->dir, i, t->end_seq);
+	}
 	return 0;
 }
 
@@ -755,6 +843,8 @@ static bool add_thread(cJSON *arr, const struct ptd_capture_thread *th)
 	}
 	return add_num(t, "tid", th->tid) &&
 	       add_num(t, "first_seq", (double)th->first_seq) &&
+	       (!th->has_end ||
+		add_num(t, "end_seq", (double)th->end_seq)) &&
 	       cJSON_AddStringToObject(t, "pt", th->pt) &&
 	       cJSON_AddStringToObject(t, "truth", th->truth) &&
 	       add_num(t, "insns", (double)th->insns) &&

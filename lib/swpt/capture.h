@@ -7,6 +7,8 @@
  *   truth-TID.bin   ground truth: every IP thread TID executed, in order,
  *                   as zigzag-varint deltas from the previous IP (first
  *                   from 0) -- about 2 bytes an instruction
+ *   pt-TID.N.bin,   the same for the Nth thread (N >= 2) the kernel gave
+ *   truth-TID.N.bin id TID in one capture (ids are reused once freed)
  *   timeline.jsonl  memory-map timeline (aspace/timeline.h)
  *   snap-SEQ.bin    bytes of non-file code (vDSO, anonymous) as first
  *                   executed
@@ -16,9 +18,16 @@
  *    "argv":["/bin/ls","/usr"],
  *    "cpu":{"vendor":"intel","family":6,"model":85,"stepping":4},
  *    "config":{"psb_period":4096,"noretcomp":false,"tsc":false},
- *    "threads":[{"tid":123,"first_seq":0,"pt":"pt-123.bin",
+ *    "threads":[{"tid":123,"first_seq":0,"end_seq":4,"pt":"pt-123.bin",
  *                "truth":"truth-123.bin","insns":117000,"pt_bytes":31337}],
  *    "exit":{"code":0}}            or {"signal":9}, or {"detached":true}
+ *
+ * end_seq (optional; captures before it have none): timeline events from
+ * this seq on came after the thread's stream ended.  A tid may be listed
+ * more than once -- a thread id the kernel gave again after the first
+ * thread was gone -- only in order of their lives, each earlier one with
+ * an end_seq no later than the next one's first_seq.  No file is named
+ * twice.
  *
  * Optional (still version 1): the address filter the trace was made with,
  * resolved to addresses (what a decoder's pt_config.addr_filter needs),
@@ -73,6 +82,9 @@ struct ptd_capture_thread {
 	char *truth;
 	uint64_t insns;		/* IPs in the truth file */
 	uint64_t pt_bytes;
+	bool has_end;		/* end_seq known (a capture before it: not) */
+	uint64_t end_seq;	/* events from this seq on came after the
+				 * thread's stream ended */
 };
 
 struct ptd_capture {
@@ -123,7 +135,8 @@ int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
 			   uint64_t **ret_ips, size_t *ret_n,
 			   struct ptd_diag *diag);
 
-/* Index of thread @tid, or -1. */
+/* Index of the first thread @tid (a tid reused in the capture: the earliest
+ * of its threads), or -1. */
 ssize_t ptd_capture_find_thread(const struct ptd_capture *c, pid_t tid);
 
 /* Ground-truth writer: buffered, zigzag-varint deltas. */

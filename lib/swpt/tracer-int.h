@@ -60,7 +60,10 @@ struct tracer;
 struct tthread {
 	struct tracer *tr;
 	pid_t tid;
+	unsigned nth_of_tid;	/* 1: the first thread with this id; N: the
+				 * Nth (the kernel reuses a freed id) */
 	uint64_t first_seq;
+	uint64_t end_seq;	/* timeline's next seq when its stream ended */
 	struct ptd_ptgen *gen;	/* NULL once the stream is finished */
 	FILE *pt;
 	uint64_t pt_bytes;

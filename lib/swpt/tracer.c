@@ -118,22 +118,29 @@ int tr_flush_due(struct tracer *tr)
 	return tr_flush_all(tr);
 }
 
-/* OUTDIR/PREFIX-TID.bin */
-static char *out_path(const struct tracer *tr, const char *prefix, pid_t tid)
+/* @t's file PREFIX-TID.bin, or PREFIX-TID.N.bin for the Nth thread given
+ * that id (capture.h), in OUTDIR with @dir. */
+static char *file_name(const struct tracer *tr, const struct tthread *t,
+		       const char *prefix, bool dir)
 {
+	const char *d = dir ? tr->opt->outdir : "", *sep = dir ? "/" : "";
 	char *p;
+	int n;
 
-	if (asprintf(&p, "%s/%s-%d.bin", tr->opt->outdir, prefix, (int)tid) < 0)
-		return NULL;
-	return p;
+	if (t->nth_of_tid > 1)
+		n = asprintf(&p, "%s%s%s-%d.%u.bin", d, sep, prefix,
+			     (int)t->tid, t->nth_of_tid);
+	else
+		n = asprintf(&p, "%s%s%s-%d.bin", d, sep, prefix, (int)t->tid);
+	return n < 0 ? NULL : p;
 }
 
 /* A new thread with its PT and truth files; its stream starts after every
  * timeline event added so far. */
 static int thread_files(struct tracer *tr, struct tthread *t)
 {
-	_cleanup_free_ char *pt = out_path(tr, "pt", t->tid);
-	_cleanup_free_ char *truth = out_path(tr, "truth", t->tid);
+	_cleanup_free_ char *pt = file_name(tr, t, "pt", true);
+	_cleanup_free_ char *truth = file_name(tr, t, "truth", true);
 	int r;
 
 	if (!pt || !truth)
@@ -174,6 +181,12 @@ int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	tr->th[tr->nth++] = t;
 	t->tr = tr;
 	t->tid = tid;
+	t->nth_of_tid = 1;
+	for (size_t i = tr->nth - 1; i-- > 0;)
+		if (tr->th[i]->tid == tid) {
+			t->nth_of_tid = tr->th[i]->nth_of_tid + 1;
+			break;
+		}
 	t->first_seq = tr->tl.next_seq;
 	if (tr->opt->outdir && (r = thread_files(tr, t)) < 0)
 		return r;
@@ -206,6 +219,7 @@ int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip)
 	r2 = ptd_ptgen_end(t->gen);
 	ptd_ptgen_free(t->gen);
 	t->gen = NULL;
+	t->end_seq = tr->tl.next_seq;
 	tr->live--;
 	if (t->pt && fflush(t->pt) != 0)
 		r3 = -errno;
@@ -451,8 +465,11 @@ int tr_save_capture(struct tracer *tr, char *const argv[])
 
 		th[i].tid = t->tid;
 		th[i].first_seq = t->first_seq;
-		if (asprintf(&th[i].pt, "pt-%d.bin", (int)t->tid) < 0 ||
-		    asprintf(&th[i].truth, "truth-%d.bin", (int)t->tid) < 0) {
+		th[i].has_end = true;
+		th[i].end_seq = t->gen ? tr->tl.next_seq : t->end_seq;
+		th[i].pt = file_name(tr, t, "pt", false);
+		th[i].truth = file_name(tr, t, "truth", false);
+		if (!th[i].pt || !th[i].truth) {
 			r = -ENOMEM;
 			goto out;
 		}

@@ -717,8 +717,95 @@ static void test_duplicate_thread(void)
 	cJSON_AddItemToArray(cJSON_GetObjectItem(m, "threads"),
 			     cJSON_Duplicate(thread0(m), true));
 	expect_refused("dup", m, -PTD_EFORMAT,
-		       "capture.json: threads[1].tid: thread "
-		       "listed twice");
+		       "capture.json: threads[1].tid: thread 100 listed "
+		       "twice, and threads[0] has no end_seq");
+}
+
+/* @m's thread 0 again, as threads[1], first_seq @first, with its own copy
+ * of the files in @dir named with @suffix (NULL: thread 0's files); thread
+ * 0 ends at @end. */
+static cJSON *twice(cJSON *m, const char *dir, const char *suffix,
+		    unsigned first, unsigned end)
+{
+	cJSON *t = cJSON_Duplicate(thread0(m), true);
+	_cleanup_free_ char *truth = NULL;
+	char src[512], name[64];
+	size_t n = 0;
+
+	cJSON_AddNumberToObject(thread0(m), "end_seq", end);
+	cJSON_ReplaceItemInObject(t, "first_seq", cJSON_CreateNumber(first));
+	if (suffix) {
+		(void)snprintf(name, sizeof(name), "pt-100.%s.bin", suffix);
+		write_file(dir, name, pt_bytes, sizeof(pt_bytes));
+		cJSON_ReplaceItemInObject(t, "pt", cJSON_CreateString(name));
+		(void)snprintf(src, sizeof(src), "%s/truth-100.bin", dir);
+		if (ptd_file_read_all(src, 1 << 20, &truth, &n) < 0)
+			exit(2);
+		(void)snprintf(name, sizeof(name), "truth-100.%s.bin", suffix);
+		write_file(dir, name, truth, n);
+		cJSON_ReplaceItemInObject(t, "truth", cJSON_CreateString(name));
+	}
+	cJSON_AddItemToArray(cJSON_GetObjectItem(m, "threads"), t);
+	return m;
+}
+
+/* Load @m in make_dir(@tag) after twice(); expect @err and @needle. */
+static void expect_twice_refused(const char *tag, const char *suffix,
+				 unsigned first, unsigned end,
+				 const char *needle)
+{
+	struct ptd_diag diag;
+	char *dir = make_dir(tag);
+	cJSON *m = twice(good_manifest(), dir, suffix, first, end);
+
+	CHECK_EQ_INT(load_with(dir, m, &diag), -PTD_EFORMAT);
+	CHECK_CONTAINS(diag.msg, needle);
+	free(dir);
+}
+
+/* A thread id the kernel gave again once its first thread was gone: listed
+ * twice, in order, each with its own files; what can't be is refused. */
+static void test_reused_tid(void)
+{
+	struct ptd_diag diag;
+	struct ptd_capture c;
+	char *dir = make_dir("reuse");
+	cJSON *m = twice(good_manifest(), dir, "2", 0, 0);
+	char *text = cJSON_PrintUnformatted(m);
+
+	cJSON_Delete(m);
+	write_file(dir, "capture.json", text, strlen(text));
+	free(text);
+	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	CHECK_EQ_INT(c.nthreads, 2);
+	CHECK_EQ_INT(c.threads[0].tid, 100);
+	CHECK_EQ_INT(c.threads[1].tid, 100);
+	CHECK(c.threads[0].has_end);
+	CHECK_EQ_U64(c.threads[0].end_seq, 0);
+	CHECK(!c.threads[1].has_end);
+	CHECK_EQ_STR(c.threads[1].pt, "pt-100.2.bin");
+	CHECK_EQ_INT(ptd_capture_find_thread(&c, 100), 0);
+	/* saved as loaded */
+	REQUIRE(ptd_capture_save(&c, &diag) == 0);
+	ptd_capture_fini(&c);
+	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	CHECK(c.threads[0].has_end && !c.threads[1].has_end);
+	ptd_capture_fini(&c);
+	free(dir);
+
+	expect_twice_refused("reuse-files", NULL, 0, 0,
+			     "capture.json: threads[1].pt: \"pt-100.bin\" "
+			     "is threads[0].pt's file too");
+	expect_twice_refused("reuse-overlap", "2", 0, 1,
+			     "capture.json: threads[1].tid: thread 100 "
+			     "listed twice with lives that overlap: "
+			     "threads[0] ends at seq 1, after this one's "
+			     "first_seq 0");
+	m = good_manifest();
+	cJSON_AddNumberToObject(thread0(m), "end_seq", 5);
+	expect_refused("reuse-late", m, -PTD_EFORMAT,
+		       "capture.json: threads[0].end_seq: 5 is past the "
+		       "timeline's last event");
 }
 
 static void test_timeline_checks(void)
@@ -813,6 +900,7 @@ int main(void)
 	RUN(test_file_sizes);
 	RUN(test_oversized);
 	RUN(test_duplicate_thread);
+	RUN(test_reused_tid);
 	RUN(test_timeline_checks);
 	RUN(test_save_refuses_bad_names);
 	r = check_done();

@@ -1014,8 +1014,8 @@ static void test_timeline(void)
 			REQUIRE(ptd_image_map_file(img, cpath, 0, sizeof(code),
 						   BASE, NULL, &diag) > 0);
 		}
-		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, img,
-					   &diag) == 0);
+		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, UINT64_MAX,
+					   img, &diag) == 0);
 		CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE, t.buf,
 				    t.len, &cur, &l, &st),
 			     0);

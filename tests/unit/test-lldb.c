@@ -973,6 +973,65 @@ static void test_decode_missing_module(void)
 }
 
 /* Captures whose image is not one static image are refused. */
+/* A thread id given to two threads of the capture (the kernel reuses a
+ * freed id): LLDB knows one trace per thread id, so the bundle lists it
+ * once, with both streams one after the other. */
+static void test_export_reused_tid(void)
+{
+	static const char *const name[] = { "pt-5.bin", "pt-6.bin",
+					    "pt-6.2.bin" };
+	static const char *const bytes[] = { "AAAA", "BB", "CCC" };
+	struct ptd_capture_thread th[3];
+	struct ptd_lldb_trace t;
+	struct ptd_capture c;
+	struct ptd_tl_event ev;
+	struct ptd_diag d = { "" };
+	_cleanup_free_ char *got = NULL;
+	char dir[512], path[600];
+	uint8_t code[64];
+	size_t n = 0;
+
+	memset(code, 0x90, sizeof(code));
+	(void)snprintf(dir, sizeof(dir), "%s", wpath("reuse"));
+	REQUIRE(mkdir(dir, 0755) == 0);
+	(void)snprintf(path, sizeof(path), "%s/snap-a.bin", dir);
+	REQUIRE(ptd_file_write_atomic(path, code, sizeof(code)) == 0);
+	memset(th, 0, sizeof(th));
+	for (size_t i = 0; i < 3; i++) {
+		(void)snprintf(path, sizeof(path), "%s/%s", dir, name[i]);
+		REQUIRE(ptd_file_write_atomic(path, bytes[i],
+					      strlen(bytes[i])) == 0);
+		th[i].tid = i ? 6 : 5;
+		th[i].pt = (char *)name[i];
+		th[i].pt_bytes = strlen(bytes[i]);
+	}
+	memset(&c, 0, sizeof(c));
+	c.dir = dir;
+	c.pid = 5;
+	c.threads = th;
+	c.nthreads = 3;
+	ptd_timeline_init(&c.tl);
+	memset(&ev, 0, sizeof(ev));
+	ev.op = PTD_TL_SNAPSHOT;
+	ev.start = 0x10000;
+	ev.end = 0x10040;
+	ev.name = (char *)"[anon]";
+	ev.file = (char *)"snap-a.bin";
+	REQUIRE(ptd_timeline_add(&c.tl, &ev) >= 0);
+	REQUIRE(ptd_lldb_export_capture(&c, wpath("reuse-b"), &d) == 0);
+	REQUIRE(ptd_lldb_trace_load(wpath("reuse-b"), &t, &d) == 0);
+	REQUIRE(t.nprocs == 1);
+	REQUIRE(t.procs[0].nthreads == 2);
+	CHECK_EQ_INT(t.procs[0].threads[0].tid, 5);
+	CHECK_EQ_INT(t.procs[0].threads[1].tid, 6);
+	REQUIRE(ptd_file_read_all(t.procs[0].threads[1].ipt_trace, 64, &got,
+				  &n) == 0);
+	CHECK_EQ_INT(n, 5);
+	CHECK(n == 5 && memcmp(got, "BBCCC", 5) == 0);
+	ptd_lldb_trace_fini(&t);
+	ptd_timeline_fini(&c.tl);
+}
+
 static void test_export_refusals(void)
 {
 	struct ptd_capture c;
@@ -1077,6 +1136,7 @@ int main(void)
 	RUN(test_decode_per_cpu_errors);
 	RUN(test_elfwrap);
 	RUN(test_export_refusals);
+	RUN(test_export_reused_tid);
 	if (progs_dir) {
 		RUN(test_export_roundtrip);
 		RUN(test_decode_missing_module);

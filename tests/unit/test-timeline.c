@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Tests for aspace/timeline: events, JSON lines, applying, the cursor. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "aspace/image.h"
@@ -92,6 +95,7 @@ static void build_sample(struct ptd_timeline *tl)
 		.op = PTD_TL_MAP, .start = 0x7f0000001000ull,
 		.end = 0x7f0000003000ull, .pgoff = 0x2000,
 		.path = (char *)"/usr/lib/x86_64-linux-gnu/libc \"so\"\\6\n",
+		.id = { 0x103, 0xfffff, 0x123456789abcull },
 		.pos = (struct ptd_tl_pos *)p0, .npos = 1,
 	};
 
@@ -168,6 +172,7 @@ static void test_write_format(void)
 	CHECK_EQ_STR(text,
 		     "{\"seq\":0,\"op\":\"map\",\"start\":\"0x7f0000001000\","
 		     "\"end\":\"0x7f0000003000\",\"pgoff\":\"0x2000\","
+		     "\"dev\":\"103:fffff\",\"ino\":\"0x123456789abc\","
 		     "\"path\":\"/usr/lib/x86_64-linux-gnu/libc \\\"so\\\"\\\\6"
 		     "\\u000a\",\"pos\":{\"100\":0}}\n"
 		     "{\"seq\":1,\"op\":\"snapshot\","
@@ -202,6 +207,9 @@ static void check_same_event(const struct ptd_tl_event *a,
 	CHECK_EQ_U64(a->start, b->start);
 	CHECK_EQ_U64(a->end, b->end);
 	CHECK_EQ_U64(a->pgoff, b->pgoff);
+	CHECK_EQ_INT(a->id.dev_major, b->id.dev_major);
+	CHECK_EQ_INT(a->id.dev_minor, b->id.dev_minor);
+	CHECK_EQ_U64(a->id.ino, b->id.ino);
 	CHECK((a->path == NULL) == (b->path == NULL));
 	if (a->path && b->path)
 		CHECK_EQ_STR(a->path, b->path);
@@ -320,6 +328,25 @@ static void test_malformed(void)
 		{ "{\"seq\":1,\"op\":\"unmap\",\"start\":\"0x1000\","
 		  "\"end\":\"0x2000\",\"pgoff\":\"0x0\"" POS "}",
 		  -PTD_EFORMAT, "t:1: pgoff: not allowed for op 'unmap'" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"dev\":"
+		  "\"fe:01\"" POS "}", -PTD_EFORMAT, "t:1: ino: missing" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"ino\":"
+		  "\"0x5\"" POS "}", -PTD_EFORMAT, "t:1: ino: given without dev" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"dev\":"
+		  "\"fe\",\"ino\":\"0x5\"" POS "}", -PTD_EFORMAT,
+		  "t:1: dev: expected MAJOR:MINOR in hex" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"dev\":"
+		  "\"1000:0\",\"ino\":\"0x5\"" POS "}", -PTD_EFORMAT,
+		  "t:1: dev: expected MAJOR:MINOR in hex" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"dev\":"
+		  "\"fe:01\",\"ino\":\"0x0\"" POS "}", -PTD_EFORMAT,
+		  "t:1: ino: 0x0 out of range" },
+		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"dev\":"
+		  "7,\"ino\":\"0x5\"" POS "}", -PTD_EFORMAT,
+		  "t:1: dev: expected a string" },
+		{ "{\"seq\":1,\"op\":\"unmap\",\"start\":\"0x1000\","
+		  "\"end\":\"0x2000\",\"dev\":\"fe:01\",\"ino\":\"0x5\"" POS
+		  "}", -PTD_EFORMAT, "t:1: dev: not allowed for op 'unmap'" },
 		{ "{" MAP_OK ",\"pgoff\":\"0x0\",\"path\":\"/a\",\"x\":1" POS "}",
 		  -PTD_EFORMAT, "t:1: unknown field \"x\"" },
 		{ "{" MAP_OK ",\"seq\":1,\"pgoff\":\"0x0\",\"path\":\"/a\"" POS
@@ -595,7 +622,8 @@ static void test_cursor_two_threads(void)
 	build_two_threads(&tl);
 
 	/* T1: nothing before its start; events at its positions */
-	CHECK_EQ_INT(ptd_tl_cursor_init(&c1, &tl, tmpdir, 10, 0, i1, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c1, &tl, tmpdir, 10, 0, UINT64_MAX,
+					i1, &d), 0);
 	CHECK_EQ_INT(byte_at(i1, 0x400000), -1);
 	CHECK(ptd_tl_cursor_due(&c1, 0));
 	CHECK_EQ_INT(ptd_tl_cursor_advance(&c1, 0, i1, &d), 1);
@@ -612,7 +640,8 @@ static void test_cursor_two_threads(void)
 	CHECK_EQ_U64(c1.next_pos, 300);
 
 	/* T2 starts with events 0 and 1 applied */
-	CHECK_EQ_INT(ptd_tl_cursor_init(&c2, &tl, tmpdir, 20, 2, i2, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c2, &tl, tmpdir, 20, 2, UINT64_MAX,
+					i2, &d), 0);
 	CHECK_EQ_INT(byte_at(i2, 0x400000), 0x11);
 	CHECK_EQ_INT(byte_at(i2, 0x600000), 0x22);
 	CHECK_EQ_U64(c2.next_pos, 50);
@@ -672,7 +701,8 @@ static void test_cursor_nopos_and_errors(void)
 	add(&tl, PTD_TL_MAP, 0x600000, 0x601000, lib2_path, NULL, NULL, p, 1);
 	add(&tl, PTD_TL_UNMAP, 0x600000, 0x601000, NULL, NULL, NULL, NULL, 0);
 
-	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 0, img, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 0, UINT64_MAX,
+					img, &d), 0);
 	CHECK_EQ_U64(c.next_pos, 500);
 	CHECK(!ptd_tl_cursor_due(&c, 499));
 	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, 499, img, &d), 0);
@@ -694,7 +724,8 @@ static void test_cursor_nopos_and_errors(void)
 	ptd_image_free(img);
 	(void)ptd_image_new(ic, "t2", &img);
 	REQUIRE(img);
-	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 3, img, &d),
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 3, UINT64_MAX,
+					img, &d),
 		     -ENOENT);
 	CHECK_CONTAINS(d.msg, "/nonexistent/x");
 	CHECK_EQ_INT(byte_at(img, 0x400000), 0x11);
@@ -704,6 +735,111 @@ static void test_cursor_nopos_and_errors(void)
 	ptd_timeline_fini(&tl);
 	ptd_image_free(img);
 	ptd_iscache_free(ic);
+}
+
+/*
+ * Thread id 10 twice: thread A from the start until before event 2, then,
+ * once A was gone, thread B given the same id from event 2 on.  B's
+ * positions are in its own stream, so A's cursor must stop at its end:
+ *   seq 0  map lib  at 0x400000   pos {10: 0}     (A)
+ *   seq 1  map lib2 at 0x600000   pos {10: 100}   (A)
+ *   seq 2  unmap 0x400000..       pos {10: 20}    (B)
+ *   seq 3  map lib at 0x700000    pos {10: 30}    (B)
+ */
+static void test_cursor_reused_tid(void)
+{
+	static const struct ptd_tl_pos p0[] = { { 10, 0 } };
+	static const struct ptd_tl_pos p1[] = { { 10, 100 } };
+	static const struct ptd_tl_pos p2[] = { { 10, 20 } };
+	static const struct ptd_tl_pos p3[] = { { 10, 30 } };
+	struct ptd_iscache *ic;
+	struct ptd_image *ia, *ib, *iu;
+	struct ptd_timeline tl;
+	struct ptd_tl_cursor a, b, u;
+	struct ptd_diag d = { "" };
+
+	(void)ptd_iscache_new(&ic);
+	REQUIRE(ic);
+	(void)ptd_image_new(ic, "a", &ia);
+	(void)ptd_image_new(ic, "b", &ib);
+	(void)ptd_image_new(ic, "u", &iu);
+	REQUIRE(ia && ib && iu);
+	ptd_timeline_init(&tl);
+	add(&tl, PTD_TL_MAP, 0x400000, 0x401000, lib_path, NULL, NULL, p0, 1);
+	add(&tl, PTD_TL_MAP, 0x600000, 0x601000, lib2_path, NULL, NULL, p1, 1);
+	add(&tl, PTD_TL_UNMAP, 0x400000, 0x401000, NULL, NULL, NULL, p2, 1);
+	add(&tl, PTD_TL_MAP, 0x700000, 0x701000, lib_path, NULL, NULL, p3, 1);
+
+	/* A: its two events at its positions, none of B's */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&a, &tl, tmpdir, 10, 0, 2, ia, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&a, 50, ia, &d), 1);
+	CHECK_EQ_INT(byte_at(ia, 0x400000), 0x11);
+	CHECK_EQ_U64(a.next_pos, 100);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&a, 5000, ia, &d), 1);
+	CHECK_EQ_INT(byte_at(ia, 0x600000), 0x22);
+	CHECK_EQ_INT(byte_at(ia, 0x400000), 0x11);	/* B's unmap: not A's */
+	CHECK_EQ_INT(byte_at(ia, 0x700000), -1);
+	CHECK_EQ_U64(a.next_pos, UINT64_MAX);
+	CHECK(ptd_tl_cursor_peek(&a) == NULL);
+	CHECK_EQ_INT(ptd_tl_cursor_apply_next(&a, ia, &d), 0);
+
+	/* without the bound, A would take B's unmap at its offset 20 */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&u, &tl, tmpdir, 10, 0, UINT64_MAX, iu,
+					&d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&u, 50, iu, &d), 1);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&u, 100, iu, &d), 3);
+	CHECK_EQ_INT(byte_at(iu, 0x400000), -1);
+
+	/* B: A's events in effect at its start, then its own */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&b, &tl, tmpdir, 10, 2, UINT64_MAX, ib,
+					&d), 0);
+	CHECK_EQ_INT(byte_at(ib, 0x400000), 0x11);
+	CHECK_EQ_U64(b.next_pos, 20);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&b, 30, ib, &d), 2);
+	CHECK_EQ_INT(byte_at(ib, 0x400000), -1);
+	CHECK_EQ_INT(byte_at(ib, 0x700000), 0x11);
+
+	/* an end before the start is refused */
+	CHECK_EQ_INT(ptd_tl_cursor_init(&b, &tl, tmpdir, 10, 3, 2, ib, &d),
+		     -EINVAL);
+	ptd_timeline_fini(&tl);
+	ptd_image_free(ia);
+	ptd_image_free(ib);
+	ptd_image_free(iu);
+	ptd_iscache_free(ic);
+}
+
+/* The file a map event names, checked on an open descriptor: the one the
+ * process mapped passes, another file at its path does not. */
+static void test_check_file(void)
+{
+	struct ptd_timeline tl;
+	struct ptd_tl_event ev = { .op = PTD_TL_MAP, .start = 0x1000,
+				   .end = 0x2000, .path = lib_path };
+	struct ptd_diag d = { "" };
+	struct stat st;
+	int fd = open(lib_path, O_RDONLY | O_CLOEXEC);
+	int other = open(lib2_path, O_RDONLY | O_CLOEXEC);
+
+	REQUIRE(fd >= 0 && other >= 0 && fstat(fd, &st) == 0);
+	ptd_timeline_init(&tl);
+	/* no identity recorded: nothing to check */
+	REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
+	CHECK_EQ_INT(ptd_timeline_check_file(&tl, lib_path, other, &d), 0);
+	ev.id.dev_major = major(st.st_dev);
+	ev.id.dev_minor = minor(st.st_dev);
+	ev.id.ino = st.st_ino;
+	REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
+	CHECK_EQ_INT(ptd_timeline_check_file(&tl, lib_path, fd, &d), 0);
+	CHECK_EQ_INT(ptd_timeline_check_file(&tl, lib_path, other, &d),
+		     -PTD_EIDENTITY);
+	CHECK_CONTAINS(d.msg, lib_path);
+	CHECK_CONTAINS(d.msg, "is not the file the process mapped");
+	/* events of other paths are not this file's */
+	CHECK_EQ_INT(ptd_timeline_check_file(&tl, lib2_path, other, &d), 0);
+	ptd_timeline_fini(&tl);
+	(void)close(fd);
+	(void)close(other);
 }
 
 int main(void)
@@ -718,6 +854,8 @@ int main(void)
 	RUN(test_event_limit);
 	RUN(test_apply);
 	RUN(test_cursor_two_threads);
+	RUN(test_cursor_reused_tid);
+	RUN(test_check_file);
 	RUN(test_cursor_nopos_and_errors);
 	teardown();
 	return check_done();
