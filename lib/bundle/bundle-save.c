@@ -212,16 +212,22 @@ static int open_source(const struct writer *w, const char *path, int flags,
 	return 0;
 }
 
-/* Copy @src_path into @name of @dfd (created, fsynced, owned). */
+/* Copy @src_path into @name of @dfd (created, fsynced, owned).  @tl: the
+ * file is a traced process's image; it must be the file the process mapped
+ * (checked on the descriptor copied from, so a rename over the path between
+ * check and copy cannot slip through). */
 static int copy_into(const struct writer *w, const char *src_path, int sflags,
-		     int dfd, const char *name, uint64_t *ret_size,
-		     uint8_t sha[PTD_SHA256_LEN])
+		     const struct ptd_timeline *tl, int dfd, const char *name,
+		     uint64_t *ret_size, uint8_t sha[PTD_SHA256_LEN])
 {
 	_cleanup_close_ int src = -1;
 	_cleanup_close_ int dst = -1;
 	int r = open_source(w, src_path, sflags, &src);
 
 	if (r < 0)
+		return r;
+	if (tl && (r = ptd_timeline_check_file(tl, src_path, src,
+					       w->diag)) < 0)
 		return r;
 	if (dfd < 0)	/* hash only: a referenced image */
 		return copy_hash(w, src, src_path, -1, ret_size, sha);
@@ -255,7 +261,7 @@ static int save_capture_files(const struct writer *w, const char *cdir,
 			src = NULL;
 			return -ENOMEM;
 		}
-		r = copy_into(w, src, O_NOFOLLOW, sub, plain, &f->size,
+		r = copy_into(w, src, O_NOFOLLOW, NULL, sub, plain, &f->size,
 			      f->sha256);
 	}
 	if (r == 0 && fsync(sub) < 0)
@@ -307,11 +313,11 @@ static int save_images(const struct writer *w, int dfd, struct ptd_bundle *b)
 		char hex[2 * PTD_ELF_BUILD_ID_MAX + 1];
 		_cleanup_close_ int fd = -1;
 
-		r = im->file ? copy_into(w, im->path, 0, sub,
+		r = im->file ? copy_into(w, im->path, 0, &w->c->tl, sub,
 					 bdl_in_subdir(im->file, IMAGES_SUBDIR),
 					 &im->size, im->sha256)
-			     : copy_into(w, im->path, 0, -1, NULL, &im->size,
-					 im->sha256);
+			     : copy_into(w, im->path, 0, &w->c->tl, -1, NULL,
+					 &im->size, im->sha256);
 		if (r == 0)
 			r = check_image_size(w, im);
 		if (r == 0 && open_source(w, im->path, 0, &fd) == 0 &&

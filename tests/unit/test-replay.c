@@ -1042,6 +1042,10 @@ static bool make_hostile_bases(void)
 			"sed -i \"s|\\\"path\\\":\\\"$p\\\"|"
 			"\\\"path\\\":\\\"$PWD/img/$b\\\"|g\" "
 			"timeline.jsonl; done; "
+			/* the copies are other files than the process
+			 * mapped: what they were is no longer true */
+			"sed -i 's/,\"dev\":\"[^\"]*\",\"ino\":\"[^\"]*\"//g' "
+			"timeline.jsonl; "
 			"grep -q \"$PWD/img/ld-\" timeline.jsonl",
 			capdir, dir, dir));
 	}
