@@ -6,6 +6,8 @@
  *   bare pt_blk_next loop          the baseline for block output
  *   ptd insn records -> JSON pipe  what a subscriber of insn records costs
  *   ptd block records -> JSON pipe
+ *   ptd insn path, records counted what the decoder itself adds to
+ *   ptd block path, records counted  pt_insn_next / pt_blk_next, no output
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -16,7 +18,10 @@
  * (single-stepping runs at ~40 k instructions/s, so the first run takes
  * minutes).
  *
- *   bench-decode [--cache DIR] [--repeat N] [-- PROGRAM ARGS...]
+ *   bench-decode [--cache DIR] [--repeat N] [--only ROW] [-- PROGRAM ARGS...]
+ *
+ * --only ROW measures one row (0-based, in the order printed) beside its
+ * baseline: for a profiler.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -211,10 +216,44 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	return st.insns;
 }
 
-enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, NWHICH };
+static int count_record(void *ctx, const struct ptd_record *rec)
+{
+	(void)rec;
+	++*(uint64_t *)ctx;
+	return 0;
+}
+
+/* The decoder alone on @path: insn records counted, nothing rendered. */
+static uint64_t ptd_count(const struct ptd_capture *c,
+			  struct ptd_capture_stream *rs,
+			  enum ptd_decode_path path,
+			  struct ptd_insncache *icache)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_stats st;
+	uint64_t n = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = PTD_REC_BIT(PTD_REC_INSN);
+	o.cpu = c->cpu;
+	memset(&st, 0, sizeof(st));
+	rs->args.icache = icache;
+	(void)ptd_decode_thread(&o, &rs->args, count_record, &n, &st);
+	return st.insns;
+}
+
+enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
+	     PTD_BLK_PATH, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
+	"ptd insn path, insn records counted",
+	"ptd block path, insn records counted",
+};
+/* What each row is compared with. */
+static const enum which baseline[NWHICH] = {
+	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 };
 
 /* Run one measurement over every thread; returns seconds. */
@@ -252,6 +291,12 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += ptd_json(c, &rs, PTD_REC_BLOCK, icache, &b);
 			bytes += b;
 			break;
+		case PTD_INSN_PATH:
+			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache);
+			break;
+		case PTD_BLK_PATH:
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache);
+			break;
 		case NWHICH:
 			break;
 		}
@@ -270,12 +315,13 @@ int main(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "cache", required_argument, NULL, 'c' },
 		{ "repeat", required_argument, NULL, 'r' },
+		{ "only", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *cache = "bench-cache/ls-lR-linux";
 	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include/linux", NULL };
 	char **prog = default_argv;
-	uint64_t repeat = 3;
+	uint64_t repeat = 3, only = NWHICH;
 	struct ptd_capture c;
 	struct ptd_diag diag = { "" };
 	double best[NWHICH];
@@ -291,6 +337,14 @@ int main(int argc, char **argv)
 			if (ptd_parse_u64(optarg, 10, &repeat) < 0 ||
 			    repeat == 0 || repeat > 100) {
 				fprintf(stderr, "bench: --repeat 1..100\n");
+				return 1;
+			}
+			break;
+		case 'o':
+			if (ptd_parse_u64(optarg, 10, &only) < 0 ||
+			    only >= NWHICH) {
+				fprintf(stderr, "bench: --only 0..%d\n",
+					NWHICH - 1);
 				return 1;
 			}
 			break;
@@ -346,13 +400,19 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	for (int w = 0; w < NWHICH; w++)
+	for (int w = 0; w < NWHICH; w++) {
 		best[w] = 1e30;
+		insns[w] = bytes[w] = 0;
+	}
 	/* Interleave the measurements so drift hits them alike. */
 	for (uint64_t k = 0; k < repeat; k++)
 		for (int w = 0; w < NWHICH; w++) {
-			double t = measure(&c, (enum which)w, &insns[w],
-					   &bytes[w]);
+			double t;
+
+			if (only < NWHICH && (uint64_t)w != only &&
+			    w != (int)BARE_INSN && w != (int)baseline[only])
+				continue;
+			t = measure(&c, (enum which)w, &insns[w], &bytes[w]);
 			if (t < best[w])
 				best[w] = t;
 		}
@@ -361,19 +421,23 @@ int main(int argc, char **argv)
 	       " instructions); best of %" PRIu64 "\n",
 	       cache, c.nthreads, insns[BARE_INSN], repeat);
 	for (int w = 0; w < NWHICH; w++) {
-		double mips = (double)insns[w] / best[w] / 1e6;
-		double base = (double)insns[w < PTD_INSN ? w : w - 2] /
-			      best[w < PTD_INSN ? w : w - 2] / 1e6;
+		enum which b = baseline[w];
 
-		printf("  %-36s %8.2f M insn/s", names[w], mips);
-		if (w >= PTD_INSN)
-			printf("  %5.2fx %s  %5.2fx bare pt_insn_next  "
-			       "(%.0f MB/s JSON)",
+		if (best[w] == 1e30)
+			continue;
+		double mips = (double)insns[w] / best[w] / 1e6;
+		double base = (double)insns[b] / best[b] / 1e6;
+
+		printf("  %-38s %8.2f M insn/s", names[w], mips);
+		if (b != (enum which)w)
+			printf("  %5.2fx %s  %5.2fx bare pt_insn_next",
 			       mips / base,
-			       w == PTD_INSN ? "bare pt_insn_next"
-					     : "bare pt_blk_next ",
+			       b == BARE_INSN ? "bare pt_insn_next"
+					      : "bare pt_blk_next ",
 			       mips / ((double)insns[BARE_INSN] /
-				       best[BARE_INSN] / 1e6),
+				       best[BARE_INSN] / 1e6));
+		if (bytes[w])
+			printf("  (%.0f MB/s JSON)",
 			       (double)bytes[w] / best[w] / 1e6);
 		printf("\n");
 		if (insns[w] != insns[BARE_INSN])

@@ -373,11 +373,21 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	d->st.insns++;
 	if (flush_pending(d))
 		return NULL;
-	rec_init(d, r, PTD_REC_INSN);
+	/* Field by field, not rec_init's memset of the whole record (the
+	 * largest union member is not this one): this runs once per
+	 * instruction.  The caller sets what the instruction says; raw
+	 * beyond its size is never read. */
+	r->type = PTD_REC_INSN;
+	r->pid = d->a->pid;
+	r->tid = d->a->tid;
 	r->has_tsc = d->has_tsc;
 	r->tsc = d->tsc;
+	r->has_time = r->has_wall = false;
+	r->time = r->wall = 0;
 	rec_time(d, r);
 	r->u.insn.flags = d->next_flags;
+	r->u.insn.json_body = NULL;
+	r->u.insn.json_body_len = 0;
 	d->next_flags = 0;
 	d->have_insn = true;
 	return &r->u.insn;
