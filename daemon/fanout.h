@@ -4,7 +4,8 @@
  *
  * Two sides, two threads:
  *  - the session's decode thread calls ptd_fanout_record for every record
- *    and ptd_fanout_end once at the end.  It never blocks on a client: each
+ *    and ptd_fanout_end once at the end.  These never block on a client
+ *    (a paced producer waits before, in ptd_fanout_wait_room): each
  *    record is matched against every subscriber's filter, rendered to JSON
  *    once if anyone wants it, and appended to each matching subscriber's
  *    in-memory queue.  A record that does not fit in a full queue is

@@ -165,7 +165,9 @@ struct ptd_session_end {
 
 /* Where a session's records go.  Both calls come on the session's decode
  * thread, never at the same time; @rec and what it points to are valid
- * only during the call. */
+ * only during the call.  `record` may wait during a snapshot (ptd's sink
+ * paces a snapshot's records to its subscribers); it must not otherwise,
+ * and a stop must end such a wait (ptd cancels its fan-out's waits). */
 struct ptd_session_sink {
 	void (*record)(void *ctx, const struct ptd_record *rec);
 	/* Once, after the last record.  The session may be freed from any
