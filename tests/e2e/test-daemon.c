@@ -1395,7 +1395,13 @@ static bool snapshot_grow(struct daemon *d, long sid, double want)
 			break;
 		if (unread >= need) {
 			r = dc_call1(d, req);
-			REQUIRE_OR_FALSE(dc_ok(r));
+			if (!dc_ok(r)) {
+				CHECK_FAIL_("probe snapshot: %s: %s",
+					    r ? dc_err_code(r) : "no answer",
+					    r ? dc_err_msg(r) : "in 20 s");
+				cJSON_Delete(r);
+				return false;
+			}
 			per_byte = dc_num(r, "records") / dc_num(r, "bytes");
 			cJSON_Delete(r);
 			REQUIRE_OR_FALSE(per_byte > 0);
@@ -1510,58 +1516,55 @@ static void test_snapshot_paced(void)
 {
 	struct daemon d;
 	struct target t;
-	struct sub *fast, *slow, *stuck;
-	struct dconn *c;
+	struct sub *fast = NULL, *slow = NULL, *stuck = NULL;
+	struct dconn *c = NULL;
 	size_t ff, fn, sf, sn, kf, kn;
 	uint64_t fl, sl, kl;
 	unsigned seq;
-	cJSON *r, *bye;
+	cJSON *r = NULL, *bye;
 	const cJSON *e;
-	char *line;
+	char req[128], *line;
 	long sid;
 
 	REQUIRE(daemon_start(&d, "paced", "subscriber_queue_size = 16k\n"
 					  "subscriber_stall_ms = 1500\n"));
 	REQUIRE(target_start(progs, 3600, &t) == 0);
+	/* from here on a failure still ends the target and the daemon */
 	sid = attach_snapshot(&d, t.pid);
-	if (sid < 0) {
-		end_target(&t);
-		daemon_stop(&d);
-		return;
-	}
-	REQUIRE(snapshot_grow(&d, sid, 100000));
+	if (sid < 0 || !snapshot_grow(&d, sid, 100000))
+		goto out;
 	fast = subscribe(&d, sid, "");
 	slow = subscribe(&d, sid, "");
 	stuck = subscribe(&d, sid, "");
-	REQUIRE(fast && slow && stuck);
+	c = dc_connect(&d);
+	if (!fast || !slow || !stuck || !c) {
+		CHECK_FAIL_("%s", "subscribers or connection missing");
+		goto out;
+	}
 	slow->nap_every = 2000;
 	slow->nap_ms = 20;
 	sub_start(fast);
 	sub_start(slow);
 	/* stuck reads nothing until the snapshot is answered */
-	c = dc_connect(&d);
-	REQUIRE(c);
-	REQUIRE(snapshot_send(c, sid));
-	line = dc_read_line(c, 120000);
+	CHECK(snapshot_send(c, sid));
+	line = dc_read_line(c, 300000);
 	r = line ? cJSON_Parse(line) : NULL;
 	free(line);
-	REQUIRE(dc_ok(r));
-	seq = (unsigned)dc_num(r, "seq");
 	sub_start(stuck);
-	{
-		char req[128];
-		cJSON *x;
-
-		(void)snprintf(req, sizeof(req),
-			       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}"
-			       "\n", sid);
-		x = dc_call(c, req);
-		CHECK(dc_ok(x));
-		cJSON_Delete(x);
-	}
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
+	bye = dc_call(c, req);
+	CHECK(dc_ok(bye));
+	cJSON_Delete(bye);
 	sub_join(fast);
 	sub_join(slow);
 	sub_join(stuck);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("snapshot: %s: %s", r ? dc_err_code(r) : "no answer",
+			    r ? dc_err_msg(r) : "");
+		goto out;
+	}
+	seq = (unsigned)dc_num(r, "seq");
 	CHECK(snap_lines(fast, seq, &ff, &fn, &fl));
 	CHECK(snap_lines(slow, seq, &sf, &sn, &sl));
 	CHECK(!snap_lines(stuck, seq, &kf, &kn, &kl));
@@ -1611,13 +1614,14 @@ static void test_snapshot_paced(void)
 	bye = check_framing(slow, "slow");
 	CHECK_EQ_STR(bye_reason(bye), "detached");
 	cJSON_Delete(bye);
+out:
 	cJSON_Delete(r);
+	end_target(&t);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
 	dc_close(c);
 	sub_free(fast);
 	sub_free(slow);
 	sub_free(stuck);
-	end_target(&t);
-	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
 /* While a snapshot waits for a subscriber that reads nothing, nobody else
@@ -1629,8 +1633,8 @@ static void test_snapshot_paced_beside(void)
 {
 	struct daemon d;
 	struct target lt, st;
-	struct sub *live, *stuck;
-	struct dconn *c, *c2;
+	struct sub *live = NULL, *stuck = NULL;
+	struct dconn *c = NULL, *c2 = NULL;
 	size_t before, after;
 	double aux0, aux1;
 	uint64_t t0, ms;
@@ -1642,25 +1646,27 @@ static void test_snapshot_paced_beside(void)
 	REQUIRE(daemon_start(&d, "pacedbg", "subscriber_queue_size = 16k\n"
 					    "subscriber_stall_ms = 60000\n"));
 	REQUIRE(target_start(progs, 3600, &lt) == 0);
-	REQUIRE(target_start(progs, 3600, &st) == 0);
-	lid = attach(&d, lt.pid);
-	sid = attach_snapshot(&d, st.pid);
-	if (lid < 0 || sid < 0) {
+	if (target_start(progs, 3600, &st) < 0) {
+		CHECK_FAIL_("%s", "second target did not start");
 		end_target(&lt);
-		end_target(&st);
 		daemon_stop(&d);
 		return;
 	}
-	live = subscribe(&d, lid, "");
-	REQUIRE(live);
+	/* from here on a failure still ends the targets and the daemon */
+	lid = attach(&d, lt.pid);
+	sid = attach_snapshot(&d, st.pid);
+	if (lid < 0 || sid < 0 || !(live = subscribe(&d, lid, "")))
+		goto out;
 	sub_start(live);
-	REQUIRE(snapshot_grow(&d, sid, 50000));
+	if (!snapshot_grow(&d, sid, 50000))
+		goto out;
 	stuck = subscribe(&d, sid, "");
-	REQUIRE(stuck);
 	c = dc_connect(&d);
 	c2 = dc_connect(&d);
-	REQUIRE(c && c2);
-	REQUIRE(snapshot_send(c, sid));
+	if (!stuck || !c || !c2 || !snapshot_send(c, sid)) {
+		CHECK_FAIL_("%s", "subscriber, connections or snapshot request");
+		goto out;
+	}
 	/* the snapshot waits for stuck (60 s); meanwhile ... */
 	msleep(300);
 	before = atomic_load(&live->seen);
@@ -1711,13 +1717,14 @@ static void test_snapshot_paced_beside(void)
 	r = check_framing(live, "live");
 	CHECK_EQ_STR(bye_reason(r), "detached");
 	cJSON_Delete(r);
+out:
+	end_target(&lt);
+	end_target(&st);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
 	dc_close(c);
 	dc_close(c2);
 	sub_free(live);
 	sub_free(stuck);
-	end_target(&lt);
-	end_target(&st);
-	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
 /* attach's wait_ms: a client that subscribes only after the answer (here
