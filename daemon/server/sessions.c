@@ -44,7 +44,8 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 }
 
 /* Decode thread: the per-subscriber counts at a snapshot's begin; false
- * if they cannot be kept (no memory: the response lists none). */
+ * if they cannot be kept (no memory: the response lists none, the
+ * records are paced all the same). */
 static bool snap_counts_begin(struct srv_session *ss)
 {
 	if (!ss->snap_base) {
@@ -118,7 +119,8 @@ static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
 			     ss->id, in->seq, in->records, in->insns);
 	n = k > 0 ? (size_t)k : 0;
 	if (!done) {
-		ss->pacing = snap_counts_begin(ss);
+		ss->pacing = true;
+		(void)snap_counts_begin(ss);
 		ss->snap_nsubs = 0;
 	}
 	if (done && in->err && n + 16 < cap) {
