@@ -1670,7 +1670,7 @@ static void test_snapshot_paced_beside(void)
 	struct sub *live = NULL, *stuck = NULL;
 	struct dconn *c = NULL, *c2 = NULL;
 	size_t before, after;
-	double aux0, aux1;
+	double aux0, aux1, rec0;
 	uint64_t t0, ms;
 	char req[160];
 	char *line;
@@ -1705,17 +1705,25 @@ static void test_snapshot_paced_beside(void)
 	msleep(300);
 	before = atomic_load(&live->seen);
 	aux0 = session_num(&d, sid, "aux_written");
+	rec0 = session_num(&d, lid, "records");
 	r = dc_call(c2, "{\"id\":1,\"cmd\":\"list\"}\n");
 	CHECK(dc_ok(r));	/* ... the loop answers ... */
 	cJSON_Delete(r);
-	msleep(700);
-	after = atomic_load(&live->seen);
-	aux1 = session_num(&d, sid, "aux_written");
-	/* ... the live subscriber gets records, and the snapshot's own
-	 * target runs on (its trace grows) */
+	/* ... the live subscriber gets records and the snapshot's own
+	 * target runs on (its trace grows) -- however slowly a loaded
+	 * machine runs the two software sources, as long as the snapshot
+	 * is still waiting (checked after) */
+	t0 = now_ms();
+	do {
+		msleep(50);
+		after = atomic_load(&live->seen);
+		aux1 = session_num(&d, sid, "aux_written");
+	} while ((after == before || aux1 <= aux0) && now_ms() - t0 < 20000);
 	fprintf(stderr, "  while the snapshot waits: live subscriber %zu -> "
-			"%zu lines, snapshot target's trace %.0f -> %.0f "
-			"bytes\n", before, after, aux0, aux1);
+			"%zu lines (its session decoded %.0f -> %.0f "
+			"records), snapshot target's trace %.0f -> %.0f "
+			"bytes, in %" PRIu64 " ms\n", before, after, rec0,
+		session_num(&d, lid, "records"), aux0, aux1, now_ms() - t0);
 	CHECK(after > before);
 	CHECK(aux1 > aux0);
 	CHECK(!answered(c));
