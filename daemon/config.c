@@ -32,6 +32,7 @@ void ptd_config_defaults(struct ptd_config *c)
 	c->max_subscribers_per_session = 16;
 	c->max_connections = 128;
 	c->subscriber_queue_size = 4u << 20;
+	c->subscriber_stall_ms = 30000;
 	c->max_request_size = 64u << 10;
 	c->user_memory_limit = 1ull << 30;
 	c->log_level = PTD_LOG_INFO;
@@ -239,6 +240,7 @@ enum conf_key {
 	K_MAX_SUBSCRIBERS_PER_SESSION,
 	K_MAX_CONNECTIONS,
 	K_SUBSCRIBER_QUEUE_SIZE,
+	K_SUBSCRIBER_STALL_MS,
 	K_MAX_REQUEST_SIZE,
 	K_LOG_LEVEL,
 	K_USER_MEMORY_LIMIT,
@@ -257,6 +259,7 @@ static const char *const key_names[K_COUNT] = {
 	[K_MAX_SUBSCRIBERS_PER_SESSION] = "max_subscribers_per_session",
 	[K_MAX_CONNECTIONS] = "max_connections",
 	[K_SUBSCRIBER_QUEUE_SIZE] = "subscriber_queue_size",
+	[K_SUBSCRIBER_STALL_MS] = "subscriber_stall_ms",
 	[K_MAX_REQUEST_SIZE] = "max_request_size",
 	[K_LOG_LEVEL] = "log_level",
 	[K_USER_MEMORY_LIMIT] = "user_memory_limit",
@@ -303,6 +306,9 @@ static int set_key(const struct conf_ctx *x, enum conf_key k, const char *v,
 	case K_SUBSCRIBER_QUEUE_SIZE:
 		return parse_size(x, n, v, 4 * KiB, 1 * GiB, false,
 				  &c->subscriber_queue_size);
+	case K_SUBSCRIBER_STALL_MS:
+		return parse_uint(x, n, v, 10, 3600000,
+				  &c->subscriber_stall_ms);
 	case K_MAX_REQUEST_SIZE:
 		return parse_size(x, n, v, 1 * KiB, 16 * MiB, false,
 				  &c->max_request_size);

@@ -57,6 +57,12 @@ struct ptd_config {
 	/* subscriber_queue_size: queued record bytes per subscriber before
 	 * records are dropped and counted (default 4M) */
 	size_t subscriber_queue_size;
+	/* subscriber_stall_ms: how long a paced stream (a snapshot's
+	 * decode, a lossless replay) waits for a subscriber whose queue is
+	 * full and who reads nothing, before it goes on without it -- a
+	 * snapshot cuts it off (bye "stalled"), a replay drops its records
+	 * until it reads again (default 30000, 10 to 3600000) */
+	unsigned subscriber_stall_ms;
 	/* max_request_size: longest request line in bytes (default 64k) */
 	size_t max_request_size;
 	/* user_memory_limit: bytes all of one user's sessions may hold

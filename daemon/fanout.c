@@ -43,6 +43,9 @@ struct ptd_subscriber {
 	uint64_t taken;			/* bytes the loop has written */
 	bool stalled;			/* held back too long: not waited for */
 	uint64_t stalled_taken;		/* ... until it takes more than this */
+	bool cut;			/* PTD_STALL_CUT: held back too long;
+					 * its records are counted lost until
+					 * ptd_fanout_cut_end ends its stream */
 };
 
 struct ptd_fanout {
@@ -199,9 +202,13 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		return;
 	pthread_mutex_lock(&f->lock);
 	for (s = f->subs; s && !f->ended; s = s->next) {
-		if (!ptd_filter_match(&s->filter, r))
+		if (s->bye_queued || !ptd_filter_match(&s->filter, r))
 			continue;
 		s->matched++;
+		if (s->cut) {
+			count_lost(s, r->type);
+			continue;
+		}
 		/* Render once, for the first subscriber that wants it. */
 		if (!rendered) {
 			len = ptd_json_record(f->line, sizeof(f->line), r);
@@ -230,6 +237,8 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 
 	pthread_mutex_lock(&f->lock);
 	for (s = f->subs; s && !f->ended; s = s->next) {
+		if (s->bye_queued || s->cut)
+			continue;
 		if (s->lost_pending)
 			(void)put_lost(s);
 		if (s->q.len == 0)
@@ -246,10 +255,10 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 		f->wake(f->wake_ctx);
 }
 
-/* Render the bye record into f->bye; returns its length. */
-static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s)
+/* Render @s's bye record for end @e into f->bye; returns its length. */
+static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s,
+			 const struct ptd_session_end *e)
 {
-	const struct ptd_session_end *e = &f->end;
 	size_t cap = sizeof(f->bye), n;
 	int k;
 
@@ -282,13 +291,14 @@ static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s)
 
 /* Queue the end of @s's stream: what was lost, then bye.  Neither counts
  * against the queue limit: both are small and come once (lock held). */
-static void sub_put_bye(struct ptd_fanout *f, struct ptd_subscriber *s)
+static void sub_put_bye(struct ptd_fanout *f, struct ptd_subscriber *s,
+			const struct ptd_session_end *e)
 {
 	size_t n;
 
 	if (s->lost_pending)
 		(void)put_lost(s);
-	n = render_bye(f, s);
+	n = render_bye(f, s, e);
 	/* On -ENOMEM the stream ends without its bye: the loop still sees
 	 * bye_queued and closes the connection. */
 	(void)ptd_buf_append(&s->q, f->bye, n);
@@ -308,7 +318,8 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 	f->end = *end;
 	f->end.message[sizeof(f->end.message) - 1] = 0;
 	for (s = f->subs; s; s = s->next)
-		sub_put_bye(f, s);
+		if (!s->bye_queued)	/* not cut off before */
+			sub_put_bye(f, s, &f->end);
 	f->wake_pending = true;
 	pthread_mutex_unlock(&f->lock);
 	if (f->wake)
@@ -363,7 +374,7 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 	if (r < 0)
 		goto err;
 	if (f->ended)
-		sub_put_bye(f, s);
+		sub_put_bye(f, s, &f->end);
 	f->next_id++;
 	for (tail = &f->subs; *tail; tail = &(*tail)->next)
 		;
@@ -485,6 +496,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	ret->sent = s->sent;
 	ret->lost = s->lost;
 	memcpy(ret->lost_kind, s->lost_kind, sizeof(ret->lost_kind));
+	ret->cut = s->cut;
 	ret->queued = sub_pending(s);
 	ret->mem = s->q.cap + s->out.cap;
 }
@@ -539,6 +551,8 @@ static struct ptd_subscriber *holding_back(struct ptd_fanout *f, size_t need)
 	struct ptd_subscriber *s;
 
 	for (s = f->subs; s; s = s->next) {
+		if (s->cut || s->bye_queued)
+			continue;
 		if (s->stalled && s->taken == s->stalled_taken)
 			continue;
 		s->stalled = false;
@@ -549,7 +563,7 @@ static struct ptd_subscriber *holding_back(struct ptd_fanout *f, size_t need)
 }
 
 enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
-				   unsigned stall_ms)
+				   unsigned stall_ms, enum ptd_stall stall)
 {
 	enum ptd_room res = PTD_ROOM_OK;
 	unsigned watch_id = 0;
@@ -578,8 +592,12 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 			watch_taken = s->taken;
 			since = mono_ms();
 		} else if (mono_ms() - since >= stall_ms) {
-			s->stalled = true;
-			s->stalled_taken = s->taken;
+			if (stall == PTD_STALL_CUT) {
+				s->cut = true;
+			} else {
+				s->stalled = true;
+				s->stalled_taken = s->taken;
+			}
 			watch_id = 0;
 			continue;
 		}
@@ -590,6 +608,30 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 	}
 	pthread_mutex_unlock(&f->lock);
 	return res;
+}
+
+unsigned ptd_fanout_cut_end(struct ptd_fanout *f, const char *why)
+{
+	struct ptd_session_end e;
+	struct ptd_subscriber *s;
+	unsigned n = 0;
+
+	memset(&e, 0, sizeof(e));
+	e.reason = PTD_END_STALLED;
+	(void)snprintf(e.message, sizeof(e.message), "%s", why ? why : "");
+	pthread_mutex_lock(&f->lock);
+	for (s = f->subs; s && !f->ended; s = s->next) {
+		if (!s->cut || s->bye_queued)
+			continue;
+		sub_put_bye(f, s, &e);
+		n++;
+	}
+	if (n)
+		f->wake_pending = true;
+	pthread_mutex_unlock(&f->lock);
+	if (n && f->wake)
+		f->wake(f->wake_ctx);
+	return n;
 }
 
 bool ptd_fanout_wait_subscriber(struct ptd_fanout *f, unsigned timeout_ms)

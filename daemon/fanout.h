@@ -4,7 +4,8 @@
  *
  * Two sides, two threads:
  *  - the session's decode thread calls ptd_fanout_record for every record
- *    and ptd_fanout_end once at the end.  It never blocks on a client: each
+ *    and ptd_fanout_end once at the end.  These never block on a client
+ *    (a paced producer waits before, in ptd_fanout_wait_room): each
  *    record is matched against every subscriber's filter, rendered to JSON
  *    once if anyone wants it, and appended to each matching subscriber's
  *    in-memory queue.  A record that does not fit in a full queue is
@@ -25,11 +26,17 @@
  * queue_size bytes of records (plus one lost and one bye line), and at most
  * two buffers of that capacity.
  *
- * A producer with no live source to protect (a replay) may ask for
- * lossless delivery instead: before each record it waits in
- * ptd_fanout_wait_room until every subscriber has room.  The wait is
- * woken, never polled: by the loop when it takes bytes from a queue
- * (consume), when a subscriber leaves, and by ptd_fanout_cancel_waits.
+ * A producer with no live source to protect (a replay, a snapshot's
+ * decode) may ask for lossless delivery instead -- it is paced: before
+ * each record it waits in ptd_fanout_wait_room until every subscriber has
+ * room.  The wait is woken, never polled: by the loop when it takes bytes
+ * from a queue (consume), when a subscriber leaves, and by
+ * ptd_fanout_cancel_waits.  A subscriber that takes nothing for the
+ * stall limit while it holds the producer back is no longer waited for:
+ * PTD_STALL_DROP (replays) drops its records, counted, until it takes
+ * bytes again; PTD_STALL_CUT (snapshots) cuts it off: its records are
+ * counted lost until ptd_fanout_cut_end ends its stream with a lost
+ * record and a bye of reason "stalled", while the others go on.
  *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
@@ -116,6 +123,12 @@ void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
  * cheap enough for every record.) */
 bool ptd_fanout_abandoned(struct ptd_fanout *f);
 
+/* What a paced producer's wait does with a subscriber that stalls. */
+enum ptd_stall {
+	PTD_STALL_DROP,		/* drop its records until it reads again */
+	PTD_STALL_CUT,		/* cut it off (ptd_fanout_cut_end) */
+};
+
 enum ptd_room {
 	PTD_ROOM_OK,		/* every subscriber has room */
 	PTD_ROOM_CANCELLED,	/* ptd_fanout_cancel_waits was called */
@@ -126,12 +139,20 @@ enum ptd_room {
  * for @need more bytes (@need <= the queue sizes), sleeping until the loop
  * takes bytes from a queue, a subscriber leaves or the waits are
  * cancelled.  A subscriber that takes no byte for @stall_ms while it holds
- * the producer back is marked stalled and no longer waited for (its
- * records are dropped and counted as lost), until it takes bytes again.
- * The wait looks at the subscribers there are when it ends: one that joins
- * after starts with its hello only. */
+ * the producer back is no longer waited for: with PTD_STALL_DROP it is
+ * marked stalled (its records are dropped and counted as lost) until it
+ * takes bytes again; with PTD_STALL_CUT it is cut off (every later record
+ * is counted lost for it; ptd_fanout_cut_end ends its stream).  The wait
+ * looks at the subscribers there are when it ends: one that joins after
+ * starts with its hello only. */
 enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
-				   unsigned stall_ms);
+				   unsigned stall_ms, enum ptd_stall stall);
+/* Decode thread: end the stream of every subscriber cut off by
+ * PTD_STALL_CUT: its pending lost record, then a bye with reason
+ * "stalled" (PTD_END_STALLED), its sent and lost counts and the message
+ * @why.  Nothing more is queued for it; the loop closes it once the bye
+ * is written.  Returns how many were ended. */
+unsigned ptd_fanout_cut_end(struct ptd_fanout *f, const char *why);
 /* Decode thread: wait (at most @timeout_ms) for a first subscriber; true
  * if there is one.  Woken by subscribe and ptd_fanout_cancel_waits. */
 bool ptd_fanout_wait_subscriber(struct ptd_fanout *f, unsigned timeout_ms);
@@ -146,6 +167,7 @@ struct ptd_subscriber_stats {
 	uint64_t sent;
 	uint64_t lost;
 	uint64_t lost_kind[PTD_REC_NTYPES];
+	bool cut;		/* cut off by PTD_STALL_CUT */
 	size_t queued;		/* bytes not yet written */
 	size_t mem;		/* bytes allocated for its buffers */
 };

@@ -159,7 +159,8 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 	 * up with, so it ends rather than decode into the void. */
 	if (ptd_fanout_abandoned(r->fan) ||
 	    (r->lossless &&
-	     ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms) !=
+	     ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms,
+				  PTD_STALL_DROP) !=
 		     PTD_ROOM_OK)) {
 		/* cancelled: stop_reason is set; else abandoned */
 		atomic_store(&r->abandoned, !stop_reason(r));

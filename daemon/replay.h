@@ -37,8 +37,9 @@
  * until something changes -- the loop takes bytes from a queue, a
  * subscriber leaves, the replay is stopped (ptd_replay_stop cancels the
  * fan-out's waits) -- never polling.  One that stays connected but reads
- * nothing for PTD_REPLAY_STALL_MS stops holding the replay back (its
- * records are then dropped and counted as lost, as without lossless).
+ * nothing for opts.stall_ms (ptd: subscriber_stall_ms) stops holding the
+ * replay back (PTD_STALL_DROP: its records are then dropped and counted
+ * as lost, as without lossless, until it reads again).
  *
  * Lossless or not, a replay whose subscribers have all left (there was
  * one, there is none now) ends: DETACHED, "every subscriber left".  A

@@ -54,6 +54,9 @@ struct ptd_session {
 	bool snap_pending, snap_closed;
 	uint64_t snap_seq;
 	struct ptd_snapshot_info *snap_info;	/* decode thread only */
+	/* Decode thread only: a snapshot is being decoded; a stop came
+	 * during it (its decode was cut short). */
+	bool snapping, snap_stopped;
 	atomic_uint_fast64_t snapshots;
 
 	/* memory limit (opts.acct): what a later thread costs, the threads
@@ -105,6 +108,8 @@ const char *ptd_session_end_name(enum ptd_session_end_reason r)
 		return "shutdown";
 	case PTD_END_ERROR:
 		return "error";
+	case PTD_END_STALLED:
+		return "stalled";
 	}
 	return "?";
 }
@@ -213,6 +218,13 @@ static int deliver(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_session *s = ctx;
 
+	/* A snapshot's records may wait for slow subscribers (the sink
+	 * paces them): a stop ends its decode here rather than after every
+	 * record of it. */
+	if (s->snapping && atomic_load(&s->stop)) {
+		s->snap_stopped = true;
+		return 1;
+	}
 	if (rec->type == PTD_REC_INSN)
 		atomic_fetch_add(&s->insns, 1);
 	atomic_fetch_add(&s->records, 1);
@@ -238,7 +250,16 @@ static void snapshot_take(struct ptd_session *s, uint64_t seq)
 	}
 	if (s->sink.snapshot)
 		s->sink.snapshot(s->sink.ctx, in, false);
+	s->snapping = true;
+	s->snap_stopped = false;
 	ptd_source_snapshot_decode(s->src, in, r);
+	s->snapping = false;
+	if (s->snap_stopped) {	/* (the decoder's error, if any, is ours) */
+		in->err = -ECANCELED;
+		snprintf(in->message, sizeof(in->message),
+			 "the session is stopping: the snapshot's decode was "
+			 "cut short");
+	}
 	atomic_fetch_add(&s->snapshots, 1);
 	(void)pthread_mutex_lock(&s->lock);
 	s->snap_pending = false;

@@ -145,6 +145,11 @@ enum ptd_session_end_reason {
 	PTD_END_LIMIT,		/* max_insns reached; detached */
 	PTD_END_SHUTDOWN,	/* the daemon is stopping; detached */
 	PTD_END_ERROR,		/* the source failed; message says why */
+	/* Never a session's end: one subscriber's, in its bye only -- it
+	 * read nothing for subscriber_stall_ms while a paced stream (a
+	 * snapshot's decode) waited for it, and was cut off; the session and
+	 * its other subscribers go on. */
+	PTD_END_STALLED,
 };
 
 const char *ptd_session_end_name(enum ptd_session_end_reason r);
@@ -160,7 +165,9 @@ struct ptd_session_end {
 
 /* Where a session's records go.  Both calls come on the session's decode
  * thread, never at the same time; @rec and what it points to are valid
- * only during the call. */
+ * only during the call.  `record` may wait during a snapshot (ptd's sink
+ * paces a snapshot's records to its subscribers); it must not otherwise,
+ * and a stop must end such a wait (ptd cancels its fan-out's waits). */
 struct ptd_session_sink {
 	void (*record)(void *ctx, const struct ptd_record *rec);
 	/* Once, after the last record.  The session may be freed from any
@@ -282,7 +289,9 @@ void ptd_session_stop(struct ptd_session *s,
  *  -EBUSY   the previous snapshot is not done yet
  *  -ESRCH   the session has ended (or is ending: no snapshot will come)
  * A request that was taken is always answered through the sink before
- * `ended`. */
+ * `ended`.  The sink may make the decode wait (it paces a snapshot's
+ * records to its subscribers); a stop (ptd_session_stop) ends that decode
+ * at its next record, and the snapshot is answered with err -ECANCELED. */
 int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq);
 
 /* What a session with options @o (mode, snapshot_size, per_cpu; sizes

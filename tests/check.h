@@ -6,6 +6,10 @@
  *
  *   static void test_foo(void) { CHECK_EQ_U64(f(1), 2); }
  *   int main(void) { RUN(test_foo); return check_done(); }
+ *
+ * PTD_TEST_ONLY=TEXT in the environment runs only the test functions whose
+ * name contains TEXT (the others say "skip"), e.g. to stress one part of
+ * a long test program: PTD_TEST_ONLY=snapshot_paced tests/stress.sh ...
  */
 #ifndef PTD_TESTS_CHECK_H
 #define PTD_TESTS_CHECK_H
@@ -88,6 +92,11 @@ static const char *check_current;
 #define RUN(fn)                                                               \
 	do {                                                                  \
 		unsigned before_ = check_failures;                            \
+		const char *only_ = getenv("PTD_TEST_ONLY");                  \
+		if (only_ && *only_ && !strstr(#fn, only_)) {                 \
+			fprintf(stderr, "skip %s\n", #fn);                    \
+			break;                                                \
+		}                                                             \
 		check_current = #fn;                                          \
 		check_tests++;                                                \
 		fn();                                                         \

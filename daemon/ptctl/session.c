@@ -134,7 +134,7 @@ int verb_replay(int argc, char **argv)
 /* ptctl detach|list|status|snapshot: one request, text or --json output. */
 static int simple_verb(int argc, char **argv, enum ptd_cmd cmd,
 		       bool need_session, bool may_session,
-		       void (*print)(const cJSON *result))
+		       void (*print)(const cJSON *result), const char *help)
 {
 	const char *name = ptd_cmd_name(cmd);
 	struct ptd_response resp;
@@ -153,6 +153,8 @@ static int simple_verb(int argc, char **argv, enum ptd_cmd cmd,
 			       need_session	? " SESSION"
 			       : may_session ? " [SESSION]"
 					     : "");
+			if (help)
+				fputs(help, stdout);
 			return 0;
 		} else if (argv[i][0] != '-' && !sess &&
 			   (need_session || may_session))
@@ -276,29 +278,64 @@ static void print_snapshot(const cJSON *res)
 		printf("  tid %.0f: %.0f bytes, %.0f overwritten, %.0f "
 		       "records\n", num_of(t, "tid"), num_of(t, "bytes"),
 		       num_of(t, "overwritten"), num_of(t, "records"));
+	cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(res,
+							       "subscribers"))
+		printf("  subscriber %.0f: %.0f sent, %.0f lost%s\n",
+		       num_of(t, "subscriber"), num_of(t, "sent"),
+		       num_of(t, "lost"),
+		       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(
+			       t, "cut_off"))
+			       ? " (cut off: it read nothing for "
+				 "subscriber_stall_ms)"
+			       : "");
 }
+
+static const char snapshot_help[] =
+	"Decode the newest trace of a snapshot-mode session (attach "
+	"--snapshot) and\n"
+	"send its records to the session's subscribers, between snapshot "
+	"markers.\n"
+	"The answer comes once every record is queued for every subscriber;"
+	" it says\n"
+	"what each subscriber was sent and lost of this snapshot.\n"
+	"\n"
+	"A snapshot's stream is paced: its trace is already copied out of the"
+	" ring\n"
+	"and the target runs on, so ptd waits for a subscriber whose queue is"
+	" full\n"
+	"rather than drop records: a subscriber that keeps reading gets all "
+	"of them.\n"
+	"One that reads nothing for subscriber_stall_ms (ptd.conf) is cut "
+	"off: a\n"
+	"\"lost\" record with what it missed, then a bye \"stalled\"; "
+	"the others go on.\n"
+	"Replays are paced too.  A live full-mode session's stream is not: "
+	"there a\n"
+	"full queue loses records (counted in \"lost\" records), so that "
+	"no reader\n"
+	"ever holds the traced program back.\n";
 
 int verb_snapshot(int argc, char **argv)
 {
 	return simple_verb(argc, argv, PTD_CMD_SNAPSHOT, true, false,
-			   print_snapshot);
+			   print_snapshot, snapshot_help);
 }
 
 int verb_detach(int argc, char **argv)
 {
 	return simple_verb(argc, argv, PTD_CMD_DETACH, true, false,
-			   print_detach);
+			   print_detach, NULL);
 }
 
 int verb_list(int argc, char **argv)
 {
 	return simple_verb(argc, argv, PTD_CMD_LIST, false, false,
-			   print_list);
+			   print_list, NULL);
 }
 
 int verb_status(int argc, char **argv)
 {
 	return simple_verb(argc, argv, PTD_CMD_STATUS, false, true,
-			   print_status);
+			   print_status, NULL);
 }
 

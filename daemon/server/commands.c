@@ -143,6 +143,8 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 					(double)st.snapshots);
 		cJSON_AddNumberToObject(res, "overwritten_bytes",
 					(double)st.overwritten_bytes);
+		cJSON_AddNumberToObject(res, "aux_written",
+					(double)st.aux_written);
 	}
 	a = cJSON_AddArrayToObject(res, "subscriber_list");
 	n = ptd_fanout_get_stats(ss->fan, subs, PTD_ARRAY_SIZE(subs));
@@ -284,6 +286,17 @@ static cJSON *snapshot_result(const struct srv_session *ss)
 	cJSON_AddNumberToObject(res, "overwritten", (double)in->overwritten);
 	cJSON_AddNumberToObject(res, "records", (double)in->records);
 	cJSON_AddNumberToObject(res, "insns", (double)in->insns);
+	a = cJSON_AddArrayToObject(res, "subscribers");
+	for (unsigned i = 0; a && i < ss->snap_nsubs; i++) {
+		const struct srv_snap_sub *u = &ss->snap_subs[i];
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(o, "subscriber", u->id);
+		cJSON_AddNumberToObject(o, "sent", (double)u->sent);
+		cJSON_AddNumberToObject(o, "lost", (double)u->lost);
+		cJSON_AddBoolToObject(o, "cut_off", u->cut);
+		cJSON_AddItemToArray(a, o);
+	}
 	return res;
 }
 

@@ -53,6 +53,7 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 	o->wait_ms = req->has_wait_ms ? (unsigned)req->wait_ms
 				      : PTD_REPLAY_WAIT_MS;
 	o->queue_size = s->cfg.subscriber_queue_size;
+	o->stall_ms = s->cfg.subscriber_stall_ms;
 }
 
 static cJSON *replay_result(const struct srv_session *ss,

@@ -27,11 +27,71 @@ void srv_wake(void *ctx)
 	}
 }
 
+/* A snapshot's records are paced: its trace was copied out of the ring
+ * and the target runs on, so nothing is gained by dropping records for a
+ * full queue.  The decode thread waits for room in every subscriber's
+ * queue instead, cutting off one that reads nothing for stall_ms; a stop
+ * cancels the wait (srv_session_stop).  A live full-mode session's
+ * records are not: they drop rather than hold the target back. */
 static void sink_record(void *ctx, const struct ptd_record *rec)
 {
 	struct srv_session *ss = ctx;
 
+	if (ss->pacing)
+		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
+					   ss->stall_ms, PTD_STALL_CUT);
 	ptd_fanout_record(ss->fan, rec);
+}
+
+/* Decode thread: the per-subscriber counts at a snapshot's begin; false
+ * if they cannot be kept (no memory: the response lists none, the
+ * records are paced all the same). */
+static bool snap_counts_begin(struct srv_session *ss)
+{
+	if (!ss->snap_base) {
+		ss->snap_base = calloc(ss->max_subs, sizeof(*ss->snap_base));
+		ss->snap_now = calloc(ss->max_subs, sizeof(*ss->snap_now));
+		ss->snap_subs = calloc(ss->max_subs, sizeof(*ss->snap_subs));
+		if (!ss->snap_base || !ss->snap_now || !ss->snap_subs) {
+			free(ss->snap_base);
+			free(ss->snap_now);
+			free(ss->snap_subs);
+			ss->snap_base = ss->snap_now = NULL;
+			ss->snap_subs = NULL;
+			return false;
+		}
+	}
+	ss->snap_nbase = ptd_fanout_get_stats(ss->fan, ss->snap_base,
+					      ss->max_subs);
+	return true;
+}
+
+/* Decode thread: what each subscriber there now was sent and lost since
+ * the snapshot's begin (one that came since: since its hello). */
+static void snap_counts_end(struct srv_session *ss)
+{
+	unsigned n, i, j;
+
+	ss->snap_nsubs = 0;
+	if (!ss->snap_base)
+		return;
+	n = ptd_fanout_get_stats(ss->fan, ss->snap_now, ss->max_subs);
+	for (i = 0; i < n; i++) {
+		const struct ptd_subscriber_stats *now = &ss->snap_now[i];
+		struct srv_snap_sub *o = &ss->snap_subs[i];
+
+		o->id = now->id;
+		o->sent = now->sent;
+		o->lost = now->lost;
+		o->cut = now->cut;
+		for (j = 0; j < ss->snap_nbase; j++)
+			if (ss->snap_base[j].id == now->id) {
+				o->sent -= ss->snap_base[j].sent;
+				o->lost -= ss->snap_base[j].lost;
+				break;
+			}
+	}
+	ss->snap_nsubs = n;
 }
 
 /* Snapshot markers bracket a snapshot's records in every subscriber's
@@ -58,6 +118,11 @@ static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
 			     ",\"records\":%" PRIu64 ",\"insns\":%" PRIu64,
 			     ss->id, in->seq, in->records, in->insns);
 	n = k > 0 ? (size_t)k : 0;
+	if (!done) {
+		ss->pacing = true;
+		(void)snap_counts_begin(ss);
+		ss->snap_nsubs = 0;
+	}
 	if (done && in->err && n + 16 < cap) {
 		memcpy(ss->marker + n, ",\"error\":", 9);
 		n += 9;
@@ -69,6 +134,15 @@ static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
 	ptd_fanout_line(ss->fan, ss->marker, n + 2);
 	if (!done)
 		return;
+	ss->pacing = false;
+	/* the subscribers cut off get their lost record and bye, not the
+	 * end marker */
+	(void)snprintf(ss->marker, cap, "read nothing for %u ms while "
+		       "snapshot %" PRIu64 " waited for room in its queue "
+		       "(subscriber_stall_ms): cut off", ss->stall_ms,
+		       in->seq);
+	(void)ptd_fanout_cut_end(ss->fan, ss->marker);
+	snap_counts_end(ss);
 	ss->snap_info = *in;
 	atomic_store_explicit(&ss->snap_ready, true, memory_order_release);
 	srv_wake(ss->srv);
@@ -102,6 +176,8 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 	if (snapshots)
 		ret_sink->snapshot = sink_snapshot;
 	ret_sink->ctx = ss;
+	ss->stall_ms = ss->srv->cfg.subscriber_stall_ms;
+	ss->max_subs = ss->srv->cfg.max_subscribers_per_session;
 }
 
 /* ---- the loop's side ---- */
@@ -226,8 +302,11 @@ bool srv_memory_refused(struct ptd_server *s, struct conn *c,
 /* A live session or a replay: stop it (any reason; repeatable). */
 void srv_session_stop(struct srv_session *ss, enum ptd_session_end_reason why)
 {
-	if (ss->s)
+	if (ss->s) {
+		/* a snapshot's decode waiting for a subscriber ends now */
+		ptd_fanout_cancel_waits(ss->fan);
 		ptd_session_stop(ss->s, why);
+	}
 	if (ss->rp)
 		ptd_replay_stop(ss->rp, why);
 }
@@ -250,6 +329,8 @@ void srv_session_free(struct srv_session *ss)
 {
 	if (!ss)
 		return;
+	if (ss->s && ss->fan)
+		ptd_fanout_cancel_waits(ss->fan);
 	ptd_session_free(ss->s);
 	ptd_replay_free(ss->rp);
 	ptd_memacct_release(&ss->acct);
@@ -261,6 +342,9 @@ void srv_session_free(struct srv_session *ss)
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);
 	srv_pending_clear(&ss->start);
+	free(ss->snap_base);
+	free(ss->snap_now);
+	free(ss->snap_subs);
 	free(ss->path);
 	free(ss->filter);
 	free(ss);

@@ -61,6 +61,13 @@ struct srv_pending {
 	cJSON *id;
 };
 
+/* One subscriber's share of a snapshot (the snapshot response). */
+struct srv_snap_sub {
+	unsigned id;
+	uint64_t sent, lost;
+	bool cut;		/* cut off: it stalled (bye "stalled") */
+};
+
 /* One traced process. */
 struct srv_session {
 	struct srv_session *next;
@@ -92,6 +99,20 @@ struct srv_session {
 	struct ptd_snapshot_info snap_info;
 	atomic_bool snap_ready;
 	char marker[PTD_DIAG_MAX * 6 + 512];	/* decode thread only */
+	/* A snapshot's records are paced (sessions.c): the decode thread
+	 * waits for room in every subscriber's queue, cutting off one that
+	 * reads nothing for stall_ms.  Decode thread only, but stall_ms and
+	 * max_subs, set before it starts. */
+	bool pacing;
+	unsigned stall_ms;
+	unsigned max_subs;
+	struct ptd_subscriber_stats *snap_base;	/* at the snapshot's begin */
+	unsigned snap_nbase;
+	struct ptd_subscriber_stats *snap_now;	/* at its end */
+	/* What each subscriber there at the snapshot's end was sent and lost
+	 * of it (snap_now less snap_base); written with snap_info. */
+	struct srv_snap_sub *snap_subs;
+	unsigned snap_nsubs;
 	/* A replay (kind "replay"): rp instead of s; the trace's path and
 	 * kind. */
 	struct ptd_replay *rp;

@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -81,8 +82,11 @@ static long attach(struct daemon *d, pid_t pid)
 struct sub {
 	struct dconn *c;
 	unsigned delay_ms;	/* do not read for this long */
+	unsigned nap_every, nap_ms;	/* then sleep nap_ms every nap_every
+					 * lines (0: never) */
 	char **lines;
 	size_t n, cap;
+	atomic_size_t seen;	/* lines read so far (any thread) */
 	pthread_t th;
 	bool running;
 };
@@ -128,6 +132,9 @@ static void *sub_main(void *arg)
 			s->lines = realloc(s->lines, s->cap * sizeof(char *));
 		}
 		s->lines[s->n++] = line;
+		atomic_store(&s->seen, s->n);
+		if (s->nap_every && s->n % s->nap_every == 0)
+			msleep(s->nap_ms);
 	}
 	return NULL;
 }
@@ -1291,6 +1298,477 @@ static void test_snapshot(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* ---- paced snapshots ----
+ *
+ * A snapshot's trace is already copied out of the ring and the target runs
+ * on, so its decode waits for its subscribers rather than drop records: a
+ * subscriber that keeps reading gets all of them; one that reads nothing
+ * for subscriber_stall_ms is cut off (lost + bye "stalled") and the others
+ * go on; nobody else waits meanwhile. */
+
+/* Attach to @pid in snapshot mode (64 KiB per thread); the session id or
+ * -1 (failed, said). */
+static long attach_snapshot(struct daemon *d, pid_t pid)
+{
+	char req[256];
+	cJSON *r;
+	long sid = -1;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"options\":{\"mode\":\"snapshot\","
+		       "\"snapshot_size\":65536}}\n", (long)pid);
+	r = dc_call1(d, req);
+	if (dc_ok(r))
+		sid = (long)dc_num(r, "session");
+	else
+		CHECK_FAIL_("attach (snapshot mode): %s: %s", dc_err_code(r),
+			    dc_err_msg(r));
+	cJSON_Delete(r);
+	return sid;
+}
+
+/* The number @key of session @sid's status, or -1 (failed, said). */
+static double session_num(struct daemon *d, long sid, const char *key)
+{
+	char req[128];
+	cJSON *r;
+	double n;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"u\",\"cmd\":\"status\",\"session\":%ld}\n",
+		       sid);
+	r = dc_call1(d, req);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("status %ld: %s", sid, r ? dc_err_msg(r) : "none");
+		cJSON_Delete(r);
+		return -1;
+	}
+	n = dc_num(r, key);
+	cJSON_Delete(r);
+	return n;
+}
+
+/* Trace bytes of snapshot-mode session @sid that no snapshot has read
+ * yet (status: aux_written less trace_bytes and overwritten_bytes), or -1
+ * (status failed, said). */
+static double unread_bytes(struct daemon *d, long sid)
+{
+	char req[128];
+	cJSON *r;
+	double n;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"u\",\"cmd\":\"status\",\"session\":%ld}\n",
+		       sid);
+	r = dc_call1(d, req);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("status %ld: %s", sid, r ? dc_err_msg(r) : "none");
+		cJSON_Delete(r);
+		return -1;
+	}
+	n = dc_num(r, "aux_written") - dc_num(r, "trace_bytes") -
+	    dc_num(r, "overwritten_bytes");
+	cJSON_Delete(r);
+	return n;
+}
+
+/* Wait (polling status, at most two minutes) until snapshot-mode session
+ * @sid holds trace enough for a snapshot of @want records: a first
+ * snapshot (nobody subscribed yet) of 4 KiB or more says how many records
+ * a byte of this target's trace gives; then the unread bytes must give
+ * 1.5 times @want.  False if they never do. */
+static bool snapshot_grow(struct daemon *d, long sid, double want)
+{
+	char req[128];
+	double per_byte = 0, need = 4096, unread = 0;
+	cJSON *r;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"p\",\"cmd\":\"snapshot\",\"session\":%ld}\n",
+		       sid);
+	for (int i = 0; i < 1200; i++) {
+		unread = unread_bytes(d, sid);
+		if (unread < 0)
+			return false;
+		if (unread >= need && per_byte > 0)
+			break;
+		if (unread >= need) {
+			struct dconn *c = dc_connect(d);
+			char *line = NULL;
+
+			/* a decode under ASan on a loaded machine may take
+			 * longer than dc_call's 20 s */
+			if (c && dc_send(c, req) == 0)
+				line = dc_read_line(c, 300000);
+			r = line ? cJSON_Parse(line) : NULL;
+			free(line);
+			dc_close(c);
+			if (!dc_ok(r)) {
+				CHECK_FAIL_("probe snapshot: %s: %s",
+					    r ? dc_err_code(r) : "no answer",
+					    r ? dc_err_msg(r) : "in 300 s");
+				cJSON_Delete(r);
+				return false;
+			}
+			per_byte = dc_num(r, "records") / dc_num(r, "bytes");
+			cJSON_Delete(r);
+			REQUIRE_OR_FALSE(per_byte > 0);
+			need = 1.5 * want / per_byte;
+			continue;
+		}
+		msleep(100);
+	}
+	fprintf(stderr, "  %.0f trace bytes unread, %.1f records a byte\n",
+		unread, per_byte);
+	REQUIRE_OR_FALSE(per_byte > 0 && unread >= need);
+	return true;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Send a snapshot request for @sid on @c (the answer is read later). */
+static bool snapshot_send(struct dconn *c, long sid)
+{
+	char req[128];
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"s\",\"cmd\":\"snapshot\",\"session\":%ld}\n",
+		       sid);
+	return dc_send(c, req) == 0;
+}
+
+/* Has @c a response waiting (without reading it)? */
+static bool answered(struct dconn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+
+	return c->off < c->len || poll(&p, 1, 0) > 0;
+}
+
+/* The subscriber id of @s (its hello), 0 if none. */
+static unsigned sub_id(const struct sub *s)
+{
+	cJSON *o = s->n ? cJSON_Parse(s->lines[0]) : NULL;
+	unsigned id = (unsigned)json_num(o, "subscriber");
+
+	cJSON_Delete(o);
+	return id;
+}
+
+/* The snapshot response's entry for subscriber @id, or NULL. */
+static const cJSON *snap_sub(const cJSON *r, unsigned id)
+{
+	const cJSON *e;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(
+				      cJSON_GetObjectItem(r, "result"),
+				      "subscribers"))
+		if (json_num(e, "subscriber") == id)
+			return e;
+	return NULL;
+}
+
+/* The records of snapshot @seq in @s: the lines between its markers (or
+ * its begin marker and a lost/bye), in *ret_first (index of the first)
+ * and *ret_n; the sum of lost records after its begin in *ret_lost.
+ * Returns whether its end marker came. */
+static bool snap_lines(const struct sub *s, unsigned seq, size_t *ret_first,
+		       size_t *ret_n, uint64_t *ret_lost)
+{
+	bool in = false;
+
+	*ret_first = *ret_n = 0;
+	*ret_lost = 0;
+	for (size_t i = 0; i < s->n; i++) {
+		const char *l = s->lines[i];
+
+		if (is_type(l, "snapshot")) {
+			cJSON *o = cJSON_Parse(l);
+			const char *ph = cJSON_GetStringValue(
+				cJSON_GetObjectItem(o, "phase"));
+			bool mine = json_num(o, "seq") == seq;
+			bool end = mine && ph && !strcmp(ph, "end");
+
+			if (mine && ph && !strcmp(ph, "begin")) {
+				in = true;
+				*ret_first = i + 1;
+			}
+			cJSON_Delete(o);
+			if (end)
+				return true;
+		} else if (in && is_type(l, "lost")) {
+			cJSON *o = cJSON_Parse(l);
+
+			*ret_lost += (uint64_t)json_num(o, "records");
+			cJSON_Delete(o);
+		} else if (in && !is_type(l, "bye")) {
+			(*ret_n)++;
+		}
+	}
+	return false;
+}
+
+/* 100,000+ records to a fast and a slow (sleeping) subscriber: both get
+ * every one, in the same order, nothing lost, though their queues hold
+ * ~100 records; a third that reads nothing is cut off after
+ * subscriber_stall_ms, with a lost record and a bye "stalled" whose
+ * counts add up to the others' records; the response says what each was
+ * sent and lost. */
+static void test_snapshot_paced(void)
+{
+	struct daemon d;
+	struct target t;
+	struct sub *fast = NULL, *slow = NULL, *stuck = NULL;
+	struct dconn *c = NULL;
+	size_t ff, fn, sf, sn, kf, kn;
+	uint64_t fl, sl, kl;
+	unsigned seq;
+	cJSON *r = NULL, *bye;
+	const cJSON *e;
+	char req[128], *line, out[700], sidtext[32], want[96], *text = NULL;
+	const char *snap_args[] = { "snapshot", sidtext, NULL };
+	size_t len = 0;
+	long sid;
+
+	REQUIRE(daemon_start(&d, "paced", "subscriber_queue_size = 16k\n"
+					  "subscriber_stall_ms = 1500\n"));
+	REQUIRE(target_start(progs, 3600, &t) == 0);
+	/* from here on a failure still ends the target and the daemon */
+	sid = attach_snapshot(&d, t.pid);
+	if (sid < 0 || !snapshot_grow(&d, sid, 100000))
+		goto out;
+	fast = subscribe(&d, sid, "");
+	slow = subscribe(&d, sid, "");
+	stuck = subscribe(&d, sid, "");
+	c = dc_connect(&d);
+	if (!fast || !slow || !stuck || !c) {
+		CHECK_FAIL_("%s", "subscribers or connection missing");
+		goto out;
+	}
+	slow->nap_every = 2000;
+	slow->nap_ms = 20;
+	sub_start(fast);
+	sub_start(slow);
+	/* stuck reads nothing until the snapshot is answered */
+	CHECK(snapshot_send(c, sid));
+	line = dc_read_line(c, 300000);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	sub_start(stuck);
+	/* a second snapshot through ptctl, which prints each subscriber's
+	 * share (checked against the streams below) */
+	(void)snprintf(out, sizeof(out), "%s/snapshot.out", d.dir);
+	(void)snprintf(sidtext, sizeof(sidtext), "%ld", sid);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, out, NULL, snap_args)), 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
+	bye = dc_call(c, req);
+	CHECK(dc_ok(bye));
+	cJSON_Delete(bye);
+	sub_join(fast);
+	sub_join(slow);
+	sub_join(stuck);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("snapshot: %s: %s", r ? dc_err_code(r) : "no answer",
+			    r ? dc_err_msg(r) : "");
+		goto out;
+	}
+	seq = (unsigned)dc_num(r, "seq");
+	CHECK(snap_lines(fast, seq, &ff, &fn, &fl));
+	CHECK(snap_lines(slow, seq, &sf, &sn, &sl));
+	CHECK(!snap_lines(stuck, seq, &kf, &kn, &kl));
+	fprintf(stderr, "  snapshot %u: %.0f records; fast %zu (lost %" PRIu64
+			"), slow %zu (lost %" PRIu64 "), stuck %zu + %" PRIu64
+			" lost\n", seq, dc_num(r, "records"), fn, fl, sn, sl,
+		kn, kl);
+	CHECK(fn >= 100000);
+	CHECK_EQ_U64(fl, 0);
+	CHECK_EQ_U64(sl, 0);
+	CHECK_EQ_U64(sn, fn);
+	for (size_t i = 0; i < fn && i < sn; i++)
+		if (strcmp(fast->lines[ff + i], slow->lines[sf + i])) {
+			CHECK_FAIL_("record %zu differs: fast %.120s, slow "
+				    "%.120s", i, fast->lines[ff + i],
+				    slow->lines[sf + i]);
+			break;
+		}
+	/* stuck: what it got is the start of the others', the rest lost */
+	CHECK(kl > 0);
+	CHECK_EQ_U64(kn + kl, fn);
+	for (size_t i = 0; i < kn && i < fn; i++)
+		if (strcmp(fast->lines[ff + i], stuck->lines[kf + i])) {
+			CHECK_FAIL_("stuck's record %zu differs", i);
+			break;
+		}
+	bye = check_framing(stuck, "stuck");
+	CHECK_EQ_STR(bye_reason(bye), "stalled");
+	CHECK_CONTAINS(cJSON_GetStringValue(cJSON_GetObjectItem(bye,
+								"message")),
+		       "subscriber_stall_ms");
+	CHECK_EQ_U64((uint64_t)json_num(bye, "lost"), kl);
+	cJSON_Delete(bye);
+	/* the response: each one's share of this snapshot */
+	e = snap_sub(r, sub_id(fast));
+	CHECK(e && json_num(e, "sent") == fn && json_num(e, "lost") == 0 &&
+	      cJSON_IsFalse(cJSON_GetObjectItem(e, "cut_off")));
+	e = snap_sub(r, sub_id(slow));
+	CHECK(e && json_num(e, "sent") == sn && json_num(e, "lost") == 0);
+	e = snap_sub(r, sub_id(stuck));
+	CHECK(e && json_num(e, "sent") == kn && json_num(e, "lost") == kl &&
+	      cJSON_IsTrue(cJSON_GetObjectItem(e, "cut_off")));
+	/* ptctl snapshot's text: fast and slow got all of the second one */
+	if (ptd_file_read_all(out, 1 << 20, &text, &len) == 0) {
+		fprintf(stderr, "  ptctl snapshot said:\n%s", text);
+		CHECK(snap_lines(fast, seq + 1, &ff, &fn, &fl));
+		CHECK(snap_lines(slow, seq + 1, &sf, &sn, &sl));
+		CHECK_EQ_U64(sn, fn);
+		(void)snprintf(want, sizeof(want),
+			       "  subscriber %u: %zu sent, 0 lost\n",
+			       sub_id(fast), fn);
+		CHECK_CONTAINS(text, want);
+		(void)snprintf(want, sizeof(want),
+			       "  subscriber %u: %zu sent, 0 lost\n",
+			       sub_id(slow), sn);
+		CHECK_CONTAINS(text, want);
+		free(text);
+	} else {
+		CHECK_FAIL_("%s: not written", out);
+	}
+	/* the others' streams go on to the session's end */
+	bye = check_framing(fast, "fast");
+	CHECK_EQ_STR(bye_reason(bye), "detached");
+	cJSON_Delete(bye);
+	bye = check_framing(slow, "slow");
+	CHECK_EQ_STR(bye_reason(bye), "detached");
+	cJSON_Delete(bye);
+out:
+	cJSON_Delete(r);
+	end_target(&t);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	dc_close(c);
+	sub_free(fast);
+	sub_free(slow);
+	sub_free(stuck);
+}
+
+/* While a snapshot waits for a subscriber that reads nothing, nobody else
+ * waits: another session's live subscriber keeps getting records and the
+ * control loop answers; a detach of the snapshot's session ends its wait
+ * at once (the snapshot is answered "cut short"), long before the stall
+ * limit. */
+static void test_snapshot_paced_beside(void)
+{
+	struct daemon d;
+	struct target lt, st;
+	struct sub *live = NULL, *stuck = NULL;
+	struct dconn *c = NULL, *c2 = NULL;
+	size_t before, after;
+	double aux0, aux1, rec0;
+	uint64_t t0, ms;
+	char req[160];
+	char *line;
+	cJSON *r;
+	long lid, sid;
+
+	REQUIRE(daemon_start(&d, "pacedbg", "subscriber_queue_size = 16k\n"
+					    "subscriber_stall_ms = 60000\n"));
+	REQUIRE(target_start(progs, 3600, &lt) == 0);
+	if (target_start(progs, 3600, &st) < 0) {
+		CHECK_FAIL_("%s", "second target did not start");
+		end_target(&lt);
+		daemon_stop(&d);
+		return;
+	}
+	/* from here on a failure still ends the targets and the daemon */
+	lid = attach(&d, lt.pid);
+	sid = attach_snapshot(&d, st.pid);
+	if (lid < 0 || sid < 0 || !(live = subscribe(&d, lid, "")))
+		goto out;
+	sub_start(live);
+	if (!snapshot_grow(&d, sid, 50000))
+		goto out;
+	stuck = subscribe(&d, sid, "");
+	c = dc_connect(&d);
+	c2 = dc_connect(&d);
+	if (!stuck || !c || !c2 || !snapshot_send(c, sid)) {
+		CHECK_FAIL_("%s", "subscriber, connections or snapshot request");
+		goto out;
+	}
+	/* the snapshot waits for stuck (60 s); meanwhile ... */
+	msleep(300);
+	before = atomic_load(&live->seen);
+	aux0 = session_num(&d, sid, "aux_written");
+	rec0 = session_num(&d, lid, "records");
+	r = dc_call(c2, "{\"id\":1,\"cmd\":\"list\"}\n");
+	CHECK(dc_ok(r));	/* ... the loop answers ... */
+	cJSON_Delete(r);
+	/* ... the live subscriber gets records and the snapshot's own
+	 * target runs on (its trace grows) -- however slowly a loaded
+	 * machine runs the two software sources, as long as the snapshot
+	 * is still waiting (checked after) */
+	t0 = now_ms();
+	do {
+		msleep(50);
+		after = atomic_load(&live->seen);
+		aux1 = session_num(&d, sid, "aux_written");
+	} while ((after == before || aux1 <= aux0) && now_ms() - t0 < 20000);
+	fprintf(stderr, "  while the snapshot waits: live subscriber %zu -> "
+			"%zu lines (its session decoded %.0f -> %.0f "
+			"records), snapshot target's trace %.0f -> %.0f "
+			"bytes, in %" PRIu64 " ms\n", before, after, rec0,
+		session_num(&d, lid, "records"), aux0, aux1, now_ms() - t0);
+	CHECK(after > before);
+	CHECK(aux1 > aux0);
+	CHECK(!answered(c));
+	/* a detach ends the wait now */
+	t0 = now_ms();
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"detach\",\"session\":%ld}\n", sid);
+	r = dc_call(c2, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	line = dc_read_line(c, 30000);
+	r = line ? cJSON_Parse(line) : NULL;
+	free(line);
+	ms = now_ms() - t0;
+	fprintf(stderr, "  detach during the wait: answered after %" PRIu64
+			" ms\n", ms);
+	CHECK(r && !dc_ok(r));
+	CHECK_CONTAINS(dc_err_msg(r), "cut short");
+	CHECK(ms < 30000);
+	cJSON_Delete(r);
+	/* stuck's stream ends with the session's bye */
+	sub_start(stuck);
+	sub_join(stuck);
+	r = check_framing(stuck, "stuck");
+	CHECK_EQ_STR(bye_reason(r), "detached");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":3,\"cmd\":\"detach\",\"session\":%ld}\n", lid);
+	r = dc_call(c2, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	sub_join(live);
+	r = check_framing(live, "live");
+	CHECK_EQ_STR(bye_reason(r), "detached");
+	cJSON_Delete(r);
+out:
+	end_target(&lt);
+	end_target(&st);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	dc_close(c);
+	dc_close(c2);
+	sub_free(live);
+	sub_free(stuck);
+}
+
 /* attach's wait_ms: a client that subscribes only after the answer (here
  * 300 ms after it, the target running all along) still gets every
  * thread's trace from its start: each thread's insn records are as many
@@ -1382,6 +1860,8 @@ int main(void)
 	RUN(test_attach_cancelled);
 	RUN(test_attach_wait_subscriber);
 	RUN(test_snapshot);
+	RUN(test_snapshot_paced);
+	RUN(test_snapshot_paced_beside);
 	RUN(test_ptctl_replay);
 	RUN(test_shutdown);
 	return harness_done();

@@ -29,6 +29,7 @@ static const char *config_diff(const struct ptd_config *a,
 	F(max_subscribers_per_session);
 	F(max_connections);
 	F(subscriber_queue_size);
+	F(subscriber_stall_ms);
 	F(max_request_size);
 	F(log_level);
 	F(user_memory_limit);
@@ -52,6 +53,7 @@ static void config_poison(struct ptd_config *c)
 	c->max_subscribers_per_session = 99;
 	c->max_connections = 99;
 	c->subscriber_queue_size = 99999;
+	c->subscriber_stall_ms = 99;
 	c->max_request_size = 99999;
 	c->log_level = PTD_LOG_DEBUG;
 	c->user_memory_limit = 99999999;
@@ -82,6 +84,7 @@ static void test_defaults(void)
 	CHECK_EQ_INT(c.max_subscribers_per_session, 16);
 	CHECK_EQ_INT(c.max_connections, 128);
 	CHECK_EQ_U64(c.subscriber_queue_size, 4 << 20);
+	CHECK_EQ_INT(c.subscriber_stall_ms, 30000);
 	CHECK_EQ_U64(c.max_request_size, 64 << 10);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_INFO);
 	CHECK_EQ_U64(c.user_memory_limit, 1ull << 30);
@@ -92,7 +95,8 @@ static void test_defaults(void)
 	D(socket_mode); D(aux_buffer_size); D(data_buffer_size);
 	D(software_source); D(max_sessions_per_user);
 	D(max_subscribers_per_session); D(max_connections);
-	D(subscriber_queue_size); D(max_request_size); D(log_level);
+	D(subscriber_queue_size); D(subscriber_stall_ms);
+	D(max_request_size); D(log_level);
 	D(user_memory_limit);
 #undef D
 	CHECK(strcmp(p.socket_path, c.socket_path) != 0);
@@ -171,7 +175,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 14);
+	CHECK_EQ_INT(settings, 15);
 }
 
 static void test_all_keys(void)
@@ -193,6 +197,7 @@ static void test_all_keys(void)
 		"max_subscribers_per_session = 1024\n"
 		"max_connections = 65536\n"
 		"subscriber_queue_size = 1G\n"
+		"subscriber_stall_ms = 250\n"
 		"max_request_size = 1k\n"
 		"user_memory_limit = 3G\n"
 		"log_level = debug";	/* no final newline */
@@ -210,6 +215,7 @@ static void test_all_keys(void)
 	CHECK_EQ_INT(c.max_subscribers_per_session, 1024);
 	CHECK_EQ_INT(c.max_connections, 65536);
 	CHECK_EQ_U64(c.subscriber_queue_size, 1 << 30);
+	CHECK_EQ_INT(c.subscriber_stall_ms, 250);
 	CHECK_EQ_U64(c.max_request_size, 1024);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_DEBUG);
 	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
@@ -275,6 +281,11 @@ static const struct {
 	{ "aux_buffer_size = 17179869184G\n", -PTD_EFORMAT,
 	  "is out of range" },
 	{ "subscriber_queue_size = 1k\n", -PTD_EFORMAT, "out of range" },
+	{ "subscriber_stall_ms = 9\n", -PTD_EFORMAT,
+	  "subscriber_stall_ms: 9 is out of range (10..3600000)" },
+	{ "subscriber_stall_ms = 3600001\n", -PTD_EFORMAT, "out of range" },
+	{ "subscriber_stall_ms = 1s\n", -PTD_EFORMAT,
+	  "subscriber_stall_ms: '1s' is not a number" },
 	{ "max_request_size = 32M\n", -PTD_EFORMAT, "out of range" },
 	{ "max_sessions_per_user = 0\n", -PTD_EFORMAT,
 	  "max_sessions_per_user: 0 is out of range (1..1024)" },

@@ -448,10 +448,107 @@ static void test_subscribe_rules(void)
 	ptd_fanout_free(NULL);
 }
 
+/* A paced producer (PTD_STALL_CUT) cuts off a subscriber that reads
+ * nothing for the stall limit: its stream is the records that fit, then
+ * -- at ptd_fanout_cut_end, not before -- one lost record with every
+ * record it missed and a bye "stalled"; nothing after, not even the
+ * session's bye.  The reading subscriber loses nothing and goes on. */
+static void test_cut_stalled(void)
+{
+	struct ptd_fanout *f;
+	(void)ptd_fanout_new(7, 5, NULL, NULL, &f);
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *a, *b;
+	struct ptd_subscriber_stats st;
+	struct ptd_session_end end;
+	static char abuf[1 << 20], bbuf[1 << 20];
+	uint64_t i, got = 0, missed = 0;
+	struct timespec t0, t1;
+	char want[160], *p;
+	long ms;
+
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &all, 2 * PTD_JSON_MAX_RECORD, 4,
+				     &a) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &all, 2 * PTD_JSON_MAX_RECORD, 4,
+				     &b) == 0);
+	abuf[0] = bbuf[0] = 0;
+	/* paced: a reads everything, b nothing; the wait that finds b full
+	 * gives up on it after 50 ms, and b is cut */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < 300; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		CHECK_EQ_INT(ptd_fanout_wait_room(f, PTD_JSON_MAX_RECORD, 50,
+						  PTD_STALL_CUT),
+			     PTD_ROOM_OK);
+		ptd_fanout_record(f, &r);
+		CHECK_EQ_INT(drain(a, abuf, sizeof(abuf)), PTD_SUB_IDLE);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
+	     (t1.tv_nsec - t0.tv_nsec) / 1000000;
+	/* (the fan-out's stall clock counts whole milliseconds) */
+	CHECK(ms >= 45);
+	ptd_subscriber_get_stats(b, &st);
+	CHECK(st.cut);
+	CHECK(st.sent > 0 && st.sent < 300);
+	CHECK_EQ_U64(st.sent + st.lost, 300);
+	missed = st.lost;
+	/* nothing of the cut shows before cut_end, b's records stay in
+	 * order; a marker line is not for b */
+	ptd_fanout_line(f, "{\"type\":\"mark\"}\n", 16);
+	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_IDLE);
+	CHECK(strstr(bbuf, "{\"type\":\"lost\"") == NULL &&
+	      strstr(bbuf, "mark") == NULL);
+	for (p = bbuf; (p = strstr(p, "\"type\":\"insn\"")); p++)
+		got++;
+	CHECK_EQ_U64(got, st.sent);
+	CHECK_EQ_INT(ptd_fanout_cut_end(f, "read nothing"), 1);
+	CHECK_EQ_INT(ptd_fanout_cut_end(f, "again"), 0);
+	bbuf[0] = 0;
+	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
+	(void)snprintf(want, sizeof(want),
+		       "{\"type\":\"lost\",\"records\":%" PRIu64
+		       ",\"insn\":%" PRIu64 "}\n{\"type\":\"bye\",\"reason\":"
+		       "\"stalled\",\"session\":7,\"pid\":5,\"sent\":%" PRIu64
+		       ",\"lost\":%" PRIu64 ",\"message\":\"read nothing\"}\n",
+		       missed, missed, st.sent, missed);
+	CHECK_EQ_STR(bbuf, want);
+	/* a goes on: every record, the marker, more records; b gets none */
+	for (i = 300; i < 310; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		CHECK_EQ_INT(ptd_fanout_wait_room(f, PTD_JSON_MAX_RECORD, 50,
+						  PTD_STALL_CUT),
+			     PTD_ROOM_OK);
+		ptd_fanout_record(f, &r);
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_DETACHED;
+	ptd_fanout_end(f, &end);
+	CHECK_EQ_INT(drain(a, abuf, sizeof(abuf)), PTD_SUB_DONE);
+	CHECK(strstr(abuf, "{\"type\":\"lost\"") == NULL);
+	CHECK_CONTAINS(abuf, "{\"type\":\"mark\"}\n");
+	CHECK_CONTAINS(abuf, "\"reason\":\"detached\",\"session\":7,"
+			     "\"pid\":5,\"sent\":310,\"lost\":0}\n");
+	got = 0;
+	for (p = abuf; (p = strstr(p, "\"type\":\"insn\"")); p++)
+		got++;
+	CHECK_EQ_U64(got, 310);
+	ptd_subscriber_get_stats(b, &st);
+	CHECK_EQ_U64(st.matched, 300);
+	bbuf[0] = 0;
+	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
+	CHECK_EQ_STR(bbuf, "");
+	ptd_fanout_free(f);
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
 	RUN(test_lost_before_next_and_bye);
 	RUN(test_fast_slow_filtered);
+	RUN(test_cut_stalled);
 	return check_done();
 }
