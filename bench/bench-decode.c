@@ -190,6 +190,7 @@ static pid_t start_reader(int *ret_wfd)
 /* ptd decoding with records written as JSON to a pipe. */
 static uint64_t ptd_json(const struct ptd_capture *c,
 			 struct ptd_capture_stream *rs, enum ptd_rec_type what,
+			 enum ptd_decode_path path,
 			 struct ptd_insncache *icache, uint64_t *ret_bytes)
 {
 	struct ptd_decode_opts o;
@@ -201,7 +202,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	if (child < 0)
 		return 0;
 	memset(&o, 0, sizeof(o));
-	o.path = PTD_PATH_BLOCK;
+	o.path = path;
 	o.want = PTD_REC_BIT(what);
 	o.json_bodies = true;
 	o.cpu = c->cpu;
@@ -244,16 +245,18 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 }
 
 enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
-	     PTD_BLK_PATH, NWHICH };
+	     PTD_BLK_PATH, PTD_INSN_JSON, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
 	"ptd insn path, insn records counted",
 	"ptd block path, insn records counted",
+	"ptd insn path, insn JSON to a pipe",
 };
 /* What each row is compared with. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
+	BARE_INSN,
 };
 
 /* Run one measurement over every thread; returns seconds. */
@@ -284,11 +287,18 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += bare_blk(c, &rs);
 			break;
 		case PTD_INSN:
-			insns += ptd_json(c, &rs, PTD_REC_INSN, icache, &b);
+			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
+					  icache, &b);
+			bytes += b;
+			break;
+		case PTD_INSN_JSON:
+			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_INSN,
+					  icache, &b);
 			bytes += b;
 			break;
 		case PTD_BLOCK:
-			insns += ptd_json(c, &rs, PTD_REC_BLOCK, icache, &b);
+			insns += ptd_json(c, &rs, PTD_REC_BLOCK, PTD_PATH_BLOCK,
+					  icache, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_PATH:
