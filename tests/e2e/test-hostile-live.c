@@ -202,13 +202,22 @@ static void test_truncated_while_traced(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* What becomes of the library after the session, before the record. */
+enum harm {
+	HARM_FIFO,	/* another file, a FIFO, at its path */
+	HARM_CUT,	/* the same file, cut to nothing */
+	HARM_REPLACED,	/* another (empty) file at its path */
+};
+
 /* A recorded session's bundle is written after the session ends, from
  * the files the process mapped: the user may have swapped a library for a
- * FIFO (which would block a reader for ever) or cut it by then.  ptd
- * refuses the record either way (bad_trace), never hangs on the FIFO,
- * names the file and what became of it, and serves on. */
-static void record_after(const char *name, const char *dname, bool fifo)
+ * FIFO (which would block a reader for ever), cut it or replaced it by
+ * then.  ptd refuses the record each way (bad_trace), never hangs on the
+ * FIFO, names the file and what became of it, and serves on. */
+static void record_after(const char *name, const char *dname,
+			 enum harm harm)
 {
+	const bool fifo = harm == HARM_FIFO;
 	struct daemon d;
 	struct dconn *sub;
 	char lib[1100], out[1200], err[1200], bundle[1200], req[200], *line;
@@ -242,12 +251,18 @@ static void record_after(const char *name, const char *dname, bool fifo)
 	}
 	CHECK(bye);
 	dc_close(sub);
-	/* the session has ended; its library is harmed before the record */
-	REQUIRE(unlink(lib) == 0);
-	if (fifo)
-		REQUIRE(mkfifo(lib, 0600) == 0);
-	else
-		REQUIRE(ptd_file_write_atomic(lib, "", 0) == 0);
+	/* the session has ended; its library is harmed before the record
+	 * (cut in place, the target may die of SIGBUS: it is killed below
+	 * anyway) */
+	if (harm == HARM_CUT) {
+		REQUIRE(truncate(lib, 0) == 0);
+	} else {
+		REQUIRE(unlink(lib) == 0);
+		if (fifo)
+			REQUIRE(mkfifo(lib, 0600) == 0);
+		else
+			REQUIRE(ptd_file_write_atomic(lib, "", 0) == 0);
+	}
 	(void)snprintf(sid, sizeof(sid), "%ld", s);
 	args[1] = sid;
 	(void)snprintf(bundle, sizeof(bundle), "%s/%s-bundle", tmpdir, name);
@@ -265,9 +280,12 @@ static void record_after(const char *name, const char *dname, bool fifo)
 	CHECK(rc != 0);
 	CHECK_CONTAINS(msg, "bad_trace");
 	CHECK_CONTAINS(msg, lib);
-	CHECK_CONTAINS(msg, fifo ? "is a FIFO, not a regular file"
-				 : "shorter (0 bytes) than the traced process "
-				   "mapped it");
+	CHECK_CONTAINS(msg, harm == HARM_FIFO
+				    ? "is a FIFO, not a regular file"
+			    : harm == HARM_CUT
+				    ? "shorter (0 bytes) than the traced "
+				      "process mapped it"
+				    : "is not the file the process mapped");
 	check_serving(&d);
 	(void)kill(t, SIGKILL);
 	(void)wait_target(t, 10000);
@@ -276,12 +294,17 @@ static void record_after(const char *name, const char *dname, bool fifo)
 
 static void test_record_fifo(void)
 {
-	record_after("librecfifo.so", "recfifo", true);
+	record_after("librecfifo.so", "recfifo", HARM_FIFO);
 }
 
 static void test_record_cut(void)
 {
-	record_after("libreccut.so", "reccut", false);
+	record_after("libreccut.so", "reccut", HARM_CUT);
+}
+
+static void test_record_replaced(void)
+{
+	record_after("librecrepl.so", "recrepl", HARM_REPLACED);
 }
 
 int main(void)
@@ -291,5 +314,6 @@ int main(void)
 	RUN(test_truncated_while_traced);
 	RUN(test_record_fifo);
 	RUN(test_record_cut);
+	RUN(test_record_replaced);
 	return harness_done();
 }
