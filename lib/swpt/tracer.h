@@ -67,6 +67,19 @@ struct ptd_swpt_out {
 	void *ctx;
 };
 
+/* How threads are stepped (see tracer-fast.c). */
+enum ptd_swpt_step {
+	PTD_SWPT_STEP_DEFAULT,	/* branch */
+	PTD_SWPT_STEP_BRANCH,	/* run to the next branch the trace observes
+				 * (breakpoints, PTRACE_SYSCALL); the
+				 * instructions between are implied */
+	PTD_SWPT_STEP_SINGLE,	/* single-step every instruction (the
+				 * reference) */
+};
+
+/* "branch" or "single" into *@ret; -EINVAL otherwise. */
+int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret);
+
 struct ptd_swpt_options {
 	/* packet generation (sink and sink_ctx are set by the tracer) */
 	struct ptd_ptgen_config gen;
@@ -101,6 +114,8 @@ struct ptd_swpt_options {
 	 * and tracing begins (NULL: not called). */
 	void (*started)(void *ctx);
 	void *started_ctx;
+	/* Stepping mode; both give the same trace and truth. */
+	enum ptd_swpt_step step;
 	/* Stop tracing (detach, target keeps running) after this many
 	 * instructions in all threads; 0: no limit. */
 	uint64_t max_insns;
@@ -133,6 +148,10 @@ struct ptd_swpt_result {
 	pid_t pid;
 	uint64_t insns;		/* all threads */
 	uint64_t steps;		/* ptrace stops (REP iterations count) */
+	bool branch;		/* traced in branch mode */
+	uint64_t runs;		/* branch mode: runs to a branch */
+	uint64_t emulated;	/* branch mode: branches computed, not
+				 * stepped */
 	uint64_t pt_bytes;
 	unsigned threads;
 	unsigned forks_detached;
