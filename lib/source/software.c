@@ -180,6 +180,7 @@ static void *tracer_main(void *arg)
 	w->out.ctx = w;
 	so.out = &w->out;
 	so.max_insns = s->p.max_insns;
+	so.step = s->p.single_step ? PTD_SWPT_STEP_SINGLE : PTD_SWPT_STEP_BRANCH;
 	so.stop = s->p.stop;
 	so.started = on_started;
 	so.started_ctx = w;
