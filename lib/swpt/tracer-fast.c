@@ -603,7 +603,7 @@ int tr_fast_go(struct tracer *tr, struct tthread *t,
 	struct tr_block *b;
 	int r;
 
-	for (unsigned k = 0; tr_fast_enabled(tr) && k < 16; k++) {
+	for (unsigned k = 0; tr_fast_enabled(tr) && k < 1024; k++) {
 		if (t->restart || t->after_exec || t->rep_recorded ||
 		    t->entered || !t->gen)
 			break;

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The software PT source: run a program under ptrace, single-step every
+ * The software PT source: run a program under ptrace, follow every
  * user-space instruction of every thread, and write what Intel PT would
  * have recorded into a capture directory (swpt/capture.h), with the ground
- * truth beside it.
+ * truth beside it.  Threads either run from branch to branch (branch mode,
+ * the default: tracer-fast.c says how and where it falls back to single
+ * steps) or are single-stepped (the reference); both give the same packets
+ * and truth.
  *
  *  - Threads: PTRACE_O_TRACECLONE; every thread, including ones created
  *    later, is stepped and has its own PT stream and truth file.
