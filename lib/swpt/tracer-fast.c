@@ -90,12 +90,12 @@ static size_t hash_u64(uint64_t v, size_t cap)
 
 static struct tr_bp *bp_find(const struct tracer *tr, uint64_t addr)
 {
-	if (!tr->nbps)
+	if (!tr->pa->nbps)
 		return NULL;
-	for (size_t i = hash_u64(addr, tr->bpcap);; i = (i + 1) & (tr->bpcap - 1)) {
-		if (tr->bps[i].addr == addr)
-			return &tr->bps[i];
-		if (!tr->bps[i].addr)
+	for (size_t i = hash_u64(addr, tr->pa->cap);; i = (i + 1) & (tr->pa->cap - 1)) {
+		if (tr->pa->bps[i].addr == addr)
+			return &tr->pa->bps[i];
+		if (!tr->pa->bps[i].addr)
 			return NULL;
 	}
 }
@@ -107,75 +107,108 @@ bool tr_fast_bp_at(const struct tracer *tr, uint64_t addr)
 
 static int bp_add(struct tracer *tr, uint64_t addr, uint8_t orig)
 {
-	if ((tr->nbps + 1) * 2 > tr->bpcap) {
-		size_t cap = tr->bpcap ? tr->bpcap * 2 : 256;
+	if ((tr->pa->nbps + 1) * 2 > tr->pa->cap) {
+		size_t cap = tr->pa->cap ? tr->pa->cap * 2 : 256;
 		struct tr_bp *v = calloc(cap, sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
-		for (size_t i = 0; i < tr->bpcap; i++) {
+		for (size_t i = 0; i < tr->pa->cap; i++) {
 			size_t j;
 
-			if (!tr->bps[i].addr)
+			if (!tr->pa->bps[i].addr)
 				continue;
-			for (j = hash_u64(tr->bps[i].addr, cap); v[j].addr;
+			for (j = hash_u64(tr->pa->bps[i].addr, cap); v[j].addr;
 			     j = (j + 1) & (cap - 1))
 				;
-			v[j] = tr->bps[i];
+			v[j] = tr->pa->bps[i];
 		}
-		free(tr->bps);
-		tr->bps = v;
-		tr->bpcap = cap;
+		free(tr->pa->bps);
+		tr->pa->bps = v;
+		tr->pa->cap = cap;
 	}
-	for (size_t i = hash_u64(addr, tr->bpcap);; i = (i + 1) & (tr->bpcap - 1))
-		if (!tr->bps[i].addr) {
-			tr->bps[i] = (struct tr_bp){ addr, orig };
-			tr->nbps++;
+	for (size_t i = hash_u64(addr, tr->pa->cap);; i = (i + 1) & (tr->pa->cap - 1))
+		if (!tr->pa->bps[i].addr) {
+			tr->pa->bps[i] = (struct tr_bp){ addr, orig };
+			tr->pa->nbps++;
 			return 0;
 		}
 }
 
-/* /proc/PID/mem of the process, opened through thread @tid (the fd holds
- * the memory, whatever becomes of the thread). */
-static int mem_fd(struct tracer *tr, pid_t tid)
+/* One code byte of the process, through /proc/PID/mem where ptd may open
+ * it (root with CAP_DAC_OVERRIDE, or the owner), else through
+ * PTRACE_PEEKDATA/POKEDATA with a thread that is stopped (tr->mem_tid: the
+ * one whose stop is being handled, or a parked one).  The aligned word
+ * around the byte never crosses a page. */
+static int mem_open(struct tracer *tr)
 {
 	char path[64];
 
-	if (tr->memfd >= 0)
+	if (tr->memfd >= 0 || tr->memfd_failed)
 		return tr->memfd;
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)tid);
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)tr->mem_tid);
 	tr->memfd = open(path, O_RDWR | O_CLOEXEC);
-	if (tr->memfd < 0)
-		return tr_failf(tr, -errno, "cannot open %s: %s", path,
-				strerror(errno));
+	tr->memfd_failed = tr->memfd < 0;
 	return tr->memfd;
+}
+
+static int mem_rw1(struct tracer *tr, uint64_t addr, uint8_t *v, bool wr)
+{
+	uint64_t base = addr & ~7ull;
+	unsigned sh = (unsigned)(addr - base) * 8;
+	long w;
+	int fd = mem_open(tr);
+
+	if (fd >= 0) {
+		ssize_t n = wr ? pwrite(fd, v, 1, (off_t)addr)
+			       : pread(fd, v, 1, (off_t)addr);
+
+		return n == 1 ? 0 : -(errno ? errno : EIO);
+	}
+	errno = 0;
+	w = ptrace(PTRACE_PEEKDATA, tr->mem_tid, (void *)(uintptr_t)base, NULL);
+	if (errno)
+		return -errno;
+	if (!wr) {
+		*v = (uint8_t)((uint64_t)w >> sh);
+		return 0;
+	}
+	w = (long)(((uint64_t)w & ~(0xffull << sh)) | ((uint64_t)*v << sh));
+	if (ptrace(PTRACE_POKEDATA, tr->mem_tid, (void *)(uintptr_t)base,
+		   (void *)w) < 0)
+		return -errno;
+	return 0;
 }
 
 static int mem_write1(struct tracer *tr, uint64_t addr, uint8_t v)
 {
-	if (pwrite(tr->memfd, &v, 1, (off_t)addr) != 1)
-		return tr_failf(tr, -EIO, "cannot write the code byte at %#"
+	int r = mem_rw1(tr, addr, &v, true);
+
+	if (r < 0)
+		return tr_failf(tr, r, "cannot write the code byte at %#"
 				PRIx64 " of process %d: %s", addr, (int)tr->pid,
-				strerror(errno));
+				strerror(-r));
 	return 0;
 }
 
 static int bp_install(struct tracer *tr, struct tthread *t, uint64_t addr)
 {
 	uint8_t orig;
-	int fd = mem_fd(tr, t->tid), r;
+	int r;
 
-	if (fd < 0)
-		return fd;
-	if (pread(fd, &orig, 1, (off_t)addr) != 1)
-		return tr_failf(tr, -EIO, "cannot read the code byte at %#"
+	tr->mem_tid = t->tid;
+	r = mem_rw1(tr, addr, &orig, false);
+	if (r < 0)
+		return tr_failf(tr, r, "cannot read the code byte at %#"
 				PRIx64 " of thread %d: %s", addr, (int)t->tid,
-				strerror(errno));
+				strerror(-r));
 	if (orig == INT3)	/* not the instruction decoded there */
 		return 1;
+	(void)pthread_mutex_lock(&tr->pa->lock);
 	r = bp_add(tr, addr, orig);
 	if (r == 0)
 		r = mem_write1(tr, addr, INT3);
+	(void)pthread_mutex_unlock(&tr->pa->lock);
 	if (r < 0)
 		return r;
 	tr->bp_installs++;
@@ -188,29 +221,31 @@ static int bp_remove_all(struct tracer *tr, bool keep)
 {
 	int r = 0;
 
-	for (size_t i = 0; i < tr->bpcap && tr->nbps; i++) {
+	(void)pthread_mutex_lock(&tr->pa->lock);
+	for (size_t i = 0; i < tr->pa->cap && tr->pa->nbps; i++) {
 		int r2;
 
-		if (!tr->bps[i].addr || tr->bps[i].gone)
+		if (!tr->pa->bps[i].addr || tr->pa->bps[i].gone)
 			continue;
-		r2 = mem_write1(tr, tr->bps[i].addr, tr->bps[i].orig);
+		r2 = mem_write1(tr, tr->pa->bps[i].addr, tr->pa->bps[i].orig);
 		if (r == 0)
 			r = r2;
-		tr->bps[i].gone = true;
+		tr->pa->bps[i].gone = true;
 	}
 	if (!keep) {
-		free(tr->bps);
-		tr->bps = NULL;
-		tr->bpcap = 0;
-		tr->nbps = 0;
+		free(tr->pa->bps);
+		tr->pa->bps = NULL;
+		tr->pa->cap = 0;
+		tr->pa->nbps = 0;
 	}
+	(void)pthread_mutex_unlock(&tr->pa->lock);
 	return r;
 }
 
 void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
 		     size_t len)
 {
-	if (!tr->nbps)
+	if (!tr->pa->nbps)
 		return;
 	if (len <= 32) {
 		for (size_t i = 0; i < len; i++) {
@@ -221,8 +256,8 @@ void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
 		}
 		return;
 	}
-	for (size_t i = 0; i < tr->bpcap; i++) {
-		const struct tr_bp *b = &tr->bps[i];
+	for (size_t i = 0; i < tr->pa->cap; i++) {
+		const struct tr_bp *b = &tr->pa->bps[i];
 
 		if (b->addr && !b->gone && b->addr >= addr &&
 		    b->addr - addr < len)
@@ -255,16 +290,17 @@ static bool map_same_file(const struct ptd_map *a, const struct ptd_map *b,
 int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
 			 const struct ptd_maps *now)
 {
-	struct tr_bp *v = tr->bps;
-	size_t cap = tr->bpcap;
+	struct tr_bp *v = tr->pa->bps;
+	size_t cap = tr->pa->cap;
 	int r = 0;
 
 	tr_fast_blocks_clear(tr);
-	if (!tr->nbps)
+	if (!tr->pa->nbps)
 		return 0;
-	tr->bps = NULL;
-	tr->bpcap = 0;
-	tr->nbps = 0;
+	(void)pthread_mutex_lock(&tr->pa->lock);
+	tr->pa->bps = NULL;
+	tr->pa->cap = 0;
+	tr->pa->nbps = 0;
 	for (size_t i = 0; i < cap; i++) {
 		const struct ptd_map *a, *b;
 		uint8_t cur;
@@ -274,7 +310,7 @@ int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
 		a = ptd_maps_find(old, v[i].addr);
 		b = ptd_maps_find(now, v[i].addr);
 		if (!a || !b || !map_same_file(a, b, v[i].addr) ||
-		    pread(tr->memfd, &cur, 1, (off_t)v[i].addr) != 1 ||
+		    mem_rw1(tr, v[i].addr, &cur, false) < 0 ||
 		    cur != INT3)
 			continue;	/* not our byte there any more */
 		if (map_patchable(b)) {
@@ -285,6 +321,7 @@ int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
 		if ((r = mem_write1(tr, v[i].addr, v[i].orig)) < 0)
 			break;
 	}
+	(void)pthread_mutex_unlock(&tr->pa->lock);
 	free(v);
 	return r;
 }
@@ -828,7 +865,7 @@ int tr_fast_before_step(struct tracer *tr, struct tthread *t, int sig)
 	hold(tr, t);
 	if (k == 2)
 		tr->fast_dead = true;
-	if (!tr->nbps)
+	if (!tr->pa->nbps)
 		return 0;
 	park(tr, t, TR_PARK_STEP, sig);
 	return 1;
@@ -836,8 +873,9 @@ int tr_fast_before_step(struct tracer *tr, struct tthread *t, int sig)
 
 int tr_fast_detach(struct tracer *tr, struct tthread *t)
 {
-	if (!tr->nbps)
+	if (!tr->pa->nbps)
 		return 0;
+	tr->mem_tid = t->tid;
 	if (tr->nrunners) {
 		park(tr, t, TR_PARK_DETACH, 0);
 		return 1;
@@ -851,7 +889,10 @@ int tr_fast_settle(struct tracer *tr)
 
 	if (!tr->nparked || tr->nrunners)
 		return 0;
-	if (tr->nbps && (r = bp_remove_all(tr, false)) < 0)
+	for (size_t i = 0; i < tr->nth; i++)
+		if (tr->th[i]->park)
+			tr->mem_tid = tr->th[i]->tid;	/* stopped */
+	if (tr->pa->nbps && (r = bp_remove_all(tr, false)) < 0)
 		return r;
 	for (size_t i = 0; i < tr->nth && tr->nparked; i++) {
 		struct tthread *t = tr->th[i];
@@ -876,20 +917,38 @@ void tr_fast_exec(struct tracer *tr, struct tthread *t)
 	for (size_t i = 0; i < tr->nth; i++)
 		if (tr->th[i] != t)
 			tr_fast_drop_run(tr, tr->th[i]);
-	free(tr->bps);
-	tr->bps = NULL;
-	tr->bpcap = 0;
-	tr->nbps = 0;
+	(void)pthread_mutex_lock(&tr->pa->lock);
+	free(tr->pa->bps);
+	tr->pa->bps = NULL;
+	tr->pa->cap = 0;
+	tr->pa->nbps = 0;
+	(void)pthread_mutex_unlock(&tr->pa->lock);
 	tr_fast_blocks_clear(tr);
 	if (tr->memfd >= 0)
 		(void)close(tr->memfd);
 	tr->memfd = -1;
+	tr->memfd_failed = false;
 }
 
+/* On an error: every original byte back, through whichever thread is
+ * stopped. */
 void tr_fast_abandon(struct tracer *tr)
 {
-	if (tr->nbps && tr->memfd >= 0)
+	if (!tr->pa || !tr->pa->nbps)
+		return;
+	if (mem_open(tr) >= 0) {
 		(void)bp_remove_all(tr, true);
+		return;
+	}
+	for (size_t i = 0; i < tr->nth; i++) {
+		if (tr->th[i]->reaped)
+			continue;
+		tr->mem_tid = tr->th[i]->tid;
+		if (bp_remove_all(tr, true) == 0)
+			return;
+		for (size_t k = 0; k < tr->pa->cap; k++)
+			tr->pa->bps[k].gone = false;	/* try the next */
+	}
 }
 
 bool tr_fast_was_bp(const struct tracer *tr, uint64_t addr)
@@ -905,10 +964,79 @@ void tr_fast_free(struct tracer *tr)
 		tr->th[i]->run = tr->th[i]->run_last = NULL;
 	}
 	tr_fast_blocks_clear(tr);
-	free(tr->bps);
-	tr->bps = NULL;
-	tr->nbps = tr->bpcap = 0;
+	if (tr->pa) {
+		(void)pthread_mutex_lock(&tr->pa->lock);
+		free(tr->pa->bps);
+		tr->pa->bps = NULL;
+		tr->pa->nbps = tr->pa->cap = 0;
+		(void)pthread_mutex_unlock(&tr->pa->lock);
+	}
+	ptd_swpt_patches_free(tr->own_patches);
+	tr->own_patches = NULL;
+	tr->pa = NULL;
 	if (tr->memfd >= 0)
 		(void)close(tr->memfd);
 	tr->memfd = -1;
+}
+
+/* ---- the breakpoints, for other threads ------------------------------ */
+
+int ptd_swpt_patches_new(struct ptd_swpt_patches **ret)
+{
+	struct ptd_swpt_patches *p = calloc(1, sizeof(*p));
+
+	*ret = p;
+	if (!p)
+		return -ENOMEM;
+	(void)pthread_mutex_init(&p->lock, NULL);
+	return 0;
+}
+
+void ptd_swpt_patches_free(struct ptd_swpt_patches *p)
+{
+	if (!p)
+		return;
+	(void)pthread_mutex_destroy(&p->lock);
+	free(p->bps);
+	free(p);
+}
+
+int tr_fast_init(struct tracer *tr)
+{
+	tr->memfd = -1;
+	tr->pa = tr->opt->patches;
+	if (!tr->pa) {
+		int r = ptd_swpt_patches_new(&tr->own_patches);
+
+		if (r < 0)
+			return r;
+		tr->pa = tr->own_patches;
+	}
+	return 0;
+}
+
+ssize_t ptd_swpt_patches_read(void *ctx, pid_t pid, uint64_t addr, void *buf,
+			      size_t len)
+{
+	struct ptd_swpt_patches *p = ctx;
+	struct iovec l = { buf, len }, rm = { (void *)(uintptr_t)addr, len };
+	ssize_t n;
+
+	(void)pthread_mutex_lock(&p->lock);
+	do {
+		n = process_vm_readv(pid, &l, 1, &rm, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0) {
+		n = -errno;
+	} else {
+		for (size_t i = 0; p->nbps && i < p->cap; i++) {
+			const struct tr_bp *b = &p->bps[i];
+
+			if (b->addr && !b->gone && b->addr >= addr &&
+			    b->addr - addr < (uint64_t)n)
+				((uint8_t *)buf)[b->addr - addr] = b->orig;
+		}
+	}
+	(void)pthread_mutex_unlock(&p->lock);
+	return n;
 }

@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,15 @@ struct tr_bp {
 	uint64_t addr;		/* 0: a free slot */
 	uint8_t orig;		/* the byte under the INT3 */
 	bool gone;		/* removed, kept to recognise its trap */
+};
+
+/* The breakpoints in the process: written by the tracing thread (under
+ * lock), read under lock by readers of the memory on other threads
+ * (ptd_swpt_patches_read). */
+struct ptd_swpt_patches {
+	pthread_mutex_t lock;
+	struct tr_bp *bps;	/* hash table, cap slots */
+	size_t nbps, cap;
 };
 
 enum {
@@ -160,9 +170,12 @@ struct tracer {
 	bool branch;		/* opt->step resolved */
 	bool fast_dead;		/* off for good (memory shared with an
 				 * untraced process) */
-	struct tr_bp *bps;	/* hash table, bpcap slots */
-	size_t nbps, bpcap;
+	/* the breakpoints: opt->patches, or own_patches */
+	struct ptd_swpt_patches *pa;
+	struct ptd_swpt_patches *own_patches;
 	int memfd;		/* /proc/PID/mem, or -1 */
+	bool memfd_failed;	/* not ours to open: ptrace peek/poke */
+	pid_t mem_tid;		/* a stopped thread, for those */
 	struct tr_block **blks;	/* hash table by start, blkcap slots */
 	size_t nblks, blkcap;
 	unsigned nrunners;	/* threads in a run */
@@ -255,6 +268,7 @@ void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
 int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
 			 const struct ptd_maps *now);
 void tr_fast_blocks_clear(struct tracer *tr);
+int tr_fast_init(struct tracer *tr);
 void tr_fast_free(struct tracer *tr);
 
 #endif

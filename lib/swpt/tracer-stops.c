@@ -767,6 +767,7 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 		return r;
 	if (!t)
 		return on_unknown(tr, pid, status, &regs);
+	tr->mem_tid = pid;	/* stopped: branch mode may write through it */
 	if (!t->started && tr->seized && (status >> 16) != 0 &&
 	    (status >> 16) != PTRACE_EVENT_STOP)
 		return on_first_event(tr, t, status >> 16, &regs);

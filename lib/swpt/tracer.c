@@ -596,6 +596,9 @@ int tr_tracer_init(struct tracer *tr, const struct ptd_swpt_options *opt,
 	tr->diag = diag;
 	tr->branch = opt->step != PTD_SWPT_STEP_SINGLE;
 	ptd_timeline_init(&tr->tl);
+	r = tr_fast_init(tr);
+	if (r < 0)
+		return r;
 	r = ptd_insncache_new(0, &tr->ic);
 	if (r < 0)
 		return r;

@@ -83,6 +83,20 @@ enum ptd_swpt_step {
 /* "branch" or "single" into *@ret; -EINVAL otherwise. */
 int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret);
 
+/* The breakpoints branch mode keeps in the traced process, for whoever
+ * reads its memory on another thread while it is traced (a decoder that
+ * reads code from the process): ptd_swpt_patches_read reads it as it is
+ * without them.  Made by the caller, handed to the tracer in
+ * opt->patches, freed after the tracer returned. */
+struct ptd_swpt_patches;
+int ptd_swpt_patches_new(struct ptd_swpt_patches **ret);
+void ptd_swpt_patches_free(struct ptd_swpt_patches *p);
+/* Read @len bytes at @addr of process @pid (@ctx: the patches) as they
+ * are without the breakpoints: bytes read (short at an unmapped page), or
+ * -errno. */
+ssize_t ptd_swpt_patches_read(void *ctx, pid_t pid, uint64_t addr, void *buf,
+			      size_t len);
+
 struct ptd_swpt_options {
 	/* packet generation (sink and sink_ctx are set by the tracer) */
 	struct ptd_ptgen_config gen;
@@ -119,6 +133,9 @@ struct ptd_swpt_options {
 	void *started_ctx;
 	/* Stepping mode; both give the same trace and truth. */
 	enum ptd_swpt_step step;
+	/* Branch mode's breakpoints, shown to readers on other threads
+	 * (NULL: kept to the tracer). */
+	struct ptd_swpt_patches *patches;
 	/* Stop tracing (detach, target keeps running) after this many
 	 * instructions in all threads; 0: no limit. */
 	uint64_t max_insns;
