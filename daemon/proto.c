@@ -228,7 +228,7 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 			 struct ptd_request *req)
 {
 	static const char *const keys[] = { "source", "tsc", "max_insns",
-					    "capture", "mode",
+					    "step", "capture", "mode",
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", NULL };
 	const char *s;
@@ -253,6 +253,16 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					   0, INT_MAX_JSON,
 					   &req->max_insns))) < 0)
 		return e;
+	e = ptd_json_get_strn(r, o, "options", "step", 0, 64, &s);
+	if (e == 0) {
+		if (strcmp(s, "single") && strcmp(s, "branch"))
+			return ptd_json_badf(r, -PTD_EFORMAT, "options.step",
+					     "expected \"branch\" or \"single\", "
+					     "got \"%s\"", s);
+		req->single_step = strcmp(s, "single") == 0;
+	} else if (e != -ENOENT) {
+		return e;
+	}
 	e = ptd_json_get_strn(r, o, "options", "capture", 0,
 			      sizeof(req->capture) - 1, &s);
 	if (e == 0) {
@@ -763,6 +773,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 		return false;
 	if (req->max_insns &&
 	    !cJSON_AddNumberToObject(op, "max_insns", (double)req->max_insns))
+		return false;
+	if (req->single_step && !cJSON_AddStringToObject(op, "step", "single"))
 		return false;
 	if (req->capture[0] &&
 	    !cJSON_AddStringToObject(op, "capture", req->capture))

@@ -92,6 +92,8 @@ struct ptd_request {
 	enum ptd_source_kind source;	/* default AUTO */
 	bool tsc;
 	uint64_t max_insns;		/* 0: none */
+	bool single_step;		/* options.step "single": the software
+					 * source's reference mode */
 	/* options.capture: software source only, root only: also write a
 	 * capture (with the ground truth) into this absolute path; "" none */
 	char capture[256];

@@ -425,6 +425,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.pidfd = s->o.pidfd;
 	p.tsc = s->o.tsc;
 	p.max_insns = s->o.max_insns;
+	p.single_step = s->o.single_step;
 	p.capture_dir = s->capture_dir;
 	p.snapshot = s->o.mode == PTD_MODE_SNAPSHOT;
 	p.per_cpu = s->o.per_cpu;

@@ -59,6 +59,7 @@ struct ptd_session_opts {
 	enum ptd_source_kind source;
 	bool tsc;			/* timing packets (records get "tsc") */
 	uint64_t max_insns;		/* detach after this many; 0: none */
+	bool single_step;		/* software: single-step (reference) */
 	/* Started, the decode thread waits at most this long for the sink's
 	 * first subscriber (sink.wait_subscriber) before it decodes, so
 	 * that a client that attaches and then subscribes sees the trace

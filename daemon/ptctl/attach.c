@@ -22,6 +22,7 @@
 static const struct option attach_long[] = {
 	{ "source", required_argument, NULL, 's' },
 	{ "tsc", no_argument, NULL, 'T' },
+	{ "step", required_argument, NULL, 'X' },
 	{ "max-insns", required_argument, NULL, 'm' },
 	{ "capture", required_argument, NULL, 'C' },
 	{ "follow", no_argument, NULL, 'f' },
@@ -110,6 +111,15 @@ int verb_attach(int argc, char **argv)
 		case 'T':
 			req.tsc = true;
 			break;
+		case 'X':
+			if (strcmp(optarg, "branch") &&
+			    strcmp(optarg, "single")) {
+				errx_msg("--step: expected branch or single, "
+					 "got '%s'", optarg);
+				r = EXIT_USAGE;
+			}
+			req.single_step = strcmp(optarg, "single") == 0;
+			break;
 		case 'm':
 			if (ptd_parse_u64(optarg, 10, &req.max_insns) < 0 ||
 			    !req.max_insns || req.max_insns > (1ull << 53)) {
@@ -173,7 +183,8 @@ int verb_attach(int argc, char **argv)
 			break;
 		case 'h':
 			printf("Usage: ptctl attach PID [--source "
-			       "auto|software|intel_pt] [--tsc]\n"
+			       "auto|software|intel_pt] [--tsc] "
+			       "[--step branch|single]\n"
 			       "       [--max-insns N] [--capture DIR] "
 			       "[--snapshot [--snapshot-size BYTES]]\n"
 			       "       [--record DIR [--record-format "

@@ -225,6 +225,7 @@ static const struct option trace_long[] = {
 	{ "noretcomp", no_argument, NULL, 'n' },
 	{ "tsc", no_argument, NULL, 'T' },
 	{ "max-insns", required_argument, NULL, 'm' },
+	{ "step", required_argument, NULL, 's' },
 	{ "quiet-target", no_argument, NULL, 'q' },
 	{ "no-decode", no_argument, NULL, 'N' },
 	{ "verify", no_argument, NULL, 'V' },
@@ -246,6 +247,10 @@ static void help_trace(void)
 	       "  --noretcomp       no return compression\n"
 	       "  --tsc             TSC packets in PSB+\n"
 	       "  --max-insns N     detach after N instructions\n"
+	       "  --step branch|single   run to each branch the trace "
+	       "observes (default),\n"
+	       "                    or single-step every instruction (the "
+	       "reference); same trace\n"
 	       "  --quiet-target    send PROGRAM's stdout/stderr to "
 	       "/dev/null\n"
 	       "  --no-decode       only write the capture (needs --out)\n"
@@ -305,6 +310,13 @@ int verb_trace(int argc, char **argv)
 			}
 			so.max_insns = v;
 			break;
+		case 's':
+			if (ptd_swpt_step_parse(optarg, &so.step) < 0) {
+				errx_msg("--step: expected 'branch' or "
+					 "'single', got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
 		case 'q':
 			so.quiet_target = true;
 			break;
@@ -348,9 +360,11 @@ int verb_trace(int argc, char **argv)
 	}
 	so.outdir = outdir;
 	fprintf(stderr,
-		"%s: tracing '%s' with the software PT source (single-step: "
+		"%s: tracing '%s' with the software PT source (%s: "
 		"orders of magnitude slower than native)\n",
-		arg_program, argv[optind]);
+		arg_program, argv[optind],
+		so.step == PTD_SWPT_STEP_SINGLE ? "single-step"
+						: "stopping at each branch");
 	r = ptd_swpt_run(argv + optind, &so, &res, &diag);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
@@ -361,6 +375,7 @@ int verb_trace(int argc, char **argv)
 		"%s: %" PRIu64 " instructions in %u thread(s), %" PRIu64
 		" PT bytes; ",
 		arg_program, res.insns, res.threads, res.pt_bytes);
+	fprintf(stderr, "%" PRIu64 " ptrace stops; ", res.steps);
 	if (res.detached)
 		fprintf(stderr, "detached at --max-insns, target %ld runs on "
 				"untraced\n", (long)res.pid);

@@ -186,6 +186,7 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 	o.source = req->source;
 	o.tsc = req->tsc;
 	o.max_insns = req->max_insns;
+	o.single_step = req->single_step;
 	o.wait_ms = (unsigned)req->wait_ms;
 	o.config = &s->cfg;
 	o.uid = c->peer.uid;
@@ -256,9 +257,9 @@ static cJSON *attach_result(const struct srv_session *ss)
 		cJSON_AddStringToObject(res, "filter", ss->filter);
 	if (ss->source == PTD_SOURCE_SOFTWARE)
 		cJSON_AddStringToObject(res, "warning",
-					"the software PT source single-steps "
-					"the target: it runs orders of "
-					"magnitude slower");
+					"the software PT source stops the "
+					"target at every branch: it runs "
+					"orders of magnitude slower");
 	return res;
 }
 

@@ -65,6 +65,8 @@ struct ptd_iscache {
 	/* Identity checks (ptd_iscache_check_identity). */
 	bool check_id;
 	pid_t live_pid;
+	ptd_iscache_live_read_fn live_read;
+	void *live_ctx;
 	struct mismatch *mm;
 	size_t nmm, mm_cap;
 	atomic_uint_fast64_t nmismatch;
@@ -185,13 +187,15 @@ static int copies_reserve(struct ptd_iscache *ic)
 /* Read @size bytes at @offset of the file @fd, or (@fd < 0) at address
  * @offset of process @pid, into @buf. Returns the bytes read (short: the
  * file ends or the memory is not mapped) or -errno. */
-static ssize_t copy_read(int fd, pid_t pid, uint8_t *buf, size_t size,
-			 uint64_t offset)
+static ssize_t copy_read(const struct ptd_iscache *ic, int fd, pid_t pid,
+			 uint8_t *buf, size_t size, uint64_t offset)
 {
 	struct iovec l = { buf, size };
 	struct iovec r = { (void *)(uintptr_t)offset, size };
 	ssize_t n;
 
+	if (fd < 0 && ic->live_read)
+		return ic->live_read(ic->live_ctx, pid, offset, buf, size);
 	do {
 		n = fd >= 0 ? pread(fd, buf, size, (off_t)offset)
 			    : process_vm_readv(pid, &l, 1, &r, 1, 0);
@@ -225,7 +229,7 @@ static int copy_make(struct ptd_iscache *ic, int fd, pid_t pid,
 	while (done < size && !err) {
 		size_t want = size - done > (1u << 16) ? (1u << 16)
 						      : (size_t)(size - done);
-		ssize_t n = copy_read(fd, pid, buf, want, offset + done);
+		ssize_t n = copy_read(ic, fd, pid, buf, want, offset + done);
 
 		if (n <= 0)
 			err = n < 0 ? (int)n : -EIO;	/* it shrank */
@@ -510,6 +514,15 @@ void ptd_iscache_check_identity(struct ptd_iscache *ic, bool on, pid_t pid)
 		return;
 	ic->check_id = on;
 	ic->live_pid = on && pid > 0 ? pid : 0;
+}
+
+void ptd_iscache_set_live_reader(struct ptd_iscache *ic,
+				 ptd_iscache_live_read_fn fn, void *ctx)
+{
+	if (!ic)
+		return;
+	ic->live_read = fn;
+	ic->live_ctx = ctx;
 }
 
 uint64_t ptd_iscache_identity_mismatches(const struct ptd_iscache *ic)

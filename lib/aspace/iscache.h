@@ -101,6 +101,17 @@ int ptd_iscache_add(struct ptd_iscache *ic, const char *path, uint64_t offset,
 #define PTD_ISCACHE_LIVE_MAX (256ull << 20)
 void ptd_iscache_check_identity(struct ptd_iscache *ic, bool on, pid_t pid);
 
+/* How the process's memory is read for the above: @fn (bytes read, short
+ * at an unmapped page, or -errno) instead of process_vm_readv, e.g. to see
+ * the code without a tracer's breakpoints (swpt/tracer.h,
+ * ptd_swpt_patches_read).  Set before the cache is used; NULL: the
+ * default. */
+typedef ssize_t (*ptd_iscache_live_read_fn)(void *ctx, pid_t pid,
+					    uint64_t addr, void *buf,
+					    size_t len);
+void ptd_iscache_set_live_reader(struct ptd_iscache *ic,
+				 ptd_iscache_live_read_fn fn, void *ctx);
+
 /* ptd_iscache_add, checking that @path is the file @want (NULL or unknown:
  * no check; no check either while checks are off).  A file that is not:
  * -PTD_EIDENTITY, @diag naming the file, the expected and the found

@@ -20,6 +20,7 @@
 
 #include "perf/sideband.h"
 #include "swpt/livesink.h"
+#include "aspace/iscache.h"
 #include "swpt/tracer.h"
 
 struct software {
@@ -32,6 +33,9 @@ struct software {
 	 * the wall-clock reference */
 	bool has_clock;
 	struct ptd_perf_clock clock;
+	/* branch mode's breakpoints: a decoder that reads code from the
+	 * process (a file renamed over a mapped one) reads past them */
+	struct ptd_swpt_patches *patches;
 	/* threads not traced (the tracer thread only) */
 	pid_t *untraced;
 	size_t nuntraced;
@@ -180,6 +184,8 @@ static void *tracer_main(void *arg)
 	w->out.ctx = w;
 	so.out = &w->out;
 	so.max_insns = s->p.max_insns;
+	so.patches = w->patches;
+	so.step = s->p.single_step ? PTD_SWPT_STEP_SINGLE : PTD_SWPT_STEP_BRANCH;
 	so.stop = s->p.stop;
 	so.started = on_started;
 	so.started_ctx = w;
@@ -304,6 +310,11 @@ static int sw_start(struct ptd_source *s, struct ptd_diag *diag)
 	w->has_clock = ptd_perf_clock_calibrate(&w->clock, NULL) == 0;
 	s->has_wallref = ptd_perf_wallref_sample(NULL, CLOCK_MONOTONIC,
 						 &s->wallref) == 0;
+	r = ptd_swpt_patches_new(&w->patches);
+	if (r < 0)
+		return r;
+	ptd_iscache_set_live_reader(s->iscache, ptd_swpt_patches_read,
+				    w->patches);
 	r = ptd_livesink_new(s->p.pid, s->p.data_size, s->p.aux_size,
 			     s->p.wake_fd, &w->cancel, &w->ls);
 	if (r == 0 && w->has_clock)
@@ -459,6 +470,8 @@ static void sw_destroy(struct ptd_source *s)
 	struct software *w = sw_of(s);
 
 	free(w->untraced);
+	ptd_iscache_set_live_reader(s->iscache, NULL, NULL);
+	ptd_swpt_patches_free(w->patches);
 	ptd_livesink_free(w->ls);
 	(void)pthread_mutex_destroy(&w->lock);
 	(void)pthread_cond_destroy(&w->cond);

@@ -106,6 +106,8 @@ struct ptd_source_params {
 				 * source holds the process */
 	bool tsc;		/* timing packets (software) */
 	uint64_t max_insns;	/* software: detach after so many; 0 none */
+	bool single_step;	/* software: single-step every instruction
+				 * (the reference), not run to branches */
 	const char *capture_dir;	/* software: also a capture; NULL */
 	bool snapshot;		/* snapshot mode: overwritable AUX areas,
 				 * decoded only at ptd_source_snapshot_* */

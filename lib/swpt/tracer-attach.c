@@ -11,7 +11,7 @@
 
 static const long SEIZE_OPTS = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
 			       PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC |
-			       PTRACE_O_TRACEEXIT;
+			       PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD;
 
 /* Who traces @tid already (TracerPid in its status), or -1. */
 static pid_t tracer_of(pid_t tid)
@@ -269,6 +269,9 @@ static void release_all(struct tracer *tr)
 {
 	size_t left = 0;
 
+	/* branch mode: the original bytes back first (the addresses are
+	 * kept: a thread that trapped on one is put back before it goes) */
+	tr_fast_abandon(tr);
 	for (size_t i = 0; i < tr->nth; i++) {
 		struct tthread *t = tr->th[i];
 		int sig = t->held ? stop_signal(t->held_status) : 0;
@@ -302,6 +305,25 @@ static void release_all(struct tracer *tr)
 			if (WIFSTOPPED(status))
 				(void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
 			continue;
+		}
+		/* a trap still queued (a step's, an INT3's) must not outlive
+		 * us: take it first */
+		if (WIFSTOPPED(status) && status >> 16 == PTRACE_EVENT_STOP &&
+		    t->started && tr_trap_pending(pid) &&
+		    ptrace(PTRACE_CONT, pid, NULL, NULL) == 0)
+			continue;
+		if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
+		    !(status >> 16)) {
+			struct user_regs_struct regs;
+			siginfo_t si;
+
+			if (ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) == 0 &&
+			    si.si_code == SI_KERNEL &&
+			    ptrace(PTRACE_GETREGS, pid, NULL, &regs) == 0 &&
+			    tr_fast_was_bp(tr, regs.rip - 1)) {
+				regs.rip--;
+				(void)ptrace(PTRACE_SETREGS, pid, NULL, &regs);
+			}
 		}
 		/* a thread never stepped stops for signals of its own, not
 		 * for a step's SIGTRAP: it keeps them */

@@ -144,8 +144,11 @@ int tr_maps_refresh(struct tracer *tr)
 		if (m->kind == PTD_MAP_FILE && (r = add_map_event(tr, m)) < 0)
 			goto out;
 	}
-	if (changed)
+	if (changed) {
 		ptd_insncache_clear(tr->ic);
+		if ((r = tr_fast_maps_changed(tr, &tr->maps, &now)) < 0)
+			goto out;
+	}
 	ptd_maps_fini(&tr->maps);
 	tr->maps = now;
 	if (changed)
@@ -164,6 +167,7 @@ int tr_maps_load_all(struct tracer *tr)
 	ptd_maps_fini(&tr->maps);
 	tr->nsnaps = 0;
 	ptd_insncache_clear(tr->ic);
+	tr_fast_blocks_clear(tr);
 	r = read_maps(tr, &tr->maps);
 	if (r < 0)
 		return r;
@@ -274,6 +278,16 @@ static ssize_t read_mem(pid_t tid, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
+ssize_t tr_read_code(struct tracer *tr, pid_t tid, uint64_t addr, void *buf,
+		     size_t len)
+{
+	ssize_t n = read_mem(tid, addr, buf, len);
+
+	if (n > 0)
+		tr_fast_unpatch(tr, addr, buf, (size_t)n);
+	return n;
+}
+
 static bool snapped(const struct tracer *tr, uint64_t ip)
 {
 	for (size_t i = 0; i < tr->nsnaps; i++)
@@ -315,7 +329,8 @@ static int snapshot(struct tracer *tr, pid_t tid, const struct ptd_map *m)
 	while (done < size) {
 		size_t chunk = size - done < (1u << 20) ? size - done
 							: (1u << 20);
-		ssize_t n = read_mem(tid, m->start + done, buf + done, chunk);
+		ssize_t n = tr_read_code(tr, tid, m->start + done,
+					 buf + done, chunk);
 
 		if (n <= 0)
 			return tr_failf(tr, n < 0 ? (int)n : -EIO,
@@ -397,7 +412,7 @@ static int read_code(void *ctx, uint64_t ip, uint8_t *buf, size_t len)
 	if (ip == cr->t->ip &&
 	    (cr->err = ensure_snapshot(cr->tr, cr->t->tid, ip)) < 0)
 		return -1;
-	n = read_mem(cr->t->tid, ip, buf, len);
+	n = tr_read_code(cr->tr, cr->t->tid, ip, buf, len);
 	if (n < 0 && ip == cr->t->ip)
 		cr->read_err = (int)n;
 	return n < 0 ? -1 : (int)n;
@@ -435,5 +450,24 @@ int tr_prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
 					 .kind = e->kind,
 					 .rep = e->rep,
 					 .target = e->target };
+	return 0;
+}
+
+int tr_decode_at(struct tracer *tr, struct tthread *t, uint64_t ip,
+		 struct ptd_x86_insn *ret)
+{
+	struct code_read cr = { tr, t, 0, 0 };
+	const struct ptd_icache_entry *e;
+	int err = 0;
+
+	e = ptd_insncache_get_read(tr->ic, 1, ip, ptem_64bit, read_code, &cr,
+				   &err);
+	if (!e)
+		return cr.err < 0 ? cr.err : (err < 0 ? err : -EIO);
+	*ret = (struct ptd_x86_insn){ .size = e->size,
+				      .iclass = e->iclass,
+				      .kind = e->kind,
+				      .rep = e->rep,
+				      .target = e->target };
 	return 0;
 }

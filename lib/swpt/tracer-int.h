@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +57,28 @@
 /* ---- state ----------------------------------------------------------- */
 
 struct tracer;
+struct tr_block;	/* tracer-fast.c */
+
+/* A breakpoint of branch mode (tracer-fast.c). */
+struct tr_bp {
+	uint64_t addr;		/* 0: a free slot */
+	uint8_t orig;		/* the byte under the INT3 */
+	bool gone;		/* removed, kept to recognise its trap */
+};
+
+/* The breakpoints in the process: written by the tracing thread (under
+ * lock), read under lock by readers of the memory on other threads
+ * (ptd_swpt_patches_read). */
+struct ptd_swpt_patches {
+	pthread_mutex_t lock;
+	struct tr_bp *bps;	/* hash table, cap slots */
+	size_t nbps, cap;
+};
+
+enum {
+	TR_PARK_STEP = 1,	/* single-step once no breakpoint is left */
+	TR_PARK_DETACH,		/* detach once no breakpoint is left */
+};
 
 struct tthread {
 	struct tracer *tr;
@@ -93,6 +116,12 @@ struct tthread {
 	 * every thread to stop (hold_all), handled once tracing begins */
 	bool held;
 	int held_status;
+	/* branch mode (tracer-fast.c) */
+	struct tr_block *run;	/* running to the end of this block */
+	struct tr_block *run_last;	/* the last run's block */
+	bool hold;		/* no breakpoint may be set meanwhile */
+	int park;		/* TR_PARK_*: stopped, waiting; 0: not */
+	int park_sig;
 };
 
 /* A child process of the target (fork, vfork, clone without CLONE_THREAD):
@@ -140,6 +169,22 @@ struct tracer {
 	uint32_t filter_seq;	/* changes of fcfg */
 	bool exited;
 	int exit_code, exit_signal;
+	/* branch mode (tracer-fast.c) */
+	bool branch;		/* opt->step resolved */
+	bool fast_dead;		/* off for good (memory shared with an
+				 * untraced process) */
+	/* the breakpoints: opt->patches, or own_patches */
+	struct ptd_swpt_patches *pa;
+	struct ptd_swpt_patches *own_patches;
+	int memfd;		/* /proc/PID/mem, or -1 */
+	bool memfd_failed;	/* not ours to open: ptrace peek/poke */
+	pid_t mem_tid;		/* a stopped thread, for those */
+	struct tr_block **blks;	/* hash table by start, blkcap slots */
+	size_t nblks, blkcap;
+	unsigned nrunners;	/* threads in a run */
+	unsigned holds;		/* threads with hold set */
+	unsigned nparked;
+	uint64_t runs, emulated, bp_installs;
 };
 
 /* ---- shared between the files ------------------------------------- */
@@ -170,6 +215,13 @@ int tr_maps_load_all(struct tracer *tr);
 int tr_filter_resolve(struct tracer *tr);
 int tr_prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
 	       uint64_t rax);
+/* Decode the instruction at @ip (cached) without moving @t there. */
+int tr_decode_at(struct tracer *tr, struct tthread *t, uint64_t ip,
+		 struct ptd_x86_insn *ret);
+/* Read @tid's code at @addr as it is without our breakpoints: bytes read,
+ * or -errno. */
+ssize_t tr_read_code(struct tracer *tr, pid_t tid, uint64_t addr, void *buf,
+		     size_t len);
 
 /* tracer-stops.c */
 int tr_record_if(struct tracer *tr, struct tthread *t, uint64_t ip,
@@ -186,5 +238,40 @@ bool tr_stop_asked(const struct tracer *tr);
 int tr_on_gone(struct tracer *tr, struct tthread *t, int status);
 int tr_on_wait(struct tracer *tr, pid_t pid, int status);
 int tr_trace_loop(struct tracer *tr);
+/* @t executed @insn at @ip and stands at regs->rip: record it. */
+int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
+		 const struct ptd_x86_insn *insn, uint64_t sysnr,
+		 const struct user_regs_struct *regs);
+/* After a stop of @t was handled: detach, or go on (@regs: its registers,
+ * @dirty: changed and not yet written back). */
+int tr_step_on(struct tracer *tr, struct tthread *t,
+	       struct user_regs_struct *regs, bool dirty);
+int tr_detach_thread(struct tracer *tr, struct tthread *t);
+bool tr_trap_pending(pid_t tid);
+
+/* tracer-fast.c: branch mode */
+bool tr_fast_enabled(const struct tracer *tr);
+int tr_fast_go(struct tracer *tr, struct tthread *t,
+	       struct user_regs_struct *regs, bool dirty);
+int tr_fast_stopped(struct tracer *tr, struct tthread *t, int status,
+		    struct user_regs_struct *regs, bool *handled);
+int tr_fast_trap(struct tracer *tr, struct tthread *t,
+		 struct user_regs_struct *regs, bool *handled);
+int tr_fast_before_step(struct tracer *tr, struct tthread *t, int sig);
+int tr_fast_detach(struct tracer *tr, struct tthread *t);
+int tr_fast_settle(struct tracer *tr);
+void tr_fast_release(struct tracer *tr, struct tthread *t);
+void tr_fast_drop_run(struct tracer *tr, struct tthread *t);
+void tr_fast_exec(struct tracer *tr, struct tthread *t);
+void tr_fast_abandon(struct tracer *tr);
+bool tr_fast_was_bp(const struct tracer *tr, uint64_t addr);
+bool tr_fast_bp_at(const struct tracer *tr, uint64_t addr);
+void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
+		     size_t len);
+int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
+			 const struct ptd_maps *now);
+void tr_fast_blocks_clear(struct tracer *tr);
+int tr_fast_init(struct tracer *tr);
+void tr_fast_free(struct tracer *tr);
 
 #endif

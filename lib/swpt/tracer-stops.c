@@ -104,9 +104,9 @@ static int kernel_entry(struct tracer *tr, struct tthread *t, uint64_t ip,
 
 /* @t executed the instruction at @ip (@insn) and is now at @next, stopped
  * with registers @regs.  Records it and prepares the next one. */
-static int completed(struct tracer *tr, struct tthread *t, uint64_t ip,
-		     const struct ptd_x86_insn *insn, uint64_t sysnr,
-		     const struct user_regs_struct *regs)
+int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
+		 const struct ptd_x86_insn *insn, uint64_t sysnr,
+		 const struct user_regs_struct *regs)
 {
 	uint64_t next = regs->rip;
 	struct ptd_x86_insn cur = *insn;
@@ -121,12 +121,16 @@ static int completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 		t->restart = insn->kind == PTD_X86_SYSCALL &&
 			     restart_code(regs->rax);
 		t->restart_ip = ip;
+		/* a fork that will run again keeps every breakpoint away */
+		if (!t->restart)
+			tr_fast_release(tr, t);
 		if (insn->kind == PTD_X86_SYSCALL && maps_syscall(sysnr) &&
 		    (r = tr_maps_refresh(tr)) < 0)
 			return r;
 		return tr_prepare(tr, t, next, regs->rax);
 	}
 	t->restart = false;
+	tr_fast_release(tr, t);
 	/* A REP string instruction is one instruction however many steps. */
 	if (insn->rep && next == ip) {
 		if (!t->rep_recorded) {
@@ -176,11 +180,11 @@ static int on_step(struct tracer *tr, struct tthread *t, int si_code,
 		if (r < 0)
 			return r;
 		sys = t->insn;
-		return completed(tr, t, t->restart_ip, &sys, regs->orig_rax,
+		return tr_completed(tr, t, t->restart_ip, &sys, regs->orig_rax,
 				 regs);
 	}
 	sys = t->insn;
-	return completed(tr, t, t->ip, &sys, t->sysnr, regs);
+	return tr_completed(tr, t, t->ip, &sys, t->sysnr, regs);
 }
 
 /* ---- stops ----------------------------------------------------------- */
@@ -207,6 +211,10 @@ int tr_check_64bit(struct tracer *tr, const struct user_regs_struct *regs)
  * reports its exit later. */
 int tr_resume(struct tracer *tr, struct tthread *t, int sig)
 {
+	int r = tr_fast_before_step(tr, t, sig);
+
+	if (r != 0)
+		return r < 0 ? r : 0;	/* parked until no breakpoint is left */
 	t->inject = sig;
 	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0 &&
 	    errno != ESRCH)
@@ -330,10 +338,17 @@ int tr_detach_child(struct tracer *tr, pid_t pid)
 	return 0;
 }
 
-/* max_insns: finish @t's stream and let it run on untraced. */
-static int detach_thread(struct tracer *tr, struct tthread *t)
+/* max_insns: finish @t's stream and let it run on untraced.  In branch
+ * mode, not before every breakpoint is gone: @t waits (parked) while other
+ * threads still run towards theirs. */
+int tr_detach_thread(struct tracer *tr, struct tthread *t)
 {
-	int r = tr_thread_finish(tr, t, t->ip);
+	int r = tr_fast_detach(tr, t);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	tr_fast_drop_run(tr, t);
+	r = tr_thread_finish(tr, t, t->ip);
 
 	if (ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && errno != ESRCH &&
 	    r == 0)
@@ -364,7 +379,7 @@ static int start_detach(struct tracer *tr, struct tthread *t)
 			u->stop_sent = true;
 		}
 	}
-	return t ? detach_thread(tr, t) : 0;
+	return t ? tr_detach_thread(tr, t) : 0;
 }
 
 bool tr_stop_asked(const struct tracer *tr)
@@ -373,17 +388,18 @@ bool tr_stop_asked(const struct tracer *tr)
 }
 
 /* After a stop was handled: detach at the limit or when asked, else step
- * on.  A seized thread can go at any stop of its own; one sent a SIGSTOP
- * waits for it. */
-static int step_on(struct tracer *tr, struct tthread *t)
+ * on (branch mode: run to the next branch).  A seized thread can go at any
+ * stop of its own; one sent a SIGSTOP waits for it. */
+int tr_step_on(struct tracer *tr, struct tthread *t,
+	       struct user_regs_struct *regs, bool dirty)
 {
 	if (tr->detaching && tr->seized)
-		return detach_thread(tr, t);
+		return tr_detach_thread(tr, t);
 	if (!tr->detaching && ((tr->opt->max_insns &&
 				tr->insns >= tr->opt->max_insns) ||
 			       tr_stop_asked(tr)))
 		return start_detach(tr, t);
-	return tr_resume(tr, t, 0);
+	return tr_fast_go(tr, t, regs, dirty);
 }
 
 static int on_first_stop(struct tracer *tr, struct tthread *t, int sig,
@@ -399,7 +415,7 @@ static int on_first_stop(struct tracer *tr, struct tthread *t, int sig,
 	if (r < 0)
 		return r;
 	if (tr->detaching)
-		return detach_thread(tr, t);
+		return tr_detach_thread(tr, t);
 	/* Seized inside a syscall that will be restarted: the kernel rewinds
 	 * onto the SYSCALL as it resumes, and the first step stop is that
 	 * SYSCALL's (on_step's restart case). */
@@ -439,7 +455,7 @@ static int on_first_event(struct tracer *tr, struct tthread *t, int event,
 	if (r < 0)
 		return r;
 	if (tr->detaching)
-		return detach_thread(tr, t);
+		return tr_detach_thread(tr, t);
 	return tr_resume(tr, t, 0);
 }
 
@@ -548,6 +564,7 @@ static int on_exec_event(struct tracer *tr, struct tthread *t,
 	r = kernel_entry(tr, t, t->ip, &t->insn);
 	if (r < 0)
 		return r;
+	tr_fast_exec(tr, t);	/* the old memory went with its INT3s */
 	t->sysnr = UINT64_MAX;	/* the maps are read here, not after */
 	r = add_exec_event(tr);
 	if (r < 0)
@@ -594,10 +611,11 @@ static int on_handler_entry(struct tracer *tr, struct tthread *t,
 	t->rep_recorded = false;	/* a REP resumed is reported again */
 	t->restart = false;		/* the kernel restarts via the frame */
 	t->entered = false;
+	tr_fast_release(tr, t);
 	r = tr_prepare(tr, t, regs->rip, regs->rax);
 	if (r < 0)
 		return r;
-	return step_on(tr, t);
+	return tr_step_on(tr, t, (struct user_regs_struct *)regs, false);
 }
 
 static int on_signal(struct tracer *tr, struct tthread *t, int sig,
@@ -612,7 +630,7 @@ static int on_signal(struct tracer *tr, struct tthread *t, int sig,
 			return r;
 	}
 	if (sig == SIGSTOP && t->stop_sent && !tr->seized)
-		return detach_thread(tr, t);
+		return tr_detach_thread(tr, t);
 	if (tr->detaching && tr->seized) {
 		/* the signal goes to the thread as it leaves */
 		r = tr_thread_finish(tr, t, t->ip);
@@ -628,7 +646,7 @@ static int on_signal(struct tracer *tr, struct tthread *t, int sig,
 }
 
 /* Whether a SIGTRAP is queued for thread @tid (SigPnd in its status). */
-static bool trap_pending(pid_t tid)
+bool tr_trap_pending(pid_t tid)
 {
 	uint64_t v;
 
@@ -643,13 +661,23 @@ static bool is_stop_signal(int sig)
 }
 
 static int on_stopped(struct tracer *tr, struct tthread *t, int status,
-		      const struct user_regs_struct *regs)
+		      struct user_regs_struct *regs)
 {
 	int sig = WSTOPSIG(status), event = status >> 16, inject = t->inject;
+	bool handled;
 	siginfo_t si;
 	int r;
 
 	t->inject = 0;
+	if (t->run) {
+		/* branch mode: the run ended here */
+		r = tr_fast_stopped(tr, t, status, regs, &handled);
+		if (r < 0 || handled)
+			return r;
+	}
+	if (event == 0 && sig == (SIGTRAP | 0x80))
+		return tr_failf(tr, -EPROTO, "thread %d: a syscall stop outside "
+				"a run", (int)t->tid);
 	switch (event) {
 	case 0:
 		break;
@@ -666,8 +694,8 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 		 * reports it before signals still queued; a step's SIGTRAP
 		 * may be one, and must not outlive us (it would kill the
 		 * process): step on, and detach at that trap's stop. */
-		if (tr->detaching && !trap_pending(t->tid))
-			return detach_thread(tr, t);
+		if (tr->detaching && !tr_trap_pending(t->tid))
+			return tr_detach_thread(tr, t);
 		return tr_resume(tr, t, 0);
 	default:
 		return tr_resume(tr, t, 0);
@@ -682,6 +710,10 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 	}
 	if (sig != SIGTRAP)
 		return on_signal(tr, t, sig, regs);
+	/* an INT3 of branch mode, stepped onto */
+	if (si.si_code == SI_KERNEL &&
+	    ((r = tr_fast_trap(tr, t, regs, &handled)) < 0 || handled))
+		return r;
 	/* ptrace_notify() at a signal handler's first instruction */
 	if (si.si_code == SIGTRAP && inject)
 		return on_handler_entry(tr, t, regs);
@@ -690,7 +722,7 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 		r = on_step(tr, t, si.si_code, regs);
 		if (r < 0)
 			return r;
-		return step_on(tr, t);
+		return tr_step_on(tr, t, regs, false);
 	}
 	/* a SIGTRAP someone sent, or INT3's */
 	return on_signal(tr, t, sig, regs);
@@ -700,6 +732,7 @@ int tr_on_gone(struct tracer *tr, struct tthread *t, int status)
 {
 	int r = 0;
 
+	tr_fast_drop_run(tr, t);
 	if (t->gen)	/* killed without an exit event */
 		r = tr_thread_finish(tr, t, t->ip);
 	t->reaped = true;
@@ -720,8 +753,10 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 	struct user_regs_struct regs;
 	int r;
 
-	if (WIFEXITED(status) || WIFSIGNALED(status))
-		return t ? tr_on_gone(tr, t, status) : 0;
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		r = t ? tr_on_gone(tr, t, status) : 0;
+		return r < 0 ? r : tr_fast_settle(tr);
+	}
 	if (!WIFSTOPPED(status))
 		return 0;
 	tr->steps++;
@@ -732,12 +767,17 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 		return r;
 	if (!t)
 		return on_unknown(tr, pid, status, &regs);
+	tr->mem_tid = pid;	/* stopped: branch mode may write through it */
 	if (!t->started && tr->seized && (status >> 16) != 0 &&
 	    (status >> 16) != PTRACE_EVENT_STOP)
 		return on_first_event(tr, t, status >> 16, &regs);
 	if (!t->started)
-		return on_first_stop(tr, t, WSTOPSIG(status), &regs);
-	return on_stopped(tr, t, status, &regs);
+		r = on_first_stop(tr, t, WSTOPSIG(status), &regs);
+	else
+		r = on_stopped(tr, t, status, &regs);
+	if (r == 0)
+		r = tr_fast_settle(tr);
+	return r;
 }
 
 /* Threads whose streams are finished but which have not been reaped. */

@@ -42,6 +42,17 @@
  */
 #include "swpt/tracer-int.h"
 
+int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret)
+{
+	if (s && strcmp(s, "branch") == 0)
+		*ret = PTD_SWPT_STEP_BRANCH;
+	else if (s && strcmp(s, "single") == 0)
+		*ret = PTD_SWPT_STEP_SINGLE;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int tr_failf(struct tracer *tr, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -314,7 +325,8 @@ static int spawn_to_exec(struct tracer *tr, char *const argv[], int errfd)
 {
 	const long opts = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
 			  PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC |
-			  PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL;
+			  PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL |
+			  PTRACE_O_TRACESYSGOOD;
 	int status, r, sig = 0;
 
 	for (;;) {
@@ -559,6 +571,7 @@ static void kill_all(struct tracer *tr)
 
 void tr_tracer_free(struct tracer *tr)
 {
+	tr_fast_free(tr);
 	for (size_t i = 0; i < tr->nth; i++)
 		thread_free(tr->th[i]);
 	free(tr->th);
@@ -575,6 +588,9 @@ void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
 	ret->pid = tr->pid;
 	ret->insns = tr->insns;
 	ret->steps = tr->steps;
+	ret->branch = tr->branch;
+	ret->runs = tr->runs;
+	ret->emulated = tr->emulated;
 	for (size_t i = 0; i < tr->nth; i++)
 		ret->pt_bytes += tr->th[i]->pt_bytes;
 	ret->threads = (unsigned)tr->nth;
@@ -592,9 +608,14 @@ int tr_tracer_init(struct tracer *tr, const struct ptd_swpt_options *opt,
 {
 	int r;
 
+	tr->memfd = -1;
 	tr->opt = opt;
 	tr->diag = diag;
+	tr->branch = opt->step != PTD_SWPT_STEP_SINGLE;
 	ptd_timeline_init(&tr->tl);
+	r = tr_fast_init(tr);
+	if (r < 0)
+		return r;
 	r = ptd_insncache_new(0, &tr->ic);
 	if (r < 0)
 		return r;

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The software PT source: run a program under ptrace, single-step every
+ * The software PT source: run a program under ptrace, follow every
  * user-space instruction of every thread, and write what Intel PT would
  * have recorded into a capture directory (swpt/capture.h), with the ground
- * truth beside it.
+ * truth beside it.  Threads either run from branch to branch (branch mode,
+ * the default: tracer-fast.c says how and where it falls back to single
+ * steps) or are single-stepped (the reference); both give the same packets
+ * and truth.
  *
  *  - Threads: PTRACE_O_TRACECLONE; every thread, including ones created
  *    later, is stepped and has its own PT stream and truth file.
@@ -67,6 +70,33 @@ struct ptd_swpt_out {
 	void *ctx;
 };
 
+/* How threads are stepped (see tracer-fast.c). */
+enum ptd_swpt_step {
+	PTD_SWPT_STEP_DEFAULT,	/* branch */
+	PTD_SWPT_STEP_BRANCH,	/* run to the next branch the trace observes
+				 * (breakpoints, PTRACE_SYSCALL); the
+				 * instructions between are implied */
+	PTD_SWPT_STEP_SINGLE,	/* single-step every instruction (the
+				 * reference) */
+};
+
+/* "branch" or "single" into *@ret; -EINVAL otherwise. */
+int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret);
+
+/* The breakpoints branch mode keeps in the traced process, for whoever
+ * reads its memory on another thread while it is traced (a decoder that
+ * reads code from the process): ptd_swpt_patches_read reads it as it is
+ * without them.  Made by the caller, handed to the tracer in
+ * opt->patches, freed after the tracer returned. */
+struct ptd_swpt_patches;
+int ptd_swpt_patches_new(struct ptd_swpt_patches **ret);
+void ptd_swpt_patches_free(struct ptd_swpt_patches *p);
+/* Read @len bytes at @addr of process @pid (@ctx: the patches) as they
+ * are without the breakpoints: bytes read (short at an unmapped page), or
+ * -errno. */
+ssize_t ptd_swpt_patches_read(void *ctx, pid_t pid, uint64_t addr, void *buf,
+			      size_t len);
+
 struct ptd_swpt_options {
 	/* packet generation (sink and sink_ctx are set by the tracer) */
 	struct ptd_ptgen_config gen;
@@ -101,6 +131,11 @@ struct ptd_swpt_options {
 	 * and tracing begins (NULL: not called). */
 	void (*started)(void *ctx);
 	void *started_ctx;
+	/* Stepping mode; both give the same trace and truth. */
+	enum ptd_swpt_step step;
+	/* Branch mode's breakpoints, shown to readers on other threads
+	 * (NULL: kept to the tracer). */
+	struct ptd_swpt_patches *patches;
 	/* Stop tracing (detach, target keeps running) after this many
 	 * instructions in all threads; 0: no limit. */
 	uint64_t max_insns;
@@ -133,6 +168,10 @@ struct ptd_swpt_result {
 	pid_t pid;
 	uint64_t insns;		/* all threads */
 	uint64_t steps;		/* ptrace stops (REP iterations count) */
+	bool branch;		/* traced in branch mode */
+	uint64_t runs;		/* branch mode: runs to a branch */
+	uint64_t emulated;	/* branch mode: branches computed, not
+				 * stepped */
 	uint64_t pt_bytes;
 	unsigned threads;
 	unsigned forks_detached;

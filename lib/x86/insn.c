@@ -345,6 +345,136 @@ int ptd_x86_decode(const uint8_t *bytes, size_t len, uint64_t ip,
 	return 0;
 }
 
+/* A 64-bit general-purpose register's number, or -1. */
+static int gpr64(ZydisRegister r)
+{
+	if (ZydisRegisterGetClass(r) != ZYDIS_REGCLASS_GPR64)
+		return -1;
+	return ZydisRegisterGetId(r);
+}
+
+static int flow_operand(const ZydisDecodedOperand *op,
+			struct ptd_x86_flow *f)
+{
+	int b, i;
+
+	if (op->type == ZYDIS_OPERAND_TYPE_REGISTER) {
+		b = gpr64(op->reg.value);
+		if (b < 0)
+			return -1;
+		f->kind = PTD_X86_FLOW_REG;
+		f->base = (int8_t)b;
+		return 0;
+	}
+	if (op->type != ZYDIS_OPERAND_TYPE_MEMORY ||
+	    op->mem.type != ZYDIS_MEMOP_TYPE_MEM || op->size != 64)
+		return -1;
+	if (op->mem.segment == ZYDIS_REGISTER_FS)
+		f->seg = 1;
+	else if (op->mem.segment == ZYDIS_REGISTER_GS)
+		f->seg = 2;
+	else if (op->mem.segment != ZYDIS_REGISTER_NONE &&
+		 op->mem.segment != ZYDIS_REGISTER_CS &&
+		 op->mem.segment != ZYDIS_REGISTER_DS &&
+		 op->mem.segment != ZYDIS_REGISTER_ES &&
+		 op->mem.segment != ZYDIS_REGISTER_SS)
+		return -1;
+	if (op->mem.base == ZYDIS_REGISTER_RIP) {
+		f->rip = true;
+		b = -1;
+	} else if (op->mem.base == ZYDIS_REGISTER_NONE) {
+		b = -1;
+	} else if ((b = gpr64(op->mem.base)) < 0) {
+		return -1;
+	}
+	if (op->mem.index == ZYDIS_REGISTER_NONE)
+		i = -1;
+	else if ((i = gpr64(op->mem.index)) < 0)
+		return -1;
+	f->kind = PTD_X86_FLOW_MEM;
+	f->base = (int8_t)b;
+	f->index = (int8_t)i;
+	f->scale = op->mem.scale ? op->mem.scale : 1;
+	f->disp = op->mem.disp.has_displacement ? op->mem.disp.value : 0;
+	return 0;
+}
+
+int ptd_x86_decode_flow(const uint8_t *bytes, size_t len, uint64_t ip,
+			struct ptd_x86_flow *ret)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecoderContext ctx;
+	ZydisDecodedInstruction z;
+	struct ptd_x86_insn insn;
+	struct ptd_x86_flow f;
+	ZydisDecoder dec;
+	int r;
+
+	r = ptd_x86_decode(bytes, len, ip, ptem_64bit, &insn);
+	if (r < 0)
+		return r;
+	memset(&f, 0, sizeof(f));
+	f.base = f.index = -1;
+	*ret = f;
+	if (insn.kind != PTD_X86_COND && insn.kind != PTD_X86_RET &&
+	    insn.kind != PTD_X86_JMP_INDIRECT &&
+	    insn.kind != PTD_X86_CALL_INDIRECT)
+		return 0;
+	if (len > ZYDIS_MAX_INSTRUCTION_LENGTH)
+		len = ZYDIS_MAX_INSTRUCTION_LENGTH;
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)) ||
+	    !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, &ctx, bytes, len,
+							&z)))
+		return 0;
+	if (z.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY ||
+	    z.address_width != 64)
+		return 0;
+	switch (insn.kind) {
+	case PTD_X86_COND:
+		if (z.mnemonic == ZYDIS_MNEMONIC_JRCXZ) {
+			f.kind = PTD_X86_FLOW_JRCXZ;
+		} else if ((z.opcode_map == ZYDIS_OPCODE_MAP_DEFAULT &&
+			    z.opcode >= 0x70 && z.opcode <= 0x7f) ||
+			   (z.opcode_map == ZYDIS_OPCODE_MAP_0F &&
+			    z.opcode >= 0x80 && z.opcode <= 0x8f)) {
+			f.kind = PTD_X86_FLOW_JCC;
+			f.cc = z.opcode & 0xf;
+		}
+		break;
+	case PTD_X86_RET:
+		if (z.operand_width != 64)
+			break;
+		f.kind = PTD_X86_FLOW_RET;
+		if (z.opcode == 0xc2)
+			f.imm = (uint16_t)z.raw.imm[0].value.u;
+		break;
+	case PTD_X86_JMP_INDIRECT:
+	case PTD_X86_CALL_INDIRECT:
+		if (z.operand_width != 64 ||
+		    (z.mnemonic != ZYDIS_MNEMONIC_JMP &&
+		     z.mnemonic != ZYDIS_MNEMONIC_CALL) ||
+		    !ZYAN_SUCCESS(ZydisDecoderDecodeOperands(
+			    &dec, &ctx, &z, ops, z.operand_count_visible)) ||
+		    z.operand_count_visible < 1 || flow_operand(&ops[0], &f) < 0) {
+			f.kind = PTD_X86_FLOW_NONE;
+			break;
+		}
+		f.call = insn.kind == PTD_X86_CALL_INDIRECT;
+		break;
+	case PTD_X86_OTHER:
+	case PTD_X86_JMP_DIRECT:
+	case PTD_X86_CALL_DIRECT:
+	case PTD_X86_SYSCALL:
+	case PTD_X86_INT:
+	case PTD_X86_FAR:
+	case PTD_X86_PTWRITE:
+		break;
+	}
+	*ret = f;
+	return 0;
+}
+
 const char *ptd_iclass_name(enum pt_insn_class iclass)
 {
 	/* No default: -Wswitch-enum flags a class added to libipt. */

@@ -65,6 +65,39 @@ struct ptd_x86_insn {
 int ptd_x86_decode(const uint8_t *bytes, size_t len, uint64_t ip,
 		   enum pt_exec_mode mode, struct ptd_x86_insn *ret);
 
+/* How the successor of a branch follows from registers and memory, for a
+ * tracer that computes it instead of stepping the branch (swpt's branch
+ * mode).  Registers are numbered as in the encoding: 0 rax, 1 rcx, 2 rdx,
+ * 3 rbx, 4 rsp, 5 rbp, 6 rsi, 7 rdi, 8..15 r8..r15. */
+enum ptd_x86_flow_kind {
+	PTD_X86_FLOW_NONE,	/* not one of those below */
+	PTD_X86_FLOW_JCC,	/* Jcc: taken if condition @cc holds */
+	PTD_X86_FLOW_JRCXZ,	/* JRCXZ: taken if rcx is 0 */
+	PTD_X86_FLOW_RET,	/* near RET: pops the target, then @imm */
+	PTD_X86_FLOW_REG,	/* indirect JMP/CALL to register @base */
+	PTD_X86_FLOW_MEM,	/* indirect JMP/CALL through memory */
+};
+
+struct ptd_x86_flow {
+	enum ptd_x86_flow_kind kind;
+	bool call;		/* REG/MEM: a CALL (pushes ip + size) */
+	uint8_t cc;		/* JCC: low nibble of the opcode */
+	uint16_t imm;		/* RET: bytes released after the pop */
+	int8_t base, index;	/* register numbers, -1: none */
+	bool rip;		/* MEM: rip-relative (base is the next ip) */
+	uint8_t scale;		/* MEM: 1, 2, 4 or 8 */
+	uint8_t seg;		/* MEM: 0 none, 1 fs, 2 gs */
+	int64_t disp;
+};
+
+/* The successor rule of the 64-bit-mode instruction at @ip (@len bytes at
+ * @bytes).  Only the forms whose effect is exactly "rip (and rsp, and the
+ * return address pushed or popped) change" are described: 64-bit operand
+ * and address size, general-purpose registers; anything else is
+ * PTD_X86_FLOW_NONE.  Returns 0, or ptd_x86_decode's errors. */
+int ptd_x86_decode_flow(const uint8_t *bytes, size_t len, uint64_t ip,
+			struct ptd_x86_flow *ret);
+
 /* libipt's name of an instruction class ("other", "call", "return", "jump",
  * "cond_jump", "far_call", "far_return", "far_jump", "ptwrite", "error"). */
 const char *ptd_iclass_name(enum pt_insn_class iclass);

@@ -141,12 +141,20 @@ static void test_attach(void)
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"max_insns\":-1}}",
 	    -PTD_EFORMAT, "attach: options.max_insns: expected a non-negative integer");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"step\":\"fast\"}}",
+	    -PTD_EFORMAT, "attach: options.step: expected \"branch\" or "
+	    "\"single\", got \"fast\"");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"step\":1}}",
+	    -PTD_EFORMAT, "attach: options.step: expected a string");
 
 	memset(&req, 0xcd, sizeof(req));
 	REQUIRE(parse("{\"id\":9,\"cmd\":\"attach\",\"pid\":1234,\"options\":"
 		      "{\"source\":\"software\",\"tsc\":true,"
-		      "\"max_insns\":1000000}}",
+		      "\"max_insns\":1000000,\"step\":\"single\"}}",
 		      &req, &d) == 0);
+	CHECK(req.single_step);
 	CHECK_EQ_INT(req.cmd, PTD_CMD_ATTACH);
 	CHECK_EQ_INT(req.pid, 1234);
 	CHECK_EQ_INT(req.source, PTD_SOURCE_SOFTWARE);
@@ -157,7 +165,12 @@ static void test_attach(void)
 		0);
 	CHECK_EQ_INT(req.source, PTD_SOURCE_AUTO);
 	CHECK(!req.tsc);
+	CHECK(!req.single_step);
 	CHECK_EQ_U64(req.max_insns, 0);
+	ptd_request_fini(&req);
+	REQUIRE(parse("{\"id\":9,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		      "{\"step\":\"branch\"}}", &req, &d) == 0);
+	CHECK(!req.single_step);
 	ptd_request_fini(&req);
 }
 
@@ -366,7 +379,7 @@ static void test_request_lines(void)
 		"\"options\":{}}",
 		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
 		"\"source\":\"software\",\"tsc\":true,\"max_insns\":1000,"
-		"\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
+		"\"step\":\"single\",\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
 		"\"snapshot_size\":65536,\"per_cpu\":true,"
 		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"record\":true}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
