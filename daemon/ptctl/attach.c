@@ -209,7 +209,13 @@ int verb_attach(int argc, char **argv)
 			       "up to 4, separated by ','.  A range in a file "
 			       "the process has not mapped\nyet (a library it "
 			       "will dlopen) waits until it does, as perf's "
-			       "does.\n");
+			       "does.\n--step (software source): branch, the "
+			       "default, leaves INT3s at the branches\nit "
+			       "stops at (removed on detach); should ptd be "
+			       "killed while tracing, the\nprocess dies of "
+			       "SIGTRAP at its next such branch.  single "
+			       "single-steps every\ninstruction (~40 k/s) "
+			       "and leaves nothing in the process.\n");
 			return 0;
 		default:
 			r = EXIT_USAGE;
