@@ -211,6 +211,9 @@ int ptd_server_run(struct ptd_server *s)
 			case EP_EVENT:
 				drain_wakeups(s);
 				break;
+			case EP_WATCH:
+				srv_watch_readable(s);
+				break;
 			case EP_CONN:
 				c = (struct conn *)t;
 				if (evs[i].events & (EPOLLERR | EPOLLHUP) &&
@@ -327,6 +330,7 @@ void ptd_server_free(struct ptd_server *s)
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (!ss->reaped)
 			srv_session_stop(ss, PTD_END_SHUTDOWN);
+	srv_rules_free(s);
 	while ((c = s->conns)) {
 		s->conns = c->next;
 		srv_conn_free(s, c);
