@@ -95,6 +95,14 @@ static unsigned process_threads(const struct ptd_server *s, pid_t pid)
 	return n ? n : 1;
 }
 
+/* A session refused before it began: freed, its stop_pidfd left to the
+ * caller (srv_attach_begin's contract). */
+static void attach_drop(struct srv_session *ss)
+{
+	ss->stop_pidfd = 0;
+	srv_session_free(ss);
+}
+
 /* An attach with options @o (o->pid's threads now, a recorded session's
  * spool): charge what it reserves to @ss's account and hand the account
  * to the session; refused (answered): true. */
@@ -183,6 +191,8 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	}
 	ss->pidfd = pidfd;
 	ss->rule = rule;
+	ss->stop_pidfd = stop_pidfd;	/* the session thread sends its
+					 * SIGCONT (attach_recheck) */
 	ss->srv = s;
 	ss->id = s->next_session_id;
 	ss->owner = peer->uid;
@@ -209,7 +219,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	if ((req->addr_filter && !(ss->filter = strdup(req->addr_filter))) ||
 	    srv_pending_keep_id(&ss->attach, req->id) < 0) {
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
-		srv_session_free(ss);
+		attach_drop(ss);
 		return NULL;
 	}
 	o.filter = ss->filter;
@@ -219,12 +229,12 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);
-			srv_session_free(ss);
+			attach_drop(ss);
 			return NULL;
 		}
 	}
 	if (attach_memory_refused(s, c, peer, req, ss, &o)) {
-		srv_session_free(ss);
+		attach_drop(ss);
 		return NULL;
 	}
 	srv_session_sink(ss, true, &sink);
@@ -235,11 +245,10 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 			     diag.msg[0] ? diag.msg : ptd_strerror(r));
 		srv_reply_error(c, req->id, ptd_proto_error_code(r), "%s",
 				diag.msg[0] ? diag.msg : ptd_strerror(r));
-		srv_session_free(ss);
+		attach_drop(ss);
 		return NULL;
 	}
 	s->next_session_id++;
-	ss->stop_pidfd = stop_pidfd;
 	ptd_session_get_stats(ss->s, &st);
 	ss->source = st.source;
 	ss->attaching = true;

@@ -65,7 +65,10 @@ static void sessions_reap(struct ptd_server *s)
 
 	answer_pending(s);
 	while ((ss = *p)) {
-		if (!ss->reaped &&
+		/* One still attaching is answered first (next time round):
+		 * its attach can be decided and the session end after
+		 * answer_pending looked -- a rule's short program does. */
+		if (!ss->reaped && !ss->attaching &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			srv_session_release(ss);
 			ss->reaped = true;

@@ -246,6 +246,12 @@ void srv_session_release(struct srv_session *ss)
 	ptd_replay_free(ss->rp);
 	ss->rp = NULL;
 	ptd_memacct_release(&ss->acct);
+	/* a rule's process: continued by now (its session thread is gone);
+	 * the pidfd need not outlive the session's threads */
+	srv_watch_continue(ss);
+	if (ss->stop_pidfd > 0)
+		close(ss->stop_pidfd);
+	ss->stop_pidfd = 0;
 }
 
 void srv_session_free(struct srv_session *ss)
