@@ -396,7 +396,12 @@ static void test_shell_and_launcher(void)
 	wc = watch(&d, body, &rule, &resp);
 	skip_unless_bpf(resp);
 	REQUIRE(rule > 0);
-	CHECK(strstr(cJSON_PrintUnformatted(resp), "WUNTRACED") != NULL);
+	{
+		char *t = cJSON_PrintUnformatted(resp);
+
+		CHECK(t && strstr(t, "WUNTRACED") != NULL);
+		free(t);
+	}
 	cJSON_Delete(resp);
 
 	/* 20 runs from a shell */
