@@ -52,6 +52,9 @@ struct ptd_config {
 	/* max_sessions_per_user (default 8), max_subscribers_per_session
 	 * (default 16), max_connections (default 128) */
 	unsigned max_sessions_per_user;
+	/* max_watch_rules_per_user (default 4, 1 to 64): watch rules one
+	 * user may have at once (ptd has 64 in all) */
+	unsigned max_watch_rules_per_user;
 	unsigned max_subscribers_per_session;
 	unsigned max_connections;
 	/* subscriber_queue_size: queued record bytes per subscriber before

@@ -37,6 +37,10 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "replay";
 	case PTD_CMD_RECORD:
 		return "record";
+	case PTD_CMD_WATCH:
+		return "watch";
+	case PTD_CMD_UNWATCH:
+		return "unwatch";
 	case PTD_CMD_COUNT:
 		break;
 	}
@@ -460,6 +464,53 @@ static int parse_filter(const struct ptd_json_reader *r, const cJSON *o,
 	return optional(e);
 }
 
+/* watch: what to match (exe or comm), whose (uid), and attach's wait_ms
+ * and options for the sessions it starts. */
+static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
+		       struct ptd_request *req)
+{
+	const cJSON *opts;
+	const char *exe = NULL, *comm = NULL;
+	uint64_t uid;
+	int e;
+
+	e = ptd_json_get_strn(r, o, "", "exe", PTD_JSON_NONEMPTY,
+			      PTD_PROTO_PATH_MAX, &exe);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	e = ptd_json_get_strn(r, o, "", "comm", PTD_JSON_NONEMPTY,
+			      sizeof(req->watch_comm) - 1, &comm);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	if (!exe == !comm)
+		return ptd_json_bad(r, "exe", exe ? "give \"exe\" or \"comm\", "
+				    "not both" : "missing (or \"comm\")");
+	if (exe && exe[0] != '/')
+		return ptd_json_badf(r, -PTD_EFORMAT, "exe", "must be an "
+				     "absolute path, got \"%s\"", exe);
+	if (comm && strchr(comm, '/'))
+		return ptd_json_bad(r, "comm", "a command name has no '/' "
+				    "(use \"exe\" for a path)");
+	(void)ptd_strlcpy(req->watch_exe, exe ? exe : "",
+			  sizeof(req->watch_exe));
+	(void)ptd_strlcpy(req->watch_comm, comm ? comm : "",
+			  sizeof(req->watch_comm));
+	e = ptd_json_get_u64(r, o, "", "uid", INT, 0, UINT32_MAX - 1, &uid);
+	if (e == 0) {
+		req->has_watch_uid = true;
+		req->watch_uid = (uid_t)uid;
+	} else if (e != -ENOENT) {
+		return e;
+	}
+	e = parse_wait_ms(r, o, req);
+	if (e < 0)
+		return e;
+	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
+	if (e < 0)
+		return optional(e);
+	return parse_options(r, opts, req);
+}
+
 static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 			   struct ptd_request *req)
 {
@@ -484,6 +535,9 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 					      "lossy", "tid", "wait_ms", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
+	static const char *const watch[] = { "id", "cmd", "exe", "comm", "uid",
+					     "wait_ms", "options", NULL };
+	static const char *const unwatch[] = { "id", "cmd", "rule", NULL };
 
 	switch (c) {
 	case PTD_CMD_ATTACH:
@@ -498,6 +552,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return replay;
 	case PTD_CMD_RECORD:
 		return record;
+	case PTD_CMD_WATCH:
+		return watch;
+	case PTD_CMD_UNWATCH:
+		return unwatch;
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -540,7 +598,8 @@ static int parse_cmd(const struct ptd_json_reader *r, const cJSON *o,
 		return ptd_diagf(r->diag, -PTD_EUNSUPPORTED,
 				 "unknown cmd \"%.64s\" (ping, version, "
 				 "attach, detach, list, status, subscribe, "
-				 "snapshot, replay, record)", s);
+				 "snapshot, replay, record, watch, unwatch)",
+				 s);
 	req->cmd = (enum ptd_cmd)c;
 	return 0;
 }
@@ -577,6 +636,11 @@ static int parse_object(const struct ptd_json *doc, struct ptd_request *req,
 		return parse_replay(&r, o, req);
 	case PTD_CMD_RECORD:
 		return parse_record(&r, o, req);
+	case PTD_CMD_WATCH:
+		return parse_watch(&r, o, req);
+	case PTD_CMD_UNWATCH:
+		return optional(ptd_json_get_u64(&r, o, "", "rule", REQ | INT, 1,
+						 INT_MAX_JSON, &req->rule));
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -831,6 +895,21 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 					       (double)req->session) &&
 		       (req->record_wait == def.record_wait ||
 			cJSON_AddBoolToObject(o, "wait", req->record_wait));
+	case PTD_CMD_WATCH:
+		return (req->watch_exe[0]
+				? cJSON_AddStringToObject(o, "exe",
+							  req->watch_exe)
+				: cJSON_AddStringToObject(o, "comm",
+							  req->watch_comm)) &&
+		       (!req->has_watch_uid ||
+			cJSON_AddNumberToObject(o, "uid",
+						(double)req->watch_uid)) &&
+		       (!req->has_wait_ms ||
+			cJSON_AddNumberToObject(o, "wait_ms",
+						(double)req->wait_ms)) &&
+		       build_options(o, req, &def);
+	case PTD_CMD_UNWATCH:
+		return cJSON_AddNumberToObject(o, "rule", (double)req->rule);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:

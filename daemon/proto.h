@@ -46,6 +46,8 @@ enum ptd_cmd {
 	PTD_CMD_SNAPSHOT,
 	PTD_CMD_REPLAY,
 	PTD_CMD_RECORD,
+	PTD_CMD_WATCH,
+	PTD_CMD_UNWATCH,
 	PTD_CMD_COUNT,
 };
 
@@ -130,6 +132,14 @@ struct ptd_request {
 	uint64_t wait_ms;
 	/* record: {"session":N,"wait":B}; wait defaults to true */
 	bool record_wait;
+	/* watch: {"exe":ABS} or {"comm":NAME} (one of them), "uid":N
+	 * (optional), "wait_ms" and "options" as attach's; unwatch:
+	 * {"rule":N} */
+	char watch_exe[PTD_PROTO_PATH_MAX + 1];
+	char watch_comm[16];
+	bool has_watch_uid;
+	uid_t watch_uid;
+	uint64_t rule;
 };
 
 /* @req at the defaults ptd_request_parse starts from, for @cmd (no id). */

@@ -2,8 +2,12 @@
 # Debian 12 packages ptd builds, tests and runs with.  Root only; a no-op
 # when everything is there already.
 set -euo pipefail
+# clang, llvm and bpftool build the BPF programs of daemon/bpf (clang
+# -target bpf, `bpftool gen skeleton`); without them ptd builds without
+# watch rules.
 pkgs=(gcc meson ninja-build pkg-config python3
-      libipt-dev libelf-dev libcjson-dev libbpf-dev libzydis-dev)
+      libipt-dev libelf-dev libcjson-dev libbpf-dev libzydis-dev
+      clang llvm bpftool)
 # Independent decoders the tests hold ptd's output against: perf's own
 # Intel PT decoder (perf script) and LLDB's (lldb-22 is in Debian 12's
 # security archive; older LLDBs cannot load Intel PT bundles).  Installed
@@ -11,10 +15,10 @@ pkgs=(gcc meson ninja-build pkg-config python3
 # reason, where they are missing.
 # The boot test (tests/systemd/boot-test.sh) builds a Debian root with
 # debootstrap and boots it with systemd-nspawn; it skips without them.
-# clang and its runtimes (libFuzzer is in libclang-rt-dev, only
-# recommended by clang) build the fuzz harnesses of tests/fuzz; without
-# them run-all.sh skips its fuzz step, saying so.
-optional=(linux-perf lldb-22 debootstrap systemd-container clang libclang-rt-dev)
+# clang's runtimes (libFuzzer is in libclang-rt-dev, only recommended by
+# clang) build the fuzz harnesses of tests/fuzz; without them run-all.sh
+# skips its fuzz step, saying so.
+optional=(linux-perf lldb-22 debootstrap systemd-container libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

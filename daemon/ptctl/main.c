@@ -43,13 +43,16 @@ static const struct verb {
 	{ "detach", verb_detach, "stop a session; the process runs on" },
 	{ "snapshot", verb_snapshot,
 	  "decode a snapshot-mode session's newest trace" },
-	{ "list", verb_list, "list your sessions" },
+	{ "list", verb_list, "list your sessions and watch rules" },
 	{ "status", verb_status, "ptd's status, or one session's" },
 	{ "stream", verb_stream, "a session's records as JSON lines" },
 	{ "replay", verb_replay,
 	  "ptd decodes a saved trace as a session; stream it" },
 	{ "record", verb_record,
 	  "write a recorded session's bundle into a directory" },
+	{ "watch", verb_watch,
+	  "trace every process that starts a program, while ptctl runs" },
+	{ "unwatch", verb_unwatch, "end a watch rule" },
 };
 
 static void help(FILE *f)

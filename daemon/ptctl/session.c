@@ -200,6 +200,7 @@ static void print_list(const cJSON *res)
 		       num_of(s, "session"), num_of(s, "pid"),
 		       num_of(s, "owner"), str_of(s, "source"),
 		       str_of(s, "state"), num_of(s, "subscribers"));
+	print_rules(cJSON_GetObjectItemCaseSensitive(res, "rules"));
 }
 
 /* status's "memory": the user's use against user_memory_limit. */

@@ -69,6 +69,9 @@ static int attach_recheck(void *ctx, pid_t pid, struct ptd_diag *diag)
 				 "by uid %u: %s; let go untouched", (int)pid,
 				 (unsigned)ss->peer.uid,
 				 d.msg[0] ? d.msg : ptd_strerror(r));
+	/* a rule's process, stopped at its exec: every thread is held by
+	 * the tracer now, so it may be continued (it runs when traced) */
+	srv_watch_continue(ss);
 	return 0;
 }
 
@@ -92,10 +95,19 @@ static unsigned process_threads(const struct ptd_server *s, pid_t pid)
 	return n ? n : 1;
 }
 
+/* A session refused before it began: freed, its stop_pidfd left to the
+ * caller (srv_attach_begin's contract). */
+static void attach_drop(struct srv_session *ss)
+{
+	ss->stop_pidfd = 0;
+	srv_session_free(ss);
+}
+
 /* An attach with options @o (o->pid's threads now, a recorded session's
  * spool): charge what it reserves to @ss's account and hand the account
  * to the session; refused (answered): true. */
 static bool attach_memory_refused(struct ptd_server *s, struct conn *c,
+				  const struct ptd_peer *peer,
 				  const struct ptd_request *req,
 				  struct srv_session *ss,
 				  struct ptd_session_opts *o)
@@ -109,7 +121,7 @@ static bool attach_memory_refused(struct ptd_server *s, struct conn *c,
 	(void)snprintf(what, sizeof(what), "attaching to pid %ld (%u "
 		       "thread%s%s)", (long)o->pid, n, n == 1 ? "" : "s",
 		       req->record ? ", recorded" : "");
-	if (srv_memory_refused(s, c, req, &ss->acct, bytes, what))
+	if (srv_memory_refused(s, c, peer, req, &ss->acct, bytes, what))
 		return true;
 	o->acct = &ss->acct;
 	o->prepaid_threads = n;
@@ -124,8 +136,10 @@ static bool attach_memory_refused(struct ptd_server *s, struct conn *c,
  * answers once it is decided; the connection's later requests wait,
  * other clients do not.  A detach, the client going away or shutdown
  * cancels it. */
-void srv_cmd_attach(struct ptd_server *s, struct conn *c,
-		    const struct ptd_request *req)
+struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
+				     const struct ptd_peer *peer,
+				     const struct ptd_request *req,
+				     uint64_t rule, int stop_pidfd)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_session_opts o;
@@ -134,30 +148,30 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 	struct srv_session *ss;
 	int r, pidfd = -1;
 
-	if (srv_refuse_over_session_limit(s, c, req))
-		return;
+	if (srv_refuse_over_session_limit(s, c, peer, req))
+		return NULL;
 	if (req->pid == getpid()) {
 		srv_reply_error(c, req->id, PTD_ERR_PERMISSION,
 				"pid %ld is ptd itself", (long)req->pid);
-		return;
+		return NULL;
 	}
 	/* a capture is written by ptd with its privileges, where asked */
-	if (req->capture[0] && c->peer.uid != 0) {
+	if (req->capture[0] && peer->uid != 0) {
 		srv_reply_error(c, req->id, PTD_ERR_PERMISSION,
 				"only root may ask for options.capture");
-		return;
+		return NULL;
 	}
 	if (req->capture[0] && capture_dir_refused(c, req))
-		return;
+		return NULL;
 	if (req->record && (req->capture[0] ||
 			    req->source == PTD_SOURCE_INTEL_PT ||
 			    req->mode != PTD_MODE_FULL)) {
 		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
 				"options.record needs the software source in "
 				"full mode, without options.capture");
-		return;
+		return NULL;
 	}
-	r = ptd_auth_pin(&c->peer, req->pid, s->procroot, &pidfd, &diag);
+	r = ptd_auth_pin(peer, req->pid, s->procroot, &pidfd, &diag);
 	if (r < 0) {
 		srv_reply_error(c, req->id,
 				r == -ESRCH ? PTD_ERR_NO_SUCH_PROCESS
@@ -165,7 +179,7 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 				: r == -EINVAL ? PTD_ERR_BAD_REQUEST
 					  : PTD_ERR_INTERNAL,
 				"%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
-		return;
+		return NULL;
 	}
 	ss = calloc(1, sizeof(*ss));
 	if (!ss || ptd_fanout_new(s->next_session_id, req->pid, srv_wake, s,
@@ -173,13 +187,16 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 		free(ss);
 		close(pidfd);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
-		return;
+		return NULL;
 	}
 	ss->pidfd = pidfd;
+	ss->rule = rule;
+	ss->stop_pidfd = stop_pidfd;	/* the session thread sends its
+					 * SIGCONT (attach_recheck) */
 	ss->srv = s;
 	ss->id = s->next_session_id;
-	ss->owner = c->peer.uid;
-	ss->peer = c->peer;
+	ss->owner = peer->uid;
+	ss->peer = *peer;
 	ss->pid = req->pid;
 	memset(&o, 0, sizeof(o));
 	o.pid = req->pid;
@@ -189,7 +206,7 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 	o.single_step = req->single_step;
 	o.wait_ms = (unsigned)req->wait_ms;
 	o.config = &s->cfg;
-	o.uid = c->peer.uid;
+	o.uid = peer->uid;
 	o.capture_dir = req->capture[0] ? req->capture : NULL;
 	o.mode = req->mode;
 	o.snapshot_size = (size_t)req->snapshot_size;
@@ -203,8 +220,8 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 	if ((req->addr_filter && !(ss->filter = strdup(req->addr_filter))) ||
 	    srv_pending_keep_id(&ss->attach, req->id) < 0) {
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
-		srv_session_free(ss);
-		return;
+		attach_drop(ss);
+		return NULL;
 	}
 	o.filter = ss->filter;
 	ss->mode = req->mode;
@@ -213,35 +230,43 @@ void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);
-			srv_session_free(ss);
-			return;
+			attach_drop(ss);
+			return NULL;
 		}
 	}
-	if (attach_memory_refused(s, c, req, ss, &o)) {
-		srv_session_free(ss);
-		return;
+	if (attach_memory_refused(s, c, peer, req, ss, &o)) {
+		attach_drop(ss);
+		return NULL;
 	}
 	srv_session_sink(ss, true, &sink);
 	r = ptd_session_begin(&o, &sink, &ss->s, &diag);
 	if (r < 0) {
 		ptd_log_info("uid %u: attach to pid %ld refused: %s",
-			     (unsigned)c->peer.uid, (long)req->pid,
+			     (unsigned)peer->uid, (long)req->pid,
 			     diag.msg[0] ? diag.msg : ptd_strerror(r));
 		srv_reply_error(c, req->id, ptd_proto_error_code(r), "%s",
 				diag.msg[0] ? diag.msg : ptd_strerror(r));
-		srv_session_free(ss);
-		return;
+		attach_drop(ss);
+		return NULL;
 	}
 	s->next_session_id++;
 	ptd_session_get_stats(ss->s, &st);
 	ss->source = st.source;
 	ss->attaching = true;
-	srv_pending_hold(&ss->attach, c);
+	if (c)
+		srv_pending_hold(&ss->attach, c);
 	ss->next = s->sessions;
 	s->sessions = ss;
 	ptd_log_info("session %" PRIu64 ": uid %u attaching to pid %ld (%s)",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
 		     ptd_source_name(ss->source));
+	return ss;
+}
+
+void srv_cmd_attach(struct ptd_server *s, struct conn *c,
+		    const struct ptd_request *req)
+{
+	(void)srv_attach_begin(s, c, &c->peer, req, 0, 0);
 }
 
 static cJSON *attach_result(const struct srv_session *ss)
@@ -321,6 +346,13 @@ void srv_attaches_answer(struct ptd_server *s)
 		ss->pidfd = 0;
 		if (r < 0) {
 			attach_refused(s, ss, r, &diag);	/* frees ss */
+		} else if (ss->rule) {
+			ptd_log_info("session %" PRIu64 ": rule %" PRIu64
+				     ": uid %u attached to pid %ld (%s)",
+				     ss->id, ss->rule, (unsigned)ss->owner,
+				     (long)ss->pid,
+				     ptd_source_name(ss->source));
+			srv_pending_clear(&ss->attach);
 		} else if (!ss->attach.conn) {
 			/* asked to stop when its client went away */
 			ptd_log_info("session %" PRIu64 ": attached to pid %ld "

@@ -34,6 +34,8 @@ static cJSON *session_summary(struct srv_session *ss)
 	cJSON_AddNumberToObject(o, "pid", ss->pid);
 	cJSON_AddNumberToObject(o, "owner", ss->owner);
 	cJSON_AddStringToObject(o, "kind", ss->path ? "replay" : "live");
+	if (ss->rule)
+		cJSON_AddNumberToObject(o, "rule", (double)ss->rule);
 	if (ss->path) {
 		cJSON_AddStringToObject(o, "source",
 					ptd_input_kind_name(ss->input_kind));
@@ -69,6 +71,7 @@ static void cmd_list(struct ptd_server *s, struct conn *c,
 	for (ss = s->sessions; a && ss; ss = ss->next)
 		if (ptd_auth_may_see(&c->peer, ss->owner))
 			cJSON_AddItemToArray(a, session_summary(ss));
+	srv_rules_list(s, c, res);
 	srv_reply_ok(c, req->id, res);
 }
 
@@ -198,7 +201,7 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	/* its queue and the buffer being written: fanout.h */
-	if (srv_memory_refused(s, c, req, &c->sub_acct,
+	if (srv_memory_refused(s, c, &c->peer, req, &c->sub_acct,
 			       2 * (uint64_t)s->cfg.subscriber_queue_size,
 			       "subscribing"))
 		return;
@@ -339,6 +342,8 @@ static srv_cmd_fn *const cmd_handlers[PTD_CMD_COUNT] = {
 	[PTD_CMD_SNAPSHOT] = cmd_snapshot,
 	[PTD_CMD_REPLAY] = srv_cmd_replay,
 	[PTD_CMD_RECORD] = srv_cmd_record,
+	[PTD_CMD_WATCH] = srv_cmd_watch,
+	[PTD_CMD_UNWATCH] = srv_cmd_unwatch,
 };
 
 void srv_dispatch(struct ptd_server *s, struct conn *c,

@@ -120,8 +120,19 @@ void srv_conn_flush(struct ptd_server *s, struct conn *c)
 	conn_update_events(s, c, more);
 }
 
+static char quiet_error[PTD_DIAG_MAX + 256];
+
+const char *srv_reply_quiet_error(void)
+{
+	return quiet_error;
+}
+
 static void conn_queue(struct conn *c, char *line, size_t len)
 {
+	if (!c) {
+		free(line);
+		return;
+	}
 	if (!line) {
 		c->close_after_flush = true;	/* out of memory */
 		return;
@@ -139,6 +150,11 @@ void srv_reply_verror(struct conn *c, const cJSON *id, const char *code,
 	char *line;
 
 	(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (!c) {
+		(void)snprintf(quiet_error, sizeof(quiet_error), "%s: %s",
+			       code, msg);
+		return;
+	}
 	/* Two statements: the length is known only after the call. */
 	line = ptd_response_error(id, code, msg, &len);
 	conn_queue(c, line, len);
@@ -157,7 +173,13 @@ void srv_reply_error(struct conn *c, const cJSON *id, const char *code,
 void srv_reply_ok(struct conn *c, const cJSON *id, cJSON *result)
 {
 	size_t len = 0;
-	char *line = ptd_response_ok(id, result, &len);
+	char *line;
+
+	if (!c) {
+		cJSON_Delete(result);
+		return;
+	}
+	line = ptd_response_ok(id, result, &len);
 
 	conn_queue(c, line, len);
 }
@@ -327,6 +349,7 @@ void srv_conn_readable(struct ptd_server *s, struct conn *c)
 void srv_conn_free(struct ptd_server *s, struct conn *c)
 {
 	srv_sessions_forget_conn(s, c);
+	srv_rules_forget_conn(s, c);
 	if (c->pass_fd >= 0)
 		close(c->pass_fd);
 	if (c->sub)

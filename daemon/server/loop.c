@@ -65,7 +65,10 @@ static void sessions_reap(struct ptd_server *s)
 
 	answer_pending(s);
 	while ((ss = *p)) {
-		if (!ss->reaped &&
+		/* One still attaching is answered first (next time round):
+		 * its attach can be decided and the session end after
+		 * answer_pending looked -- a rule's short program does. */
+		if (!ss->reaped && !ss->attaching &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			srv_session_release(ss);
 			ss->reaped = true;
@@ -211,6 +214,9 @@ int ptd_server_run(struct ptd_server *s)
 			case EP_EVENT:
 				drain_wakeups(s);
 				break;
+			case EP_WATCH:
+				srv_watch_readable(s);
+				break;
 			case EP_CONN:
 				c = (struct conn *)t;
 				if (evs[i].events & (EPOLLERR | EPOLLHUP) &&
@@ -327,6 +333,7 @@ void ptd_server_free(struct ptd_server *s)
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (!ss->reaped)
 			srv_session_stop(ss, PTD_END_SHUTDOWN);
+	srv_rules_free(s);
 	while ((c = s->conns)) {
 		s->conns = c->next;
 		srv_conn_free(s, c);

@@ -102,7 +102,7 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 	gid_t *groups = NULL;
 	int r;
 
-	if (srv_refuse_over_session_limit(s, c, req))
+	if (srv_refuse_over_session_limit(s, c, &c->peer, req))
 		return;
 	r = srv_peer_groups(c->tag.fd, &groups);
 	ss = calloc(1, sizeof(*ss));
@@ -115,7 +115,7 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 				ptd_strerror(r < 0 ? r : -ENOMEM));
 		return;
 	}
-	if (srv_memory_refused(s, c, req, &ss->acct, PTD_MEMLIMIT_REPLAY_BYTES,
+	if (srv_memory_refused(s, c, &c->peer, req, &ss->acct, PTD_MEMLIMIT_REPLAY_BYTES,
 			       "a replay")) {
 		free(groups);
 		srv_session_free(ss);

@@ -242,13 +242,14 @@ static unsigned live_sessions_of(const struct ptd_server *s, uid_t uid)
 /* A new session (attach, replay) for @c would pass max_sessions_per_user:
  * refuse it (answered) and return true. */
 bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
+				   const struct ptd_peer *peer,
 				   const struct ptd_request *req)
 {
-	if (live_sessions_of(s, c->peer.uid) < s->cfg.max_sessions_per_user)
+	if (live_sessions_of(s, peer->uid) < s->cfg.max_sessions_per_user)
 		return false;
 	srv_reply_error(c, req->id, PTD_ERR_LIMIT,
 			"uid %u already has %u sessions (max_sessions_per_user)",
-			(unsigned)c->peer.uid, s->cfg.max_sessions_per_user);
+			(unsigned)peer->uid, s->cfg.max_sessions_per_user);
 	return true;
 }
 
@@ -273,6 +274,7 @@ struct srv_session *srv_session_find_ready(struct ptd_server *s,
  * limit refuses it, answer the request (code memory_limit: in use, asked,
  * the limit, the key) and return true. */
 bool srv_memory_refused(struct ptd_server *s, struct conn *c,
+			const struct ptd_peer *peer,
 			const struct ptd_request *req,
 			struct ptd_memacct *a, uint64_t bytes,
 			const char *what)
@@ -282,16 +284,16 @@ bool srv_memory_refused(struct ptd_server *s, struct conn *c,
 	int r;
 
 	a->m = s->mem;
-	a->uid = c->peer.uid;
+	a->uid = peer->uid;
 	r = ptd_memacct_charge(a, bytes, &used);
 	if (r == 0)
 		return false;
 	ptd_log_info("uid %u: %s refused: memory limit (%" PRIu64 " in use, "
-		     "%" PRIu64 " asked)", (unsigned)c->peer.uid, what, used,
+		     "%" PRIu64 " asked)", (unsigned)peer->uid, what, used,
 		     bytes);
 	srv_reply_error(c, req->id, PTD_ERR_MEMORY_LIMIT,
 			"uid %u has %s in use, %s needs %s more; the limit is "
-			"%s a user (user_memory_limit)", (unsigned)c->peer.uid,
+			"%s a user (user_memory_limit)", (unsigned)peer->uid,
 			ptd_memlimit_fmt(used, u, sizeof(u)), what,
 			ptd_memlimit_fmt(bytes, b, sizeof(b)),
 			ptd_memlimit_fmt(ptd_memlimit_limit(s->mem), l,
@@ -323,6 +325,12 @@ void srv_session_release(struct srv_session *ss)
 	ptd_replay_free(ss->rp);
 	ss->rp = NULL;
 	ptd_memacct_release(&ss->acct);
+	/* a rule's process: continued by now (its session thread is gone);
+	 * the pidfd need not outlive the session's threads */
+	srv_watch_continue(ss);
+	if (ss->stop_pidfd > 0)
+		close(ss->stop_pidfd);
+	ss->stop_pidfd = 0;
 }
 
 void srv_session_free(struct srv_session *ss)
@@ -338,6 +346,9 @@ void srv_session_free(struct srv_session *ss)
 	ptd_fanout_free(ss->fan);
 	if (ss->pidfd > 0)
 		close(ss->pidfd);
+	srv_watch_continue(ss);
+	if (ss->stop_pidfd > 0)
+		close(ss->stop_pidfd);
 	srv_pending_clear(&ss->attach);
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);

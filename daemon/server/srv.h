@@ -16,6 +16,8 @@
  *   attach.c    attach and detach
  *   replay.c    replay (saved traces as sessions)
  *   record.c    record: a recorded session's bundle, its save thread
+ *   watch.c     watch and unwatch: rules whose matching execs (the BPF
+ *               exec watcher, daemon/watch.h) become sessions
  */
 #ifndef PTD_DAEMON_SERVER_SRV_H
 #define PTD_DAEMON_SERVER_SRV_H
@@ -38,10 +40,11 @@
 #include "daemon/replay.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
+#include "daemon/watch.h"
 
 #define MAX_LISTEN 4
 
-enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN };
+enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN, EP_WATCH };
 
 struct ep_tag {
 	enum ep_kind kind;
@@ -140,6 +143,29 @@ struct srv_session {
 	/* What the session charged to its owner (memlimit.h): given back
 	 * when its threads are freed. */
 	struct ptd_memacct acct;
+	/* Started by watch rule @rule (0: by an attach): the process was
+	 * stopped by the exec watcher (a SIGSTOP), and stop_pidfd pins it
+	 * until it is sent the SIGCONT that lets it run on -- once every
+	 * thread is seized, or when the session is refused (0: none;
+	 * continued: sent). */
+	uint64_t rule;
+	int stop_pidfd;
+	atomic_bool continued;
+};
+
+/* A watch rule (watch.c): what it matches, the attach it makes of every
+ * process that matches, whose it is. */
+struct srv_rule {
+	struct srv_rule *next;
+	uint64_t id;
+	unsigned slot;			/* in the exec watcher */
+	struct conn *conn;		/* its owner's connection: the rule
+					 * ends with it */
+	struct ptd_peer peer;
+	struct ptd_request req;		/* exe/comm/uid, wait_ms, options */
+	uint64_t started;		/* sessions started */
+	uint64_t refused;		/* matches that became no session */
+	char last_refusal[PTD_DIAG_MAX + 512];
 };
 
 struct conn {
@@ -184,6 +210,13 @@ struct ptd_server {
 	sigset_t oldmask;
 	bool mask_set;
 	struct ptd_memlimit *mem;	/* user_memory_limit, per uid */
+	/* The exec watcher, loaded by the first watch request (NULL until
+	 * then, or where it cannot be loaded), its ring buffer in epoll, and
+	 * the rules. */
+	struct ptd_watcher *watcher;
+	struct ep_tag watch;
+	struct srv_rule *rules;
+	uint64_t next_rule_id;
 };
 
 typedef void srv_cmd_fn(struct ptd_server *s, struct conn *c,
@@ -205,7 +238,10 @@ void srv_conn_readable(struct ptd_server *s, struct conn *c);
 void srv_conn_free(struct ptd_server *s, struct conn *c);
 void srv_conns_reap(struct ptd_server *s);
 void srv_conns_accept(struct ptd_server *s, int lfd);
+/* The replies: @c NULL (a session a rule starts) answers nobody; the
+ * last error so answered is srv_reply_quiet_error()'s (loop only). */
 void srv_reply_ok(struct conn *c, const cJSON *id, cJSON *result);
+const char *srv_reply_quiet_error(void);
 void srv_reply_error(struct conn *c, const cJSON *id, const char *code,
 		     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 void srv_reply_verror(struct conn *c, const cJSON *id, const char *code,
@@ -244,11 +280,13 @@ struct srv_session *srv_session_find_or_refuse(struct ptd_server *s,
 const char *srv_session_state(const struct srv_session *ss);
 void srv_session_stats(struct srv_session *ss, struct ptd_session_stats *st);
 bool srv_refuse_over_session_limit(struct ptd_server *s, struct conn *c,
+				   const struct ptd_peer *peer,
 				   const struct ptd_request *req);
 struct srv_session *srv_session_find_ready(struct ptd_server *s,
 					   struct conn *c,
 					   const struct ptd_request *req);
 bool srv_memory_refused(struct ptd_server *s, struct conn *c,
+			const struct ptd_peer *peer,
 			const struct ptd_request *req, struct ptd_memacct *a,
 			uint64_t bytes, const char *what);
 void srv_session_stop(struct srv_session *ss, enum ptd_session_end_reason why);
@@ -262,8 +300,15 @@ void srv_dispatch(struct ptd_server *s, struct conn *c,
 		  const struct ptd_request *req);
 void srv_snapshots_answer(struct ptd_server *s);
 
-/* attach.c */
+/* attach.c; srv_attach_begin: the attach of @req->pid for @peer (@c:
+ * the connection waiting for its answer, NULL for a rule's; @rule and
+ * @stop_pidfd: srv_session's), the session attaching, or NULL when it
+ * was refused (answered to @c; @stop_pidfd is then the caller's). */
 srv_cmd_fn srv_cmd_attach, srv_cmd_detach;
+struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
+				     const struct ptd_peer *peer,
+				     const struct ptd_request *req,
+				     uint64_t rule, int stop_pidfd);
 void srv_attaches_answer(struct ptd_server *s);
 void srv_detaches_answer(struct ptd_server *s);
 
@@ -284,5 +329,16 @@ void srv_record_status(const struct srv_session *ss, cJSON *res);
 void srv_record_drop_conn(struct srv_session *ss, const struct conn *c);
 void srv_records_answer(struct ptd_server *s);
 void srv_record_forget(struct srv_session *ss);
+
+/* watch.c: the commands; readable: matches wait in the ring buffer;
+ * forget_conn: @c's rules end; list: the rules @c may see, into @res;
+ * free: every rule and the watcher (shutdown); continue: let a stopped
+ * process of @ss run on (at most once). */
+srv_cmd_fn srv_cmd_watch, srv_cmd_unwatch;
+void srv_watch_readable(struct ptd_server *s);
+void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
+void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
+void srv_rules_free(struct ptd_server *s);
+void srv_watch_continue(struct srv_session *ss);
 
 #endif

@@ -33,6 +33,7 @@ static const char *config_diff(const struct ptd_config *a,
 	F(max_request_size);
 	F(log_level);
 	F(user_memory_limit);
+	F(max_watch_rules_per_user);
 #undef F
 #undef S
 	return NULL;
@@ -57,6 +58,7 @@ static void config_poison(struct ptd_config *c)
 	c->max_request_size = 99999;
 	c->log_level = PTD_LOG_DEBUG;
 	c->user_memory_limit = 99999999;
+	c->max_watch_rules_per_user = 63;
 }
 
 static int parse_str(const char *text, struct ptd_config *c,
@@ -88,6 +90,7 @@ static void test_defaults(void)
 	CHECK_EQ_U64(c.max_request_size, 64 << 10);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_INFO);
 	CHECK_EQ_U64(c.user_memory_limit, 1ull << 30);
+	CHECK_EQ_INT(c.max_watch_rules_per_user, 4);
 	/* The poison really differs everywhere (else the shipped-file test
 	 * below would prove nothing for that field). */
 	config_poison(&p);
@@ -97,7 +100,7 @@ static void test_defaults(void)
 	D(max_subscribers_per_session); D(max_connections);
 	D(subscriber_queue_size); D(subscriber_stall_ms);
 	D(max_request_size); D(log_level);
-	D(user_memory_limit);
+	D(user_memory_limit); D(max_watch_rules_per_user);
 #undef D
 	CHECK(strcmp(p.socket_path, c.socket_path) != 0);
 	CHECK(strcmp(p.socket_group, c.socket_group) != 0);
@@ -200,6 +203,7 @@ static void test_all_keys(void)
 		"subscriber_stall_ms = 250\n"
 		"max_request_size = 1k\n"
 		"user_memory_limit = 3G\n"
+		"max_watch_rules_per_user = 64\n"
 		"log_level = debug";	/* no final newline */
 
 	ptd_config_defaults(&c);
@@ -219,6 +223,7 @@ static void test_all_keys(void)
 	CHECK_EQ_U64(c.max_request_size, 1024);
 	CHECK_EQ_INT(c.log_level, PTD_LOG_DEBUG);
 	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
+	CHECK_EQ_INT(c.max_watch_rules_per_user, 64);
 }
 
 static void test_booleans_and_levels(void)
@@ -289,6 +294,8 @@ static const struct {
 	{ "max_request_size = 32M\n", -PTD_EFORMAT, "out of range" },
 	{ "max_sessions_per_user = 0\n", -PTD_EFORMAT,
 	  "max_sessions_per_user: 0 is out of range (1..1024)" },
+	{ "max_watch_rules_per_user = 65\n", -PTD_EFORMAT,
+	  "max_watch_rules_per_user: 65 is out of range (1..64)" },
 	{ "max_connections = 65537\n", -PTD_EFORMAT,
 	  "max_connections: 65537 is out of range (1..65536)" },
 	{ "max_connections = 4294967297\n", -PTD_EFORMAT, "out of range" },

@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl watch and unwatch: a rule that makes every process starting a
+ * program a session (daemon/server/watch.c), held for as long as ptctl
+ * watch runs (the rule ends with its connection), and ended by another
+ * ptctl with unwatch.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/strutil.h"
+#include "ptctl.h"
+
+static const struct option watch_long[] = {
+	{ "exe", required_argument, NULL, 'e' },
+	{ "comm", required_argument, NULL, 'c' },
+	{ "uid", required_argument, NULL, 'u' },
+	{ "source", required_argument, NULL, 's' },
+	{ "tsc", no_argument, NULL, 'T' },
+	{ "max-insns", required_argument, NULL, 'm' },
+	{ "capture", required_argument, NULL, 'C' },
+	{ "snapshot", no_argument, NULL, 'S' },
+	{ "filter", required_argument, NULL, 'F' },
+	{ "wait-ms", required_argument, NULL, 'W' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char watch_usage[] =
+	"Usage: ptctl watch --exe PATH | --comm NAME [--uid UID]\n"
+	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
+	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
+	"       [--json]\n\n"
+	"While this runs, every process that execs PATH (the file itself, "
+	"by device and\ninode, however it is named) or a program whose "
+	"command name is NAME becomes\na session, traced from its first "
+	"instruction (the dynamic loader's entry), with\nattach's options "
+	"(--capture: DIR/PID for each).  --uid: only processes of that\n"
+	"real uid.  A user's rule matches only that user's own processes, "
+	"never a\nset-user-ID or set-group-ID program.  --wait-ms: each "
+	"session waits so long for\nits first subscriber.  Prints the rule "
+	"id, then waits; the rule ends when ptctl\nis stopped (SIGINT, "
+	"SIGTERM) or by `ptctl unwatch RULE`.  `ptctl list` shows the\n"
+	"rule and the sessions it started.  The process is stopped "
+	"(SIGSTOP) at its exec\nuntil ptd has seized it: its parent can "
+	"see that stop with waitpid(WUNTRACED).\n";
+
+static volatile sig_atomic_t stop_asked;
+
+static void on_stop_signal(int sig)
+{
+	stop_asked = 1;
+}
+
+static int watch_option(struct ptd_request *req, int c, const char *arg)
+{
+	uint64_t v;
+
+	switch (c) {
+	case 'e':
+		if (arg[0] != '/' ||
+		    ptd_strlcpy(req->watch_exe, arg, sizeof(req->watch_exe)) <
+			    0) {
+			errx_msg("--exe: expected an absolute path, got '%s'",
+				 arg);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case 'c':
+		if (!arg[0] || strchr(arg, '/') ||
+		    ptd_strlcpy(req->watch_comm, arg, sizeof(req->watch_comm)) <
+			    0) {
+			errx_msg("--comm: expected a command name of 1 to %zu "
+				 "bytes without '/', got '%s'",
+				 sizeof(req->watch_comm) - 1, arg);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case 'u':
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v >= UINT32_MAX) {
+			errx_msg("--uid: expected a uid, got '%s'", arg);
+			return EXIT_USAGE;
+		}
+		req->has_watch_uid = true;
+		req->watch_uid = (uid_t)v;
+		return 0;
+	case 's':
+		if (ptd_source_parse(arg) < 0) {
+			errx_msg("--source: expected auto, software or "
+				 "intel_pt, got '%s'", arg);
+			return EXIT_USAGE;
+		}
+		req->source = (enum ptd_source_kind)ptd_source_parse(arg);
+		return 0;
+	case 'T':
+		req->tsc = true;
+		return 0;
+	case 'm':
+		if (ptd_parse_u64(arg, 10, &req->max_insns) < 0 ||
+		    !req->max_insns || req->max_insns > (1ull << 53)) {
+			errx_msg("--max-insns: expected a positive number, "
+				 "got '%s'", arg);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case 'C':
+		if (arg[0] != '/' ||
+		    ptd_strlcpy(req->capture, arg, sizeof(req->capture)) < 0) {
+			errx_msg("--capture: expected an absolute path shorter "
+				 "than %zu bytes, got '%s'",
+				 sizeof(req->capture), arg);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case 'S':
+		req->mode = PTD_MODE_SNAPSHOT;
+		return 0;
+	case 'F':
+		req->addr_filter = (char *)arg;	/* checked by ptd */
+		return 0;
+	case 'W':
+		if (ptd_parse_u64(arg, 10, &v) < 0 ||
+		    v > PTD_PROTO_WAIT_MS_MAX) {
+			errx_msg("--wait-ms: expected 0 to %d, got '%s'",
+				 PTD_PROTO_WAIT_MS_MAX, arg);
+			return EXIT_USAGE;
+		}
+		req->has_wait_ms = true;
+		req->wait_ms = v;
+		return 0;
+	default:
+		return EXIT_USAGE;
+	}
+}
+
+int verb_watch(int argc, char **argv)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	struct sigaction sa;
+	struct pollfd pfd;
+	bool json = false;
+	FILE *f = NULL;
+	int c, r;
+
+	client_request(&req, PTD_CMD_WATCH);
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", watch_long, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(watch_usage, stdout);
+			return 0;
+		}
+		if (c == 'j') {
+			json = true;
+			continue;
+		}
+		r = watch_option(&req, c, optarg);
+		if (r)
+			return r;
+	}
+	if (optind != argc || !req.watch_exe[0] == !req.watch_comm[0]) {
+		errx_msg("watch: expected --exe PATH or --comm NAME (one of "
+			 "them) and no other argument");
+		return EXIT_USAGE;
+	}
+	r = client_connect(&f);
+	if (r)
+		return r;
+	r = client_call(f, &req, json, &resp);
+	if (r) {
+		fclose(f);
+		return r;
+	}
+	if (!json) {
+		printf("%.0f\n", num_of(resp.result, "rule"));
+		fprintf(stderr, "ptctl: rule %.0f: %s\n",
+			num_of(resp.result, "rule"),
+			str_of(resp.result, "stop"));
+	}
+	fflush(stdout);
+	ptd_response_fini(&resp);
+	/* The rule lives as long as this connection. */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop_signal;	/* no SA_RESTART: poll returns */
+	(void)sigaction(SIGINT, &sa, NULL);
+	(void)sigaction(SIGTERM, &sa, NULL);
+	pfd.fd = fileno(f);
+	pfd.events = POLLIN;
+	r = 0;
+	while (!stop_asked) {
+		int n = poll(&pfd, 1, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+			errx_msg("ptd closed the connection: the rule has "
+				 "ended");
+			r = EXIT_STREAM;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+int verb_unwatch(int argc, char **argv)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	bool json = false;
+	const char *arg = NULL;
+	FILE *f = NULL;
+	int i, r;
+
+	client_request(&req, PTD_CMD_UNWATCH);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("Usage: ptctl unwatch RULE [--json]\n\nEnd a "
+			       "watch rule; the sessions it started run "
+			       "on.\n");
+			return 0;
+		} else if (!arg && argv[i][0] != '-') {
+			arg = argv[i];
+		} else {
+			errx_msg("unwatch: unexpected argument '%s'", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!arg || ptd_parse_u64(arg, 10, &req.rule) < 0 || !req.rule) {
+		errx_msg("unwatch: expected a RULE number");
+		return EXIT_USAGE;
+	}
+	r = client_connect(&f);
+	if (r)
+		return r;
+	r = client_call(f, &req, json, &resp);
+	if (r == 0) {
+		if (!json)
+			printf("rule %.0f ended; it started %.0f session(s)\n",
+			       num_of(resp.result, "rule"),
+			       num_of(resp.result, "sessions_started"));
+		ptd_response_fini(&resp);
+	}
+	fclose(f);
+	return r;
+}
+
+void print_rules(const cJSON *rules)
+{
+	const cJSON *o, *ss, *e;
+
+	if (!cJSON_GetArraySize(rules))
+		return;
+	printf("\n%-6s %-6s %-8s %-8s %-8s %s\n", "RULE", "OWNER", "MATCHED",
+	       "STARTED", "REFUSED", "WATCHES");
+	cJSON_ArrayForEach(o, rules) {
+		const char *exe = str_of(o, "exe");
+
+		printf("%-6.0f %-6.0f %-8.0f %-8.0f %-8.0f %s %s", num_of(o, "rule"),
+		       num_of(o, "owner"), num_of(o, "matched"),
+		       num_of(o, "sessions_started"), num_of(o, "refused"),
+		       exe[0] ? "exe" : "comm", exe[0] ? exe : str_of(o, "comm"));
+		ss = cJSON_GetObjectItemCaseSensitive(o, "sessions");
+		if (cJSON_GetArraySize(ss)) {
+			printf(" (sessions:");
+			cJSON_ArrayForEach(e, ss)
+				printf(" %.0f/pid %.0f", num_of(e, "session"),
+				       num_of(e, "pid"));
+			printf(")");
+		}
+		printf("\n");
+	}
+}

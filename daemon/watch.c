@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The exec watcher (watch.h): libbpf and the skeleton bpftool generated
+ * from daemon/bpf/watch.bpf.c at build time.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/watch.h"
+
+#ifdef PTD_HAVE_BPF
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+/* bpftool's skeleton holds the program as one long string literal and
+ * casts away const: not ours to fix. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverlength-strings"
+#pragma GCC diagnostic ignored "-Wcast-qual"
+#include "watch.skel.h"
+#pragma GCC diagnostic pop
+
+struct ptd_watcher {
+	struct watch_bpf *skel;
+	struct ring_buffer *rb;
+	void (*fn)(void *ctx, const struct ptd_watch_event *ev);
+	void *ctx;
+};
+
+bool ptd_watcher_built(void)
+{
+	return true;
+}
+
+/* libbpf's messages are not ours to print (the daemon logs through
+ * log.h; a refusal's reason is in the diag). */
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+static int on_event(void *ctx, void *data, size_t len);
+
+/* Why a load was refused with EPERM: lockdown, or missing rights. */
+static int why_eperm(int err, struct ptd_diag *diag)
+{
+	char buf[256] = "";
+	FILE *f = fopen("/sys/kernel/security/lockdown", "re");
+
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	if (strstr(buf, "[integrity]") || strstr(buf, "[confidentiality]"))
+		return ptd_diagf(diag, err, "BPF is refused by the kernel's "
+				 "lockdown (%.*s): watch rules need BPF "
+				 "programs", (int)strcspn(buf, "\n"), buf);
+	return ptd_diagf(diag, err, "ptd may not load BPF programs (%s; it "
+			 "needs CAP_BPF and CAP_PERFMON, or root): watch "
+			 "rules need them", strerror(-err));
+}
+
+int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
+{
+	struct ptd_watcher *w;
+	int r;
+
+	*ret = NULL;
+	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+				 "the kernel has no BTF (/sys/kernel/btf/"
+				 "vmlinux: %s; CONFIG_DEBUG_INFO_BTF): ptd's "
+				 "BPF programs cannot be relocated to it",
+				 strerror(errno));
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	(void)libbpf_set_print(quiet);
+	w->skel = watch_bpf__open();
+	if (!w->skel) {
+		r = -errno;
+		(void)ptd_diagf(diag, r, "cannot open the BPF program: %s",
+				strerror(-r));
+		goto err;
+	}
+	w->skel->rodata->ptd_tgid = (__u32)getpid();
+	r = watch_bpf__load(w->skel);
+	if (r == 0)
+		r = watch_bpf__attach(w->skel);
+	if (r == -EPERM || r == -EACCES) {
+		(void)why_eperm(r, diag);
+		goto err;
+	}
+	if (r < 0) {
+		(void)ptd_diagf(diag, r, "cannot load the BPF program onto "
+				"the sched_process_exec tracepoint: %s",
+				strerror(-r));
+		goto err;
+	}
+	w->rb = ring_buffer__new(bpf_map__fd(w->skel->maps.events), on_event,
+				 w, NULL);
+	if (!w->rb) {
+		r = -errno;
+		(void)ptd_diagf(diag, r, "cannot map the BPF ring buffer: %s",
+				strerror(-r));
+		goto err;
+	}
+	*ret = w;
+	return 0;
+err:
+	ptd_watcher_free(w);
+	return r;
+}
+
+void ptd_watcher_free(struct ptd_watcher *w)
+{
+	if (!w)
+		return;
+	ring_buffer__free(w->rb);
+	watch_bpf__destroy(w->skel);
+	free(w);
+}
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	struct ptd_watcher *w = ctx;
+	struct ptd_watch_event ev;
+
+	if (len < sizeof(ev))
+		return 0;
+	memcpy(&ev, data, sizeof(ev));
+	w->fn(w->ctx, &ev);
+	return 0;
+}
+
+int ptd_watcher_fd(const struct ptd_watcher *w)
+{
+	return w->rb ? ring_buffer__epoll_fd(w->rb) : -1;
+}
+
+int ptd_watcher_set(struct ptd_watcher *w, unsigned slot,
+		    const struct ptd_watch_slot *rule)
+{
+	struct ptd_watch_slot none = { 0 };
+	struct ptd_watch_count zero = { 0 };
+	__u32 key = slot;
+
+	if (slot >= PTD_WATCH_SLOTS)
+		return -EINVAL;
+	/* counts first: a match of the new rule counts from zero */
+	if (rule && bpf_map_update_elem(bpf_map__fd(w->skel->maps.counts),
+					&key, &zero, BPF_ANY) < 0)
+		return -errno;
+	if (bpf_map_update_elem(bpf_map__fd(w->skel->maps.rules), &key,
+				rule ? rule : &none, BPF_ANY) < 0)
+		return -errno;
+	return 0;
+}
+
+int ptd_watcher_counts(const struct ptd_watcher *w, unsigned slot,
+		       struct ptd_watch_count *ret)
+{
+	__u32 key = slot;
+
+	memset(ret, 0, sizeof(*ret));
+	if (slot >= PTD_WATCH_SLOTS)
+		return -EINVAL;
+	if (bpf_map_lookup_elem(bpf_map__fd(w->skel->maps.counts), &key,
+				ret) < 0)
+		return -errno;
+	return 0;
+}
+
+int ptd_watcher_drain(struct ptd_watcher *w,
+		      void (*fn)(void *ctx, const struct ptd_watch_event *ev),
+		      void *ctx)
+{
+	if (!w->rb)
+		return 0;
+	w->fn = fn;
+	w->ctx = ctx;
+	return ring_buffer__consume(w->rb);
+}
+
+#else /* !PTD_HAVE_BPF */
+
+bool ptd_watcher_built(void)
+{
+	return false;
+}
+
+int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
+{
+	*ret = NULL;
+	return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+			 "this ptd was built without its BPF programs (clang "
+			 "or bpftool was missing at build time, or "
+			 "-Dbpf=disabled): watch rules need them");
+}
+
+void ptd_watcher_free(struct ptd_watcher *w)
+{
+}
+
+int ptd_watcher_fd(const struct ptd_watcher *w)
+{
+	return -1;
+}
+
+int ptd_watcher_set(struct ptd_watcher *w, unsigned slot,
+		    const struct ptd_watch_slot *rule)
+{
+	return -ENOSYS;
+}
+
+int ptd_watcher_counts(const struct ptd_watcher *w, unsigned slot,
+		       struct ptd_watch_count *ret)
+{
+	return -ENOSYS;
+}
+
+int ptd_watcher_drain(struct ptd_watcher *w,
+		      void (*fn)(void *ctx, const struct ptd_watch_event *ev),
+		      void *ctx)
+{
+	return -ENOSYS;
+}
+
+#endif
