@@ -1175,7 +1175,9 @@ static void test_snapshot(void)
 	cJSON_Delete(r);
 	release(&go2);
 
-	t = spawn_target(4, &go);
+	/* runs until told (SIGUSR1): the snapshots are paced, and how long
+	 * they take is no business of the target's */
+	t = spawn_target(3600, &go);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
 		       "\"options\":{\"mode\":\"snapshot\","
@@ -1292,6 +1294,7 @@ static void test_snapshot(void)
 	}
 	CHECK_EQ_INT(markers, 6);
 	CHECK_EQ_INT(outside, 0);
+	CHECK_EQ_INT(kill(t, SIGUSR1), 0);
 	CHECK_EQ_INT(wait_target(t, 60000), 0);
 	CHECK_EQ_INT(wait_target(t2, 60000), 0);
 	sub_free(s);

@@ -178,7 +178,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 15);
+	CHECK_EQ_INT(settings, 16);
 }
 
 static void test_all_keys(void)
