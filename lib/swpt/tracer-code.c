@@ -418,6 +418,14 @@ static int read_code(void *ctx, uint64_t ip, uint8_t *buf, size_t len)
 	return n < 0 ? -1 : (int)n;
 }
 
+/* What the tracer keeps of an instruction-cache entry. */
+static struct ptd_x86_insn insn_of(const struct ptd_icache_entry *e)
+{
+	return (struct ptd_x86_insn){ .size = e->size, .iclass = e->iclass,
+				      .kind = e->kind, .rep = e->rep,
+				      .target = e->target };
+}
+
 /* Decode the instruction @t executes next (at @ip, with @rax in rax), from
  * the instruction cache (decode/insncache.h, the one the decoders use,
  * keyed here by ip alone and cleared when the code may have changed) or
@@ -445,11 +453,7 @@ int tr_prepare(struct tracer *tr, struct tthread *t, uint64_t ip,
 		return tr_failf(tr, err, "thread %d: cannot decode the "
 				"instruction at %#" PRIx64 ": %s",
 				(int)t->tid, ip, ptd_strerror(err));
-	t->insn = (struct ptd_x86_insn){ .size = e->size,
-					 .iclass = e->iclass,
-					 .kind = e->kind,
-					 .rep = e->rep,
-					 .target = e->target };
+	t->insn = insn_of(e);
 	return 0;
 }
 
@@ -464,10 +468,6 @@ int tr_decode_at(struct tracer *tr, struct tthread *t, uint64_t ip,
 				   &err);
 	if (!e)
 		return cr.err < 0 ? cr.err : (err < 0 ? err : -EIO);
-	*ret = (struct ptd_x86_insn){ .size = e->size,
-				      .iclass = e->iclass,
-				      .kind = e->kind,
-				      .rep = e->rep,
-				      .target = e->target };
+	*ret = insn_of(e);
 	return 0;
 }

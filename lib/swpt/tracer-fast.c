@@ -88,21 +88,22 @@ static size_t hash_u64(uint64_t v, size_t cap)
 	return (size_t)v & (cap - 1);
 }
 
-static struct tr_bp *bp_find(const struct tracer *tr, uint64_t addr)
+static struct tr_bp *patch_find(const struct ptd_swpt_patches *p,
+				uint64_t addr)
 {
-	if (!tr->pa->nbps)
+	if (!p->nbps)
 		return NULL;
-	for (size_t i = hash_u64(addr, tr->pa->cap);; i = (i + 1) & (tr->pa->cap - 1)) {
-		if (tr->pa->bps[i].addr == addr)
-			return &tr->pa->bps[i];
-		if (!tr->pa->bps[i].addr)
+	for (size_t i = hash_u64(addr, p->cap);; i = (i + 1) & (p->cap - 1)) {
+		if (p->bps[i].addr == addr)
+			return &p->bps[i];
+		if (!p->bps[i].addr)
 			return NULL;
 	}
 }
 
-bool tr_fast_bp_at(const struct tracer *tr, uint64_t addr)
+static struct tr_bp *bp_find(const struct tracer *tr, uint64_t addr)
 {
-	return bp_find(tr, addr) != NULL;
+	return patch_find(tr->pa, addr);
 }
 
 static int bp_add(struct tracer *tr, uint64_t addr, uint8_t orig)
@@ -242,27 +243,36 @@ static int bp_remove_all(struct tracer *tr, bool keep)
 	return r;
 }
 
-void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
-		     size_t len)
+/* The original bytes of @p's breakpoints into @buf, @len bytes read at
+ * @addr: a lookup per byte for a short read, else one pass over the
+ * table. */
+static void patches_unpatch(const struct ptd_swpt_patches *p, uint64_t addr,
+			    uint8_t *buf, size_t len)
 {
-	if (!tr->pa->nbps)
+	if (!p->nbps)
 		return;
 	if (len <= 32) {
 		for (size_t i = 0; i < len; i++) {
-			const struct tr_bp *b = bp_find(tr, addr + i);
+			const struct tr_bp *b = patch_find(p, addr + i);
 
 			if (b && !b->gone)
 				buf[i] = b->orig;
 		}
 		return;
 	}
-	for (size_t i = 0; i < tr->pa->cap; i++) {
-		const struct tr_bp *b = &tr->pa->bps[i];
+	for (size_t i = 0; i < p->cap; i++) {
+		const struct tr_bp *b = &p->bps[i];
 
 		if (b->addr && !b->gone && b->addr >= addr &&
 		    b->addr - addr < len)
 			buf[b->addr - addr] = b->orig;
 	}
+}
+
+void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
+		     size_t len)
+{
+	patches_unpatch(tr->pa, addr, buf, len);
 }
 
 /* May breakpoints go into the mapping @m? */
@@ -522,12 +532,7 @@ static bool cond_holds(unsigned cc, uint64_t fl)
 static bool read_u64(struct tracer *tr, pid_t tid, uint64_t addr,
 		     uint64_t *ret)
 {
-	struct iovec l = { ret, 8 }, rm = { (void *)(uintptr_t)addr, 8 };
-
-	if (process_vm_readv(tid, &l, 1, &rm, 1, 0) != 8)
-		return false;
-	tr_fast_unpatch(tr, addr, (uint8_t *)ret, 8);
-	return true;
+	return tr_read_code(tr, tid, addr, ret, 8) == 8;
 }
 
 static bool write_u64(pid_t tid, uint64_t addr, uint64_t v)
@@ -1026,17 +1031,10 @@ ssize_t ptd_swpt_patches_read(void *ctx, pid_t pid, uint64_t addr, void *buf,
 	do {
 		n = process_vm_readv(pid, &l, 1, &rm, 1, 0);
 	} while (n < 0 && errno == EINTR);
-	if (n < 0) {
+	if (n < 0)
 		n = -errno;
-	} else {
-		for (size_t i = 0; p->nbps && i < p->cap; i++) {
-			const struct tr_bp *b = &p->bps[i];
-
-			if (b->addr && !b->gone && b->addr >= addr &&
-			    b->addr - addr < (uint64_t)n)
-				((uint8_t *)buf)[b->addr - addr] = b->orig;
-		}
-	}
+	else
+		patches_unpatch(p, addr, buf, (size_t)n);
 	(void)pthread_mutex_unlock(&p->lock);
 	return n;
 }

@@ -265,7 +265,6 @@ void tr_fast_drop_run(struct tracer *tr, struct tthread *t);
 void tr_fast_exec(struct tracer *tr, struct tthread *t);
 void tr_fast_abandon(struct tracer *tr);
 bool tr_fast_was_bp(const struct tracer *tr, uint64_t addr);
-bool tr_fast_bp_at(const struct tracer *tr, uint64_t addr);
 void tr_fast_unpatch(const struct tracer *tr, uint64_t addr, uint8_t *buf,
 		     size_t len);
 int tr_fast_maps_changed(struct tracer *tr, const struct ptd_maps *old,
