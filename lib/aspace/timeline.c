@@ -620,12 +620,13 @@ int ptd_tl_event_apply(const struct ptd_tl_event *ev, struct ptd_image *img,
 static void cursor_update(struct ptd_tl_cursor *c)
 {
 	int64_t pos = -1;
+	bool left;
 
-	while (c->next < c->tl->n && c->tl->ev[c->next].seq < c->end_seq &&
+	while ((left = c->next < c->tl->n &&
+			c->tl->ev[c->next].seq < c->end_seq) &&
 	       (pos = ptd_tl_event_pos(&c->tl->ev[c->next], c->tid)) < 0)
 		c->next++;
-	c->next_pos = c->next < c->tl->n && c->tl->ev[c->next].seq < c->end_seq
-			      ? (uint64_t)pos : UINT64_MAX;
+	c->next_pos = left ? (uint64_t)pos : UINT64_MAX;
 }
 
 int ptd_tl_cursor_init(struct ptd_tl_cursor *c, const struct ptd_timeline *tl,
