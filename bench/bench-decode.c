@@ -15,8 +15,8 @@
  * are shared and noisy: compare ratios, not absolute numbers).
  *
  * The trace comes from the software PT source and is cached in --cache DIR
- * (single-stepping runs at ~40 k instructions/s, so the first run takes
- * minutes).
+ * (branch mode, the default, runs at ~260 k instructions/s: the first run
+ * takes about half a minute).
  *
  *   bench-decode [--cache DIR] [--repeat N] [--only ROW] [-- PROGRAM ARGS...]
  *
@@ -389,7 +389,7 @@ int main(int argc, char **argv)
 		so.outdir = partial;
 		so.quiet_target = true;
 		fprintf(stderr, "bench: tracing '%s' into %s (once; this takes "
-				"minutes)\n", prog[0], cache);
+				"a while)\n", prog[0], cache);
 		r = ptd_swpt_run(prog, &so, &res, &diag);
 		if (r < 0) {
 			fprintf(stderr, "bench: trace failed: %s\n", diag.msg);
