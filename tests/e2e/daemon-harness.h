@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -115,6 +116,10 @@ static inline bool daemon_start(struct daemon *d, const char *name,
 		(void)snprintf(log, sizeof(log), "%s/ptd.log", d->dir);
 		fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 		dup2(fd, 2);
+		/* A test that ends early (a REQUIRE, a crash) must not leave
+		 * its daemon behind: it would hold the test's stdout open,
+		 * and meson waits for that to close. */
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
 		execl(ptd, ptd, "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}
