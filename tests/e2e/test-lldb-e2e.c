@@ -777,6 +777,10 @@ static void test_threads_percpu(void)
 	so.quiet_target = true;
 	so.gen.tsc = true;
 	so.gen.psb_period = 256;
+	/* single steps: the threads' runs, cut from their TSCs into the
+	 * per-CPU layout, interleave; in branch mode they are short enough
+	 * to run one after the other, with no migration to exercise */
+	so.step = PTD_SWPT_STEP_SINGLE;
 	r = ptd_swpt_run(argv, &so, &res, &d);
 	if (r == -EPERM)
 		SKIP_ALL("ptrace refused: %s", d.msg);
