@@ -226,6 +226,7 @@ static const struct option trace_long[] = {
 	{ "tsc", no_argument, NULL, 'T' },
 	{ "max-insns", required_argument, NULL, 'm' },
 	{ "step", required_argument, NULL, 's' },
+	{ "start", required_argument, NULL, 'S' },
 	{ "quiet-target", no_argument, NULL, 'q' },
 	{ "no-decode", no_argument, NULL, 'N' },
 	{ "verify", no_argument, NULL, 'V' },
@@ -251,6 +252,13 @@ static void help_trace(void)
 	       "observes (default),\n"
 	       "                    or single-step every instruction (the "
 	       "reference); same trace\n"
+	       "  --start exec|entry   trace from the first instruction "
+	       "after the exec (the\n"
+	       "                    dynamic loader's; default), or from the "
+	       "program's entry\n"
+	       "                    point, the loader and the libraries' "
+	       "constructors run\n"
+	       "                    untraced at full speed before it\n"
 	       "  --quiet-target    send PROGRAM's stdout/stderr to "
 	       "/dev/null\n"
 	       "  --no-decode       only write the capture (needs --out)\n"
@@ -314,6 +322,13 @@ int verb_trace(int argc, char **argv)
 			if (ptd_swpt_step_parse(optarg, &so.step) < 0) {
 				errx_msg("--step: expected 'branch' or "
 					 "'single', got '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'S':
+			if (ptd_swpt_start_parse(optarg, &so.start) < 0) {
+				errx_msg("--start: expected 'exec' or "
+					 "'entry', got '%s'", optarg);
 				return EXIT_USAGE;
 			}
 			break;

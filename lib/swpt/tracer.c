@@ -53,6 +53,19 @@ int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret)
 	return 0;
 }
 
+int ptd_swpt_start_parse(const char *s, enum ptd_swpt_start *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	if (strcmp(s, "exec") == 0)
+		*ret = PTD_SWPT_START_EXEC;
+	else if (strcmp(s, "entry") == 0)
+		*ret = PTD_SWPT_START_ENTRY;
+	else
+		return -EINVAL;
+	return 0;
+}
+
 int tr_failf(struct tracer *tr, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -373,10 +386,138 @@ static int spawn_to_exec(struct tracer *tr, char *const argv[], int errfd)
 	}
 }
 
+/* The program's entry point (AT_ENTRY) from /proc/@pid/auxv, read at the
+ * exec stop: 0 and *ret, or a negative error. */
+static int read_entry(struct tracer *tr, pid_t pid, uint64_t *ret)
+{
+	char path[64], *data = NULL;
+	size_t len = 0;
+	int r;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	/* a few dozen pairs; 64 KiB is far beyond any real vector */
+	r = ptd_file_read_all(path, 65536, &data, &len);
+	if (r < 0)
+		return tr_failf(tr, r, "%s: %s", path, ptd_strerror(r));
+	r = -ENOENT;
+	for (size_t off = 0; off + 16 <= len; off += 16) {
+		uint64_t type, val;
+
+		memcpy(&type, data + off, 8);
+		memcpy(&val, data + off + 8, 8);
+		if (type == AT_NULL)
+			break;
+		if (type == AT_ENTRY) {
+			*ret = val;
+			r = 0;
+			break;
+		}
+	}
+	free(data);
+	if (r < 0)
+		return tr_failf(tr, -PTD_EFORMAT, "%s: no AT_ENTRY in its %zu "
+				"bytes", path, len);
+	return 0;
+}
+
+/* Debug register @n of @pid (a stopped tracee) set to @val. */
+static int set_debugreg(struct tracer *tr, pid_t pid, int n, uint64_t val)
+{
+	if (ptrace(PTRACE_POKEUSER, pid,
+		   (void *)(offsetof(struct user, u_debugreg) +
+			    (size_t)n * sizeof(uint64_t)),
+		   (void *)val) < 0)
+		return tr_failf(tr, -errno, "cannot set debug register %d of "
+				"process %d: %s", n, (int)pid, strerror(errno));
+	return 0;
+}
+
+/* opt->start == PTD_SWPT_START_ENTRY: run the program untraced, at full
+ * speed, from its exec stop to its entry point (the dynamic loader and the
+ * libraries' constructors run meanwhile), then return with it stopped
+ * there, as spawn_to_exec returns at the exec stop.  A hardware execute
+ * breakpoint (DR0) stops it: the program's memory is never written, and a
+ * process forked meanwhile does not inherit it.  An exec before the entry
+ * (a constructor that execs) moves the breakpoint to the new program's
+ * entry.  A thread or process created before the entry cannot be followed
+ * from there: that is refused. */
+static int run_to_entry(struct tracer *tr, char *const argv[])
+{
+	struct user_regs_struct regs;
+	uint64_t entry = 0;
+	int status, r, sig = 0;
+
+rearm:
+	r = read_entry(tr, tr->pid, &entry);
+	if (r < 0)
+		return r;
+	r = tr_get_regs(tr, tr->pid, &regs);
+	if (r < 0)
+		return r;
+	if (regs.rip == entry)	/* no interpreter: nothing to skip */
+		return 0;
+	/* DR7: L0 (bit 0), R/W0 = 00 (execute), LEN0 = 00 (one byte) */
+	r = set_debugreg(tr, tr->pid, 0, entry);
+	if (r == 0)
+		r = set_debugreg(tr, tr->pid, 7, 1);
+	if (r < 0)
+		return r;
+	for (;;) {
+		if (ptrace(PTRACE_CONT, tr->pid, NULL, (void *)(long)sig) < 0)
+			return tr_failf(tr, -errno, "PTRACE_CONT: %s",
+					strerror(errno));
+		sig = 0;
+		r = wait_pid(tr->pid, &status);
+		if (r < 0)
+			return tr_failf(tr, r, "waitpid: %s", ptd_strerror(r));
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			tr->leader_gone = true;
+			return tr_failf(tr, -ECHILD, "'%s' ended before its "
+					"entry point (%s %d)", argv[0],
+					WIFEXITED(status) ? "exit status" :
+					"signal", WIFEXITED(status) ?
+					WEXITSTATUS(status) : WTERMSIG(status));
+		}
+		if (!WIFSTOPPED(status))
+			continue;
+		switch (status >> 16) {
+		case PTRACE_EVENT_EXEC:
+			goto rearm;
+		case PTRACE_EVENT_CLONE:
+		case PTRACE_EVENT_FORK:
+		case PTRACE_EVENT_VFORK:
+			return tr_failf(tr, -PTD_EUNSUPPORTED, "'%s' created a "
+					"thread or process before its entry "
+					"point (a library constructor?): it "
+					"cannot be traced from the entry; "
+					"trace it from the exec instead",
+					argv[0]);
+		case PTRACE_EVENT_EXIT:
+			continue;
+		case 0:
+			break;
+		default:
+			continue;
+		}
+		if (WSTOPSIG(status) == SIGTRAP) {
+			r = tr_get_regs(tr, tr->pid, &regs);
+			if (r < 0)
+				return r;
+			if (regs.rip == entry)
+				break;
+		}
+		sig = WSTOPSIG(status);	/* the program's own signal */
+	}
+	r = set_debugreg(tr, tr->pid, 7, 0);
+	if (r == 0)
+		r = set_debugreg(tr, tr->pid, 6, 0);
+	return r;
+}
+
 /* The first stop of the new program: the main thread's stream begins, and
  * the initial executable mappings are the first timeline events, at its
  * position 0. */
-static int start_main(struct tracer *tr)
+static int start_main(struct tracer *tr, bool at_exec)
 {
 	struct user_regs_struct regs;
 	struct tthread *t;
@@ -397,7 +538,7 @@ static int start_main(struct tracer *tr)
 	if (r < 0)
 		return r;
 	t->started = true;
-	t->after_exec = true;
+	t->after_exec = at_exec;
 	r = tr_prepare(tr, t, regs.rip, regs.rax);
 	if (r < 0)
 		return r;
@@ -650,8 +791,10 @@ int ptd_swpt_run(char *const argv[], const struct ptd_swpt_options *opt,
 	}
 	r = spawn_to_exec(&tr, argv, pfd[0]);
 	(void)close(pfd[0]);
+	if (r == 0 && opt->start == PTD_SWPT_START_ENTRY)
+		r = run_to_entry(&tr, argv);
 	if (r == 0)
-		r = start_main(&tr);
+		r = start_main(&tr, opt->start != PTD_SWPT_START_ENTRY);
 	if (r == 0)
 		r = tr_trace_loop(&tr);
 	/* streams of threads still open (an error) end where they stand */

@@ -80,6 +80,21 @@ enum ptd_swpt_step {
 				 * reference) */
 };
 
+/* Where ptd_swpt_run begins tracing the program it runs. */
+enum ptd_swpt_start {
+	PTD_SWPT_START_EXEC,	/* its first instruction after the exec
+				 * (the dynamic loader's, for a dynamically
+				 * linked program) */
+	PTD_SWPT_START_ENTRY,	/* its entry point (AT_ENTRY): the dynamic
+				 * loader and the libraries' constructors
+				 * run untraced, at full speed, before it;
+				 * the trace begins with the libraries
+				 * already mapped */
+};
+
+/* "exec" or "entry" into *@ret; -EINVAL otherwise. */
+int ptd_swpt_start_parse(const char *s, enum ptd_swpt_start *ret);
+
 /* "branch" or "single" into *@ret; -EINVAL otherwise. */
 int ptd_swpt_step_parse(const char *s, enum ptd_swpt_step *ret);
 
@@ -133,6 +148,8 @@ struct ptd_swpt_options {
 	void *started_ctx;
 	/* Stepping mode; both give the same trace and truth. */
 	enum ptd_swpt_step step;
+	/* ptd_swpt_run: where tracing begins (ptd_swpt_attach ignores it). */
+	enum ptd_swpt_start start;
 	/* Branch mode's breakpoints, shown to readers on other threads
 	 * (NULL: kept to the tracer). */
 	struct ptd_swpt_patches *patches;

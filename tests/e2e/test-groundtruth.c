@@ -23,9 +23,10 @@ static const char *progs_dir;
 static char workdir[256];
 
 /* Trace @argv into a fresh capture directory; returns its path. */
-static const char *trace(const char *name, char *const argv[],
-			 const struct ptd_ptgen_config *gen,
-			 struct ptd_swpt_result *res)
+static const char *trace_from(const char *name, char *const argv[],
+			      const struct ptd_ptgen_config *gen,
+			      enum ptd_swpt_start start,
+			      struct ptd_swpt_result *res)
 {
 	static char dir[512];
 	struct ptd_swpt_options so;
@@ -38,6 +39,7 @@ static const char *trace(const char *name, char *const argv[],
 		so.gen = *gen;
 	so.outdir = dir;
 	so.quiet_target = true;
+	so.start = start;
 	r = ptd_swpt_run(argv, &so, res, &diag);
 	if (r < 0) {
 		CHECK_FAIL_("tracing %s failed: %s (%s)", name, diag.msg,
@@ -45,6 +47,14 @@ static const char *trace(const char *name, char *const argv[],
 		return NULL;
 	}
 	return dir;
+}
+
+/* Trace @argv from its exec (the dynamic loader's first instruction). */
+static const char *trace(const char *name, char *const argv[],
+			 const struct ptd_ptgen_config *gen,
+			 struct ptd_swpt_result *res)
+{
+	return trace_from(name, argv, gen, PTD_SWPT_START_EXEC, res);
 }
 
 /* Verify a capture against its ground truth; print the verdict per
@@ -99,7 +109,9 @@ static char *prog(const char *name)
 }
 
 /* Trace prog-@name with default settings, then with noretcomp and a tiny
- * PSB period (many PSBs mid-flow, return stack cleared often). */
+ * PSB period (many PSBs mid-flow, return stack cleared often); the second
+ * run from the program's entry point: the dynamic loader, the same in
+ * every program, is in the first. */
 static void simple(const char *name, size_t threads)
 {
 	struct ptd_ptgen_config gen;
@@ -119,7 +131,7 @@ static void simple(const char *name, size_t threads)
 	gen.psb_period = 256;
 	gen.tsc = true;
 	(void)snprintf(sub, sizeof(sub), "%s-noretcomp", name);
-	dir = trace(sub, argv, &gen, &res);
+	dir = trace_from(sub, argv, &gen, PTD_SWPT_START_ENTRY, &res);
 	REQUIRE(dir);
 	verify(dir, threads, NULL);
 }

@@ -104,6 +104,30 @@ static struct stream_info parse_stream(const char *out, const char *module)
 	return si;
 }
 
+/* --start entry: the first instruction streamed is the program's own,
+ * not the dynamic loader's. */
+static void test_trace_from_entry(void)
+{
+	char prog[512];
+	const char *args[] = { "trace", "--start", "entry", "--", prog, NULL };
+	struct run r;
+	const char *first;
+	char *eol;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-fnptr", progs);
+	r = run_ptctl(args);
+	CHECK_EQ_INT(r.status, 0);
+	REQUIRE(r.out);
+	first = strstr(r.out, "\"type\":\"insn\"");
+	REQUIRE(first);
+	eol = strchr(first, '\n');
+	if (eol)
+		*eol = '\0';
+	CHECK_CONTAINS(first, "/prog-fnptr\"");
+	CHECK(strstr(first, "ld-linux") == NULL);
+	run_free(&r);
+}
+
 static void test_trace_stream(void)
 {
 	char prog[512];
@@ -575,6 +599,8 @@ static void test_bad_usage(void)
 		{ { "trace" }, 1, "no program" },
 		{ { "trace", "--psb-period", "1000", "--", "true" }, 1,
 		  "power of two" },
+		{ { "trace", "--start", "main", "--", "true" }, 1,
+		  "--start: expected 'exec' or 'entry', got 'main'" },
 		{ { "trace", "--", "/nonexistent/program" }, 2,
 		  "/nonexistent/program" },
 		{ { "verify" }, 1, "Usage" },
@@ -740,6 +766,7 @@ int main(void)
 	if (!mkdtemp(workdir))
 		return 1;
 	RUN(test_trace_stream);
+	RUN(test_trace_from_entry);
 	RUN(test_capture_decode_verify);
 	RUN(test_raw_missing_code);
 	RUN(test_raw_skl014);
