@@ -323,11 +323,6 @@ static void check_session(const struct followed *f, const char *capbase,
 	}
 	CHECK(f->bye);
 	CHECK(f->text && strstr(f->text, "\"reason\":\"exited\""));
-	if (!dynamic) {
-		free(ips);
-		ptd_capture_fini(&cap);
-		return;
-	}
 	(void)snprintf(key, sizeof(key), "\"tid\":%ld,", f->pid);
 	while (*p) {
 		const char *e = strchr(p, '\n'), *ipp;
