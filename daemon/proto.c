@@ -464,13 +464,13 @@ static int parse_filter(const struct ptd_json_reader *r, const cJSON *o,
 	return optional(e);
 }
 
-/* watch: what to match (exe or comm), whose (uid), and attach's wait_ms
- * and options for the sessions it starts. */
+/* watch: what to match (exe, comm or cgroup), whose (uid), and attach's
+ * wait_ms and options for the sessions it starts. */
 static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 		       struct ptd_request *req)
 {
 	const cJSON *opts;
-	const char *exe = NULL, *comm = NULL;
+	const char *exe = NULL, *comm = NULL, *cg = NULL;
 	uint64_t uid;
 	int e;
 
@@ -482,12 +482,24 @@ static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 			      sizeof(req->watch_comm) - 1, &comm);
 	if (e < 0 && e != -ENOENT)
 		return e;
-	if (!exe == !comm)
-		return ptd_json_bad(r, "exe", exe ? "give \"exe\" or \"comm\", "
-				    "not both" : "missing (or \"comm\")");
+	e = ptd_json_get_strn(r, o, "", "cgroup", PTD_JSON_NONEMPTY,
+			      PTD_PROTO_PATH_MAX, &cg);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	if (!exe && !comm && !cg)
+		return ptd_json_bad(r, "exe", "missing (or \"comm\" or "
+				    "\"cgroup\")");
+	if (!!exe + !!comm + !!cg > 1)
+		return ptd_json_bad(r, exe ? "exe" : "comm", "give one of "
+				    "\"exe\", \"comm\" and \"cgroup\", "
+				    "not more");
 	if (exe && exe[0] != '/')
 		return ptd_json_badf(r, -PTD_EFORMAT, "exe", "must be an "
 				     "absolute path, got \"%s\"", exe);
+	if (cg && cg[0] != '/')
+		return ptd_json_badf(r, -PTD_EFORMAT, "cgroup", "must be an "
+				     "absolute path (the cgroup's directory), "
+				     "got \"%s\"", cg);
 	if (comm && strchr(comm, '/'))
 		return ptd_json_bad(r, "comm", "a command name has no '/' "
 				    "(use \"exe\" for a path)");
@@ -495,6 +507,8 @@ static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 			  sizeof(req->watch_exe));
 	(void)ptd_strlcpy(req->watch_comm, comm ? comm : "",
 			  sizeof(req->watch_comm));
+	(void)ptd_strlcpy(req->watch_cgroup, cg ? cg : "",
+			  sizeof(req->watch_cgroup));
 	e = ptd_json_get_u64(r, o, "", "uid", INT, 0, UINT32_MAX - 1, &uid);
 	if (e == 0) {
 		req->has_watch_uid = true;
@@ -535,8 +549,9 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 					      "lossy", "tid", "wait_ms", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
-	static const char *const watch[] = { "id", "cmd", "exe", "comm", "uid",
-					     "wait_ms", "options", NULL };
+	static const char *const watch[] = { "id", "cmd", "exe", "comm",
+					     "cgroup", "uid", "wait_ms",
+					     "options", NULL };
 	static const char *const unwatch[] = { "id", "cmd", "rule", NULL };
 
 	switch (c) {
@@ -899,6 +914,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		return (req->watch_exe[0]
 				? cJSON_AddStringToObject(o, "exe",
 							  req->watch_exe)
+			: req->watch_cgroup[0]
+				? cJSON_AddStringToObject(o, "cgroup",
+							  req->watch_cgroup)
 				: cJSON_AddStringToObject(o, "comm",
 							  req->watch_comm)) &&
 		       (!req->has_watch_uid ||

@@ -132,11 +132,12 @@ struct ptd_request {
 	uint64_t wait_ms;
 	/* record: {"session":N,"wait":B}; wait defaults to true */
 	bool record_wait;
-	/* watch: {"exe":ABS} or {"comm":NAME} (one of them), "uid":N
-	 * (optional), "wait_ms" and "options" as attach's; unwatch:
-	 * {"rule":N} */
+	/* watch: {"exe":ABS}, {"comm":NAME} or {"cgroup":ABS} (one of
+	 * them), "uid":N (optional), "wait_ms" and "options" as attach's;
+	 * unwatch: {"rule":N} */
 	char watch_exe[PTD_PROTO_PATH_MAX + 1];
 	char watch_comm[16];
+	char watch_cgroup[PTD_PROTO_PATH_MAX + 1];
 	bool has_watch_uid;
 	uid_t watch_uid;
 	uint64_t rule;

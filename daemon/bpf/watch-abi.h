@@ -20,7 +20,13 @@ enum {
 	PTD_WATCH_FREE = 0,
 	PTD_WATCH_EXE = 1,		/* the executed file: dev + inode */
 	PTD_WATCH_COMM = 2,		/* the new comm (the file's name) */
+	PTD_WATCH_CGROUP = 3,		/* the process is in this cgroup v2 or
+					 * one below it (at most
+					 * PTD_WATCH_CGROUP_DEPTH levels from
+					 * the root) */
 };
+
+#define PTD_WATCH_CGROUP_DEPTH 32
 
 struct ptd_watch_slot {
 	__u32 kind;			/* PTD_WATCH_* */
@@ -37,6 +43,8 @@ struct ptd_watch_slot {
 	__u32 uid;			/* this */
 	__u32 pad;
 	char comm[PTD_WATCH_COMM_LEN];	/* COMM: NUL-padded */
+	__u64 cgid;			/* CGROUP: its id (the inode of its
+					 * directory) */
 };
 
 /* Per slot, counted by the program: execs matched (a stop sent and an

@@ -3,7 +3,8 @@
  * The exec watcher: on every exec on the machine (the sched_process_exec
  * tracepoint, in the context of the process that exec'd, after the new
  * program is loaded and before it runs a user-space instruction), match
- * the watch rules (watch-abi.h); on a match, stop the process with a
+ * the watch rules (watch-abi.h: the file, the command name or the
+ * cgroup); on a match, stop the process with a
  * SIGSTOP, delivered as it returns to user space, so before its first
  * user-space instruction (the dynamic loader's entry, or the program's for
  * a static one), and tell ptd through the ring buffer: ptd seizes the
@@ -62,6 +63,22 @@ static bool comm_equal(const char *a, const char *b)
 	return true;
 }
 
+/* Is the current task in cgroup @cgid (v2) or below it?  Ids are global
+ * and levels counted from the real root, so a ptd inside a cgroup
+ * namespace matches the same processes. */
+static bool in_cgroup(__u64 cgid)
+{
+	for (int level = 0; level < PTD_WATCH_CGROUP_DEPTH; level++) {
+		__u64 id = bpf_get_current_ancestor_cgroup_id(level);
+
+		if (!id)		/* below the task's own cgroup */
+			return false;
+		if (id == cgid)
+			return true;
+	}
+	return false;
+}
+
 struct exec_ctx {
 	__u64 ino;
 	__u32 dev;
@@ -80,6 +97,10 @@ static bool slot_matches(const struct ptd_watch_slot *r,
 		break;
 	case PTD_WATCH_COMM:
 		if (!comm_equal(r->comm, x->comm))
+			return false;
+		break;
+	case PTD_WATCH_CGROUP:
+		if (!in_cgroup(r->cgid))
 			return false;
 		break;
 	default:

@@ -21,6 +21,7 @@
 static const struct option watch_long[] = {
 	{ "exe", required_argument, NULL, 'e' },
 	{ "comm", required_argument, NULL, 'c' },
+	{ "cgroup", required_argument, NULL, 'g' },
 	{ "uid", required_argument, NULL, 'u' },
 	{ "source", required_argument, NULL, 's' },
 	{ "tsc", no_argument, NULL, 'T' },
@@ -35,14 +36,15 @@ static const struct option watch_long[] = {
 };
 
 static const char watch_usage[] =
-	"Usage: ptctl watch --exe PATH | --comm NAME [--uid UID]\n"
+	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
 	"       [--json]\n\n"
 	"While this runs, every process that execs PATH (the file itself, "
-	"by device and\ninode, however it is named) or a program whose "
-	"command name is NAME becomes\na session, traced from its first "
-	"instruction (the dynamic loader's entry), with\nattach's options "
+	"by device and\ninode, however it is named), a program whose "
+	"command name is NAME, or any\nprogram in the cgroup (v2) DIR or "
+	"one below it becomes a session, traced from\nits first "
+	"instruction (the dynamic loader's entry), with attach's options\n"
 	"(--capture: DIR/PID for each).  --uid: only processes of that\n"
 	"real uid.  A user's rule matches only that user's own processes, "
 	"never a\nset-user-ID or set-group-ID program.  --wait-ms: each "
@@ -81,6 +83,15 @@ static int watch_option(struct ptd_request *req, int c, const char *arg)
 			errx_msg("--comm: expected a command name of 1 to %zu "
 				 "bytes without '/', got '%s'",
 				 sizeof(req->watch_comm) - 1, arg);
+			return EXIT_USAGE;
+		}
+		return 0;
+	case 'g':
+		if (arg[0] != '/' ||
+		    ptd_strlcpy(req->watch_cgroup, arg,
+				sizeof(req->watch_cgroup)) < 0) {
+			errx_msg("--cgroup: expected the absolute path of a "
+				 "cgroup's directory, got '%s'", arg);
 			return EXIT_USAGE;
 		}
 		return 0;
@@ -166,9 +177,10 @@ int verb_watch(int argc, char **argv)
 		if (r)
 			return r;
 	}
-	if (optind != argc || !req.watch_exe[0] == !req.watch_comm[0]) {
-		errx_msg("watch: expected --exe PATH or --comm NAME (one of "
-			 "them) and no other argument");
+	if (optind != argc || !!req.watch_exe[0] + !!req.watch_comm[0] +
+				      !!req.watch_cgroup[0] != 1) {
+		errx_msg("watch: expected --exe PATH, --comm NAME or "
+			 "--cgroup DIR (one of them) and no other argument");
 		return EXIT_USAGE;
 	}
 	r = client_connect(&f);

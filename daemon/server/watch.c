@@ -19,6 +19,7 @@
  * both unless the parent set SA_NOCLDSTOP.  The watch response says so.
  */
 #include <errno.h>
+#include <linux/magic.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -235,6 +237,38 @@ static void watcher_maybe_unload(struct ptd_server *s)
 	ptd_log_info("exec watcher unloaded (no rule left)");
 }
 
+/* A cgroup rule: the directory must be a cgroup of the v2 hierarchy (the
+ * one bpf_get_current_ancestor_cgroup_id sees); its id is its inode
+ * number.  Refused (answered): false. */
+static bool cgroup_slot(struct conn *c, const struct ptd_request *req,
+			struct ptd_watch_slot *sl)
+{
+	struct statfs sfs;
+	struct stat st;
+	int fd = open(req->watch_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0) {
+		srv_reply_error(c, req->id, errno == ENOENT ?
+				PTD_ERR_NO_SUCH_FILE : PTD_ERR_BAD_REQUEST,
+				"cgroup: '%s': %s", req->watch_cgroup,
+				strerror(errno));
+		return false;
+	}
+	if (fstatfs(fd, &sfs) < 0 || fstat(fd, &st) < 0 ||
+	    sfs.f_type != CGROUP2_SUPER_MAGIC) {
+		(void)close(fd);
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"cgroup: '%s' is not a directory of the "
+				"cgroup v2 hierarchy (cgroup2 filesystem)",
+				req->watch_cgroup);
+		return false;
+	}
+	(void)close(fd);
+	sl->kind = PTD_WATCH_CGROUP;
+	sl->cgid = st.st_ino;
+	return true;
+}
+
 /* What @req matches, as the watcher's slot; refused (answered): false. */
 static bool slot_of(struct conn *c, const struct ptd_request *req,
 		    struct ptd_watch_slot *sl)
@@ -259,6 +293,9 @@ static bool slot_of(struct conn *c, const struct ptd_request *req,
 		sl->ino = st.st_ino;
 		/* the kernel's own encoding (MKDEV): 20 bits of minor */
 		sl->dev = (major(st.st_dev) << 20) | minor(st.st_dev);
+	} else if (req->watch_cgroup[0]) {
+		if (!cgroup_slot(c, req, sl))
+			return false;
 	} else {
 		sl->kind = PTD_WATCH_COMM;
 		(void)ptd_strlcpy(sl->comm, req->watch_comm,
@@ -282,6 +319,8 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 	cJSON_AddNumberToObject(o, "owner", r->peer.uid);
 	if (r->req.watch_exe[0])
 		cJSON_AddStringToObject(o, "exe", r->req.watch_exe);
+	else if (r->req.watch_cgroup[0])
+		cJSON_AddStringToObject(o, "cgroup", r->req.watch_cgroup);
 	else
 		cJSON_AddStringToObject(o, "comm", r->req.watch_comm);
 	if (r->req.has_watch_uid)
@@ -381,8 +420,11 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	s->rules = r;
 	ptd_log_info("rule %" PRIu64 ": uid %u watches %s '%s'", r->id,
 		     (unsigned)r->peer.uid,
-		     req->watch_exe[0] ? "exe" : "comm",
-		     req->watch_exe[0] ? req->watch_exe : req->watch_comm);
+		     req->watch_exe[0] ? "exe" :
+		     req->watch_cgroup[0] ? "cgroup" : "comm",
+		     req->watch_exe[0] ? req->watch_exe :
+		     req->watch_cgroup[0] ? req->watch_cgroup :
+		     req->watch_comm);
 	srv_reply_ok(c, req->id, rule_json(s, r));
 }
 

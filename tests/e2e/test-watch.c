@@ -23,6 +23,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -800,6 +801,129 @@ static void test_storm(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* Where the cgroup v2 hierarchy is mounted, from /proc/self/mountinfo
+ * (false: nowhere). */
+static bool cgroup2_mount(char *ret, size_t size)
+{
+	char *text = NULL, *line, *save = NULL;
+	size_t len = 0;
+	bool found = false;
+
+	if (ptd_file_read_all("/proc/self/mountinfo", 1 << 20, &text, &len) < 0)
+		return false;
+	for (line = strtok_r(text, "\n", &save); line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char mnt[512];
+
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS ... - FSTYPE ... */
+		if (strstr(line, " - cgroup2 ") &&
+		    sscanf(line, "%*s %*s %*s %*s %511s", mnt) == 1) {
+			(void)snprintf(ret, size, "%s", mnt);
+			found = true;
+		}
+	}
+	free(text);
+	return found;
+}
+
+/* Run @argv in cgroup @cg (its pid written to cgroup.procs before the
+ * exec); its exit status, or -1. */
+static int run_in_cgroup(const char *cg, const char *out, char *const argv[])
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char procs[700], me[32];
+		int fd;
+
+		(void)snprintf(procs, sizeof(procs), "%s/cgroup.procs", cg);
+		(void)snprintf(me, sizeof(me), "%d", (int)getpid());
+		fd = open(procs, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, me, strlen(me)) < 0)
+			_exit(125);
+		(void)close(fd);
+		fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd < 0 || dup2(fd, 1) < 0)
+			_exit(125);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return wait_target(pid, 300000);
+}
+
+/* A cgroup rule: every exec in the cgroup or one below it is a session,
+ * none outside; a path off the cgroup2 filesystem is refused by name. */
+static void test_cgroup(void)
+{
+	struct daemon d;
+	char root[512], outer[700], inner[720], out[700], body[1200];
+	char *text = NULL;
+	struct dconn *wc;
+	cJSON *resp = NULL, *r;
+	size_t len = 0;
+	long rule;
+
+	if (!cgroup2_mount(root, sizeof(root))) {
+		fprintf(stderr, "  skipped: no cgroup2 filesystem is mounted\n");
+		return;
+	}
+	(void)snprintf(outer, sizeof(outer), "%s/ptd-test-watch-%d", root,
+		       (int)getpid());
+	(void)snprintf(inner, sizeof(inner), "%s/inner", outer);
+	if (mkdir(outer, 0755) < 0 || mkdir(inner, 0755) < 0) {
+		fprintf(stderr, "  skipped: cannot make a cgroup under %s: "
+			"%s\n", root, strerror(errno));
+		(void)rmdir(outer);
+		return;
+	}
+	start_root_daemon(&d, "cgroup");
+	(void)snprintf(body, sizeof(body), "\"cgroup\":\"%s\"", outer);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	(void)snprintf(out, sizeof(out), "%s/cg.out", d.dir);
+	{
+		char *targv[] = { tiny, NULL };
+		char *hargv[] = { hello, (char *)"x", NULL };
+
+		CHECK_EQ_INT(run_in_cgroup(outer, out, targv), 41);
+		CHECK_EQ_INT(run_in_cgroup(inner, out, targv), 41);
+		CHECK_EQ_INT(run_in_cgroup(inner, out, hargv), 22);
+		/* outside: the root of the hierarchy */
+		CHECK_EQ_INT(run_in_cgroup(root, out, targv), 41);
+	}
+	REQUIRE(ptd_file_read_all(out, 4096, &text, &len) == 0);
+	CHECK_EQ_STR(text, "tiny 1\ntiny 1\nhello 2\ntiny 1\n");
+	free(text);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "matched"), 3);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "sessions_started"), 3);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "missed"), 0);
+	CHECK_EQ_INT(stopped_count(tiny), 0);
+
+	/* refused: not a cgroup, no such directory */
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"watch\",\"cgroup\":\"/tmp\"}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "'/tmp' is not a directory of the "
+				      "cgroup v2 hierarchy");
+	cJSON_Delete(r);
+	(void)snprintf(body, sizeof(body), "{\"id\":2,\"cmd\":\"watch\","
+		       "\"cgroup\":\"%s/none\"}\n", outer);
+	r = dc_call1(&d, body);
+	CHECK_EQ_STR(dc_err_code(r), "no_such_file");
+	CHECK_CONTAINS(dc_err_msg(r), "/none");
+	cJSON_Delete(r);
+	r = dc_call1(&d, "{\"id\":3,\"cmd\":\"watch\",\"cgroup\":\"/a\","
+			 "\"comm\":\"b\"}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "not more");
+	cJSON_Delete(r);
+	dc_close(wc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	CHECK(rmdir(inner) == 0);
+	CHECK(rmdir(outer) == 0);
+}
+
 /* ptd run as nobody may not load BPF: watch refused, saying why; the
  * rest answers. */
 static void test_unprivileged(void)
@@ -873,5 +997,6 @@ int main(void)
 	RUN(test_dynamic);
 	RUN(test_user_rules);
 	RUN(test_storm);
+	RUN(test_cgroup);
 	return harness_done();
 }
