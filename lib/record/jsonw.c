@@ -21,10 +21,12 @@
 #include "common/fileio.h"
 #include "x86/insn.h"
 
+/* Bytes of ,"sym":"NAME+0xOFF" at most: the name is cut to fit. */
+#define SYM_BUDGET 520u
 /* Bytes kept free after a record's module name for the fields that follow
- * it (offset, flags, size, raw, tsc, time, wall, "}\n"): 30 + 124 + 11 + 38
- * + 25 + 28 + 40 + 2 = 298 at most, rounded up. */
-#define TAIL_RESERVE 320u
+ * it (offset, flags, size, raw, sym, tsc, time, wall, "}\n"): 30 + 124 +
+ * 11 + 38 + SYM_BUDGET + 25 + 28 + 40 + 2 = 818 at most, rounded up. */
+#define TAIL_RESERVE (320u + SYM_BUDGET)
 /* Longest `{"type":"insn","pid":P,"tid":T`. */
 #define INSN_HEAD_MAX 64u
 /* Budgets for the error record's strings, quotes included. */
@@ -340,6 +342,34 @@ static char *put_wall(char *p, uint64_t wall_ns, struct ptd_jsonw *w)
 	return p;
 }
 
+/* ,"sym":"NAME+0xOFF", the name cut (ending in "...") so that the whole
+ * takes at most SYM_BUDGET bytes; nothing without a symbol. */
+static char *put_sym(char *p, const char *sym, uint64_t off)
+{
+	/* ,"sym":" and "+0x", 16 digits, '"' */
+	const size_t fixed = 8 + 3 + 16 + 1;
+	size_t n, used;
+	char *q;
+
+	if (!sym)
+		return p;
+	n = strlen(sym);
+	PUT_LIT(p, ",\"sym\":\"");
+	q = p;
+	p = escape_into(p, q + SYM_BUDGET - fixed, (const uint8_t *)sym, n,
+			&used);
+	if (used < n) {
+		p = escape_into(q, q + SYM_BUDGET - fixed - 3,
+				(const uint8_t *)sym, n, &used);
+		PUT_LIT(p, "...");
+	}
+	/* put_hex64 writes "0x...": its opening quote becomes the '+' */
+	q = p;
+	p = put_hex64(p, off);
+	*q = '+';
+	return p;
+}
+
 /* The time fields and the end of the line. */
 static char *put_tail(char *p, const struct ptd_record *r,
 		      struct ptd_jsonw *w)
@@ -420,6 +450,7 @@ static char *put_insn(char *p, const struct ptd_record *r,
 	p = put_head(p, "{\"type\":\"insn\"", 14, r);
 	p = put_insn_body_or_copy(p, in);
 	p = put_flags(p, in->flags);
+	p = put_sym(p, in->sym, in->symoff);
 	return put_tail(p, r, w);
 }
 
@@ -493,6 +524,7 @@ static char *put_block(char *p, const struct ptd_record *r,
 	p = put_flags(p, b->flags);
 	if (b->flags & PTD_F_TRUNCATED)
 		p = put_raw_field(p, b->size, b->raw);
+	p = put_sym(p, b->sym, b->symoff);
 	return put_tail(p, r, w);
 }
 
@@ -811,6 +843,7 @@ static size_t write_insn_fast(struct ptd_jsonw *w, const struct ptd_record *r)
 	p += w->insn_head_len;
 	p = put_insn_body_or_copy(p, &r->u.insn);
 	p = put_flags(p, r->u.insn.flags);
+	p = put_sym(p, r->u.insn.sym, r->u.insn.symoff);
 	p = put_tail(p, r, w);
 	return (size_t)(p - start);
 }
