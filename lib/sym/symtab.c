@@ -661,6 +661,22 @@ static int add_elf(struct elfsrc *s, unsigned flags,
 				 "unreadable%s%s", s->name,
 				 elf_errmsg(-1) ? ": " : "",
 				 elf_errmsg(-1) ? elf_errmsg(-1) : "");
+	/* libelf reads a truncated file's missing section headers as none */
+	if (s->shnum &&
+	    (eh.e_shoff > s->fsize || !eh.e_shentsize ||
+	     (s->fsize - eh.e_shoff) / eh.e_shentsize < s->shnum))
+		return ptd_diagf(s->diag, -PTD_EFORMAT,
+				 "'%s': section headers (offset 0x%" PRIx64
+				 ", %zu of %u bytes) lie outside the file "
+				 "(0x%" PRIx64 " bytes)", s->name,
+				 (uint64_t)eh.e_shoff, s->shnum,
+				 (unsigned)eh.e_shentsize, s->fsize);
+	if (!s->shnum && eh.e_shoff)
+		return ptd_diagf(s->diag, -PTD_EFORMAT,
+				 "'%s': section headers (offset 0x%" PRIx64
+				 ") unreadable: outside the file (0x%" PRIx64
+				 " bytes)?", s->name, (uint64_t)eh.e_shoff,
+				 s->fsize);
 	for (size_t i = 1; i < s->shnum; i++) {
 		struct symsec ss;
 		GElf_Shdr sh;
