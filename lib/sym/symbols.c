@@ -292,11 +292,30 @@ static struct ptd_symtab *load_perfmap(struct ptd_symbols *s, pid_t pid)
 	unsigned bad = 0;
 	int r;
 
+	_cleanup_close_ int fd = -1;
+	char self[64];
+	struct stat st;
+
 	(void)snprintf(path, sizeof(path), "%s/perf-%d.map", s->perfmap_dir,
 		       (int)pid);
-	r = ptd_file_read_all(path, PTD_PERFMAP_MAX_BYTES, &text, &len);
-	if (r == -ENOENT)
+	fd = ptd_file_open_regular(AT_FDCWD, path, 0, &st, &d);
+	if (fd == -ENOENT)
 		return NULL;
+	if (fd < 0) {
+		add_failure(s, d.msg);
+		return NULL;
+	}
+	/* Anyone may write a file of that name in /tmp: as perf does, only
+	 * one of the user's own or root's is believed. */
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		(void)ptd_diagf(&d, -EPERM, "'%s' is owned by uid %u, not by "
+				"you or root: ignored", path,
+				(unsigned)st.st_uid);
+		add_failure(s, d.msg);
+		return NULL;
+	}
+	(void)snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+	r = ptd_file_read_all(self, PTD_PERFMAP_MAX_BYTES, &text, &len);
 	if (r < 0) {
 		(void)ptd_diagf(&d, r, "'%s': %s", path, ptd_strerror(r));
 		add_failure(s, d.msg);

@@ -12,7 +12,9 @@
  * debug file's CRC32 must be the link's).  Snapshots of non-file code are
  * ELF files when they are a vDSO, and resolve the same way.  Other code
  * that is no file (JIT, anonymous memory) is resolved through the perf map
- * file PERFMAP_DIR/perf-PID.map of its process, read once.
+ * file PERFMAP_DIR/perf-PID.map of its process, read once, and believed
+ * only when it is owned by the caller's effective user or root (anyone
+ * may create one in /tmp), as perf does.
  *
  * Callers resolve once per distinct instruction (the instruction cache
  * does, decode/insncache.h), never per execution.  Thread-safe; names live

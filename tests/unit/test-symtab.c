@@ -575,6 +575,20 @@ static void test_perfmap(void)
 	/* the bad lines are reported, naming the file and line */
 	CHECK_CONTAINS(ptd_symbols_failure(syms, 0), "perf-4242.map:3:");
 	ptd_symbols_free(syms);
+
+	/* a map someone else owns is not believed */
+	if (geteuid() == 0) {
+		REQUIRE(chown(path, 65534, 65534) == 0);
+		REQUIRE(ptd_symbols_new(&so, &syms) == 0);
+		CHECK(ptd_symbols_resolve(syms, NULL, 4242, 0x100f, &off) ==
+		      NULL);
+		CHECK_CONTAINS(ptd_symbols_failure(syms, 0),
+			       "is owned by uid 65534, not by you or root");
+		ptd_symbols_free(syms);
+	} else {
+		fprintf(stderr, "  (not root: a map of another owner is not "
+			"tried)\n");
+	}
 }
 
 /* ---- hostile ELF files -------------------------------------------------- */
