@@ -464,6 +464,8 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 	in.ip = e->ip;
 	in.modoff = e->modoff;
 	in.module = e->module;
+	in.sym = e->sym;
+	in.symoff = e->symoff;
 	in.isid = e->isid;
 	in.mode = (enum pt_exec_mode)e->mode;
 	in.iclass = e->iclass;

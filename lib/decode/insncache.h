@@ -51,8 +51,8 @@ struct ptd_icache_entry {
 	 * block is expanded with one hash lookup, not one per instruction.
 	 * Checked before use: entries are only ever cleared all at once. */
 	uint32_t succ;
-	/* The static part of its JSON line (ptd_json_insn_body), rendered on
-	 * first request; NULL until then. */
+	/* The static part of its JSON line (ptd_json_insn_body, with its
+	 * symbol), rendered on first request; NULL until then. */
 	const char *json;
 	uint32_t json_len;
 };

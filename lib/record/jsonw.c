@@ -427,7 +427,9 @@ static char *put_insn_body(char *p, const char *start,
 	p = put_i64(p, in->isid);
 	p = put_module(p, start, in->module);
 	PUT_LIT(p, ",\"offset\":");
-	return put_hex64(p, in->modoff);
+	p = put_hex64(p, in->modoff);
+	/* the symbol depends on the instruction only: part of the body */
+	return put_sym(p, in->sym, in->symoff);
 }
 
 
@@ -450,7 +452,6 @@ static char *put_insn(char *p, const struct ptd_record *r,
 	p = put_head(p, "{\"type\":\"insn\"", 14, r);
 	p = put_insn_body_or_copy(p, in);
 	p = put_flags(p, in->flags);
-	p = put_sym(p, in->sym, in->symoff);
 	return put_tail(p, r, w);
 }
 
@@ -463,10 +464,11 @@ size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
 	/* Budget as if the longest head stood before it, so the body fits in
 	 * any line and renders exactly as put_insn would. */
 	/* The module budget ends TAIL_RESERVE before the line's end; after
-	 * it come only ,"offset":"0x" and 16 digits (30 bytes). */
+	 * it come only ,"offset":"0x" and 16 digits (30 bytes) and the
+	 * symbol (SYM_BUDGET). */
 	_Static_assert(PTD_JSON_MAX_INSN_BODY ==
 			       PTD_JSON_MAX_RECORD - TAIL_RESERVE -
-				       INSN_HEAD_MAX + 32,
+				       INSN_HEAD_MAX + 32 + SYM_BUDGET,
 		       "the module budget bounds a body by PTD_JSON_MAX_INSN_BODY");
 	p = put_insn_body(buf, buf - INSN_HEAD_MAX, in);
 	return (size_t)(p - buf);
@@ -521,10 +523,10 @@ static char *put_block(char *p, const struct ptd_record *r,
 	p = put_module_cached(p, start, b->module, w);
 	PUT_LIT(p, ",\"offset\":");
 	p = put_hex64(p, b->modoff);
+	p = put_sym(p, b->sym, b->symoff);
 	p = put_flags(p, b->flags);
 	if (b->flags & PTD_F_TRUNCATED)
 		p = put_raw_field(p, b->size, b->raw);
-	p = put_sym(p, b->sym, b->symoff);
 	return put_tail(p, r, w);
 }
 
@@ -843,7 +845,6 @@ static size_t write_insn_fast(struct ptd_jsonw *w, const struct ptd_record *r)
 	p += w->insn_head_len;
 	p = put_insn_body_or_copy(p, &r->u.insn);
 	p = put_flags(p, r->u.insn.flags);
-	p = put_sym(p, r->u.insn.sym, r->u.insn.symoff);
 	p = put_tail(p, r, w);
 	return (size_t)(p - start);
 }

@@ -78,7 +78,7 @@ struct ptd_rec_insn {
 	const char *sym;
 	uint64_t symoff;
 	/* The fields above that depend only on the instruction (all but
-	 * flags and sym), already rendered by ptd_json_insn_body -- once per distinct
+	 * flags), already rendered by ptd_json_insn_body -- once per distinct
 	 * instruction, by the instruction cache -- or NULL, and the writer
 	 * renders them.  Both give the same bytes. */
 	const char *json_body;

@@ -201,7 +201,8 @@ static void test_insn(void)
 	j = write_parse(&r);
 	REQUIRE(j);
 	CHECK_EQ_STR(jstr(j, "sym"), "main+0x1a");
-	CHECK_CONTAINS(line, "\"flags\":[\"enabled\"],\"sym\":\"main+0x1a\"}");
+	CHECK_CONTAINS(line, "\"offset\":\"0x1000\",\"sym\":\"main+0x1a\","
+			     "\"flags\":[\"enabled\"]}");
 	cJSON_Delete(j);
 	r.u.insn.sym = "operator\"\n";
 	r.u.insn.symoff = 0;
