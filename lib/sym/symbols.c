@@ -43,6 +43,7 @@ struct ptd_symbols {
 	size_t nfiles;
 	char **fail;		/* messages */
 	size_t nfail, fail_cap;
+	uint64_t nresolves;
 };
 
 int ptd_symbols_new(const struct ptd_symbols_opts *o,
@@ -381,6 +382,7 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 	if (!s)
 		return NULL;
 	(void)pthread_mutex_lock(&s->lock);
+	s->nresolves++;
 	if (m && m->path && m->name && is_elf_module(m)) {
 		f = NULL;
 		if (asprintf(&fkey, "F%s", m->path) >= 0) {
@@ -404,6 +406,17 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 	if (ret_off)
 		*ret_off = off;
 	return sym->name;
+}
+
+void ptd_symbols_get_stats(struct ptd_symbols *s,
+			   struct ptd_symbols_stats *ret)
+{
+	if (!s || !ret)
+		return;
+	(void)pthread_mutex_lock(&s->lock);
+	ret->resolves = s->nresolves;
+	ret->files = s->nfiles;
+	(void)pthread_mutex_unlock(&s->lock);
 }
 
 const char *ptd_symbols_failure(struct ptd_symbols *s, size_t i)

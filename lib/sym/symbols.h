@@ -51,6 +51,14 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 				const struct ptd_module *m, pid_t pid,
 				uint64_t ip, uint64_t *ret_off);
 
+struct ptd_symbols_stats {
+	uint64_t resolves;	/* ptd_symbols_resolve calls */
+	uint64_t files;		/* files and perf maps loaded (or tried) */
+};
+
+void ptd_symbols_get_stats(struct ptd_symbols *s,
+			   struct ptd_symbols_stats *ret);
+
 /* Why the @i-th file that failed (in the order they failed) gave no or
  * only some symbols: a message naming it; NULL past the last.  A debug
  * file that was looked for and not found is no failure. */

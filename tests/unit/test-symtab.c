@@ -732,7 +732,26 @@ struct dec_check {
 	struct oracle prog_o, libc_o;
 	size_t n_prog, n_libc, n_other, n_with_sym, bad;
 	size_t leaf, plt_puts;
+	uint64_t *ips;		/* every insn's ip, to count distinct ones */
+	size_t nips, ips_cap;
 };
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static size_t distinct_ips(struct dec_check *c)
+{
+	size_t n = 0;
+
+	qsort(c->ips, c->nips, sizeof(*c->ips), u64_cmp);
+	for (size_t i = 0; i < c->nips; i++)
+		n += !i || c->ips[i] != c->ips[i - 1];
+	return n;
+}
 
 static int check_record(void *ctx, const struct ptd_record *r)
 {
@@ -743,6 +762,13 @@ static int check_record(void *ctx, const struct ptd_record *r)
 
 	if (r->type != PTD_REC_INSN)
 		return 0;
+	if (c->nips == c->ips_cap) {
+		c->ips_cap = c->ips_cap ? 2 * c->ips_cap : 4096;
+		c->ips = realloc(c->ips, c->ips_cap * sizeof(*c->ips));
+		if (!c->ips)
+			abort();
+	}
+	c->ips[c->nips++] = in->ip;
 	if (in->sym)
 		c->n_with_sym++;
 	if (!strcmp(in->module, c->prog)) {
@@ -828,6 +854,21 @@ static void test_decoded_trace(void)
 		/* sym_leaf runs 5 times, 2 instructions or more each */
 		CHECK(k.leaf >= 10);
 		CHECK(k.plt_puts >= 1);
+		/* resolved once per cached instruction, not per execution:
+		 * (a handful more for bytes no cache entry holds) */
+		{
+			struct ptd_symbols_stats st;
+			size_t distinct = distinct_ips(&k);
+
+			ptd_symbols_get_stats(o.decode.symbols, &st);
+			fprintf(stderr, "  %zu instructions, %zu distinct, %"
+				PRIu64 " resolved, %" PRIu64 " files\n",
+				k.nips, distinct, st.resolves, st.files);
+			CHECK(st.resolves >= distinct);
+			CHECK(st.resolves <= distinct + 64);
+			CHECK(st.resolves * 4 < k.nips);
+		}
+		free(k.ips);
 		ptd_symbols_free(o.decode.symbols);
 	}
 	oracle_fini(&c.prog_o);
