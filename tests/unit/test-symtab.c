@@ -12,7 +12,8 @@
  * links) are refused with a message naming the section.  Last, a program
  * traced by the software source and decoded on both paths carries, on
  * every instruction of its own code and of libc, the symbol nm and
- * objdump give for that address.
+ * objdump give for that address, each address resolved once; and the
+ * vDSO's instructions are named from its snapshot as nm names them.
  */
 #include <elf.h>
 #include <errno.h>
@@ -28,6 +29,7 @@
 
 #include "check.h"
 #include "common/diag.h"
+#include "aspace/elf.h"
 #include "common/fileio.h"
 #include "input/input.h"
 #include "record/record.h"
@@ -875,6 +877,85 @@ static void test_decoded_trace(void)
 	oracle_fini(&c.libc_o);
 }
 
+/* The vDSO's code is named from its snapshot: a traced prog-vdso's
+ * instructions in [vdso] carry the symbol nm -D gives for them in this
+ * process's own vDSO (the kernel maps the same image into every
+ * process). */
+struct vdso_check {
+	struct oracle o;
+	size_t n, named, bad;
+};
+
+static int vdso_record(void *ctx, const struct ptd_record *r)
+{
+	struct vdso_check *c = ctx;
+	const struct ptd_rec_insn *in = &r->u.insn;
+	uint64_t va;
+
+	if (r->type != PTD_REC_INSN || strcmp(in->module, "[vdso]"))
+		return 0;
+	c->n++;
+	c->named += in->sym != NULL;
+	if (!oracle_vaddr(&c->o, in->modoff, &va) ||
+	    !oracle_accepts(&c->o, va, in->sym, in->symoff)) {
+		if (c->bad++ < 5)
+			CHECK_FAIL_("[vdso]+0x%" PRIx64 ": got %s+0x%" PRIx64,
+				    in->modoff,
+				    in->sym ? in->sym : "nothing", in->symoff);
+	}
+	return 0;
+}
+
+static void test_vdso(void)
+{
+	char dir[PATH_MAX], prog[PATH_MAX], img[PATH_MAX], hex[160];
+	char *argv[2];
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag d = { "" };
+	struct ptd_input_opts o;
+	struct ptd_input_sink sink;
+	struct vdso_check c;
+	size_t terr = 0;
+	int fd;
+
+	fd = ptd_elf_own_vdso(hex, sizeof(hex));
+	if (fd < 0) {
+		fprintf(stderr, "  skip: this process has no vDSO\n");
+		return;
+	}
+	path_in(img, sizeof(img), "vdso.so");
+	/* CLOEXEC: the shell reads it through this process's fd table */
+	REQUIRE(sh("cp /proc/%d/fd/%d '%s'", (int)getpid(), fd, img) == 0);
+	(void)close(fd);
+	memset(&c, 0, sizeof(c));
+	REQUIRE(oracle_load(&c.o, img, true));
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-vdso", progs_dir);
+	path_in(dir, sizeof(dir), "vdsocap");
+	argv[0] = prog;
+	argv[1] = NULL;
+	memset(&so, 0, sizeof(so));
+	so.outdir = dir;
+	so.quiet_target = true;
+	REQUIRE(ptd_swpt_run(argv, &so, &res, &d) == 0);
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_BLOCK;
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	REQUIRE(ptd_symbols_new(NULL, &o.decode.symbols) == 0);
+	memset(&sink, 0, sizeof(sink));
+	sink.record = vdso_record;
+	sink.ctx = &c;
+	CHECK_EQ_INT(ptd_input_decode(dir, &o, &sink, &terr, &d), 0);
+	fprintf(stderr, "  %zu instructions in [vdso], %zu named\n", c.n,
+		c.named);
+	CHECK(c.n >= 50);
+	CHECK_EQ_U64(c.named, c.n);
+	CHECK_EQ_U64(c.bad, 0);
+	ptd_symbols_free(o.decode.symbols);
+	oracle_fini(&c.o);
+}
+
 int main(void)
 {
 	progs_dir = getenv("PTD_TEST_PROGS");
@@ -894,6 +975,7 @@ int main(void)
 	RUN(test_perfmap);
 	RUN(test_hostile_elf);
 	RUN(test_decoded_trace);
+	RUN(test_vdso);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }
