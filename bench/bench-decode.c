@@ -8,6 +8,8 @@
  *   ptd block records -> JSON pipe
  *   ptd insn path, records counted what the decoder itself adds to
  *   ptd block path, records counted  pt_insn_next / pt_blk_next, no output
+ *   ptd insn records with symbols  what --symbols costs beside plain insn
+ *                                  records (loading the symbols included)
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -44,6 +46,7 @@
 #include "swpt/capture.h"
 #include "swpt/capdecode.h"
 #include "swpt/tracer.h"
+#include "sym/symbols.h"
 
 static double now(void)
 {
@@ -191,7 +194,8 @@ static pid_t start_reader(int *ret_wfd)
 static uint64_t ptd_json(const struct ptd_capture *c,
 			 struct ptd_capture_stream *rs, enum ptd_rec_type what,
 			 enum ptd_decode_path path,
-			 struct ptd_insncache *icache, uint64_t *ret_bytes)
+			 struct ptd_insncache *icache,
+			 struct ptd_symbols *symbols, uint64_t *ret_bytes)
 {
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
@@ -205,6 +209,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	o.path = path;
 	o.want = PTD_REC_BIT(what);
 	o.json_bodies = true;
+	o.symbols = symbols;
 	o.cpu = c->cpu;
 	memset(&st, 0, sizeof(st));
 	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
@@ -245,18 +250,23 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 }
 
 enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
-	     PTD_BLK_PATH, PTD_INSN_JSON, NWHICH };
+	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_SYMS, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
 	"ptd insn path, insn records counted",
 	"ptd block path, insn records counted",
 	"ptd insn path, insn JSON to a pipe",
+	"ptd insn records + symbols, JSON",
 };
-/* What each row is compared with. */
+/* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
-	BARE_INSN,
+	BARE_INSN, PTD_INSN,
+};
+static const char *const short_names[NWHICH] = {
+	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
+	"block records", "", "", "", "",
 };
 
 /* Run one measurement over every thread; returns seconds. */
@@ -268,8 +278,14 @@ static double measure(const struct ptd_capture *c, enum which w,
 	struct ptd_insncache *icache;
 	(void)ptd_insncache_new(0, &icache);
 	struct ptd_diag diag = { "" };
+	struct ptd_symbols *syms = NULL;
 	double t0, t = 0;
 	uint64_t insns = 0, bytes = 0, b;
+
+	/* a fresh one each run: loading the files' symbols is part of
+	 * the cost */
+	if (w == PTD_INSN_SYMS && ptd_symbols_new(NULL, &syms) < 0)
+		exit(2);
 
 	for (size_t i = 0; i < c->nthreads; i++) {
 		struct ptd_capture_stream rs;
@@ -288,17 +304,22 @@ static double measure(const struct ptd_capture *c, enum which w,
 			break;
 		case PTD_INSN:
 			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
-					  icache, &b);
+					  icache, NULL, &b);
+			bytes += b;
+			break;
+		case PTD_INSN_SYMS:
+			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
+					  icache, syms, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_JSON:
 			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_INSN,
-					  icache, &b);
+					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_BLOCK:
 			insns += ptd_json(c, &rs, PTD_REC_BLOCK, PTD_PATH_BLOCK,
-					  icache, &b);
+					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_PATH:
@@ -314,6 +335,7 @@ static double measure(const struct ptd_capture *c, enum which w,
 		ptd_capture_stream_close(&rs);
 	}
 	ptd_insncache_free(icache);
+	ptd_symbols_free(syms);
 	ptd_iscache_free(ic);
 	*ret_insns = insns;
 	*ret_bytes = bytes;
@@ -420,7 +442,8 @@ int main(int argc, char **argv)
 			double t;
 
 			if (only < NWHICH && (uint64_t)w != only &&
-			    w != (int)BARE_INSN && w != (int)baseline[only])
+			    w != (int)BARE_INSN && w != (int)baseline[only] &&
+			    w != (int)baseline[baseline[only]])
 				continue;
 			t = measure(&c, (enum which)w, &insns[w], &bytes[w]);
 			if (t < best[w])
@@ -441,9 +464,7 @@ int main(int argc, char **argv)
 		printf("  %-38s %8.2f M insn/s", names[w], mips);
 		if (b != (enum which)w)
 			printf("  %5.2fx %s  %5.2fx bare pt_insn_next",
-			       mips / base,
-			       b == BARE_INSN ? "bare pt_insn_next"
-					      : "bare pt_blk_next ",
+			       mips / base, short_names[b],
 			       mips / ((double)insns[BARE_INSN] /
 				       best[BARE_INSN] / 1e6));
 		if (bytes[w])

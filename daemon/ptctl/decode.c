@@ -22,6 +22,7 @@
 #include "common/strutil.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
+#include "sym/symbols.h"
 #include "ptctl.h"
 
 /* The version of the hello record's stream format. */
@@ -516,6 +517,9 @@ static const struct option decode_long[] = {
 	{ "sysroot", required_argument, NULL, 'S' },
 	{ "buildid-dir", required_argument, NULL, 'B' },
 	{ "kernel", required_argument, NULL, 'K' },
+	{ "symbols", no_argument, NULL, 'Y' },
+	{ "debug-dir", required_argument, NULL, 'D' },
+	{ "perf-map-dir", required_argument, NULL, 'M' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -565,7 +569,18 @@ static void help_decode(void)
 	       "directory's kcore_dir,\n"
 	       "                    then by build-id, then vmlinux-RELEASE "
 	       "in /usr/lib/debug/boot,\n"
-	       "                    /boot, ... under --sysroot)\n");
+	       "                    /boot, ... under --sysroot)\n"
+	       "  --symbols         each insn and block record names the "
+	       "function of its ip:\n"
+	       "                    \"sym\":\"NAME+0xOFFSET\" (.symtab, "
+	       ".dynsym, NAME@plt, debug files,\n"
+	       "                    the vDSO, perf maps of JIT code)\n"
+	       "  --debug-dir DIR   where separate debug files are (default "
+	       "/usr/lib/debug):\n"
+	       "                    DIR/.build-id/xx/yyyy.debug, DIR/PATH-DIR/"
+	       "DEBUGLINK\n"
+	       "  --perf-map-dir DIR  where perf-PID.map files of JIT code "
+	       "are (default /tmp)\n");
 }
 
 /* One --filter:addr<n>_* option (@c from decode_long) into @f. */
@@ -690,6 +705,15 @@ int verb_decode(int argc, char **argv)
 		case 'K':
 			d.kernel = optarg;
 			break;
+		case 'Y':
+			d.symbols = true;
+			break;
+		case 'D':
+			d.debug_dir = optarg;
+			break;
+		case 'M':
+			d.perfmap_dir = optarg;
+			break;
 		case 'h':
 			help_decode();
 			goto out;
@@ -704,6 +728,20 @@ int verb_decode(int argc, char **argv)
 	    check_filter(&d.opts.addr_filter) < 0) {
 		ret = EXIT_USAGE;
 		goto out;
+	}
+	if ((d.debug_dir || d.perfmap_dir) && !d.symbols) {
+		errx_msg("--debug-dir and --perf-map-dir are for --symbols");
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (d.symbols) {
+		struct ptd_symbols_opts so = { d.debug_dir, d.perfmap_dir };
+
+		if (ptd_symbols_new(&so, &d.opts.symbols) < 0) {
+			errx_msg("out of memory");
+			ret = EXIT_INPUT;
+			goto out;
+		}
 	}
 	if (filter_arg && !ri.pt) {
 		errx_msg("--%s is for --pt input: a capture, bundle or "
@@ -733,6 +771,12 @@ int verb_decode(int argc, char **argv)
 	}
 	ret = decode_input(argv[optind], &d);
 out:
+	/* Files whose symbols could not be read: the records say nothing
+	 * of them, so say it here. */
+	for (size_t i = 0; d.opts.symbols &&
+			   ptd_symbols_failure(d.opts.symbols, i); i++)
+		errx_msg("symbols: %s", ptd_symbols_failure(d.opts.symbols, i));
+	ptd_symbols_free(d.opts.symbols);
 	ptd_image_free(ri.img);
 	ptd_iscache_free(ri.ic);
 	return ret;

@@ -58,6 +58,10 @@ struct decode_args {
 	const char *sysroot;
 	const char *buildid_dir;
 	const char *kernel;
+	/* --symbols: d->opts.symbols is made from these */
+	bool symbols;
+	const char *debug_dir;		/* --debug-dir */
+	const char *perfmap_dir;	/* --perf-map-dir */
 };
 
 void decode_args_init(struct decode_args *d);

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "sym/symbols.h"
 
 /* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
  * outside libipt's error range. */
@@ -361,6 +362,32 @@ static void module_of(struct dec *d, int isid, uint64_t ip,
 	*ret_off = off;
 }
 
+/* The symbol of @ip (section @isid, @mode) when symbols are wanted: from
+ * the instruction cache (resolved once per instruction), else, for bytes
+ * the cache cannot decode (a truncated instruction), resolved now. */
+static void sym_of(struct dec *d, int isid, uint64_t ip,
+		   enum pt_exec_mode mode, const char **ret_sym,
+		   uint64_t *ret_off)
+{
+	const struct ptd_icache_entry *e;
+	int err;
+
+	*ret_sym = NULL;
+	*ret_off = 0;
+	if (!d->o->symbols)
+		return;
+	e = ptd_insncache_get(d->ic, d->a->img, isid, ip, mode, &err);
+	if (e) {
+		*ret_sym = e->sym;
+		*ret_off = e->symoff;
+		return;
+	}
+	*ret_sym = ptd_symbols_resolve(
+		d->o->symbols,
+		ptd_iscache_module(ptd_image_iscache(d->a->img), isid),
+		d->a->pid, ip, ret_off);
+}
+
 /*
  * Make a new pending insn record: the previous one is delivered, the new
  * one takes the flags left by events before it.  Returns NULL if the
@@ -388,6 +415,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	r->u.insn.flags = d->next_flags;
 	r->u.insn.json_body = NULL;
 	r->u.insn.json_body_len = 0;
+	r->u.insn.sym = NULL;
 	d->next_flags = 0;
 	d->have_insn = true;
 	return &r->u.insn;
@@ -659,6 +687,7 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 	if (in->truncated)
 		r->flags |= PTD_F_TRUNCATED;
 	module_of(d, in->isid, in->ip, &r->module, &r->modoff);
+	sym_of(d, in->isid, in->ip, in->mode, &r->sym, &r->symoff);
 	return 0;
 }
 
@@ -762,6 +791,7 @@ static int emit_truncated(struct dec *d, const struct pt_block *b,
 		r->iclass = x.iclass;
 	r->flags |= PTD_F_TRUNCATED | (b->speculative ? PTD_F_SPECULATIVE : 0);
 	module_of(d, b->isid, ip, &r->module, &r->modoff);
+	sym_of(d, b->isid, ip, b->mode, &r->sym, &r->symoff);
 	return 0;
 }
 
@@ -806,6 +836,8 @@ static int expand_block(struct dec *d, const struct pt_block *b,
 			r->flags |= PTD_F_SPECULATIVE;
 		r->module = e->module;
 		r->modoff = e->modoff;
+		r->sym = e->sym;
+		r->symoff = e->symoff;
 		if (d->o->json_bodies)
 			r->json_body = ptd_insncache_json(d->ic, e,
 							  &r->json_body_len);
@@ -856,6 +888,8 @@ static int emit_block(struct dec *d, const struct pt_block *b,
 			r->iclass = last->iclass;
 	}
 	module_of(d, b->isid, b->ip, &r->module, &r->modoff);
+	/* after @last's use: the lookup may move the cache's entries */
+	sym_of(d, b->isid, b->ip, b->mode, &r->sym, &r->symoff);
 	d->have_blk = true;
 	return 0;
 }
@@ -1121,13 +1155,18 @@ static int open_decoder(struct dec *d)
 		d->insn = pt_insn_alloc_decoder(&cfg);
 		if (!d->insn)
 			return -ENOMEM;
-		return pt_insn_set_image(d->insn, image) < 0 ? -EINVAL : 0;
+		if (pt_insn_set_image(d->insn, image) < 0)
+			return -EINVAL;
+		/* The insn path needs the cache for symbols only. */
+		if (!d->o->symbols)
+			return 0;
+	} else {
+		d->blk = pt_blk_alloc_decoder(&cfg);
+		if (!d->blk)
+			return -ENOMEM;
+		if (pt_blk_set_image(d->blk, image) < 0)
+			return -EINVAL;
 	}
-	d->blk = pt_blk_alloc_decoder(&cfg);
-	if (!d->blk)
-		return -ENOMEM;
-	if (pt_blk_set_image(d->blk, image) < 0)
-		return -EINVAL;
 	d->ic = d->a->icache;
 	if (!d->ic) {
 		(void)ptd_insncache_new(0, &d->ic);
@@ -1135,6 +1174,7 @@ static int open_decoder(struct dec *d)
 			return -ENOMEM;
 		d->own_ic = true;
 	}
+	ptd_insncache_set_symbols(d->ic, d->o->symbols, d->a->pid);
 	return 0;
 }
 

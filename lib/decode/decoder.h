@@ -43,6 +43,8 @@ enum ptd_decode_path {
  * by ptd_decode_thread. */
 typedef int (*ptd_record_fn)(void *ctx, const struct ptd_record *rec);
 
+struct ptd_symbols;
+
 struct ptd_decode_opts {
 	enum ptd_decode_path path;
 	/* PTD_REC_BIT() of the kinds wanted; PTD_REC_BLOCK needs the block
@@ -74,6 +76,10 @@ struct ptd_decode_opts {
 	bool has_wallref;
 	struct ptd_perf_clock clock;
 	struct ptd_perf_wallref wallref;
+	/* Symbols on insn and block records (ptd_rec_insn.sym), resolved
+	 * through @symbols once per instruction of the instruction cache
+	 * (both paths then use one); must outlive the decode.  NULL: none. */
+	struct ptd_symbols *symbols;
 };
 
 struct ptd_decode_stats {

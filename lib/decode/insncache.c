@@ -19,6 +19,7 @@
 
 #include "common/diag.h"
 #include "record/jsonw.h"
+#include "sym/symbols.h"
 
 #define INITIAL_SLOTS 1024u
 #define DEFAULT_MAX_ENTRIES (1u << 20)
@@ -38,6 +39,9 @@ struct ptd_insncache {
 	 * the chunks in use retire and are freed at the next clear, so a
 	 * body outlives one clear (see ptd_insncache_json). */
 	struct chunk *chunks, *retired;
+	/* ptd_insncache_set_symbols */
+	struct ptd_symbols *syms;
+	pid_t sym_pid;
 };
 
 #define CHUNK_SIZE (1u << 20)
@@ -208,7 +212,8 @@ static int src_read(const struct code_src *src, uint64_t ip, uint8_t *buf,
 			: src->read(src->ctx, ip, buf, len);
 }
 
-static int fill(const struct code_src *src, struct ptd_icache_entry *e,
+static int fill(const struct ptd_insncache *c, const struct code_src *src,
+		struct ptd_icache_entry *e,
 		int isid, uint64_t ip, enum pt_exec_mode mode,
 		bool *ret_cacheable)
 {
@@ -259,6 +264,13 @@ static int fill(const struct code_src *src, struct ptd_icache_entry *e,
 		e->module = "[unknown]";
 		e->modoff = ip;
 	}
+	/* Once per cached instruction: the per-execution cost of a symbol
+	 * is reading this pointer. */
+	if (c->syms && src->img)
+		e->sym = ptd_symbols_resolve(
+			c->syms,
+			ptd_iscache_module(ptd_image_iscache(src->img), isid),
+			c->sym_pid, ip, &e->symoff);
 	/* Bytes from a second region are not part of section @isid: such an
 	 * entry could go stale, so it is not kept. */
 	*ret_cacheable = !straddles;
@@ -287,7 +299,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 			/* Same bytes seen in another mode (rare): decode
 			 * again and replace the entry. */
 			c->stats.misses++;
-			err = fill(src, &c->scratch, isid, ip, mode,
+			err = fill(c, src, &c->scratch, isid, ip, mode,
 				   &cacheable);
 			if (err) {
 				if (ret_err)
@@ -304,7 +316,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 	e = isid > 0 ? new_entry(c, isid, ip, &slot) : NULL;
 	if (!e)
 		e = &c->scratch;
-	err = fill(src, e, isid, ip, mode, &cacheable);
+	err = fill(c, src, e, isid, ip, mode, &cacheable);
 	if (err) {
 		if (ret_err)
 			*ret_err = err;
@@ -353,6 +365,17 @@ ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
 		return NULL;
 	}
 	return get(c, &src, key, ip, mode, ret_err);
+}
+
+void ptd_insncache_set_symbols(struct ptd_insncache *c,
+			       struct ptd_symbols *syms, pid_t pid)
+{
+	if (!c)
+		return;
+	if (c->syms != syms && c->nent)
+		clear(c);
+	c->syms = syms;
+	c->sym_pid = pid;
 }
 
 void ptd_insncache_clear(struct ptd_insncache *c)
@@ -441,6 +464,8 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 	in.ip = e->ip;
 	in.modoff = e->modoff;
 	in.module = e->module;
+	in.sym = e->sym;
+	in.symoff = e->symoff;
 	in.isid = e->isid;
 	in.mode = (enum pt_exec_mode)e->mode;
 	in.iclass = e->iclass;

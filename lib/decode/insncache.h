@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <intel-pt.h>
 
@@ -42,12 +43,16 @@ struct ptd_icache_entry {
 	/* module of ip, resolved once */
 	const char *module;
 	uint64_t modoff;
+	/* function holding ip and ip's offset in it, resolved once when the
+	 * cache has symbols (ptd_insncache_set_symbols); NULL: none */
+	const char *sym;
+	uint64_t symoff;
 	/* The successor's entry (index + 1; 0: not linked yet), so that a
 	 * block is expanded with one hash lookup, not one per instruction.
 	 * Checked before use: entries are only ever cleared all at once. */
 	uint32_t succ;
-	/* The static part of its JSON line (ptd_json_insn_body), rendered on
-	 * first request; NULL until then. */
+	/* The static part of its JSON line (ptd_json_insn_body, with its
+	 * symbol), rendered on first request; NULL until then. */
 	const char *json;
 	uint32_t json_len;
 };
@@ -84,6 +89,15 @@ const struct ptd_icache_entry *
 ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
 		       enum pt_exec_mode mode, ptd_insncache_read_fn read,
 		       void *ctx, int *ret_err);
+
+/* Resolve the symbol of every instruction the cache decodes from an
+ * image (ptd_icache_entry.sym) through @syms, which must outlive the
+ * entries, code that is no file through process @pid's perf map; NULL:
+ * no symbols.  Entries made before with other symbols (or none) are
+ * forgotten.  ptd_insncache_get_read's entries name no symbol. */
+struct ptd_symbols;
+void ptd_insncache_set_symbols(struct ptd_insncache *c,
+			       struct ptd_symbols *syms, pid_t pid);
 
 /* Forget every entry (counted in stats.clears). */
 void ptd_insncache_clear(struct ptd_insncache *c);

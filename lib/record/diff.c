@@ -48,6 +48,10 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		RC_FIELD(u.insn.modoff);
 		if (!str_eq(a->u.insn.module, b->u.insn.module))
 			return "u.insn.module";
+		if (!str_eq(a->u.insn.sym, b->u.insn.sym))
+			return "u.insn.sym";
+		if (a->u.insn.sym)
+			RC_FIELD(u.insn.symoff);
 		RC_FIELD(u.insn.isid);
 		RC_FIELD(u.insn.mode);
 		RC_FIELD(u.insn.iclass);
@@ -65,6 +69,10 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		RC_FIELD(u.block.modoff);
 		if (!str_eq(a->u.block.module, b->u.block.module))
 			return "u.block.module";
+		if (!str_eq(a->u.block.sym, b->u.block.sym))
+			return "u.block.sym";
+		if (a->u.block.sym)
+			RC_FIELD(u.block.symoff);
 		RC_FIELD(u.block.isid);
 		RC_FIELD(u.block.mode);
 		RC_FIELD(u.block.iclass);

@@ -21,10 +21,12 @@
 #include "common/fileio.h"
 #include "x86/insn.h"
 
+/* Bytes of ,"sym":"NAME+0xOFF" at most: the name is cut to fit. */
+#define SYM_BUDGET 520u
 /* Bytes kept free after a record's module name for the fields that follow
- * it (offset, flags, size, raw, tsc, time, wall, "}\n"): 30 + 124 + 11 + 38
- * + 25 + 28 + 40 + 2 = 298 at most, rounded up. */
-#define TAIL_RESERVE 320u
+ * it (offset, flags, size, raw, sym, tsc, time, wall, "}\n"): 30 + 124 +
+ * 11 + 38 + SYM_BUDGET + 25 + 28 + 40 + 2 = 818 at most, rounded up. */
+#define TAIL_RESERVE (320u + SYM_BUDGET)
 /* Longest `{"type":"insn","pid":P,"tid":T`. */
 #define INSN_HEAD_MAX 64u
 /* Budgets for the error record's strings, quotes included. */
@@ -340,6 +342,34 @@ static char *put_wall(char *p, uint64_t wall_ns, struct ptd_jsonw *w)
 	return p;
 }
 
+/* ,"sym":"NAME+0xOFF", the name cut (ending in "...") so that the whole
+ * takes at most SYM_BUDGET bytes; nothing without a symbol. */
+static char *put_sym(char *p, const char *sym, uint64_t off)
+{
+	/* ,"sym":" and "+0x", 16 digits, '"' */
+	const size_t fixed = 8 + 3 + 16 + 1;
+	size_t n, used;
+	char *q;
+
+	if (!sym)
+		return p;
+	n = strlen(sym);
+	PUT_LIT(p, ",\"sym\":\"");
+	q = p;
+	p = escape_into(p, q + SYM_BUDGET - fixed, (const uint8_t *)sym, n,
+			&used);
+	if (used < n) {
+		p = escape_into(q, q + SYM_BUDGET - fixed - 3,
+				(const uint8_t *)sym, n, &used);
+		PUT_LIT(p, "...");
+	}
+	/* put_hex64 writes "0x...": its opening quote becomes the '+' */
+	q = p;
+	p = put_hex64(p, off);
+	*q = '+';
+	return p;
+}
+
 /* The time fields and the end of the line. */
 static char *put_tail(char *p, const struct ptd_record *r,
 		      struct ptd_jsonw *w)
@@ -397,7 +427,9 @@ static char *put_insn_body(char *p, const char *start,
 	p = put_i64(p, in->isid);
 	p = put_module(p, start, in->module);
 	PUT_LIT(p, ",\"offset\":");
-	return put_hex64(p, in->modoff);
+	p = put_hex64(p, in->modoff);
+	/* the symbol depends on the instruction only: part of the body */
+	return put_sym(p, in->sym, in->symoff);
 }
 
 
@@ -432,10 +464,11 @@ size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
 	/* Budget as if the longest head stood before it, so the body fits in
 	 * any line and renders exactly as put_insn would. */
 	/* The module budget ends TAIL_RESERVE before the line's end; after
-	 * it come only ,"offset":"0x" and 16 digits (30 bytes). */
+	 * it come only ,"offset":"0x" and 16 digits (30 bytes) and the
+	 * symbol (SYM_BUDGET). */
 	_Static_assert(PTD_JSON_MAX_INSN_BODY ==
 			       PTD_JSON_MAX_RECORD - TAIL_RESERVE -
-				       INSN_HEAD_MAX + 32,
+				       INSN_HEAD_MAX + 32 + SYM_BUDGET,
 		       "the module budget bounds a body by PTD_JSON_MAX_INSN_BODY");
 	p = put_insn_body(buf, buf - INSN_HEAD_MAX, in);
 	return (size_t)(p - buf);
@@ -490,6 +523,7 @@ static char *put_block(char *p, const struct ptd_record *r,
 	p = put_module_cached(p, start, b->module, w);
 	PUT_LIT(p, ",\"offset\":");
 	p = put_hex64(p, b->modoff);
+	p = put_sym(p, b->sym, b->symoff);
 	p = put_flags(p, b->flags);
 	if (b->flags & PTD_F_TRUNCATED)
 		p = put_raw_field(p, b->size, b->raw);

@@ -11,9 +11,11 @@
  *
  *  {"type":"insn","pid":1,"tid":1,"ip":"0x401000","size":3,"raw":"4889e5",
  *   "iclass":"other","mode":"64bit","isid":1,"module":"/usr/bin/ls",
- *   "offset":"0x1000","flags":["enabled"],"tsc":"0x...","time":"0x...",
- *   "wall":"2026-11-22T10:00:00.123456789Z"}
- *     ("flags" only when any is set, "tsc" only when known; "time" (perf
+ *   "offset":"0x1000","sym":"main+0x1a","flags":["enabled"],
+ *   "tsc":"0x...","time":"0x...","wall":"2026-11-22T10:00:00.123456789Z"}
+ *     ("sym" (the function holding ip and ip's offset in it) only when
+ *     the decoder resolved one (ptd_rec_insn.sym); "flags" only when any
+ *     is set; "tsc" only when known; "time" (perf
  *     time, ns) and "wall" (UTC, ISO 8601 with ns) only with "tsc" and
  *     when the decoder knew the clock: ptd_record.has_time/has_wall; every
  *     record type ends with these three when it has them)
@@ -49,7 +51,7 @@
 size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r);
 
 /* Render the part of @in's insn line that depends only on the instruction:
- * from ,"ip" to the "offset" value, without flags.  Returns its length, or 0
+ * from ,"ip" to the "offset" value and "sym", without flags.  Returns its length, or 0
  * if @cap is less than PTD_JSON_MAX_INSN_BODY.  The writer copies such a
  * body (ptd_rec_insn.json_body) instead of rendering the fields again. */
 #define PTD_JSON_MAX_INSN_BODY 7840u

@@ -72,6 +72,11 @@ struct ptd_rec_insn {
 	uint32_t flags;		/* PTD_F_* */
 	uint8_t size;
 	uint8_t raw[pt_max_insn_size];
+	/* The function holding ip ("sym":"name+0xOFF"), when the decoder
+	 * was asked for symbols and one covers ip (sym/symbols.h); else
+	 * NULL.  Resolved once per cached instruction. */
+	const char *sym;
+	uint64_t symoff;
 	/* The fields above that depend only on the instruction (all but
 	 * flags), already rendered by ptd_json_insn_body -- once per distinct
 	 * instruction, by the instruction cache -- or NULL, and the writer
@@ -94,6 +99,8 @@ struct ptd_rec_block {
 				 * and last (disabled...) instruction */
 	uint8_t size;		/* last instruction, if truncated */
 	uint8_t raw[pt_max_insn_size];
+	const char *sym;	/* of ip, as ptd_rec_insn's */
+	uint64_t symoff;
 };
 
 struct ptd_rec_event {

@@ -569,6 +569,121 @@ static void test_export_roundtrip(void)
 	free(want);
 }
 
+/* decode --symbols: every instruction of the program's own functions
+ * names its function, at the offset its ip says; puts is reached through
+ * puts@plt; without --symbols no record has "sym". */
+static void test_decode_symbols(void)
+{
+	char prog[512], dir[300], dbg[300];
+	const char *trace[] = { "trace", "--out", dir, "--no-decode", "--",
+				prog, NULL };
+	const char *dec[] = { "decode", "--symbols", "--debug-dir", dbg,
+			      dir, NULL };
+	const char *plain[] = { "decode", dir, NULL };
+	unsigned leaf = 0, middle = 0, plt = 0, main_ = 0;
+	struct run r;
+	const char *p;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-symbols", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/symcap", workdir);
+	(void)snprintf(dbg, sizeof(dbg), "%s/nodebug", workdir);
+	REQUIRE(mkdir(dbg, 0700) == 0);
+	r = run_ptctl(trace);
+	CHECK_EQ_INT(r.status, 0);
+	run_free(&r);
+	r = run_ptctl(dec);
+	CHECK_EQ_INT(r.status, 0);
+	REQUIRE(r.out);
+	for (p = r.out; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		cJSON *o = cJSON_ParseWithLength(p, len);
+		const cJSON *sym = cJSON_GetObjectItem(o, "sym");
+		const cJSON *mod = cJSON_GetObjectItem(o, "module");
+
+		if (cJSON_IsString(sym) && cJSON_IsString(mod) &&
+		    strstr(mod->valuestring, "prog-symbols")) {
+			const char *v = sym->valuestring;
+
+			leaf += !strncmp(v, "sym_leaf+0x", 11);
+			middle += !strncmp(v, "sym_middle+0x", 13);
+			main_ += !strncmp(v, "main+0x", 7);
+			plt += !strcmp(v, "puts@plt+0x0");
+		}
+		cJSON_Delete(o);
+		p = nl ? nl + 1 : NULL;
+	}
+	CHECK(leaf >= 10);
+	CHECK(middle >= 10);
+	CHECK(main_ >= 3);
+	CHECK_EQ_INT(plt, 1);
+	CHECK_CONTAINS(r.out, "\"sym\":\"sym_leaf+0x0\"");
+	run_free(&r);
+
+	r = run_ptctl(plain);
+	CHECK_EQ_INT(r.status, 0);
+	CHECK(r.out && !strstr(r.out, "\"sym\""));
+	run_free(&r);
+}
+
+/* JIT code is named from the process's perf map: a map written for the
+ * pid of a traced prog-jit names its anonymous code; the map's bad line is
+ * reported on stderr with its line number. */
+static void test_decode_symbols_jit(void)
+{
+	char prog[512], dir[300], mapdir[300], map[400], text[256];
+	const char *trace[] = { "trace", "--out", dir, "--no-decode", "--",
+				prog, NULL };
+	const char *plain[] = { "decode", dir, NULL };
+	const char *dec[] = { "decode", "--symbols", "--perf-map-dir", mapdir,
+			      dir, NULL };
+	unsigned long long jit = 0;
+	unsigned long pid = 0;
+	struct run r;
+	const char *p;
+	unsigned named = 0, anon = 0;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-jit", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/jitcap", workdir);
+	(void)snprintf(mapdir, sizeof(mapdir), "%s/maps", workdir);
+	REQUIRE(mkdir(mapdir, 0700) == 0);
+	r = run_ptctl(trace);
+	CHECK_EQ_INT(r.status, 0);
+	run_free(&r);
+	/* where the JIT code ran, and the pid, from a plain decode */
+	r = run_ptctl(plain);
+	REQUIRE(r.out);
+	p = strstr(r.out, "\"module\":\"[anon]\"");
+	REQUIRE(p);
+	while (p > r.out && strncmp(p, "\"ip\":\"0x", 8))
+		p--;
+	REQUIRE(sscanf(p, "\"ip\":\"0x%llx", &jit) == 1);
+	p = strstr(r.out, "\"pid\":");
+	REQUIRE(p && sscanf(p, "\"pid\":%lu", &pid) == 1);
+	run_free(&r);
+
+	(void)snprintf(map, sizeof(map), "%s/perf-%lu.map", mapdir, pid);
+	(void)snprintf(text, sizeof(text), "%llx 6 jitted_answer\n"
+		       "%llx zz broken\n", jit, jit + 6);
+	REQUIRE(ptd_file_write_atomic(map, text, strlen(text)) == 0);
+	r = run_ptctl(dec);
+	CHECK_EQ_INT(r.status, 0);
+	REQUIRE(r.out);
+	for (p = r.out; (p = strstr(p, "\"module\":\"[anon]\"")); p++) {
+		const char *nl = strchr(p, '\n');
+		static const char want[] = "\"sym\":\"jitted_answer+0x";
+
+		anon++;
+		named += nl && memmem(p, (size_t)(nl - p), want,
+				      sizeof(want) - 1) != NULL;
+	}
+	CHECK(anon >= 4);
+	CHECK_EQ_INT(named, anon);
+	CHECK_CONTAINS(r.out, "\"sym\":\"jitted_answer+0x5\"");
+	CHECK_CONTAINS(r.err, "map:2: SIZE is not a hex number");
+	run_free(&r);
+}
+
 static void test_bad_usage(void)
 {
 	static const struct {
@@ -595,6 +710,8 @@ static void test_bad_usage(void)
 		{ { "decode", "--filter:addr1_cfg", "1", "x" }, 1,
 		  "--filter:addr1_cfg is for --pt input" },
 		{ { "decode", "--tid", "12abc", "x" }, 1, "--tid" },
+		{ { "decode", "--debug-dir", "/d", "x" }, 1,
+		  "--debug-dir and --perf-map-dir are for --symbols" },
 		{ { "decode" }, 1, "expected one TRACE" },
 		{ { "trace" }, 1, "no program" },
 		{ { "trace", "--psb-period", "1000", "--", "true" }, 1,
@@ -777,6 +894,8 @@ int main(void)
 	RUN(test_decode_notice);
 	RUN(test_max_insns);
 	RUN(test_export_roundtrip);
+	RUN(test_decode_symbols);
+	RUN(test_decode_symbols_jit);
 	RUN(test_bad_usage);
 	RUN(test_bad_capture);
 	RUN(test_daemon_refusals);

@@ -127,6 +127,11 @@ static void head(struct ptd_record *r, enum ptd_rec_type t)
 	r->has_tsc = false;
 	r->has_time = false;
 	r->has_wall = false;
+	/* optional members: absent unless a test sets them */
+	if (t == PTD_REC_INSN)
+		r->u.insn.sym = NULL;
+	if (t == PTD_REC_BLOCK)
+		r->u.block.sym = NULL;
 }
 
 static void check_head(const cJSON *j, const char *type)
@@ -186,6 +191,24 @@ static void test_insn(void)
 	CHECK_EQ_STR(jstr(j, "ip"), "0x0");
 	CHECK_EQ_STR(jstr(j, "mode"), "32bit");
 	CHECK_EQ_U64(jhex(j, "tsc"), 0x123456789abcdefull);
+	CHECK(!jhas(j, "sym"));		/* only when resolved */
+	cJSON_Delete(j);
+
+	/* The symbol: "NAME+0xOFF" after the flags, the name escaped. */
+	make_insn(&r, PTD_F_ENABLED);
+	r.u.insn.sym = "main";
+	r.u.insn.symoff = 0x1a;
+	j = write_parse(&r);
+	REQUIRE(j);
+	CHECK_EQ_STR(jstr(j, "sym"), "main+0x1a");
+	CHECK_CONTAINS(line, "\"offset\":\"0x1000\",\"sym\":\"main+0x1a\","
+			     "\"flags\":[\"enabled\"]}");
+	cJSON_Delete(j);
+	r.u.insn.sym = "operator\"\n";
+	r.u.insn.symoff = 0;
+	j = write_parse(&r);
+	REQUIRE(j);
+	CHECK_EQ_STR(jstr(j, "sym"), "operator\"\n+0x0");
 	cJSON_Delete(j);
 }
 
@@ -629,6 +652,8 @@ static void test_long_module(void)
 		r.u.block.flags = UINT32_MAX;
 		r.u.block.size = pt_max_insn_size;
 		memset(r.u.block.raw, 0xff, sizeof(r.u.block.raw));
+		r.u.block.sym = mod;
+		r.u.block.symoff = UINT64_MAX;
 		r.has_tsc = true;
 		r.tsc = UINT64_MAX;
 		/* the longest time fields too */
@@ -648,11 +673,17 @@ static void test_long_module(void)
 		CHECK_EQ_U64(jhex(j, "offset"), UINT64_MAX);
 		CHECK_EQ_INT(jnum(j, "size"), pt_max_insn_size);
 		CHECK_EQ_U64(jflags(j), (1u << PTD_F_NFLAGS) - 1);
+		got = jstr(j, "sym");
+		CHECK(got && strlen(got) > 100);
+		CHECK(got && strlen(got) > 22 &&
+		      !strcmp(got + strlen(got) - 22, "...+0xffffffffffffffff"));
 		cJSON_Delete(j);
 
 		/* Same on an insn record. */
 		make_insn(&r, UINT32_MAX);
 		r.u.insn.module = mod;
+		r.u.insn.sym = mod;
+		r.u.insn.symoff = UINT64_MAX;
 		r.u.insn.size = 255;	/* raw is cut to 15 bytes */
 		r.has_tsc = true;
 		r.tsc = UINT64_MAX;
@@ -889,6 +920,10 @@ static void test_insn_body(void)
 			make_insn(&r, flags ? PTD_F_ENABLED << flags : 0);
 			r.pid = r.tid = (m & 1) ? INT32_MIN : 7;
 			r.u.insn.module = mods[m];
+			/* a symbol (as long as the module) follows the
+			 * body on both paths */
+			r.u.insn.sym = flags == 2 ? mods[m] : NULL;
+			r.u.insn.symoff = UINT64_MAX;
 			na = ptd_json_record(a, sizeof(a), &r);
 			nbody = ptd_json_insn_body(body, sizeof(body), &r.u.insn);
 			CHECK(nbody > 0 && nbody <= PTD_JSON_MAX_INSN_BODY);
