@@ -477,6 +477,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 
 static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 {
+	uint32_t fields;
 	char buf[512];
 	int n;
 	unsigned t;
@@ -494,13 +495,13 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 		sep = ",";
 	}
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
-	if (s->filter.spec.fields &&
-	    (s->filter.spec.fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
-		    PTD_FIELDS_ALL) {
+	/* the fields insn records carry, when not every one */
+	fields = s->filter.spec.fields | PTD_FIELD_BIT(PTD_FIELD_TYPE);
+	if (s->filter.spec.fields && fields != PTD_FIELDS_ALL) {
 		sep = "";
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"fields\":[");
 		for (t = 0; t < PTD_FIELD_N; t++) {
-			if (!(s->filter.spec.fields & PTD_FIELD_BIT(t)))
+			if (!(fields & PTD_FIELD_BIT(t)))
 				continue;
 			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
 				      "%s\"%s\"", sep,
@@ -669,6 +670,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	memset(ret, 0, sizeof(*ret));
 	ret->id = s->id;
 	ret->kinds = s->filter.spec.kinds;
+	ret->fields = s->filter.spec.fields;
 	ret->matched = s->matched;
 	ret->sent = s->sent;
 	ret->lost = s->lost;

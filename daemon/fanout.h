@@ -172,6 +172,7 @@ void ptd_fanout_cancel_waits(struct ptd_fanout *f);
 struct ptd_subscriber_stats {
 	unsigned id;		/* 1, 2, ... within the session */
 	unsigned kinds;		/* PTD_REC_BIT()s */
+	uint32_t fields;	/* PTD_FIELD_BIT()s; 0: every field */
 	uint64_t matched;
 	uint64_t sent;
 	uint64_t lost;

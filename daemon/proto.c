@@ -819,16 +819,6 @@ static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 {
 	cJSON *fo, *a, *pair;
 
-	if (f->fields && (f->fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
-				 PTD_FIELDS_ALL) {
-		if (!(a = cJSON_AddArrayToObject(o, "fields")))
-			return false;
-		for (unsigned i = 0; i < PTD_FIELD_N; i++)
-			if ((f->fields & PTD_FIELD_BIT(i)) &&
-			    !cJSON_AddItemToArray(a, cJSON_CreateString(
-				    ptd_field_name((enum ptd_field)i))))
-				return false;
-	}
 
 	if (f->kinds != PTD_FILTER_DEFAULT_KINDS) {
 		if (!(a = cJSON_AddArrayToObject(o, "kinds")))
@@ -837,6 +827,16 @@ static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 			if ((f->kinds & PTD_REC_BIT(t)) &&
 			    !cJSON_AddItemToArray(a, cJSON_CreateString(
 				    ptd_rec_type_name((enum ptd_rec_type)t))))
+				return false;
+	}
+	if (f->fields && (f->fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
+				 PTD_FIELDS_ALL) {
+		if (!(a = cJSON_AddArrayToObject(o, "fields")))
+			return false;
+		for (unsigned i = 0; i < PTD_FIELD_N; i++)
+			if ((f->fields & PTD_FIELD_BIT(i)) &&
+			    !cJSON_AddItemToArray(a, cJSON_CreateString(
+				    ptd_field_name((enum ptd_field)i))))
 				return false;
 	}
 	if (!f->ntids && !f->nranges && !f->iclasses && !f->module[0])

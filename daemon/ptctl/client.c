@@ -321,6 +321,10 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		if (parse_records(arg, &f->kinds) < 0)
 			return EXIT_USAGE;
 		return 1;
+	case PTCTL_FIELDS_OPT:
+		if (parse_fields(arg, &f->fields) < 0)
+			return EXIT_USAGE;
+		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
 			errx_msg("--tid: expected a thread id, got '%s'", arg);

@@ -58,12 +58,19 @@ struct decode_args {
 	const char *sysroot;
 	const char *buildid_dir;
 	const char *kernel;
+	uint32_t fields;	/* --fields: PTD_FIELD_BIT()s; 0 every field */
 };
 
 void decode_args_init(struct decode_args *d);
 /* --records/--kinds KINDS into PTD_REC_BIT()s (error records always);
  * 0, or -EINVAL with the message printed */
 int parse_records(const char *s, unsigned *ret);
+/* --fields NAMES (comma-separated, record/record.h enum ptd_field) into
+ * PTD_FIELD_BIT()s; 0, or -EINVAL with the message printed (naming the
+ * field) */
+int parse_fields(const char *s, uint32_t *ret);
+/* The getopt value of --fields (decoding verbs and stream options). */
+#define PTCTL_FIELDS_OPT 'O'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);
@@ -116,7 +123,8 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "tid", required_argument, NULL, 't' },          \
 	{ "range", required_argument, NULL, 'R' },        \
 	{ "iclass", required_argument, NULL, 'I' },       \
-	{ "module", required_argument, NULL, 'M' }
+	{ "module", required_argument, NULL, 'M' },       \
+	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,

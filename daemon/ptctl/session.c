@@ -36,9 +36,12 @@ int verb_stream(int argc, char **argv)
 			printf("Usage: ptctl stream SESSION [--kinds "
 			       "insn,block,event,error] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
-			       "[--module M]\n\n"
+			       "[--module M]\n"
+			       "       [--fields ip,tid,...]\n\n"
 			       "Write the session's records as JSON lines to "
-			       "stdout until its bye record.\n");
+			       "stdout until its bye record.\n"
+			       "--fields: what insn records carry (as ptctl "
+			       "decode --fields; default all).\n");
 			return 0;
 		}
 		return EXIT_USAGE;
