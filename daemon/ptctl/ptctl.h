@@ -128,7 +128,7 @@ int parse_session_arg(const char *s, uint64_t *ret);
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
- * 0 if not, EXIT_USAGE on a bad value (message printed). */
+ * 0 if not, -EINVAL on a bad value (message printed; exit EXIT_USAGE). */
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,

@@ -30,6 +30,8 @@ int verb_stream(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", stream_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
 		if (r == 1)
 			continue;
 		if (c == 'h') {
@@ -86,6 +88,8 @@ int verb_replay(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", replay_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
 		if (r == 1)
 			continue;
 		if (c == 'L' || c == 'y') {
