@@ -31,6 +31,9 @@
  *  {"type":"error","pid":1,"tid":1,"offset":"0x..","ip":"0x..",
  *   "error":"nomap","message":"no memory mapped at this address",
  *   "context":"decode"}
+ * A renderer with fields (struct ptd_jsonr, record.h enum ptd_field)
+ * leaves the others out of insn and block lines: {"type":"insn","tid":1,
+ * "ip":"0x401000"}.
  */
 #ifndef PTD_RECORD_JSONW_H
 #define PTD_RECORD_JSONW_H
@@ -45,7 +48,8 @@
 /* No record line is longer than this (module names are cut to fit). */
 #define PTD_JSON_MAX_RECORD 8192u
 
-/* Write the line for @r, with its '\n', into @buf of @cap bytes.
+/* Write the line for @r with every field, with its '\n', into @buf of @cap
+ * bytes (a projection: ptd_jsonr).
  * Returns its length, or 0 if @cap < PTD_JSON_MAX_RECORD and it did not
  * fit (nothing useful is in @buf then). */
 size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r);
