@@ -88,6 +88,8 @@ struct ptd_fanout {
 	atomic_uint gen;
 	/* Records rendered (ptd_fanout_renders). */
 	_Atomic uint64_t renders;
+	/* `ended`, readable without the lock: nothing is rendered after. */
+	atomic_bool ended_hint;
 	/* Decode thread only: the subscribers as of generation roster_gen,
 	 * each holding a reference, and their renderers.  The decode thread
 	 * matches and renders against it without the lock, then takes the
@@ -317,7 +319,8 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	bool any = false, wake = false;
 	unsigned i;
 
-	if ((unsigned)r->type >= PTD_REC_NTYPES)
+	if ((unsigned)r->type >= PTD_REC_NTYPES ||
+	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
 		return;
 	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
 	    f->roster_gen)
@@ -464,6 +467,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 		return;
 	}
 	f->ended = true;
+	atomic_store_explicit(&f->ended_hint, true, memory_order_relaxed);
 	f->end = *end;
 	f->end.message[sizeof(f->end.message) - 1] = 0;
 	for (s = f->subs; s; s = s->next)

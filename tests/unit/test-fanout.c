@@ -553,6 +553,15 @@ static void test_render_once(void)
 		r.tid = 2;
 		ptd_fanout_record(f, &r);
 		CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
+		/* nor one after the end */
+		struct ptd_session_end end;
+
+		memset(&end, 0, sizeof(end));
+		end.reason = PTD_END_EXITED;
+		r.tid = 1;
+		ptd_fanout_end(f, &end);
+		ptd_fanout_record(f, &r);
+		CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
 	}
 	ptd_fanout_free(f);
 }
