@@ -297,6 +297,7 @@ static unsigned nsubs_of(enum which w)
 /* ---- through ptd: a daemon started for the run ---- */
 
 static char ptd_sock[96];
+static char ptd_dir[] = "/tmp/bench-ptd-XXXXXX";
 static pid_t ptd_pid;
 
 static int sock_connect(void)
@@ -318,7 +319,7 @@ static int sock_connect(void)
  * why) if it cannot be. */
 static bool ptd_start(const char *exe)
 {
-	static char dir[] = "/tmp/bench-ptd-XXXXXX";
+	const char *dir = ptd_dir;
 	char conf[PATH_MAX], text[2 * PATH_MAX], log[PATH_MAX];
 
 	if (access(exe, X_OK) != 0) {
@@ -326,7 +327,7 @@ static bool ptd_start(const char *exe)
 				"are left out (--ptd PATH)\n", exe);
 		return false;
 	}
-	if (!mkdtemp(dir))
+	if (!mkdtemp(ptd_dir))
 		return false;
 	(void)snprintf(conf, sizeof(conf), "%s/ptd.conf", dir);
 	(void)snprintf(log, sizeof(log), "%s/ptd.log", dir);
@@ -405,6 +406,7 @@ static void ptd_stop(void)
 	kill(ptd_pid, SIGTERM);
 	(void)waitpid(ptd_pid, &st, 0);
 	ptd_pid = 0;
+	(void)ptd_rm_rf(ptd_dir);
 }
 
 /* Read one line (a response) into @buf; false on any failure or an
