@@ -8,6 +8,18 @@
  *   ptd block records -> JSON pipe
  *   ptd insn path, records counted what the decoder itself adds to
  *   ptd block path, records counted  pt_insn_next / pt_blk_next, no output
+ *   ... ip,tid                     insn records with only "ip" and "tid"
+ *                                  (subscribe "fields"), both paths
+ *   through ptd, 1 / 4 subscribers the trace replayed by a ptd started
+ *                                  for the run (lossless replay, insn
+ *                                  records, full or ip,tid), each
+ *                                  subscriber a thread reading its socket;
+ *                                  4: aggregate, and the slowest one.
+ *                                  A replay decodes on the insn path
+ *                                  (daemon/server/replay.c): compare with
+ *                                  the offline insn path rows.  Its time
+ *                                  runs from the replay request to the
+ *                                  last bye.
  *   ptd insn records with symbols  what --symbols costs beside plain insn
  *                                  records (loading the symbols included)
  *
@@ -29,11 +41,17 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,10 +208,11 @@ static pid_t start_reader(int *ret_wfd)
 	return pid;
 }
 
-/* ptd decoding with records written as JSON to a pipe. */
+/* ptd decoding with records written as JSON to a pipe, with @fields
+ * (0: every field). */
 static uint64_t ptd_json(const struct ptd_capture *c,
 			 struct ptd_capture_stream *rs, enum ptd_rec_type what,
-			 enum ptd_decode_path path,
+			 enum ptd_decode_path path, uint32_t fields,
 			 struct ptd_insncache *icache,
 			 struct ptd_symbols *symbols, uint64_t *ret_bytes)
 {
@@ -213,6 +232,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	o.cpu = c->cpu;
 	memset(&st, 0, sizeof(st));
 	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
+	ptd_jsonw_set_fields(&s.w, fields);
 	rs->args.icache = icache;
 	(void)ptd_decode_thread(&o, &rs->args, sink_record, &s, &st);
 	(void)ptd_jsonw_fini(&s.w);
@@ -250,28 +270,300 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 }
 
 enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
-	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_SYMS, NWHICH };
+	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_IPTID, PTD_INSN_JSON_IPTID,
+	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
+	     NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
 	"ptd insn path, insn records counted",
 	"ptd block path, insn records counted",
 	"ptd insn path, insn JSON to a pipe",
+	"ptd insn records ip,tid, to a pipe",
+	"ptd insn path, ip,tid to a pipe",
+	"via ptd replay, 1 subscriber",
+	"via ptd replay, 1 subscriber, ip,tid",
+	"via ptd replay, 4 subs (aggregate)",
+	"via ptd replay, 4 subs ip,tid (aggregate)",
 	"ptd insn records + symbols, JSON",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
+	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
-	"block records", "", "", "", "",
+	"block records", "", "", "", "", "", "", "", "", "", "",
 };
+/* Subscribers of the rows through ptd (1 elsewhere). */
+static unsigned nsubs_of(enum which w)
+{
+	return w == PTD_D4 || w == PTD_D4_IPTID ? 4 : 1;
+}
+
+#define IPTID (PTD_FIELD_BIT(PTD_FIELD_IP) | PTD_FIELD_BIT(PTD_FIELD_TID))
+
+/* ---- through ptd: a daemon started for the run ---- */
+
+static char ptd_sock[96];
+static char ptd_dir[] = "/tmp/bench-ptd-XXXXXX";
+static pid_t ptd_pid;
+
+static int sock_connect(void)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	(void)snprintf(a.sun_path, sizeof(a.sun_path), "%s", ptd_sock);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Start @exe with a config in a new directory under /tmp; false (said
+ * why) if it cannot be. */
+static bool ptd_start(const char *exe)
+{
+	const char *dir = ptd_dir;
+	char conf[PATH_MAX], text[2 * PATH_MAX], log[PATH_MAX];
+
+	if (access(exe, X_OK) != 0) {
+		fprintf(stderr, "bench: no ptd at %s: the rows through ptd "
+				"are left out (--ptd PATH)\n", exe);
+		return false;
+	}
+	if (!mkdtemp(ptd_dir))
+		return false;
+	(void)snprintf(conf, sizeof(conf), "%s/ptd.conf", dir);
+	(void)snprintf(log, sizeof(log), "%s/ptd.log", dir);
+	(void)snprintf(ptd_sock, sizeof(ptd_sock), "%s/run/ptd.sock", dir);
+	(void)snprintf(text, sizeof(text),
+		       "socket_path = %s\nsocket_mode = 0600\n"
+		       "log_level = warning\nuser_memory_limit = 64G\n",
+		       ptd_sock);
+	{
+		FILE *f = fopen(conf, "we");
+		bool ok;
+
+		if (!f)
+			return false;
+		ok = fputs(text, f) >= 0;
+		if (fclose(f) != 0 || !ok)
+			return false;
+	}
+	ptd_pid = fork();
+	if (ptd_pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			      0600);
+
+		if (fd >= 0)
+			(void)dup2(fd, 2);
+		execl(exe, exe, "-c", conf, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; ptd_pid > 0 && i < 500; i++) {
+		int fd = sock_connect();
+
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "bench: ptd did not start (see %s)\n", log);
+	return false;
+}
+
+/* CPU seconds ptd has used so far (user + system, all its threads): on a
+ * loaded machine a steadier measure of its cost than the wall clock. */
+static double ptd_cpu(void)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+	int n = 0;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)ptd_pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = 0;
+	fclose(f);
+	/* after "(comm)": field 3 onwards; utime and stime are 14 and 15 */
+	p = strrchr(buf, ')');
+	for (int field = 3; p && *p && field <= 15; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			break;
+		if (field == 14)
+			n += sscanf(p + 1, "%lu %lu", &ut, &st);
+	}
+	return n == 2 ? (double)(ut + st) / (double)sysconf(_SC_CLK_TCK) : 0;
+}
+
+static void ptd_stop(void)
+{
+	int st;
+
+	if (ptd_pid <= 0)
+		return;
+	kill(ptd_pid, SIGTERM);
+	(void)waitpid(ptd_pid, &st, 0);
+	ptd_pid = 0;
+	(void)ptd_rm_rf(ptd_dir);
+}
+
+/* Read one line (a response) into @buf; false on any failure or an
+ * error response. */
+static bool read_response(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	while (n + 1 < cap) {
+		ssize_t k = read(fd, buf + n, 1);	/* only the response */
+
+		if (k <= 0)
+			return false;
+		if (buf[n++] == '\n')
+			break;
+	}
+	buf[n] = 0;
+	return strstr(buf, "\"ok\":true") != NULL;
+}
+
+/* Send @req and read its response into @buf. */
+static bool call_line(int fd, const char *req, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	return ptd_write_all(fd, req, strlen(req)) >= 0 &&
+	       read_response(fd, buf, cap);
+}
+
+/* One subscriber: reads its socket to the end, counting lines and bytes. */
+struct reader {
+	pthread_t th;
+	int fd;
+	uint64_t lines, bytes;
+	double end;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	static __thread char buf[1 << 16];
+	ssize_t n;
+
+	while ((n = read(r->fd, buf, sizeof(buf))) > 0) {
+		const char *p = buf, *e = buf + n;
+
+		r->bytes += (uint64_t)n;
+		while ((p = memchr(p, '\n', (size_t)(e - p)))) {
+			r->lines++;
+			p++;
+		}
+	}
+	r->end = now();
+	return NULL;
+}
+
+/* Replay @cache through ptd to @nsubs subscribers of insn records with
+ * @fields; returns the seconds until the last one has its bye, *ret_insns
+ * the records all received and *ret_slowest the slowest one's rate
+ * (M/s). */
+static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
+			  uint64_t *ret_insns, uint64_t *ret_bytes,
+			  double *ret_slowest, double *ret_cpu)
+{
+	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX];
+	struct reader rd[4];
+	const char *sp;
+	double t0, tend = 0, cpu0 = ptd_cpu();
+	long session;
+	int ctl;
+
+	*ret_insns = *ret_bytes = 0;
+	*ret_slowest = 0;
+	if (!realpath(cache, abs) || (ctl = sock_connect()) < 0)
+		return 0;
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
+		       "\"wait_ms\":10000}\n", abs);
+	t0 = now();
+	if (!call_line(ctl, req, resp, sizeof(resp)) ||
+	    !(sp = strstr(resp, "\"session\":"))) {
+		fprintf(stderr, "bench: replay refused: %s", resp);
+		close(ctl);
+		return 0;
+	}
+	session = strtol(sp + 10, NULL, 10);
+	/* Every subscribe is sent before any answer is read, so that they
+	 * join together (the replay begins at the first). */
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%ld,"
+		       "\"kinds\":[\"insn\"]%s}\n",
+		       session, fields ? ",\"fields\":[\"ip\",\"tid\"]" : "");
+	for (unsigned i = 0; i < nsubs; i++) {
+		memset(&rd[i], 0, sizeof(rd[i]));
+		rd[i].fd = sock_connect();
+		if (rd[i].fd >= 0 &&
+		    ptd_write_all(rd[i].fd, req, strlen(req)) < 0) {
+			close(rd[i].fd);
+			rd[i].fd = -1;
+		}
+	}
+	for (unsigned i = 0; i < nsubs; i++) {
+		resp[0] = 0;
+		if (rd[i].fd < 0 ||
+		    !read_response(rd[i].fd, resp, sizeof(resp)) ||
+		    pthread_create(&rd[i].th, NULL, reader_main, &rd[i])) {
+			/* (a ptd before "fields": --ptd OLD for a comparison) */
+			fprintf(stderr, "bench: subscribe failed: %s\n", resp);
+			for (unsigned j = i; j < nsubs; j++)
+				if (rd[j].fd >= 0)
+					close(rd[j].fd);
+			nsubs = i;
+			break;
+		}
+	}
+	if (!nsubs) {
+		close(ctl);
+		return 0;
+	}
+	for (unsigned i = 0; i < nsubs; i++) {
+		double rate;
+		uint64_t insns;
+
+		pthread_join(rd[i].th, NULL);
+		close(rd[i].fd);
+		/* every line but hello and bye is an insn record (lossless:
+		 * no lost records) */
+		insns = rd[i].lines >= 2 ? rd[i].lines - 2 : 0;
+		*ret_insns += insns;
+		*ret_bytes += rd[i].bytes;
+		rate = (double)insns / (rd[i].end - t0) / 1e6;
+		if (!i || rate < *ret_slowest)
+			*ret_slowest = rate;
+		if (rd[i].end > tend)
+			tend = rd[i].end;
+	}
+	close(ctl);
+	*ret_cpu = ptd_cpu() - cpu0;
+	return tend - t0;
+}
+
+static const char *arg_cache;
 
 /* Run one measurement over every thread; returns seconds. */
 static double measure(const struct ptd_capture *c, enum which w,
-		      uint64_t *ret_insns, uint64_t *ret_bytes)
+		      uint64_t *ret_insns, uint64_t *ret_bytes,
+		      double *ret_slowest, double *ret_cpu)
 {
 	struct ptd_iscache *ic;
 	(void)ptd_iscache_new(&ic);
@@ -286,7 +578,15 @@ static double measure(const struct ptd_capture *c, enum which w,
 	 * the cost */
 	if (w == PTD_INSN_SYMS && ptd_symbols_new(NULL, &syms) < 0)
 		exit(2);
-
+	if (w >= PTD_D1 && w <= PTD_D4_IPTID) {
+		ptd_insncache_free(icache);
+		ptd_iscache_free(ic);
+		return through_ptd(arg_cache, nsubs_of(w),
+				   w == PTD_D1_IPTID || w == PTD_D4_IPTID
+					   ? IPTID
+					   : 0,
+				   ret_insns, ret_bytes, ret_slowest, ret_cpu);
+	}
 	for (size_t i = 0; i < c->nthreads; i++) {
 		struct ptd_capture_stream rs;
 
@@ -303,23 +603,27 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += bare_blk(c, &rs);
 			break;
 		case PTD_INSN:
+		case PTD_INSN_IPTID:
 			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
+					  w == PTD_INSN_IPTID ? IPTID : 0,
 					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_SYMS:
 			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
-					  icache, syms, &b);
+					  0, icache, syms, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_JSON:
+		case PTD_INSN_JSON_IPTID:
 			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_INSN,
+					  w == PTD_INSN_JSON_IPTID ? IPTID : 0,
 					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_BLOCK:
 			insns += ptd_json(c, &rs, PTD_REC_BLOCK, PTD_PATH_BLOCK,
-					  icache, NULL, &b);
+					  0, icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_PATH:
@@ -328,6 +632,10 @@ static double measure(const struct ptd_capture *c, enum which w,
 		case PTD_BLK_PATH:
 			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache);
 			break;
+		case PTD_D1:
+		case PTD_D1_IPTID:
+		case PTD_D4:
+		case PTD_D4_IPTID:
 		case NWHICH:
 			break;
 		}
@@ -348,8 +656,12 @@ int main(int argc, char **argv)
 		{ "cache", required_argument, NULL, 'c' },
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "only", required_argument, NULL, 'o' },
+		{ "ptd", required_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
+	char ptd_exe[PATH_MAX] = "";
+	bool have_ptd;
+	double slowest[NWHICH], cpu[NWHICH];
 	const char *cache = "bench-cache/ls-lR-linux";
 	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include/linux", NULL };
 	char **prog = default_argv;
@@ -371,6 +683,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "bench: --repeat 1..100\n");
 				return 1;
 			}
+			break;
+		case 'p':
+			(void)snprintf(ptd_exe, sizeof(ptd_exe), "%s", optarg);
 			break;
 		case 'o':
 			if (ptd_parse_u64(optarg, 10, &only) < 0 ||
@@ -431,23 +746,47 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench: %s\n", diag.msg);
 		return 2;
 	}
+	arg_cache = cache;
+	/* ptd beside this program in the build tree: bench/../daemon/ptd */
+	if (!ptd_exe[0]) {
+		char self[PATH_MAX];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+		if (n > 0) {
+			self[n] = 0;
+			(void)snprintf(ptd_exe, sizeof(ptd_exe),
+				       "%s/../daemon/ptd", dirname(self));
+		}
+	}
+	have_ptd = (only == NWHICH || only >= PTD_D1) && ptd_start(ptd_exe);
 
 	for (int w = 0; w < NWHICH; w++) {
 		best[w] = 1e30;
 		insns[w] = bytes[w] = 0;
+		slowest[w] = cpu[w] = 0;
 	}
 	/* Interleave the measurements so drift hits them alike. */
 	for (uint64_t k = 0; k < repeat; k++)
 		for (int w = 0; w < NWHICH; w++) {
 			double t;
 
+			double sl = 0, cp = 0;
+
 			if (only < NWHICH && (uint64_t)w != only &&
 			    w != (int)BARE_INSN && w != (int)baseline[only] &&
 			    w != (int)baseline[baseline[only]])
 				continue;
-			t = measure(&c, (enum which)w, &insns[w], &bytes[w]);
-			if (t < best[w])
+			if (w >= PTD_D1 && !have_ptd)
+				continue;
+			t = measure(&c, (enum which)w, &insns[w], &bytes[w],
+				    &sl, &cp);
+			if (t > 0 && t < best[w]) {
 				best[w] = t;
+				slowest[w] = sl;
+			}
+			/* ptd's CPU time: the least of the runs too */
+			if (cp > 0 && (!cpu[w] || cp < cpu[w]))
+				cpu[w] = cp;
 		}
 
 	printf("trace: %s (%zu thread(s), %" PRIu64
@@ -468,14 +807,63 @@ int main(int argc, char **argv)
 			       mips / ((double)insns[BARE_INSN] /
 				       best[BARE_INSN] / 1e6));
 		if (bytes[w])
-			printf("  (%.0f MB/s JSON)",
-			       (double)bytes[w] / best[w] / 1e6);
+			printf("  (%.0f MB/s JSON, %.0f bytes/insn)",
+			       (double)bytes[w] / best[w] / 1e6,
+			       (double)bytes[w] / (double)insns[w]);
 		printf("\n");
-		if (insns[w] != insns[BARE_INSN])
+		if (cpu[w] > 0)
+			printf("  %-38s %8.0f ns of ptd CPU a record\n",
+			       "  ptd CPU (user+sys) per decoded record",
+			       cpu[w] * 1e9 / (double)insns[w] *
+				       nsubs_of((enum which)w));
+		if (nsubs_of((enum which)w) > 1)
+			printf("  %-38s %8.2f M insn/s  %5.2fx bare "
+			       "pt_insn_next\n", "  the slowest of them",
+			       slowest[w],
+			       slowest[w] / ((double)insns[BARE_INSN] /
+					     best[BARE_INSN] / 1e6));
+		if (nsubs_of((enum which)w) > 1 &&
+		    insns[w] < insns[BARE_INSN] * nsubs_of((enum which)w))
+			printf("  (%" PRIu64 " records fewer than %u x %" PRIu64
+			       ": the later subscribers joined a replay that "
+			       "had begun)\n",
+			       insns[BARE_INSN] * nsubs_of((enum which)w) -
+				       insns[w],
+			       nsubs_of((enum which)w), insns[BARE_INSN]);
+		else if (insns[w] != insns[BARE_INSN] * nsubs_of((enum which)w))
 			printf("  WARNING: %s counted %" PRIu64
 			       " instructions, the insn loop %" PRIu64 "\n",
 			       names[w], insns[w], insns[BARE_INSN]);
 	}
+	/* The targets of issue 17, as ratios of rows of this run. */
+#define RATE(w) ((double)insns[w] / best[w] / 1e6)
+#define HAVE(w) (best[w] < 1e30)
+	printf("ratios:\n");
+	if (HAVE(PTD_INSN_IPTID) && HAVE(PTD_INSN))
+		printf("  ip,tid / full records, JSON to a pipe        %5.2fx\n",
+		       RATE(PTD_INSN_IPTID) / RATE(PTD_INSN));
+	if (HAVE(PTD_INSN_JSON_IPTID) && HAVE(PTD_INSN_JSON))
+		printf("  the same on the insn path                    %5.2fx\n",
+		       RATE(PTD_INSN_JSON_IPTID) / RATE(PTD_INSN_JSON));
+	if (HAVE(PTD_D1) && HAVE(PTD_INSN_JSON))
+		printf("  via ptd, 1 sub / offline insn path to a pipe %5.2fx\n",
+		       RATE(PTD_D1) / RATE(PTD_INSN_JSON));
+	if (HAVE(PTD_D1_IPTID) && HAVE(PTD_INSN_JSON_IPTID))
+		printf("  the same, ip,tid                             %5.2fx\n",
+		       RATE(PTD_D1_IPTID) / RATE(PTD_INSN_JSON_IPTID));
+	if (HAVE(PTD_D1_IPTID) && HAVE(PTD_D1))
+		printf("  via ptd, 1 sub: ip,tid / full records        %5.2fx\n",
+		       RATE(PTD_D1_IPTID) / RATE(PTD_D1));
+	if (HAVE(PTD_D4) && HAVE(PTD_D1))
+		printf("  4 subs: aggregate / 1 sub %5.2fx, slowest / 1 sub "
+		       "%5.2fx\n", RATE(PTD_D4) / RATE(PTD_D1),
+		       slowest[PTD_D4] / RATE(PTD_D1));
+	if (HAVE(PTD_D4_IPTID) && HAVE(PTD_D1_IPTID))
+		printf("  4 subs ip,tid: aggregate / 1 sub %5.2fx, slowest / "
+		       "1 sub %5.2fx\n",
+		       RATE(PTD_D4_IPTID) / RATE(PTD_D1_IPTID),
+		       slowest[PTD_D4_IPTID] / RATE(PTD_D1_IPTID));
+	ptd_stop();
 	ptd_capture_fini(&c);
 	return 0;
 }

@@ -30,7 +30,14 @@ struct ptd_subscriber {
 	struct ptd_filter filter;	/* decode thread only (its cache) */
 	unsigned id;
 	size_t limit;			/* queue_size */
+	/* Decode thread only: its renderer in the roster (fan_view), and
+	 * whether the record being fanned out passes its filter. */
+	unsigned view;
+	bool want;
 	/* Guarded by the fan-out lock: */
+	unsigned refs;			/* f->subs holds one, the roster one */
+	bool gone;			/* unsubscribed: out of f->subs, its
+					 * buffers freed */
 	struct ptd_buf q;		/* appended by the decode thread */
 	struct ptd_buf out;		/* being written by the loop */
 	size_t out_off;			/* bytes of out written */
@@ -46,6 +53,16 @@ struct ptd_subscriber {
 	bool cut;			/* PTD_STALL_CUT: held back too long;
 					 * its records are counted lost until
 					 * ptd_fanout_cut_end ends its stream */
+};
+
+/* One renderer per distinct field set among the subscribers (decode
+ * thread only): each record is rendered once per set, not once per
+ * subscriber, through the renderer's caches. */
+struct fan_view {
+	struct ptd_jsonr jr;
+	size_t len;			/* of line; 0: did not render */
+	bool rendered;			/* for the record being fanned out */
+	char line[PTD_JSON_MAX_RECORD];
 };
 
 struct ptd_fanout {
@@ -66,8 +83,22 @@ struct ptd_fanout {
 	bool waits_cancelled;
 	atomic_bool abandoned;		/* had subscribers, has none now */
 	struct ptd_session_end end;
-	char line[PTD_JSON_MAX_RECORD];	/* the record being fanned out */
 	char bye[BYE_MAX];		/* scratch for bye records */
+	/* Bumped (under lock) whenever f->subs changes. */
+	atomic_uint gen;
+	/* Records rendered (ptd_fanout_renders). */
+	_Atomic uint64_t renders;
+	/* `ended`, readable without the lock: nothing is rendered after. */
+	atomic_bool ended_hint;
+	/* Decode thread only: the subscribers as of generation roster_gen,
+	 * each holding a reference, and their renderers.  The decode thread
+	 * matches and renders against it without the lock, then takes the
+	 * lock once to queue the lines (skipping any that left since). */
+	unsigned roster_gen;
+	struct ptd_subscriber **roster;
+	unsigned nroster, roster_cap;
+	struct fan_view *views;
+	unsigned nviews, views_cap;
 };
 
 static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
@@ -117,16 +148,29 @@ static void sub_free(struct ptd_subscriber *s)
 	free(s);
 }
 
+/* Drop one reference to @s (lock held, or no other thread left); true if
+ * that was the last (the caller frees it). */
+static bool sub_unref(struct ptd_subscriber *s)
+{
+	return --s->refs == 0;
+}
+
 void ptd_fanout_free(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *next;
 
 	if (!f)
 		return;
+	for (unsigned i = 0; i < f->nroster; i++)
+		if (sub_unref(f->roster[i]))
+			sub_free(f->roster[i]);
 	for (s = f->subs; s; s = next) {
 		next = s->next;
-		sub_free(s);
+		if (sub_unref(s))
+			sub_free(s);
 	}
+	free(f->roster);
+	free(f->views);
 	pthread_cond_destroy(&f->room);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -192,33 +236,136 @@ static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 	return was_empty;
 }
 
+/* Grow @arr (of *@cap elements of @size) to hold @n; false on ENOMEM. */
+static bool grow(void **arr, unsigned *cap, unsigned n, size_t size)
+{
+	void *p;
+
+	if (n <= *cap)
+		return true;
+	p = realloc(*arr, (size_t)n * size);
+	if (!p)
+		return false;
+	*arr = p;
+	*cap = n;
+	return true;
+}
+
+/* Decode thread: bring the roster up to f->subs, with one renderer per
+ * distinct field set.  Without memory for it the old roster stays (a
+ * subscriber that joined gets nothing until a later try succeeds: its
+ * records are not matched, so its counts stay exact). */
+static void roster_sync(struct ptd_fanout *f)
+{
+	struct ptd_subscriber *s, *drop = NULL, *next;
+	unsigned i, n = 0, v;
+
+	for (;;) {
+		pthread_mutex_lock(&f->lock);
+		n = f->nsubs;
+		pthread_mutex_unlock(&f->lock);
+		/* room for every subscriber, each with a field set of its
+		 * own at worst */
+		if (!grow((void **)&f->roster, &f->roster_cap, n,
+			  sizeof(*f->roster)) ||
+		    !grow((void **)&f->views, &f->views_cap, n,
+			  sizeof(*f->views)))
+			return;
+		pthread_mutex_lock(&f->lock);
+		if (f->nsubs <= n)
+			break;
+		pthread_mutex_unlock(&f->lock);	/* more came: again */
+	}
+	/* Lock held: the old roster's references go, the new one's come. */
+	for (i = 0; i < f->nroster; i++) {
+		s = f->roster[i];
+		if (sub_unref(s)) {
+			s->next = drop;
+			drop = s;
+		}
+	}
+	n = 0;
+	for (s = f->subs; s; s = s->next) {
+		s->refs++;
+		f->roster[n++] = s;
+	}
+	f->nroster = n;
+	f->roster_gen = atomic_load_explicit(&f->gen, memory_order_relaxed);
+	pthread_mutex_unlock(&f->lock);
+	for (s = drop; s; s = next) {
+		next = s->next;
+		sub_free(s);
+	}
+	/* The renderers: one per distinct field set, caches fresh. */
+	f->nviews = 0;
+	for (i = 0; i < f->nroster; i++) {
+		uint32_t fields = f->roster[i]->filter.spec.fields;
+
+		if (!fields)
+			fields = PTD_FIELDS_ALL;
+		fields |= PTD_FIELD_BIT(PTD_FIELD_TYPE);
+		for (v = 0; v < f->nviews; v++)
+			if (f->views[v].jr.fields == fields)
+				break;
+		if (v == f->nviews)
+			ptd_jsonr_init(&f->views[f->nviews++].jr, fields);
+		f->roster[i]->view = v;
+	}
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
 	struct ptd_subscriber *s;
-	size_t len = 0;
-	bool rendered = false, wake = false;
+	bool any = false, wake = false;
+	unsigned i;
 
-	if ((unsigned)r->type >= PTD_REC_NTYPES)
+	if ((unsigned)r->type >= PTD_REC_NTYPES ||
+	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
 		return;
+	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
+	    f->roster_gen)
+		roster_sync(f);
+	/* Without the lock: match, and render once per field set that a
+	 * matching subscriber has. */
+	for (i = 0; i < f->nviews; i++)
+		f->views[i].rendered = false;
+	for (i = 0; i < f->nroster; i++) {
+		struct fan_view *v;
+
+		s = f->roster[i];
+		s->want = ptd_filter_match(&s->filter, r);
+		if (!s->want)
+			continue;
+		any = true;
+		v = &f->views[s->view];
+		if (!v->rendered) {
+			v->len = ptd_jsonr_render(&v->jr, v->line, r);
+			v->rendered = true;
+			atomic_fetch_add_explicit(&f->renders, 1,
+						  memory_order_relaxed);
+		}
+	}
+	if (!any)
+		return;
+	/* One lock to queue the lines. */
 	pthread_mutex_lock(&f->lock);
-	for (s = f->subs; s && !f->ended; s = s->next) {
-		if (s->bye_queued || !ptd_filter_match(&s->filter, r))
+	for (i = 0; i < f->nroster && !f->ended; i++) {
+		const struct fan_view *v;
+
+		s = f->roster[i];
+		if (!s->want || s->gone || s->bye_queued)
 			continue;
 		s->matched++;
 		if (s->cut) {
 			count_lost(s, r->type);
 			continue;
 		}
-		/* Render once, for the first subscriber that wants it. */
-		if (!rendered) {
-			len = ptd_json_record(f->line, sizeof(f->line), r);
-			rendered = true;
-		}
-		if (!len) {
+		v = &f->views[s->view];
+		if (!v->len) {
 			count_lost(s, r->type);
 			continue;
 		}
-		if (sub_enqueue(s, f->line, len, r->type))
+		if (sub_enqueue(s, v->line, v->len, r->type))
 			wake = true;
 	}
 	if (wake && !f->wake_pending)
@@ -228,6 +375,11 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
+}
+
+uint64_t ptd_fanout_renders(struct ptd_fanout *f)
+{
+	return atomic_load_explicit(&f->renders, memory_order_relaxed);
 }
 
 void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
@@ -315,6 +467,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 		return;
 	}
 	f->ended = true;
+	atomic_store_explicit(&f->ended_hint, true, memory_order_relaxed);
 	f->end = *end;
 	f->end.message[sizeof(f->end.message) - 1] = 0;
 	for (s = f->subs; s; s = s->next)
@@ -328,7 +481,8 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 
 static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 {
-	char buf[256];
+	uint32_t fields;
+	char buf[512];
 	int n;
 	unsigned t;
 	const char *sep = "";
@@ -344,7 +498,23 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 			      ptd_rec_type_name((enum ptd_rec_type)t));
 		sep = ",";
 	}
-	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]}\n");
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
+	/* the fields insn records carry, when not every one */
+	fields = s->filter.spec.fields | PTD_FIELD_BIT(PTD_FIELD_TYPE);
+	if (s->filter.spec.fields && fields != PTD_FIELDS_ALL) {
+		sep = "";
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"fields\":[");
+		for (t = 0; t < PTD_FIELD_N; t++) {
+			if (!(fields & PTD_FIELD_BIT(t)))
+				continue;
+			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+				      "%s\"%s\"", sep,
+				      ptd_field_name((enum ptd_field)t));
+			sep = ",";
+		}
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
+	}
+	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
 	return ptd_buf_append(&s->q, buf, (size_t)n);
 }
 
@@ -364,6 +534,7 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 	s->filter.mod_ptr = NULL;
 	s->limit = queue_size;
 	s->fan = f;
+	s->refs = 1;			/* f->subs */
 	pthread_mutex_lock(&f->lock);
 	if (f->nsubs >= max_subscribers) {
 		r = -PTD_ELIMIT;
@@ -380,6 +551,7 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 		;
 	*tail = s;
 	f->nsubs++;
+	atomic_fetch_add_explicit(&f->gen, 1, memory_order_release);
 	f->had_subs = true;
 	pthread_cond_broadcast(&f->room);	/* wait_subscriber */
 	atomic_store_explicit(&f->abandoned, false, memory_order_relaxed);
@@ -395,6 +567,7 @@ err:
 void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
 {
 	struct ptd_subscriber **p;
+	bool last;
 
 	if (!s)
 		return;
@@ -406,13 +579,22 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
 			break;
 		}
 	}
+	atomic_fetch_add_explicit(&f->gen, 1, memory_order_release);
 	if (f->nsubs == 0)
 		atomic_store_explicit(&f->abandoned, true,
 				      memory_order_relaxed);
+	/* The decode thread's roster may still hold it until its next
+	 * record: it sees `gone` and skips it.  Its queues go now. */
+	s->gone = true;
+	ptd_buf_fini(&s->q);
+	ptd_buf_fini(&s->out);
+	s->out_off = 0;
+	last = sub_unref(s);
 	/* a lossless producer waiting for it waits no more */
 	pthread_cond_broadcast(&f->room);
 	pthread_mutex_unlock(&f->lock);
-	sub_free(s);
+	if (last)
+		sub_free(s);
 }
 
 void ptd_fanout_clear_wake(struct ptd_fanout *f)
@@ -492,6 +674,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	memset(ret, 0, sizeof(*ret));
 	ret->id = s->id;
 	ret->kinds = s->filter.spec.kinds;
+	ret->fields = s->filter.spec.fields;
 	ret->matched = s->matched;
 	ret->sent = s->sent;
 	ret->lost = s->lost;

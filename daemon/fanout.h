@@ -7,17 +7,22 @@
  *    and ptd_fanout_end once at the end.  These never block on a client
  *    (a paced producer waits before, in ptd_fanout_wait_room): each
  *    record is matched against every subscriber's filter, rendered to JSON
- *    once if anyone wants it, and appended to each matching subscriber's
- *    in-memory queue.  A record that does not fit in a full queue is
+ *    once per distinct field set (filter.h, spec.fields) among those that
+ *    want it -- not once per subscriber -- and appended to each matching
+ *    subscriber's in-memory queue.  A record that does not fit in a full queue is
  *    dropped and counted; the subscriber gets a `lost` record with the
  *    counts before the next record it does get (and before `bye`).
  *  - the control loop subscribes/unsubscribes clients and writes the queues
  *    out (ptd_subscriber_peek / ptd_subscriber_consume).
  *
- * One mutex per fan-out guards the subscriber list and the queues; the
- * decode thread holds it while it matches, renders and appends one record,
- * the loop while it swaps a queue out (O(1)) or counts written bytes.  The
- * loop writes the bytes it took without the lock.
+ * One mutex per fan-out guards the subscriber list and the queues.  The
+ * decode thread matches and renders without it, against its own roster of
+ * the subscribers (refreshed when the list changes; a subscriber that
+ * joins while a record is being rendered starts with the next one), and
+ * holds it only to append the rendered lines -- not at all for a record
+ * nobody wants; the loop holds it while it swaps a queue out (O(1)) or
+ * counts written bytes.  The loop writes the bytes it took without the
+ * lock.
  *
  * Each subscriber has two buffers: the queue the decode thread appends to,
  * and the one the loop is writing from; they are swapped when the loop has
@@ -91,6 +96,10 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s);
 
 /* Decode thread: one record; one end (after it records are ignored). */
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r);
+/* Records rendered so far: one per record and distinct field set among the
+ * subscribers that match it, however many subscribers share the set.  Any
+ * thread. */
+uint64_t ptd_fanout_renders(struct ptd_fanout *f);
 void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end);
 /* Decode thread: a control line (@len bytes of one JSON object with its
  * '\n', e.g. a snapshot marker) for every subscriber, whatever its
@@ -163,6 +172,7 @@ void ptd_fanout_cancel_waits(struct ptd_fanout *f);
 struct ptd_subscriber_stats {
 	unsigned id;		/* 1, 2, ... within the session */
 	unsigned kinds;		/* PTD_REC_BIT()s */
+	uint32_t fields;	/* PTD_FIELD_BIT()s; 0: every field */
 	uint64_t matched;
 	uint64_t sent;
 	uint64_t lost;

@@ -340,6 +340,47 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 	return 0;
 }
 
+/* "fields": names of record fields (record.h, enum ptd_field), each at
+ * most once; absent: every field. */
+static int parse_fields(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
+{
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *a, *v;
+	uint32_t fields = 0;
+	size_t n, i = 0;
+	int e = ptd_json_get_array(r, o, "", "fields", 0, PTD_FIELD_N, &a,
+				   &n);
+
+	if (e < 0)
+		return optional(e);
+	cJSON_ArrayForEach(v, a) {
+		int f;
+
+		ptd_json_path_index(path, "", "fields", i++);
+		if (!cJSON_IsString(v))
+			return ptd_json_bad(r, path, "expected a field name");
+		f = ptd_field_parse(v->valuestring);
+		if (f < 0)
+			return ptd_json_badf(r, -PTD_EFORMAT, path,
+					     "unknown field \"%.64s\" "
+					     "(fields: %s)",
+					     v->valuestring,
+					     ptd_field_list());
+		if (fields & PTD_FIELD_BIT(f))
+			return ptd_json_badf(r, -PTD_EFORMAT, path,
+					     "\"%s\" given twice",
+					     ptd_field_name((enum ptd_field)f));
+		fields |= PTD_FIELD_BIT(f);
+	}
+	if (!fields)
+		return ptd_json_bad(r, "fields",
+				    "must name at least one field (leave it "
+				    "out for every field)");
+	req->filter.fields = fields | PTD_FIELD_BIT(PTD_FIELD_TYPE);
+	return 0;
+}
+
 static int parse_tids(const struct ptd_json_reader *r, const cJSON *o,
 		      struct ptd_filter_spec *f)
 {
@@ -531,7 +572,8 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 	int e;
 
 	if ((e = parse_session(r, o, true, req)) < 0 ||
-	    (e = parse_kinds(r, o, req)) < 0)
+	    (e = parse_kinds(r, o, req)) < 0 ||
+	    (e = parse_fields(r, o, req)) < 0)
 		return e;
 	return parse_filter(r, o, req);
 }
@@ -544,7 +586,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 					      "wait_ms", NULL };
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
-						 "kinds", "filter", NULL };
+						 "kinds", "filter", "fields",
+						 NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
 					      "lossy", "tid", "wait_ms", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
@@ -785,10 +828,12 @@ static bool add_hex(cJSON *a, uint64_t v)
 	return cJSON_AddItemToArray(a, cJSON_CreateString(buf));
 }
 
-/* subscribe's "kinds" and "filter", where they differ from the defaults */
+/* subscribe's "kinds", "fields" and "filter", where they differ from the
+ * defaults */
 static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 {
 	cJSON *fo, *a, *pair;
+
 
 	if (f->kinds != PTD_FILTER_DEFAULT_KINDS) {
 		if (!(a = cJSON_AddArrayToObject(o, "kinds")))
@@ -797,6 +842,16 @@ static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 			if ((f->kinds & PTD_REC_BIT(t)) &&
 			    !cJSON_AddItemToArray(a, cJSON_CreateString(
 				    ptd_rec_type_name((enum ptd_rec_type)t))))
+				return false;
+	}
+	if (f->fields && (f->fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
+				 PTD_FIELDS_ALL) {
+		if (!(a = cJSON_AddArrayToObject(o, "fields")))
+			return false;
+		for (unsigned i = 0; i < PTD_FIELD_N; i++)
+			if ((f->fields & PTD_FIELD_BIT(i)) &&
+			    !cJSON_AddItemToArray(a, cJSON_CreateString(
+				    ptd_field_name((enum ptd_field)i))))
 				return false;
 	}
 	if (!f->ntids && !f->nranges && !f->iclasses && !f->module[0])

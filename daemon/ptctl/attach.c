@@ -90,11 +90,10 @@ int verb_attach(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", attach_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
 		if (r == 1)
 			continue;
-		if (r) {
-			return r;
-		}
 		switch (c) {
 		case 's':
 			if (strcmp(optarg, "auto") &&

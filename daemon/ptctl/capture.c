@@ -218,6 +218,7 @@ int verb_verify(int argc, char **argv)
 
 static const struct option trace_long[] = {
 	{ "records", required_argument, NULL, 'r' },
+	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT },
 	{ "path", required_argument, NULL, 'P' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "out", required_argument, NULL, 'o' },
@@ -264,7 +265,7 @@ static void help_trace(void)
 	       "  --no-decode       only write the capture (needs --out)\n"
 	       "  --verify          instead of streaming, check the decode "
 	       "against the ground truth\n"
-	       "  --records, --path, --tid   as for ptctl decode\n");
+	       "  --records, --fields, --path, --tid   as for ptctl decode\n");
 }
 
 int verb_trace(int argc, char **argv)

@@ -319,16 +319,20 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 	switch (c) {
 	case 'k':
 		if (parse_records(arg, &f->kinds) < 0)
-			return EXIT_USAGE;
+			return -EINVAL;
+		return 1;
+	case PTCTL_FIELDS_OPT:
+		if (parse_fields(arg, &f->fields) < 0)
+			return -EINVAL;
 		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
 			errx_msg("--tid: expected a thread id, got '%s'", arg);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		if (f->ntids >= PTD_FILTER_MAX_TIDS) {
 			errx_msg("--tid: at most %d", PTD_FILTER_MAX_TIDS);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		f->tids[f->ntids++] = (pid_t)v;
 		return 1;
@@ -340,11 +344,11 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 			errx_msg("--range: expected START-END (END exclusive, "
 				 "e.g. 0x401000-0x402000), got '%s'",
 				 arg);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		if (f->nranges >= PTD_FILTER_MAX_RANGES) {
 			errx_msg("--range: at most %d", PTD_FILTER_MAX_RANGES);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		f->ranges[f->nranges].start = a;
 		f->ranges[f->nranges++].end = b;
@@ -357,7 +361,7 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 				 "far_return, far_jump, ptwrite, other, "
 				 "error), got '%s'",
 				 arg);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		f->iclasses |= 1u << ic;
 		return 1;
@@ -365,7 +369,7 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		if (!*arg || strlen(arg) >= sizeof(f->module)) {
 			errx_msg("--module: expected a name of 1 to %zu bytes",
 				 sizeof(f->module) - 1);
-			return EXIT_USAGE;
+			return -EINVAL;
 		}
 		(void)ptd_strlcpy(f->module, arg, sizeof(f->module));
 		return 1;

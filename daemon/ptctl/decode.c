@@ -65,6 +65,37 @@ int parse_records(const char *s, unsigned *ret)
 	return 0;
 }
 
+int parse_fields(const char *s, uint32_t *ret)
+{
+	_cleanup_free_ char *copy = strdup(s);
+	char *save = NULL, *tok;
+	uint32_t fields = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		int f = ptd_field_parse(tok);
+
+		if (f < 0) {
+			errx_msg("--fields: unknown field '%.64s' (fields: %s)",
+				 tok, ptd_field_list());
+			return -EINVAL;
+		}
+		if (fields & PTD_FIELD_BIT(f)) {
+			errx_msg("--fields: '%s' given twice", tok);
+			return -EINVAL;
+		}
+		fields |= PTD_FIELD_BIT(f);
+	}
+	if (!fields) {
+		errx_msg("--fields: no field given");
+		return -EINVAL;
+	}
+	*ret = fields | PTD_FIELD_BIT(PTD_FIELD_TYPE);
+	return 0;
+}
+
 /* "F/M[/S]" or "none". */
 static int parse_cpu(const char *s, struct pt_cpu *cpu)
 {
@@ -130,6 +161,8 @@ int decode_option(struct decode_args *d, int c, const char *arg)
 	switch (c) {
 	case 'r':
 		return parse_records(arg, &d->opts.want) < 0 ? -EINVAL : 1;
+	case PTCTL_FIELDS_OPT:
+		return parse_fields(arg, &d->fields) < 0 ? -EINVAL : 1;
 	case 'P':
 		if (!strcmp(arg, "insn"))
 			d->opts.path = PTD_PATH_INSN;
@@ -313,6 +346,7 @@ int decode_input(const char *path, const struct decode_args *d)
 		errx_msg("out of memory");
 		return EXIT_INPUT;
 	}
+	ptd_jsonw_set_fields(&io.out.w, d->fields);
 	memset(&o, 0, sizeof(o));
 	o.streams = true;	/* the user's own FIFO or stdin */
 	o.decode = d->opts;
@@ -461,6 +495,7 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 		free(data);
 		return EXIT_INPUT;
 	}
+	ptd_jsonw_set_fields(&out.w, d->fields);
 	memset(&a, 0, sizeof(a));
 	memset(&st, 0, sizeof(st));
 	a.pt = (const uint8_t *)data;
@@ -507,6 +542,7 @@ static const struct option decode_long[] = {
 	{ "filter:addr3_a", required_argument, NULL, FILTER_OPT + 10 },
 	{ "filter:addr3_b", required_argument, NULL, FILTER_OPT + 11 },
 	{ "records", required_argument, NULL, 'r' },
+	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT },
 	{ "path", required_argument, NULL, 'P' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "cpu", required_argument, NULL, 'c' },
@@ -536,6 +572,11 @@ static void help_decode(void)
 	       "is found from the content.\n\n"
 	       "  --records KINDS   insn,block,event,error (default "
 	       "insn,event,error)\n"
+	       "  --fields NAMES    what insn and block records carry, e.g. "
+	       "ip,tid (default all:\n"
+	       "                    type,pid,tid,ip,end_ip,ninsn,size,raw,"
+	       "iclass,mode,isid,module,\n"
+	       "                    offset,flags,tsc,time,wall; type always)\n"
 	       "  --path insn|block decoder path (default block; same "
 	       "records)\n"
 	       "  --tid TID         one thread of a capture / label for raw "

@@ -62,12 +62,19 @@ struct decode_args {
 	bool symbols;
 	const char *debug_dir;		/* --debug-dir */
 	const char *perfmap_dir;	/* --perf-map-dir */
+	uint32_t fields;	/* --fields: PTD_FIELD_BIT()s; 0 every field */
 };
 
 void decode_args_init(struct decode_args *d);
 /* --records/--kinds KINDS into PTD_REC_BIT()s (error records always);
  * 0, or -EINVAL with the message printed */
 int parse_records(const char *s, unsigned *ret);
+/* --fields NAMES (comma-separated, record/record.h enum ptd_field) into
+ * PTD_FIELD_BIT()s; 0, or -EINVAL with the message printed (naming the
+ * field) */
+int parse_fields(const char *s, uint32_t *ret);
+/* The getopt value of --fields (decoding verbs and stream options). */
+#define PTCTL_FIELDS_OPT 'O'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);
@@ -120,11 +127,12 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "tid", required_argument, NULL, 't' },          \
 	{ "range", required_argument, NULL, 'R' },        \
 	{ "iclass", required_argument, NULL, 'I' },       \
-	{ "module", required_argument, NULL, 'M' }
+	{ "module", required_argument, NULL, 'M' },       \
+	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
- * 0 if not, EXIT_USAGE on a bad value (message printed). */
+ * 0 if not, -EINVAL on a bad value (message printed; exit EXIT_USAGE). */
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,

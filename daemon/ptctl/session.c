@@ -30,15 +30,20 @@ int verb_stream(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", stream_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
 		if (r == 1)
 			continue;
 		if (c == 'h') {
 			printf("Usage: ptctl stream SESSION [--kinds "
 			       "insn,block,event,error] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
-			       "[--module M]\n\n"
+			       "[--module M]\n"
+			       "       [--fields ip,tid,...]\n\n"
 			       "Write the session's records as JSON lines to "
-			       "stdout until its bye record.\n");
+			       "stdout until its bye record.\n"
+			       "--fields: what insn records carry (as ptctl "
+			       "decode --fields; default all).\n");
 			return 0;
 		}
 		return EXIT_USAGE;
@@ -83,6 +88,8 @@ int verb_replay(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", replay_long, NULL)) != -1) {
 		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
 		if (r == 1)
 			continue;
 		if (c == 'L' || c == 'y') {

@@ -26,6 +26,22 @@ static cJSON *kinds_array(unsigned kinds)
 	return a;
 }
 
+/* The fields a subscriber chose (every one: NULL, the key is left out). */
+static void add_fields(cJSON *o, uint32_t fields)
+{
+	cJSON *a;
+
+	if (!fields ||
+	    (fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) == PTD_FIELDS_ALL)
+		return;
+	fields |= PTD_FIELD_BIT(PTD_FIELD_TYPE);
+	a = cJSON_AddArrayToObject(o, "fields");
+	for (unsigned i = 0; a && i < PTD_FIELD_N; i++)
+		if (fields & PTD_FIELD_BIT(i))
+			cJSON_AddItemToArray(a, cJSON_CreateString(
+				ptd_field_name((enum ptd_field)i)));
+}
+
 static cJSON *session_summary(struct srv_session *ss)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -149,6 +165,9 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 		cJSON_AddNumberToObject(res, "aux_written",
 					(double)st.aux_written);
 	}
+	/* records rendered to JSON: once per field set, not per subscriber */
+	cJSON_AddNumberToObject(res, "renders",
+				(double)ptd_fanout_renders(ss->fan));
 	a = cJSON_AddArrayToObject(res, "subscriber_list");
 	n = ptd_fanout_get_stats(ss->fan, subs, PTD_ARRAY_SIZE(subs));
 	for (i = 0; a && i < n; i++) {
@@ -156,6 +175,7 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 
 		cJSON_AddNumberToObject(o, "id", subs[i].id);
 		cJSON_AddItemToObject(o, "kinds", kinds_array(subs[i].kinds));
+		add_fields(o, subs[i].fields);
 		cJSON_AddNumberToObject(o, "matched", (double)subs[i].matched);
 		cJSON_AddNumberToObject(o, "sent", (double)subs[i].sent);
 		cJSON_AddNumberToObject(o, "lost", (double)subs[i].lost);
@@ -222,6 +242,7 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	res = cJSON_CreateObject();
 	cJSON_AddNumberToObject(res, "session", (double)ss->id);
 	cJSON_AddItemToObject(res, "kinds", kinds_array(f.spec.kinds));
+	add_fields(res, f.spec.fields);
 	srv_reply_ok(c, req->id, res);
 }
 

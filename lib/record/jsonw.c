@@ -27,8 +27,24 @@
  * it (offset, flags, size, raw, sym, tsc, time, wall, "}\n"): 30 + 124 +
  * 11 + 38 + SYM_BUDGET + 25 + 28 + 40 + 2 = 818 at most, rounded up. */
 #define TAIL_RESERVE (320u + SYM_BUDGET)
-/* Longest `{"type":"insn","pid":P,"tid":T`. */
+/* Longest `{"type":"insn","pid":P,"tid":T` (50; a block's: 51). */
 #define INSN_HEAD_MAX 64u
+/* Longest run of fields between that head and a module name's value: an
+ * insn's ,"ip" to ,"module": is 191 bytes, a block's 190. */
+#define MODULE_PREFIX_MAX 192u
+/* A module name's budget, quotes included: the same wherever it stands
+ * (full line, pre-rendered body, projected line), so it is cut at the
+ * same byte in all of them. */
+#define MODULE_BUDGET                                                         \
+	(PTD_JSON_MAX_RECORD - TAIL_RESERVE - INSN_HEAD_MAX - MODULE_PREFIX_MAX)
+/* The fields an insn record's pre-rendered body holds. */
+#define INSN_BODY_FIELDS                                                      \
+	(PTD_FIELD_BIT(PTD_FIELD_IP) | PTD_FIELD_BIT(PTD_FIELD_SIZE) |        \
+	 PTD_FIELD_BIT(PTD_FIELD_RAW) | PTD_FIELD_BIT(PTD_FIELD_ICLASS) |     \
+	 PTD_FIELD_BIT(PTD_FIELD_MODE) | PTD_FIELD_BIT(PTD_FIELD_ISID) |      \
+	 PTD_FIELD_BIT(PTD_FIELD_MODULE) | PTD_FIELD_BIT(PTD_FIELD_OFFSET) |  \
+	 PTD_FIELD_BIT(PTD_FIELD_SYM))
+#define HAS(fl, f) ((fl) & PTD_FIELD_BIT(PTD_FIELD_##f))
 /* Budgets for the error record's strings, quotes included. */
 #define CONTEXT_BUDGET 256u
 #define MESSAGE_BUDGET 256u
@@ -266,17 +282,28 @@ static char *put_flags(char *p, uint32_t flags)
 	return p;
 }
 
-/* "type", "pid", "tid": common to all records. */
+/* "type", "pid", "tid": common to all records (pid and tid as far as
+ * @fl has them). */
 static char *put_head(char *p, const char *type_lit, size_t type_len,
-		      const struct ptd_record *r)
+		      const struct ptd_record *r, uint32_t fl)
 {
 	memcpy(p, type_lit, type_len);
 	p += type_len;
-	PUT_LIT(p, ",\"pid\":");
-	p = put_i64(p, r->pid);
-	PUT_LIT(p, ",\"tid\":");
-	p = put_i64(p, r->tid);
+	if (HAS(fl, PID)) {
+		PUT_LIT(p, ",\"pid\":");
+		p = put_i64(p, r->pid);
+	}
+	if (HAS(fl, TID)) {
+		PUT_LIT(p, ",\"tid\":");
+		p = put_i64(p, r->tid);
+	}
 	return p;
+}
+
+/* The fields of @jr (NULL: every field). */
+static uint32_t fields_of(const struct ptd_jsonr *jr)
+{
+	return jr ? jr->fields : PTD_FIELDS_ALL;
 }
 
 /* "YYYY-MM-DDTHH:MM:SS." of @sec seconds since the epoch (UTC) into @buf
@@ -313,7 +340,7 @@ static void wall_prefix(char *buf, uint64_t sec)
 
 /* ,"wall":"2026-11-22T10:00:00.123456789Z".  The date and time of day are
  * rendered once per second through @w's cache (NULL: every time). */
-static char *put_wall(char *p, uint64_t wall_ns, struct ptd_jsonw *w)
+static char *put_wall(char *p, uint64_t wall_ns, struct ptd_jsonr *w)
 {
 	uint64_t sec = wall_ns / 1000000000u;
 	uint32_t ns = (uint32_t)(wall_ns % 1000000000u);
@@ -370,18 +397,20 @@ static char *put_sym(char *p, const char *sym, uint64_t off)
 	return p;
 }
 
-/* The time fields and the end of the line. */
-static char *put_tail(char *p, const struct ptd_record *r,
-		      struct ptd_jsonw *w)
+/* The time fields (as far as @fl has them) and the end of the line. */
+static char *put_tail(char *p, const struct ptd_record *r, uint32_t fl,
+		      struct ptd_jsonr *w)
 {
 	if (r->has_tsc) {
-		PUT_LIT(p, ",\"tsc\":");
-		p = put_hex64(p, r->tsc);
-		if (r->has_time) {
+		if (HAS(fl, TSC)) {
+			PUT_LIT(p, ",\"tsc\":");
+			p = put_hex64(p, r->tsc);
+		}
+		if (r->has_time && HAS(fl, TIME)) {
 			PUT_LIT(p, ",\"time\":");
 			p = put_hex64(p, r->time);
 		}
-		if (r->has_wall)
+		if (r->has_wall && HAS(fl, WALL))
 			p = put_wall(p, r->wall, w);
 	}
 	*p++ = '}';
@@ -389,108 +418,30 @@ static char *put_tail(char *p, const struct ptd_record *r,
 	return p;
 }
 
-/* ,"module":"..." cut so that TAIL_RESERVE bytes stay free. */
-static char *put_module(char *p, const char *start, const char *module)
+/* ,"module":"..." cut to MODULE_BUDGET bytes, wherever it stands. */
+static char *put_module(char *p, const char *module)
 {
-	size_t used, budget;
-
 	if (!module)
 		module = "";
 	PUT_LIT(p, ",\"module\":");
-	used = (size_t)(p - start);
-	budget = PTD_JSON_MAX_RECORD - TAIL_RESERVE - used;
-	return put_str_cut(p, budget, module, strlen(module));
+	return put_str_cut(p, MODULE_BUDGET, module, strlen(module));
 }
 
-static char *put_raw_field(char *p, uint8_t size, const uint8_t *raw)
-{
-	PUT_LIT(p, ",\"size\":");
-	p = put_u64(p, size);
-	PUT_LIT(p, ",\"raw\":");
-	return put_rawhex(p, raw, size < pt_max_insn_size ? size
-							: pt_max_insn_size);
-}
-
-/* ,"ip":... up to the "offset" value.  @start is where the line began, for
- * the module name's budget. */
-static char *put_insn_body(char *p, const char *start,
-			   const struct ptd_rec_insn *in)
-{
-	PUT_LIT(p, ",\"ip\":");
-	p = put_hex64(p, in->ip);
-	p = put_raw_field(p, in->size, in->raw);
-	PUT_LIT(p, ",\"iclass\":");
-	p = put_name(p, ptd_iclass_name(in->iclass));
-	PUT_LIT(p, ",\"mode\":");
-	p = put_name(p, ptd_mode_name(in->mode));
-	PUT_LIT(p, ",\"isid\":");
-	p = put_i64(p, in->isid);
-	p = put_module(p, start, in->module);
-	PUT_LIT(p, ",\"offset\":");
-	p = put_hex64(p, in->modoff);
-	/* the symbol depends on the instruction only: part of the body */
-	return put_sym(p, in->sym, in->symoff);
-}
-
-
-/* The body, copied if pre-rendered.  Either way the module name is cut as
- * if the longest head stood before it, so both give the same bytes. */
-static char *put_insn_body_or_copy(char *p, const struct ptd_rec_insn *in)
-{
-	if (in->json_body && in->json_body_len <= PTD_JSON_MAX_INSN_BODY) {
-		memcpy(p, in->json_body, in->json_body_len);
-		return p + in->json_body_len;
-	}
-	return put_insn_body(p, p - INSN_HEAD_MAX, in);
-}
-
-static char *put_insn(char *p, const struct ptd_record *r,
-		      struct ptd_jsonw *w)
-{
-	const struct ptd_rec_insn *in = &r->u.insn;
-
-	p = put_head(p, "{\"type\":\"insn\"", 14, r);
-	p = put_insn_body_or_copy(p, in);
-	p = put_flags(p, in->flags);
-	return put_tail(p, r, w);
-}
-
-size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
-{
-	char *p;
-
-	if (!buf || !in || cap < PTD_JSON_MAX_INSN_BODY)
-		return 0;
-	/* Budget as if the longest head stood before it, so the body fits in
-	 * any line and renders exactly as put_insn would. */
-	/* The module budget ends TAIL_RESERVE before the line's end; after
-	 * it come only ,"offset":"0x" and 16 digits (30 bytes) and the
-	 * symbol (SYM_BUDGET). */
-	_Static_assert(PTD_JSON_MAX_INSN_BODY ==
-			       PTD_JSON_MAX_RECORD - TAIL_RESERVE -
-				       INSN_HEAD_MAX + 32 + SYM_BUDGET,
-		       "the module budget bounds a body by PTD_JSON_MAX_INSN_BODY");
-	p = put_insn_body(buf, buf - INSN_HEAD_MAX, in);
-	return (size_t)(p - buf);
-}
-
-/* put_module through the writer's cache (@w may be NULL).  Names shorter
- * than the cache are never cut, so their escaped form does not depend on
- * where in the line they stand. */
-static char *put_module_cached(char *p, const char *start, const char *module,
-			       struct ptd_jsonw *w)
+/* put_module through @w's cache (NULL: none). */
+static char *put_module_cached(char *p, const char *module,
+			       struct ptd_jsonr *w)
 {
 	size_t n = module ? strlen(module) : 0;
 	char *q;
 
 	if (!w || !n || n >= sizeof(w->mod_raw))
-		return put_module(p, start, module);
+		return put_module(p, module);
 	if (w->mod_len == n && w->mod_ptr == module &&
 	    !memcmp(w->mod_raw, module, n)) {
 		memcpy(p, w->mod_esc, w->mod_esc_len);
 		return p + w->mod_esc_len;
 	}
-	q = put_module(p, start, module);
+	q = put_module(p, module);
 	if ((size_t)(q - p) <= sizeof(w->mod_esc)) {
 		memcpy(w->mod_esc, p, (size_t)(q - p));
 		w->mod_esc_len = (size_t)(q - p);
@@ -501,33 +452,161 @@ static char *put_module_cached(char *p, const char *start, const char *module,
 	return q;
 }
 
+/* ,"size":N and ,"raw":"..." as far as @fl has them. */
+static char *put_raw_field(char *p, uint8_t size, const uint8_t *raw,
+			   uint32_t fl)
+{
+	if (HAS(fl, SIZE)) {
+		PUT_LIT(p, ",\"size\":");
+		p = put_u64(p, size);
+	}
+	if (HAS(fl, RAW)) {
+		PUT_LIT(p, ",\"raw\":");
+		p = put_rawhex(p, raw, size < pt_max_insn_size
+					       ? size
+					       : pt_max_insn_size);
+	}
+	return p;
+}
+
+/* ,"ip":... up to the "offset" value, as far as @fl has them; the module
+ * name through @w's cache (NULL: none). */
+static char *put_insn_body(char *p, const struct ptd_rec_insn *in,
+			   uint32_t fl, struct ptd_jsonr *w)
+{
+	if (HAS(fl, IP)) {
+		PUT_LIT(p, ",\"ip\":");
+		p = put_hex64(p, in->ip);
+	}
+	p = put_raw_field(p, in->size, in->raw, fl);
+	if (HAS(fl, ICLASS)) {
+		PUT_LIT(p, ",\"iclass\":");
+		p = put_name(p, ptd_iclass_name(in->iclass));
+	}
+	if (HAS(fl, MODE)) {
+		PUT_LIT(p, ",\"mode\":");
+		p = put_name(p, ptd_mode_name(in->mode));
+	}
+	if (HAS(fl, ISID)) {
+		PUT_LIT(p, ",\"isid\":");
+		p = put_i64(p, in->isid);
+	}
+	if (HAS(fl, MODULE))
+		p = put_module_cached(p, in->module, w);
+	if (HAS(fl, OFFSET)) {
+		PUT_LIT(p, ",\"offset\":");
+		p = put_hex64(p, in->modoff);
+	}
+	/* the symbol depends on the instruction only: part of the body */
+	if (HAS(fl, SYM))
+		p = put_sym(p, in->sym, in->symoff);
+	return p;
+}
+
+/* The body, copied if pre-rendered and every field of it is wanted. */
+static char *put_insn_body_or_copy(char *p, const struct ptd_rec_insn *in,
+				   uint32_t fl, struct ptd_jsonr *w)
+{
+	if ((fl & INSN_BODY_FIELDS) == INSN_BODY_FIELDS && in->json_body &&
+	    in->json_body_len <= PTD_JSON_MAX_INSN_BODY) {
+		memcpy(p, in->json_body, in->json_body_len);
+		return p + in->json_body_len;
+	}
+	return put_insn_body(p, in, fl, w);
+}
+
+/* An insn record's head through @w's cache (NULL: none): it stays the
+ * same while pid and tid do. */
+static char *put_insn_head(char *p, const struct ptd_record *r, uint32_t fl,
+			   struct ptd_jsonr *w)
+{
+	if (!w)
+		return put_head(p, "{\"type\":\"insn\"", 14, r, fl);
+	if (!w->insn_head_len || w->head_pid != r->pid ||
+	    w->head_tid != r->tid) {
+		char *e = put_head(w->insn_head, "{\"type\":\"insn\"", 14, r,
+				   fl);
+
+		w->insn_head_len = (size_t)(e - w->insn_head);
+		w->head_pid = r->pid;
+		w->head_tid = r->tid;
+	}
+	memcpy(p, w->insn_head, w->insn_head_len);
+	return p + w->insn_head_len;
+}
+
+static char *put_insn(char *p, const struct ptd_record *r,
+		      struct ptd_jsonr *w)
+{
+	const struct ptd_rec_insn *in = &r->u.insn;
+	uint32_t fl = fields_of(w);
+
+	p = put_insn_head(p, r, fl, w);
+	p = put_insn_body_or_copy(p, in, fl, w);
+	if (HAS(fl, FLAGS))
+		p = put_flags(p, in->flags);
+	return put_tail(p, r, fl, w);
+}
+
+size_t ptd_json_insn_body(char *buf, size_t cap, const struct ptd_rec_insn *in)
+{
+	char *p;
+
+	if (!buf || !in || cap < PTD_JSON_MAX_INSN_BODY)
+		return 0;
+	/* After the module's budget come only ,"offset":"0x" and 16 digits
+	 * (30 bytes) and the symbol (SYM_BUDGET). */
+	_Static_assert(MODULE_PREFIX_MAX + MODULE_BUDGET + 30 + SYM_BUDGET <=
+			       PTD_JSON_MAX_INSN_BODY,
+		       "the module budget bounds a body by PTD_JSON_MAX_INSN_BODY");
+	p = put_insn_body(buf, in, PTD_FIELDS_ALL, NULL);
+	return (size_t)(p - buf);
+}
+
 static char *put_block(char *p, const struct ptd_record *r,
-		       struct ptd_jsonw *w)
+		       struct ptd_jsonr *w)
 {
 	const struct ptd_rec_block *b = &r->u.block;
-	char *start = p;
+	uint32_t fl = fields_of(w);
 
-	p = put_head(p, "{\"type\":\"block\"", 15, r);
-	PUT_LIT(p, ",\"ip\":");
-	p = put_hex64(p, b->ip);
-	PUT_LIT(p, ",\"end_ip\":");
-	p = put_hex64(p, b->end_ip);
-	PUT_LIT(p, ",\"ninsn\":");
-	p = put_u64(p, b->ninsn);
-	PUT_LIT(p, ",\"iclass\":");
-	p = put_name(p, ptd_iclass_name(b->iclass));
-	PUT_LIT(p, ",\"mode\":");
-	p = put_name(p, ptd_mode_name(b->mode));
-	PUT_LIT(p, ",\"isid\":");
-	p = put_i64(p, b->isid);
-	p = put_module_cached(p, start, b->module, w);
-	PUT_LIT(p, ",\"offset\":");
-	p = put_hex64(p, b->modoff);
-	p = put_sym(p, b->sym, b->symoff);
-	p = put_flags(p, b->flags);
+	p = put_head(p, "{\"type\":\"block\"", 15, r, fl);
+	if (HAS(fl, IP)) {
+		PUT_LIT(p, ",\"ip\":");
+		p = put_hex64(p, b->ip);
+	}
+	if (HAS(fl, END_IP)) {
+		PUT_LIT(p, ",\"end_ip\":");
+		p = put_hex64(p, b->end_ip);
+	}
+	if (HAS(fl, NINSN)) {
+		PUT_LIT(p, ",\"ninsn\":");
+		p = put_u64(p, b->ninsn);
+	}
+	if (HAS(fl, ICLASS)) {
+		PUT_LIT(p, ",\"iclass\":");
+		p = put_name(p, ptd_iclass_name(b->iclass));
+	}
+	if (HAS(fl, MODE)) {
+		PUT_LIT(p, ",\"mode\":");
+		p = put_name(p, ptd_mode_name(b->mode));
+	}
+	if (HAS(fl, ISID)) {
+		PUT_LIT(p, ",\"isid\":");
+		p = put_i64(p, b->isid);
+	}
+	if (HAS(fl, MODULE))
+		p = put_module_cached(p, b->module, w);
+	if (HAS(fl, OFFSET)) {
+		PUT_LIT(p, ",\"offset\":");
+		p = put_hex64(p, b->modoff);
+	}
+	if (HAS(fl, SYM))
+		p = put_sym(p, b->sym, b->symoff);
+	if (HAS(fl, FLAGS))
+		p = put_flags(p, b->flags);
 	if (b->flags & PTD_F_TRUNCATED)
-		p = put_raw_field(p, b->size, b->raw);
-	return put_tail(p, r, w);
+		p = put_raw_field(p, b->size, b->raw, fl);
+	return put_tail(p, r, fl, w);
 }
 
 /* ,"ip":"0x.." unless the event's ip is suppressed. */
@@ -633,12 +712,14 @@ static char *put_event_fields(char *p, const struct pt_event *ev)
 	return p;
 }
 
+/* Event and error records are written whole whatever the fields
+ * (record.h, enum ptd_field). */
 static char *put_event(char *p, const struct ptd_record *r,
-		       struct ptd_jsonw *w)
+		       struct ptd_jsonr *w)
 {
 	const struct pt_event *ev = &r->u.event.ev;
 
-	p = put_head(p, "{\"type\":\"event\"", 15, r);
+	p = put_head(p, "{\"type\":\"event\"", 15, r, PTD_FIELDS_ALL);
 	PUT_LIT(p, ",\"event\":");
 	p = put_name(p, ptd_event_name(ev->type));
 	PUT_LIT(p, ",\"offset\":");
@@ -654,7 +735,7 @@ static char *put_event(char *p, const struct ptd_record *r,
 		PUT_LIT(p, ",\"lost_cyc\":");
 		p = put_u64(p, ev->lost_cyc);
 	}
-	return put_tail(p, r, w);
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
 /* The C name of a ptd domain error code; NULL if it is not one. */
@@ -715,13 +796,13 @@ static const char *error_message(const struct ptd_rec_error *e)
 }
 
 static char *put_error(char *p, const struct ptd_record *r,
-		       struct ptd_jsonw *w)
+		       struct ptd_jsonr *w)
 {
 	const struct ptd_rec_error *e = &r->u.error;
 	const char *msg = error_message(e);
 	const char *ctx = e->context ? e->context : "";
 
-	p = put_head(p, "{\"type\":\"error\"", 15, r);
+	p = put_head(p, "{\"type\":\"error\"", 15, r, PTD_FIELDS_ALL);
 	PUT_LIT(p, ",\"offset\":");
 	p = put_hex64(p, e->offset);
 	if (e->ip_valid) {
@@ -744,13 +825,14 @@ static char *put_error(char *p, const struct ptd_record *r,
 		p = put_str_cut(p, DETAIL_BUDGET, e->detail,
 				strlen(e->detail));
 	}
-	return put_tail(p, r, w);
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
-/* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes; @w (may
- * be NULL) lends its caches. */
+/* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes: the
+ * fields of @w and through its caches, or every field without caches
+ * (@w NULL). */
 static size_t write_record(char *buf, const struct ptd_record *r,
-			   struct ptd_jsonw *w)
+			   struct ptd_jsonr *w)
 {
 	char *p = buf;
 
@@ -800,6 +882,7 @@ int ptd_jsonw_init(struct ptd_jsonw *w, int fd, size_t bufsize)
 	if (bufsize < PTD_JSON_MAX_RECORD)
 		bufsize = PTD_JSON_MAX_RECORD;
 	memset(w, 0, sizeof(*w));
+	ptd_jsonr_init(&w->jr, 0);
 	w->fd = fd;
 	w->buf = malloc(bufsize);
 	if (!w->buf)
@@ -827,26 +910,30 @@ int ptd_jsonw_flush(struct ptd_jsonw *w)
 	return w->err;
 }
 
-/* The hot path: an insn record with a pre-rendered body and the same
- * pid/tid as the last one is three copies and the flags. */
-static size_t write_insn_fast(struct ptd_jsonw *w, const struct ptd_record *r)
+void ptd_jsonr_init(struct ptd_jsonr *jr, uint32_t fields)
 {
-	char *start = w->buf + w->len, *p = start;
+	memset(jr, 0, sizeof(*jr));
+	jr->fields = (fields ? fields & PTD_FIELDS_ALL : PTD_FIELDS_ALL) |
+		     PTD_FIELD_BIT(PTD_FIELD_TYPE);
+}
 
-	if (!w->insn_head_len || w->head_pid != r->pid ||
-	    w->head_tid != r->tid) {
-		char *e = put_head(w->insn_head, "{\"type\":\"insn\"", 14, r);
+size_t ptd_jsonr_render(struct ptd_jsonr *jr, char *buf,
+			const struct ptd_record *r)
+{
+	size_t n;
 
-		w->insn_head_len = (size_t)(e - w->insn_head);
-		w->head_pid = r->pid;
-		w->head_tid = r->tid;
-	}
-	memcpy(p, w->insn_head, w->insn_head_len);
-	p += w->insn_head_len;
-	p = put_insn_body_or_copy(p, &r->u.insn);
-	p = put_flags(p, r->u.insn.flags);
-	p = put_tail(p, r, w);
-	return (size_t)(p - start);
+	if (!jr || !buf || !r)
+		return 0;
+	n = write_record(buf, r, jr);
+	if (n)
+		jr->renders++;
+	return n;
+}
+
+void ptd_jsonw_set_fields(struct ptd_jsonw *w, uint32_t fields)
+{
+	if (w)
+		ptd_jsonr_init(&w->jr, fields);
 }
 
 int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
@@ -859,10 +946,7 @@ int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r)
 		return w->err;
 	if (w->cap - w->len < PTD_JSON_MAX_RECORD && ptd_jsonw_flush(w) < 0)
 		return w->err;
-	if (r->type == PTD_REC_INSN && r->u.insn.json_body)
-		n = write_insn_fast(w, r);
-	else
-		n = write_record(w->buf + w->len, r, w);
+	n = ptd_jsonr_render(&w->jr, w->buf + w->len, r);
 	if (!n)
 		return -EINVAL;
 	w->len += n;

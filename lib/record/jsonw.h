@@ -33,19 +33,25 @@
  *  {"type":"error","pid":1,"tid":1,"offset":"0x..","ip":"0x..",
  *   "error":"nomap","message":"no memory mapped at this address",
  *   "context":"decode"}
+ * A renderer with fields (struct ptd_jsonr, record.h enum ptd_field)
+ * leaves the others out of insn and block lines: {"type":"insn","tid":1,
+ * "ip":"0x401000"}.
  */
 #ifndef PTD_RECORD_JSONW_H
 #define PTD_RECORD_JSONW_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "record/record.h"
 
 /* No record line is longer than this (module names are cut to fit). */
 #define PTD_JSON_MAX_RECORD 8192u
 
-/* Write the line for @r, with its '\n', into @buf of @cap bytes.
+/* Write the line for @r with every field, with its '\n', into @buf of @cap
+ * bytes (a projection: ptd_jsonr).
  * Returns its length, or 0 if @cap < PTD_JSON_MAX_RECORD and it did not
  * fit (nothing useful is in @buf then). */
 size_t ptd_json_record(char *buf, size_t cap, const struct ptd_record *r);
@@ -64,17 +70,18 @@ size_t ptd_json_string(char *buf, size_t cap, const char *s, size_t n);
 /* Length of "YYYY-MM-DDTHH:MM:SS." in a "wall" value. */
 #define PTD_JSON_WALL_PREFIX 20u
 
-/* A buffered writer of lines to a file descriptor. */
-struct ptd_jsonw {
-	int fd;
-	char *buf;
-	size_t len;
-	size_t cap;
-	uint64_t lines;
-	uint64_t bytes;
-	int err;	/* first write error (-errno), sticky */
-	/* `{"type":"insn","pid":P,"tid":T` of the last insn record written
-	 * with a body, reused while pid and tid stay the same. */
+/*
+ * A renderer: the fields it writes (PTD_FIELD_BIT()s, record/record.h) and
+ * the caches that make consecutive records cheap.  One renderer writes
+ * every record, full or projected: a projected line is the full line with
+ * the fields not chosen left out, byte for byte.  A writer (ptd_jsonw) has
+ * one; a fan-out has one per distinct field set of its subscribers.  Used
+ * by one thread at a time.
+ */
+struct ptd_jsonr {
+	uint32_t fields;	/* PTD_FIELD_TYPE always among them */
+	/* `{"type":"insn","pid":P,"tid":T` (as far as fields has them) of the
+	 * last insn record, reused while pid and tid stay the same. */
 	char insn_head[64];
 	size_t insn_head_len;
 	pid_t head_pid, head_tid;
@@ -91,10 +98,33 @@ struct ptd_jsonw {
 	bool wall_valid;
 	uint64_t wall_sec;
 	char wall_prefix[PTD_JSON_WALL_PREFIX];
+	uint64_t renders;	/* records rendered */
+};
+
+/* A renderer of @fields (0: all; PTD_FIELD_TYPE is added), caches empty. */
+void ptd_jsonr_init(struct ptd_jsonr *jr, uint32_t fields);
+/* Write @r's line, with its '\n', into @buf, which has room for
+ * PTD_JSON_MAX_RECORD bytes.  Returns its length, or 0 for a record of no
+ * known type. */
+size_t ptd_jsonr_render(struct ptd_jsonr *jr, char *buf,
+			const struct ptd_record *r);
+
+/* A buffered writer of lines to a file descriptor. */
+struct ptd_jsonw {
+	int fd;
+	char *buf;
+	size_t len;
+	size_t cap;
+	uint64_t lines;
+	uint64_t bytes;
+	int err;	/* first write error (-errno), sticky */
+	struct ptd_jsonr jr;	/* every field unless ptd_jsonw_set_fields */
 };
 
 /* @bufsize 0: 256 KiB.  Returns 0 or -ENOMEM. */
 int ptd_jsonw_init(struct ptd_jsonw *w, int fd, size_t bufsize);
+/* Write only @fields (PTD_FIELD_BIT()s; 0: all) of the records put after. */
+void ptd_jsonw_set_fields(struct ptd_jsonw *w, uint32_t fields);
 /* Append one record.  Returns 0 or the sticky write error. */
 int ptd_jsonw_put(struct ptd_jsonw *w, const struct ptd_record *r);
 /* Append a ready line (must end in '\n'). */

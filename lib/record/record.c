@@ -35,6 +35,68 @@ int ptd_rec_type_parse(const char *name)
 	return -1;
 }
 
+const char *ptd_field_name(enum ptd_field f)
+{
+	switch (f) {
+	case PTD_FIELD_TYPE:
+		return "type";
+	case PTD_FIELD_PID:
+		return "pid";
+	case PTD_FIELD_TID:
+		return "tid";
+	case PTD_FIELD_IP:
+		return "ip";
+	case PTD_FIELD_END_IP:
+		return "end_ip";
+	case PTD_FIELD_NINSN:
+		return "ninsn";
+	case PTD_FIELD_SIZE:
+		return "size";
+	case PTD_FIELD_RAW:
+		return "raw";
+	case PTD_FIELD_ICLASS:
+		return "iclass";
+	case PTD_FIELD_MODE:
+		return "mode";
+	case PTD_FIELD_ISID:
+		return "isid";
+	case PTD_FIELD_MODULE:
+		return "module";
+	case PTD_FIELD_OFFSET:
+		return "offset";
+	case PTD_FIELD_SYM:
+		return "sym";
+	case PTD_FIELD_FLAGS:
+		return "flags";
+	case PTD_FIELD_TSC:
+		return "tsc";
+	case PTD_FIELD_TIME:
+		return "time";
+	case PTD_FIELD_WALL:
+		return "wall";
+	case PTD_FIELD_N:
+		break;
+	}
+	return NULL;
+}
+
+int ptd_field_parse(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int f = 0; f < PTD_FIELD_N; f++) {
+		if (strcmp(name, ptd_field_name((enum ptd_field)f)) == 0)
+			return f;
+	}
+	return -1;
+}
+
+const char *ptd_field_list(void)
+{
+	return "type, pid, tid, ip, end_ip, ninsn, size, raw, iclass, mode, "
+	       "isid, module, offset, sym, flags, tsc, time, wall";
+}
+
 const char *ptd_flag_name(unsigned bit)
 {
 	/* Indexed by bit number; the order is that of enum ptd_insn_flag. */

@@ -146,6 +146,50 @@ struct ptd_record {
 	} u;
 };
 
+/*
+ * The fields a subscriber may choose (doc/protocol.md, "fields"): the keys
+ * of insn and block records.  A projection applies to those two kinds only
+ * -- one of them per executed instruction or block, the bulk of a stream --
+ * and keeps their order; "type" is always written (a line says what it
+ * is).  Event and error records are rare and mean nothing without their
+ * other fields: they are always written whole, as are the stream's own
+ * records (hello, lost, bye, snapshot).  A field a record does not have
+ * (end_ip on an insn, tsc without a TSC) is left out as in a full record.
+ */
+enum ptd_field {
+	PTD_FIELD_TYPE,		/* always set */
+	PTD_FIELD_PID,
+	PTD_FIELD_TID,
+	PTD_FIELD_IP,
+	PTD_FIELD_END_IP,	/* block */
+	PTD_FIELD_NINSN,	/* block */
+	PTD_FIELD_SIZE,
+	PTD_FIELD_RAW,
+	PTD_FIELD_ICLASS,
+	PTD_FIELD_MODE,
+	PTD_FIELD_ISID,
+	PTD_FIELD_MODULE,
+	PTD_FIELD_OFFSET,
+	PTD_FIELD_SYM,		/* with symbols on (ptctl decode --symbols) */
+	PTD_FIELD_FLAGS,
+	PTD_FIELD_TSC,
+	PTD_FIELD_TIME,
+	PTD_FIELD_WALL,
+	PTD_FIELD_N,
+};
+
+#define PTD_FIELD_BIT(f) (1u << (f))
+#define PTD_FIELDS_ALL ((1u << PTD_FIELD_N) - 1)
+/* The longest field name, without the NUL. */
+#define PTD_FIELD_NAME_MAX 6u
+
+/* "type", "pid", ... "wall"; NULL for an unknown value. */
+const char *ptd_field_name(enum ptd_field f);
+/* Inverse; -1 if @name is not a field. */
+int ptd_field_parse(const char *name);
+/* The field names, comma-separated, in record order (for messages). */
+const char *ptd_field_list(void);
+
 /* libipt names used in records: event types ("enabled", "disabled",
  * "async_disabled", ...), exec modes ("64bit", "32bit", "16bit",
  * "unknown").  Never NULL. */

@@ -30,6 +30,7 @@
 #include "e2e/daemon-harness.h"
 #include "e2e/daemon-client.h"
 #include "e2e/subscribed.h"
+#include "unit/fieldcmp.h"
 #include "target.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
@@ -300,6 +301,13 @@ static void test_bad_requests(void)
 		{ "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"filter\":"
 		  "{\"ranges\":[[\"0xg\",\"0x1\"]]}}\n",
 		  "bad_request", "filter.ranges[0][0]" },
+		{ "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"fields\":"
+		  "[\"ip\",\"tid\",\"adress\"]}\n",
+		  "bad_request", "subscribe: fields[2]: unknown field \"adress\" "
+		  "(fields: type, pid, tid, ip, " },
+		{ "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"fields\":"
+		  "[\"ip\",\"ip\"]}\n",
+		  "bad_request", "subscribe: fields[1]: \"ip\" given twice" },
 		{ "\n", "bad_request", "not valid JSON" },
 	};
 	struct daemon d;
@@ -520,10 +528,69 @@ static void compare_filtered(const struct sub *all, const struct sub *f,
 /* Subscribers with different filters each get exactly what their filter
  * selects; hello first, bye "exited" with the exit code last; no fd leak
  * in ptd once sessions are over. */
+/*
+ * Two subscribers with the same fields (ip, tid) get the same bytes, and
+ * each record is the unfiltered one restricted to those fields; ptd
+ * rendered every record once per field set (status "renders"), not once
+ * per subscriber.  The session's other subscribers all take every field.
+ */
+static void check_projected(struct daemon *d, long sid, const struct sub *all,
+			    const struct sub *pa, const struct sub *pb)
+{
+	const uint32_t fields = PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+				PTD_FIELD_BIT(PTD_FIELD_IP) |
+				PTD_FIELD_BIT(PTD_FIELD_TID);
+	uint64_t records, lost;
+	size_t i, bytes_all = 0, bytes_p = 0;
+	char req[128];
+	cJSON *r, *subs, *o;
+
+	cJSON_Delete(check_framing(pa, "fields a"));
+	cJSON_Delete(check_framing(pb, "fields b"));
+	CHECK_CONTAINS(pa->lines[0], "\"fields\":[\"type\",\"tid\",\"ip\"]");
+	CHECK_EQ_U64(pa->n, pb->n);
+	CHECK_EQ_U64(pa->n, all->n);
+	for (i = 1; i < pa->n && i < pb->n; i++)
+		if (strcmp(pa->lines[i], pb->lines[i])) {
+			CHECK_FAIL_("line %zu differs between two subscribers "
+				    "of the same fields:\n%s\n%s",
+				    i, pa->lines[i], pb->lines[i]);
+			break;
+		}
+	for (i = 1; i < pa->n && i < all->n; i++) {
+		bytes_all += strlen(all->lines[i]);
+		bytes_p += strlen(pa->lines[i]);
+		if (!fieldcmp_line(all->lines[i], strlen(all->lines[i]),
+				   pa->lines[i], strlen(pa->lines[i]),
+				   fields)) {
+			CHECK_FAIL_("line %zu is not the full one restricted",
+				    i);
+			break;
+		}
+	}
+	CHECK(bytes_p * 3 < bytes_all);
+	count_stream(all, &records, &lost);
+	CHECK(records > 1000);
+	CHECK_EQ_U64(lost, 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n",
+		       sid);
+	r = dc_call1(d, req);
+	REQUIRE(dc_ok(r));
+	o = cJSON_GetObjectItem(r, "result");
+	/* every record once for every field (all, calls, main+libc) and once
+	 * for ip,tid (both subscribers) */
+	CHECK_EQ_U64((uint64_t)json_num(o, "renders"), 2 * records);
+	subs = cJSON_GetObjectItem(o, "subscriber_list");
+	CHECK(cJSON_GetArraySize(subs) == 0 ||
+	      cJSON_GetArraySize(subs) == 5);
+	cJSON_Delete(r);
+}
+
 static void test_filters_exit_and_fds(void)
 {
 	struct daemon d;
-	struct sub *all, *calls, *mainlibc;
+	struct sub *all, *calls, *mainlibc, *pa, *pb;
 	unsigned fds0, fds1;
 	cJSON *bye;
 	long sid;
@@ -549,14 +616,20 @@ static void test_filters_exit_and_fds(void)
 		       "{\"tid\":[%ld],\"module\":\"libc\"}",
 		       (long)t);
 	mainlibc = subscribe(&d, sid, extra);
-	REQUIRE(all && calls && mainlibc);
+	pa = subscribe(&d, sid, ",\"fields\":[\"ip\",\"tid\"]");
+	pb = subscribe(&d, sid, ",\"fields\":[\"tid\",\"ip\"]");
+	REQUIRE(all && calls && mainlibc && pa && pb);
 	sub_start(all);
 	sub_start(calls);
 	sub_start(mainlibc);
+	sub_start(pa);
+	sub_start(pb);
 	release(&go);
 	sub_join(all);
 	sub_join(calls);
 	sub_join(mainlibc);
+	sub_join(pa);
+	sub_join(pb);
 	CHECK_EQ_INT(wait_target(t, 120000), 0);
 
 	bye = check_framing(all, "unfiltered");
@@ -573,6 +646,7 @@ static void test_filters_exit_and_fds(void)
 	CHECK(ninsn > 1000);
 	compare_filtered(all, calls, keep_call_ret, "iclass call,return");
 	compare_filtered(all, mainlibc, keep_main_libc, "tid+module");
+	check_projected(&d, sid, all, pa, pb);
 	/* Records of other kinds than asked never appear. */
 	for (size_t i = 0; i < calls->n; i++)
 		if (is_type(calls->lines[i], "event"))
@@ -581,6 +655,8 @@ static void test_filters_exit_and_fds(void)
 	sub_free(all);
 	sub_free(calls);
 	sub_free(mainlibc);
+	sub_free(pa);
+	sub_free(pb);
 
 	/* Once the subscribers are gone ptd holds what it held before (as
 	 * soon as its loop has seen them go: a loaded machine may take a

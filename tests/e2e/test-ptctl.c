@@ -21,6 +21,7 @@
 #include "unit/ptenc.h"
 #include "unit/skl014.h"
 #include "unit/lldb-unclaimed.h"
+#include "unit/fieldcmp.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "swpt/capture.h"
@@ -153,6 +154,62 @@ static void test_trace_stream(void)
 	run_free(&r);
 }
 
+/* PTD_FIELD_BIT()s of a --fields list, with type. */
+static uint32_t fields_of(const char *list)
+{
+	char buf[256], *save = NULL, *tok;
+	uint32_t m = PTD_FIELD_BIT(PTD_FIELD_TYPE);
+
+	(void)snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		m |= PTD_FIELD_BIT(ptd_field_parse(tok));
+	return m;
+}
+
+/* Projected records are the full records restricted to their fields, on
+ * both decoder paths, insn and block records, for the capture in @dir. */
+static void check_fields(const char *dir)
+{
+	static const char *const sets[] = {
+		"ip,tid", "tid,ip,flags", "module,offset,iclass,raw",
+		"pid,size,mode,isid,end_ip,ninsn,tsc,time,wall", "type",
+	};
+	static const char *const paths[] = { "insn", "block" };
+
+	for (size_t p = 0; p < 3; p++) {
+		const char *path = paths[p ? 1 : 0];
+		const char *recs = p == 2 ? "insn,block,event,error"
+					  : "insn,event,error";
+		const char *full_args[] = { "decode", "--path", path,
+					    "--records", recs, dir, NULL };
+		struct run full = run_ptctl(full_args);
+
+		CHECK_EQ_INT(full.status, 0);
+		for (size_t i = 0; full.out && i < PTD_ARRAY_SIZE(sets); i++) {
+			const char *args[] = { "decode", "--path", path,
+					       "--records", recs, "--fields",
+					       sets[i], dir, NULL };
+			struct run r = run_ptctl(args);
+			size_t lines = 0;
+
+			check_current = sets[i];
+			CHECK_EQ_INT(r.status, 0);
+			CHECK(r.out && fieldcmp_stream(full.out, full.out_len,
+						       r.out, r.out_len,
+						       fields_of(sets[i]),
+						       &lines));
+			CHECK(lines > 1000);
+			/* ip and tid: ~40 bytes an instruction, not ~180 */
+			if (i == 0)
+				CHECK(r.out_len * 3 < full.out_len);
+			run_free(&r);
+		}
+		check_current = "test_capture_decode_verify";
+		run_free(&full);
+	}
+}
+
 static void test_capture_decode_verify(void)
 {
 	char prog[512], dir[300];
@@ -186,6 +243,8 @@ static void test_capture_decode_verify(void)
 	      !memcmp(a.out, b.out, a.out_len));
 	run_free(&a);
 	run_free(&b);
+
+	check_fields(dir);
 
 	r = run_ptctl(dec_blocks);
 	CHECK_EQ_INT(r.status, 0);
@@ -624,6 +683,21 @@ static void test_decode_symbols(void)
 	CHECK_EQ_INT(r.status, 0);
 	CHECK(r.out && !strstr(r.out, "\"sym\""));
 	run_free(&r);
+
+	/* a projection keeps sym as any other field, on both paths */
+	for (int path = 0; path < 2; path++) {
+		const char *proj[] = { "decode", "--symbols", "--debug-dir",
+				       dbg, "--records", "insn", "--path",
+				       path ? "insn" : "block", "--fields",
+				       "sym", dir, NULL };
+
+		r = run_ptctl(proj);
+		CHECK_EQ_INT(r.status, 0);
+		REQUIRE(r.out);
+		CHECK_CONTAINS(r.out, "{\"type\":\"insn\",\"sym\":\"sym_leaf+0x0\"}\n");
+		CHECK(!strstr(r.out, "\"ip\""));
+		run_free(&r);
+	}
 }
 
 /* JIT code is named from the process's perf map: a map written for the
@@ -698,6 +772,19 @@ static void test_bad_usage(void)
 		  "unknown record kind 'foo'" },
 		{ { "decode", "--path", "insn", "--records", "block", "x" }, 1,
 		  "needs --path block" },
+		{ { "decode", "--fields", "ip,address", "x" }, 1,
+		  "--fields: unknown field 'address' (fields: type, pid, " },
+		{ { "decode", "--fields", "ip,tid,ip", "x" }, 1,
+		  "--fields: 'ip' given twice" },
+		{ { "decode", "--fields", ",", "x" }, 1,
+		  "--fields: no field given" },
+		{ { "trace", "--fields", "Ip", "--", "true" }, 1,
+		  "--fields: unknown field 'Ip'" },
+		{ { "stream", "1", "--fields", "ip,bogus" }, 1,
+		  "--fields: unknown field 'bogus'" },
+		{ { "stream", "1", "--tid", "12x" }, 1, "--tid: expected" },
+		{ { "replay", "--fields", "", "/x" }, 1,
+		  "--fields: no field given" },
 		{ { "decode", "--cpu", "6/x", "x" }, 1, "--cpu" },
 		{ { "decode", "--cpu", "6/200", "x" }, 1,
 		  "--cpu 6/200: family 6 model 200 (0xc8) is not a CPU "

@@ -15,6 +15,7 @@
 #include "common/strutil.h"
 #include "daemon/fanout.h"
 #include "record/jsonw.h"
+#include "unit/fieldcmp.h"
 
 #define NRECORDS 60000
 
@@ -448,6 +449,179 @@ static void test_subscribe_rules(void)
 	ptd_fanout_free(NULL);
 }
 
+static struct ptd_filter filter_fields(pid_t tid, uint32_t fields)
+{
+	struct ptd_filter f = filter_of(PTD_REC_ALL, tid);
+
+	f.spec.fields = fields;
+	return f;
+}
+
+/* The lines of @buf after its first (hello), and the first. */
+static const char *after_hello(const char *buf)
+{
+	const char *nl = strchr(buf, '\n');
+
+	return nl ? nl + 1 : buf;
+}
+
+/*
+ * Two subscribers with the same field set get the same bytes, rendered
+ * once: the fan-out renders a record once per distinct field set among
+ * the subscribers that want it.  A projected stream is the full stream
+ * restricted to its fields; a subscriber leaving or joining with another
+ * set changes the renders from then on.
+ */
+static void test_render_once(void)
+{
+	enum { N = 400 };
+	const uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			       PTD_FIELD_BIT(PTD_FIELD_TID);
+	struct ptd_fanout *f;
+	struct ptd_filter fa = filter_fields(0, iptid),
+			  fc = filter_fields(1, 0),
+			  fd = filter_fields(1, iptid);
+	struct ptd_subscriber *a, *b, *c, *d, *e;
+	static char ba[1 << 20], bb[1 << 20], bc[1 << 20], bd[1 << 20],
+		be[1 << 20];
+	uint64_t want_renders = 0;
+	struct ptd_filter fe = filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP));
+
+	(void)ptd_fanout_new(9, 5, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &fa, 1 << 22, 8, &a) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &fa, 1 << 22, 8, &b) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &fc, 1 << 22, 8, &c) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &fd, 1 << 22, 8, &d) == 0);
+	ba[0] = bb[0] = bc[0] = bd[0] = be[0] = 0;
+	for (uint64_t i = 0; i < N; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		if (i % 3 == 0) {	/* some with every time field */
+			r.has_tsc = r.has_time = r.has_wall = true;
+			r.tsc = i;
+			r.time = 2 * i;
+			r.wall = 1795000000000000000ull + i * 400000000ull;
+		}
+		ptd_fanout_record(f, &r);
+		/* {ip,tid} for a and b, all fields for c (tid 1), {ip,tid}
+		 * again for d (tid 1: already rendered for a and b) */
+		want_renders += 1 + (r.tid == 1);
+	}
+	CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
+	drain(a, ba, sizeof(ba));
+	drain(b, bb, sizeof(bb));
+	drain(c, bc, sizeof(bc));
+	drain(d, bd, sizeof(bd));
+	CHECK_CONTAINS(ba, "\"kinds\":[\"insn\",\"block\",\"event\","
+			   "\"error\"],\"fields\":[\"type\",\"tid\",\"ip\"]}\n");
+	CHECK(strstr(bc, "\"fields\"") == NULL);	/* every field */
+	CHECK(strlen(ba) > N * 30);
+	CHECK_EQ_STR(after_hello(ba), after_hello(bb));
+	CHECK_CONTAINS(ba, "{\"type\":\"insn\",\"tid\":2,\"ip\":\"0x400001\"}\n");
+	/* d's stream (tid 1, ip and tid) is c's (tid 1, all) restricted */
+	{
+		const char *pc = after_hello(bc), *pd = after_hello(bd);
+		size_t lines = 0;
+
+		CHECK(fieldcmp_stream(pc, strlen(pc), pd, strlen(pd),
+				      iptid | PTD_FIELD_BIT(PTD_FIELD_TYPE),
+				      &lines));
+		CHECK_EQ_U64(lines, N / 2);
+	}
+	/* b leaves, e joins with {ip}: a's set is rendered once still, e's
+	 * once more */
+	ptd_fanout_unsubscribe(f, b);
+	REQUIRE(ptd_fanout_subscribe(f, &fe, 1 << 22, 8, &e) == 0);
+	want_renders = ptd_fanout_renders(f);
+	for (uint64_t i = N; i < 2 * N; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		ptd_fanout_record(f, &r);
+		want_renders += 2 + (r.tid == 1);
+	}
+	CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
+	drain(e, be, sizeof(be));
+	CHECK_CONTAINS(be, "{\"type\":\"insn\",\"ip\":\"0x400191\"}\n");
+	/* a record nobody wants is not rendered */
+	ptd_fanout_unsubscribe(f, a);
+	ptd_fanout_unsubscribe(f, e);
+	{
+		struct ptd_record r = mkinsn(2 * N);	/* tid 1 */
+
+		want_renders = ptd_fanout_renders(f);
+		r.tid = 2;
+		ptd_fanout_record(f, &r);
+		CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
+		/* nor one after the end */
+		struct ptd_session_end end;
+
+		memset(&end, 0, sizeof(end));
+		end.reason = PTD_END_EXITED;
+		r.tid = 1;
+		ptd_fanout_end(f, &end);
+		ptd_fanout_record(f, &r);
+		CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
+	}
+	ptd_fanout_free(f);
+}
+
+/* Subscribers come and go while a producer thread fans records out: the
+ * producer's roster never touches one that has left (ASan checks the
+ * memory), and every stream's counts add up. */
+struct churn {
+	struct ptd_fanout *f;
+	atomic_bool stop;
+};
+
+static void *churn_producer(void *arg)
+{
+	struct churn *ch = arg;
+	uint64_t i = 0;
+
+	while (!atomic_load(&ch->stop)) {
+		struct ptd_record r = mkinsn(i++);
+
+		ptd_fanout_record(ch->f, &r);
+	}
+	return NULL;
+}
+
+static void test_churn(void)
+{
+	struct churn ch;
+	pthread_t t;
+	struct ptd_filter fl[3] = {
+		filter_fields(0, 0),
+		filter_fields(1, PTD_FIELD_BIT(PTD_FIELD_IP)),
+		filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP) |
+					 PTD_FIELD_BIT(PTD_FIELD_FLAGS)),
+	};
+	static char buf[1 << 22];
+
+	memset(&ch, 0, sizeof(ch));
+	(void)ptd_fanout_new(2, 5, NULL, NULL, &ch.f);
+	REQUIRE(ch.f);
+	REQUIRE(pthread_create(&t, NULL, churn_producer, &ch) == 0);
+	for (unsigned k = 0; k < 300; k++) {
+		struct ptd_subscriber *s[3] = { NULL, NULL, NULL };
+		struct ptd_subscriber_stats st;
+
+		for (unsigned j = 0; j < 3; j++)
+			REQUIRE(ptd_fanout_subscribe(ch.f, &fl[(j + k) % 3],
+						     1 << 16, 8, &s[j]) == 0);
+		buf[0] = 0;
+		(void)drain(s[k % 3], buf, sizeof(buf));
+		ptd_subscriber_get_stats(s[k % 3], &st);
+		CHECK_EQ_U64(st.sent + st.lost, st.matched);
+		for (unsigned j = 0; j < 3; j++)
+			ptd_fanout_unsubscribe(ch.f, s[j]);
+	}
+	atomic_store(&ch.stop, true);
+	pthread_join(t, NULL);
+	ptd_fanout_free(ch.f);
+}
+
 /* A paced producer (PTD_STALL_CUT) cuts off a subscriber that reads
  * nothing for the stall limit: its stream is the records that fit, then
  * -- at ptd_fanout_cut_end, not before -- one lost record with every
@@ -550,5 +724,7 @@ int main(void)
 	RUN(test_lost_before_next_and_bye);
 	RUN(test_fast_slow_filtered);
 	RUN(test_cut_stalled);
+	RUN(test_render_once);
+	RUN(test_churn);
 	return check_done();
 }

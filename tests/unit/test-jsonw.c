@@ -14,6 +14,7 @@
 #include "common/diag.h"
 #include "common/strutil.h"
 #include "record/jsonw.h"
+#include "unit/fieldcmp.h"
 #include "x86/insn.h"
 
 static char line[PTD_JSON_MAX_RECORD];
@@ -956,6 +957,194 @@ static void test_insn_body(void)
 	free(longmod);
 }
 
+/* Field names and their parser agree; anything else is refused. */
+static void test_field_names(void)
+{
+	for (int f = 0; f < PTD_FIELD_N; f++) {
+		const char *n = ptd_field_name((enum ptd_field)f);
+
+		REQUIRE(n);
+		CHECK(strlen(n) <= PTD_FIELD_NAME_MAX);
+		CHECK_EQ_INT(ptd_field_parse(n), f);
+		CHECK(strstr(ptd_field_list(), n) != NULL);
+	}
+	CHECK(ptd_field_name(PTD_FIELD_N) == NULL);
+	CHECK_EQ_INT(ptd_field_parse("IP"), -1);
+	CHECK_EQ_INT(ptd_field_parse("ip "), -1);
+	CHECK_EQ_INT(ptd_field_parse(""), -1);
+	CHECK_EQ_INT(ptd_field_parse("event"), -1);
+	CHECK_EQ_INT(ptd_field_parse(NULL), -1);
+}
+
+/* Records of every kind and shape for the projection tests. */
+static size_t field_records(struct ptd_record *rs, char *body, size_t cap)
+{
+	size_t n = 0, nb;
+
+	make_insn(&rs[n++], 0);
+	make_insn(&rs[n], PTD_F_ENABLED | PTD_F_SPECULATIVE);
+	rs[n].has_tsc = rs[n].has_time = rs[n].has_wall = true;
+	rs[n].tsc = 0x1234;
+	rs[n].time = 0x5678;
+	rs[n++].wall = 1795000000123456789ull;
+	/* pre-rendered body, other thread */
+	make_insn(&rs[n], PTD_F_DISABLED);
+	rs[n].tid = 99;
+	nb = ptd_json_insn_body(body, cap, &rs[n].u.insn);
+	rs[n].u.insn.json_body = body;
+	rs[n++].u.insn.json_body_len = (uint32_t)nb;
+	/* tsc without a clock */
+	make_insn(&rs[n], 0);
+	rs[n].has_tsc = true;
+	rs[n++].tsc = UINT64_MAX;
+	head(&rs[n], PTD_REC_BLOCK);
+	rs[n].u.block.ip = 0x401000;
+	rs[n].u.block.end_ip = 0x401010;
+	rs[n].u.block.modoff = 0x1000;
+	rs[n].u.block.module = "/lib/x86_64-linux-gnu/libc.so.6";
+	rs[n].u.block.isid = 2;
+	rs[n].u.block.mode = ptem_64bit;
+	rs[n].u.block.iclass = ptic_return;
+	rs[n].u.block.ninsn = 5;
+	rs[n].u.block.flags = 0;
+	rs[n].has_tsc = rs[n].has_time = rs[n].has_wall = true;
+	rs[n].tsc = 1;
+	rs[n].time = 2;
+	rs[n].wall = 3;
+	n++;
+	rs[n] = rs[n - 1];
+	rs[n].u.block.flags = PTD_F_TRUNCATED | PTD_F_ENABLED;
+	rs[n].u.block.size = 2;
+	rs[n].u.block.raw[0] = 0x0f;
+	rs[n++].u.block.raw[1] = 0x05;
+	head(&rs[n], PTD_REC_EVENT);
+	memset(&rs[n].u.event, 0, sizeof(rs[n].u.event));
+	rs[n].u.event.ev.type = ptev_enabled;
+	rs[n].u.event.ev.variant.enabled.ip = 0x401000;
+	rs[n++].u.event.offset = 0x40;
+	head(&rs[n], PTD_REC_ERROR);
+	memset(&rs[n].u.error, 0, sizeof(rs[n].u.error));
+	rs[n].u.error.code = -pte_nomap;
+	rs[n].u.error.context = "decode";
+	rs[n].u.error.ip_valid = true;
+	rs[n++].u.error.ip = 0x1;
+	return n;
+}
+
+/*
+ * A projected line is the full line restricted to its fields, for every
+ * single field, every pair and many other sets, rendered by a fresh
+ * renderer and by one whose caches are warm from the records before.
+ */
+static void test_fields(void)
+{
+	static char body[PTD_JSON_MAX_INSN_BODY];
+	char full[PTD_JSON_MAX_RECORD], a[PTD_JSON_MAX_RECORD],
+		b[PTD_JSON_MAX_RECORD];
+	struct ptd_record rs[16];
+	size_t nr = field_records(rs, body, sizeof(body));
+	uint32_t masks[512];
+	size_t nm = 0;
+	uint32_t x = 12345;
+	unsigned fails = 0;
+
+	for (unsigned i = 0; i < PTD_FIELD_N; i++)
+		for (unsigned j = i; j < PTD_FIELD_N; j++)
+			masks[nm++] = PTD_FIELD_BIT(i) | PTD_FIELD_BIT(j);
+	while (nm < PTD_ARRAY_SIZE(masks)) {
+		x = x * 1103515245u + 12345u;
+		masks[nm++] = (x >> 8) & PTD_FIELDS_ALL;
+	}
+	masks[0] = PTD_FIELDS_ALL;
+	for (size_t m = 0; m < nm && fails < 3; m++) {
+		struct ptd_jsonr warm;
+
+		ptd_jsonr_init(&warm, masks[m]);
+		CHECK(warm.fields & PTD_FIELD_BIT(PTD_FIELD_TYPE));
+		for (size_t k = 0; k < 2 * nr; k++) {
+			const struct ptd_record *r = &rs[k % nr];
+			struct ptd_jsonr fresh;
+			size_t nf, na, nb;
+
+			ptd_jsonr_init(&fresh, masks[m]);
+			nf = ptd_json_record(full, sizeof(full), r);
+			na = ptd_jsonr_render(&fresh, a, r);
+			nb = ptd_jsonr_render(&warm, b, r);
+			REQUIRE(nf && na && nb);
+			CHECK(na == nb && !memcmp(a, b, na));
+			CHECK_EQ_INT(a[na - 1], '\n');
+			CHECK(!strncmp(a, "{\"type\":", 8));
+			if (!fieldcmp_line(full, nf, a, na, masks[m]))
+				fails++;
+		}
+		CHECK_EQ_U64(warm.renders, 2 * nr);
+	}
+	CHECK_EQ_INT(fails, 0);
+	/* Every field is the full line, byte for byte; 0 means every field. */
+	for (unsigned fl = 0; fl < 2; fl++) {
+		struct ptd_jsonr jr;
+
+		ptd_jsonr_init(&jr, fl ? PTD_FIELDS_ALL : 0);
+		for (size_t k = 0; k < nr; k++) {
+			size_t nf = ptd_json_record(full, sizeof(full), &rs[k]);
+			size_t na = ptd_jsonr_render(&jr, a, &rs[k]);
+
+			CHECK(nf == na && !memcmp(full, a, nf));
+		}
+	}
+	/* The line a consumer of addresses and threads reads. */
+	{
+		struct ptd_jsonr jr;
+		size_t n;
+
+		ptd_jsonr_init(&jr, PTD_FIELD_BIT(PTD_FIELD_IP) |
+					    PTD_FIELD_BIT(PTD_FIELD_TID));
+		n = ptd_jsonr_render(&jr, a, &rs[1]);
+		a[n] = '\0';
+		CHECK_EQ_STR(a,
+			       "{\"type\":\"insn\",\"tid\":1240,"
+			       "\"ip\":\"0xffffffff81000000\"}\n");
+		/* event records stay whole */
+		n = ptd_jsonr_render(&jr, a, &rs[6]);
+		nr = ptd_json_record(full, sizeof(full), &rs[6]);
+		CHECK(n == nr && !memcmp(a, full, n));
+	}
+	CHECK_EQ_INT(ptd_jsonr_render(NULL, a, &rs[0]), 0);
+}
+
+/* The writer with a field set writes the projected lines. */
+static void test_writer_fields(void)
+{
+	static char body[PTD_JSON_MAX_INSN_BODY];
+	struct ptd_record rs[16];
+	size_t nr = field_records(rs, body, sizeof(body));
+	uint32_t fields = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			  PTD_FIELD_BIT(PTD_FIELD_FLAGS) |
+			  PTD_FIELD_BIT(PTD_FIELD_WALL) |
+			  PTD_FIELD_BIT(PTD_FIELD_MODULE);
+	char want[16 * PTD_JSON_MAX_RECORD], got[16 * PTD_JSON_MAX_RECORD];
+	size_t nw = 0, ng = 0;
+	struct ptd_jsonr jr;
+	struct ptd_jsonw w;
+	ssize_t k;
+	int p[2];
+
+	ptd_jsonr_init(&jr, fields);
+	for (size_t i = 0; i < nr; i++)
+		nw += ptd_jsonr_render(&jr, want + nw, &rs[i]);
+	REQUIRE(pipe(p) == 0);
+	REQUIRE(ptd_jsonw_init(&w, p[1], 0) == 0);
+	ptd_jsonw_set_fields(&w, fields);
+	for (size_t i = 0; i < nr; i++)
+		CHECK_EQ_INT(ptd_jsonw_put(&w, &rs[i]), 0);
+	CHECK_EQ_INT(ptd_jsonw_fini(&w), 0);
+	close(p[1]);
+	while ((k = read(p[0], got + ng, sizeof(got) - ng)) > 0)
+		ng += (size_t)k;
+	close(p[0]);
+	CHECK(ng == nw && !memcmp(got, want, nw));
+}
+
 /* Write @r twice through a writer into a pipe; return what came out. */
 static size_t writer_output(struct ptd_jsonw *w, int rfd,
 			    const struct ptd_record *r, char *out, size_t cap)
@@ -1008,6 +1197,9 @@ int main(void)
 	RUN(test_insn_body);
 	RUN(test_block);
 	RUN(test_module_cache);
+	RUN(test_field_names);
+	RUN(test_fields);
+	RUN(test_writer_fields);
 	RUN(test_events);
 	RUN(test_error);
 	RUN(test_escaping);

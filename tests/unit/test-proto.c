@@ -282,6 +282,32 @@ static void test_subscribe(void)
 	bad(SUB("\"filter\":{\"module\":\"\"}"), -PTD_EFORMAT,
 	    "subscribe: filter.module: empty string");
 
+	/* Fields: names, each once, at least one, at most every one. */
+	bad(SUB("\"fields\":\"ip\""), -PTD_EFORMAT,
+	    "subscribe: fields: expected an array");
+	bad(SUB("\"fields\":[]"), -PTD_EFORMAT,
+	    "subscribe: fields: must name at least one field");
+	bad(SUB("\"fields\":[\"ip\",\"address\"]"), -PTD_EFORMAT,
+	    "subscribe: fields[1]: unknown field \"address\" (fields: type, "
+	    "pid, tid, ip,");
+	bad(SUB("\"fields\":[\"ip\",7]"), -PTD_EFORMAT,
+	    "subscribe: fields[1]: expected a field name");
+	bad(SUB("\"fields\":[\"tid\",\"ip\",\"tid\"]"), -PTD_EFORMAT,
+	    "subscribe: fields[2]: \"tid\" given twice");
+	bad(SUB("\"fields\":[\"type\",\"pid\",\"tid\",\"ip\",\"end_ip\","
+		"\"ninsn\",\"size\",\"raw\",\"iclass\",\"mode\",\"isid\","
+		"\"module\",\"offset\",\"sym\",\"flags\",\"tsc\",\"time\","
+		"\"wall\",\"ip\"]"),
+	    -PTD_ELIMIT, "subscribe: fields: 19 elements, more than the 18");
+	REQUIRE(parse(SUB("\"fields\":[\"tid\",\"ip\"]"), &req, &d) == 0);
+	CHECK_EQ_U64(req.filter.fields, PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+						PTD_FIELD_BIT(PTD_FIELD_TID) |
+						PTD_FIELD_BIT(PTD_FIELD_IP));
+	ptd_request_fini(&req);
+	REQUIRE(parse(SUB("\"fields\":[\"type\"]"), &req, &d) == 0);
+	CHECK_EQ_U64(req.filter.fields, PTD_FIELD_BIT(PTD_FIELD_TYPE));
+	ptd_request_fini(&req);
+
 	/* Too many tids. */
 	char big[4096] = SUB("\"filter\":{\"tid\":[");
 	big[strlen(big) - 1] = 0;	/* drop the closing brace */
@@ -294,6 +320,7 @@ static void test_subscribe(void)
 	REQUIRE(parse("{\"id\":1,\"cmd\":\"subscribe\",\"session\":1}",
 		      &req, &d) == 0);
 	CHECK_EQ_INT(req.filter.kinds, PTD_FILTER_DEFAULT_KINDS);
+	CHECK_EQ_U64(req.filter.fields, 0);	/* every field */
 	ptd_request_fini(&req);
 	REQUIRE(parse(SUB("\"kinds\":[\"block\"],\"filter\":{\"tid\":[5,6],"
 			  "\"ranges\":[[\"0x401000\",\"0x402000\"],"
@@ -388,6 +415,8 @@ static void test_request_lines(void)
 		"[[\"0x401000\",\"0x402000\"],[\"0xffffffff81000000\","
 		"\"0xffffffffffffffff\"]],\"iclass\":[\"call\",\"return\"],"
 		"\"module\":\"libc\"}}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
+		"[\"insn\"],\"fields\":[\"type\",\"tid\",\"ip\",\"wall\"]}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\"}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossy\":true,"
 		"\"tid\":7,\"wait_ms\":0}",
