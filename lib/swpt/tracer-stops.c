@@ -717,6 +717,19 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 	/* ptrace_notify() at a signal handler's first instruction */
 	if (si.si_code == SIGTRAP && inject)
 		return on_handler_entry(tr, t, regs);
+	/* The step of an instruction under a kernel uprobe (swpt/tracer.h):
+	 * the kernel ran it out of line (then TRAP_BRKPT) or emulated it
+	 * (then a SIGTRAP from the thread itself, SI_USER) -- one
+	 * instruction, and not a syscall, so the thread cannot have sent it. */
+	if (((si.si_code == TRAP_BRKPT && t->insn.kind != PTD_X86_SYSCALL &&
+	      !t->restart) ||
+	     (si.si_code == SI_USER && si.si_pid == tr->pid)) &&
+	    tr_uprobe_at(tr, t->ip)) {
+		r = on_step(tr, t, TRAP_TRACE, regs);
+		if (r < 0)
+			return r;
+		return tr_step_on(tr, t, regs, false);
+	}
 	if (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT ||
 	    si.si_code == SIGTRAP) {
 		r = on_step(tr, t, si.si_code, regs);
@@ -767,6 +780,12 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 		return r;
 	if (!t)
 		return on_unknown(tr, pid, status, &regs);
+	{
+		struct timespec ts;
+
+		(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+		t->stop_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+	}
 	tr->mem_tid = pid;	/* stopped: branch mode may write through it */
 	if (!t->started && tr->seized && (status >> 16) != 0 &&
 	    (status >> 16) != PTRACE_EVENT_STOP)
@@ -789,11 +808,24 @@ static bool exiting_pending(const struct tracer *tr)
 	return false;
 }
 
+#define FLUSH_WAITS_MAX 256u
+
+/* Whether thread @tid had a stop taken at or after @after_ns (or is not
+ * one we trace, or is gone: nothing to wait for). */
+static bool flush_reached(struct tracer *tr, pid_t tid, int64_t after_ns)
+{
+	struct tthread *t = tr_find_thread(tr, tid);
+
+	return !t || !t->gen || t->stop_ns >= after_ns;
+}
+
 int tr_trace_loop(struct tracer *tr)
 {
 	for (;;) {
 		int status, r;
-		pid_t pid;
+		int64_t fafter;
+		pid_t pid, ftid;
+		bool want;
 
 		if (tr->detaching && tr->live == 0 && !exiting_pending(tr) &&
 		    !forks_pending(tr))
@@ -805,7 +837,28 @@ int tr_trace_loop(struct tracer *tr)
 			return r;
 		if ((r = tr_flush_due(tr)) < 0)
 			return r;
-		pid = waitpid(-1, &status, WAIT_FLAGS);
+		/* A flush asked for (a snapshot): the stops already waiting
+		 * are taken first -- a thread that just ran an instruction
+		 * the snapshot is for (a trigger's) is stopped at its next
+		 * branch, and the run there is recorded only at that stop --
+		 * then everything is flushed.  Bounded: a few stops, not a
+		 * race with threads that keep stopping. */
+		want = tr_flush_wanted(tr, &ftid, &fafter);
+		if (want && (tr->flush_waits >= FLUSH_WAITS_MAX ||
+			     (ftid && flush_reached(tr, ftid, fafter)))) {
+			if ((r = tr_flush_asked(tr)) < 0)
+				return r;
+			want = false;
+		}
+		pid = waitpid(-1, &status, WAIT_FLAGS |
+					   (want && !ftid ? WNOHANG : 0));
+		if (pid == 0) {
+			if ((r = tr_flush_asked(tr)) < 0)
+				return r;
+			continue;
+		}
+		if (want && pid > 0)
+			tr->flush_waits++;
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;
