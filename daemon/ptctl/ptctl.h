@@ -141,6 +141,7 @@ int verb_status(int argc, char **argv);
 
 int verb_watch(int argc, char **argv);
 int verb_unwatch(int argc, char **argv);
+int verb_trigger(int argc, char **argv);
 /* list's "rules" (nothing when there are none). */
 void print_rules(const cJSON *rules);
 
