@@ -99,6 +99,8 @@ struct tthread {
 	bool started;		/* had its first stop */
 	int64_t stop_ns;	/* CLOCK_MONOTONIC when its last stop was
 				 * taken (tr_on_wait) */
+	int64_t branch_ns;	/* stop_ns of the last stop at which a
+				 * branch was completed (tr_completed) */
 	bool reaped;
 	/* met at its first stop, before its creator's clone event (see
 	 * on_clone_event) */
@@ -162,7 +164,7 @@ struct tracer {
 	bool detaching;
 	bool seized;		/* attached with PTRACE_SEIZE */
 	unsigned flush_tick;
-	unsigned flush_waits;	/* stops taken while a flush is asked */
+	int64_t flush_since;	/* a flush asked for since (0: none) */
 	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
 	/* opt->filter resolved when tracing starts, again whenever the

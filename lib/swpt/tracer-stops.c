@@ -112,6 +112,12 @@ int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 	struct ptd_x86_insn cur = *insn;
 	int r;
 
+	/* a packet follows (TNT, TIP, the kernel's entry): a snapshot
+	 * decodes this thread's trace up to here (flush_reached) */
+	if (insn->kind != PTD_X86_OTHER && insn->kind != PTD_X86_JMP_DIRECT &&
+	    insn->kind != PTD_X86_CALL_DIRECT && insn->kind != PTD_X86_PTWRITE)
+		t->branch_ns = t->stop_ns;
+
 	if (insn->kind == PTD_X86_SYSCALL || insn->kind == PTD_X86_INT) {
 		r = kernel_entry(tr, t, ip, &cur);
 		t->entered = false;
@@ -808,15 +814,17 @@ static bool exiting_pending(const struct tracer *tr)
 	return false;
 }
 
-#define FLUSH_WAITS_MAX 256u
+#define FLUSH_WAIT_NS 100000000ll	/* 100 ms */
 
-/* Whether thread @tid had a stop taken at or after @after_ns (or is not
- * one we trace, or is gone: nothing to wait for). */
+/* Whether thread @tid completed a branch at a stop taken at or after
+ * @after_ns: what it ran before is then in its packets, and a decoder
+ * reaches past it (or it is not one we trace, or is gone: nothing to wait
+ * for). */
 static bool flush_reached(struct tracer *tr, pid_t tid, int64_t after_ns)
 {
 	struct tthread *t = tr_find_thread(tr, tid);
 
-	return !t || !t->gen || t->stop_ns >= after_ns;
+	return !t || !t->gen || t->branch_ns >= after_ns;
 }
 
 int tr_trace_loop(struct tracer *tr)
@@ -837,28 +845,34 @@ int tr_trace_loop(struct tracer *tr)
 			return r;
 		if ((r = tr_flush_due(tr)) < 0)
 			return r;
-		/* A flush asked for (a snapshot): the stops already waiting
-		 * are taken first -- a thread that just ran an instruction
-		 * the snapshot is for (a trigger's) is stopped at its next
-		 * branch, and the run there is recorded only at that stop --
-		 * then everything is flushed.  Bounded: a few stops, not a
-		 * race with threads that keep stopping. */
+		/* A flush asked for (a snapshot): for a thread that ran an
+		 * instruction the snapshot is for (a trigger's hit), its
+		 * first stop taken since is waited for (its run there is
+		 * recorded only at that stop; its stops are taken first),
+		 * else the stops already waiting are taken; then everything
+		 * is flushed.  Bounded by FLUSH_WAIT_NS: a thread blocked in
+		 * a syscall does not hold the others. */
 		want = tr_flush_wanted(tr, &ftid, &fafter);
-		if (want && (tr->flush_waits >= FLUSH_WAITS_MAX ||
-			     (ftid && flush_reached(tr, ftid, fafter)))) {
+		if (want && !tr->flush_since)
+			tr->flush_since = tr_now_ns();
+		if (want && ((ftid && flush_reached(tr, ftid, fafter)) ||
+			     tr_now_ns() - tr->flush_since >= FLUSH_WAIT_NS)) {
 			if ((r = tr_flush_asked(tr)) < 0)
 				return r;
 			want = false;
 		}
-		pid = waitpid(-1, &status, WAIT_FLAGS |
-					   (want && !ftid ? WNOHANG : 0));
+		pid = 0;
+		if (want && ftid)
+			pid = waitpid(ftid, &status, WAIT_FLAGS | WNOHANG);
+		if (pid <= 0)
+			pid = waitpid(-1, &status, WAIT_FLAGS |
+						   (want && !ftid ? WNOHANG
+								 : 0));
 		if (pid == 0) {
 			if ((r = tr_flush_asked(tr)) < 0)
 				return r;
 			continue;
 		}
-		if (want && pid > 0)
-			tr->flush_waits++;
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;

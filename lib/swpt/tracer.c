@@ -141,7 +141,7 @@ int tr_flush_asked(struct tracer *tr)
 	const struct ptd_swpt_out *o = tr->opt->out;
 	int r = flush_all(tr, true);
 
-	tr->flush_waits = 0;
+	tr->flush_since = 0;
 	o->flushed(o->ctx);
 	return r;
 }

@@ -70,10 +70,11 @@ struct ptd_swpt_out {
 	/* Optional: asked before each wait for a stop; true: hand every
 	 * stream's bytes over, the TNT bits being collected too (a
 	 * snapshot is about to be taken), then call flushed -- once thread
-	 * *@tid (0: none) has had a stop taken at or after CLOCK_MONOTONIC
-	 * *@after_ns (the run that brought it past an instruction it ran
-	 * then is recorded only at that stop), or, for none, once the
-	 * stops already waiting are taken. */
+	 * *@tid (0: none) has completed a branch at a stop taken at or
+	 * after CLOCK_MONOTONIC *@after_ns (the run that brought it past an
+	 * instruction it ran then is recorded only at a stop, and a decoder
+	 * delivers it only with a packet after it), or, for none, once the
+	 * stops already waiting are taken; at most ~100 ms later. */
 	bool (*flush_wanted)(void *ctx, pid_t *tid, int64_t *after_ns);
 	void (*flushed)(void *ctx);
 	void *ctx;
