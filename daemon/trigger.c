@@ -19,6 +19,10 @@ const char *ptd_trigger_action_name(enum ptd_trigger_action a)
 	switch (a) {
 	case PTD_TRIGGER_SNAPSHOT:
 		return "snapshot";
+	case PTD_TRIGGER_START:
+		return "start";
+	case PTD_TRIGGER_STOP:
+		return "stop";
 	}
 	return "?";
 }
@@ -93,9 +97,13 @@ int ptd_trigger_spec_parse(const char *text, struct ptd_trigger_spec *ret,
 				 text);
 	if ((size_t)(a - text) == 8 && !strncmp(text, "snapshot", 8))
 		ret->action = PTD_TRIGGER_SNAPSHOT;
+	else if ((size_t)(a - text) == 5 && !strncmp(text, "start", 5))
+		ret->action = PTD_TRIGGER_START;
+	else if ((size_t)(a - text) == 4 && !strncmp(text, "stop", 4))
+		ret->action = PTD_TRIGGER_STOP;
 	else
 		return ptd_diagf(diag, -PTD_EFORMAT, "trigger '%.200s': unknown "
-				 "action '%.*s' (snapshot)", text,
+				 "action '%.*s' (snapshot, start, stop)", text,
 				 (int)(a - text > 64 ? 64 : a - text), text);
 	flen = (size_t)(w - a - 1);
 	if (!flen)

@@ -22,12 +22,14 @@
 
 enum ptd_trigger_action {
 	PTD_TRIGGER_SNAPSHOT,	/* take a snapshot (snapshot-mode session) */
+	PTD_TRIGGER_START,	/* full mode: the thread's records from here */
+	PTD_TRIGGER_STOP,	/* full mode: ... up to here */
 };
 
 #define PTD_TRIGGER_TEXT_MAX 4400
 #define PTD_TRIGGER_SYMBOL_MAX 255
 
-/* ACTION:FILE:WHERE.  ACTION: "snapshot".  FILE: an absolute path, or a
+/* ACTION:FILE:WHERE.  ACTION: "snapshot", "start", "stop".  FILE: an absolute path, or a
  * file name without '/' (the mapped file of that name); it may hold ':'
  * (the text is split at its first and last).  WHERE: a symbol (letters,
  * digits, '_', '.', '$', '@'; not starting with a digit), or a file

@@ -236,6 +236,9 @@ int verb_attach(int argc, char **argv)
 			       "snapshot (with --snapshot): every thread that "
 			       "runs it\ntakes a snapshot, after a trigger "
 			       "record naming the trigger and the thread.\n"
+			       "ACTION start / stop (full mode): each "
+			       "thread's records only from a start to a stop."
+			       "\n"
 			       "`ptctl trigger` adds and removes them later.\n");
 			return 0;
 		default:
@@ -251,10 +254,11 @@ int verb_attach(int argc, char **argv)
 		errx_msg("expected one PID (ptctl attach PID [OPTIONS])");
 		return EXIT_USAGE;
 	}
-	if (req.ntriggers && !snapshot) {
-		errx_msg("--trigger snapshot:... needs --snapshot");
-		return EXIT_USAGE;
-	}
+	for (unsigned i = 0; i < req.ntriggers; i++)
+		if (!strncmp(req.triggers[i], "snapshot:", 9) && !snapshot) {
+			errx_msg("--trigger snapshot:... needs --snapshot");
+			return EXIT_USAGE;
+		}
 	if (req.snapshot_size && !snapshot) {
 		errx_msg("--snapshot-size needs --snapshot");
 		return EXIT_USAGE;

@@ -38,6 +38,10 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 {
 	struct srv_session *ss = ctx;
 
+	if (atomic_load_explicit(&ss->gate_init, memory_order_acquire) &&
+	    atomic_load(&ss->ngates) &&
+	    !srv_gate_pass(ss, rec))
+		return;
 	if (ss->pacing)
 		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
 					   ss->stall_ms, PTD_STALL_CUT);
@@ -397,6 +401,9 @@ void srv_session_free(struct srv_session *ss)
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);
 	srv_pending_clear(&ss->start);
+	if (atomic_load(&ss->gate_init))
+		(void)pthread_mutex_destroy(&ss->gate_lock);
+	free(ss->gate_th);
 	free(ss->snap_base);
 	free(ss->snap_now);
 	free(ss->snap_subs);

@@ -25,6 +25,7 @@
 #define PTD_DAEMON_SERVER_SRV_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -88,6 +89,20 @@ struct srv_hit {
 };
 
 #define SRV_HITQ 64			/* hits queued per session */
+
+/* A start/stop trigger's instruction in the process (trigger.c). */
+struct srv_gate {
+	uint64_t ip;
+	uint32_t trigger;
+	bool start;
+};
+
+#define SRV_GATES 16			/* start/stop triggers per session */
+
+struct srv_gate_thread {
+	pid_t tid;
+	bool on;
+};
 
 /* One traced process. */
 struct srv_session {
@@ -181,6 +196,17 @@ struct srv_session {
 	unsigned hitq_head, hitq_n;
 	struct srv_hit snap_hit;
 	bool snap_hit_set;
+	/* start/stop triggers (trigger.c): the instructions where each
+	 * thread's records begin and end, set by the loop, read by the
+	 * decode thread (sink_record), under gate_lock (gate_init: made);
+	 * each thread's state (decode thread only). */
+	pthread_mutex_t gate_lock;
+	atomic_bool gate_init;
+	atomic_uint ngates;
+	struct srv_gate gates[SRV_GATES];
+	struct srv_gate_thread *gate_th;
+	size_t ngate_th, capgate_th;
+	char gate_line[256];
 };
 
 /* A trigger (trigger.c): a uprobe on @ss's process. */
@@ -199,6 +225,8 @@ struct srv_trigger {
 	bool nop5;			/* a 5-byte NOP */
 	int fd;				/* the file, until installed */
 	struct ptd_uprobe *probe;	/* NULL until installed */
+	uint64_t vaddr;			/* start/stop: the instruction's
+					 * address when resolved */
 	bool told_source;		/* ptd_session_uprobe added it */
 	uint64_t hits, snapshots, dropped;
 };
@@ -417,5 +445,8 @@ void srv_triggers_drop(struct ptd_server *s, struct srv_session *ss);
 void srv_triggers_status(struct ptd_server *s, const struct srv_session *ss,
 			 cJSON *res);
 void srv_triggers_unload(struct ptd_server *s);
+/* sessions.c's sink_record: whether @rec of @ss passes its start/stop
+ * triggers (decode thread; writes their trigger records). */
+bool srv_gate_pass(struct srv_session *ss, const struct ptd_record *rec);
 
 #endif

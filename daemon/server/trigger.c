@@ -131,11 +131,6 @@ static int trigger_allowed(struct ptd_server *s, uid_t uid,
 {
 	unsigned all, mine = triggers_of(s, uid, &all);
 
-	if (ss->mode != PTD_MODE_SNAPSHOT)
-		return ptd_diagf(diag, -EINVAL, "a snapshot trigger needs a "
-				 "session in snapshot mode (attach with "
-				 "\"mode\": \"snapshot\", ptctl attach "
-				 "--snapshot)");
 	if (mine + adding > s->cfg.max_triggers_per_user)
 		return ptd_diagf(diag, -PTD_ELIMIT, "uid %u has %u triggers and "
 				 "asks for %u more: at most %u "
@@ -228,6 +223,20 @@ static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
 	r = ptd_trigger_spec_parse(text, sp, diag);
 	if (r < 0)
 		goto out;
+	if (sp->action == PTD_TRIGGER_SNAPSHOT &&
+	    ss->mode != PTD_MODE_SNAPSHOT) {
+		r = ptd_diagf(diag, -EINVAL, "trigger '%.200s': a snapshot "
+			      "trigger needs a session in snapshot mode (attach "
+			      "with \"mode\": \"snapshot\", ptctl attach "
+			      "--snapshot)", text);
+		goto out;
+	}
+	if (sp->action != PTD_TRIGGER_SNAPSHOT &&
+	    ss->mode != PTD_MODE_FULL) {
+		r = ptd_diagf(diag, -EINVAL, "trigger '%.200s': start and stop "
+			      "triggers need a session in full mode", text);
+		goto out;
+	}
 	r = ptd_maps_read_pid(s->procroot, ss->pid, &maps, diag);
 	if (r < 0)
 		goto out;
@@ -317,6 +326,7 @@ static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
 	t->kind = insn.kind;
 	t->nop5 = insn.size == 5 && bytes[0] == 0x0f && bytes[1] == 0x1f;
 	memcpy(t->site.insn, bytes, insn.size);
+	t->vaddr = x->start + (sp->offset - x->offset);
 	t->fd = fd;
 	fd = -1;
 	*ret = t;
@@ -335,9 +345,129 @@ out:
 	return r;
 }
 
+/* A start/stop trigger's gate in its session, or it gone (@add false). */
+static int gate_set(struct srv_trigger *t, bool add, struct ptd_diag *diag)
+{
+	struct srv_session *ss = t->ss;
+	unsigned n, i;
+	int r = 0;
+
+	if (t->action == PTD_TRIGGER_SNAPSHOT)
+		return 0;
+	if (!atomic_load(&ss->gate_init)) {
+		if (!add)
+			return 0;
+		(void)pthread_mutex_init(&ss->gate_lock, NULL);
+		atomic_store_explicit(&ss->gate_init, true,
+				      memory_order_release);
+	}
+	(void)pthread_mutex_lock(&ss->gate_lock);
+	n = atomic_load(&ss->ngates);
+	if (add && n == SRV_GATES) {
+		r = ptd_diagf(diag, -PTD_ELIMIT, "session %" PRIu64 " has %u "
+			      "start and stop triggers: no more", ss->id,
+			      SRV_GATES);
+	} else if (add) {
+		ss->gates[n] = (struct srv_gate){ t->vaddr, t->id,
+						  t->action ==
+							  PTD_TRIGGER_START };
+		atomic_store(&ss->ngates, n + 1);
+	} else {
+		for (i = 0; i < n; i++)
+			if (ss->gates[i].trigger == t->id) {
+				ss->gates[i] = ss->gates[n - 1];
+				atomic_store(&ss->ngates, n - 1);
+				break;
+			}
+	}
+	(void)pthread_mutex_unlock(&ss->gate_lock);
+	return r;
+}
+
+static struct srv_gate_thread *gate_thread(struct srv_session *ss, pid_t tid,
+					   bool on)
+{
+	struct srv_gate_thread *v;
+
+	for (size_t i = 0; i < ss->ngate_th; i++)
+		if (ss->gate_th[i].tid == tid)
+			return &ss->gate_th[i];
+	if (ss->ngate_th == ss->capgate_th) {
+		size_t cap = ss->capgate_th ? 2 * ss->capgate_th : 16;
+
+		v = realloc(ss->gate_th, cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		ss->gate_th = v;
+		ss->capgate_th = cap;
+	}
+	v = &ss->gate_th[ss->ngate_th++];
+	v->tid = tid;
+	v->on = on;
+	return v;
+}
+
+static void gate_record(struct srv_session *ss, const struct srv_gate *g,
+			const struct ptd_record *rec)
+{
+	int k = snprintf(ss->gate_line, sizeof(ss->gate_line),
+			 "{\"type\":\"trigger\",\"session\":%" PRIu64
+			 ",\"trigger\":%" PRIu32 ",\"action\":\"%s\","
+			 "\"pid\":%d,\"tid\":%d,\"ip\":\"%#" PRIx64 "\"}\n",
+			 ss->id, g->trigger, g->start ? "start" : "stop",
+			 (int)ss->pid, (int)rec->tid, g->ip);
+
+	if (k > 0 && (size_t)k < sizeof(ss->gate_line))
+		ptd_fanout_line(ss->fan, ss->gate_line, (size_t)k);
+}
+
+/* Exact, per thread: a thread's records pass from an instruction at a
+ * start trigger's address (its first, with a trigger record before it)
+ * up to one at a stop trigger's (its last, a trigger record after it);
+ * with no start trigger a thread's records pass until a stop.  Decided
+ * on the decoded instructions themselves, not on the uprobe's hits
+ * (which the loop reads later), so it is where the thread ran them. */
+bool srv_gate_pass(struct srv_session *ss, const struct ptd_record *rec)
+{
+	const struct srv_gate *hit = NULL;
+	struct srv_gate_thread *th;
+	bool any_start = false, pass;
+	unsigned n, i;
+
+	(void)pthread_mutex_lock(&ss->gate_lock);
+	n = atomic_load(&ss->ngates);
+	for (i = 0; i < n; i++) {
+		any_start |= ss->gates[i].start;
+		if (rec->type == PTD_REC_INSN && ss->gates[i].ip ==
+						      rec->u.insn.ip)
+			hit = &ss->gates[i];
+	}
+	th = gate_thread(ss, rec->tid, !any_start);
+	if (!th) {
+		(void)pthread_mutex_unlock(&ss->gate_lock);
+		return true;
+	}
+	if (hit && hit->start && !th->on) {
+		th->on = true;
+		gate_record(ss, hit, rec);
+	}
+	pass = th->on;
+	if (hit && !hit->start && th->on) {
+		th->on = false;
+		/* after this record: the caller delivers it first */
+		ptd_fanout_record(ss->fan, rec);
+		gate_record(ss, hit, rec);
+		pass = false;
+	}
+	(void)pthread_mutex_unlock(&ss->gate_lock);
+	return pass;
+}
+
 static void trigger_free(struct srv_trigger *t)
 {
 	struct srv_session *ss = t->ss;
+
+	(void)gate_set(t, false, NULL);
 
 	/* the uprobe first, then the source forgets it */
 	ptd_uprobe_free(t->probe);
@@ -402,6 +532,8 @@ static int trigger_install(struct ptd_server *s, struct srv_trigger *t,
 	if (t->ss->source == PTD_SOURCE_SOFTWARE &&
 	    (r = software_refusal(t, diag)) < 0)
 		return r;
+	if ((r = gate_set(t, true, diag)) < 0)
+		return r;
 	r = ptd_session_uprobe(t->ss->s, true, &t->site);
 	if (r < 0)
 		return ptd_diagf(diag, r, "trigger '%.200s': %s", t->text,
@@ -413,6 +545,7 @@ static int trigger_install(struct ptd_server *s, struct srv_trigger *t,
 	if (r < 0) {
 		(void)ptd_session_uprobe(t->ss->s, false, &t->site);
 		t->told_source = false;
+		(void)gate_set(t, false, NULL);
 		return r;
 	}
 	close(t->fd);
@@ -605,6 +738,8 @@ static void on_hit(void *ctx, const struct ptd_trigger_hit *h)
 		return;		/* removed since */
 	ss = t->ss;
 	t->hits++;
+	if (t->action != PTD_TRIGGER_SNAPSHOT)
+		return;		/* start/stop: decided on the decode */
 	if (ss->hitq_n == SRV_HITQ) {
 		t->dropped++;
 		return;

@@ -16,6 +16,9 @@
  *    removed again; a symbol or a file the process does not have, a bad
  *    text, a session not in snapshot mode, and a branch the software
  *    source's branch mode stops at are refused, saying what was wrong.
+ *  - start/stop triggers: each thread's instructions from hit's first to
+ *    the one after the call to it, exactly: equal to those stretches of
+ *    the ground truth, thread by thread; a trigger record at each edge.
  *  - max_triggers_per_user is enforced, across a user's sessions.
  *  - Without BPF permission (ptd run as nobody): a clear refusal, and the
  *    rest of ptd answers.
@@ -376,6 +379,205 @@ static void run_hits(const struct daemon *d, const char *step)
 	CHECK_EQ_INT((int)truth_count(capdir, trig_ip), 3);
 }
 
+/* The file offset of the instruction after the call to hit() in worker
+ * (the executable is linked at 0: address = offset), or 0. */
+static unsigned long after_call_offset(void)
+{
+	char cmd[1300], line[256];
+	unsigned long off = 0;
+	bool next = false;
+	FILE *p;
+
+	(void)snprintf(cmd, sizeof(cmd), "objdump -d --no-show-raw-insn %s",
+		       prog);
+	p = popen(cmd, "r");
+	while (p && fgets(line, sizeof(line), p)) {
+		if (next && sscanf(line, " %lx:", &off) == 1)
+			break;
+		next = strstr(line, "call") && strstr(line, "<hit>");
+	}
+	if (p)
+		pclose(p);
+	return next ? off : 0;
+}
+
+struct ipvec {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+static void ipvec_add(struct ipvec *a, uint64_t ip)
+{
+	if (a->n == a->cap) {
+		a->cap = a->cap ? 2 * a->cap : 256;
+		a->v = realloc(a->v, a->cap * sizeof(*a->v));
+		REQUIRE(a->v);
+	}
+	a->v[a->n++] = ip;
+}
+
+/* start/stop, in the software source's mode @step: each thread's stream
+ * is exactly its ground truth's stretches from a start to a stop. */
+static void run_gates(const struct daemon *d, const char *step,
+		      unsigned long stop_off)
+{
+	char req[2048], capdir[700], line[256];
+	struct ipvec got[8] = { 0 };
+	pid_t got_tid[8] = { 0 };
+	unsigned nstart = 0, nstop = 0, ngot = 0;
+	struct ptd_diag diag = { "" };
+	struct ptd_capture cap;
+	uint64_t start_ip = 0, stop_ip = 0;
+	struct dconn *sc;
+	struct target t;
+	cJSON *r;
+	long sid;
+	int i;
+
+	REQUIRE(target_start(&t));
+	(void)snprintf(capdir, sizeof(capdir), "%s/gcap-%s", tmpdir, step);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
+		       "\"pid\":%ld,\"wait_ms\":10000,\"options\":{\"step\":"
+		       "\"%s\",\"capture\":\"%s\",\"triggers\":[\"start:"
+		       "prog-trigger:hit\",\"stop:prog-trigger:%#lx\"]}}\n",
+		       (long)t.pid, step, capdir, stop_off);
+	r = dc_call1(d, req);
+	if (!dc_ok(r)) {
+		CHECK_FAIL_("attach with start/stop: %s",
+			    r ? dc_err_msg(r) : "no answer");
+		cJSON_Delete(r);
+		target_kill(&t);
+		return;
+	}
+	sid = (long)dc_num(r, "session");
+	cJSON_Delete(r);
+	sc = dc_connect(d);
+	REQUIRE(sc);
+	(void)snprintf(req, sizeof(req), "{\"id\":9,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"insn\"]}\n", sid);
+	r = dc_call(sc, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	REQUIRE(ptd_write_all(t.in, "go\n", 3) == 0);
+	for (i = 0; i < 3; i++)
+		CHECK(target_line(&t, line, sizeof(line), 60000));
+	CHECK_EQ_INT(target_end(&t), 0);
+	for (;;) {
+		char *l = dc_read_line(sc, 60000);
+		const char *type;
+		cJSON *o;
+
+		if (!l)
+			break;
+		o = cJSON_Parse(l);
+		free(l);
+		type = str_of(o, "type");
+		if (!strcmp(type, "bye")) {
+			cJSON_Delete(o);
+			break;
+		}
+		CHECK(strcmp(type, "lost") != 0);
+		if (!strcmp(type, "trigger")) {
+			if (!strcmp(str_of(o, "action"), "start")) {
+				nstart++;
+				start_ip = hex_of(o, "ip");
+			} else {
+				nstop++;
+				stop_ip = hex_of(o, "ip");
+			}
+		} else if (!strcmp(type, "insn")) {
+			pid_t tid = (pid_t)num_of(o, "tid");
+			unsigned k;
+
+			for (k = 0; k < ngot && got_tid[k] != tid; k++)
+				;
+			if (k == ngot && ngot < 8)
+				got_tid[ngot++] = tid;
+			if (k < 8)
+				ipvec_add(&got[k], hex_of(o, "ip"));
+		}
+		cJSON_Delete(o);
+	}
+	dc_close(sc);
+	CHECK_EQ_INT((int)nstart, 3);
+	CHECK_EQ_INT((int)nstop, 3);
+	CHECK_EQ_INT((int)ngot, 3);	/* the workers only */
+	for (i = 0; i < 100; i++) {
+		r = session_status(d, sid);
+		if (!strcmp(str_of(cJSON_GetObjectItem(r, "result"), "state"),
+			    "ended")) {
+			cJSON_Delete(r);
+			break;
+		}
+		cJSON_Delete(r);
+		msleep(50);
+	}
+	/* the truth's stretches, thread by thread */
+	if (ptd_capture_load(capdir, &cap, &diag) < 0) {
+		CHECK_FAIL_("capture %s: %s", capdir, diag.msg);
+		goto out;
+	}
+	for (size_t c = 0; c < cap.nthreads; c++) {
+		struct ipvec want = { 0 };
+		uint64_t *ips = NULL;
+		size_t nips = 0;
+		bool on = false;
+		unsigned k;
+
+		if (ptd_capture_read_truth(&cap, c, &ips, &nips, &diag) < 0) {
+			CHECK_FAIL_("truth: %s", diag.msg);
+			continue;
+		}
+		for (size_t j = 0; j < nips; j++) {
+			if (ips[j] == start_ip)
+				on = true;
+			if (on)
+				ipvec_add(&want, ips[j]);
+			if (ips[j] == stop_ip)
+				on = false;
+		}
+		for (k = 0; k < ngot && got_tid[k] != cap.threads[c].tid; k++)
+			;
+		if (k == ngot) {
+			CHECK_EQ_INT((int)want.n, 0);
+		} else {
+			CHECK(want.n > 0);
+			CHECK_EQ_U64(got[k].n, want.n);
+			fprintf(stderr, "  %s: tid %d: %zu instructions "
+				"streamed, %zu in the truth's stretches (of "
+				"%zu)\n", step, (int)got_tid[k], got[k].n,
+				want.n, nips);
+			if (got[k].n == want.n &&
+			    memcmp(got[k].v, want.v, want.n * sizeof(*want.v)))
+				CHECK_FAIL_("%s: tid %d: streamed instructions "
+					    "differ from the truth's", step,
+					    (int)got_tid[k]);
+		}
+		free(want.v);
+		free(ips);
+	}
+	ptd_capture_fini(&cap);
+out:
+	for (i = 0; i < 8; i++)
+		free(got[i].v);
+}
+
+static void test_gates(void)
+{
+	unsigned long off = after_call_offset();
+	struct daemon d;
+
+	if (!off) {
+		fprintf(stderr, "  no objdump, or no call to hit in worker: "
+			"start/stop not checked\n");
+		return;
+	}
+	REQUIRE(daemon_start(&d, "gates", ""));
+	run_gates(&d, "branch", off);
+	run_gates(&d, "single", off);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 static void test_hits(void)
 {
 	struct daemon d;
@@ -408,8 +610,11 @@ static void test_refusals(void)
 		     "[\"snapshot:prog-trigger\"]", &r);
 	check_refused(r, "bad_request", "options.triggers[0]");
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":"
-		     "[\"stop:prog-trigger:hit\"]", &r);
-	check_refused(r, "bad_request", "unknown action 'stop'");
+		     "[\"pause:prog-trigger:hit\"]", &r);
+	check_refused(r, "bad_request", "unknown action 'pause'");
+	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":"
+		     "[\"start:prog-trigger:hit\"]", &r);
+	check_refused(r, "bad_request", "full mode");
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":"
 		     "[\"snapshot:prog-trigger:0x7fffffff\"]", &r);
 	check_refused(r, "bad_request", "past the end");
@@ -586,5 +791,6 @@ int main(void)
 	RUN(test_refusals);
 	RUN(test_limit);
 	RUN(test_hits);
+	RUN(test_gates);
 	return harness_done();
 }
