@@ -10,6 +10,7 @@
 
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "daemon/bpf/trigger-abi.h"
 #include "daemon/bpf/watch-abi.h"
 #include "daemon/memlimit.h"
 
@@ -31,6 +32,7 @@ void ptd_config_defaults(struct ptd_config *c)
 			  sizeof(c->intel_pt_sysfs));
 	c->max_sessions_per_user = 8;
 	c->max_watch_rules_per_user = 4;
+	c->max_triggers_per_user = 8;
 	c->max_subscribers_per_session = 16;
 	c->max_connections = 128;
 	c->subscriber_queue_size = 4u << 20;
@@ -247,6 +249,7 @@ enum conf_key {
 	K_LOG_LEVEL,
 	K_USER_MEMORY_LIMIT,
 	K_MAX_WATCH_RULES_PER_USER,
+	K_MAX_TRIGGERS_PER_USER,
 	K_COUNT,
 };
 
@@ -267,6 +270,7 @@ static const char *const key_names[K_COUNT] = {
 	[K_LOG_LEVEL] = "log_level",
 	[K_USER_MEMORY_LIMIT] = "user_memory_limit",
 	[K_MAX_WATCH_RULES_PER_USER] = "max_watch_rules_per_user",
+	[K_MAX_TRIGGERS_PER_USER] = "max_triggers_per_user",
 };
 
 #define KiB ((uint64_t)1 << 10)
@@ -329,6 +333,9 @@ static int set_key(const struct conf_ctx *x, enum conf_key k, const char *v,
 	case K_MAX_WATCH_RULES_PER_USER:
 		return parse_uint(x, n, v, 1, PTD_WATCH_SLOTS,
 				  &c->max_watch_rules_per_user);
+	case K_MAX_TRIGGERS_PER_USER:
+		return parse_uint(x, n, v, 1, PTD_TRIGGERS_MAX,
+				  &c->max_triggers_per_user);
 	case K_COUNT:
 		break;
 	}

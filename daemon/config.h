@@ -55,6 +55,9 @@ struct ptd_config {
 	/* max_watch_rules_per_user (default 4, 1 to 64): watch rules one
 	 * user may have at once (ptd has 64 in all) */
 	unsigned max_watch_rules_per_user;
+	/* max_triggers_per_user (default 8, 1 to PTD_TRIGGERS_MAX): triggers
+	 * (uprobes on the sessions' processes) one user may have at once */
+	unsigned max_triggers_per_user;
 	unsigned max_subscribers_per_session;
 	unsigned max_connections;
 	/* subscriber_queue_size: queued record bytes per subscriber before

@@ -11,6 +11,7 @@
 #include "common/json.h"
 #include "common/strutil.h"
 #include "daemon/proto.h"
+#include "daemon/trigger.h"
 #include "perf/addrfilter.h"
 #include "x86/insn.h"
 
@@ -41,6 +42,8 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "watch";
 	case PTD_CMD_UNWATCH:
 		return "unwatch";
+	case PTD_CMD_TRIGGER:
+		return "trigger";
 	case PTD_CMD_COUNT:
 		break;
 	}
@@ -228,13 +231,90 @@ static int parse_addr_filter(const struct ptd_json_reader *r,
 	return req->addr_filter ? 0 : -ENOMEM;
 }
 
+/* One trigger text, checked, into req->triggers. */
+static int add_trigger(const struct ptd_json_reader *r, const char *field,
+		       const char *text, struct ptd_request *req)
+{
+	struct ptd_trigger_spec *sp = malloc(sizeof(*sp));
+	struct ptd_diag pd = { "" };
+	int e;
+
+	if (!sp)
+		return -ENOMEM;
+	e = ptd_trigger_spec_parse(text, sp, &pd);
+	free(sp);
+	if (e < 0)
+		return ptd_json_bad(r, field, pd.msg);
+	req->triggers[req->ntriggers] = strdup(text);
+	if (!req->triggers[req->ntriggers])
+		return -ENOMEM;
+	req->ntriggers++;
+	return 0;
+}
+
+/* options.triggers: an array of trigger texts (daemon/trigger.h). */
+static int parse_triggers(const struct ptd_json_reader *r, const cJSON *o,
+			  struct ptd_request *req)
+{
+	char path[PTD_JSON_PATH_MAX];
+	const cJSON *a, *v;
+	size_t n, i = 0;
+	int e = ptd_json_get_array(r, o, "options", "triggers", 0,
+				   PTD_PROTO_TRIGGERS_MAX, &a, &n);
+
+	if (e < 0)
+		return optional(e);
+	cJSON_ArrayForEach(v, a) {
+		ptd_json_path_index(path, "options", "triggers", i);
+		if (!cJSON_IsString(v) || !v->valuestring[0] ||
+		    strlen(v->valuestring) > PTD_TRIGGER_TEXT_MAX)
+			return ptd_json_bad(r, path, "expected a trigger, "
+					    "\"ACTION:FILE:SYMBOL\" or "
+					    "\"ACTION:FILE:0xOFFSET\"");
+		e = add_trigger(r, path, v->valuestring, req);
+		if (e < 0)
+			return e;
+		i++;
+	}
+	return 0;
+}
+
+/* trigger: {"session":N} with "add":TEXT or "remove":ID. */
+static int parse_trigger(const struct ptd_json_reader *r, const cJSON *o,
+			 struct ptd_request *req)
+{
+	const char *text = NULL;
+	int e = parse_session(r, o, true, req), e2;
+
+	if (e < 0)
+		return e;
+	e = ptd_json_get_strn(r, o, "", "add", PTD_JSON_NONEMPTY,
+			      PTD_TRIGGER_TEXT_MAX, &text);
+	if (e < 0 && e != -ENOENT)
+		return e;
+	e2 = ptd_json_get_u64(r, o, "", "remove", INT, 1, UINT32_MAX,
+			      &req->trigger_id);
+	if (e2 < 0 && e2 != -ENOENT)
+		return e2;
+	if ((e == 0) == (e2 == 0))
+		return ptd_json_bad(r, "add", e == 0 ? "give \"add\" or "
+				    "\"remove\", not both"
+				    : "missing (or \"remove\")");
+	if (e2 == 0) {
+		req->trigger_remove = true;
+		return 0;
+	}
+	return add_trigger(r, "add", text, req);
+}
+
 static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 			 struct ptd_request *req)
 {
 	static const char *const keys[] = { "source", "tsc", "max_insns",
 					    "step", "capture", "mode",
 					    "snapshot_size", "record",
-					    "per_cpu", "filter", NULL };
+					    "per_cpu", "filter", "triggers",
+					    NULL };
 	const char *s;
 	int e;
 
@@ -283,7 +363,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    &req->record))) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "options", "per_cpu", 0,
 					    &req->per_cpu))) < 0 ||
-	    (e = parse_addr_filter(r, o, req)) < 0)
+	    (e = parse_addr_filter(r, o, req)) < 0 ||
+	    (e = parse_triggers(r, o, req)) < 0)
 		return e;
 	return parse_mode(r, o, req);
 }
@@ -563,7 +644,12 @@ static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
 	if (e < 0)
 		return optional(e);
-	return parse_options(r, opts, req);
+	e = parse_options(r, opts, req);
+	if (e == 0 && req->ntriggers)
+		return ptd_json_bad(r, "options.triggers", "not taken by "
+				    "watch (add triggers to the sessions a "
+				    "rule starts with the trigger request)");
+	return e;
 }
 
 static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
@@ -596,6 +682,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 					     "cgroup", "uid", "wait_ms",
 					     "options", NULL };
 	static const char *const unwatch[] = { "id", "cmd", "rule", NULL };
+	static const char *const trigger[] = { "id", "cmd", "session", "add",
+					       "remove", NULL };
 
 	switch (c) {
 	case PTD_CMD_ATTACH:
@@ -614,6 +702,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return watch;
 	case PTD_CMD_UNWATCH:
 		return unwatch;
+	case PTD_CMD_TRIGGER:
+		return trigger;
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -656,7 +746,8 @@ static int parse_cmd(const struct ptd_json_reader *r, const cJSON *o,
 		return ptd_diagf(r->diag, -PTD_EUNSUPPORTED,
 				 "unknown cmd \"%.64s\" (ping, version, "
 				 "attach, detach, list, status, subscribe, "
-				 "snapshot, replay, record, watch, unwatch)",
+				 "snapshot, replay, record, watch, unwatch, "
+				 "trigger)",
 				 s);
 	req->cmd = (enum ptd_cmd)c;
 	return 0;
@@ -699,6 +790,8 @@ static int parse_object(const struct ptd_json *doc, struct ptd_request *req,
 	case PTD_CMD_UNWATCH:
 		return optional(ptd_json_get_u64(&r, o, "", "rule", REQ | INT, 1,
 						 INT_MAX_JSON, &req->rule));
+	case PTD_CMD_TRIGGER:
+		return parse_trigger(&r, o, req);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -745,6 +838,9 @@ void ptd_request_fini(struct ptd_request *req)
 	req->id = NULL;
 	free(req->addr_filter);
 	req->addr_filter = NULL;
+	for (unsigned i = 0; i < req->ntriggers; i++)
+		free(req->triggers[i]);
+	req->ntriggers = 0;
 }
 
 /* Print @o as one line with '\n'; takes @o. */
@@ -926,6 +1022,15 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 	if (req->addr_filter &&
 	    !cJSON_AddStringToObject(op, "filter", req->addr_filter))
 		return false;
+	if (req->ntriggers) {
+		cJSON *a = cJSON_AddArrayToObject(op, "triggers");
+
+		for (unsigned i = 0; a && i < req->ntriggers; i++)
+			cJSON_AddItemToArray(a, cJSON_CreateString(
+							req->triggers[i]));
+		if (!a)
+			return false;
+	}
 	return !req->record || cJSON_AddBoolToObject(op, "record", true);
 }
 
@@ -983,6 +1088,16 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		       build_options(o, req, &def);
 	case PTD_CMD_UNWATCH:
 		return cJSON_AddNumberToObject(o, "rule", (double)req->rule);
+	case PTD_CMD_TRIGGER:
+		return cJSON_AddNumberToObject(o, "session",
+					       (double)req->session) &&
+		       (req->trigger_remove
+				? cJSON_AddNumberToObject(o, "remove",
+							  (double)req->trigger_id)
+				: cJSON_AddStringToObject(o, "add",
+							  req->ntriggers
+								  ? req->triggers[0]
+								  : ""));
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:

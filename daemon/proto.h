@@ -48,6 +48,7 @@ enum ptd_cmd {
 	PTD_CMD_RECORD,
 	PTD_CMD_WATCH,
 	PTD_CMD_UNWATCH,
+	PTD_CMD_TRIGGER,
 	PTD_CMD_COUNT,
 };
 
@@ -85,6 +86,7 @@ const char *ptd_cmd_name(enum ptd_cmd c);
 #define PTD_PROTO_PATH_MAX 4095
 /* Longest replay wait_ms. */
 #define PTD_PROTO_WAIT_MS_MAX 60000
+#define PTD_PROTO_TRIGGERS_MAX 8	/* in one attach's options */
 
 struct ptd_request {
 	cJSON *id;		/* the request's id (a copy), or NULL */
@@ -141,6 +143,14 @@ struct ptd_request {
 	bool has_watch_uid;
 	uid_t watch_uid;
 	uint64_t rule;
+	/* attach's options.triggers: trigger texts (daemon/trigger.h,
+	 * ACTION:FILE:WHERE), each checked with ptd_trigger_spec_parse,
+	 * malloc'd; trigger: {"session":N, "add":TEXT} (in triggers[0]) or
+	 * {"session":N, "remove":ID} */
+	char *triggers[PTD_PROTO_TRIGGERS_MAX];
+	unsigned ntriggers;
+	bool trigger_remove;
+	uint64_t trigger_id;
 };
 
 /* @req at the defaults ptd_request_parse starts from, for @cmd (no id). */

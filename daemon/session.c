@@ -53,6 +53,8 @@ struct ptd_session {
 	size_t snap_size;
 	bool snap_pending, snap_closed;
 	uint64_t snap_seq;
+	pid_t snap_upto_tid;		/* ptd_session_snapshot_upto's */
+	int64_t snap_upto_ns;
 	struct ptd_snapshot_info *snap_info;	/* decode thread only */
 	/* Decode thread only: a snapshot is being decoded; a stop came
 	 * during it (its decode was cut short). */
@@ -242,6 +244,10 @@ static void snapshot_take(struct ptd_session *s, uint64_t seq)
 
 	memset(in, 0, sizeof(*in));
 	in->seq = seq;
+	(void)pthread_mutex_lock(&s->lock);
+	in->upto_tid = s->snap_upto_tid;
+	in->upto_ns = s->snap_upto_ns;
+	(void)pthread_mutex_unlock(&s->lock);
 	r = ptd_source_snapshot_read(s->src, in, &diag);
 	if (r < 0) {
 		in->err = r;
@@ -289,6 +295,12 @@ static void snapshot_poll(struct ptd_session *s, bool close)
 
 int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq)
 {
+	return ptd_session_snapshot_upto(s, 0, 0, ret_seq);
+}
+
+int ptd_session_snapshot_upto(struct ptd_session *s, pid_t tid,
+			      int64_t after_ns, uint64_t *ret_seq)
+{
 	uint64_t seq = 0;
 	int r = 0;
 
@@ -301,6 +313,8 @@ int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq)
 		r = -EBUSY;
 	else {
 		s->snap_pending = true;
+		s->snap_upto_tid = tid;
+		s->snap_upto_ns = after_ns;
 		seq = ++s->snap_seq;
 	}
 	(void)pthread_mutex_unlock(&s->lock);
@@ -722,6 +736,12 @@ uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
 		*ret_thread = stream;
 	/* (ring counts a stream per CPU too: a bound, not exact) */
 	return ring * (uint64_t)cpus + stream * nthreads;
+}
+
+int ptd_session_uprobe(struct ptd_session *s, bool add,
+		       const struct ptd_swpt_uprobe *u)
+{
+	return s ? ptd_source_uprobe(s->src, add, u) : -ESRCH;
 }
 
 const char *ptd_session_filter(const struct ptd_session *s)

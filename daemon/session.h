@@ -295,6 +295,12 @@ void ptd_session_stop(struct ptd_session *s,
  * at its next record, and the snapshot is answered with err -ECANCELED. */
 int ptd_session_snapshot(struct ptd_session *s, uint64_t *ret_seq);
 
+/* ptd_session_snapshot, taken once thread @tid's trace reaches past
+ * CLOCK_MONOTONIC @after_ns (a trigger's hit: source.h, struct
+ * ptd_snapshot_info.upto_tid). */
+int ptd_session_snapshot_upto(struct ptd_session *s, pid_t tid,
+			      int64_t after_ns, uint64_t *ret_seq);
+
 /* What a session with options @o (mode, snapshot_size, per_cpu; sizes
  * from o->config) reserves at attach when the process has @nthreads
  * threads: per-thread buffers, ptd_memlimit_thread_bytes for each thread;
@@ -310,6 +316,12 @@ void ptd_session_get_stats(struct ptd_session *s,
 			   struct ptd_session_stats *ret);
 
 pid_t ptd_session_pid(const struct ptd_session *s);
+
+/* A kernel uprobe about to be registered on the session's process (@add),
+ * or unregistered: source/source.h, ptd_source_uprobe.  Any thread, until
+ * ptd_session_free. */
+int ptd_session_uprobe(struct ptd_session *s, bool add,
+		       const struct ptd_swpt_uprobe *u);
 
 /* The session's address filter text (opts.filter), or NULL. */
 const char *ptd_session_filter(const struct ptd_session *s);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "daemon/bpfload.h"
 #include "daemon/watch.h"
 
 #ifdef PTD_HAVE_BPF
@@ -45,38 +46,15 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 
 static int on_event(void *ctx, void *data, size_t len);
 
-/* Why a load was refused with EPERM: lockdown, or missing rights. */
-static int why_eperm(int err, struct ptd_diag *diag)
-{
-	char buf[256] = "";
-	FILE *f = fopen("/sys/kernel/security/lockdown", "re");
-
-	if (f) {
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = 0;
-		fclose(f);
-	}
-	if (strstr(buf, "[integrity]") || strstr(buf, "[confidentiality]"))
-		return ptd_diagf(diag, err, "BPF is refused by the kernel's "
-				 "lockdown (%.*s): watch rules need BPF "
-				 "programs", (int)strcspn(buf, "\n"), buf);
-	return ptd_diagf(diag, err, "ptd may not load BPF programs (%s; it "
-			 "needs CAP_BPF and CAP_PERFMON, or root): watch "
-			 "rules need them", strerror(-err));
-}
-
 int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 {
 	struct ptd_watcher *w;
 	int r;
 
 	*ret = NULL;
-	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
-		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
-				 "the kernel has no BTF (/sys/kernel/btf/"
-				 "vmlinux: %s; CONFIG_DEBUG_INFO_BTF): ptd's "
-				 "BPF programs cannot be relocated to it",
-				 strerror(errno));
+	r = ptd_bpf_check("watch rules", diag);
+	if (r < 0)
+		return r;
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -93,7 +71,7 @@ int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 	if (r == 0)
 		r = watch_bpf__attach(w->skel);
 	if (r == -EPERM || r == -EACCES) {
-		(void)why_eperm(r, diag);
+		(void)ptd_bpf_refusal(r, "watch rules", diag);
 		goto err;
 	}
 	if (r < 0) {

@@ -88,6 +88,17 @@ struct task_struct {
 
 #pragma clang attribute pop
 
+/* A uprobe program's context: the registers as the kernel saved them on
+ * x86-64, with the user-space API's names (asm/ptrace.h), which
+ * libbpf's bpf_tracing.h uses.  Read directly, not relocated: a uprobe's
+ * context is checked against this exact layout, the kernel's since x86-64
+ * Linux began. */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, rbp, rbx;
+	unsigned long r11, r10, r9, r8, rax, rcx, rdx, rsi, rdi;
+	unsigned long orig_rax, rip, cs, eflags, rsp, ss;
+};
+
 /* The map types and flags used (include/uapi/linux/bpf.h). */
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,

@@ -34,6 +34,7 @@ static const struct option attach_long[] = {
 	{ "record-format", required_argument, NULL, 'G' },
 	{ "per-cpu", no_argument, NULL, 'P' },
 	{ "filter", required_argument, NULL, 'F' },
+	{ "trigger", required_argument, NULL, 'Y' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -167,6 +168,16 @@ int verb_attach(int argc, char **argv)
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */
 			break;
+		case 'Y':
+			if (req.ntriggers == PTD_PROTO_TRIGGERS_MAX) {
+				errx_msg("--trigger: at most %d",
+					 PTD_PROTO_TRIGGERS_MAX);
+				r = EXIT_USAGE;
+			} else {
+				/* checked by ptd */
+				req.triggers[req.ntriggers++] = optarg;
+			}
+			break;
 		case 'Z':
 			if (ptd_parse_u64(optarg, 10, &req.snapshot_size) <
 				    0 ||
@@ -188,6 +199,8 @@ int verb_attach(int argc, char **argv)
 			       "[--snapshot [--snapshot-size BYTES]]\n"
 			       "       [--record DIR [--record-format "
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
+			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
+			       "FILE:0xOFFSET]...\n"
 			       "       [--follow [stream options]] [--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
@@ -214,7 +227,18 @@ int verb_attach(int argc, char **argv)
 			       "killed while tracing, the\nprocess dies of "
 			       "SIGTRAP at its next such branch.  single "
 			       "single-steps every\ninstruction (~40 k/s) "
-			       "and leaves nothing in the process.\n");
+			       "and leaves nothing in the process.\n"
+			       "--trigger (up to 8; needs BPF): a uprobe on "
+			       "the instruction at SYMBOL (or file\noffset "
+			       "0xOFFSET) of FILE, a file the process maps "
+			       "(its path, or its name\nwithout '/').  ACTION "
+			       "snapshot (with --snapshot): every thread that "
+			       "runs it\ntakes a snapshot, after a trigger "
+			       "record naming the trigger and the thread.\n"
+			       "ACTION start / stop (full mode): each "
+			       "thread's records only from a start to a stop."
+			       "\n"
+			       "`ptctl trigger` adds and removes them later.\n");
 			return 0;
 		default:
 			r = EXIT_USAGE;
@@ -229,6 +253,11 @@ int verb_attach(int argc, char **argv)
 		errx_msg("expected one PID (ptctl attach PID [OPTIONS])");
 		return EXIT_USAGE;
 	}
+	for (unsigned i = 0; i < req.ntriggers; i++)
+		if (!strncmp(req.triggers[i], "snapshot:", 9) && !snapshot) {
+			errx_msg("--trigger snapshot:... needs --snapshot");
+			return EXIT_USAGE;
+		}
 	if (req.snapshot_size && !snapshot) {
 		errx_msg("--snapshot-size needs --snapshot");
 		return EXIT_USAGE;

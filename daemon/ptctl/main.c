@@ -53,6 +53,8 @@ static const struct verb {
 	{ "watch", verb_watch,
 	  "trace every process that starts a program, while ptctl runs" },
 	{ "unwatch", verb_unwatch, "end a watch rule" },
+	{ "trigger", verb_trigger,
+	  "add a trigger (a uprobe: snapshot when hit) to a session" },
 };
 
 static void help(FILE *f)

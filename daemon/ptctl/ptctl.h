@@ -149,10 +149,11 @@ int verb_detach(int argc, char **argv);
 int verb_list(int argc, char **argv);
 int verb_status(int argc, char **argv);
 
-/* ---- watch.c ---- */
+/* ---- watch.c: watch, unwatch, trigger ---- */
 
 int verb_watch(int argc, char **argv);
 int verb_unwatch(int argc, char **argv);
+int verb_trigger(int argc, char **argv);
 /* list's "rules" (nothing when there are none). */
 void print_rules(const cJSON *rules);
 

@@ -293,3 +293,84 @@ void print_rules(const cJSON *rules)
 		printf("\n");
 	}
 }
+
+/* ptctl trigger SESSION SPEC | ptctl trigger SESSION --remove ID */
+int verb_trigger(int argc, char **argv)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	const char *args[2] = { NULL, NULL }, *rm = NULL;
+	bool json = false;
+	unsigned nargs = 0;
+	FILE *f = NULL;
+	int i, r;
+
+	client_request(&req, PTD_CMD_TRIGGER);
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			printf("Usage: ptctl trigger SESSION ACTION:FILE:SYMBOL"
+			       "|ACTION:FILE:0xOFFSET [--json]\n"
+			       "       ptctl trigger SESSION --remove TRIGGER "
+			       "[--json]\n\n"
+			       "Add a trigger to a live session: a uprobe (a "
+			       "BPF program; ptd needs BPF)\non the "
+			       "instruction at SYMBOL, or at file offset "
+			       "0xOFFSET, of FILE, a file\nthe process maps "
+			       "(its path, or its name without '/').  ACTION "
+			       "snapshot\n(snapshot-mode sessions): every "
+			       "thread of the process that runs it takes\na "
+			       "snapshot, preceded in the stream by a trigger "
+			       "record (trigger, tid, time).  ACTION start, "
+			       "stop (full-mode\nsessions): each thread's "
+			       "records only from a start to a stop.\nPrints the "
+			       "trigger's number; `ptctl status SESSION` "
+			       "lists them with their\nhits.  --remove ends "
+			       "one.  At most max_triggers_per_user "
+			       "(ptd.conf).\n");
+			return 0;
+		} else if (!strcmp(argv[i], "--remove") && i + 1 < argc) {
+			rm = argv[++i];
+		} else if (nargs < 2 && (argv[i][0] != '-' || nargs == 1)) {
+			args[nargs++] = argv[i];
+		} else {
+			errx_msg("trigger: unexpected argument '%s'", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!args[0] || ptd_parse_u64(args[0], 10, &req.session) < 0 ||
+	    !req.session || (!args[1] == !rm)) {
+		errx_msg("trigger: expected SESSION and a trigger, or SESSION "
+			 "--remove TRIGGER (ptctl trigger --help)");
+		return EXIT_USAGE;
+	}
+	req.has_session = true;
+	if (rm) {
+		if (ptd_parse_u64(rm, 10, &req.trigger_id) < 0 ||
+		    !req.trigger_id || req.trigger_id > UINT32_MAX) {
+			errx_msg("trigger: --remove: expected a trigger "
+				 "number, got '%s'", rm);
+			return EXIT_USAGE;
+		}
+		req.trigger_remove = true;
+	} else {
+		req.triggers[0] = (char *)args[1];	/* checked by ptd */
+		req.ntriggers = 1;
+	}
+	r = client_connect(&f);
+	if (r)
+		return r;
+	r = client_call(f, &req, json, &resp);
+	if (r == 0) {
+		if (!json && rm)
+			printf("trigger %.0f removed after %.0f hit(s)\n",
+			       num_of(resp.result, "trigger"),
+			       num_of(resp.result, "hits"));
+		else if (!json)
+			printf("%.0f\n", num_of(resp.result, "trigger"));
+		ptd_response_fini(&resp);
+	}
+	fclose(f);
+	return r;
+}

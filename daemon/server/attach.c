@@ -225,6 +225,12 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	}
 	o.filter = ss->filter;
 	ss->mode = req->mode;
+	/* triggers resolved against the process as it is now: a bad one
+	 * refuses the attach before anything is done to the process */
+	if (req->ntriggers && !srv_triggers_attach_check(s, c, req, ss)) {
+		attach_drop(ss);
+		return NULL;
+	}
 	if (req->record) {
 		r = srv_record_spool(s, ss, &o, &diag);
 		if (r < 0) {
@@ -344,7 +350,20 @@ void srv_attaches_answer(struct ptd_server *s)
 		ss->attaching = false;
 		close(ss->pidfd);
 		ss->pidfd = 0;
-		if (r < 0) {
+		if (r > 0 && (r = srv_triggers_install(s, ss, &diag)) < 0) {
+			/* tracing, but its triggers could not be: it ends */
+			ptd_log_info("session %" PRIu64 ": triggers refused: "
+				     "%s", ss->id, diag.msg);
+			srv_session_stop(ss, PTD_END_DETACHED);
+			srv_pending_error(s, &ss->attach,
+					  r == -PTD_EUNSUPPORTED
+						  ? PTD_ERR_UNSUPPORTED
+						  : r == -EPERM
+							    ? PTD_ERR_PERMISSION
+							    : PTD_ERR_BAD_REQUEST,
+					  "%s (session %" PRIu64 " was detached)",
+					  diag.msg, ss->id);
+		} else if (r < 0) {
 			attach_refused(s, ss, r, &diag);	/* frees ss */
 		} else if (ss->rule) {
 			ptd_log_info("session %" PRIu64 ": rule %" PRIu64

@@ -168,6 +168,7 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	/* records rendered to JSON: once per field set, not per subscriber */
 	cJSON_AddNumberToObject(res, "renders",
 				(double)ptd_fanout_renders(ss->fan));
+	srv_triggers_status(s, ss, res);
 	a = cJSON_AddArrayToObject(res, "subscriber_list");
 	n = ptd_fanout_get_stats(ss->fan, subs, PTD_ARRAY_SIZE(subs));
 	for (i = 0; a && i < n; i++) {
@@ -270,6 +271,7 @@ static void cmd_snapshot(struct ptd_server *s, struct conn *c,
 				"taken", ss->id);
 		return;
 	}
+	ss->snap_hit_set = false;	/* asked for, not a trigger's */
 	r = ss->s && !ss->reaped ? ptd_session_snapshot(ss->s, &seq) : -ESRCH;
 	if (r < 0) {
 		srv_reply_error(c, req->id,
@@ -343,6 +345,8 @@ void srv_snapshots_answer(struct ptd_server *s)
 					  ss->snap_info.message);
 		else
 			srv_pending_ok(s, &ss->snap, snapshot_result(ss));
+		ss->snap_hit_set = false;
+		srv_trigger_pump(ss);	/* the next trigger's, if one waits */
 	}
 }
 
@@ -365,6 +369,7 @@ static srv_cmd_fn *const cmd_handlers[PTD_CMD_COUNT] = {
 	[PTD_CMD_RECORD] = srv_cmd_record,
 	[PTD_CMD_WATCH] = srv_cmd_watch,
 	[PTD_CMD_UNWATCH] = srv_cmd_unwatch,
+	[PTD_CMD_TRIGGER] = srv_cmd_trigger,
 };
 
 void srv_dispatch(struct ptd_server *s, struct conn *c,

@@ -217,6 +217,9 @@ int ptd_server_run(struct ptd_server *s)
 			case EP_WATCH:
 				srv_watch_readable(s);
 				break;
+			case EP_TRIGGER:
+				srv_trigger_readable(s);
+				break;
 			case EP_CONN:
 				c = (struct conn *)t;
 				if (evs[i].events & (EPOLLERR | EPOLLHUP) &&
@@ -346,6 +349,7 @@ void ptd_server_free(struct ptd_server *s)
 		s->starting = ss->next;
 		srv_session_free(ss);
 	}
+	srv_triggers_unload(s);
 	for (i = 0; i < s->nlisten; i++)
 		if (s->listen[i].fd >= 0)
 			close(s->listen[i].fd);

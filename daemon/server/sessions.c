@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/log.h"
@@ -37,6 +38,10 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 {
 	struct srv_session *ss = ctx;
 
+	if (atomic_load_explicit(&ss->gate_init, memory_order_acquire) &&
+	    atomic_load(&ss->ngates) &&
+	    !srv_gate_pass(ss, rec))
+		return;
 	if (ss->pacing)
 		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
 					   ss->stall_ms, PTD_STALL_CUT);
@@ -94,6 +99,38 @@ static void snap_counts_end(struct srv_session *ss)
 	ss->snap_nsubs = n;
 }
 
+/* A trigger's hit, before the records of the snapshot it took (doc/
+ * protocol.md, "trigger records"). */
+static void trigger_record(struct srv_session *ss, uint64_t seq)
+{
+	const struct srv_hit *h = &ss->snap_hit;
+	char wall[64] = "";
+	size_t cap = sizeof(ss->marker);
+	int k;
+
+	if (h->wall_ns) {
+		time_t sec = (time_t)(h->wall_ns / 1000000000u);
+		struct tm tm;
+
+		if (gmtime_r(&sec, &tm))
+			(void)snprintf(wall, sizeof(wall), ",\"wall\":\"%04d-%02d-"
+				       "%02dT%02d:%02d:%02d.%09uZ\"",
+				       tm.tm_year + 1900, tm.tm_mon + 1,
+				       tm.tm_mday, tm.tm_hour, tm.tm_min,
+				       tm.tm_sec,
+				       (unsigned)(h->wall_ns % 1000000000u));
+	}
+	k = snprintf(ss->marker, cap,
+		     "{\"type\":\"trigger\",\"session\":%" PRIu64
+		     ",\"trigger\":%" PRIu32 ",\"action\":\"snapshot\","
+		     "\"pid\":%d,\"tid\":%d,\"ip\":\"%#" PRIx64 "\","
+		     "\"ktime\":%" PRIu64 "%s,\"seq\":%" PRIu64 "}\n",
+		     ss->id, h->trigger, (int)ss->pid, (int)h->tid, h->ip,
+		     h->ktime_ns, wall, seq);
+	if (k > 0 && (size_t)k < cap)
+		ptd_fanout_line(ss->fan, ss->marker, (size_t)k);
+}
+
 /* Snapshot markers bracket a snapshot's records in every subscriber's
  * stream (doc/protocol.md, "snapshot records"). */
 static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
@@ -101,16 +138,23 @@ static void sink_snapshot(void *ctx, const struct ptd_snapshot_info *in,
 {
 	struct srv_session *ss = ctx;
 	size_t cap = sizeof(ss->marker), n;
+	char trig[48] = "";
 	int k;
 
+	if (!done && ss->snap_hit_set) {
+		trigger_record(ss, in->seq);
+		(void)snprintf(trig, sizeof(trig), ",\"trigger\":%" PRIu32
+			       ",\"tid\":%d", ss->snap_hit.trigger,
+			       (int)ss->snap_hit.tid);
+	}
 	if (!done)
 		k = snprintf(ss->marker, cap,
 			     "{\"type\":\"snapshot\",\"phase\":\"begin\","
 			     "\"session\":%" PRIu64 ",\"seq\":%" PRIu64
 			     ",\"threads\":%u,\"bytes\":%" PRIu64
-			     ",\"overwritten\":%" PRIu64,
+			     ",\"overwritten\":%" PRIu64 "%s",
 			     ss->id, in->seq, in->nthreads, in->bytes,
-			     in->overwritten);
+			     in->overwritten, trig);
 	else
 		k = snprintf(ss->marker, cap,
 			     "{\"type\":\"snapshot\",\"phase\":\"end\","
@@ -316,6 +360,8 @@ void srv_session_stop(struct srv_session *ss, enum ptd_session_end_reason why)
 /* The end was reported: keep the last stats, free the threads. */
 void srv_session_release(struct srv_session *ss)
 {
+	if (ss->srv)	/* its uprobes go before its source */
+		srv_triggers_drop(ss->srv, ss);
 	if (ss->s)
 		ptd_session_get_stats(ss->s, &ss->last);
 	else if (ss->rp)
@@ -337,6 +383,8 @@ void srv_session_free(struct srv_session *ss)
 {
 	if (!ss)
 		return;
+	if (ss->srv)	/* its uprobes go before its source */
+		srv_triggers_drop(ss->srv, ss);
 	if (ss->s && ss->fan)
 		ptd_fanout_cancel_waits(ss->fan);
 	ptd_session_free(ss->s);
@@ -353,6 +401,9 @@ void srv_session_free(struct srv_session *ss)
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);
 	srv_pending_clear(&ss->start);
+	if (atomic_load(&ss->gate_init))
+		(void)pthread_mutex_destroy(&ss->gate_lock);
+	free(ss->gate_th);
 	free(ss->snap_base);
 	free(ss->snap_now);
 	free(ss->snap_subs);

@@ -18,11 +18,14 @@
  *   record.c    record: a recorded session's bundle, its save thread
  *   watch.c     watch and unwatch: rules whose matching execs (the BPF
  *               exec watcher, daemon/watch.h) become sessions
+ *   trigger.c   triggers: uprobes on a session's process (daemon/
+ *               trigger.h), the trigger command, what a hit does
  */
 #ifndef PTD_DAEMON_SERVER_SRV_H
 #define PTD_DAEMON_SERVER_SRV_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -40,11 +43,15 @@
 #include "daemon/replay.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
+#include "daemon/trigger.h"
 #include "daemon/watch.h"
+#include "swpt/tracer.h"
+#include "x86/insn.h"
 
 #define MAX_LISTEN 4
 
-enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN, EP_WATCH };
+enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN, EP_WATCH,
+	       EP_TRIGGER };
 
 struct ep_tag {
 	enum ep_kind kind;
@@ -69,6 +76,32 @@ struct srv_snap_sub {
 	unsigned id;
 	uint64_t sent, lost;
 	bool cut;		/* cut off: it stalled (bye "stalled") */
+};
+
+/* A trigger's hit waiting for its snapshot (trigger.c). */
+struct srv_hit {
+	uint32_t trigger;
+	pid_t tid;
+	uint64_t ip;
+	uint64_t ktime_ns;		/* CLOCK_MONOTONIC */
+	uint64_t wall_ns;		/* CLOCK_REALTIME, 0: unknown */
+	uint64_t seq;			/* the snapshot it takes */
+};
+
+#define SRV_HITQ 64			/* hits queued per session */
+
+/* A start/stop trigger's instruction in the process (trigger.c). */
+struct srv_gate {
+	uint64_t ip;
+	uint32_t trigger;
+	bool start;
+};
+
+#define SRV_GATES 16			/* start/stop triggers per session */
+
+struct srv_gate_thread {
+	pid_t tid;
+	bool on;
 };
 
 /* One traced process. */
@@ -151,6 +184,51 @@ struct srv_session {
 	uint64_t rule;
 	int stop_pidfd;
 	atomic_bool continued;
+	/* attach's options.step "single" (trigger.c: what a software
+	 * source may have a uprobe on) */
+	bool single_step;
+	/* Triggers' hits waiting for a snapshot each, in order (loop only),
+	 * and the hit whose snapshot is being taken: snap_hit_set is set
+	 * by the loop before it asks for the snapshot, read by the decode
+	 * thread at the snapshot's begin (the trigger record), cleared by
+	 * the loop once the snapshot is answered. */
+	struct srv_hit hitq[SRV_HITQ];
+	unsigned hitq_head, hitq_n;
+	struct srv_hit snap_hit;
+	bool snap_hit_set;
+	/* start/stop triggers (trigger.c): the instructions where each
+	 * thread's records begin and end, set by the loop, read by the
+	 * decode thread (sink_record), under gate_lock (gate_init: made);
+	 * each thread's state (decode thread only). */
+	pthread_mutex_t gate_lock;
+	atomic_bool gate_init;
+	atomic_uint ngates;
+	struct srv_gate gates[SRV_GATES];
+	struct srv_gate_thread *gate_th;
+	size_t ngate_th, capgate_th;
+	char gate_line[256];
+};
+
+/* A trigger (trigger.c): a uprobe on @ss's process. */
+struct srv_trigger {
+	struct srv_trigger *next;
+	uint32_t id;
+	struct srv_session *ss;
+	uid_t owner;
+	enum ptd_trigger_action action;
+	char *text;			/* as given */
+	char *file;			/* the mapped file's path */
+	char symbol[PTD_TRIGGER_SYMBOL_MAX + 1];	/* "" for an offset */
+	uint64_t offset;		/* file offset */
+	struct ptd_swpt_uprobe site;	/* the file, the instruction */
+	enum ptd_x86_kind kind;		/* the instruction's */
+	bool nop5;			/* a 5-byte NOP */
+	int fd;				/* the file, until installed */
+	struct ptd_uprobe *probe;	/* NULL until installed */
+	uint64_t vaddr;			/* start/stop: the instruction's
+					 * address when resolved */
+	bool told_source;		/* ptd_session_uprobe added it */
+	uint64_t hits, snapshots, dropped;
 };
 
 /* A watch rule (watch.c): what it matches, the attach it makes of every
@@ -217,6 +295,13 @@ struct ptd_server {
 	struct ep_tag watch;
 	struct srv_rule *rules;
 	uint64_t next_rule_id;
+	/* Triggers: their BPF program, loaded with the first one (NULL
+	 * until then, or where it cannot be loaded), its ring buffer in
+	 * epoll, and every session's triggers. */
+	struct ptd_triggers *trig;
+	struct ep_tag trig_ep;
+	struct srv_trigger *triggers;
+	uint32_t next_trigger_id;
 };
 
 typedef void srv_cmd_fn(struct ptd_server *s, struct conn *c,
@@ -340,5 +425,28 @@ void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
 void srv_rules_free(struct ptd_server *s);
 void srv_watch_continue(struct srv_session *ss);
+
+/* trigger.c: the trigger command; attach_check: attach's
+ * options.triggers resolved against the process before it is attached
+ * (refused: answered, false); install: the session is tracing, its
+ * triggers' uprobes go in (refused: answered, false); readable: hits
+ * wait in the ring buffer; pump: the next queued hit's snapshot, if none
+ * is being taken; drop: @ss's triggers go (its end); status: @ss's
+ * triggers into @res; unload: the program goes (shutdown). */
+srv_cmd_fn srv_cmd_trigger;
+bool srv_triggers_attach_check(struct ptd_server *s, struct conn *c,
+			       const struct ptd_request *req,
+			       struct srv_session *ss);
+int srv_triggers_install(struct ptd_server *s, struct srv_session *ss,
+			 struct ptd_diag *diag);
+void srv_trigger_readable(struct ptd_server *s);
+void srv_trigger_pump(struct srv_session *ss);
+void srv_triggers_drop(struct ptd_server *s, struct srv_session *ss);
+void srv_triggers_status(struct ptd_server *s, const struct srv_session *ss,
+			 cJSON *res);
+void srv_triggers_unload(struct ptd_server *s);
+/* sessions.c's sink_record: whether @rec of @ss passes its start/stop
+ * triggers (decode thread; writes their trigger records). */
+bool srv_gate_pass(struct srv_session *ss, const struct ptd_record *rec);
 
 #endif

@@ -266,3 +266,91 @@ out:
 	ptd_elf_info_fini(&info);
 	return r;
 }
+
+/* @name's address in symbol table @scn (SHT_SYMTAB or SHT_DYNSYM). */
+static bool symbol_in(Elf *elf, Elf_Scn *scn, const char *name,
+		      uint64_t *ret)
+{
+	GElf_Shdr sh;
+	Elf_Data *d;
+	size_t n, i;
+
+	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize)
+		return false;
+	d = elf_getdata(scn, NULL);
+	if (!d)
+		return false;
+	n = d->d_size / sh.sh_entsize;
+	for (i = 1; i < n; i++) {
+		GElf_Sym sym;
+		const char *s;
+
+		if (!gelf_getsym(d, (int)i, &sym) ||
+		    sym.st_shndx == SHN_UNDEF || !sym.st_name)
+			continue;
+		s = elf_strptr(elf, sh.sh_link, sym.st_name);
+		if (s && !strcmp(s, name)) {
+			*ret = sym.st_value;
+			return true;
+		}
+	}
+	return false;
+}
+
+int ptd_elf_symbol_offset(int fd, const char *origin, const char *name,
+			  uint64_t *ret, struct ptd_diag *diag)
+{
+	Elf_Scn *scn = NULL;
+	bool found = false;
+	uint64_t addr = 0;
+	size_t phnum, i;
+	int pass, r;
+	Elf *elf;
+
+	*ret = 0;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return ptd_diagf(diag, -PTD_EFORMAT, "libelf: %s",
+				 elf_errmsg(-1));
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		r = ptd_diagf(diag, -PTD_EFORMAT, "%s: not an ELF file",
+			      origin);
+		goto out;
+	}
+	for (pass = 0; pass < 2 && !found; pass++)
+		for (scn = elf_nextscn(elf, NULL); scn && !found;
+		     scn = elf_nextscn(elf, scn)) {
+			GElf_Shdr sh;
+
+			if (gelf_getshdr(scn, &sh) &&
+			    sh.sh_type == (pass ? SHT_DYNSYM : SHT_SYMTAB))
+				found = symbol_in(elf, scn, name, &addr);
+		}
+	if (!found) {
+		r = ptd_diagf(diag, -ENOENT, "%s: no symbol '%s' (its .symtab "
+			      "and .dynsym define none of that name)", origin,
+			      name);
+		goto out;
+	}
+	if (elf_getphdrnum(elf, &phnum) < 0) {
+		r = ptd_diagf(diag, -PTD_EFORMAT, "%s: bad program headers",
+			      origin);
+		goto out;
+	}
+	for (i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    addr < ph.p_vaddr || addr - ph.p_vaddr >= ph.p_filesz)
+			continue;
+		*ret = addr - ph.p_vaddr + ph.p_offset;
+		r = 0;
+		goto out;
+	}
+	r = ptd_diagf(diag, -ENOENT, "%s: symbol '%s' (%#" PRIx64 ") is in "
+		      "no loaded segment's bytes", origin, name, addr);
+out:
+	if (elf)
+		elf_end(elf);
+	return r;
+}

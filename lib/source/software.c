@@ -140,6 +140,22 @@ static int out_thread_end(void *ctx, pid_t tid)
 	return o->thread_end(o->ctx, tid);
 }
 
+static bool out_flush_wanted(void *ctx, pid_t *tid, int64_t *after_ns)
+{
+	struct software *w = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(w->ls);
+
+	return o->flush_wanted && o->flush_wanted(o->ctx, tid, after_ns);
+}
+
+static void out_flushed(void *ctx)
+{
+	struct software *w = ctx;
+	const struct ptd_swpt_out *o = ptd_livesink_out(w->ls);
+
+	o->flushed(o->ctx);
+}
+
 /* ---- the tracer thread ---- */
 
 static void set_state(struct software *w, int state)
@@ -181,6 +197,8 @@ static void *tracer_main(void *arg)
 	w->out.pt = out_pt;
 	w->out.image = out_image;
 	w->out.thread_end = out_thread_end;
+	w->out.flush_wanted = out_flush_wanted;
+	w->out.flushed = out_flushed;
 	w->out.ctx = w;
 	so.out = &w->out;
 	so.max_insns = s->p.max_insns;
@@ -444,9 +462,23 @@ static void sw_stats(struct ptd_source *s, struct ptd_source_stats *ret)
 	ret->threads = (unsigned)n;
 }
 
+static void kick_tracer(void *ctx)
+{
+	struct ptd_source *s = ctx;
+
+	(void)pthread_kill(sw_of(s)->src, s->p.signo);
+}
+
 static int sw_pause(struct ptd_source *s)
 {
-	ptd_livesink_pause(sw_of(s)->ls);
+	struct software *w = sw_of(s);
+
+	/* the threads' batched bytes first: the snapshot holds the trace
+	 * up to where each thread stands (a trigger's hit included) */
+	if (w->src_started)
+		(void)ptd_livesink_flush(w->ls, s->snap_upto_tid,
+					 s->snap_upto_ns, kick_tracer, s, 200);
+	ptd_livesink_pause(w->ls);
 	/* no thread can begin while paused: the list is complete */
 	return threads_add(s);
 }
@@ -477,6 +509,20 @@ static void sw_destroy(struct ptd_source *s)
 	(void)pthread_cond_destroy(&w->cond);
 }
 
+static int sw_uprobe(struct ptd_source *s, bool add,
+		     const struct ptd_swpt_uprobe *u)
+{
+	struct software *w = sw_of(s);
+
+	if (!w->patches)
+		return -ENOENT;
+	if (!add) {
+		ptd_swpt_patches_uprobe_remove(w->patches, u);
+		return 0;
+	}
+	return ptd_swpt_patches_uprobe_add(w->patches, u);
+}
+
 static const struct ptd_source_ops software_ops = {
 	.kind = PTD_SOURCE_SOFTWARE,
 	.poll_ms = 100,
@@ -492,6 +538,7 @@ static const struct ptd_source_ops software_ops = {
 	.resume = sw_resume,
 	.join = sw_join,
 	.destroy = sw_destroy,
+	.uprobe = sw_uprobe,
 };
 
 int ptd_source_software_new(const struct ptd_source_params *p,

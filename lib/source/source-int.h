@@ -64,6 +64,10 @@ struct ptd_source_ops {
 	void (*resume)(struct ptd_source *s);
 	void (*join)(struct ptd_source *s);	/* optional: its threads */
 	void (*destroy)(struct ptd_source *s);	/* the module's part */
+	/* optional: a kernel uprobe added to or removed from the process
+	 * (source.h, ptd_source_uprobe) */
+	int (*uprobe)(struct ptd_source *s, bool add,
+		      const struct ptd_swpt_uprobe *u);
 };
 
 /* Every module's object starts with this. */
@@ -96,6 +100,8 @@ struct ptd_source {
 	struct ptd_cpufeed_stats cf_last;	/* counters already added */
 
 	struct ptd_perf_reader *snap_reader;	/* snapshot mode */
+	pid_t snap_upto_tid;			/* the snapshot's upto */
+	int64_t snap_upto_ns;
 	atomic_uint_fast64_t trace_bytes, lost_bytes, overwritten;
 };
 

@@ -305,6 +305,12 @@ const char *ptd_source_filter(const struct ptd_source *s)
 	return s ? s->filter_text : NULL;
 }
 
+int ptd_source_uprobe(struct ptd_source *s, bool add,
+		      const struct ptd_swpt_uprobe *u)
+{
+	return s && s->ops->uprobe ? s->ops->uprobe(s, add, u) : 0;
+}
+
 int ptd_source_start(struct ptd_source *s, struct ptd_diag *diag)
 {
 	(void)ptd_iscache_new(&s->iscache);
@@ -495,8 +501,11 @@ int ptd_source_snapshot_read(struct ptd_source *s,
 			     struct ptd_snapshot_info *in,
 			     struct ptd_diag *diag)
 {
-	int r = s->ops->pause(s);
+	int r;
 
+	s->snap_upto_tid = in->upto_tid;
+	s->snap_upto_ns = in->upto_ns;
+	r = s->ops->pause(s);
 	if (r == 0)
 		r = snapshot_read_all(s, in, diag);
 	s->ops->resume(s);

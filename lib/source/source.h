@@ -51,6 +51,17 @@ int ptd_source_parse(const char *name);		/* kind or -PTD_EFORMAT */
 #define PTD_SOURCE_SW_CPUS 2u
 #define PTD_SOURCE_SW_MIGRATE 8u
 
+/* A kernel uprobe (ptd's triggers) about to be registered on the traced
+ * process (@add), or gone.  The software source must know where they are
+ * (swpt/tracer.h, struct ptd_swpt_uprobe: the kernel's INT3 is not the
+ * code, and a step across one ends in the kernel's SIGTRAP); intel_pt
+ * needs nothing.  Any thread, while the source exists.  Returns 0 or
+ * -ENOMEM. */
+struct ptd_swpt_uprobe;
+struct ptd_source;
+int ptd_source_uprobe(struct ptd_source *s, bool add,
+		      const struct ptd_swpt_uprobe *u);
+
 /* ---- snapshots (params.snapshot) ---- */
 
 /* One thread's part of a snapshot. */
@@ -74,6 +85,13 @@ struct ptd_snapshot_thread {
  * previous snapshot are not part of it. */
 struct ptd_snapshot_info {
 	uint64_t seq;		/* 1, 2, ...: ptd_session_snapshot's */
+	/* In: a thread whose trace must reach past CLOCK_MONOTONIC upto_ns
+	 * (a trigger's hit), or 0.  The software source records a thread's
+	 * run at its next stop: it waits (a little) for that thread's first
+	 * stop taken from then on before it pauses; intel_pt writes as it
+	 * goes. */
+	pid_t upto_tid;
+	int64_t upto_ns;
 	int err;		/* 0, or why it failed (message) */
 	char message[PTD_DIAG_MAX];
 	unsigned nthreads;	/* threads in this snapshot */

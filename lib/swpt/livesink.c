@@ -46,6 +46,12 @@ struct ptd_livesink {
 	pthread_mutex_t gate;
 	pthread_cond_t gate_cond;
 	bool paused, busy;
+	/* ptd_livesink_flush: asked (the tracer reads it at each stop),
+	 * and done so many times (under gate) */
+	atomic_bool flush_req;
+	pid_t flush_tid;
+	int64_t flush_after;
+	uint64_t flushes;
 	pthread_mutex_t lock;		/* th, nth (the reader copies) */
 	struct ptd_livesink_thread **th;
 	size_t nth, cap;
@@ -668,6 +674,30 @@ static int on_thread_end(void *ctx, pid_t tid)
 	return r;
 }
 
+static bool on_flush_wanted(void *ctx, pid_t *tid, int64_t *after_ns)
+{
+	struct ptd_livesink *s = ctx;
+
+	if (!atomic_load_explicit(&s->flush_req, memory_order_acquire))
+		return false;
+	(void)pthread_mutex_lock(&s->gate);
+	*tid = s->flush_tid;
+	*after_ns = s->flush_after;
+	(void)pthread_mutex_unlock(&s->gate);
+	return true;
+}
+
+static void on_flushed(void *ctx)
+{
+	struct ptd_livesink *s = ctx;
+
+	(void)pthread_mutex_lock(&s->gate);
+	atomic_store(&s->flush_req, false);
+	s->flushes++;
+	(void)pthread_cond_broadcast(&s->gate_cond);
+	(void)pthread_mutex_unlock(&s->gate);
+}
+
 int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
 		     int wake_fd, atomic_int *cancel,
 		     struct ptd_livesink **ret)
@@ -694,6 +724,8 @@ int ptd_livesink_new(pid_t pid, size_t data_size, size_t aux_size,
 	s->out.pt = on_pt;
 	s->out.image = on_image;
 	s->out.thread_end = on_thread_end;
+	s->out.flush_wanted = on_flush_wanted;
+	s->out.flushed = on_flushed;
 	s->out.ctx = s;
 	*ret = s;
 	return 0;
@@ -749,6 +781,37 @@ int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on)
 		s->overwrite = on;
 	(void)pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+bool ptd_livesink_flush(struct ptd_livesink *s, pid_t tid, int64_t after_ns,
+			void (*kick)(void *ctx), void *ctx, unsigned ms)
+{
+	struct timespec end;
+	uint64_t gen;
+	bool done;
+	int e = 0;
+
+	(void)clock_gettime(CLOCK_REALTIME, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (end.tv_nsec >= 1000000000L) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000L;
+	}
+	(void)pthread_mutex_lock(&s->gate);
+	gen = s->flushes;
+	s->flush_tid = tid;
+	s->flush_after = after_ns;
+	atomic_store(&s->flush_req, true);
+	(void)pthread_mutex_unlock(&s->gate);
+	if (kick)
+		kick(ctx);
+	(void)pthread_mutex_lock(&s->gate);
+	while (s->flushes == gen && e != ETIMEDOUT)
+		e = pthread_cond_timedwait(&s->gate_cond, &s->gate, &end);
+	done = s->flushes != gen;
+	(void)pthread_mutex_unlock(&s->gate);
+	return done;
 }
 
 void ptd_livesink_pause(struct ptd_livesink *s)

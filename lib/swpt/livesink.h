@@ -137,6 +137,17 @@ size_t ptd_livesink_cpus(struct ptd_livesink *s, struct ptd_perf_buf **out,
  * there).  Paused twice, resumed once is not counted: one pauser at a time.
  * Thread-safe; must not be called from the tracing thread. */
 void ptd_livesink_pause(struct ptd_livesink *s);
+/* Ask the tracer to hand over every thread's PT bytes it holds (it
+ * batches them: swpt/tracer.h) -- once thread @tid (0: none) has had a
+ * stop taken at or after CLOCK_MONOTONIC @after_ns, so that what it ran
+ * then is in them -- @kick(@ctx) it out of a wait for a stop, and wait at
+ * most @ms for it to have: true once it has.  Not from the tracing
+ * thread.  A snapshot taken right after holds the trace up to where each
+ * thread stands (a tracer that does not come round in time -- waiting
+ * for room in a ring its reader holds, a thread @tid blocked in a
+ * syscall since -- leaves a thread's last batch out). */
+bool ptd_livesink_flush(struct ptd_livesink *s, pid_t tid, int64_t after_ns,
+			void (*kick)(void *ctx), void *ctx, unsigned ms);
 /* Let the producers go on. */
 void ptd_livesink_resume(struct ptd_livesink *s);
 /* Whether paused (tests). */

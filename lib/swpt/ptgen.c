@@ -323,6 +323,16 @@ static void tnt_flush(struct ptd_ptgen *g)
 	g->tnt_n = 0;
 }
 
+int ptd_ptgen_flush_tnt(struct ptd_ptgen *g)
+{
+	if (!g)
+		return -EINVAL;
+	if (g->err)
+		return g->err;
+	tnt_flush(g);
+	return ptd_ptgen_flush(g);
+}
+
 static void tnt_add(struct ptd_ptgen *g, bool taken)
 {
 	/* libipt reads a TNT payload from its most significant bit down:

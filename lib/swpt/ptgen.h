@@ -119,6 +119,10 @@ int ptd_ptgen_finish(struct ptd_ptgen *g, uint64_t ip);
 
 /* Write buffered bytes to the sink. */
 int ptd_ptgen_flush(struct ptd_ptgen *g);
+/* ptd_ptgen_flush, with the TNT bits still being collected written first
+ * as a shorter TNT packet (as a CPU writes them when tracing is disabled):
+ * for a reader that must see every branch so far (a snapshot). */
+int ptd_ptgen_flush_tnt(struct ptd_ptgen *g);
 
 /* Stream position: bytes generated so far (flushed or not), not counting
  * TNT bits still being collected.  Between a kernel entry and the next

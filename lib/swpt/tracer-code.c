@@ -278,13 +278,68 @@ static ssize_t read_mem(pid_t tid, uint64_t addr, void *buf, size_t len)
 	return n < 0 ? -errno : n;
 }
 
+/* Where uprobe @u's instruction lies in mapping @m, if it does: true and
+ * its address in *@ret. */
+static bool uprobe_in(const struct ptd_swpt_uprobe *u, const struct ptd_map *m,
+		      uint64_t *ret)
+{
+	if (m->kind != PTD_MAP_FILE || m->inode != u->inode ||
+	    m->dev_major != u->dev_major || m->dev_minor != u->dev_minor ||
+	    u->offset < m->offset || u->offset - m->offset >= m->end - m->start)
+		return false;
+	*ret = m->start + (u->offset - m->offset);
+	return true;
+}
+
+/* Put the file's bytes of every uprobe's instruction into @buf (@len
+ * bytes of the process at @addr): the kernel's INT3 is not the code. */
+static void uprobes_unpatch(struct tracer *tr, uint64_t addr, uint8_t *buf,
+			    size_t len)
+{
+	struct ptd_swpt_patches *p = tr->pa;
+
+	(void)pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nups; i++) {
+		const struct ptd_swpt_uprobe *u = &p->ups[i];
+
+		for (size_t k = 0; k < tr->maps.n; k++) {
+			uint64_t at;
+
+			if (!uprobe_in(u, &tr->maps.v[k], &at))
+				continue;
+			for (unsigned j = 0; j < u->len; j++)
+				if (at + j >= addr && at + j - addr < len)
+					buf[at + j - addr] = u->insn[j];
+		}
+	}
+	(void)pthread_mutex_unlock(&p->lock);
+}
+
+bool tr_uprobe_at(struct tracer *tr, uint64_t addr)
+{
+	struct ptd_swpt_patches *p = tr->pa;
+	const struct ptd_map *m;
+	bool found = false;
+	uint64_t at;
+
+	(void)pthread_mutex_lock(&p->lock);
+	m = p->nups ? ptd_maps_find(&tr->maps, addr) : NULL;
+	for (size_t i = 0; m && !found && i < p->nups; i++)
+		found = uprobe_in(&p->ups[i], m, &at) && at == addr;
+	(void)pthread_mutex_unlock(&p->lock);
+	return found;
+}
+
 ssize_t tr_read_code(struct tracer *tr, pid_t tid, uint64_t addr, void *buf,
 		     size_t len)
 {
 	ssize_t n = read_mem(tid, addr, buf, len);
 
-	if (n > 0)
+	if (n > 0) {
 		tr_fast_unpatch(tr, addr, buf, (size_t)n);
+		if (tr->pa && tr->pa->nups)
+			uprobes_unpatch(tr, addr, buf, (size_t)n);
+	}
 	return n;
 }
 

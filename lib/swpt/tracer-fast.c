@@ -1003,7 +1003,46 @@ void ptd_swpt_patches_free(struct ptd_swpt_patches *p)
 		return;
 	(void)pthread_mutex_destroy(&p->lock);
 	free(p->bps);
+	free(p->ups);
 	free(p);
+}
+
+static bool uprobe_same(const struct ptd_swpt_uprobe *a,
+			const struct ptd_swpt_uprobe *b)
+{
+	return a->dev_major == b->dev_major && a->dev_minor == b->dev_minor &&
+	       a->inode == b->inode && a->offset == b->offset;
+}
+
+int ptd_swpt_patches_uprobe_add(struct ptd_swpt_patches *p,
+				const struct ptd_swpt_uprobe *u)
+{
+	struct ptd_swpt_uprobe *v;
+
+	if (!u->len || u->len > sizeof(u->insn))
+		return -EINVAL;
+	(void)pthread_mutex_lock(&p->lock);
+	v = realloc(p->ups, (p->nups + 1) * sizeof(*v));
+	if (v) {
+		p->ups = v;
+		p->ups[p->nups++] = *u;
+	}
+	(void)pthread_mutex_unlock(&p->lock);
+	return v ? 0 : -ENOMEM;
+}
+
+/* One of the entries equal to @u goes (two triggers may probe the same
+ * instruction: each added its own). */
+void ptd_swpt_patches_uprobe_remove(struct ptd_swpt_patches *p,
+				    const struct ptd_swpt_uprobe *u)
+{
+	(void)pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nups; i++)
+		if (uprobe_same(&p->ups[i], u)) {
+			p->ups[i] = p->ups[--p->nups];
+			break;
+		}
+	(void)pthread_mutex_unlock(&p->lock);
 }
 
 int tr_fast_init(struct tracer *tr)

@@ -74,6 +74,9 @@ struct ptd_swpt_patches {
 	pthread_mutex_t lock;
 	struct tr_bp *bps;	/* hash table, cap slots */
 	size_t nbps, cap;
+	/* kernel uprobes (ptd_swpt_patches_uprobe_add), under lock too */
+	struct ptd_swpt_uprobe *ups;
+	size_t nups;
 };
 
 enum {
@@ -95,6 +98,10 @@ struct tthread {
 	bool has_truth;		/* writing a capture */
 	uint64_t insns;
 	bool started;		/* had its first stop */
+	int64_t stop_ns;	/* CLOCK_MONOTONIC when its last stop was
+				 * taken (tr_on_wait) */
+	int64_t branch_ns;	/* stop_ns of the last stop at which a
+				 * branch was completed (tr_completed) */
 	bool reaped;
 	/* met at its first stop, before its creator's clone event (see
 	 * on_clone_event) */
@@ -158,6 +165,7 @@ struct tracer {
 	bool detaching;
 	bool seized;		/* attached with PTRACE_SEIZE */
 	unsigned flush_tick;
+	int64_t flush_since;	/* a flush asked for since (0: none) */
 	int64_t last_flush;	/* CLOCK_MONOTONIC ns */
 	bool leader_gone;
 	/* opt->filter resolved when tracing starts, again whenever the
@@ -198,6 +206,10 @@ struct tthread *tr_find_thread(struct tracer *tr, pid_t tid);
 int64_t tr_now_ns(void);	/* CLOCK_MONOTONIC */
 int tr_flush_all(struct tracer *tr);
 int tr_flush_due(struct tracer *tr);
+/* The output asks for every byte now (a snapshot: ptd_swpt_out's
+ * flush_wanted); flush_asked: do it, TNT bits included, and say so. */
+bool tr_flush_wanted(const struct tracer *tr, pid_t *tid, int64_t *after_ns);
+int tr_flush_asked(struct tracer *tr);
 int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret);
 int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip);
 int tr_prepare_outdir(const char *dir, struct ptd_diag *diag);
@@ -223,6 +235,8 @@ int tr_decode_at(struct tracer *tr, struct tthread *t, uint64_t ip,
  * or -errno. */
 ssize_t tr_read_code(struct tracer *tr, pid_t tid, uint64_t addr, void *buf,
 		     size_t len);
+/* Whether a kernel uprobe (swpt/tracer.h) is at @addr. */
+bool tr_uprobe_at(struct tracer *tr, uint64_t addr);
 
 /* tracer-stops.c */
 int tr_record_if(struct tracer *tr, struct tthread *t, uint64_t ip,

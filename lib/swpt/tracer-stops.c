@@ -112,6 +112,12 @@ int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 	struct ptd_x86_insn cur = *insn;
 	int r;
 
+	/* a packet follows (TNT, TIP, the kernel's entry): a snapshot
+	 * decodes this thread's trace up to here (flush_reached) */
+	if (insn->kind != PTD_X86_OTHER && insn->kind != PTD_X86_JMP_DIRECT &&
+	    insn->kind != PTD_X86_CALL_DIRECT && insn->kind != PTD_X86_PTWRITE)
+		t->branch_ns = t->stop_ns;
+
 	if (insn->kind == PTD_X86_SYSCALL || insn->kind == PTD_X86_INT) {
 		r = kernel_entry(tr, t, ip, &cur);
 		t->entered = false;
@@ -717,6 +723,19 @@ static int on_stopped(struct tracer *tr, struct tthread *t, int status,
 	/* ptrace_notify() at a signal handler's first instruction */
 	if (si.si_code == SIGTRAP && inject)
 		return on_handler_entry(tr, t, regs);
+	/* The step of an instruction under a kernel uprobe (swpt/tracer.h):
+	 * the kernel ran it out of line (then TRAP_BRKPT) or emulated it
+	 * (then a SIGTRAP from the thread itself, SI_USER) -- one
+	 * instruction, and not a syscall, so the thread cannot have sent it. */
+	if (((si.si_code == TRAP_BRKPT && t->insn.kind != PTD_X86_SYSCALL &&
+	      !t->restart) ||
+	     (si.si_code == SI_USER && si.si_pid == tr->pid)) &&
+	    tr_uprobe_at(tr, t->ip)) {
+		r = on_step(tr, t, TRAP_TRACE, regs);
+		if (r < 0)
+			return r;
+		return tr_step_on(tr, t, regs, false);
+	}
 	if (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT ||
 	    si.si_code == SIGTRAP) {
 		r = on_step(tr, t, si.si_code, regs);
@@ -767,6 +786,12 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 		return r;
 	if (!t)
 		return on_unknown(tr, pid, status, &regs);
+	{
+		struct timespec ts;
+
+		(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+		t->stop_ns = (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+	}
 	tr->mem_tid = pid;	/* stopped: branch mode may write through it */
 	if (!t->started && tr->seized && (status >> 16) != 0 &&
 	    (status >> 16) != PTRACE_EVENT_STOP)
@@ -789,11 +814,26 @@ static bool exiting_pending(const struct tracer *tr)
 	return false;
 }
 
+#define FLUSH_WAIT_NS 100000000ll	/* 100 ms */
+
+/* Whether thread @tid completed a branch at a stop taken at or after
+ * @after_ns: what it ran before is then in its packets, and a decoder
+ * reaches past it (or it is not one we trace, or is gone: nothing to wait
+ * for). */
+static bool flush_reached(struct tracer *tr, pid_t tid, int64_t after_ns)
+{
+	struct tthread *t = tr_find_thread(tr, tid);
+
+	return !t || !t->gen || t->branch_ns >= after_ns;
+}
+
 int tr_trace_loop(struct tracer *tr)
 {
 	for (;;) {
 		int status, r;
-		pid_t pid;
+		int64_t fafter;
+		pid_t pid, ftid;
+		bool want;
 
 		if (tr->detaching && tr->live == 0 && !exiting_pending(tr) &&
 		    !forks_pending(tr))
@@ -805,7 +845,34 @@ int tr_trace_loop(struct tracer *tr)
 			return r;
 		if ((r = tr_flush_due(tr)) < 0)
 			return r;
-		pid = waitpid(-1, &status, WAIT_FLAGS);
+		/* A flush asked for (a snapshot): for a thread that ran an
+		 * instruction the snapshot is for (a trigger's hit), its
+		 * first stop taken since is waited for (its run there is
+		 * recorded only at that stop; its stops are taken first),
+		 * else the stops already waiting are taken; then everything
+		 * is flushed.  Bounded by FLUSH_WAIT_NS: a thread blocked in
+		 * a syscall does not hold the others. */
+		want = tr_flush_wanted(tr, &ftid, &fafter);
+		if (want && !tr->flush_since)
+			tr->flush_since = tr_now_ns();
+		if (want && ((ftid && flush_reached(tr, ftid, fafter)) ||
+			     tr_now_ns() - tr->flush_since >= FLUSH_WAIT_NS)) {
+			if ((r = tr_flush_asked(tr)) < 0)
+				return r;
+			want = false;
+		}
+		pid = 0;
+		if (want && ftid)
+			pid = waitpid(ftid, &status, WAIT_FLAGS | WNOHANG);
+		if (pid <= 0)
+			pid = waitpid(-1, &status, WAIT_FLAGS |
+						   (want && !ftid ? WNOHANG
+								 : 0));
+		if (pid == 0) {
+			if ((r = tr_flush_asked(tr)) < 0)
+				return r;
+			continue;
+		}
 		if (pid < 0) {
 			if (errno == EINTR)
 				continue;

@@ -120,16 +120,43 @@ int64_t tr_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
-/* Live output: hand every live stream's bytes over. */
-int tr_flush_all(struct tracer *tr)
+/* Live output: hand every live stream's bytes over (@tnt: the TNT bits
+ * being collected too). */
+static int flush_all(struct tracer *tr, bool tnt)
 {
 	int r;
 
 	tr->last_flush = tr_now_ns();
 	for (size_t i = 0; i < tr->nth; i++)
-		if (tr->th[i]->gen && (r = ptd_ptgen_flush(tr->th[i]->gen)) < 0)
+		if (tr->th[i]->gen &&
+		    (r = tnt ? ptd_ptgen_flush_tnt(tr->th[i]->gen)
+			     : ptd_ptgen_flush(tr->th[i]->gen)) < 0)
 			return r;
 	return 0;
+}
+
+int tr_flush_all(struct tracer *tr)
+{
+	return flush_all(tr, false);
+}
+
+bool tr_flush_wanted(const struct tracer *tr, pid_t *tid, int64_t *after_ns)
+{
+	const struct ptd_swpt_out *o = tr->opt->out;
+
+	*tid = 0;
+	*after_ns = 0;
+	return o && o->flush_wanted && o->flush_wanted(o->ctx, tid, after_ns);
+}
+
+int tr_flush_asked(struct tracer *tr)
+{
+	const struct ptd_swpt_out *o = tr->opt->out;
+	int r = flush_all(tr, true);
+
+	tr->flush_since = 0;
+	o->flushed(o->ctx);
+	return r;
 }
 
 /* Live output: flush now and then, so records flow while threads run. */

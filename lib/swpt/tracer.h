@@ -67,6 +67,16 @@ struct ptd_swpt_out {
 		     const uint8_t *code, size_t ncode);
 	/* @tid's stream is complete (the thread exited or was detached). */
 	int (*thread_end)(void *ctx, pid_t tid);
+	/* Optional: asked before each wait for a stop; true: hand every
+	 * stream's bytes over, the TNT bits being collected too (a
+	 * snapshot is about to be taken), then call flushed -- once thread
+	 * *@tid (0: none) has completed a branch at a stop taken at or
+	 * after CLOCK_MONOTONIC *@after_ns (the run that brought it past an
+	 * instruction it ran then is recorded only at a stop, and a decoder
+	 * delivers it only with a packet after it), or, for none, once the
+	 * stops already waiting are taken; at most ~100 ms later. */
+	bool (*flush_wanted)(void *ctx, pid_t *tid, int64_t *after_ns);
+	void (*flushed)(void *ctx);
 	void *ctx;
 };
 
@@ -111,6 +121,32 @@ void ptd_swpt_patches_free(struct ptd_swpt_patches *p);
  * -errno. */
 ssize_t ptd_swpt_patches_read(void *ctx, pid_t pid, uint64_t addr, void *buf,
 			      size_t len);
+
+/* Kernel uprobes in the traced process (ptd's triggers): the kernel writes
+ * an INT3 over the first byte of the probed instruction in every mapping
+ * of the file, handles the trap itself (the instruction is run out of
+ * line or emulated) and, if the thread was being single-stepped, ends the
+ * step with a SIGTRAP of its own (si_code TRAP_BRKPT, or SI_USER after an
+ * emulated instruction) -- which the tracer would otherwise take for a
+ * signal to deliver, killing the process.  With a uprobe known here the
+ * tracer reads the code there as the file has it (@insn), and takes that
+ * SIGTRAP as the end of the step.  Add one before the uprobe is
+ * registered, remove it once unregistered; any thread.
+ * Branch mode must not be asked to stop at such an instruction (its
+ * INT3 would be the kernel's): callers refuse uprobes on the instructions
+ * it stops at (conditional branches, returns, indirect jumps and calls,
+ * syscalls). */
+struct ptd_swpt_uprobe {
+	uint32_t dev_major, dev_minor;	/* the file, as /proc/PID/maps */
+	uint64_t inode;
+	uint64_t offset;		/* file offset of the instruction */
+	uint8_t insn[16];		/* its bytes, from the file */
+	uint8_t len;			/* 1..15 */
+};
+int ptd_swpt_patches_uprobe_add(struct ptd_swpt_patches *p,
+				const struct ptd_swpt_uprobe *u);
+void ptd_swpt_patches_uprobe_remove(struct ptd_swpt_patches *p,
+				    const struct ptd_swpt_uprobe *u);
 
 struct ptd_swpt_options {
 	/* packet generation (sink and sink_ctx are set by the tracer) */

@@ -34,6 +34,7 @@ static const char *config_diff(const struct ptd_config *a,
 	F(log_level);
 	F(user_memory_limit);
 	F(max_watch_rules_per_user);
+	F(max_triggers_per_user);
 #undef F
 #undef S
 	return NULL;
@@ -59,6 +60,7 @@ static void config_poison(struct ptd_config *c)
 	c->log_level = PTD_LOG_DEBUG;
 	c->user_memory_limit = 99999999;
 	c->max_watch_rules_per_user = 63;
+	c->max_triggers_per_user = 255;
 }
 
 static int parse_str(const char *text, struct ptd_config *c,
@@ -91,6 +93,7 @@ static void test_defaults(void)
 	CHECK_EQ_INT(c.log_level, PTD_LOG_INFO);
 	CHECK_EQ_U64(c.user_memory_limit, 1ull << 30);
 	CHECK_EQ_INT(c.max_watch_rules_per_user, 4);
+	CHECK_EQ_INT(c.max_triggers_per_user, 8);
 	/* The poison really differs everywhere (else the shipped-file test
 	 * below would prove nothing for that field). */
 	config_poison(&p);
@@ -101,6 +104,7 @@ static void test_defaults(void)
 	D(subscriber_queue_size); D(subscriber_stall_ms);
 	D(max_request_size); D(log_level);
 	D(user_memory_limit); D(max_watch_rules_per_user);
+	D(max_triggers_per_user);
 #undef D
 	CHECK(strcmp(p.socket_path, c.socket_path) != 0);
 	CHECK(strcmp(p.socket_group, c.socket_group) != 0);
@@ -178,7 +182,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 16);
+	CHECK_EQ_INT(settings, 17);
 }
 
 static void test_all_keys(void)
@@ -204,6 +208,7 @@ static void test_all_keys(void)
 		"max_request_size = 1k\n"
 		"user_memory_limit = 3G\n"
 		"max_watch_rules_per_user = 64\n"
+		"max_triggers_per_user = 256\n"
 		"log_level = debug";	/* no final newline */
 
 	ptd_config_defaults(&c);
@@ -224,6 +229,7 @@ static void test_all_keys(void)
 	CHECK_EQ_INT(c.log_level, PTD_LOG_DEBUG);
 	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
 	CHECK_EQ_INT(c.max_watch_rules_per_user, 64);
+	CHECK_EQ_INT(c.max_triggers_per_user, 256);
 }
 
 static void test_booleans_and_levels(void)
@@ -296,6 +302,8 @@ static const struct {
 	  "max_sessions_per_user: 0 is out of range (1..1024)" },
 	{ "max_watch_rules_per_user = 65\n", -PTD_EFORMAT,
 	  "max_watch_rules_per_user: 65 is out of range (1..64)" },
+	{ "max_triggers_per_user = 0\n", -PTD_EFORMAT,
+	  "max_triggers_per_user: 0 is out of range (1..256)" },
 	{ "max_connections = 65537\n", -PTD_EFORMAT,
 	  "max_connections: 65537 is out of range (1..65536)" },
 	{ "max_connections = 4294967297\n", -PTD_EFORMAT, "out of range" },

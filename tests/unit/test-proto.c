@@ -342,6 +342,52 @@ static void test_subscribe(void)
 	ptd_request_fini(&req);
 }
 
+/* Triggers' text and the trigger request: what is wrong is named. */
+static void test_triggers(void)
+{
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x\"]}}", -PTD_EFORMAT,
+	    "options.triggers[0]: trigger 'snapshot:x': expected "
+	    "ACTION:FILE:SYMBOL or ACTION:FILE:0xOFFSET");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x:f\",7]}}", -PTD_EFORMAT,
+	    "options.triggers[1]: expected a trigger");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"go:x:f\"]}}", -PTD_EFORMAT,
+	    "unknown action 'go' (snapshot, start, stop)");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot::f\"]}}", -PTD_EFORMAT, "no file");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:a/b:f\"]}}", -PTD_EFORMAT,
+	    "must be an absolute path or a file name without '/'");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x:0x\"]}}", -PTD_EFORMAT,
+	    "offset '0x' must be 0x and 1 to 16 hex digits");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x:0x1g\"]}}", -PTD_EFORMAT,
+	    "'g' is no hex digit");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x:f-g\"]}}", -PTD_EFORMAT,
+	    "character 2 ('-') may not be in a symbol");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"snapshot:x:9f\"]}}", -PTD_EFORMAT,
+	    "character 1 ('9') may not be in a symbol");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":{"
+	    "\"triggers\":[\"a:b:c\",\"a:b:c\",\"a:b:c\",\"a:b:c\","
+	    "\"a:b:c\",\"a:b:c\",\"a:b:c\",\"a:b:c\",\"a:b:c\"]}}",
+	    -PTD_ELIMIT, "options.triggers");
+	bad("{\"id\":1,\"cmd\":\"trigger\",\"session\":1}", -PTD_EFORMAT,
+	    "add: missing (or \"remove\")");
+	bad("{\"id\":1,\"cmd\":\"trigger\",\"session\":1,\"add\":"
+	    "\"snapshot:x:f\",\"remove\":2}", -PTD_EFORMAT,
+	    "give \"add\" or \"remove\", not both");
+	bad("{\"id\":1,\"cmd\":\"trigger\",\"add\":\"snapshot:x:f\"}",
+	    -PTD_EFORMAT, "session");
+	bad("{\"id\":1,\"cmd\":\"watch\",\"comm\":\"x\",\"options\":{"
+	    "\"triggers\":[\"snapshot:x:f\"]}}", -PTD_EFORMAT,
+	    "options.triggers: not taken by watch");
+}
+
 static void test_responses(void)
 {
 	cJSON *id = cJSON_CreateString("req-1");
@@ -422,6 +468,12 @@ static void test_request_lines(void)
 		"\"tid\":7,\"wait_ms\":0}",
 		"{\"id\":1,\"cmd\":\"record\",\"session\":4}",
 		"{\"id\":1,\"cmd\":\"record\",\"session\":4,\"wait\":false}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
+		"\"mode\":\"snapshot\",\"triggers\":[\"snapshot:libc.so.6:"
+		"malloc\",\"snapshot:/a:b/c:0x1f9\"]}}",
+		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"add\":"
+		"\"stop:prog:0xABC\"}",
+		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"remove\":7}",
 	};
 	struct ptd_request req;
 	struct ptd_diag d;
@@ -570,6 +622,7 @@ int main(void)
 	RUN(test_replay);
 	RUN(test_responses);
 	RUN(test_request_lines);
+	RUN(test_triggers);
 	RUN(test_response_parse);
 	RUN(test_names);
 	return check_done();

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* Loading ptd's BPF programs (bpfload.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon/bpfload.h"
+
+int ptd_bpf_check(const char *what, struct ptd_diag *diag)
+{
+	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+				 "the kernel has no BTF (/sys/kernel/btf/"
+				 "vmlinux: %s; CONFIG_DEBUG_INFO_BTF): ptd's "
+				 "BPF programs cannot be relocated to it: %s "
+				 "need them", strerror(errno), what);
+	return 0;
+}
+
+int ptd_bpf_refusal(int err, const char *what, struct ptd_diag *diag)
+{
+	char buf[256] = "";
+	FILE *f;
+
+	if (err != -EPERM && err != -EACCES)
+		return ptd_diagf(diag, err, "cannot load ptd's BPF program: "
+				 "%s (%s need it)", strerror(-err), what);
+	f = fopen("/sys/kernel/security/lockdown", "re");
+	if (f) {
+		if (!fgets(buf, sizeof(buf), f))
+			buf[0] = 0;
+		fclose(f);
+	}
+	if (strstr(buf, "[integrity]") || strstr(buf, "[confidentiality]"))
+		return ptd_diagf(diag, err, "BPF is refused by the kernel's "
+				 "lockdown (%.*s): %s need BPF programs",
+				 (int)strcspn(buf, "\n"), buf, what);
+	return ptd_diagf(diag, err, "ptd may not load BPF programs (%s; it "
+			 "needs CAP_BPF and CAP_PERFMON, or root): %s need "
+			 "them", strerror(-err), what);
+}
