@@ -50,6 +50,7 @@
 #include "aspace/elf.h"
 #include "aspace/maps.h"
 #include "common/strutil.h"
+#include "sym/symtab.h"
 #include "daemon/log.h"
 #include "daemon/server/srv.h"
 #include "x86/insn.h"
@@ -200,6 +201,45 @@ static int open_mapped(const struct ptd_server *s, pid_t pid,
 	return fd;
 }
 
+
+/* The file offset of the first byte of function @name of the ELF file open
+ * at @fd (path @path), through the PT_LOAD segment holding it: where a
+ * uprobe on it goes.  The symbol tables are read as symbol resolution
+ * reads them (lib/sym/symtab.h: bounded, every offset checked); a name
+ * two functions at different addresses bear is refused, not guessed. */
+static int symbol_offset(int fd, const char *path, const char *text,
+			 const char *name, uint64_t *ret,
+			 struct ptd_diag *diag)
+{
+	struct ptd_symtab *t = NULL;
+	uint64_t addr = 0;
+	unsigned n;
+	int r;
+
+	r = ptd_symtab_new(&t);
+	if (r < 0)
+		return ptd_diagf(diag, r, "out of memory");
+	r = ptd_symtab_add_elf(t, fd, path, 0, NULL, diag);
+	if (r < 0)
+		goto out;
+	n = ptd_symtab_find(t, name, &addr);
+	if (n == 0)
+		r = ptd_diagf(diag, -ENOENT, "trigger '%.200s': '%s' has no "
+			      "function '%s' (its .symtab and .dynsym define "
+			      "none of that name)", text, path, name);
+	else if (n > 1)
+		r = ptd_diagf(diag, -EINVAL, "trigger '%.200s': '%s' has more "
+			      "than one function '%s': give its file offset",
+			      text, path, name);
+	else if (ptd_symtab_offset_of(t, addr, ret) < 0)
+		r = ptd_diagf(diag, -ENOENT, "trigger '%.200s': function '%s' "
+			      "(%#" PRIx64 ") is in no loaded segment's bytes "
+			      "of '%s'", text, name, addr, path);
+out:
+	ptd_symtab_free(t);
+	return r;
+}
+
 /* Resolve @text against @ss's process into a new trigger (not yet
  * installed, not yet listed).  0 or an error with a message. */
 static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
@@ -277,8 +317,8 @@ static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
 		if (r < 0)
 			goto out;
 	} else {
-		r = ptd_elf_symbol_offset(fd, m->path, sp->symbol, &sp->offset,
-					  diag);
+		r = symbol_offset(fd, m->path, text, sp->symbol, &sp->offset,
+				  diag);
 		if (r < 0)
 			goto out;
 	}

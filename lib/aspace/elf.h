@@ -53,15 +53,6 @@ void ptd_elf_info_fini(struct ptd_elf_info *info);
  * 2 * PTD_ELF_BUILD_ID_MAX + 1 bytes).  Returns true if it has one. */
 bool ptd_elf_build_id_fd(int fd, char *hex, size_t hexsz);
 
-/* The file offset of the first byte of symbol @name (a defined symbol of
- * .symtab, else .dynsym) of the ELF file open at @fd, through the PT_LOAD
- * segment holding its address: where a uprobe on it goes.  @origin names
- * the file in messages.  Returns 0, or -ENOENT (no such defined symbol,
- * or it has no bytes in the file), -PTD_EFORMAT (not an ELF, bad
- * headers), -ENOMEM, with a message in @diag. */
-int ptd_elf_symbol_offset(int fd, const char *origin, const char *name,
-			  uint64_t *ret, struct ptd_diag *diag);
-
 /* This process's vDSO (the one every process of this machine maps), copied
  * into a new memfd: returns the fd (CLOEXEC; the caller closes it) with
  * the vDSO's build-id as hex in @hex ("" if none), or -ENOENT (no vDSO),

@@ -983,6 +983,43 @@ const struct ptd_sym *ptd_symtab_lookup(const struct ptd_symtab *t,
 	return NULL;
 }
 
+unsigned ptd_symtab_find(const struct ptd_symtab *t, const char *name,
+			 uint64_t *ret_addr)
+{
+	unsigned found = 0;
+	uint64_t first = 0;
+
+	if (!t || !name || t->sealed)
+		return 0;
+	for (size_t i = 0; i < t->n && found < 2; i++) {
+		if (strcmp(t->v[i].s.name, name) != 0)
+			continue;
+		if (!found)
+			first = t->v[i].s.addr;
+		found += !found || t->v[i].s.addr != first;
+	}
+	if (found && ret_addr)
+		*ret_addr = first;
+	return found;
+}
+
+int ptd_symtab_offset_of(const struct ptd_symtab *t, uint64_t vaddr,
+			 uint64_t *ret_off)
+{
+	if (!t)
+		return -EINVAL;
+	for (size_t i = 0; i < t->nseg; i++) {
+		const struct seg *s = &t->seg[i];
+
+		if (vaddr >= s->vaddr && vaddr - s->vaddr < s->size) {
+			if (ret_off)
+				*ret_off = s->offset + (vaddr - s->vaddr);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 int ptd_symtab_vaddr_of(const struct ptd_symtab *t, uint64_t off,
 			uint64_t *ret_vaddr)
 {

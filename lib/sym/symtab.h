@@ -109,6 +109,18 @@ const struct ptd_sym *ptd_symtab_lookup(const struct ptd_symtab *t,
 size_t ptd_symtab_count(const struct ptd_symtab *t);
 const struct ptd_sym *ptd_symtab_at(const struct ptd_symtab *t, size_t i);
 
+/* By name, before ptd_symtab_seal (which keeps one name per address, so
+ * an alias would be gone): how many different addresses the symbols named
+ * @name have (0, 1, or 2 for two or more: ambiguous), and the address of
+ * the first in *@ret_addr (may be NULL). */
+unsigned ptd_symtab_find(const struct ptd_symtab *t, const char *name,
+			 uint64_t *ret_addr);
+
+/* The file offset of vaddr @vaddr by the main file's PT_LOAD segments
+ * (inside their bytes in the file).  Returns 0, or -ENOENT. */
+int ptd_symtab_offset_of(const struct ptd_symtab *t, uint64_t vaddr,
+			 uint64_t *ret_off);
+
 /* The vaddr at file offset @off by the main file's PT_LOAD segments.
  * Returns 0, or -ENOENT if no segment holds @off. */
 int ptd_symtab_vaddr_of(const struct ptd_symtab *t, uint64_t off,

@@ -602,7 +602,7 @@ static void test_refusals(void)
 	REQUIRE(target_start(&t));
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":"
 		     "[\"snapshot:prog-trigger:no_such_fn\"]", &r);
-	check_refused(r, "no_such_file", "no symbol 'no_such_fn'");
+	check_refused(r, "no_such_file", "no function 'no_such_fn'");
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":"
 		     "[\"snapshot:libnothere.so:hit\"]", &r);
 	check_refused(r, "no_such_file", "maps no file named 'libnothere.so'");
@@ -627,7 +627,7 @@ static void test_refusals(void)
 	cJSON_Delete(r);
 	/* on the running session */
 	r = trigger_add(&d, sid, "snapshot:prog-trigger:nope");
-	check_refused(r, "no_such_file", "no symbol 'nope'");
+	check_refused(r, "no_such_file", "no function 'nope'");
 	(void)snprintf(opts, sizeof(opts), "snapshot:%s:main", prog);
 	r = trigger_add(&d, sid, opts);
 	CHECK(dc_ok(r));

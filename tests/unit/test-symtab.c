@@ -336,6 +336,46 @@ static void test_program_vs_nm(void)
 	oracle_fini(&o);
 }
 
+/* By name, before the seal: one function, its file offset (the segment
+ * mapping, inverse of ptd_symtab_vaddr_of), and a name two functions bear
+ * refused as ambiguous; after the seal nothing is found by name. */
+static void test_find_by_name(void)
+{
+	char prog[PATH_MAX];
+	struct ptd_diag d = { "" };
+	struct ptd_symtab *t = NULL;
+	struct oracle o;
+	uint64_t addr = 0, off = 0, back = 0, want = 0;
+	unsigned twins = 0;
+	int fd;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-symbols", progs_dir);
+	REQUIRE(oracle_load(&o, prog, false));
+	for (size_t i = 0; i < o.n; i++) {
+		if (!strcmp(o.v[i].name, "sym_leaf"))
+			want = o.v[i].addr;
+		twins += !strcmp(o.v[i].name, "sym_twin");
+	}
+	REQUIRE(want != 0);
+	CHECK_EQ_INT(twins, 2);
+	fd = open(prog, O_RDONLY | O_CLOEXEC);
+	REQUIRE(fd >= 0 && ptd_symtab_new(&t) == 0);
+	CHECK_EQ_INT(ptd_symtab_add_elf(t, fd, prog, 0, NULL, &d), 0);
+	(void)close(fd);
+	CHECK_EQ_INT(ptd_symtab_find(t, "sym_leaf", &addr), 1);
+	CHECK_EQ_U64(addr, want);
+	CHECK_EQ_INT(ptd_symtab_offset_of(t, addr, &off), 0);
+	CHECK_EQ_INT(ptd_symtab_vaddr_of(t, off, &back), 0);
+	CHECK_EQ_U64(back, addr);
+	CHECK_EQ_INT(ptd_symtab_find(t, "sym_twin", NULL), 2);
+	CHECK_EQ_INT(ptd_symtab_find(t, "no_such_function", NULL), 0);
+	CHECK_EQ_INT(ptd_symtab_offset_of(t, 0x7fffffff0000, &off), -ENOENT);
+	ptd_symtab_seal(t);
+	CHECK_EQ_INT(ptd_symtab_find(t, "sym_leaf", NULL), 0);
+	ptd_symtab_free(t);
+	oracle_fini(&o);
+}
+
 static void test_libc_vs_nm(void)
 {
 	struct ptd_elf_syminfo info;
@@ -973,6 +1013,7 @@ int main(void)
 		return 1;
 	}
 	RUN(test_program_vs_nm);
+	RUN(test_find_by_name);
 	RUN(test_libc_vs_nm);
 	RUN(test_stripped_dynsym);
 	RUN(test_debug_file);
