@@ -563,7 +563,11 @@ static void *start_main(void *arg)
 {
 	struct ptd_session *s = arg;
 	struct ptd_diag diag = { "" };
-	int r = session_setup(s, &diag);
+	int r = s->o.prepare ? s->o.prepare(s->o.prepare_ctx, s->o.pid, &diag)
+			     : 0;
+
+	if (r == 0)
+		r = session_setup(s, &diag);
 
 	decide(s, r, &diag);
 	if (r < 0)

@@ -119,6 +119,13 @@ struct ptd_session_opts {
 	 * message in @diag) undoes the attach and is the start's error. */
 	int (*recheck)(void *ctx, pid_t pid, struct ptd_diag *diag);
 	void *recheck_ctx;
+	/* May be NULL.  Called once, first, on the start thread, before
+	 * anything reads the process: what must hold before the source may
+	 * take it (a watch rule's process: its stop at the exec reached).
+	 * A negative return (with a message in @diag) is the start's
+	 * error.  It may wait: the caller's loop does not. */
+	int (*prepare)(void *ctx, pid_t pid, struct ptd_diag *diag);
+	void *prepare_ctx;
 	/* May be NULL.  Called once, on a session thread, when the start is
 	 * decided (ptd_session_started no longer returns 0), to wake the
 	 * caller's loop. */

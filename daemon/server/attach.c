@@ -75,6 +75,15 @@ static int attach_recheck(void *ctx, pid_t pid, struct ptd_diag *diag)
 	return 0;
 }
 
+/* A rule's process: in its stop at the exec before the source takes it
+ * (a session thread; opts.prepare). */
+static int attach_prepare(void *ctx, pid_t pid, struct ptd_diag *diag)
+{
+	struct srv_session *ss = ctx;
+
+	return srv_watch_wait_stopped(ss->srv, pid, diag);
+}
+
 /* Threads of @pid now (at least 1). */
 static unsigned process_threads(const struct ptd_server *s, pid_t pid)
 {
@@ -214,6 +223,10 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	o.pidfd = ss->pidfd;
 	o.recheck = attach_recheck;
 	o.recheck_ctx = ss;
+	if (rule) {
+		o.prepare = attach_prepare;
+		o.prepare_ctx = ss;
+	}
 	o.decided = srv_wake;
 	o.decided_ctx = s;
 	ss->per_cpu = req->per_cpu;
@@ -314,6 +327,8 @@ static void attach_refused(struct ptd_server *s, struct srv_session *ss,
 	ptd_log_info("session %" PRIu64 ": uid %u: attach to pid %ld %s: %s",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
 		     err == -ECANCELED ? "cancelled" : "refused", msg);
+	if (ss->rule)
+		srv_watch_refused(s, ss->rule, ss->pid, msg);
 	/* a detach that waits for it: every thread is released */
 	if (ss->detach.conn)
 		srv_pending_ok(s, &ss->detach, detach_result(ss));

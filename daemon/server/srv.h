@@ -421,6 +421,14 @@ void srv_record_forget(struct srv_session *ss);
  * process of @ss run on (at most once). */
 srv_cmd_fn srv_cmd_watch, srv_cmd_unwatch;
 void srv_watch_readable(struct ptd_server *s);
+/* A rule's session, on its start thread (opts.prepare): 0 once process
+ * @pid is in its stop at the exec, or -ESRCH / -ETIMEDOUT with why. */
+int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
+			   struct ptd_diag *diag);
+/* A rule's session whose start was refused: counted in the rule's
+ * refused (if the rule is still there), @why its last_refusal. */
+void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
+		       const char *why);
 void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
 void srv_rules_free(struct ptd_server *s);

@@ -85,9 +85,11 @@ static char proc_state(const struct ptd_server *s, pid_t pid)
 }
 
 /* Wait until @pid is in the stop the watcher sent it: seized before, the
- * SIGSTOP would come to the tracer as a signal to deliver.  True once
- * stopped; false if it is gone or did not stop in time. */
-static bool wait_stopped(const struct ptd_server *s, pid_t pid)
+ * SIGSTOP would come to the tracer as a signal to deliver.  On the
+ * session's start thread (opts.prepare), never on the loop: an exec storm
+ * or a process that never stops holds no other client back. */
+int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
+			   struct ptd_diag *diag)
 {
 	const struct timespec tick = { 0, 100000 };
 	uint64_t end = srv_now_ms() + WATCH_STOP_WAIT_MS;
@@ -96,9 +98,16 @@ static bool wait_stopped(const struct ptd_server *s, pid_t pid)
 		char st = proc_state(s, pid);
 
 		if (st == 'T')
-			return true;
-		if (st == 0 || st == 'Z' || st == 'X' || srv_now_ms() >= end)
-			return false;
+			return 0;
+		if (st == 0 || st == 'Z' || st == 'X')
+			return ptd_diagf(diag, -ESRCH, "it did not reach its "
+					 "stop at the exec (it exited, or was "
+					 "killed)");
+		if (srv_now_ms() >= end)
+			return ptd_diagf(diag, -ETIMEDOUT, "it did not reach "
+					 "its stop at the exec within %d ms "
+					 "(state '%c': traced by another "
+					 "tracer?)", WATCH_STOP_WAIT_MS, st);
 		(void)nanosleep(&tick, NULL);
 	}
 }
@@ -140,13 +149,6 @@ static void on_match(void *ctx, const struct ptd_watch_event *ev)
 		close(pidfd);
 		return;
 	}
-	if (!wait_stopped(s, pid)) {
-		rule_refused(r, pid, "it did not reach its stop at the exec "
-			     "(it exited, or was killed)");
-		send_cont(pidfd);
-		close(pidfd);
-		return;
-	}
 	req = r->req;
 	req.cmd = PTD_CMD_ATTACH;
 	req.id = NULL;
@@ -170,6 +172,22 @@ static void on_match(void *ctx, const struct ptd_watch_event *ev)
 		return;
 	}
 	r->started++;
+}
+
+void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
+		       const char *why)
+{
+	struct srv_rule *r;
+
+	for (r = s->rules; r; r = r->next)
+		if (r->id == rule) {
+			/* begun, then refused: a match that became no
+			 * session */
+			if (r->started)
+				r->started--;
+			rule_refused(r, pid, why);
+			return;
+		}
 }
 
 void srv_watch_readable(struct ptd_server *s)

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -924,6 +925,72 @@ static void test_cgroup(void)
 	CHECK(rmdir(outer) == 0);
 }
 
+/* A matched process that never reaches its stop (it is traced by another
+ * tracer, the test, so the watcher's SIGSTOP is the tracer's to see):
+ * ptd waits for it on the session's start thread, not on its loop -- a
+ * list answers meanwhile -- then refuses the match, saying why, and the
+ * process runs on unharmed once its tracer lets go. */
+static void test_not_stopped(void)
+{
+	struct daemon d;
+	char body[1200];
+	struct dconn *wc;
+	cJSON *resp = NULL, *l;
+	const cJSON *o, *v;
+	int go[2], status = 0;
+	long rule;
+	pid_t pid;
+
+	start_root_daemon(&d, "notstopped");
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", tiny);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	REQUIRE(pipe(go) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		char c, *argv[] = { tiny, NULL };
+		int null = open("/dev/null", O_WRONLY);
+
+		(void)close(go[1]);
+		if (read(go[0], &c, 1) != 1 || null < 0 || dup2(null, 1) < 0)
+			_exit(125);
+		execv(tiny, argv);
+		_exit(127);
+	}
+	(void)close(go[0]);
+	REQUIRE(ptrace(PTRACE_SEIZE, pid, NULL, NULL) == 0);
+	REQUIRE(write(go[1], "g", 1) == 1);
+	(void)close(go[1]);
+	/* the watcher's SIGSTOP, reported to us, its tracer */
+	REQUIRE(waitpid(pid, &status, __WALL) == pid);
+	CHECK(WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP);
+	/* ptd waits up to 2 s for a stop it will not see; its loop answers
+	 * meanwhile (the refusal not counted yet) */
+	o = list_rule(&d, rule, &l);
+	v = o ? cJSON_GetObjectItem(o, "refused") : NULL;
+	CHECK(cJSON_IsNumber(v) && v->valuedouble == 0);
+	cJSON_Delete(l);
+	for (int i = 0; i < 1000 && rule_num(&d, rule, "refused") < 1; i++)
+		msleep(10);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "refused"), 1);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "sessions_started"), 0);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "matched"), 1);
+	o = list_rule(&d, rule, &l);
+	v = o ? cJSON_GetObjectItem(o, "last_refusal") : NULL;
+	CHECK(cJSON_IsString(v) &&
+	      strstr(v->valuestring, "did not reach its stop at the exec") &&
+	      strstr(v->valuestring, "traced by another tracer"));
+	cJSON_Delete(l);
+	/* let it go: it runs to its end as if nothing had happened */
+	CHECK(ptrace(PTRACE_DETACH, pid, NULL, NULL) == 0);
+	CHECK_EQ_INT(wait_target(pid, 300000), 41);
+	dc_close(wc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* ptd run as nobody may not load BPF: watch refused, saying why; the
  * rest answers. */
 static void test_unprivileged(void)
@@ -998,5 +1065,6 @@ int main(void)
 	RUN(test_user_rules);
 	RUN(test_storm);
 	RUN(test_cgroup);
+	RUN(test_not_stopped);
 	return harness_done();
 }
