@@ -78,6 +78,10 @@ struct ptd_fanout {
 	unsigned nsubs;
 	unsigned next_id;
 	bool wake_pending;		/* a wake-up is on its way */
+	bool wake_owed;			/* ... or owed: records queued by
+					 * ptd_fanout_record wait for
+					 * ptd_fanout_flush, or for a queue to
+					 * fill to WAKE_BATCH_BYTES */
 	bool ended;
 	bool had_subs;			/* someone subscribed once */
 	bool waits_cancelled;
@@ -313,8 +317,35 @@ static void roster_sync(struct ptd_fanout *f)
 	}
 }
 
+/* Queued bytes that wake the loop at once (half the queue when smaller):
+ * below them a record's wake-up waits for the producer's ptd_fanout_flush
+ * (the end of its decode round), so that the loop writes many records a
+ * send instead of one, and is woken once for them. */
+#define WAKE_BATCH_BYTES (64u << 10)
+
+static bool sub_urgent(const struct ptd_subscriber *s)
+{
+	size_t at = s->limit / 2 < WAKE_BATCH_BYTES ? s->limit / 2
+						    : WAKE_BATCH_BYTES;
+
+	return sub_pending(s) >= at;
+}
+
+void ptd_fanout_flush(struct ptd_fanout *f)
+{
+	bool wake;
+
+	pthread_mutex_lock(&f->lock);
+	wake = f->wake_owed;
+	f->wake_owed = false;
+	pthread_mutex_unlock(&f->lock);
+	if (wake && f->wake)
+		f->wake(f->wake_ctx);
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
+	bool urgent = false;
 	struct ptd_subscriber *s;
 	bool any = false, wake = false;
 	unsigned i;
@@ -367,11 +398,16 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		}
 		if (sub_enqueue(s, v->line, v->len, r->type))
 			wake = true;
+		urgent = urgent || sub_urgent(s);
 	}
-	if (wake && !f->wake_pending)
+	/* a wake-up owed until the flush, or a queue fills */
+	if (wake && !f->wake_pending) {
 		f->wake_pending = true;
-	else
-		wake = false;
+		f->wake_owed = true;
+	}
+	wake = f->wake_owed && urgent;
+	if (wake)
+		f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
@@ -398,10 +434,12 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 		/* -ENOMEM: the subscriber misses this line */
 		(void)ptd_buf_append(&s->q, line, len);
 	}
+	/* lines (markers, triggers) go at once, with what was owed */
 	if (wake && !f->wake_pending)
 		f->wake_pending = true;
 	else
-		wake = false;
+		wake = f->wake_owed;
+	f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
@@ -474,6 +512,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 		if (!s->bye_queued)	/* not cut off before */
 			sub_put_bye(f, s, &f->end);
 	f->wake_pending = true;
+	f->wake_owed = false;		/* paid now */
 	pthread_mutex_unlock(&f->lock);
 	if (f->wake)
 		f->wake(f->wake_ctx);
@@ -769,6 +808,15 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 		s = holding_back(f, need);
 		if (!s)
 			break;
+		/* what is waited for must be on its way to the loop */
+		if (f->wake_owed) {
+			f->wake_owed = false;
+			pthread_mutex_unlock(&f->lock);
+			if (f->wake)
+				f->wake(f->wake_ctx);
+			pthread_mutex_lock(&f->lock);
+			continue;
+		}
 		/* The stall clock runs while one subscriber takes nothing. */
 		if (s->id != watch_id || s->taken != watch_taken) {
 			watch_id = s->id;

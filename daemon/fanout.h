@@ -111,6 +111,13 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len);
 /* Loop: forget that a wake-up was sent, before draining the queues; a
  * record appended after this wakes the loop again. */
 void ptd_fanout_clear_wake(struct ptd_fanout *f);
+
+/* The producer's decode round is over: wake the loop for the records
+ * ptd_fanout_record queued since the last wake-up (it wakes it itself only
+ * once a queue holds 64 KiB, or half its size).  Every producer calls it
+ * before it waits for more trace; ptd_fanout_wait_room pays the wake-up
+ * before it waits, ptd_fanout_end and ptd_fanout_line with theirs. */
+void ptd_fanout_flush(struct ptd_fanout *f);
 unsigned ptd_fanout_count(struct ptd_fanout *f);
 bool ptd_fanout_ended(struct ptd_fanout *f);
 

@@ -386,6 +386,8 @@ static void *decode_main(void *arg)
 		if (r < 0 || last)
 			break;
 		snapshot_poll(s, false);
+		if (s->sink.flush)
+			s->sink.flush(s->sink.ctx);
 		if (atomic_load(&s->stop))
 			ptd_source_kick(s->src);
 		if (poll(&p, 1, ms) > 0 &&

@@ -194,6 +194,9 @@ struct ptd_session_sink {
 	/* May be NULL: wait at most @ms for a first subscriber; true once
 	 * there is one (see opts.wait_ms). */
 	bool (*wait_subscriber)(void *ctx, unsigned ms);
+	/* May be NULL: a decode round is over (the records so far may go
+	 * out together); called before the decode thread waits for more. */
+	void (*flush)(void *ctx);
 };
 
 struct ptd_session_stats {

@@ -202,6 +202,13 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 	ptd_fanout_end(ss->fan, end);
 }
 
+static void sink_flush(void *ctx)
+{
+	struct srv_session *ss = ctx;
+
+	ptd_fanout_flush(ss->fan);
+}
+
 static bool sink_wait_subscriber(void *ctx, unsigned ms)
 {
 	struct srv_session *ss = ctx;
@@ -217,6 +224,7 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 	ret_sink->record = sink_record;
 	ret_sink->ended = sink_ended;
 	ret_sink->wait_subscriber = sink_wait_subscriber;
+	ret_sink->flush = sink_flush;
 	if (snapshots)
 		ret_sink->snapshot = sink_snapshot;
 	ret_sink->ctx = ss;

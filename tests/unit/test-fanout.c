@@ -327,6 +327,65 @@ static enum ptd_sub_state drain(struct ptd_subscriber *s, char *buf,
 	return st;
 }
 
+/* The loop is woken once for many records: a record's wake-up waits for
+ * the producer's flush (the end of its round) or for a queue holding
+ * 64 KiB (half of a smaller queue); a line pays what is owed at once; a
+ * paced producer pays it before it waits. */
+static void test_wake_batched(void)
+{
+	struct ptd_fanout *f;
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *s;
+	struct ptd_record r;
+	static char buf[1 << 20];
+	uint64_t i;
+	unsigned w0;
+
+	(void)ptd_fanout_new(3, 100, wake, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &all, 64u << 20, 1, &s) == 0);
+	buf[0] = 0;
+	(void)drain(s, buf, sizeof(buf));	/* its hello */
+	ptd_fanout_clear_wake(f);		/* as the loop does */
+	w0 = atomic_load(&wakes);
+	r = mkinsn(0);
+	ptd_fanout_record(f, &r);
+	CHECK_EQ_INT(atomic_load(&wakes), w0);	/* owed */
+	ptd_fanout_flush(f);
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 1);
+	ptd_fanout_flush(f);			/* nothing more owed */
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 1);
+	buf[0] = 0;
+	(void)drain(s, buf, sizeof(buf));
+	ptd_fanout_clear_wake(f);
+	/* a queue filling: one wake-up, when it holds 64 KiB */
+	for (i = 1; atomic_load(&wakes) == w0 + 1 && i < 10000; i++) {
+		r = mkinsn(i);
+		ptd_fanout_record(f, &r);
+	}
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 2);
+	{
+		const char *d;
+		size_t n = 0, total = 0;
+
+		while (ptd_subscriber_peek(s, &d, &n) == PTD_SUB_DATA) {
+			total += n;
+			ptd_subscriber_consume(s, n);
+		}
+		CHECK(total >= 64u << 10 && total < (64u << 10) + 1024);
+		fprintf(stderr, "  woken at %zu bytes queued (%" PRIu64
+			" records)\n", total, i - 1);
+	}
+	ptd_fanout_clear_wake(f);
+	/* a line goes at once, with the records owed before it */
+	r = mkinsn(i);
+	ptd_fanout_record(f, &r);
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 2);
+	ptd_fanout_line(f, "{\"type\":\"snapshot\"}\n", 20);
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 3);
+	ptd_fanout_free(f);	/* frees s */
+}
+
 static void test_lost_before_next_and_bye(void)
 {
 	struct ptd_fanout *f;
@@ -726,5 +785,6 @@ int main(void)
 	RUN(test_cut_stalled);
 	RUN(test_render_once);
 	RUN(test_churn);
+	RUN(test_wake_batched);
 	return check_done();
 }
