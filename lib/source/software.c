@@ -469,6 +469,10 @@ static void kick_tracer(void *ctx)
 	(void)pthread_kill(sw_of(s)->src, s->p.signo);
 }
 
+/* Beyond the tracer's own bound (tracer-stops.c, FLUSH_WAIT_NS: 2 s): the
+ * flush normally comes as soon as the hit thread is scheduled. */
+#define SNAP_FLUSH_WAIT_MS 2500u
+
 static int sw_pause(struct ptd_source *s)
 {
 	struct software *w = sw_of(s);
@@ -477,7 +481,8 @@ static int sw_pause(struct ptd_source *s)
 	 * up to where each thread stands (a trigger's hit included) */
 	if (w->src_started)
 		(void)ptd_livesink_flush(w->ls, s->snap_upto_tid,
-					 s->snap_upto_ns, kick_tracer, s, 200);
+					 s->snap_upto_ns, kick_tracer, s,
+					 SNAP_FLUSH_WAIT_MS);
 	ptd_livesink_pause(w->ls);
 	/* no thread can begin while paused: the list is complete */
 	return threads_add(s);

@@ -814,7 +814,11 @@ static bool exiting_pending(const struct tracer *tr)
 	return false;
 }
 
-#define FLUSH_WAIT_NS 100000000ll	/* 100 ms */
+/* A safety net, not the usual end of the wait: the hit thread stops at
+ * its next branch a few instructions on, as soon as it is scheduled.  On
+ * a loaded machine that took longer than the 100 ms this once was (a
+ * clean-clone run beside other builds: a snapshot without its hit). */
+#define FLUSH_WAIT_NS 2000000000ll	/* 2 s */
 
 /* Whether thread @tid completed a branch at a stop taken at or after
  * @after_ns: what it ran before is then in its packets, and a decoder

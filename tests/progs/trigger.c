@@ -4,6 +4,7 @@
  * N" for each once it has called hit(); waits for a second line, lets the
  * threads end and exits 0. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int done;
 static volatile unsigned long sink;
+static atomic_int printed;	/* workers that printed their tid */
 
 static __attribute__((noinline, noclone, used)) unsigned long
 hit(unsigned long x)
@@ -30,6 +32,7 @@ static void *worker(void *arg)
 	sink += hit(10 * n);
 	printf("tid %ld\n", (long)syscall(SYS_gettid));
 	fflush(stdout);
+	atomic_fetch_add(&printed, 1);
 	pthread_mutex_lock(&mu);
 	while (!done)
 		pthread_cond_wait(&cv, &mu);
@@ -50,10 +53,10 @@ int main(void)
 	for (i = 0; i < 3; i++) {
 		if (pthread_create(&th[i], NULL, worker, (void *)(i + 1)))
 			return 2;
-		/* one after the other: its hit before the next starts */
-		while (!sink)
+		/* one after the other: its hit, and its line after it, before
+		 * the next starts (the lines are in the order of the hits) */
+		while (atomic_load(&printed) < (int)i + 1)
 			usleep(1000);
-		sink = 0;
 	}
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
