@@ -40,6 +40,8 @@ struct ptd_insncache {
 	 * body outlives one clear (see ptd_insncache_json). */
 	struct chunk *chunks, *retired;
 	/* ptd_insncache_set_symbols */
+	/* Held around each fill (insncache.h, ptd_insncache_set_lock). */
+	pthread_mutex_t *lock;
 	struct ptd_symbols *syms;
 	pid_t sym_pid;
 };
@@ -277,6 +279,23 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	return 0;
 }
 
+/* fill() with the cache's lock held: it reads the image's sections and
+ * module names from the section cache, which may be shared. */
+static int fill_locked(const struct ptd_insncache *c,
+		       const struct code_src *src, struct ptd_icache_entry *e,
+		       int isid, uint64_t ip, enum pt_exec_mode mode,
+		       bool *ret_cacheable)
+{
+	int err;
+
+	if (c->lock)
+		(void)pthread_mutex_lock(c->lock);
+	err = fill(c, src, e, isid, ip, mode, ret_cacheable);
+	if (c->lock)
+		(void)pthread_mutex_unlock(c->lock);
+	return err;
+}
+
 static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 					   const struct code_src *src,
 					   int isid, uint64_t ip,
@@ -299,7 +318,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 			/* Same bytes seen in another mode (rare): decode
 			 * again and replace the entry. */
 			c->stats.misses++;
-			err = fill(c, src, &c->scratch, isid, ip, mode,
+			err = fill_locked(c, src, &c->scratch, isid, ip, mode,
 				   &cacheable);
 			if (err) {
 				if (ret_err)
@@ -316,7 +335,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 	e = isid > 0 ? new_entry(c, isid, ip, &slot) : NULL;
 	if (!e)
 		e = &c->scratch;
-	err = fill(c, src, e, isid, ip, mode, &cacheable);
+	err = fill_locked(c, src, e, isid, ip, mode, &cacheable);
 	if (err) {
 		if (ret_err)
 			*ret_err = err;
@@ -376,6 +395,12 @@ void ptd_insncache_set_symbols(struct ptd_insncache *c,
 		clear(c);
 	c->syms = syms;
 	c->sym_pid = pid;
+}
+
+void ptd_insncache_set_lock(struct ptd_insncache *c, pthread_mutex_t *lock)
+{
+	if (c)
+		c->lock = lock;
 }
 
 void ptd_insncache_clear(struct ptd_insncache *c)
