@@ -41,6 +41,20 @@
  * start, delivering only what was not delivered yet), and
  * stats.serial_parts / serial_why say so.
  *
+ * Decoded serially from the start, also saying so: block records, and a
+ * trace with timing packets on the block path.  Where pt_blk_next ends a
+ * block depends on libipt's block cache, kept in the sections all
+ * decoders share, which parts warm in another order than the serial
+ * decode; the instructions and events do not depend on it, but block
+ * records do, and so does the time of an insn record on the block path
+ * (its block's).  Decodes that want neither insn nor block records, and
+ * a stream still growing (args.more), are serial too.
+ *
+ * A fallback after parts ran decodes the block path with a block cache
+ * they warmed: its insn and event records are the same (see above); an
+ * "expand" error record's offset is libipt's after the block, which may
+ * then differ.
+ *
  * Memory: the records of at most jobs + 2 parts are held at once.
  */
 #ifndef PTD_DECODE_PARALLEL_H
