@@ -10,6 +10,11 @@
  *   ptd block path, records counted  pt_insn_next / pt_blk_next, no output
  *   ptd insn records with symbols  what --symbols costs beside plain insn
  *                                  records (loading the symbols included)
+ *   parallel decoder, 1 / 2 threads the block path's insn records counted,
+ *                                  serially and with opts.jobs 2
+ *                                  (decode/parallel.h), the ratio of the
+ *                                  two; and the insn path with 2 threads
+ *                                  beside the insn path alone
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -233,7 +238,7 @@ static int count_record(void *ctx, const struct ptd_record *rec)
 static uint64_t ptd_count(const struct ptd_capture *c,
 			  struct ptd_capture_stream *rs,
 			  enum ptd_decode_path path,
-			  struct ptd_insncache *icache)
+			  struct ptd_insncache *icache, unsigned jobs)
 {
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
@@ -243,14 +248,23 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 	o.path = path;
 	o.want = PTD_REC_BIT(PTD_REC_INSN);
 	o.cpu = c->cpu;
+	o.jobs = jobs;
 	memset(&st, 0, sizeof(st));
 	rs->args.icache = icache;
 	(void)ptd_decode_thread(&o, &rs->args, count_record, &n, &st);
-	return st.insns;
+	if (st.serial_parts)
+		fprintf(stderr, "bench: %" PRIu64 " part(s) decoded serially: "
+				"%s\n",
+			st.serial_parts, st.serial_why);
+	/* What was delivered: a parallel decode's statistics count the
+	 * parts' instructions, the records are what the serial decode
+	 * gives. */
+	return n;
 }
 
 enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
-	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_SYMS, NWHICH };
+	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_SYMS, PTD_PAR1, PTD_PAR2,
+	     PTD_PAR2_INSN, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -258,15 +272,18 @@ static const char *const names[NWHICH] = {
 	"ptd block path, insn records counted",
 	"ptd insn path, insn JSON to a pipe",
 	"ptd insn records + symbols, JSON",
+	"parallel decoder, 1 thread (serial)",
+	"parallel decoder, 2 threads",
+	"parallel decoder, 2 threads, insn path",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
-	BARE_INSN, PTD_INSN,
+	BARE_INSN, PTD_INSN, BARE_BLK, PTD_PAR1, PTD_INSN_PATH,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
-	"block records", "", "", "", "",
+	"block records", "insn path", "", "", "", "1 thread", "", "",
 };
 
 /* Run one measurement over every thread; returns seconds. */
@@ -323,10 +340,17 @@ static double measure(const struct ptd_capture *c, enum which w,
 			bytes += b;
 			break;
 		case PTD_INSN_PATH:
-			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache);
+			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 1);
 			break;
 		case PTD_BLK_PATH:
-			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache);
+		case PTD_PAR1:
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 1);
+			break;
+		case PTD_PAR2:
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 2);
+			break;
+		case PTD_PAR2_INSN:
+			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 2);
 			break;
 		case NWHICH:
 			break;

@@ -44,7 +44,7 @@ struct part {
 				 * 0: the last part */
 	bool tracing_off;	/* at its PSB: the PSB+ has no IP */
 	/* Filled by its worker before @done. */
-	struct recbuf rec;	/* made before the cut */
+	struct recbuf *rec;	/* made before the cut (its slot's) */
 	struct recbuf probe;	/* after the cut: the serial decode's first
 				 * records of the next part */
 	/* The cursor's next event after each of the first records was
@@ -68,6 +68,10 @@ struct slot {
 	struct ptd_image *img;
 	struct ptd_tl_cursor cur;
 	struct ptd_insncache *ic;
+	/* The records of its part, kept allocated for the next one: the
+	 * pages of a buffer a part fills are faulted in once, not once a
+	 * part. */
+	struct recbuf rec;
 };
 
 struct par {
@@ -145,12 +149,12 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 	if (__atomic_load_n(&w->p->cancel, __ATOMIC_RELAXED))
 		return 1;
 	if (!pt->cut_done) {
-		if (push(&pt->rec, rec) < 0) {
+		if (push(pt->rec, rec) < 0) {
 			pt->err = -ENOMEM;
 			return 1;
 		}
-		if (pt->rec.n <= HEAD_MAX)
-			pt->head_tl[pt->rec.n - 1] = tl_index(w);
+		if (pt->rec->n <= HEAD_MAX)
+			pt->head_tl[pt->rec->n - 1] = tl_index(w);
 		if (!w->first && !pt->why && history_error(rec))
 			pt->why = HISTORY_WHY;
 		return 0;
@@ -202,6 +206,8 @@ static void run_part(struct par *p, size_t k)
 	struct ptd_insncache_stats is0, is1;
 	int r;
 
+	pt->rec = &s->rec;
+	pt->rec->n = 0;
 	/* The image as the stream began, with the events before the part
 	 * applied (those that fail are skipped, as the serial decoder skips
 	 * them: its error records are the previous part's). */
@@ -260,9 +266,9 @@ static void run_part(struct par *p, size_t k)
 	/* A body stays valid until the cache's second clear after it was
 	 * made (decode/insncache.h): after two, the writer renders them. */
 	if (is1.clears - is0.clears >= 2)
-		for (size_t i = 0; i < pt->rec.n; i++)
-			if (pt->rec.v[i].type == PTD_REC_INSN)
-				pt->rec.v[i].u.insn.json_body = NULL;
+		for (size_t i = 0; i < pt->rec->n; i++)
+			if (pt->rec->v[i].type == PTD_REC_INSN)
+				pt->rec->v[i].u.insn.json_body = NULL;
 }
 
 static void *worker(void *arg)
@@ -358,19 +364,19 @@ static const char *seam(struct par *p, size_t k)
 	/* Without an instruction after the cut, the records after it are
 	 * all there is: the last part's. */
 	if (!prev->probe_done &&
-	    (prev->probe_full || k + 1 < p->nparts || cur->rec.n != h))
+	    (prev->probe_full || k + 1 < p->nparts || cur->rec->n != h))
 		return "no instruction between a PSB and the next part";
-	if (cur->rec.n < h)
+	if (cur->rec->n < h)
 		return "fewer records after a PSB than the serial decode has";
 	for (size_t i = 0; i < h; i++)
-		if (!same_but_history(&prev->probe.v[i], &cur->rec.v[i]))
+		if (!same_but_history(&prev->probe.v[i], &cur->rec->v[i]))
 			return "the records after a PSB are not the serial "
 			       "decode's";
 	if (h && prev->probe_done && cur->head_tl[h - 1] != prev->probe_tl)
 		return "the image at the first instruction after a PSB is not "
 		       "the serial decode's (a timeline event held back)";
 	for (size_t i = 0; i < h; i++)
-		cur->rec.v[i] = prev->probe.v[i];
+		cur->rec->v[i] = prev->probe.v[i];
 	return NULL;
 }
 
@@ -450,14 +456,13 @@ static int make_parts(struct par *p, const struct ptd_decode_opts *o,
 
 static void par_fini(struct par *p)
 {
-	for (size_t i = 0; i < p->nparts; i++) {
-		recbuf_fini(&p->parts[i].rec);
+	for (size_t i = 0; i < p->nparts; i++)
 		recbuf_fini(&p->parts[i].probe);
-	}
 	free(p->parts);
 	for (size_t i = 0; p->slots && i < p->nslots; i++) {
 		ptd_image_free(p->slots[i].img);
 		ptd_insncache_free(p->slots[i].ic);
+		recbuf_fini(&p->slots[i].rec);
 	}
 	free(p->slots);
 }
@@ -580,15 +585,14 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 			bad = k;
 			break;
 		}
-		for (size_t i = 0; i < pt->rec.n && !rc; i++)
-			rc = fn(ctx, &pt->rec.v[i]);
+		for (size_t i = 0; i < pt->rec->n && !rc; i++)
+			rc = fn(ctx, &pt->rec->v[i]);
 		if (rc)
 			break;
-		delivered += pt->rec.n;
+		delivered += pt->rec->n;
 		stats_add(&tot, &pt->st);
 		if (k)
 			recbuf_fini(&p.parts[k - 1].probe);
-		recbuf_fini(&pt->rec);
 		if (k + 1 == p.nparts) {
 			/* Where the serial decode leaves the image. */
 			struct slot *s = &p.slots[k % p.nslots];
