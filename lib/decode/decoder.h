@@ -88,8 +88,8 @@ struct ptd_decode_opts {
 	 * with args.more.  At most PTD_DECODE_MAX_JOBS. */
 	unsigned jobs;
 	/* Bytes of trace per part of a parallel decode, rounded up to whole
-	 * PSB blocks (1: every PSB starts a part); 0: about len / (jobs * 8),
-	 * from 32 KiB to 1 MiB. */
+	 * PSB blocks (1: every PSB starts a part); 0: about len / (jobs * 16),
+	 * from 4 KiB to 16 KiB. */
 	uint32_t part_bytes;
 };
 

@@ -207,11 +207,32 @@ struct code_src {
 	void *ctx;
 };
 
-static int src_read(const struct code_src *src, uint64_t ip, uint8_t *buf,
+static void lock(const struct ptd_insncache *c)
+{
+	if (c->lock)
+		(void)pthread_mutex_lock(c->lock);
+}
+
+static void unlock(const struct ptd_insncache *c)
+{
+	if (c->lock)
+		(void)pthread_mutex_unlock(c->lock);
+}
+
+/* The image's bytes come from the section cache, which may be shared
+ * (ptd_insncache_set_lock): read with the lock held. */
+static int src_read(const struct ptd_insncache *c,
+		    const struct code_src *src, uint64_t ip, uint8_t *buf,
 		    size_t len)
 {
-	return src->img ? ptd_image_read(src->img, ip, buf, len)
-			: src->read(src->ctx, ip, buf, len);
+	int n;
+
+	if (!src->img)
+		return src->read(src->ctx, ip, buf, len);
+	lock(c);
+	n = ptd_image_read(src->img, ip, buf, len);
+	unlock(c);
+	return n;
 }
 
 static int fill(const struct ptd_insncache *c, const struct code_src *src,
@@ -225,7 +246,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	int n, err;
 
 	/* Short at the end of a region, -PTD_ENOIMAGE if nothing is mapped. */
-	n = src_read(src, ip, buf, pt_max_insn_size);
+	n = src_read(c, src, ip, buf, pt_max_insn_size);
 	if (n <= 0)
 		return -PTD_ENOIMAGE;
 	if (n > (int)pt_max_insn_size)
@@ -234,7 +255,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	if (err == -PTD_ETRUNC && n < (int)pt_max_insn_size) {
 		/* Short read at a region end: the instruction continues in
 		 * whatever is mapped next. */
-		int m = src_read(src, ip + (uint64_t)n, buf + n,
+		int m = src_read(c, src, ip + (uint64_t)n, buf + n,
 				 pt_max_insn_size - (size_t)n);
 
 		if (m > 0 && m <= (int)pt_max_insn_size - n) {
@@ -260,6 +281,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	e->next = (x.kind == PTD_X86_JMP_DIRECT || x.kind == PTD_X86_CALL_DIRECT)
 			  ? x.target
 			  : ip + x.size;
+	lock(c);
 	if (!src->img ||
 	    ptd_image_module_of(src->img, isid, ip, &e->module, &e->modoff) <
 		    0) {
@@ -273,27 +295,11 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 			c->syms,
 			ptd_iscache_module(ptd_image_iscache(src->img), isid),
 			c->sym_pid, ip, &e->symoff);
+	unlock(c);
 	/* Bytes from a second region are not part of section @isid: such an
 	 * entry could go stale, so it is not kept. */
 	*ret_cacheable = !straddles;
 	return 0;
-}
-
-/* fill() with the cache's lock held: it reads the image's sections and
- * module names from the section cache, which may be shared. */
-static int fill_locked(const struct ptd_insncache *c,
-		       const struct code_src *src, struct ptd_icache_entry *e,
-		       int isid, uint64_t ip, enum pt_exec_mode mode,
-		       bool *ret_cacheable)
-{
-	int err;
-
-	if (c->lock)
-		(void)pthread_mutex_lock(c->lock);
-	err = fill(c, src, e, isid, ip, mode, ret_cacheable);
-	if (c->lock)
-		(void)pthread_mutex_unlock(c->lock);
-	return err;
 }
 
 static const struct ptd_icache_entry *get(struct ptd_insncache *c,
@@ -318,7 +324,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 			/* Same bytes seen in another mode (rare): decode
 			 * again and replace the entry. */
 			c->stats.misses++;
-			err = fill_locked(c, src, &c->scratch, isid, ip, mode,
+			err = fill(c, src, &c->scratch, isid, ip, mode,
 				   &cacheable);
 			if (err) {
 				if (ret_err)
@@ -335,7 +341,7 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 	e = isid > 0 ? new_entry(c, isid, ip, &slot) : NULL;
 	if (!e)
 		e = &c->scratch;
-	err = fill_locked(c, src, e, isid, ip, mode, &cacheable);
+	err = fill(c, src, e, isid, ip, mode, &cacheable);
 	if (err) {
 		if (ret_err)
 			*ret_err = err;
