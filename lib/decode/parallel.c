@@ -566,7 +566,9 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	}
 	nth = k;
 	if (!nth) {
-		r = -EAGAIN;
+		/* No worker: the caller's thread decodes it all. */
+		bad = 0;
+		why = "no worker thread could be started";
 		goto out;
 	}
 
