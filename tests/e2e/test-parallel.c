@@ -8,9 +8,10 @@
  * boundary falls at nearly every kind of place; a program whose syscalls
  * put PSBs where tracing is disabled; threads; TSC), the capture exported
  * as a ptd bundle, an LLDB bundle and a perf.data file, the real perf.data
- * recordings in tests/data, and a hand-made trace whose return is
- * compressed against a call made before a PSB (which a part cannot decode:
- * the decode must fall back, say so, and still give the same bytes).
+ * recordings in tests/data, damaged copies of a capture, and a hand-made
+ * trace whose return is compressed against a call made before a PSB
+ * (which a part cannot decode: the decode must fall back, say so, and
+ * still give the same bytes).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -75,7 +76,6 @@ static size_t first_diff_line(const char *a, size_t alen, const char *b,
  * options): the same bytes, the same status.  @parallel: the trace must
  * really have been decoded in parallel with a part at every PSB (no
  * fallback note), so the test proves the stitching, not the fallback.
- * Returns the insn records' count of the serial output (lines).
  */
 static void same_as_serial(const char *input, const char *const *extra,
 			   bool parallel_insn, bool parallel_block)
@@ -209,6 +209,57 @@ static void test_captures(void)
 	/* Event and error records only with insn records (the default
 	 * kinds are these; spelled out, they must agree too). */
 	same_as_serial(fork256, insn_recs, true, true);
+}
+
+/* Damaged trace bytes (a fixed pseudo-random choice): errors and
+ * resynchronisations wherever they fall, also across part boundaries,
+ * give the serial bytes (decoded in parallel or, where a part cannot be
+ * stitched, serially). */
+static void test_damaged(void)
+{
+	char dir[300], ptpath[600];
+	const char *opts[] = { "--psb-period", "256", NULL };
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	char *orig = NULL, *buf;
+	size_t len = 0;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	unsigned errors = 0;
+
+	(void)snprintf(dir, sizeof(dir), "%s/damaged", workdir);
+	capture(dir, "prog-recursion", opts);
+	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
+	(void)snprintf(ptpath, sizeof(ptpath), "%s/%s", dir, c.threads[0].pt);
+	ptd_capture_fini(&c);
+	REQUIRE(ptd_file_read_all(ptpath, 1u << 30, &orig, &len) == 0);
+	REQUIRE(len > 1024);
+	buf = malloc(len);
+	REQUIRE(buf);
+	for (unsigned seed = 0; seed < 6; seed++) {
+		unsigned flips = seed < 2 ? 1 : seed < 4 ? 5 : 30;
+
+		memcpy(buf, orig, len);
+		for (unsigned i = 0; i < flips; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			buf[(x >> 8) % len] = (char)(x >> 40);
+		}
+		REQUIRE(ptd_file_write_atomic(ptpath, buf, len) == 0);
+		{
+			struct run r = decode("insn", NULL, NULL, NULL, dir);
+
+			errors += r.status == 3;
+			run_free(&r);
+		}
+		same_as_serial(dir, NULL, false, false);
+	}
+	/* The damage must have shown: error records in most decodes. */
+	fprintf(stderr, "damaged traces with error records: %u of 6\n",
+		errors);
+	CHECK(errors >= 3);
+	free(buf);
+	free(orig);
 }
 
 /* A timed trace: the insn path in parallel; the block path serially
@@ -396,6 +447,7 @@ int main(void)
 	if (!mkdtemp(workdir))
 		return 1;
 	RUN(test_captures);
+	RUN(test_damaged);
 	RUN(test_timed);
 	RUN(test_block_records);
 	RUN(test_exports);
