@@ -139,6 +139,9 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 	}
 	if (optional(e) < 0)
 		return e;
+	e = optional(ptd_json_get_bool(r, o, "", "symbols", 0, &req->symbols));
+	if (e < 0)
+		return e;
 	return parse_wait_ms(r, o, req);
 }
 
@@ -234,7 +237,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 	static const char *const keys[] = { "source", "tsc", "max_insns",
 					    "step", "capture", "mode",
 					    "snapshot_size", "record",
-					    "per_cpu", "filter", NULL };
+					    "per_cpu", "filter", "symbols",
+					    NULL };
 	const char *s;
 	int e;
 
@@ -283,6 +287,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    &req->record))) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "options", "per_cpu", 0,
 					    &req->per_cpu))) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "options", "symbols", 0,
+					    &req->symbols))) < 0 ||
 	    (e = parse_addr_filter(r, o, req)) < 0)
 		return e;
 	return parse_mode(r, o, req);
@@ -341,7 +347,7 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 }
 
 /* "fields": names of record fields (record.h, enum ptd_field), each at
- * most once; absent: every field. */
+ * most once; absent: every field but sym ("symbols": true adds it). */
 static int parse_fields(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req)
 {
@@ -573,7 +579,9 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 
 	if ((e = parse_session(r, o, true, req)) < 0 ||
 	    (e = parse_kinds(r, o, req)) < 0 ||
-	    (e = parse_fields(r, o, req)) < 0)
+	    (e = parse_fields(r, o, req)) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "", "symbols", 0,
+					    &req->filter.symbols))) < 0)
 		return e;
 	return parse_filter(r, o, req);
 }
@@ -587,9 +595,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", "fields",
-						 NULL };
+						 "symbols", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
-					      "lossy", "tid", "wait_ms", NULL };
+					      "lossy", "tid", "wait_ms",
+					      "symbols", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 	static const char *const watch[] = { "id", "cmd", "exe", "comm",
@@ -844,8 +853,9 @@ static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 				    ptd_rec_type_name((enum ptd_rec_type)t))))
 				return false;
 	}
-	if (f->fields && (f->fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
-				 PTD_FIELDS_ALL) {
+	/* (every field, sym too, differs from the default: every one but
+	 * sym) */
+	if (f->fields) {
 		if (!(a = cJSON_AddArrayToObject(o, "fields")))
 			return false;
 		for (unsigned i = 0; i < PTD_FIELD_N; i++)
@@ -926,6 +936,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 	if (req->addr_filter &&
 	    !cJSON_AddStringToObject(op, "filter", req->addr_filter))
 		return false;
+	if (req->symbols && !cJSON_AddBoolToObject(op, "symbols", true))
+		return false;
 	return !req->record || cJSON_AddBoolToObject(op, "record", true);
 }
 
@@ -950,7 +962,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 	case PTD_CMD_SUBSCRIBE:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&
-		       build_filter(o, &req->filter);
+		       build_filter(o, &req->filter) &&
+		       (!req->filter.symbols ||
+			cJSON_AddBoolToObject(o, "symbols", true));
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&
 		       (req->lossless == def.lossless ||
@@ -959,7 +973,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 			cJSON_AddNumberToObject(o, "tid", (double)req->tid)) &&
 		       (!req->has_wait_ms ||
 			cJSON_AddNumberToObject(o, "wait_ms",
-						(double)req->wait_ms));
+						(double)req->wait_ms)) &&
+		       (!req->symbols ||
+			cJSON_AddBoolToObject(o, "symbols", true));
 	case PTD_CMD_RECORD:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&
