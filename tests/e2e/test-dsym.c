@@ -32,6 +32,7 @@
 #include "check.h"
 #include "e2e/daemon-harness.h"
 #include "e2e/daemon-client.h"
+#include "e2e/subscribed.h"
 #include "common/fileio.h"
 
 /* Where prog-jit puts its code (test-dsym's perf maps name it). */
@@ -612,11 +613,117 @@ static void test_replay(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* `ptctl attach PID --symbols --follow` as uid @uid into @out. */
+static pid_t ptctl_as(struct daemon *d, uid_t uid, pid_t pid,
+		      const char *out)
+{
+	char ptctl[1100], pidarg[32];
+	pid_t c;
+
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
+	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
+	c = fork();
+	if (c == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		if (uid && (setgroups(0, NULL) < 0 || setgid(uid) < 0 ||
+			    setuid(uid) < 0))
+			_exit(126);
+		execl(ptctl, ptctl, "--socket", d->sock, "attach", pidarg,
+		      "--symbols", "--follow", (char *)NULL);
+		_exit(127);
+	}
+	return c;
+}
+
+/* Symbol files are read with the client's rights: a stripped copy of
+ * prog-symbols whose .gnu_debuglink names a debug file only root may
+ * read.  Root's session names its static functions from the debug file;
+ * nobody's does not (it gets .dynsym's and the PLT's), so a user can
+ * neither read a root-only debug file's symbols nor test its CRC. */
+static void test_client_rights(void)
+{
+	struct daemon d;
+	char dir[] = "/tmp/ptdsym-rights-XXXXXX";
+	char cmd[4096], prog[1100], out[700], sid[32], *text = NULL;
+	size_t len = 0;
+	uid_t who[2] = { 0, 65534 };
+
+	if (geteuid() != 0)
+		SKIP_ALL("acting as another user needs root");
+	REQUIRE(mkdtemp(dir));
+	REQUIRE(chmod(dir, 0755) == 0);
+	(void)snprintf(prog, sizeof(prog), "%s/prog-symbols", progs);
+	(void)snprintf(cmd, sizeof(cmd),
+		       "cd %s && cp '%s' prog && "
+		       "objcopy --only-keep-debug prog prog.debug && "
+		       "strip --strip-all prog && "
+		       "objcopy --add-gnu-debuglink=prog.debug prog && "
+		       "chmod 0755 prog && chmod 0600 prog.debug",
+		       dir, prog);
+	if (system(cmd) != 0)
+		SKIP_ALL("objcopy/strip could not make a stripped copy");
+	REQUIRE(daemon_start(&d, "rights", "subscriber_queue_size = 256M\n"));
+	/* the user reaches the socket (the harness makes it 0600 in 0700
+	 * directories) */
+	REQUIRE(chmod(tmpdir, 0755) == 0 && chmod(d.dir, 0755) == 0);
+	(void)snprintf(cmd, sizeof(cmd), "%s/run", d.dir);
+	REQUIRE(chmod(cmd, 0755) == 0 && chmod(d.sock, 0666) == 0);
+	(void)snprintf(prog, sizeof(prog), "%s/prog", dir);
+	for (int i = 0; i < 2; i++) {
+		pid_t t, c;
+		int go, p[2];
+
+		/* the target: the client's own process, held */
+		REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+		t = fork();
+		if (t == 0) {
+			dup2(p[0], 0);
+			if (who[i] && (setgroups(0, NULL) < 0 ||
+				       setgid(who[i]) < 0 ||
+				       setuid(who[i]) < 0))
+				_exit(126);
+			execl("/bin/sh", "sh", "-c", "read x; exec \"$0\" "
+			      ">/dev/null", prog, (char *)NULL);
+			_exit(127);
+		}
+		close(p[0]);
+		go = p[1];
+		(void)snprintf(out, sizeof(out), "%s/as-%u.out", d.dir,
+			       (unsigned)who[i]);
+		c = ptctl_as(&d, who[i], t, out);
+		(void)snprintf(sid, sizeof(sid), "%d", i + 1);
+		CHECK(wait_subscribed(d.sock, sid));
+		release(&go);
+		CHECK_EQ_INT(wait_target(t, 120000), 0);
+		CHECK_EQ_INT(wait_exit(c), 0);
+		REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+		fprintf(stderr, "  uid %u: %zu sym_leaf, %zu puts@plt\n",
+			(unsigned)who[i],
+			lines_with(text, "\"sym\":\"sym_leaf+0x"),
+			lines_with(text, "\"sym\":\"puts@plt+0x0\""));
+		/* symbols on for both: the PLT is named from the file */
+		CHECK_EQ_U64(lines_with(text, "\"sym\":\"puts@plt+0x0\""), 1);
+		if (who[i] == 0)
+			CHECK(lines_with(text, "\"sym\":\"sym_leaf+0x") >= 10);
+		else
+			CHECK_EQ_U64(lines_with(text, "\"sym\":\"sym_leaf+"),
+				     0);
+		free(text);
+		text = NULL;
+	}
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	(void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)system(cmd);
+}
+
 int main(void)
 {
 	harness_setup("/tmp/ptdsym-XXXXXX");
 	RUN(test_live);
 	RUN(test_perfmap_owner);
 	RUN(test_replay);
+	RUN(test_client_rights);
 	return harness_done();
 }
