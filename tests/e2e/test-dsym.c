@@ -43,12 +43,16 @@
 static pid_t spawn_held_as(uid_t uid, const char *name, const char *arg,
 			   int *ret_go)
 {
-	char prog[1100];
-	int p[2];
+	char prog[1100], c;
+	int p[2], ready[2];
 	pid_t pid;
 
-	(void)snprintf(prog, sizeof(prog), "%s/%s", progs, name);
-	if (pipe2(p, O_CLOEXEC) < 0)
+	/* a test program, or an absolute path */
+	if (name[0] == '/')
+		(void)snprintf(prog, sizeof(prog), "%s", name);
+	else
+		(void)snprintf(prog, sizeof(prog), "%s/%s", progs, name);
+	if (pipe2(p, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
@@ -68,6 +72,12 @@ static pid_t spawn_held_as(uid_t uid, const char *name, const char *arg,
 		_exit(127);
 	}
 	close(p[0]);
+	/* returned once it runs sh as @uid (the exec closes @ready): ptd
+	 * takes the process's owner at the attach */
+	close(ready[1]);
+	while (pid > 0 && read(ready[0], &c, 1) > 0)
+		;
+	close(ready[0]);
 	*ret_go = p[1];
 	return pid;
 }
@@ -678,23 +688,11 @@ static void test_client_rights(void)
 	(void)snprintf(prog, sizeof(prog), "%s/prog", dir);
 	for (int i = 0; i < 2; i++) {
 		pid_t t, c;
-		int go, p[2];
+		int go;
 
 		/* the target: the client's own process, held */
-		REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-		t = fork();
-		if (t == 0) {
-			dup2(p[0], 0);
-			if (who[i] && (setgroups(0, NULL) < 0 ||
-				       setgid(who[i]) < 0 ||
-				       setuid(who[i]) < 0))
-				_exit(126);
-			execl("/bin/sh", "sh", "-c", "read x; exec \"$0\" "
-			      ">/dev/null", prog, (char *)NULL);
-			_exit(127);
-		}
-		close(p[0]);
-		go = p[1];
+		t = spawn_held_as(who[i], prog, NULL, &go);
+		REQUIRE(t > 0);
 		(void)snprintf(out, sizeof(out), "%s/as-%u.out", d.dir,
 			       (unsigned)who[i]);
 		c = ptctl_as(&d, who[i], t, out);
