@@ -569,7 +569,6 @@ static void test_replay(void)
 	const char *proj_args[] = { "replay", "--symbols", "--fields",
 				    "ip,sym", cap, NULL };
 	const char *plain_args[] = { "replay", cap, NULL };
-	struct sub *s;
 	cJSON *r;
 	long sid;
 	int st;
@@ -622,9 +621,18 @@ static void test_replay(void)
 	CHECK(subscribe(&d, sid, ",\"fields\":[\"ip\",\"sym\"]", code,
 			sizeof(code)) == NULL);
 	CHECK_CONTAINS(code, "bad_request: fields: sym: session");
-	s = subscribe(&d, sid, "", NULL, 0);
-	REQUIRE(s);
-	sub_free(s);
+	CHECK(dc_detach(&d, sid));
+
+	/* watch rules do not take symbols (yet), saying so */
+	r = dc_call1(&d, "{\"id\":3,\"cmd\":\"watch\",\"exe\":\"/bin/true\","
+		     "\"options\":{\"symbols\":true}}\n");
+	CHECK(r && !dc_ok(r));
+	if (r && !dc_ok(r)) {
+		CHECK_EQ_STR(dc_err_code(r), "unsupported");
+		CHECK_CONTAINS(dc_err_msg(r), "options.symbols is for attach "
+			       "and replay, not watch rules");
+	}
+	cJSON_Delete(r);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
