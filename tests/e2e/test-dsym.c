@@ -529,6 +529,69 @@ static void test_perfmap_owner(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* The symbol tables count against user_memory_limit: with room for the
+ * buffers and the subscriber and little more, some files' tables are
+ * refused, each named in an error record, their code without sym; the
+ * session runs on. */
+static void test_memory_limit(void)
+{
+	struct daemon d;
+	struct sub *s;
+	char conf[1024];
+	size_t refused, named;
+	pid_t t;
+	long sid;
+	int go;
+
+	/* a thread: 4k + 64k + 64k + 1M (the stream bound's minimum);
+	 * the subscriber: 2 x 256k; tables: 256k of names at least each */
+	(void)snprintf(conf, sizeof(conf),
+		       "user_memory_limit = 2M\naux_buffer_size = 64k\n"
+		       "data_buffer_size = 64k\nsubscriber_queue_size = 256k\n"
+		       "debug_dir = %s/nodebug\nperf_map_dir = %s/nomaps\n",
+		       tmpdir, tmpdir);
+	REQUIRE(daemon_start(&d, "memlimit", conf));
+	t = spawn_held("prog-symbols", NULL, &go);
+	REQUIRE(t > 0);
+	sid = attach_with(&d, t, "{\"symbols\":true}");
+	REQUIRE(sid > 0);
+	s = subscribe(&d, sid, ",\"symbols\":true,\"kinds\":[\"error\"]",
+		      NULL, 0);
+	REQUIRE(s);
+	release(&go);
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+	if (s->running)
+		pthread_join(s->th, NULL);
+	s->running = false;
+	refused = count_with(s, "bytes) were refused: over the memory limit");
+	fprintf(stderr, "  %zu files' symbols refused\n", refused);
+	CHECK(refused >= 1);
+	CHECK_EQ_U64(count_with(s, "\"context\":\"symbols\""), refused);
+	CHECK_EQ_U64(count_with(s, "\"error\":\"PTD_ELIMIT\""), refused);
+	CHECK(count_with(s, "\"reason\":\"exited\"") == 1);
+	/* what was kept stayed within the limit */
+	{
+		char req[128];
+		cJSON *r, *y;
+
+		(void)snprintf(req, sizeof(req), "{\"id\":2,\"cmd\":\"status\","
+			       "\"session\":%ld}\n", sid);
+		r = dc_call1(&d, req);
+		y = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"),
+					"symbols");
+		named = y && cJSON_GetObjectItem(y, "bytes")
+			? (size_t)cJSON_GetObjectItem(y, "bytes")->valuedouble
+			: SIZE_MAX;
+		CHECK(named < (2u << 20));
+		CHECK(y && cJSON_GetObjectItem(y, "failures") &&
+		      cJSON_GetObjectItem(y, "failures")->valuedouble ==
+			      (double)refused);
+		cJSON_Delete(r);
+	}
+	sub_free(s);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* Run ptctl @args; its stdout (malloc'd) or NULL; *ret_status. */
 static char *ptctl_out(struct daemon *d, const char *const args[],
 		       int *ret_status)
@@ -736,5 +799,6 @@ int main(void)
 	RUN(test_perfmap_owner);
 	RUN(test_replay);
 	RUN(test_client_rights);
+	RUN(test_memory_limit);
 	return harness_done();
 }
