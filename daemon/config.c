@@ -27,6 +27,8 @@ void ptd_config_defaults(struct ptd_config *c)
 	c->aux_buffer_size = 4u << 20;
 	c->data_buffer_size = 512u << 10;
 	c->software_source = true;
+	(void)ptd_strlcpy(c->debug_dir, "/usr/lib/debug", sizeof(c->debug_dir));
+	(void)ptd_strlcpy(c->perf_map_dir, "/tmp", sizeof(c->perf_map_dir));
 	(void)ptd_strlcpy(c->intel_pt_sysfs,
 			  "/sys/bus/event_source/devices/intel_pt",
 			  sizeof(c->intel_pt_sysfs));
@@ -250,6 +252,8 @@ enum conf_key {
 	K_USER_MEMORY_LIMIT,
 	K_MAX_WATCH_RULES_PER_USER,
 	K_MAX_TRIGGERS_PER_USER,
+	K_DEBUG_DIR,
+	K_PERF_MAP_DIR,
 	K_COUNT,
 };
 
@@ -271,6 +275,8 @@ static const char *const key_names[K_COUNT] = {
 	[K_USER_MEMORY_LIMIT] = "user_memory_limit",
 	[K_MAX_WATCH_RULES_PER_USER] = "max_watch_rules_per_user",
 	[K_MAX_TRIGGERS_PER_USER] = "max_triggers_per_user",
+	[K_DEBUG_DIR] = "debug_dir",
+	[K_PERF_MAP_DIR] = "perf_map_dir",
 };
 
 #define KiB ((uint64_t)1 << 10)
@@ -300,6 +306,11 @@ static int set_key(const struct conf_ctx *x, enum conf_key k, const char *v,
 				  &c->data_buffer_size);
 	case K_SOFTWARE_SOURCE:
 		return parse_bool(x, n, v, &c->software_source);
+	case K_DEBUG_DIR:
+		return parse_path(x, n, v, c->debug_dir, sizeof(c->debug_dir));
+	case K_PERF_MAP_DIR:
+		return parse_path(x, n, v, c->perf_map_dir,
+				  sizeof(c->perf_map_dir));
 	case K_INTEL_PT_SYSFS:
 		return parse_path(x, n, v, c->intel_pt_sysfs,
 				  sizeof(c->intel_pt_sysfs));

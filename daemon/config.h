@@ -49,6 +49,12 @@ struct ptd_config {
 	/* intel_pt_sysfs: where the intel_pt PMU is looked up (default
 	 * /sys/bus/event_source/devices/intel_pt; tests point it elsewhere) */
 	char intel_pt_sysfs[256];
+	/* debug_dir: where separate debug files are looked up for symbols
+	 * (by build-id, and .gnu_debuglink's name under it; default
+	 * /usr/lib/debug); perf_map_dir: where JITs write perf-PID.map
+	 * (default /tmp; tests point both elsewhere) */
+	char debug_dir[256];
+	char perf_map_dir[256];
 	/* max_sessions_per_user (default 8), max_subscribers_per_session
 	 * (default 16), max_connections (default 128) */
 	unsigned max_sessions_per_user;

@@ -17,6 +17,7 @@
 #define PTD_DAEMON_CRED_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/diag.h"
@@ -45,5 +46,16 @@ int ptd_cred_become_reader(const struct ptd_cred *c, struct ptd_diag *diag);
  * what it reads is read with ptd's CAP_DAC_READ_SEARCH, kept effective.
  * Returns as ptd_cred_become_reader. */
 int ptd_cred_become_writer(const struct ptd_cred *c, struct ptd_diag *diag);
+
+/* Open @path as ptd_file_open_regular(AT_FDCWD, @path, 0, @ret_st, @diag)
+ * does, with @c's file-system rights: on a thread made for it, which takes
+ * them (ptd_cred_become_reader), opens and ends.  For the files a thread
+ * that keeps ptd's own rights opens for a client (a live session's decode
+ * thread: the files its symbols come from).  @c root: opened here.
+ * Returns the fd (the caller's), or ptd_cred_become_reader's or
+ * ptd_file_open_regular's error with a message in @diag (may be NULL),
+ * -errno if the thread could not be made. */
+int ptd_cred_open(const struct ptd_cred *c, const char *path,
+		  struct stat *ret_st, struct ptd_diag *diag);
 
 #endif

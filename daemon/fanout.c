@@ -305,8 +305,11 @@ static void roster_sync(struct ptd_fanout *f)
 	for (i = 0; i < f->nroster; i++) {
 		uint32_t fields = f->roster[i]->filter.spec.fields;
 
+		/* A subscriber that chose nothing gets every field but
+		 * sym: what it got before sessions had symbols, byte for
+		 * byte, whether or not its session has them. */
 		if (!fields)
-			fields = PTD_FIELDS_ALL;
+			fields = PTD_FIELDS_ALL & ~PTD_FIELD_BIT(PTD_FIELD_SYM);
 		fields |= PTD_FIELD_BIT(PTD_FIELD_TYPE);
 		for (v = 0; v < f->nviews; v++)
 			if (f->views[v].jr.fields == fields)
@@ -538,9 +541,10 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 		sep = ",";
 	}
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
-	/* the fields insn records carry, when not every one */
+	/* the fields insn records carry, when it chose them (fields or
+	 * symbols) */
 	fields = s->filter.spec.fields | PTD_FIELD_BIT(PTD_FIELD_TYPE);
-	if (s->filter.spec.fields && fields != PTD_FIELDS_ALL) {
+	if (s->filter.spec.fields) {
 		sep = "";
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, ",\"fields\":[");
 		for (t = 0; t < PTD_FIELD_N; t++) {

@@ -47,9 +47,12 @@ struct ptd_filter_spec {
 	struct ptd_addr_range ranges[PTD_FILTER_MAX_RANGES];
 	uint32_t iclasses;	/* 1u << pt_insn_class; 0: any */
 	char module[PTD_FILTER_MAX_MODULE];	/* "" : any */
-	/* Not a condition: the fields its insn and block records carry
-	 * (PTD_FIELD_BIT()s, record/record.h); 0: every field. */
+	/* Not conditions: the fields its insn and block records carry
+	 * (PTD_FIELD_BIT()s, record/record.h); 0: every field but sym.
+	 * symbols: sym too (every field, or these and sym), from a session
+	 * that has symbols (subscribe's "symbols"). */
 	uint32_t fields;
+	bool symbols;
 };
 
 /* The default kinds of a subscription: insn, event, error. */

@@ -16,6 +16,9 @@
  *  - at subscribe: the subscriber's two queue buffers (fanout.h);
  *  - at replay: PTD_MEMLIMIT_REPLAY_BYTES for the decoder of the saved
  *    trace.
+ *  - in a session with symbols: each file's symbol table, when it is
+ *    loaded (server/symbols.c; a table refused is not kept, and an error
+ *    record says so).
  * Everything a session charged is given back when its threads are freed
  * (the session ended), a subscriber's when it unsubscribes.
  *

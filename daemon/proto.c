@@ -142,6 +142,9 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 	}
 	if (optional(e) < 0)
 		return e;
+	e = optional(ptd_json_get_bool(r, o, "", "symbols", 0, &req->symbols));
+	if (e < 0)
+		return e;
 	return parse_wait_ms(r, o, req);
 }
 
@@ -314,7 +317,7 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    "step", "capture", "mode",
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", "triggers",
-					    NULL };
+					    "symbols", NULL };
 	const char *s;
 	int e;
 
@@ -363,6 +366,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    &req->record))) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "options", "per_cpu", 0,
 					    &req->per_cpu))) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "options", "symbols", 0,
+					    &req->symbols))) < 0 ||
 	    (e = parse_addr_filter(r, o, req)) < 0 ||
 	    (e = parse_triggers(r, o, req)) < 0)
 		return e;
@@ -422,7 +427,7 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 }
 
 /* "fields": names of record fields (record.h, enum ptd_field), each at
- * most once; absent: every field. */
+ * most once; absent: every field but sym ("symbols": true adds it). */
 static int parse_fields(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req)
 {
@@ -659,7 +664,9 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 
 	if ((e = parse_session(r, o, true, req)) < 0 ||
 	    (e = parse_kinds(r, o, req)) < 0 ||
-	    (e = parse_fields(r, o, req)) < 0)
+	    (e = parse_fields(r, o, req)) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "", "symbols", 0,
+					    &req->filter.symbols))) < 0)
 		return e;
 	return parse_filter(r, o, req);
 }
@@ -673,9 +680,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "kinds", "filter", "fields",
-						 NULL };
+						 "symbols", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
-					      "lossy", "tid", "wait_ms", NULL };
+					      "lossy", "tid", "wait_ms",
+					      "symbols", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 	static const char *const watch[] = { "id", "cmd", "exe", "comm",
@@ -940,8 +948,9 @@ static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 				    ptd_rec_type_name((enum ptd_rec_type)t))))
 				return false;
 	}
-	if (f->fields && (f->fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) !=
-				 PTD_FIELDS_ALL) {
+	/* (every field, sym too, differs from the default: every one but
+	 * sym) */
+	if (f->fields) {
 		if (!(a = cJSON_AddArrayToObject(o, "fields")))
 			return false;
 		for (unsigned i = 0; i < PTD_FIELD_N; i++)
@@ -1031,6 +1040,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 		if (!a)
 			return false;
 	}
+	if (req->symbols && !cJSON_AddBoolToObject(op, "symbols", true))
+		return false;
 	return !req->record || cJSON_AddBoolToObject(op, "record", true);
 }
 
@@ -1055,7 +1066,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 	case PTD_CMD_SUBSCRIBE:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&
-		       build_filter(o, &req->filter);
+		       build_filter(o, &req->filter) &&
+		       (!req->filter.symbols ||
+			cJSON_AddBoolToObject(o, "symbols", true));
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&
 		       (req->lossless == def.lossless ||
@@ -1064,7 +1077,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 			cJSON_AddNumberToObject(o, "tid", (double)req->tid)) &&
 		       (!req->has_wait_ms ||
 			cJSON_AddNumberToObject(o, "wait_ms",
-						(double)req->wait_ms));
+						(double)req->wait_ms)) &&
+		       (!req->symbols ||
+			cJSON_AddBoolToObject(o, "symbols", true));
 	case PTD_CMD_RECORD:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&

@@ -120,6 +120,10 @@ struct ptd_request {
 	struct ptd_filter_spec filter;
 	/* options.record (attach): keep the raw trace for a record request */
 	bool record;
+	/* options.symbols (attach), "symbols" (replay): the session decodes
+	 * with symbols, so that its insn records can carry "sym" (subscribe's
+	 * "symbols" is filter.symbols) */
+	bool symbols;
 	/* replay: {"path":ABS,"lossless":B,"lossy":B,"tid":N,"wait_ms":N};
 	 * lossless unless "lossy":true or "lossless":false (both given, they
 	 * must agree); wait_ms (first subscriber) defaults to

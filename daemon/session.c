@@ -452,6 +452,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.dir = s->dir;
 	p.wake_fd = s->wake_fd;
 	p.stop = &s->stop;
+	p.symbols = s->o.symbols;
 	p.signo = PTD_SESSION_SIGNAL;
 	p.host.ctx = s;
 	p.host.record = deliver;

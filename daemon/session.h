@@ -141,6 +141,11 @@ struct ptd_session_opts {
 	 * session is freed. */
 	struct ptd_memacct *acct;
 	unsigned prepaid_threads;
+	/* Symbols (sym/symbols.h; NULL: none): every insn record names the
+	 * function holding its ip (ptd_rec_insn.sym), resolved once per
+	 * instruction of the session's instruction cache, from the start.
+	 * Borrowed: must outlive the session (ptd_session_free). */
+	struct ptd_symbols *symbols;
 };
 
 /* Software source, per-CPU mode: its virtual CPUs and migration period. */

@@ -201,7 +201,8 @@ int verb_attach(int argc, char **argv)
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
 			       "FILE:0xOFFSET]...\n"
-			       "       [--follow [stream options]] [--json]\n\n"
+			       "       [--symbols] [--follow [stream options]] "
+			       "[--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
 			       "stream).  --snapshot: keep only the newest "
@@ -215,6 +216,12 @@ int verb_attach(int argc, char **argv)
 			       "trace buffer per CPU\n(perf's layout; "
 			       "intel_pt follows new threads and children by "
 			       "inheritance)\ninstead of one per thread.  "
+			       "--symbols: the session names the function of "
+			       "each\ninstruction (read with your rights from "
+			       ".symtab, .dynsym, debug files, perf\nmaps); "
+			       "records carry \"sym\" for subscribers that ask "
+			       "(ptctl stream\n--symbols, or --follow "
+			       "--symbols).  "
 			       "--filter: trace only inside address ranges,\n"
 			       "perf record's --filter syntax: 'filter "
 			       "OFFSET/SIZE@FILE' (also 'tracestop'),\n"
@@ -276,6 +283,9 @@ int verb_attach(int argc, char **argv)
 		return r;
 	}
 	req.pid = (pid_t)pid;
+	/* --symbols: the session decodes with them (read with your rights),
+	 * and --follow's subscription asks for them */
+	req.symbols = spec.symbols;
 	if (snapshot)
 		req.mode = PTD_MODE_SNAPSHOT;
 	req.record = record != NULL;

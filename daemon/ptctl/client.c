@@ -325,6 +325,9 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		if (parse_fields(arg, &f->fields) < 0)
 			return -EINVAL;
 		return 1;
+	case PTCTL_SYMBOLS_OPT:
+		f->symbols = true;
+		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {
 			errx_msg("--tid: expected a thread id, got '%s'", arg);

@@ -75,6 +75,7 @@ int parse_records(const char *s, unsigned *ret);
 int parse_fields(const char *s, uint32_t *ret);
 /* The getopt value of --fields (decoding verbs and stream options). */
 #define PTCTL_FIELDS_OPT 'O'
+#define PTCTL_SYMBOLS_OPT 'Y'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);
@@ -128,7 +129,8 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "range", required_argument, NULL, 'R' },        \
 	{ "iclass", required_argument, NULL, 'I' },       \
 	{ "module", required_argument, NULL, 'M' },       \
-	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }
+	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }, \
+	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,

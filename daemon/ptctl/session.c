@@ -39,11 +39,14 @@ int verb_stream(int argc, char **argv)
 			       "insn,block,event,error] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
 			       "[--module M]\n"
-			       "       [--fields ip,tid,...]\n\n"
+			       "       [--fields ip,tid,...] [--symbols]\n\n"
 			       "Write the session's records as JSON lines to "
 			       "stdout until its bye record.\n"
 			       "--fields: what insn records carry (as ptctl "
-			       "decode --fields; default all).\n");
+			       "decode --fields; default all\nbut sym).  "
+			       "--symbols: sym too, \"sym\":\"NAME+0xOFFSET\" "
+			       "(the session must\nhave been attached with "
+			       "--symbols, or replayed with it).\n");
 			return 0;
 		}
 		return EXIT_USAGE;
@@ -98,15 +101,18 @@ int verb_replay(int argc, char **argv)
 			continue;
 		}
 		if (c == 'h')
-			printf("Usage: ptctl replay [--lossy] [stream "
-			       "options] TRACE\n\n"
+			printf("Usage: ptctl replay [--lossy] [--symbols] "
+			       "[stream options] TRACE\n\n"
 			       "ptd decodes the saved TRACE (a capture, "
 			       "bundle, perf.data or LLDB bundle,\nread with "
 			       "your permissions) as a session; its records "
 			       "are written like\nptctl stream's.  ptd waits "
 			       "for this client rather than drop records;\n"
 			       "--lossy: drop them (counted in lost records) "
-			       "when it reads too slowly.\n");
+			       "when it reads too slowly.\n--symbols: records "
+			       "name their function (\"sym\"), from the "
+			       "files the trace\nnames, read with your "
+			       "rights.\n");
 		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
 	}
 	if (optind + 1 != argc) {
@@ -125,6 +131,7 @@ int verb_replay(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	req.lossless = !lossy;
+	req.symbols = spec.symbols;
 	r = client_connect(&f);
 	if (r)
 		return r;

@@ -257,6 +257,18 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		attach_drop(ss);
 		return NULL;
 	}
+	/* (watch refuses options.symbols: a rule's sessions have no
+	 * connection to take the groups from) */
+	if (req->symbols && c) {
+		r = srv_symbols_new(s, ss, c->tag.fd, peer, req->pid, &diag);
+		if (r < 0) {
+			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
+					diag.msg);
+			attach_drop(ss);
+			return NULL;
+		}
+		o.symbols = srv_symbols_of(ss);
+	}
 	srv_session_sink(ss, true, &sink);
 	r = ptd_session_begin(&o, &sink, &ss->s, &diag);
 	if (r < 0) {

@@ -26,13 +26,13 @@ static cJSON *kinds_array(unsigned kinds)
 	return a;
 }
 
-/* The fields a subscriber chose (every one: NULL, the key is left out). */
+/* The fields a subscriber chose (none: every field but sym, the key is
+ * left out). */
 static void add_fields(cJSON *o, uint32_t fields)
 {
 	cJSON *a;
 
-	if (!fields ||
-	    (fields | PTD_FIELD_BIT(PTD_FIELD_TYPE)) == PTD_FIELDS_ALL)
+	if (!fields)
 		return;
 	fields |= PTD_FIELD_BIT(PTD_FIELD_TYPE);
 	a = cJSON_AddArrayToObject(o, "fields");
@@ -70,6 +70,7 @@ static cJSON *session_summary(struct srv_session *ss)
 								  : "per-thread");
 	if (ss->filter)
 		cJSON_AddStringToObject(o, "filter", ss->filter);
+	srv_symbols_summary(ss, o);
 	cJSON_AddNumberToObject(o, "subscribers", ptd_fanout_count(ss->fan));
 	if (ss->reaped)
 		cJSON_AddStringToObject(o, "end",
@@ -201,6 +202,7 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			  const struct ptd_request *req)
 {
 	struct srv_session *ss = srv_session_find_ready(s, c, req);
+	struct ptd_filter_spec spec = req->filter;
 	struct ptd_filter f;
 	cJSON *res;
 	int r;
@@ -217,7 +219,24 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 				"block gives them offline)");
 		return;
 	}
-	if (ptd_filter_compile(&req->filter, &f) < 0) {
+	/* "symbols": every field, or the ones chosen, and sym.  Symbols are
+	 * resolved by a session that decodes with them (attach's
+	 * options.symbols, replay's "symbols"), once per instruction from
+	 * its start: a subscriber cannot turn them on later (doc/protocol.md
+	 * says why), so one asking a session without them is refused. */
+	if (spec.symbols)
+		spec.fields = (spec.fields ? spec.fields : PTD_FIELDS_ALL) |
+			      PTD_FIELD_BIT(PTD_FIELD_SYM);
+	if ((spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) && !ss->had_symbols) {
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"%s: session %" PRIu64 " decodes without "
+				"symbols (attach with options.symbols, "
+				"replay with \"symbols\": true)",
+				spec.symbols ? "symbols" : "fields: sym",
+				ss->id);
+		return;
+	}
+	if (ptd_filter_compile(&spec, &f) < 0) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST, "bad filter");
 		return;
 	}

@@ -122,6 +122,17 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	replay_opts(s, c, req, &o);
+	if (req->symbols) {
+		r = srv_symbols_new(s, ss, c->tag.fd, &c->peer, 0, &diag);
+		if (r < 0) {
+			free(groups);
+			srv_session_free(ss);
+			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
+					diag.msg);
+			return;
+		}
+		o.input.decode.symbols = srv_symbols_of(ss);
+	}
 	o.creds.groups = groups;
 	o.creds.ngroups = (size_t)r;
 	o.decided = srv_wake;

@@ -45,6 +45,8 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 	if (ss->pacing)
 		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
 					   ss->stall_ms, PTD_STALL_CUT);
+	if (ss->sym)
+		srv_symbols_report(ss, rec);
 	ptd_fanout_record(ss->fan, rec);
 }
 
@@ -378,6 +380,9 @@ void srv_session_release(struct srv_session *ss)
 	ss->s = NULL;
 	ptd_replay_free(ss->rp);
 	ss->rp = NULL;
+	/* (after the threads that resolve through them; their charges go
+	 * back with the session's) */
+	srv_symbols_free(ss);
 	ptd_memacct_release(&ss->acct);
 	/* a rule's process: continued by now (its session thread is gone);
 	 * the pidfd need not outlive the session's threads */
@@ -397,6 +402,7 @@ void srv_session_free(struct srv_session *ss)
 		ptd_fanout_cancel_waits(ss->fan);
 	ptd_session_free(ss->s);
 	ptd_replay_free(ss->rp);
+	srv_symbols_free(ss);
 	ptd_memacct_release(&ss->acct);
 	srv_record_forget(ss);
 	ptd_fanout_free(ss->fan);

@@ -20,6 +20,8 @@
  *               exec watcher, daemon/watch.h) become sessions
  *   trigger.c   triggers: uprobes on a session's process (daemon/
  *               trigger.h), the trigger command, what a hit does
+ *   symbols.c   a session's symbols: read with its client's rights,
+ *               charged to its memory, failures as error records
  */
 #ifndef PTD_DAEMON_SERVER_SRV_H
 #define PTD_DAEMON_SERVER_SRV_H
@@ -60,6 +62,9 @@ struct ep_tag {
 
 struct conn;
 struct srv_record;
+struct srv_symbols;
+struct ptd_symbols;
+struct ptd_symbols_stats;
 
 /* A request answered later, once a slow step is decided (attach, detach,
  * snapshot, replay, record): the connection waiting for the response
@@ -207,6 +212,12 @@ struct srv_session {
 	struct srv_gate_thread *gate_th;
 	size_t ngate_th, capgate_th;
 	char gate_line[256];
+	/* Symbols (attach's options.symbols, replay's "symbols"; symbols.c),
+	 * NULL: none.  Freed with the session's threads; sym_stats keeps
+	 * their counts then. */
+	struct srv_symbols *sym;
+	bool had_symbols;
+	uint64_t sym_files, sym_bytes, sym_failures;
 };
 
 /* A trigger (trigger.c): a uprobe on @ss's process. */
@@ -456,5 +467,21 @@ void srv_triggers_unload(struct ptd_server *s);
 /* sessions.c's sink_record: whether @rec of @ss passes its start/stop
  * triggers (decode thread; writes their trigger records). */
 bool srv_gate_pass(struct srv_session *ss, const struct ptd_record *rec);
+/* symbols.c.  Make @ss's symbols (ss->sym): a live session's (@live_pid
+ * > 0: its files opened with @peer's rights and groups, taken from the
+ * connection @fd; perf maps believed when @live_pid's owner or root owns
+ * them) or a replay's (0: its thread reads as the client already; perf
+ * maps of @peer's uid or root).  Returns 0, -ENOMEM, -errno with @diag. */
+int srv_symbols_new(struct ptd_server *s, struct srv_session *ss, int fd,
+		    const struct ptd_peer *peer, pid_t live_pid,
+		    struct ptd_diag *diag);
+struct ptd_symbols *srv_symbols_of(const struct srv_session *ss);
+/* Decode thread, before @rec goes to the fan-out: an error record for
+ * each file whose symbols failed since the last call. */
+void srv_symbols_report(struct srv_session *ss, const struct ptd_record *rec);
+/* "symbols": {"files","bytes","failures"} into @o when @ss has them. */
+void srv_symbols_summary(const struct srv_session *ss, cJSON *o);
+/* Keep the counts in ss->sym_* and free ss->sym (NULL is fine). */
+void srv_symbols_free(struct srv_session *ss);
 
 #endif

@@ -386,6 +386,14 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 				"only root may ask for options.capture");
 		return;
 	}
+	/* A session's symbols are read with its client's groups, taken from
+	 * its connection at attach; a rule's sessions start without one. */
+	if (req->symbols) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
+				"options.symbols is for attach and replay, not "
+				"watch rules (yet)");
+		return;
+	}
 	if (rules_of(s, c->peer.uid, &used) >=
 	    s->cfg.max_watch_rules_per_user) {
 		srv_reply_error(c, req->id, PTD_ERR_LIMIT,

@@ -466,6 +466,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	r->u.insn.flags = d->next_flags;
 	r->u.insn.json_body = NULL;
 	r->u.insn.json_body_len = 0;
+	r->u.insn.json_body_nosym_len = 0;
 	r->u.insn.sym = NULL;
 	d->next_flags = 0;
 	d->have_insn = true;
@@ -902,9 +903,12 @@ static int expand_block(struct dec *d, const struct pt_block *b,
 		r->modoff = e->modoff;
 		r->sym = e->sym;
 		r->symoff = e->symoff;
-		if (d->o->json_bodies)
+		if (d->o->json_bodies) {
 			r->json_body = ptd_insncache_json(d->ic, e,
 							  &r->json_body_len);
+			r->json_body_nosym_len =
+				r->json_body ? e->json_nosym_len : 0;
+		}
 		*ret_last = e;
 		if (i + 1 < b->ninsn)
 			ip = e->next;

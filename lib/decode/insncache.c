@@ -474,7 +474,7 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 	struct ptd_rec_insn in;
 	struct chunk *k;
 	ptrdiff_t i;
-	size_t n;
+	size_t n, nosym;
 
 	if (!c || !e || !ret_len)
 		return NULL;
@@ -502,8 +502,15 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 	in.iclass = e->iclass;
 	in.size = e->size;
 	memcpy(in.raw, e->raw, e->size);
-	n = ptd_json_insn_body(k->data + k->used, CHUNK_SIZE - k->used, &in);
-	if (!n)
+	/* without the symbol first: its length is where sym begins */
+	in.sym = NULL;
+	nosym = ptd_json_insn_body(k->data + k->used, CHUNK_SIZE - k->used,
+				   &in);
+	in.sym = e->sym;
+	n = e->sym ? ptd_json_insn_body(k->data + k->used,
+					CHUNK_SIZE - k->used, &in)
+		   : nosym;
+	if (!n || !nosym)
 		return NULL;
 	/* Only a cached entry keeps its body; the scratch entry's is used
 	 * once. */
@@ -511,6 +518,7 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 	w = i >= 0 ? &c->ent[i] : &c->scratch;
 	w->json = k->data + k->used;
 	w->json_len = (uint32_t)n;
+	w->json_nosym_len = (uint32_t)nosym;
 	k->used += n;
 	*ret_len = (uint32_t)n;
 	return w->json;

@@ -56,6 +56,7 @@ struct ptd_icache_entry {
 	 * symbol), rendered on first request; NULL until then. */
 	const char *json;
 	uint32_t json_len;
+	uint32_t json_nosym_len;	/* of its part before "sym" */
 };
 
 struct ptd_insncache_stats {
@@ -120,7 +121,8 @@ const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
 						  int *ret_err);
 
 /* The rendered JSON body of @e (see record/jsonw.h), made on first use and
- * kept with the entry.  Returns NULL (the writer then renders the fields
+ * kept with the entry (and the length of its part before "sym",
+ * e->json_nosym_len, once this has returned it).  Returns NULL (the writer then renders the fields
  * itself) if memory runs out.  A body stays valid until the second clear of
  * the cache after it was made: a caller may hold one across the next few
  * lookups, as the decoder does with its pending instruction. */

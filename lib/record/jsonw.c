@@ -503,14 +503,27 @@ static char *put_insn_body(char *p, const struct ptd_rec_insn *in,
 	return p;
 }
 
-/* The body, copied if pre-rendered and every field of it is wanted. */
+/* The body, copied if pre-rendered and every field of it is wanted --
+ * or every one but sym, which comes last: then its part before sym (a
+ * daemon's subscribers that did not ask for symbols, of a session that
+ * has them). */
 static char *put_insn_body_or_copy(char *p, const struct ptd_rec_insn *in,
 				   uint32_t fl, struct ptd_jsonr *w)
 {
-	if ((fl & INSN_BODY_FIELDS) == INSN_BODY_FIELDS && in->json_body &&
-	    in->json_body_len <= PTD_JSON_MAX_INSN_BODY) {
-		memcpy(p, in->json_body, in->json_body_len);
-		return p + in->json_body_len;
+	uint32_t body = fl & INSN_BODY_FIELDS;
+
+	if (in->json_body && in->json_body_len <= PTD_JSON_MAX_INSN_BODY) {
+		if (body == INSN_BODY_FIELDS) {
+			memcpy(p, in->json_body, in->json_body_len);
+			return p + in->json_body_len;
+		}
+		if (body == (INSN_BODY_FIELDS &
+			     ~PTD_FIELD_BIT(PTD_FIELD_SYM)) &&
+		    in->json_body_nosym_len &&
+		    in->json_body_nosym_len <= in->json_body_len) {
+			memcpy(p, in->json_body, in->json_body_nosym_len);
+			return p + in->json_body_nosym_len;
+		}
 	}
 	return put_insn_body(p, in, fl, w);
 }

@@ -83,6 +83,10 @@ struct ptd_rec_insn {
 	 * renders them.  Both give the same bytes. */
 	const char *json_body;
 	uint32_t json_body_len;
+	/* The length of its part before "sym" (the body of the same
+	 * instruction without a symbol: sym comes last), so that a renderer
+	 * without sym copies that much; 0: unknown, it renders the fields. */
+	uint32_t json_body_nosym_len;
 };
 
 struct ptd_rec_block {

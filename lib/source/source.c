@@ -105,6 +105,7 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 	so->decode.has_wallref = s->has_wallref;
 	so->decode.wallref = s->wallref;
 	so->decode.addr_filter = s->fcfg;
+	so->decode.symbols = s->p.symbols;
 }
 
 struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)

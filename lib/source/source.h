@@ -116,6 +116,8 @@ struct ptd_source_host {
 	int (*recheck)(void *ctx, pid_t pid, struct ptd_diag *diag);
 };
 
+struct ptd_symbols;
+
 struct ptd_source_params {
 	pid_t pid;		/* the process (thread group) to trace */
 	uid_t uid;		/* not 0: end at an exec of a program no
@@ -138,6 +140,8 @@ struct ptd_source_params {
 	int wake_fd;		/* eventfd the source writes to when the
 				 * decode thread should drain */
 	atomic_int *stop;	/* set by the host: detach (borrowed) */
+	struct ptd_symbols *symbols;	/* the decoders' (decode.symbols);
+					 * NULL: none; borrowed */
 	int signo;		/* software: the signal that gets its tracer
 				 * out of waitpid (a handler installed) */
 	struct ptd_source_host host;

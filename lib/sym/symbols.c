@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,11 +40,16 @@ struct symfile {
 struct ptd_symbols {
 	pthread_mutex_t lock;
 	char *debug_root, *perfmap_dir;
+	struct ptd_symbols_opts o;	/* hooks and perfmap uid */
+	uid_t perfmap_uid;
 	struct symfile *bucket[NBUCKETS];
 	size_t nfiles;
 	char **fail;		/* messages */
+	int *fail_code;
 	size_t nfail, fail_cap;
+	atomic_size_t nfail_pub;	/* nfail, read without the lock */
 	uint64_t nresolves;
+	uint64_t bytes;		/* of the tables kept */
 };
 
 int ptd_symbols_new(const struct ptd_symbols_opts *o,
@@ -58,6 +64,11 @@ int ptd_symbols_new(const struct ptd_symbols_opts *o,
 	if (!s)
 		return -ENOMEM;
 	(void)pthread_mutex_init(&s->lock, NULL);
+	if (o)
+		s->o = *o;
+	s->o.debug_root = s->o.perfmap_dir = NULL;
+	s->perfmap_uid = o && o->perfmap_uid_set ? o->perfmap_uid
+						 : geteuid();
 	s->debug_root = strdup(o && o->debug_root ? o->debug_root
 						  : "/usr/lib/debug");
 	s->perfmap_dir = strdup(o && o->perfmap_dir ? o->perfmap_dir : "/tmp");
@@ -89,28 +100,73 @@ void ptd_symbols_free(struct ptd_symbols *s)
 	for (size_t i = 0; i < s->nfail; i++)
 		free(s->fail[i]);
 	free(s->fail);
+	free(s->fail_code);
 	free(s->debug_root);
 	free(s->perfmap_dir);
 	(void)pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
-static void add_failure(struct ptd_symbols *s, const char *msg)
+static void add_failure(struct ptd_symbols *s, int code, const char *msg)
 {
 	char *m;
 
 	if (s->nfail == s->fail_cap) {
 		size_t n = s->fail_cap ? 2 * s->fail_cap : 8;
 		char **v = reallocarray(s->fail, n, sizeof(*v));
+		int *c;
 
 		if (!v)
 			return;
 		s->fail = v;
+		c = reallocarray(s->fail_code, n, sizeof(*c));
+		if (!c)
+			return;
+		s->fail_code = c;
 		s->fail_cap = n;
 	}
 	m = strdup(msg);
-	if (m)
+	if (m) {
+		s->fail_code[s->nfail] = code < 0 ? code : -EINVAL;
 		s->fail[s->nfail++] = m;
+		atomic_store(&s->nfail_pub, s->nfail);
+	}
+}
+
+/* Open @path through the caller's hook (symbols.h, opts.open). */
+static int open_file(const struct ptd_symbols *s, const char *path,
+		     bool snapshot, struct stat *ret_st, struct ptd_diag *diag)
+{
+	if (s->o.open)
+		return s->o.open(s->o.open_ctx, path, snapshot, ret_st, diag);
+	return ptd_file_open_regular(AT_FDCWD, path, 0, ret_st, diag);
+}
+
+/* Keep @t (loaded from @path) if the caller's charge allows; else free
+ * it, say why, and return NULL. */
+static struct ptd_symtab *charged(struct ptd_symbols *s, const char *path,
+				  struct ptd_symtab *t)
+{
+	uint64_t n = ptd_symtab_bytes(t);
+	struct ptd_diag d = { "" };
+	int r;
+
+	if (!t || !s->o.charge)
+		goto keep;
+	r = s->o.charge(s->o.charge_ctx, n);
+	if (r < 0) {
+		(void)ptd_diagf(&d, r, "'%s': its symbols (%llu bytes) were "
+				"refused: %s", path, (unsigned long long)n,
+				r == -PTD_ELIMIT ? "over the memory limit"
+						 : ptd_strerror(r));
+		add_failure(s, r, d.msg);
+		ptd_symtab_free(t);
+		return NULL;
+	}
+keep:
+	if (t)
+		s->bytes += n;
+	return t;
 }
 
 static size_t hash_str(const char *p)
@@ -166,11 +222,13 @@ static uint32_t crc32_fd(int fd, bool *ok)
 
 /* Open @path if it is the debug file wanted: its build-id @build_id (if
  * not NULL), or its CRC @crc (if @check_crc).  -1 if not. */
-static int open_debug(const char *path, const char *build_id, bool check_crc,
-		      uint32_t crc)
+static int open_debug(const struct ptd_symbols *s, const char *path,
+		      const char *build_id, bool check_crc, uint32_t crc)
 {
 	char hex[2 * PTD_ELF_BUILD_ID_MAX + 1];
-	int fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL, NULL);
+	/* Opened with the caller's hook: a daemon's client learns a CRC
+	 * (by the symbols it gets) only of a file it may read. */
+	int fd = open_file(s, path, false, NULL, NULL);
 	bool ok = true;
 
 	if (fd < 0)
@@ -205,7 +263,7 @@ static int find_debug(const struct ptd_symbols *s, const char *path,
 			     s->debug_root, info->build_id,
 			     info->build_id + 2);
 		if (n > 0 && (size_t)n < outsz &&
-		    (fd = open_debug(out, info->build_id, false, 0)) >= 0)
+		    (fd = open_debug(s, out, info->build_id, false, 0)) >= 0)
 			return fd;
 	}
 	if (!info->debuglink[0])
@@ -226,7 +284,8 @@ static int find_debug(const struct ptd_symbols *s, const char *path,
 			/* never the file itself */
 			if (n <= 0 || (size_t)n >= outsz || !strcmp(out, path))
 				continue;
-			fd = open_debug(out, NULL, true, info->debuglink_crc);
+			fd = open_debug(s, out, NULL, true,
+					info->debuglink_crc);
 			if (fd >= 0)
 				return fd;
 		}
@@ -237,7 +296,7 @@ static int find_debug(const struct ptd_symbols *s, const char *path,
 /* ---- loading -------------------------------------------------------- */
 
 static struct ptd_symtab *load_elf(struct ptd_symbols *s, const char *path,
-				   char **ret_debug)
+				   bool snapshot, char **ret_debug)
 {
 	char dbg[PATH_MAX];
 	struct ptd_elf_syminfo info;
@@ -247,15 +306,18 @@ static struct ptd_symtab *load_elf(struct ptd_symbols *s, const char *path,
 	int r;
 
 	*ret_debug = NULL;
-	fd = ptd_file_open_regular(AT_FDCWD, path, 0, NULL, &d);
-	if (fd < 0)
+	fd = open_file(s, path, snapshot, NULL, &d);
+	if (fd < 0) {
+		r = fd;
 		goto fail;
+	}
 	r = ptd_symtab_new(&t);
 	if (r < 0) {
 		(void)ptd_diagf(&d, r, "'%s': %s", path, ptd_strerror(r));
 		goto fail;
 	}
-	if (ptd_symtab_add_elf(t, fd, path, 0, &info, &d) < 0)
+	r = ptd_symtab_add_elf(t, fd, path, 0, &info, &d);
+	if (r < 0)
 		goto fail;
 	dbg[0] = '\0';
 	if (!info.has_symtab) {
@@ -263,10 +325,11 @@ static struct ptd_symtab *load_elf(struct ptd_symbols *s, const char *path,
 
 		if (dfd >= 0) {
 			/* A bad debug file costs its symbols only. */
-			if (ptd_symtab_add_elf(t, dfd, dbg,
+			r = ptd_symtab_add_elf(t, dfd, dbg,
 					       PTD_SYMTAB_DEBUG_FILE, NULL,
-					       &d) < 0) {
-				add_failure(s, d.msg);
+					       &d);
+			if (r < 0) {
+				add_failure(s, r, d.msg);
 				dbg[0] = '\0';
 			}
 			(void)close(dfd);
@@ -276,9 +339,9 @@ static struct ptd_symtab *load_elf(struct ptd_symbols *s, const char *path,
 	}
 	*ret_debug = strdup(dbg);
 	ptd_symtab_seal(t);
-	return t;
+	return charged(s, path, t);
 fail:
-	add_failure(s, d.msg[0] ? d.msg : path);
+	add_failure(s, r, d.msg[0] ? d.msg : path);
 	ptd_symtab_free(t);
 	return NULL;
 }
@@ -299,27 +362,29 @@ static struct ptd_symtab *load_perfmap(struct ptd_symbols *s, pid_t pid)
 
 	(void)snprintf(path, sizeof(path), "%s/perf-%d.map", s->perfmap_dir,
 		       (int)pid);
-	fd = ptd_file_open_regular(AT_FDCWD, path, 0, &st, &d);
+	fd = open_file(s, path, false, &st, &d);
 	if (fd == -ENOENT)
 		return NULL;
 	if (fd < 0) {
-		add_failure(s, d.msg);
+		add_failure(s, fd, d.msg);
 		return NULL;
 	}
 	/* Anyone may write a file of that name in /tmp: as perf does, only
-	 * one of the user's own or root's is believed. */
-	if (st.st_uid != geteuid() && st.st_uid != 0) {
+	 * one of the user's own (opts.perfmap_uid: a daemon's traced
+	 * process's) or root's is believed. */
+	if (st.st_uid != s->perfmap_uid && st.st_uid != 0) {
 		(void)ptd_diagf(&d, -EPERM, "'%s' is owned by uid %u, not by "
-				"you or root: ignored", path,
-				(unsigned)st.st_uid);
-		add_failure(s, d.msg);
+				"uid %u or root: ignored", path,
+				(unsigned)st.st_uid,
+				(unsigned)s->perfmap_uid);
+		add_failure(s, -EPERM, d.msg);
 		return NULL;
 	}
 	(void)snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
 	r = ptd_file_read_all(self, PTD_PERFMAP_MAX_BYTES, &text, &len);
 	if (r < 0) {
 		(void)ptd_diagf(&d, r, "'%s': %s", path, ptd_strerror(r));
-		add_failure(s, d.msg);
+		add_failure(s, r, d.msg);
 		return NULL;
 	}
 	r = ptd_symtab_new(&t);
@@ -327,19 +392,20 @@ static struct ptd_symtab *load_perfmap(struct ptd_symbols *s, pid_t pid)
 		r = ptd_symtab_add_perfmap(t, path, text, len, &bad, &d);
 	free(text);
 	if (r < 0 || bad)
-		add_failure(s, d.msg[0] ? d.msg : path);
+		add_failure(s, r < 0 ? r : -PTD_EFORMAT,
+			    d.msg[0] ? d.msg : path);
 	if (r < 0) {
 		ptd_symtab_free(t);
 		return NULL;
 	}
 	ptd_symtab_seal(t);
-	return t;
+	return charged(s, path, t);
 }
 
 /* The entry of @key, loaded on first use; NULL when out of memory or past
  * MAX_FILES. */
 static struct symfile *get(struct ptd_symbols *s, const char *key,
-			   const char *path, pid_t pid)
+			   const char *path, bool snapshot, pid_t pid)
 {
 	struct symfile *f = find(s, key);
 	size_t b;
@@ -354,7 +420,7 @@ static struct symfile *get(struct ptd_symbols *s, const char *key,
 		return NULL;
 	}
 	if (path)
-		f->t = load_elf(s, path, &f->debug_file);
+		f->t = load_elf(s, path, snapshot, &f->debug_file);
 	else
 		f->t = load_perfmap(s, pid);
 	b = hash_str(key);
@@ -386,7 +452,9 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 	if (m && m->path && m->name && is_elf_module(m)) {
 		f = NULL;
 		if (asprintf(&fkey, "F%s", m->path) >= 0) {
-			f = get(s, fkey, m->path, 0);
+			/* a vDSO's bytes: the snapshot the decoder's
+			 * owner wrote, not a file the program named */
+			f = get(s, fkey, m->path, m->name[0] == '[', 0);
 			free(fkey);
 		}
 		if (f && f->t &&
@@ -396,7 +464,7 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 			sym = ptd_symtab_lookup(f->t, addr, &off);
 	} else if (pid > 0) {
 		(void)snprintf(key, sizeof(key), "M%d", (int)pid);
-		f = get(s, key, NULL, pid);
+		f = get(s, key, NULL, false, pid);
 		if (f && f->t)
 			sym = ptd_symtab_lookup(f->t, ip, &off);
 	}
@@ -416,6 +484,8 @@ void ptd_symbols_get_stats(struct ptd_symbols *s,
 	(void)pthread_mutex_lock(&s->lock);
 	ret->resolves = s->nresolves;
 	ret->files = s->nfiles;
+	ret->bytes = s->bytes;
+	ret->failures = s->nfail;
 	(void)pthread_mutex_unlock(&s->lock);
 }
 
@@ -429,6 +499,23 @@ const char *ptd_symbols_failure(struct ptd_symbols *s, size_t i)
 	m = i < s->nfail ? s->fail[i] : NULL;
 	(void)pthread_mutex_unlock(&s->lock);
 	return m;
+}
+
+int ptd_symbols_failure_code(struct ptd_symbols *s, size_t i)
+{
+	int c;
+
+	if (!s)
+		return 0;
+	(void)pthread_mutex_lock(&s->lock);
+	c = i < s->nfail ? s->fail_code[i] : 0;
+	(void)pthread_mutex_unlock(&s->lock);
+	return c;
+}
+
+size_t ptd_symbols_nfailures(struct ptd_symbols *s)
+{
+	return s ? atomic_load(&s->nfail_pub) : 0;
 }
 
 const char *ptd_symbols_debug_file(struct ptd_symbols *s, const char *path)

@@ -933,6 +933,19 @@ void ptd_symtab_seal(struct ptd_symtab *t)
 	t->cap = 0;
 }
 
+size_t ptd_symtab_bytes(const struct ptd_symtab *t)
+{
+	size_t n;
+
+	if (!t)
+		return 0;
+	n = sizeof(*t) + t->cap * sizeof(*t->v) +
+	    (t->sorted ? t->n * sizeof(*t->sorted) : 0);
+	for (const struct chunk *k = t->chunks; k; k = k->next)
+		n += sizeof(*k) + k->cap;
+	return n;
+}
+
 size_t ptd_symtab_count(const struct ptd_symtab *t)
 {
 	return t && t->sealed ? t->n : 0;

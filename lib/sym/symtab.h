@@ -105,6 +105,9 @@ void ptd_symtab_seal(struct ptd_symtab *t);
 const struct ptd_sym *ptd_symtab_lookup(const struct ptd_symtab *t,
 					uint64_t addr, uint64_t *ret_off);
 
+/* Bytes @t holds (its symbols, names and segments), for charging it. */
+size_t ptd_symtab_bytes(const struct ptd_symtab *t);
+
 /* The symbols of a sealed table, by address. */
 size_t ptd_symtab_count(const struct ptd_symtab *t);
 const struct ptd_sym *ptd_symtab_at(const struct ptd_symtab *t, size_t i);

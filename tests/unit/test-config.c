@@ -25,6 +25,8 @@ static const char *config_diff(const struct ptd_config *a,
 	F(data_buffer_size);
 	F(software_source);
 	S(intel_pt_sysfs);
+	S(debug_dir);
+	S(perf_map_dir);
 	F(max_sessions_per_user);
 	F(max_subscribers_per_session);
 	F(max_connections);
@@ -51,6 +53,8 @@ static void config_poison(struct ptd_config *c)
 	c->data_buffer_size = 8192;
 	c->software_source = false;
 	strcpy(c->intel_pt_sysfs, "/poison");
+	strcpy(c->debug_dir, "/poison");
+	strcpy(c->perf_map_dir, "/poison");
 	c->max_sessions_per_user = 99;
 	c->max_subscribers_per_session = 99;
 	c->max_connections = 99;
@@ -182,7 +186,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 17);
+	CHECK_EQ_INT(settings, 19);
 }
 
 static void test_all_keys(void)
@@ -200,6 +204,8 @@ static void test_all_keys(void)
 		"data_buffer_size = 8192\n"
 		"software_source = false\n"
 		"intel_pt_sysfs = /tmp/fake sysfs/intel_pt\n"
+		"debug_dir = /opt/debug\n"
+		"perf_map_dir = /run/maps\n"
 		"max_sessions_per_user = 1\n"
 		"max_subscribers_per_session = 1024\n"
 		"max_connections = 65536\n"
@@ -220,6 +226,8 @@ static void test_all_keys(void)
 	CHECK_EQ_U64(c.data_buffer_size, 8192);
 	CHECK(!c.software_source);
 	CHECK_EQ_STR(c.intel_pt_sysfs, "/tmp/fake sysfs/intel_pt");
+	CHECK_EQ_STR(c.debug_dir, "/opt/debug");
+	CHECK_EQ_STR(c.perf_map_dir, "/run/maps");
 	CHECK_EQ_INT(c.max_sessions_per_user, 1);
 	CHECK_EQ_INT(c.max_subscribers_per_session, 1024);
 	CHECK_EQ_INT(c.max_connections, 65536);

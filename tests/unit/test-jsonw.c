@@ -935,6 +935,36 @@ static void test_insn_body(void)
 			CHECK_EQ_INT(nb, na);
 			CHECK(na && na <= PTD_JSON_MAX_RECORD && !memcmp(a, b, na));
 
+			/* Every field but sym: the body's part before sym is
+			 * copied, the same bytes as rendered without a body. */
+			{
+				static char nosym[PTD_JSON_MAX_INSN_BODY];
+				struct ptd_rec_insn bare = r.u.insn;
+				struct ptd_jsonr jr;
+				struct ptd_record q = r;
+				uint32_t fl = PTD_FIELDS_ALL &
+					      ~PTD_FIELD_BIT(PTD_FIELD_SYM);
+				char c1[PTD_JSON_MAX_RECORD];
+				char c2[PTD_JSON_MAX_RECORD];
+				size_t n1, n2;
+
+				bare.sym = NULL;
+				r.u.insn.json_body_nosym_len =
+					(uint32_t)ptd_json_insn_body(
+						nosym, sizeof(nosym), &bare);
+				CHECK(!memcmp(nosym, body,
+					      r.u.insn.json_body_nosym_len));
+				ptd_jsonr_init(&jr, fl);
+				n1 = ptd_jsonr_render(&jr, c1, &r);
+				q.u.insn.json_body = NULL;
+				ptd_jsonr_init(&jr, fl);
+				n2 = ptd_jsonr_render(&jr, c2, &q);
+				CHECK_EQ_INT(n1, n2);
+				CHECK(n1 && n1 == n2 && !memcmp(c1, c2, n1));
+				CHECK(!memmem(c1, n1, "\"sym\"", 5));
+				r.u.insn.json_body_nosym_len = 0;
+			}
+
 			/* The writer's fast path, twice (cached head). */
 			int p[2];
 			REQUIRE(pipe(p) == 0);

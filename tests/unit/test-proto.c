@@ -139,6 +139,13 @@ static void test_attach(void)
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":{\"tsc\":1}}",
 	    -PTD_EFORMAT, "attach: options.tsc: expected a boolean");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"symbols\":\"yes\"}}",
+	    -PTD_EFORMAT, "attach: options.symbols: expected a boolean");
+	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"symbols\":1}",
+	    -PTD_EFORMAT, "replay: symbols: expected a boolean");
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"symbols\":0}",
+	    -PTD_EFORMAT, "subscribe: symbols: expected a boolean");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"max_insns\":-1}}",
 	    -PTD_EFORMAT, "attach: options.max_insns: expected a non-negative integer");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
@@ -454,7 +461,8 @@ static void test_request_lines(void)
 		"\"source\":\"software\",\"tsc\":true,\"max_insns\":1000,"
 		"\"step\":\"single\",\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
 		"\"snapshot_size\":65536,\"per_cpu\":true,"
-		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"record\":true}}",
+		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"symbols\":true,"
+		"\"record\":true}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
 		"[\"block\",\"error\"],\"filter\":{\"tid\":[5,6],\"ranges\":"
@@ -463,6 +471,10 @@ static void test_request_lines(void)
 		"\"module\":\"libc\"}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
 		"[\"insn\"],\"fields\":[\"type\",\"tid\",\"ip\",\"wall\"]}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"symbols\":true}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
+		"[\"type\",\"ip\"],\"symbols\":true}",
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\"}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossy\":true,"
 		"\"tid\":7,\"wait_ms\":0}",

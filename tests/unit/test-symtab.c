@@ -625,12 +625,113 @@ static void test_perfmap(void)
 		CHECK(ptd_symbols_resolve(syms, NULL, 4242, 0x100f, &off) ==
 		      NULL);
 		CHECK_CONTAINS(ptd_symbols_failure(syms, 0),
-			       "is owned by uid 65534, not by you or root");
+			       "is owned by uid 65534, not by uid 0 or root");
+		CHECK_EQ_INT(ptd_symbols_failure_code(syms, 0), -EPERM);
+		CHECK_EQ_U64(ptd_symbols_nfailures(syms), 1);
+		ptd_symbols_free(syms);
+		/* ...unless it is the uid the caller names (a daemon: the
+		 * traced process's) */
+		so.perfmap_uid_set = true;
+		so.perfmap_uid = 65534;
+		REQUIRE(ptd_symbols_new(&so, &syms) == 0);
+		CHECK_EQ_STR(ptd_symbols_resolve(syms, NULL, 4242, 0x100f,
+						 &off), "jit_a");
 		ptd_symbols_free(syms);
 	} else {
 		fprintf(stderr, "  (not root: a map of another owner is not "
 			"tried)\n");
 	}
+}
+
+/* The caller's hooks: every file is opened through opts.open; each table
+ * kept is charged through opts.charge, and one refused is not kept (its
+ * code names nothing, a failure -PTD_ELIMIT says why). */
+struct hooks {
+	unsigned opens;
+	int open_err;		/* 0: open it */
+	uint64_t charged;
+	uint64_t budget;
+};
+
+static int hook_open(void *ctx, const char *path, bool snapshot,
+		     struct stat *ret_st, struct ptd_diag *diag)
+{
+	struct hooks *h = ctx;
+
+	h->opens++;
+	CHECK(!snapshot);
+	if (h->open_err)
+		return ptd_diagf(diag, h->open_err, "'%s': denied", path);
+	return ptd_file_open_regular(AT_FDCWD, path, 0, ret_st, diag);
+}
+
+static int hook_charge(void *ctx, uint64_t bytes)
+{
+	struct hooks *h = ctx;
+
+	if (h->charged + bytes > h->budget)
+		return -PTD_ELIMIT;
+	h->charged += bytes;
+	return 0;
+}
+
+static void test_symbols_hooks(void)
+{
+	static const char text[] = "1000 10 jit_a\n2000 8 jit_b\n";
+	struct ptd_symbols_opts so;
+	struct ptd_symbols_stats st;
+	struct ptd_symbols *syms;
+	struct hooks h;
+	char path[600];
+	uint64_t off;
+
+	path_in(path, sizeof(path), "perf-5151.map");
+	REQUIRE(ptd_file_write_atomic(path, text, sizeof(text) - 1) == 0);
+	memset(&so, 0, sizeof(so));
+	so.perfmap_dir = workdir;
+	so.open = hook_open;
+	so.charge = hook_charge;
+	so.open_ctx = so.charge_ctx = &h;
+
+	/* charged: what is kept, as the stats say */
+	memset(&h, 0, sizeof(h));
+	h.budget = 1ull << 30;
+	REQUIRE(ptd_symbols_new(&so, &syms) == 0);
+	CHECK_EQ_STR(ptd_symbols_resolve(syms, NULL, 5151, 0x2001, &off),
+		     "jit_b");
+	CHECK_EQ_INT(h.opens, 1);
+	ptd_symbols_get_stats(syms, &st);
+	CHECK(h.charged > 0);
+	CHECK_EQ_U64(st.bytes, h.charged);
+	CHECK_EQ_U64(st.failures, 0);
+	ptd_symbols_free(syms);
+
+	/* refused: nothing kept, the failure says so */
+	memset(&h, 0, sizeof(h));
+	h.budget = 100;
+	REQUIRE(ptd_symbols_new(&so, &syms) == 0);
+	CHECK(ptd_symbols_resolve(syms, NULL, 5151, 0x2001, &off) == NULL);
+	CHECK(ptd_symbols_resolve(syms, NULL, 5151, 0x1001, &off) == NULL);
+	CHECK_EQ_U64(h.charged, 0);
+	CHECK_EQ_U64(ptd_symbols_nfailures(syms), 1);	/* tried once */
+	CHECK_EQ_INT(ptd_symbols_failure_code(syms, 0), -PTD_ELIMIT);
+	CHECK_CONTAINS(ptd_symbols_failure(syms, 0),
+		       "perf-5151.map': its symbols (");
+	CHECK_CONTAINS(ptd_symbols_failure(syms, 0),
+		       "bytes) were refused: over the memory limit");
+	ptd_symbols_get_stats(syms, &st);
+	CHECK_EQ_U64(st.bytes, 0);
+	ptd_symbols_free(syms);
+
+	/* the opener refuses: its error and message */
+	memset(&h, 0, sizeof(h));
+	h.budget = 1ull << 30;
+	h.open_err = -EACCES;
+	REQUIRE(ptd_symbols_new(&so, &syms) == 0);
+	CHECK(ptd_symbols_resolve(syms, NULL, 5151, 0x2001, &off) == NULL);
+	CHECK_EQ_INT(ptd_symbols_failure_code(syms, 0), -EACCES);
+	CHECK_CONTAINS(ptd_symbols_failure(syms, 0), "perf-5151.map': denied");
+	ptd_symbols_free(syms);
 }
 
 /* ---- hostile ELF files -------------------------------------------------- */
@@ -1018,6 +1119,7 @@ int main(void)
 	RUN(test_stripped_dynsym);
 	RUN(test_debug_file);
 	RUN(test_perfmap);
+	RUN(test_symbols_hooks);
 	RUN(test_hostile_elf);
 	RUN(test_decoded_trace);
 	RUN(test_vdso);
