@@ -54,6 +54,23 @@ static inline int write_file(const char *path, const char *text)
 }
 
 /* Wait for child @pid; its exit code, 128+signal, or -1. */
+/* Copy @src to @dst with mode @mode (owned by root): a program another
+ * user must run, out of a build tree that user may not reach (a clone in
+ * a 0700 directory). */
+static inline bool copy_prog(const char *src, const char *dst, mode_t mode)
+{
+	char *text = NULL;
+	size_t len = 0;
+	bool ok;
+
+	if (ptd_file_read_all(src, 1 << 24, &text, &len) < 0)
+		return false;
+	ok = ptd_file_write_atomic(dst, text, len) == 0 &&
+	     chmod(dst, mode) == 0;
+	free(text);
+	return ok;
+}
+
 static inline int wait_exit(pid_t pid)
 {
 	int st = 0;

@@ -455,6 +455,14 @@ static void test_live(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+static const char *progs_jit(void)
+{
+	static char p[1100];
+
+	(void)snprintf(p, sizeof(p), "%s/prog-jit", progs);
+	return p;
+}
+
 /* prog-jit run as uid @as, its code named from a perf map owned by
  * @owner: *ret_anon insn records in "[anon]", *ret_named of them named
  * jitted_answer; the stream in *ret_sub. */
@@ -468,7 +476,11 @@ static void jit_run(struct daemon *d, uid_t as, uid_t owner,
 	int go;
 
 	(void)snprintf(arg, sizeof(arg), "%llx", (unsigned long long)JIT_ADDR);
-	t = spawn_held_as(as, "prog-jit", arg, &go);
+	/* a copy @as can run wherever the build tree is */
+	(void)snprintf(map, sizeof(map), "%s/prog-jit", tmpdir);
+	REQUIRE(chmod(tmpdir, 0755) == 0);
+	REQUIRE(copy_prog(progs_jit(), map, 0755));
+	t = spawn_held_as(as, map, arg, &go);
 	REQUIRE(t > 0);
 	(void)snprintf(map, sizeof(map), "%s/maps/perf-%d.map", tmpdir,
 		       (int)t);
@@ -706,7 +718,8 @@ static pid_t ptctl_as(struct daemon *d, uid_t uid, pid_t pid,
 	char ptctl[1100], pidarg[32];
 	pid_t c;
 
-	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
+	/* a copy @uid can run wherever the build tree is */
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/ptctl", tmpdir);
 	(void)snprintf(pidarg, sizeof(pidarg), "%d", (int)pid);
 	c = fork();
 	if (c == 0) {
@@ -754,6 +767,9 @@ static void test_client_rights(void)
 	/* the user reaches the socket (the harness makes it 0600 in 0700
 	 * directories) */
 	REQUIRE(chmod(tmpdir, 0755) == 0 && chmod(d.dir, 0755) == 0);
+	(void)snprintf(cmd, sizeof(cmd), "%s/daemon/ptctl", build_root);
+	(void)snprintf(out, sizeof(out), "%s/ptctl", tmpdir);
+	REQUIRE(copy_prog(cmd, out, 0755));
 	(void)snprintf(cmd, sizeof(cmd), "%s/run", d.dir);
 	REQUIRE(chmod(cmd, 0755) == 0 && chmod(d.sock, 0666) == 0);
 	(void)snprintf(prog, sizeof(prog), "%s/prog", dir);

@@ -530,20 +530,6 @@ static void test_dynamic(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
-/* Copy @src to @dst with mode @mode (owned by root). */
-static bool copy_prog(const char *src, const char *dst, mode_t mode)
-{
-	char *text = NULL;
-	size_t len = 0;
-	bool ok;
-
-	if (ptd_file_read_all(src, 1 << 24, &text, &len) < 0)
-		return false;
-	ok = ptd_file_write_atomic(dst, text, len) == 0 &&
-	     chmod(dst, mode) == 0;
-	free(text);
-	return ok;
-}
 
 /* A rule of user nobody: nobody's runs only, never a set-user-ID one;
  * it ends with its ptctl; unwatch ends a rule. */
