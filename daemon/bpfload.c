@@ -5,7 +5,23 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <bpf/libbpf.h>
+
 #include "daemon/bpfload.h"
+
+int ptd_bpf_ringbuf(int map_fd, int (*fn)(void *ctx, void *data, size_t len),
+		    void *ctx, struct ring_buffer **ret,
+		    struct ptd_diag *diag)
+{
+	*ret = ring_buffer__new(map_fd, fn, ctx, NULL);
+	if (!*ret) {
+		int r = -errno;
+
+		return ptd_diagf(diag, r, "cannot map the BPF ring buffer: %s",
+				 strerror(-r));
+	}
+	return 0;
+}
 
 int ptd_bpf_check(const char *what, struct ptd_diag *diag)
 {

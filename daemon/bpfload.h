@@ -19,4 +19,12 @@ int ptd_bpf_check(const char *what, struct ptd_diag *diag);
  * capabilities; returns @err. */
 int ptd_bpf_refusal(int err, const char *what, struct ptd_diag *diag);
 
+struct ring_buffer;
+/* A libbpf ring buffer over the BPF_MAP_TYPE_RINGBUF map @map_fd, each
+ * sample handed to @fn(@ctx, data, size), into *@ret.  Returns 0, or
+ * -errno with a message in @diag. */
+int ptd_bpf_ringbuf(int map_fd, int (*fn)(void *ctx, void *data, size_t len),
+		    void *ctx, struct ring_buffer **ret,
+		    struct ptd_diag *diag);
+
 #endif

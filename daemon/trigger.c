@@ -184,14 +184,10 @@ int ptd_triggers_new(struct ptd_triggers **ret, struct ptd_diag *diag)
 		(void)ptd_bpf_refusal(r, "triggers", diag);
 		goto err;
 	}
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.hits), on_hit, t,
-				 NULL);
-	if (!t->rb) {
-		r = -errno;
-		(void)ptd_diagf(diag, r, "cannot map the BPF ring buffer: %s",
-				strerror(-r));
+	r = ptd_bpf_ringbuf(bpf_map__fd(t->skel->maps.hits), on_hit, t,
+			    &t->rb, diag);
+	if (r < 0)
 		goto err;
-	}
 	*ret = t;
 	return 0;
 err:

@@ -80,14 +80,10 @@ int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 				strerror(-r));
 		goto err;
 	}
-	w->rb = ring_buffer__new(bpf_map__fd(w->skel->maps.events), on_event,
-				 w, NULL);
-	if (!w->rb) {
-		r = -errno;
-		(void)ptd_diagf(diag, r, "cannot map the BPF ring buffer: %s",
-				strerror(-r));
+	r = ptd_bpf_ringbuf(bpf_map__fd(w->skel->maps.events), on_event, w,
+			    &w->rb, diag);
+	if (r < 0)
 		goto err;
-	}
 	*ret = w;
 	return 0;
 err:

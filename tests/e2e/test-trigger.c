@@ -714,19 +714,6 @@ static void test_limit(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
-static bool copy_file(const char *src, const char *dst, mode_t mode)
-{
-	char *text = NULL;
-	size_t len = 0;
-	bool ok;
-
-	if (ptd_file_read_all(src, 1 << 24, &text, &len) < 0)
-		return false;
-	ok = ptd_file_write_atomic(dst, text, len) == 0 &&
-	     chmod(dst, mode) == 0;
-	free(text);
-	return ok;
-}
 
 /* ptd run as nobody may not load BPF: a trigger is refused, saying why,
  * before anything is done to the process; the rest answers. */
@@ -748,7 +735,7 @@ static void test_unprivileged(void)
 	REQUIRE(write_file(d.conf, conf) == 0 && chmod(d.conf, 0644) == 0);
 	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
 	(void)snprintf(log, sizeof(log), "%s/ptd", d.dir);
-	REQUIRE(copy_file(ptd, log, 0755));
+	REQUIRE(copy_prog(ptd, log, 0755));
 	(void)snprintf(ptd, sizeof(ptd), "%s", log);
 	(void)snprintf(log, sizeof(log), "%s/ptd.log", d.dir);
 	d.pid = fork();
