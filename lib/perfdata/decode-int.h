@@ -31,9 +31,18 @@ struct loss {
 	char *why;
 };
 
+/* A thread's life: a tid the kernel gives again after the thread exited
+ * (FORK of a tid whose EXIT was read) begins a new one, with a stream of
+ * its own. */
 struct thr {
 	pid_t pid, tid;
 	size_t proc;
+	bool exited;		/* its EXIT was read: */
+	uint64_t end_seq;	/* its process's image events from here on
+				 * came after it */
+	bool gone;		/* a later life took its tid */
+	bool have_idx;
+	uint32_t idx;		/* per-thread layout: its AUX buffer's index */
 	uint64_t first_seq;
 	struct ptd_buf pt;
 	bool have_next;
@@ -53,6 +62,8 @@ struct miss {
 
 struct proc {
 	pid_t pid;
+	bool exited;		/* its leader's EXIT was read */
+	bool gone;		/* a later process took its pid */
 	struct ptd_timeline tl;
 	struct miss *miss;
 	size_t nmiss;

@@ -38,7 +38,7 @@ static struct proc *proc_get(struct dec *d, pid_t pid, size_t *ret_idx)
 	size_t i;
 
 	for (i = 0; i < d->npr; i++)
-		if (d->pr[i].pid == pid)
+		if (d->pr[i].pid == pid && !d->pr[i].gone)
 			goto out;
 	p = reallocarray(d->pr, d->npr + 1, sizeof(*p));
 	if (!p)
@@ -62,9 +62,55 @@ static struct thr *thr_find(struct dec *d, pid_t tid)
 	size_t i;
 
 	for (i = 0; i < d->nth; i++)
-		if (d->th[i].tid == tid)
+		if (d->th[i].tid == tid && !d->th[i].gone)
 			return &d->th[i];
 	return NULL;
+}
+
+/* A FORK of @pid/@tid: a tid (or a process's pid) the kernel gives again
+ * once its thread (process) exited names another one from here on.  The
+ * one before keeps its stream and image up to here.  Without the EXIT (a
+ * lost record, a FORK perf synthesized for a thread it found running) the
+ * tid stays the thread it was. */
+static void new_life(struct dec *d, pid_t pid, pid_t tid)
+{
+	struct thr *t = thr_find(d, tid);
+	size_t i;
+
+	if (t && t->exited)
+		t->gone = true;
+	if (pid != tid)
+		return;
+	for (i = 0; i < d->npr; i++)
+		if (d->pr[i].pid == pid && !d->pr[i].gone && d->pr[i].exited)
+			d->pr[i].gone = true;
+}
+
+/* A per-thread payload's thread: of the lives of its tid, the one its AUX
+ * buffer (@idx) was given to, else the first not given one (a life whose
+ * buffer perf drained after the next life began), else the current. */
+static struct thr *payload_thr(struct dec *d, pid_t tid, uint32_t idx)
+{
+	struct thr *first = NULL;
+	size_t i;
+
+	for (i = 0; i < d->nth; i++) {
+		struct thr *t = &d->th[i];
+
+		if (t->tid != tid)
+			continue;
+		if (t->have_idx && t->idx == idx)
+			return t;
+		if (!t->have_idx && !first)
+			first = t;
+	}
+	if (!first)
+		first = pdd_thr_get(d, 0, tid);
+	if (first && !first->have_idx) {
+		first->have_idx = true;
+		first->idx = idx;
+	}
+	return first;
 }
 
 
@@ -177,14 +223,18 @@ struct thr *pdd_thr_get(struct dec *d, pid_t pid, pid_t tid)
 }
 
 /* Append trace bytes to @t.  Every image change read before a thread's
- * first byte is in effect when its stream starts. */
+ * first byte is in effect when its stream starts -- but none read after
+ * it exited (a per-thread recording's last bytes come after its EXIT). */
 int pdd_thr_append(struct dec *d, struct thr *t, const uint8_t *p,
 		   size_t n)
 {
 	if (!n)
 		return 0;
-	if (!t->pt.len)
+	if (!t->pt.len) {
 		t->first_seq = d->pr[t->proc].tl.next_seq;
+		if (t->exited && t->end_seq < t->first_seq)
+			t->first_seq = t->end_seq;
+	}
 	t->last_len = n;
 	return ptd_buf_append(&t->pt, p, n);
 }
@@ -229,7 +279,7 @@ int pdd_tl_add_proc(struct dec *d, size_t pi, struct ptd_tl_event *ev,
 	if (!pos)
 		return -ENOMEM;
 	for (i = 0; i < d->nth; i++)
-		if (d->th[i].pid == p->pid) {
+		if (d->th[i].pid == p->pid && !d->th[i].exited) {
 			pos[n].tid = d->th[i].tid;
 			pos[n++].pos = d->th[i].pt.len;
 		}
@@ -374,7 +424,7 @@ static bool snapshot_continues(const struct thr *t,
 static int thread_payload(struct dec *d,
 			  const struct ptd_perfdata_auxtrace_rec *a)
 {
-	struct thr *t = pdd_thr_get(d, 0, (pid_t)a->tid);
+	struct thr *t = payload_thr(d, (pid_t)a->tid, a->idx);
 	uint64_t skip = 0;
 	int r = 0;
 
@@ -460,8 +510,24 @@ int pdd_thread_record(struct dec *d, const struct ptd_perf_event *e)
 		return pdd_thr_get(d, (pid_t)e->u.itrace.pid,
 			       (pid_t)e->u.itrace.tid) ? 0 : -ENOMEM;
 	case PERF_RECORD_FORK:
+		new_life(d, (pid_t)e->u.task.pid, (pid_t)e->u.task.tid);
 		return pdd_thr_get(d, (pid_t)e->u.task.pid,
 			       (pid_t)e->u.task.tid) ? 0 : -ENOMEM;
+	case PERF_RECORD_EXIT: {
+		struct thr *t = thr_find(d, (pid_t)e->u.task.tid);
+		size_t i;
+
+		if (t && !t->exited) {
+			t->exited = true;
+			t->end_seq = d->pr[t->proc].tl.next_seq;
+		}
+		if (e->u.task.pid == e->u.task.tid)
+			for (i = 0; i < d->npr; i++)
+				if (d->pr[i].pid == (pid_t)e->u.task.pid &&
+				    !d->pr[i].gone)
+					d->pr[i].exited = true;
+		return 0;
+	}
 	case PERF_RECORD_COMM:
 		if (!pdd_thr_get(d, (pid_t)e->u.comm.pid, (pid_t)e->u.comm.tid))
 			return -ENOMEM;
@@ -606,7 +672,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 	/* Missing files were taken out of the timeline and are reported
 	 * here, so an error applying the rest is not expected. */
 	(void)ptd_tl_cursor_init(&cur, &p->tl, NULL, t->tid, t->first_seq,
-				 UINT64_MAX, img, td);
+				 t->exited ? t->end_seq : UINT64_MAX, img, td);
 	r = image_errors(d, t, sink, st);
 	while (r == 0) {
 		uint64_t end = t->pt.len;

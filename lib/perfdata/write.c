@@ -45,6 +45,7 @@ struct writer {
 	char *absdir;		/* the capture directory, absolute */
 	struct ptd_perfdata_auxtrace_index_entry *idx;
 	size_t nidx;
+	bool *exited_early;	/* per thread: EXIT written in the sideband */
 };
 
 static int w_flush(struct writer *w)
@@ -483,12 +484,34 @@ static int write_thread_start(struct writer *w, size_t i)
 	return r < 0 ? r : write_itrace_start(w, tid);
 }
 
+/* Whether thread @i ended before the timeline's event @seq: its EXIT goes
+ * there, before a thread that takes its tid again is started. */
+static bool ended_before(const struct ptd_capture *c, size_t i, uint64_t seq)
+{
+	return c->threads[i].has_end && c->threads[i].end_seq <= seq &&
+	       c->threads[i].tid != c->pid;
+}
+
+/* Whether a later thread of the capture has thread @i's tid. */
+static bool tid_again(const struct ptd_capture *c, size_t i)
+{
+	for (size_t j = i + 1; j < c->nthreads; j++)
+		if (c->threads[j].tid == c->threads[i].tid)
+			return true;
+	return false;
+}
+
 /* COMM exec of the leader, then the timeline with each thread started
- * just before the first event it did not see (seq >= first_seq). */
+ * just before the first event it did not see (seq >= first_seq), and
+ * each thread that ended before the end (end_seq) exited just before the
+ * first event it did not see: a tid the kernel gave again is then a FORK
+ * after the EXIT, as the kernel records it. */
 static int write_sideband(struct writer *w)
 {
 	const struct ptd_capture *c = w->c;
-	bool *started = calloc(c->nthreads, sizeof(*started));
+	bool *started = calloc(c->nthreads ? 2 * c->nthreads : 1,
+			       sizeof(*started));
+	bool *exited = started + c->nthreads;
 	int r = write_comm(w, c->pid, true);
 
 	if (!started)
@@ -496,6 +519,14 @@ static int write_sideband(struct writer *w)
 	for (size_t e = 0; r >= 0 && e <= c->tl.n; e++) {
 		uint64_t seq = e < c->tl.n ? c->tl.ev[e].seq : UINT64_MAX;
 
+		for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
+			if (!started[i] || exited[i] ||
+			    !ended_before(c, i, seq) ||
+			    (e == c->tl.n && !tid_again(c, i)))
+				continue;
+			exited[i] = true;
+			r = write_exit(w, c->threads[i].tid);
+		}
 		for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
 			if (started[i] || c->threads[i].first_seq > seq)
 				continue;
@@ -505,6 +536,9 @@ static int write_sideband(struct writer *w)
 		if (r >= 0 && e < c->tl.n)
 			r = write_tl_event(w, &c->tl.ev[e]);
 	}
+	/* the rest exit after their trace (write_data) */
+	for (size_t i = 0; i < c->nthreads; i++)
+		w->exited_early[i] = exited[i];
 	free(started);
 	return r;
 }
@@ -562,7 +596,7 @@ static int write_data(struct writer *w, const struct ptd_pt_pmu *pmu)
 		return r;
 	/* Exits: other threads first, the leader last. */
 	for (size_t i = 0; r >= 0 && i < c->nthreads; i++)
-		if (c->threads[i].tid != c->pid)
+		if (c->threads[i].tid != c->pid && !w->exited_early[i])
 			r = write_exit(w, c->threads[i].tid);
 	for (size_t i = 0; r >= 0 && i < c->nthreads; i++)
 		if (c->threads[i].tid == c->pid)
@@ -749,7 +783,10 @@ int ptd_perfdata_write_capture(const struct ptd_capture *c, const char *path,
 				 ptd_strerror(r));
 	}
 	w.idx = calloc(c->nthreads, sizeof(*w.idx));
-	r = w.idx ? open_tmp(path, &tmp, &fd, diag) : -ENOMEM;
+	w.exited_early = calloc(c->nthreads ? c->nthreads : 1,
+				sizeof(*w.exited_early));
+	r = w.idx && w.exited_early ? open_tmp(path, &tmp, &fd, diag)
+				    : -ENOMEM;
 	if (r < 0)
 		goto out;
 	w.fd = fd;
@@ -770,6 +807,7 @@ out:
 		ptd_diagf(diag, r, "writing '%s': out of memory", path);
 	ptd_buf_fini(&w.q);
 	free(w.idx);
+	free(w.exited_early);
 	free(w.absdir);
 	free(tmp);
 	return r < 0 ? r : 0;

@@ -26,6 +26,8 @@
 
 #include "check.h"
 #include "common/fileio.h"
+#include "input/input.h"
+#include "perfdata/write.h"
 #include "swpt/capdecode.h"
 #include "swpt/capture.h"
 #include "swpt/tracer.h"
@@ -68,6 +70,90 @@ static void traced_in_namespace(const char *prog, const char *dir)
 	if (!res.exited || res.exit_code != 0)
 		_exit(10 + (res.exited ? res.exit_code : 9));
 	_exit(0);
+}
+
+/* The perf.data export of the capture, decoded: one stream per thread
+ * life, in the capture's order, each the thread's ground truth. */
+struct lives {
+	size_t n;		/* threads done */
+	size_t k[8];		/* instructions per thread */
+	pid_t tid[8];
+	const struct ptd_capture *c;
+	uint64_t *truth;	/* of thread n */
+	size_t ntruth;
+	bool bad[8];
+};
+
+static void lives_load(struct lives *l)
+{
+	struct ptd_diag diag = { "" };
+
+	free(l->truth);
+	l->truth = NULL;
+	l->ntruth = 0;
+	if (l->n < l->c->nthreads &&
+	    ptd_capture_read_truth(l->c, l->n, &l->truth, &l->ntruth,
+				   &diag) < 0)
+		CHECK_FAIL_("truth of thread %zu: %s", l->n, diag.msg);
+}
+
+static int lives_rec(void *ctx, const struct ptd_record *rec)
+{
+	struct lives *l = ctx;
+	size_t n = l->n, k;
+
+	if (rec->type != PTD_REC_INSN || n >= 8)
+		return 0;
+	k = l->k[n]++;
+	if (!l->bad[n] && (k >= l->ntruth || rec->u.insn.ip != l->truth[k])) {
+		l->bad[n] = true;
+		CHECK_FAIL_("perf.data stream %zu (tid %ld): insn %zu is "
+			    "0x%llx, the truth 0x%llx", n, (long)rec->tid, k,
+			    (unsigned long long)rec->u.insn.ip,
+			    (unsigned long long)(k < l->ntruth ? l->truth[k]
+							       : 0));
+	}
+	return 0;
+}
+
+static void lives_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		       int err, const struct ptd_diag *diag)
+{
+	struct lives *l = ctx;
+
+	(void)st;
+	if (err)
+		CHECK_FAIL_("perf.data stream %zu (tid %ld): %s", l->n,
+			    (long)tid, diag->msg);
+	if (l->n < 8 && !l->bad[l->n] && l->k[l->n] != l->ntruth)
+		CHECK_FAIL_("perf.data stream %zu (tid %ld): %zu of %zu "
+			    "instructions", l->n, (long)tid, l->k[l->n],
+			    l->ntruth);
+	if (l->n < 8)
+		l->tid[l->n] = tid;
+	l->n++;
+	lives_load(l);
+}
+
+static void check_perfdata(const struct ptd_capture *c, const char *data)
+{
+	struct lives l = { .c = c };
+	struct ptd_input_sink sink = { NULL, lives_rec, lives_done, &l, NULL };
+	struct ptd_input_opts o;
+	struct ptd_diag diag = { "" };
+	size_t terr = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	lives_load(&l);
+	CHECK_EQ_INT(ptd_input_decode(data, &o, &sink, &terr, &diag), 0);
+	CHECK_EQ_INT((int)terr, 0);
+	/* two lives of one tid are two streams, not one */
+	CHECK_EQ_INT((int)l.n, (int)c->nthreads);
+	for (size_t i = 0; i < l.n && i < c->nthreads && i < 8; i++)
+		CHECK_EQ_INT(l.tid[i], c->threads[i].tid);
+	free(l.truth);
 }
 
 static void test_reused_tid(void)
@@ -127,6 +213,12 @@ static void test_reused_tid(void)
 	}
 	CHECK(rep.ok);
 	ptd_verify_report_fini(&rep);
+
+	/* the same through perf.data: the export says where A ended and B
+	 * began, the decoder keeps them apart */
+	(void)snprintf(path, sizeof(path), "%s/reuse.data", workdir);
+	REQUIRE(ptd_perfdata_write_capture(&c, path, &diag) == 0);
+	check_perfdata(&c, path);
 	ptd_capture_fini(&c);
 }
 

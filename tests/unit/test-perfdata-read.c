@@ -1083,6 +1083,82 @@ static void fb_switch(struct fb *f, uint32_t pid, uint32_t tid, uint32_t cpu,
 	put_u64(&f->recs, 2);
 }
 
+/* PERF_RECORD_FORK or EXIT of @tid in process @pid, seen on CPU @cpu. */
+static void fb_task(struct fb *f, bool fork, uint32_t pid, uint32_t tid,
+		    uint32_t cpu)
+{
+	struct perf_event_header h = {
+		fork ? PERF_RECORD_FORK : PERF_RECORD_EXIT, 0, 8 + 24 + 32
+	};
+
+	put(&f->recs, &h, sizeof(h));
+	put_u32(&f->recs, pid);
+	put_u32(&f->recs, pid);
+	put_u32(&f->recs, tid);
+	put_u32(&f->recs, fork ? pid : tid);
+	put_u64(&f->recs, ++f->time);
+	put_u32(&f->recs, pid);
+	put_u32(&f->recs, tid);
+	put_u64(&f->recs, f->time);
+	put_u32(&f->recs, cpu);
+	put_u32(&f->recs, 0);
+	put_u64(&f->recs, 2);
+}
+
+/* Per-CPU: a tid the kernel gives again after its thread exited is
+ * another thread, with a stream of its own (one stream of both would
+ * decode the second thread's trace as the first's continuation). */
+static void test_per_cpu_reused_tid(void)
+{
+	uint8_t bytes[56];
+	struct ptd_buf out;
+	struct tstat t;
+	struct fb f;
+
+	memset(bytes, 0, sizeof(bytes));
+	fb_init(&f);
+	fb_ptinfo(&f, true, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_task(&f, true, 100, 101, 1);
+	fb_itrace(&f, 100, 100, 1);
+	fb_switch(&f, 100, 101, 1, false);
+	fb_aux(&f, 100, 101, 1, 0, 24, 0);
+	fb_task(&f, false, 100, 101, 1);
+	fb_switch(&f, 100, 100, 1, false);
+	fb_task(&f, true, 100, 101, 1);
+	fb_switch(&f, 100, 101, 1, false);
+	fb_aux(&f, 100, 101, 1, 24, 32, 0);
+	fb_auxtrace(&f, UINT32_MAX, 1, 0, bytes, sizeof(bytes));
+	fb_file(&f, &out);
+	CHECK_EQ_INT(decode_stats(&out, &t), 0);
+	REQUIRE(t.n == 2);
+	CHECK_EQ_INT(t.tid[0], 101);
+	CHECK_EQ_U64(t.bytes[0], 24);
+	CHECK_EQ_INT(t.tid[1], 101);
+	CHECK_EQ_U64(t.bytes[1], 32);
+	ptd_buf_fini(&out);
+	fb_free(&f);
+
+	/* a FORK of a tid never seen to exit (perf synthesizes FORKs for
+	 * the threads it finds) is the same thread */
+	fb_init(&f);
+	fb_ptinfo(&f, true, NULL);
+	fb_comm(&f, 100, 100, true, "prog");
+	fb_task(&f, true, 100, 101, 1);
+	fb_itrace(&f, 100, 100, 1);
+	fb_switch(&f, 100, 101, 1, false);
+	fb_aux(&f, 100, 101, 1, 0, 24, 0);
+	fb_task(&f, true, 100, 101, 1);
+	fb_aux(&f, 100, 101, 1, 24, 32, 0);
+	fb_auxtrace(&f, UINT32_MAX, 1, 0, bytes, sizeof(bytes));
+	fb_file(&f, &out);
+	CHECK_EQ_INT(decode_stats(&out, &t), 0);
+	REQUIRE(t.n == 1);
+	CHECK_EQ_U64(t.bytes[0], 56);
+	ptd_buf_fini(&out);
+	fb_free(&f);
+}
+
 /* Per-CPU: CPU 1's AUX goes to the thread that owned the CPU when each
  * PERF_RECORD_AUX was read. */
 static void test_per_cpu_split(void)
@@ -1481,6 +1557,7 @@ int main(void)
 	RUN(test_time);
 	RUN(test_no_pt);
 	RUN(test_per_cpu_split);
+	RUN(test_per_cpu_reused_tid);
 	RUN(test_truncated_after_open);
 	RUN(test_losses);
 	RUN(test_fuzz);
