@@ -45,7 +45,11 @@ struct writer {
 	char *absdir;		/* the capture directory, absolute */
 	struct ptd_perfdata_auxtrace_index_entry *idx;
 	size_t nidx;
+	size_t idxcap;
 	bool *exited_early;	/* per thread: EXIT written in the sideband */
+	uint8_t **pt;		/* per thread: its PT */
+	uint64_t *ptlen;
+	uint64_t *written;	/* its PT bytes written so far */
 };
 
 static int w_flush(struct writer *w)
@@ -372,7 +376,8 @@ static int write_itrace_start(struct writer *w, pid_t tid)
 
 /* PERF_RECORD_AUX: the kernel's record that @size bytes of AUX data were
  * written at @offset (no encoder in sideband.h: laid out here). */
-static int write_aux(struct writer *w, pid_t tid, uint64_t size)
+static int write_aux(struct writer *w, pid_t tid, uint64_t offset,
+		     uint64_t size)
 {
 	struct {
 		struct perf_event_header h;
@@ -388,6 +393,7 @@ static int write_aux(struct writer *w, pid_t tid, uint64_t size)
 	memset(&rec, 0, sizeof(rec));
 	rec.h.type = PERF_RECORD_AUX;
 	rec.h.size = sizeof(rec);
+	rec.aux_offset = offset;
 	rec.aux_size = size;
 	rec.pid = s.pid;
 	rec.tid = s.tid;
@@ -501,10 +507,63 @@ static bool tid_again(const struct ptd_capture *c, size_t i)
 	return false;
 }
 
-/* COMM exec of the leader, then the timeline with each thread started
- * just before the first event it did not see (seq >= first_seq), and
- * each thread that ended before the end (end_seq) exited just before the
- * first event it did not see: a tid the kernel gave again is then a FORK
+/* Thread @i's PT up to byte @end not written yet: an AUXTRACE record +
+ * data (zero-padded to 8 bytes, the next one starting at the unpadded
+ * end, as perf writes them), indexed for the HEADER_AUXTRACE feature,
+ * then the kernel's AUX record for it. */
+static int write_pt_to(struct writer *w, size_t i, uint64_t end)
+{
+	const struct ptd_capture_thread *t = &w->c->threads[i];
+	struct ptd_perfdata_auxtrace rec;
+	uint64_t from = w->written[i], len;
+	int r;
+
+	if (end > w->ptlen[i])
+		end = w->ptlen[i];
+	if (end <= from)
+		return 0;
+	len = end - from;
+	if (w->nidx == w->idxcap) {
+		size_t cap = w->idxcap ? 2 * w->idxcap : 16;
+		void *v = reallocarray(w->idx, cap, sizeof(*w->idx));
+
+		if (!v)
+			return -ENOMEM;
+		w->idx = v;
+		w->idxcap = cap;
+	}
+	memset(&rec, 0, sizeof(rec));
+	rec.header.type = PTD_PERFDATA_RECORD_AUXTRACE;
+	rec.header.size = sizeof(rec);
+	rec.size = (len + 7) & ~(uint64_t)7;
+	rec.offset = from;
+	rec.reference = 0;
+	rec.idx = (uint32_t)i;
+	rec.tid = (uint32_t)t->tid;
+	rec.cpu = UINT32_MAX;
+	w->idx[w->nidx].file_offset = w->off;
+	w->idx[w->nidx].sz = sizeof(rec);	/* the header only, as perf */
+	w->nidx++;
+	r = w_put(w, &rec, sizeof(rec));
+	if (r >= 0)
+		r = w_put_direct(w, w->pt[i] + from, len);
+	if (r >= 0)
+		r = w_align8(w);
+	if (r >= 0)
+		r = write_aux(w, t->tid, from, len);
+	if (r >= 0)
+		w->written[i] = end;
+	return r;
+}
+
+/* COMM exec of the leader, then the timeline.  Each thread is started
+ * just before the first event it did not see (seq >= first_seq); before
+ * each event, every thread's trace up to where the event happened in it
+ * (the event's position for that thread), so that a reader places each
+ * image change where it was in every stream (code rewritten in place
+ * decodes as it was when it ran); a thread that ended before the end
+ * (end_seq) has the rest of its trace and its EXIT just before the first
+ * event it did not see, so that a tid the kernel gave again is a FORK
  * after the EXIT, as the kernel records it. */
 static int write_sideband(struct writer *w)
 {
@@ -525,7 +584,9 @@ static int write_sideband(struct writer *w)
 			    (e == c->tl.n && !tid_again(c, i)))
 				continue;
 			exited[i] = true;
-			r = write_exit(w, c->threads[i].tid);
+			r = write_pt_to(w, i, UINT64_MAX);
+			if (r >= 0)
+				r = write_exit(w, c->threads[i].tid);
 		}
 		for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
 			if (started[i] || c->threads[i].first_seq > seq)
@@ -533,7 +594,19 @@ static int write_sideband(struct writer *w)
 			started[i] = true;
 			r = write_thread_start(w, i);
 		}
-		if (r >= 0 && e < c->tl.n)
+		if (e == c->tl.n)
+			break;
+		for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
+			int64_t pos;
+
+			if (!started[i] || exited[i] ||
+			    c->threads[i].first_seq > seq)
+				continue;
+			pos = ptd_tl_event_pos(&c->tl.ev[e], c->threads[i].tid);
+			if (pos > 0)
+				r = write_pt_to(w, i, (uint64_t)pos);
+		}
+		if (r >= 0)
 			r = write_tl_event(w, &c->tl.ev[e]);
 	}
 	/* the rest exit after their trace (write_data) */
@@ -543,55 +616,21 @@ static int write_sideband(struct writer *w)
 	return r;
 }
 
-/* Thread @i's PT: one AUXTRACE record + data (zero-padded to 8 bytes),
- * indexed for the HEADER_AUXTRACE feature, then the kernel's AUX
- * record. */
-static int write_thread_pt(struct writer *w, size_t i)
-{
-	const struct ptd_capture_thread *t = &w->c->threads[i];
-	struct ptd_perfdata_auxtrace rec;
-	uint8_t *data = NULL;
-	size_t len = 0;
-	int r;
-
-	r = ptd_capture_read_pt(w->c, i, &data, &len, w->diag);
-	if (r < 0)
-		return r;
-	if (!len)
-		goto out;
-	memset(&rec, 0, sizeof(rec));
-	rec.header.type = PTD_PERFDATA_RECORD_AUXTRACE;
-	rec.header.size = sizeof(rec);
-	rec.size = (len + 7) & ~(uint64_t)7;
-	rec.offset = 0;
-	rec.reference = 0;
-	rec.idx = (uint32_t)i;
-	rec.tid = (uint32_t)t->tid;
-	rec.cpu = UINT32_MAX;
-	w->idx[w->nidx].file_offset = w->off;
-	w->idx[w->nidx].sz = sizeof(rec);	/* the header only, as perf */
-	w->nidx++;
-	r = w_put(w, &rec, sizeof(rec));
-	if (r >= 0)
-		r = w_put_direct(w, data, len);
-	if (r >= 0)
-		r = w_align8(w);
-	if (r >= 0)
-		r = write_aux(w, t->tid, len);
-out:
-	free(data);
-	return r;
-}
-
 static int write_data(struct writer *w, const struct ptd_pt_pmu *pmu)
 {
 	const struct ptd_capture *c = w->c;
 	int r = write_auxtrace_info(w, pmu);
 
+	for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
+		size_t len = 0;
+
+		r = ptd_capture_read_pt(c, i, &w->pt[i], &len, w->diag);
+		w->ptlen[i] = len;
+	}
 	if (r >= 0)
 		r = write_sideband(w);
 	for (size_t i = 0; r >= 0 && i < c->nthreads; i++)
-		r = write_thread_pt(w, i);
+		r = write_pt_to(w, i, UINT64_MAX);
 	if (c->detached)
 		return r;
 	/* Exits: other threads first, the leader last. */
@@ -782,11 +821,13 @@ int ptd_perfdata_write_capture(const struct ptd_capture *c, const char *path,
 		return ptd_diagf(diag, r, "capture directory '%s': %s", c->dir,
 				 ptd_strerror(r));
 	}
-	w.idx = calloc(c->nthreads, sizeof(*w.idx));
-	w.exited_early = calloc(c->nthreads ? c->nthreads : 1,
-				sizeof(*w.exited_early));
-	r = w.idx && w.exited_early ? open_tmp(path, &tmp, &fd, diag)
-				    : -ENOMEM;
+	w.exited_early = calloc(c->nthreads, sizeof(*w.exited_early));
+	w.pt = calloc(c->nthreads, sizeof(*w.pt));
+	w.ptlen = calloc(c->nthreads, sizeof(*w.ptlen));
+	w.written = calloc(c->nthreads, sizeof(*w.written));
+	r = w.exited_early && w.pt && w.ptlen && w.written
+		    ? open_tmp(path, &tmp, &fd, diag)
+		    : -ENOMEM;
 	if (r < 0)
 		goto out;
 	w.fd = fd;
@@ -808,6 +849,11 @@ out:
 	ptd_buf_fini(&w.q);
 	free(w.idx);
 	free(w.exited_early);
+	for (size_t i = 0; w.pt && i < c->nthreads; i++)
+		free(w.pt[i]);
+	free(w.pt);
+	free(w.ptlen);
+	free(w.written);
 	free(w.absdir);
 	free(tmp);
 	return r < 0 ? r : 0;

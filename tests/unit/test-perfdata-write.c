@@ -134,6 +134,7 @@ struct parsed {
 	size_t naux;
 	unsigned mmap2;
 	char mmap_names[8][256];
+	const char *filter;	/* the filter text AUXTRACE_INFO must carry */
 };
 
 static bool inside(const struct parsed *p, uint64_t off, uint64_t size)
@@ -196,14 +197,19 @@ static void check_auxtrace_info(struct parsed *p, const uint8_t *rec,
 
 	memcpy(&ai, rec, sizeof(ai));
 	CHECK_EQ_INT(ai.type, PTD_PERFDATA_AUXTRACE_INTEL_PT);
-	CHECK_EQ_INT(size, 16 + 8 * PTD_PERFDATA_INTEL_PT_PRIV_MAX);
+	size_t flen = p->filter ? strlen(p->filter) : 0;
+
+	/* the filter text follows the words, NUL-terminated, 8-padded */
+	CHECK_EQ_INT(size, 16 + 8 * PTD_PERFDATA_INTEL_PT_PRIV_MAX +
+				   (flen ? (flen + 1 + 7) / 8 * 8 : 0));
 	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_PMU_TYPE),
 		     p->attr[0].type);
 	/* timeless: no time conversion */
 	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_CAP_USER_TIME_ZERO),
 		     0);
 	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_PER_CPU_MMAPS), 0);
-	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_FILTER_STR_LEN), 0);
+	CHECK_EQ_U64(priv_word(rec, PTD_PERFDATA_INTEL_PT_FILTER_STR_LEN),
+		     flen);
 	/* the option bits the PMU has for tsc/noretcomp: one bit each */
 	CHECK(__builtin_popcountll(
 		      priv_word(rec, PTD_PERFDATA_INTEL_PT_TSC_BIT)) == 1);
@@ -216,13 +222,21 @@ static void check_auxtrace_info(struct parsed *p, const uint8_t *rec,
 }
 
 /* Walk the data section: every record strictly parsed with the event's
- * sample_type; AUXTRACE data compared with @pts[idx]. */
+ * sample_type; AUXTRACE data compared with @pts[idx]: a thread's trace may
+ * come in several pieces (each where the image changed), each an AUXTRACE
+ * record at the AUX offset the last one ended at, padded with zeros to 8
+ * bytes, and the kernel's AUX record saying how many of its bytes are
+ * trace; in all, every byte of the thread's trace once. */
 static void walk_records(struct parsed *p, const uint8_t *const *pts,
 			 const size_t *ptlens, size_t npts)
 {
 	uint64_t off = p->h.data.offset, end = off + p->h.data.size;
 	struct ptd_diag diag = { "" };
+	uint64_t done[8] = { 0 };
+	struct ptd_perfdata_auxtrace a;
+	const uint8_t *adata = NULL;	/* the last AUXTRACE's, until its AUX */
 
+	REQUIRE(npts <= PTD_ARRAY_SIZE(done));
 	while (off < end) {
 		struct perf_event_header hdr;
 		const uint8_t *rec = p->data + off;
@@ -238,19 +252,15 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 		if (hdr.type == PTD_PERFDATA_RECORD_AUXTRACE_INFO) {
 			check_auxtrace_info(p, rec, hdr.size);
 		} else if (hdr.type == PTD_PERFDATA_RECORD_AUXTRACE) {
-			struct ptd_perfdata_auxtrace a;
-			static const uint8_t zero[8];
-
+			CHECK(adata == NULL);	/* the last one's AUX came */
 			REQUIRE(hdr.size == sizeof(a));
 			memcpy(&a, rec, sizeof(a));
 			REQUIRE(a.idx < npts);
-			CHECK_EQ_U64(a.size, (ptlens[a.idx] + 7) & ~7ull);
+			CHECK_EQ_U64(a.offset, done[a.idx]);
+			CHECK(a.size % 8 == 0 && a.size > 0);
 			CHECK_EQ_INT(a.cpu, UINT32_MAX);
 			REQUIRE(inside(p, off + sizeof(a), a.size));
-			CHECK(!memcmp(rec + sizeof(a), pts[a.idx],
-				      ptlens[a.idx]));
-			CHECK(!memcmp(rec + sizeof(a) + ptlens[a.idx], zero,
-				      a.size - ptlens[a.idx]));
+			adata = rec + sizeof(a);
 			p->tids[p->nrec] = a.tid;
 			off += a.size;	/* data not counted in header.size */
 		} else {
@@ -276,6 +286,19 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 			else
 				CHECK_EQ_U64(e.sid.identifier,
 					     PTD_PERFDATA_DUMMY_ID);
+			if (hdr.type == PERF_RECORD_AUX) {
+				static const uint8_t zero[8];
+				uint64_t n = e.u.aux.aux_size;
+
+				REQUIRE(adata != NULL);
+				CHECK_EQ_U64(e.u.aux.aux_offset, a.offset);
+				REQUIRE(n <= a.size && a.size - n < 8);
+				REQUIRE(a.offset + n <= ptlens[a.idx]);
+				CHECK(!memcmp(adata, pts[a.idx] + a.offset, n));
+				CHECK(!memcmp(adata + n, zero, a.size - n));
+				done[a.idx] = a.offset + n;
+				adata = NULL;
+			}
 			if (hdr.type == PERF_RECORD_AUX &&
 			    p->naux < PTD_ARRAY_SIZE(p->aux_sizes))
 				p->aux_sizes[p->naux++] = e.u.aux.aux_size;
@@ -289,6 +312,9 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 		off += hdr.size;
 	}
 	CHECK_EQ_U64(off, end);
+	CHECK(adata == NULL);
+	for (size_t i = 0; i < npts; i++)
+		CHECK_EQ_U64(done[i], ptlens[i]);
 }
 
 /* The feature table right after the data; AUXTRACE index entries must
@@ -524,7 +550,10 @@ static void test_filter_text(void)
 	(void)snprintf(path, sizeof(path), "%s/perf.data", c.dir);
 	REQUIRE(ptd_perfdata_write_capture(&c, path, &diag) == 0);
 	REQUIRE(read_back(path, (uint32_t)c.pid, &p) == 0);
+	p.filter = text;
+	check_header(&p);
 	walk_records(&p, pts, lens, 2);
+	CHECK(p.nrec > 4);
 	free(p.data);
 	CHECK_EQ_INT(ptd_perfdata_open(path, &pd, &diag), 0);
 	if (pd) {
