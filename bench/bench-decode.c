@@ -15,9 +15,9 @@
  *                                  records, full or ip,tid), each
  *                                  subscriber a thread reading its socket;
  *                                  4: aggregate, and the slowest one.
- *                                  A replay decodes on the insn path
+ *                                  A replay decodes on the block path
  *                                  (daemon/server/replay.c): compare with
- *                                  the offline insn path rows.  Its time
+ *                                  the offline block path rows.  Its time
  *                                  runs from the replay request to the
  *                                  last bye.
  *   ptd insn records with symbols  what --symbols costs beside plain insn

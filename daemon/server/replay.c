@@ -43,7 +43,11 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 {
 	memset(o, 0, sizeof(*o));
 	o->path = req->path;
-	o->input.decode.path = PTD_PATH_INSN;
+	/* The block path: the same insn records as the instruction path
+	 * (the differential tests hold both to it), each block's
+	 * instructions from the instruction cache instead of one
+	 * pt_insn_next each: what ptctl decode does by default. */
+	o->input.decode.path = PTD_PATH_BLOCK;
 	o->input.decode.want = PTD_FILTER_DEFAULT_KINDS;
 	o->input.have_tid = req->has_tid;
 	o->input.tid = req->tid;

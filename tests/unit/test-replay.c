@@ -340,7 +340,8 @@ static bool make_capture(void)
 }
 
 /* What the daemon must stream for the capture: ptd_input_decode's
- * records with the daemon's options. */
+ * records with the daemon's options, on the instruction path (the daemon
+ * decodes on the block path: the records must be the same). */
 static void expected_lines_of(const char *path, struct lines *exp)
 {
 	struct ptd_input_opts o;
