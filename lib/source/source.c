@@ -446,8 +446,9 @@ static struct ptd_perf_buf *thread_buf(struct ptd_source_thread *d)
 }
 
 /* Read the sideband so far and the newest AUX bytes of every thread that
- * wrote some since its previous snapshot.  The producers are paused:
- * nothing moves in the buffers meanwhile. */
+ * wrote some since its previous snapshot (and of a trigger's thread,
+ * whether or not).  The producers are paused: nothing moves in the
+ * buffers meanwhile. */
 static int snapshot_read_all(struct ptd_source *s,
 			     struct ptd_snapshot_info *in,
 			     struct ptd_diag *diag)
@@ -466,9 +467,14 @@ static int snapshot_read_all(struct ptd_source *s,
 		if (!d->done && (r = ptd_feed_drain(d->feed, diag)) < 0)
 			break;
 		r = 0;
+		/* nothing new -- but a trigger's snapshot always holds the
+		 * thread that hit it: the snapshot before may have been taken
+		 * after the hit and read all it ran since, and this one is
+		 * the hit's */
 		if (__atomic_load_n(&b->meta->aux_head, __ATOMIC_ACQUIRE) ==
-		    d->snap_head)
-			continue;	/* nothing new */
+			    d->snap_head &&
+		    (!s->snap_upto_tid || d->tid != s->snap_upto_tid))
+			continue;
 		d->snap = malloc(b->aux_size);
 		if (!d->snap)
 			return -ENOMEM;
