@@ -81,6 +81,48 @@ static int parse_where(const char *text, const char *w,
 	return 0;
 }
 
+/* CATEGORY:NAME of a tracepoint trigger (@tp, after "tracepoint:"). */
+static int parse_tracepoint(const char *text, const char *tp,
+			    struct ptd_trigger_spec *ret, struct ptd_diag *diag)
+{
+	const char *colon = strchr(tp, ':');
+	char *dst[2] = { ret->tp_category, ret->tp_name };
+	const char *what[2] = { "category", "name" };
+	const char *part[2] = { tp, colon ? colon + 1 : NULL };
+	size_t len[2];
+
+	if (!colon || strchr(colon + 1, ':'))
+		return ptd_diagf(diag, -PTD_EFORMAT, "trigger '%.200s': "
+				 "expected ACTION:tracepoint:CATEGORY:NAME "
+				 "(e.g. snapshot:tracepoint:syscalls:"
+				 "sys_enter_openat)", text);
+	len[0] = (size_t)(colon - tp);
+	len[1] = strlen(colon + 1);
+	for (int k = 0; k < 2; k++) {
+		if (!len[k] || len[k] > PTD_TRIGGER_TP_NAME_MAX)
+			return ptd_diagf(diag, -PTD_EFORMAT, "trigger '%.200s': "
+					 "the tracepoint's %s must be 1 to %d "
+					 "characters", text, what[k],
+					 PTD_TRIGGER_TP_NAME_MAX);
+		for (size_t i = 0; i < len[k]; i++) {
+			char c = part[k][i];
+
+			if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			      (c >= '0' && c <= '9') || c == '_'))
+				return ptd_diagf(diag, -PTD_EFORMAT,
+						 "trigger '%.200s': the "
+						 "tracepoint's %s: character "
+						 "%zu ('%c') is not a letter, "
+						 "digit or '_'", text, what[k],
+						 i + 1, c);
+		}
+		memcpy(dst[k], part[k], len[k]);
+		dst[k][len[k]] = 0;
+	}
+	ret->tracepoint = true;
+	return 0;
+}
+
 int ptd_trigger_spec_parse(const char *text, struct ptd_trigger_spec *ret,
 			   struct ptd_diag *diag)
 {
@@ -105,6 +147,8 @@ int ptd_trigger_spec_parse(const char *text, struct ptd_trigger_spec *ret,
 		return ptd_diagf(diag, -PTD_EFORMAT, "trigger '%.200s': unknown "
 				 "action '%.*s' (snapshot, start, stop)", text,
 				 (int)(a - text > 64 ? 64 : a - text), text);
+	if (!strncmp(a + 1, "tracepoint:", 11))
+		return parse_tracepoint(text, a + 12, ret, diag);
 	flen = (size_t)(w - a - 1);
 	if (!flen)
 		return ptd_diagf(diag, -PTD_EFORMAT, "trigger '%.200s': no file",
@@ -244,6 +288,39 @@ int ptd_triggers_attach(struct ptd_triggers *t, const char *path,
 	return 0;
 }
 
+int ptd_triggers_attach_tracepoint(struct ptd_triggers *t,
+				   const char *category, const char *name,
+				   pid_t pid, uint32_t id,
+				   struct ptd_uprobe **ret,
+				   struct ptd_diag *diag)
+{
+	LIBBPF_OPTS(bpf_tracepoint_opts, o,
+		    .bpf_cookie = PTD_TRIGGER_COOKIE(pid, id));
+	struct ptd_uprobe *u;
+	int r;
+
+	*ret = NULL;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	u->link = bpf_program__attach_tracepoint_opts(
+		t->skel->progs.ptd_on_tracepoint, category, name, &o);
+	if (!u->link) {
+		r = -errno;
+		free(u);
+		if (r == -EPERM || r == -EACCES)
+			return ptd_bpf_refusal(r, "triggers", diag);
+		if (r == -ENOENT)
+			return ptd_diagf(diag, r, "the kernel has no "
+					 "tracepoint %s:%s (tracefs lists them "
+					 "under events/)", category, name);
+		return ptd_diagf(diag, r, "the kernel refused the tracepoint "
+				 "%s:%s: %s", category, name, strerror(-r));
+	}
+	*ret = u;
+	return 0;
+}
+
 void ptd_uprobe_free(struct ptd_uprobe *u)
 {
 	if (!u)
@@ -291,6 +368,16 @@ uint64_t ptd_triggers_missed(const struct ptd_triggers *t)
 int ptd_triggers_attach(struct ptd_triggers *t, const char *path,
 			uint64_t offset, pid_t pid, uint32_t id,
 			struct ptd_uprobe **ret, struct ptd_diag *diag)
+{
+	*ret = NULL;
+	return -ENOSYS;
+}
+
+int ptd_triggers_attach_tracepoint(struct ptd_triggers *t,
+				   const char *category, const char *name,
+				   pid_t pid, uint32_t id,
+				   struct ptd_uprobe **ret,
+				   struct ptd_diag *diag)
 {
 	*ret = NULL;
 	return -ENOSYS;

@@ -29,13 +29,24 @@ enum ptd_trigger_action {
 #define PTD_TRIGGER_TEXT_MAX 4400
 #define PTD_TRIGGER_SYMBOL_MAX 255
 
+#define PTD_TRIGGER_TP_NAME_MAX 63
+
 /* ACTION:FILE:WHERE.  ACTION: "snapshot", "start", "stop".  FILE: an absolute path, or a
  * file name without '/' (the mapped file of that name); it may hold ':'
  * (the text is split at its first and last).  WHERE: a symbol (letters,
  * digits, '_', '.', '$', '@'; not starting with a digit), or a file
- * offset as 0x followed by hex digits. */
+ * offset as 0x followed by hex digits.
+ *
+ * Or ACTION:tracepoint:CATEGORY:NAME, a kernel tracepoint (as perf and
+ * tracefs name them: syscalls:sys_enter_openat), hit whenever a thread of
+ * the process runs into it.  Letters, digits and '_' only, at most 63 of
+ * them each.  (A mapped file named "tracepoint:..." is given by its
+ * path.) */
 struct ptd_trigger_spec {
 	enum ptd_trigger_action action;
+	bool tracepoint;
+	char tp_category[PTD_TRIGGER_TP_NAME_MAX + 1];
+	char tp_name[PTD_TRIGGER_TP_NAME_MAX + 1];
 	char file[PATH_MAX];
 	char symbol[PTD_TRIGGER_SYMBOL_MAX + 1];	/* "" with an offset */
 	bool has_offset;
@@ -73,7 +84,15 @@ uint64_t ptd_triggers_missed(const struct ptd_triggers *t);
 int ptd_triggers_attach(struct ptd_triggers *t, const char *path,
 			uint64_t offset, pid_t pid, uint32_t id,
 			struct ptd_uprobe **ret, struct ptd_diag *diag);
-/* Unregister it (NULL is fine). */
+/* The same for kernel tracepoint @category:@name: a hit whenever a thread
+ * of @pid runs into it, reported with the thread's user-space ip.
+ * -ENOENT with a message if the kernel has no such tracepoint. */
+int ptd_triggers_attach_tracepoint(struct ptd_triggers *t,
+				   const char *category, const char *name,
+				   pid_t pid, uint32_t id,
+				   struct ptd_uprobe **ret,
+				   struct ptd_diag *diag);
+/* Unregister it, a uprobe's or a tracepoint's (NULL is fine). */
 void ptd_uprobe_free(struct ptd_uprobe *u);
 
 /* Hand every hit waiting to @fn, in order.  Returns how many, or -errno. */

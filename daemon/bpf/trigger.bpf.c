@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * Triggers: one program, attached by ptd (daemon/trigger.c) as a uprobe
- * to each trigger's instruction with the traced process's tgid and the
+ * to each trigger's instruction (another as a kernel tracepoint, for a
+ * tracepoint trigger) with the traced process's tgid and the
  * trigger's id in its cookie (trigger-abi.h).  The kernel installs the
  * uprobe only in that process (the perf event names it), but every
  * thread of every process that maps the file may run into one: a hit is
@@ -25,10 +26,10 @@ struct {
 /* Hits of the right process lost because the ring buffer was full. */
 __u64 missed = 0;
 
-SEC("uprobe")
-int BPF_KPROBE(ptd_on_trigger)
+/* Report a hit of trigger @cookie at user-space @ip, if the current
+ * thread belongs to the cookie's process. */
+static __always_inline int report(__u64 cookie, __u64 ip)
 {
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct ptd_trigger_hit *h;
 
@@ -43,8 +44,30 @@ int BPF_KPROBE(ptd_on_trigger)
 	h->pid = (__u32)(pid_tgid >> 32);
 	h->tid = (__u32)pid_tgid;
 	h->pad = 0;
-	h->ip = PT_REGS_IP(ctx);
+	h->ip = ip;
 	h->ktime_ns = bpf_ktime_get_ns();
 	bpf_ringbuf_submit(h, 0);
 	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(ptd_on_trigger)
+{
+	return report(bpf_get_attach_cookie(ctx), PT_REGS_IP(ctx));
+}
+
+/* A tracepoint trigger (attached by name at run time): where the thread
+ * is in user space -- its saved user registers (for a syscall's
+ * tracepoints, the instruction after the syscall). */
+SEC("tracepoint")
+int ptd_on_tracepoint(void *ctx)
+{
+	struct pt_regs *regs;
+	__u64 ip = 0;
+
+	/* the kernel's pt_regs has vmlinux.h's layout (see there) */
+	regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (regs && bpf_probe_read_kernel(&ip, sizeof(ip), &regs->rip) < 0)
+		ip = 0;
+	return report(bpf_get_attach_cookie(ctx), ip);
 }

@@ -200,7 +200,7 @@ int verb_attach(int argc, char **argv)
 			       "       [--record DIR [--record-format "
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
-			       "FILE:0xOFFSET]...\n"
+			       "FILE:0xOFFSET|snapshot:tracepoint:CAT:NAME]...\n"
 			       "       [--symbols] [--follow [stream options]] "
 			       "[--json]\n\n"
 			       "Start tracing process PID; print the session "

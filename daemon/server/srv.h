@@ -228,7 +228,10 @@ struct srv_trigger {
 	uid_t owner;
 	enum ptd_trigger_action action;
 	char *text;			/* as given */
-	char *file;			/* the mapped file's path */
+	bool tracepoint;		/* a kernel tracepoint: */
+	char tp_category[PTD_TRIGGER_TP_NAME_MAX + 1];
+	char tp_name[PTD_TRIGGER_TP_NAME_MAX + 1];
+	char *file;			/* else the mapped file's path */
 	char symbol[PTD_TRIGGER_SYMBOL_MAX + 1];	/* "" for an offset */
 	uint64_t offset;		/* file offset */
 	struct ptd_swpt_uprobe site;	/* the file, the instruction */

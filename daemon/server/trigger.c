@@ -2,7 +2,9 @@
 /*
  * Triggers (srv.h): uprobes on a session's process, each hit reported by
  * the BPF program of daemon/bpf/trigger.bpf.c through its ring buffer,
- * which the loop polls (EP_TRIGGER) like any other fd.
+ * which the loop polls (EP_TRIGGER) like any other fd.  Or a kernel
+ * tracepoint (snapshot only): a hit whenever a thread of the process runs
+ * into it; nothing is written into the process, so any source takes it.
  *
  * A trigger names an instruction: a symbol of a file the process maps, or
  * a file offset.  It is resolved against the process as it is when the
@@ -240,6 +242,72 @@ out:
 	return r;
 }
 
+/* Whether the kernel has tracepoint @c:@n: its directory in tracefs
+ * (where libbpf finds its id), mounted where systemd and the kernel's
+ * own documentation put it, or under debugfs. */
+static int tracepoint_check(const char *text, const char *c, const char *n,
+			    struct ptd_diag *diag)
+{
+	static const char *const roots[] = { "/sys/kernel/tracing",
+					     "/sys/kernel/debug/tracing" };
+	char path[256];
+	bool tracefs = false;
+
+	for (size_t i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		(void)snprintf(path, sizeof(path), "%s/events", roots[i]);
+		if (access(path, X_OK) != 0)
+			continue;
+		tracefs = true;
+		(void)snprintf(path, sizeof(path), "%s/events/%s/%s/id",
+			       roots[i], c, n);
+		if (access(path, R_OK) == 0)
+			return 0;
+	}
+	if (!tracefs)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "trigger '%.200s': "
+				 "tracefs is not mounted where ptd can see it "
+				 "(/sys/kernel/tracing): tracepoints cannot be "
+				 "found", text);
+	return ptd_diagf(diag, -ENOENT, "trigger '%.200s': the kernel has no "
+			 "tracepoint %s:%s", text, c, n);
+}
+
+/* A tracepoint trigger of @sp on @ss (snapshot only: a tracepoint has no
+ * instruction of the process to gate its records at). */
+static int tracepoint_resolve(struct srv_session *ss, uid_t owner,
+			      const char *text,
+			      const struct ptd_trigger_spec *sp,
+			      struct srv_trigger **ret, struct ptd_diag *diag)
+{
+	struct srv_trigger *t;
+	int r;
+
+	if (sp->action != PTD_TRIGGER_SNAPSHOT)
+		return ptd_diagf(diag, -EINVAL, "trigger '%.200s': %s needs an "
+				 "instruction of the process to start or stop "
+				 "its records at; a tracepoint has none (use a "
+				 "function, or snapshot)", text,
+				 ptd_trigger_action_name(sp->action));
+	r = tracepoint_check(text, sp->tp_category, sp->tp_name, diag);
+	if (r < 0)
+		return r;
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->text = strdup(text))) {
+		free(t);
+		return -ENOMEM;
+	}
+	t->ss = ss;
+	t->owner = owner;
+	t->action = sp->action;
+	t->tracepoint = true;
+	(void)ptd_strlcpy(t->tp_category, sp->tp_category,
+			  sizeof(t->tp_category));
+	(void)ptd_strlcpy(t->tp_name, sp->tp_name, sizeof(t->tp_name));
+	t->fd = -1;
+	*ret = t;
+	return 0;
+}
+
 /* Resolve @text against @ss's process into a new trigger (not yet
  * installed, not yet listed).  0 or an error with a message. */
 static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
@@ -275,6 +343,10 @@ static int trigger_resolve(struct ptd_server *s, struct srv_session *ss,
 	    ss->mode != PTD_MODE_FULL) {
 		r = ptd_diagf(diag, -EINVAL, "trigger '%.200s': start and stop "
 			      "triggers need a session in full mode", text);
+		goto out;
+	}
+	if (sp->tracepoint) {
+		r = tracepoint_resolve(ss, owner, text, sp, ret, diag);
 		goto out;
 	}
 	r = ptd_maps_read_pid(s->procroot, ss->pid, &maps, diag);
@@ -569,6 +641,10 @@ static int trigger_install(struct ptd_server *s, struct srv_trigger *t,
 
 	if (t->probe)
 		return 0;
+	if (t->tracepoint)	/* nothing in the process changes */
+		return ptd_triggers_attach_tracepoint(
+			s->trig, t->tp_category, t->tp_name, t->ss->pid, t->id,
+			&t->probe, diag);
 	if (t->ss->source == PTD_SOURCE_SOFTWARE &&
 	    (r = software_refusal(t, diag)) < 0)
 		return r;
@@ -685,11 +761,19 @@ static cJSON *trigger_json(const struct srv_trigger *t)
 	cJSON_AddNumberToObject(o, "trigger", t->id);
 	cJSON_AddStringToObject(o, "spec", t->text);
 	cJSON_AddStringToObject(o, "action", ptd_trigger_action_name(t->action));
-	cJSON_AddStringToObject(o, "file", t->file);
-	if (t->symbol[0])
-		cJSON_AddStringToObject(o, "symbol", t->symbol);
-	(void)snprintf(hex, sizeof(hex), "%#" PRIx64, t->offset);
-	cJSON_AddStringToObject(o, "offset", hex);
+	if (t->tracepoint) {
+		char tp[2 * PTD_TRIGGER_TP_NAME_MAX + 2];
+
+		(void)snprintf(tp, sizeof(tp), "%s:%s", t->tp_category,
+			       t->tp_name);
+		cJSON_AddStringToObject(o, "tracepoint", tp);
+	} else {
+		cJSON_AddStringToObject(o, "file", t->file);
+		if (t->symbol[0])
+			cJSON_AddStringToObject(o, "symbol", t->symbol);
+		(void)snprintf(hex, sizeof(hex), "%#" PRIx64, t->offset);
+		cJSON_AddStringToObject(o, "offset", hex);
+	}
 	cJSON_AddNumberToObject(o, "hits", (double)t->hits);
 	cJSON_AddNumberToObject(o, "snapshots", (double)t->snapshots);
 	cJSON_AddNumberToObject(o, "dropped", (double)t->dropped);
@@ -855,9 +939,15 @@ void srv_cmd_trigger(struct ptd_server *s, struct conn *c,
 		srv_reply_error(c, req->id, err_code(r), "%s", diag.msg);
 		return;
 	}
-	ptd_log_info("session %" PRIu64 ": uid %u: trigger %u '%s' at offset %#"
-		     PRIx64 " of %s", ss->id, (unsigned)c->peer.uid, t->id,
-		     t->text, t->offset, t->file);
+	if (t->tracepoint)
+		ptd_log_info("session %" PRIu64 ": uid %u: trigger %u '%s' on "
+			     "tracepoint %s:%s", ss->id, (unsigned)c->peer.uid,
+			     t->id, t->text, t->tp_category, t->tp_name);
+	else
+		ptd_log_info("session %" PRIu64 ": uid %u: trigger %u '%s' at "
+			     "offset %#" PRIx64 " of %s", ss->id,
+			     (unsigned)c->peer.uid, t->id, t->text, t->offset,
+			     t->file);
 	res = trigger_json(t);
 	cJSON_AddNumberToObject(res, "session", (double)ss->id);
 	srv_reply_ok(c, req->id, res);
