@@ -265,12 +265,19 @@ static void print_status(const cJSON *res)
 		       "decoded from that path (the stream's error records "
 		       "of context image name them)\n",
 		       num_of(res, "identity_mismatches"));
-	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(res, "triggers"))
-		printf("  trigger %.0f %s (%s offset %s): %.0f hits, %.0f "
-		       "snapshots, %.0f dropped\n", num_of(s, "trigger"),
-		       str_of(s, "spec"), str_of(s, "file"),
-		       str_of(s, "offset"), num_of(s, "hits"),
-		       num_of(s, "snapshots"), num_of(s, "dropped"));
+	cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(res, "triggers")) {
+		if (*str_of(s, "tracepoint"))
+			printf("  trigger %.0f %s (tracepoint %s)",
+			       num_of(s, "trigger"), str_of(s, "spec"),
+			       str_of(s, "tracepoint"));
+		else
+			printf("  trigger %.0f %s (%s offset %s)",
+			       num_of(s, "trigger"), str_of(s, "spec"),
+			       str_of(s, "file"), str_of(s, "offset"));
+		printf(": %.0f hits, %.0f snapshots, %.0f dropped\n",
+		       num_of(s, "hits"), num_of(s, "snapshots"),
+		       num_of(s, "dropped"));
+	}
 	subs = cJSON_GetObjectItemCaseSensitive(res, "subscriber_list");
 	cJSON_ArrayForEach(s, subs) {
 		printf("  subscriber %.0f [", num_of(s, "id"));

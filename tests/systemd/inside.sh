@@ -192,6 +192,25 @@ ptctl detach "$s" > /dev/null || true
 [ -d /var/lib/ptd/cap ] || bad "no capture in /var/lib/ptd/cap"
 okif "capture into /var/lib/ptd/cap written ($(ls /var/lib/ptd/cap | wc -l) files)"
 
+# BPF under the unit's capabilities and syscall filter: alice's snapshot
+# session takes a uprobe trigger and a tracepoint trigger (prog-attach's
+# sleeping thread calls nanosleep), and the tracepoint's hits take
+# snapshots.
+s=$(as alice ptctl attach --snapshot --trigger snapshot:prog-attach:collatz \
+	--trigger snapshot:tracepoint:syscalls:sys_enter_clock_nanosleep \
+	$alice_target 2> $out/trig.out) || bad "alice's attach with triggers: $(cat $out/trig.out)"
+if [ -n "$s" ]; then
+	for i in $(seq 100); do
+		as alice ptctl status "$s" > $out/trig.status 2>&1
+		grep -q "tracepoint syscalls:sys_enter_clock_nanosleep): [1-9][0-9]* hits, [1-9]" $out/trig.status && break
+		sleep 0.1
+	done
+	grep -q "tracepoint syscalls:sys_enter_clock_nanosleep): [1-9][0-9]* hits, [1-9]" $out/trig.status &&
+		okif "triggers under the unit: a uprobe and a tracepoint; the tracepoint's hits took snapshots" ||
+		bad "tracepoint trigger under the unit: $(cat $out/trig.status)"
+	as alice ptctl detach "$s" > /dev/null || bad "detach $s"
+fi
+
 # systemctl stop ptd: the subscriber gets bye "shutdown", the target lives.
 s=$(as alice ptctl attach $alice_target) || bad "alice's attach before stop"
 as_bg alice ptctl stream "$s" > $out/shutdown.json 2> $out/shutdown.err &
