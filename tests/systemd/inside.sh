@@ -211,6 +211,27 @@ if [ -n "$s" ]; then
 	as alice ptctl detach "$s" > /dev/null || bad "detach $s"
 fi
 
+# alice's watch rule under the unit (the exec watcher's BPF program): her
+# run of prog-hello becomes a session of the rule.
+as_bg alice ptctl watch --exe $progs/prog-hello > $out/watch.out 2> $out/watch.err &
+watcher=$!
+for i in $(seq 100); do [ -s $out/watch.out ] && break; sleep 0.1; done
+if [ -s $out/watch.out ]; then
+	as alice $progs/prog-hello > $out/hello.out 2>&1 || bad "prog-hello under alice's rule: $(cat $out/hello.out)"
+	for i in $(seq 100); do
+		as alice ptctl list --json > $out/watch.list 2>&1
+		jq -e '[.. | objects | select(has("started")) | .started] | max >= 1' $out/watch.list > /dev/null && break
+		sleep 0.1
+	done
+	jq -e '[.. | objects | select(has("started")) | .started] | max >= 1' $out/watch.list > /dev/null ||
+		bad "alice's rule started no session: $(cat $out/watch.list)"
+else
+	bad "ptctl watch under the unit: $(cat $out/watch.err)"
+fi
+kill $watcher 2>/dev/null || true
+wait $watcher 2>/dev/null || true
+okif "watch rule under the unit: alice's prog-hello became a session of her rule"
+
 # systemctl stop ptd: the subscriber gets bye "shutdown", the target lives.
 s=$(as alice ptctl attach $alice_target) || bad "alice's attach before stop"
 as_bg alice ptctl stream "$s" > $out/shutdown.json 2> $out/shutdown.err &
