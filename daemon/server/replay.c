@@ -44,7 +44,8 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 	memset(o, 0, sizeof(*o));
 	o->path = req->path;
 	o->input.decode.path = PTD_PATH_INSN;
-	o->input.decode.want = PTD_FILTER_DEFAULT_KINDS;
+	o->input.decode.want =
+		PTD_FILTER_DEFAULT_KINDS | PTD_REC_BIT(PTD_REC_CALL);
 	o->input.have_tid = req->has_tid;
 	o->input.tid = req->tid;
 	o->lossless = req->lossless;
