@@ -15,6 +15,9 @@
  * Besides equality, each program must show what it is there for:
  * recursion depth, indirect calls, a longjmp unwinding, handlers entered
  * and left by sigreturn, an exception's unwinding, a tail call, threads.
+ * A live session (ptd, `ptctl attach --capture --symbols`, `ptctl stream
+ * --kinds insn,call`) is held to the same: its stack is kept across the
+ * stream decoder's rounds.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -25,14 +28,15 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "e2e/daemon-harness.h"
 #include "e2e/run-cmd.h"
+#include "e2e/subscribed.h"
 #include "common/fileio.h"
 #include "swpt/capture.h"
 #include "x86/insn.h"
 
-static char ptctl[512];
-static const char *progs;
-static char workdir[256];
+static char ptctl[1100];
+static const char *workdir = tmpdir;
 
 static struct run run_ptctl_args(const char *const *args)
 {
@@ -479,15 +483,81 @@ static void check_thread(const struct expect *ex, struct decoded *d,
 	free(m);
 }
 
-static void run_case(const struct expect *ex)
+/* Parse @out (ptctl's JSON lines) into @d. */
+static void parse_output(struct decoded *d, char *out)
 {
-	char prog[512], dir[512];
+	char *line;
+
+	d->tabcap = 1u << 18;
+	d->tab = calloc(d->tabcap, sizeof(*d->tab));
+	REQUIRE(d->tab);
+	for (line = out; line && *line;) {
+		char *nl = strchr(line, '\n');
+
+		if (nl)
+			*nl = '\0';
+		parse_line(d, line);
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+static void decoded_free(struct decoded *d)
+{
+	for (size_t i = 0; i < d->tabcap; i++) {
+		free(d->tab[i].sym);
+		free(d->tab[i].module);
+	}
+	for (size_t i = 0; i < d->nth; i++) {
+		for (size_t j = 0; j < d->th[i].ncalls; j++)
+			free(d->th[i].calls[j].sym);
+		free(d->th[i].calls);
+		free(d->th[i].ips);
+	}
+	free(d->th);
+	free(d->tab);
+}
+
+/* Every thread of the capture in @dir against the records in @d; the
+ * counts of what the expected records show into @tot. */
+static void check_capture(const struct expect *ex, const char *dir,
+			  struct decoded *d, unsigned *tot)
+{
 	struct ptd_capture cap;
 	struct ptd_diag diag = { "" };
+
+	CHECK_EQ_U64(d->errors, 0);
+	if (ptd_capture_load(dir, &cap, &diag) < 0) {
+		CHECK_FAIL_("%s: loading the capture: %s", ex->name, diag.msg);
+		return;
+	}
+	if (ex->threads)
+		CHECK_EQ_U64(cap.nthreads, ex->threads);
+	for (size_t t = 0; t < cap.nthreads; t++) {
+		uint64_t *ips = NULL;
+		size_t n = 0;
+		const struct thread *th = thread_of(d, cap.threads[t].tid);
+
+		if (ptd_capture_read_truth(&cap, t, &ips, &n, &diag) < 0) {
+			CHECK_FAIL_("%s: truth: %s", ex->name, diag.msg);
+			continue;
+		}
+		check_thread(ex, d, th, ips, n, tot);
+		free(ips);
+	}
+	fprintf(stderr,
+		"%s: %zu threads, deepest %s %u, async %u, sigreturn %u, "
+		"unwind %u, tail %u, unmatched %u\n",
+		ex->name, cap.nthreads, ex->deep_sym, tot[0], tot[1], tot[2],
+		tot[3], tot[4], tot[5]);
+	ptd_capture_fini(&cap);
+}
+
+static void run_case(const struct expect *ex)
+{
+	char prog[1200], dir[512];
 	struct decoded d = { 0 };
 	unsigned tot[6] = { 0 };
 	struct run r;
-	char *line;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-%s", progs, ex->name);
 	if (access(prog, X_OK) != 0) {
@@ -517,41 +587,9 @@ static void run_case(const struct expect *ex)
 		r = run_ptctl_args(args);
 	}
 	CHECK_EQ_INT(r.status, 0);
-	d.tabcap = 1u << 18;
-	d.tab = calloc(d.tabcap, sizeof(*d.tab));
-	REQUIRE(d.tab);
-	for (line = r.out; line && *line;) {
-		char *nl = strchr(line, '\n');
-
-		if (nl)
-			*nl = '\0';
-		parse_line(&d, line);
-		line = nl ? nl + 1 : NULL;
-	}
+	parse_output(&d, r.out);
 	run_free(&r);
-	CHECK_EQ_U64(d.errors, 0);
-	if (ptd_capture_load(dir, &cap, &diag) < 0) {
-		CHECK_FAIL_("%s: loading the capture: %s", ex->name, diag.msg);
-		return;
-	}
-	CHECK_EQ_U64(cap.nthreads, ex->threads);
-	for (size_t t = 0; t < cap.nthreads; t++) {
-		uint64_t *ips = NULL;
-		size_t n = 0;
-		const struct thread *th = thread_of(&d, cap.threads[t].tid);
-
-		if (ptd_capture_read_truth(&cap, t, &ips, &n, &diag) < 0) {
-			CHECK_FAIL_("%s: truth: %s", ex->name, diag.msg);
-			continue;
-		}
-		check_thread(ex, &d, th, ips, n, tot);
-		free(ips);
-	}
-	fprintf(stderr,
-		"%s: deepest %s %u, async %u, sigreturn %u, unwind %u, tail "
-		"%u, unmatched %u\n",
-		ex->name, ex->deep_sym, tot[0], tot[1], tot[2], tot[3], tot[4],
-		tot[5]);
+	check_capture(ex, dir, &d, tot);
 	CHECK(tot[0] >= ex->min_depth_of);
 	CHECK_EQ_U64(tot[1], ex->async);
 	CHECK_EQ_U64(tot[2], ex->sigreturn);
@@ -559,19 +597,58 @@ static void run_case(const struct expect *ex)
 	CHECK(tot[4] >= ex->tail);
 	if (!ex->unwind)
 		CHECK_EQ_U64(tot[3], 0);
-	ptd_capture_fini(&cap);
-	for (size_t i = 0; i < d.tabcap; i++) {
-		free(d.tab[i].sym);
-		free(d.tab[i].module);
-	}
-	for (size_t i = 0; i < d.nth; i++) {
-		for (size_t j = 0; j < d.th[i].ncalls; j++)
-			free(d.th[i].calls[j].sym);
-		free(d.th[i].calls);
-		free(d.th[i].ips);
-	}
-	free(d.th);
-	free(d.tab);
+	decoded_free(&d);
+}
+
+/* A live session of prog-attach (threads come and go, nanosleep, the
+ * vDSO), attached while it waits to exec: the stream's call records equal
+ * the stack kept from the session's capture. */
+static void test_live(void)
+{
+	static const struct expect live = { "live", 0, NULL, 1, "collatz",
+					    0, 0, 0, 0, NULL };
+	struct daemon dm;
+	struct decoded d = { 0 };
+	unsigned tot[6] = { 0 };
+	char pidarg[32], capdir[700], attach_out[700], stream_out[700];
+	char sidarg[32], *text = NULL;
+	const char *attach_args[] = { "attach", pidarg, "--capture", capdir,
+				      "--symbols", NULL };
+	const char *stream_args[] = { "stream", sidarg, "--kinds",
+				      "insn,call", "--symbols", NULL };
+	size_t len = 0;
+	pid_t t, streamer;
+	int go;
+
+	REQUIRE(daemon_start(&dm, "live", "subscriber_queue_size = 1G\n"));
+	t = spawn_target(0.3, &go);
+	REQUIRE(t > 0);
+	(void)snprintf(pidarg, sizeof(pidarg), "%ld", (long)t);
+	(void)snprintf(capdir, sizeof(capdir), "%s/capture", dm.dir);
+	(void)snprintf(attach_out, sizeof(attach_out), "%s/attach.out",
+		       dm.dir);
+	(void)snprintf(stream_out, sizeof(stream_out), "%s/stream.out",
+		       dm.dir);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&dm, attach_out, NULL,
+					   attach_args)), 0);
+	REQUIRE(ptd_file_read_all(attach_out, 4096, &text, &len) == 0);
+	(void)snprintf(sidarg, sizeof(sidarg), "%.*s",
+		       (int)strcspn(text, "\n"), text);
+	free(text);
+	text = NULL;
+	streamer = ptctl_spawn(&dm, stream_out, NULL, stream_args);
+	CHECK(wait_subscribed(dm.sock, sidarg));
+	release(&go);
+	CHECK_EQ_INT(wait_exit(streamer), 0);
+	CHECK_EQ_INT(wait_target(t, 120000), 0);
+	REQUIRE(ptd_file_read_all(stream_out, 1u << 30, &text, &len) == 0);
+	parse_output(&d, text);
+	free(text);
+	check_capture(&live, capdir, &d, tot);
+	CHECK(tot[0] >= 1);
+	CHECK(tot[1] >= 1);	/* the exec, and nanosleep's signals? */
+	decoded_free(&d);
+	CHECK_EQ_INT(daemon_stop(&dm), 0);
 }
 
 static void test_recursion(void) { run_case(&cases[0]); }
@@ -584,18 +661,8 @@ static void test_threads(void) { run_case(&cases[6]); }
 
 int main(void)
 {
-	const char *root = getenv("PTD_BUILD_ROOT");
-	const char *tmp = getenv("TMPDIR");
-
-	progs = getenv("PTD_TEST_PROGS");
-	if (!root || !progs)
-		SKIP_ALL("PTD_BUILD_ROOT/PTD_TEST_PROGS not set (run through "
-			 "meson test)");
-	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", root);
-	(void)snprintf(workdir, sizeof(workdir), "%s/ptd-calls-XXXXXX",
-		       tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(workdir))
-		return 1;
+	harness_setup("/tmp/ptd-calls-XXXXXX");
+	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
 	RUN(test_recursion);
 	RUN(test_fnptr);
 	RUN(test_longjmp);
@@ -603,6 +670,6 @@ int main(void)
 	RUN(test_exception);
 	RUN(test_tailcall);
 	RUN(test_threads);
-	(void)ptd_rm_rf(workdir);
-	return check_done();
+	RUN(test_live);
+	return harness_done();
 }
