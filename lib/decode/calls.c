@@ -28,6 +28,9 @@ struct last {
 	/* An asynchronous exit after it (async_disabled): resume IP. */
 	bool exit;
 	uint64_t exit_at;
+	/* Tracing was disabled after it (a filter, a stop): where it went
+	 * is not known. */
+	bool off;
 	bool has_tsc, has_time, has_wall;
 	uint64_t tsc, time, wall;
 };
@@ -249,10 +252,17 @@ static int step(struct ptd_calls *c, const struct ptd_rec_insn *to)
 			rc = push(c, fall, false);
 			if (rc == 0)
 				rc = emit_call(c, &at, l->ip, 0);
+		} else if (l->iclass == ptic_return) {
+			rc = on_return(c, &at);
 		}
-		/* returns and jumps to an unknown target symbol: none */
+		/* jumps, to a target whose symbol is not known: none */
 		return rc ? rc : on_transfer(c, l->exit_at, to);
 	}
+	/* Tracing went off after it and came back at @to: what ran between
+	 * is not in the trace (a call into code outside the address filter
+	 * returns there untraced).  Only a syscall's is a known transfer. */
+	if (l->off && l->iclass != ptic_far_call)
+		return 0;
 	switch (l->iclass) {
 	case ptic_call:
 		rc = push(c, fall, false);
@@ -305,6 +315,8 @@ int ptd_calls_feed(struct ptd_calls *c, const struct ptd_record *r,
 		if (r->u.event.ev.type == ptev_async_disabled && c->last.valid) {
 			c->last.exit = true;
 			c->last.exit_at = r->u.event.ev.variant.async_disabled.at;
+		} else if (r->u.event.ev.type == ptev_disabled) {
+			c->last.off = true;
 		} else if (r->u.event.ev.type == ptev_overflow) {
 			return reset(c, "overflow");
 		}
@@ -327,6 +339,7 @@ int ptd_calls_feed(struct ptd_calls *c, const struct ptd_record *r,
 	c->last.sym = in->sym;
 	c->last.module = in->module;
 	c->last.exit = false;
+	c->last.off = false;
 	c->last.has_tsc = r->has_tsc;
 	c->last.tsc = r->tsc;
 	c->last.has_time = r->has_time;

@@ -10,10 +10,10 @@
  *    instruction: a "call" record (site, target, depth of the new frame);
  *  - a near return pops to the topmost frame whose return address is the
  *    return's target: a "return" record (frames: how many were popped,
- *    more than 1 when a function returned past frames that never returned:
- *    longjmp out of a callee that returns later is not one, an exception's
- *    unwinder is).  A return to no frame's return address pops to the
- *    topmost frame whose call site is in the function returned into (the
+ *    more than 1 when control skipped frames that never returned: an
+ *    exception's unwinder, longjmp).  A return to no frame's return
+ *    address pops to the topmost frame whose call site is in the
+ *    function returned into (the
  *    unwinder landing in a catch or cleanup: "unwind":true); else, under a
  *    signal frame, it is the handler returning into the signal trampoline
  *    and pops nothing (the frame ends at sigreturn); else it pops the top
@@ -30,6 +30,10 @@
  *    ("call" with "async":true, a frame returning to the resume IP), or,
  *    when that instruction is the resume IP of a signal frame on the stack,
  *    is its sigreturn ("return" with "sigreturn":true);
+ *  - tracing disabled after an instruction (a `disabled` event: an address
+ *    filter, a stop) that is not a syscall: where it went is not known,
+ *    nothing is made of the instruction after (a call into code outside
+ *    the filter that returns untraced leaves no frame);
  *  - an error record or an overflow resets the stack: a "stack_reset"
  *    record with the reason and the depth lost; nothing is assumed across.
  * Function identity (tail calls, unwinding) needs symbols; without them

@@ -2,8 +2,9 @@
 /*
  * decode/calls.c on synthetic record sequences: the cases no test program
  * reaches (a ret into a caller's middle, a return past where the trace
- * began, a ret to nowhere, resets on errors and overflows), each with the
- * records written out by hand; and the JSON lines of the three kinds.
+ * began, a ret to nowhere, resets on errors and overflows, tracing off
+ * across a call), each with the records written out by hand; and the JSON
+ * lines of the three kinds.
  */
 #include <stdio.h>
 #include <string.h>
@@ -177,6 +178,59 @@ static void test_async(void)
 	ptd_calls_free(c);
 }
 
+/* A ret interrupted after it ran: it returned (to the resume IP), then
+ * the handler was entered from there. */
+static void test_async_ret(void)
+{
+	struct ptd_calls *c;
+	struct out o = { .n = 0 };
+	struct ptd_record e;
+
+	REQUIRE(ptd_calls_new(&c) == 0);
+	insn(c, &o, 0x1000, 5, ptic_call, "main", 0);
+	insn(c, &o, 0x2000, 1, ptic_return, "f", 0);
+	memset(&e, 0, sizeof(e));
+	e.type = PTD_REC_EVENT;
+	e.u.event.ev.type = ptev_async_disabled;
+	e.u.event.ev.variant.async_disabled.at = 0x1005;
+	CHECK_EQ_INT(ptd_calls_feed(c, &e, collect, &o), 0);
+	insn(c, &o, 0x8000, 1, ptic_other, "handler", 0);
+	REQUIRE(o.n == 3);
+	check_ret(&o.r[1], 1, 1, 0x2000, 0x1005, 0);
+	CHECK_EQ_INT(o.r[2].u.call.kind, PTD_CALL_CALL);
+	CHECK_EQ_U64(o.r[2].u.call.flags, PTD_CALL_F_ASYNC);
+	CHECK_EQ_U64(o.r[2].u.call.depth, 1);
+	CHECK_EQ_U64(o.r[2].u.call.from, 0x1005);
+	ptd_calls_free(c);
+}
+
+/* A call into code outside the address filter: tracing goes off after
+ * the call and comes back at its return address; nothing is known of
+ * what ran, no frame is left behind.  A syscall's disable is no gap. */
+static void test_filtered(void)
+{
+	struct ptd_calls *c;
+	struct out o = { .n = 0 };
+	struct ptd_record e;
+
+	REQUIRE(ptd_calls_new(&c) == 0);
+	memset(&e, 0, sizeof(e));
+	e.type = PTD_REC_EVENT;
+	e.u.event.ev.type = ptev_disabled;
+	insn(c, &o, 0x1000, 5, ptic_call, "main", 0);
+	CHECK_EQ_INT(ptd_calls_feed(c, &e, collect, &o), 0);
+	insn(c, &o, 0x1005, 2, ptic_far_call, "main", 5);
+	CHECK_EQ_INT(ptd_calls_feed(c, &e, collect, &o), 0);
+	insn(c, &o, 0x1007, 5, ptic_call, "main", 7);
+	insn(c, &o, 0x2000, 1, ptic_return, "f", 0);
+	insn(c, &o, 0x100c, 1, ptic_other, "main", 0xc);
+	REQUIRE(o.n == 2);
+	CHECK_EQ_U64(o.r[0].u.call.depth, 1);
+	CHECK_EQ_U64(o.r[0].u.call.from, 0x1007);
+	check_ret(&o.r[1], 1, 1, 0x2000, 0x100c, 0);
+	ptd_calls_free(c);
+}
+
 static void test_json(void)
 {
 	struct ptd_record r;
@@ -224,6 +278,8 @@ int main(void)
 	RUN(test_unmatched);
 	RUN(test_reset);
 	RUN(test_async);
+	RUN(test_async_ret);
+	RUN(test_filtered);
 	RUN(test_json);
 	return check_done();
 }
