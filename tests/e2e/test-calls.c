@@ -10,7 +10,8 @@
  * learns of a signal from the trace's events, this test sees only the
  * truth: control going elsewhere than the instruction allows.  The insn
  * records give each IP's bytes and symbol, after their IPs are checked to
- * be the truth's.
+ * be the truth's.  The insn path (--path insn) must give the same call
+ * records as the block path.
  *
  * Besides equality, each program must show what it is there for:
  * recursion depth, indirect calls, a longjmp unwinding, handlers entered
@@ -483,6 +484,29 @@ static void check_thread(const struct expect *ex, struct decoded *d,
 	free(m);
 }
 
+/* The call, return and stack_reset lines of @out (malloc'd). */
+static char *call_lines(const char *out)
+{
+	size_t n = out ? strlen(out) : 0, len = 0;
+	char *res = malloc(n + 1);
+
+	if (!res)
+		return NULL;
+	for (const char *p = out; p && *p;) {
+		const char *e = strchr(p, '\n');
+		size_t l = e ? (size_t)(e - p + 1) : strlen(p);
+
+		if (is_type(p, "call") || is_type(p, "return") ||
+		    is_type(p, "stack_reset")) {
+			memcpy(res + len, p, l);
+			len += l;
+		}
+		p += l;
+	}
+	res[len] = '\0';
+	return res;
+}
+
 /* Parse @out (ptctl's JSON lines) into @d. */
 static void parse_output(struct decoded *d, char *out)
 {
@@ -592,6 +616,20 @@ static void run_case(const struct expect *ex)
 		r = run_ptctl_args(args);
 	}
 	CHECK_EQ_INT(r.status, 0);
+	/* the insn path (pt_insn_next) gives the same call records */
+	{
+		const char *args[] = { "decode", "--records", "call",
+				       "--symbols", "--path", "insn", dir,
+				       NULL };
+		struct run ri = run_ptctl_args(args);
+		char *a = call_lines(r.out), *b = call_lines(ri.out);
+
+		CHECK_EQ_INT(ri.status, 0);
+		CHECK(a && b && strlen(a) > 0 && !strcmp(a, b));
+		free(a);
+		free(b);
+		run_free(&ri);
+	}
 	parse_output(&d, r.out);
 	run_free(&r);
 	check_capture(ex, dir, &d, tot);
