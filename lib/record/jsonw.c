@@ -841,7 +841,9 @@ static char *put_error(char *p, const struct ptd_record *r,
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
-/* Call records are written whole whatever the fields, as events. */
+/* Call records are written whole whatever the fields, as events, but for
+ * "sym": only where the fields have it (a subscriber that asked for
+ * symbols), as on insn records. */
 static char *put_call(char *p, const struct ptd_record *r,
 		      struct ptd_jsonr *w)
 {
@@ -856,7 +858,8 @@ static char *put_call(char *p, const struct ptd_record *r,
 		p = put_hex64(p, c->from);
 		PUT_LIT(p, ",\"target\":");
 		p = put_hex64(p, c->to);
-		p = put_sym(p, c->sym, c->symoff);
+		if (HAS(fields_of(w), SYM))
+			p = put_sym(p, c->sym, c->symoff);
 		if (c->flags & PTD_CALL_F_TAIL)
 			PUT_LIT(p, ",\"tail\":true");
 		if (c->flags & PTD_CALL_F_ASYNC)
@@ -873,7 +876,8 @@ static char *put_call(char *p, const struct ptd_record *r,
 		p = put_hex64(p, c->from);
 		PUT_LIT(p, ",\"to\":");
 		p = put_hex64(p, c->to);
-		p = put_sym(p, c->sym, c->symoff);
+		if (HAS(fields_of(w), SYM))
+			p = put_sym(p, c->sym, c->symoff);
 		if (c->flags & PTD_CALL_F_SIGRETURN)
 			PUT_LIT(p, ",\"sigreturn\":true");
 		if (c->flags & PTD_CALL_F_UNWIND)

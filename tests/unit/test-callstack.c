@@ -263,6 +263,21 @@ static void test_json(void)
 	CHECK_EQ_STR(buf, "{\"type\":\"return\",\"pid\":1,\"tid\":2,\"depth\":3,"
 			  "\"frames\":2,\"from\":\"0x10\",\"to\":\"0x20\","
 			  "\"unwind\":true,\"tsc\":\"0xabc\"}\n");
+	/* a renderer without sym (a subscriber that did not ask for
+	 * symbols) leaves it out, and only it */
+	{
+		struct ptd_jsonr jr;
+
+		ptd_jsonr_init(&jr, PTD_FIELDS_ALL &
+					    ~PTD_FIELD_BIT(PTD_FIELD_SYM));
+		r.u.call.sym = "g";
+		n = ptd_jsonr_render(&jr, buf, &r);
+		buf[n] = '\0';
+		CHECK_EQ_STR(buf, "{\"type\":\"return\",\"pid\":1,\"tid\":2,"
+				  "\"depth\":3,\"frames\":2,\"from\":\"0x10\","
+				  "\"to\":\"0x20\",\"unwind\":true,\"tsc\":"
+				  "\"0xabc\"}\n");
+	}
 	r.has_tsc = false;
 	r.u.call.kind = PTD_CALL_RESET;
 	r.u.call.reason = "lost";
