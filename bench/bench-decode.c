@@ -22,6 +22,11 @@
  *                                  last bye.
  *   ptd insn records with symbols  what --symbols costs beside plain insn
  *                                  records (loading the symbols included)
+ *   ptd call records (+ symbols)   the call stack's call/return records
+ *                                  alone, with symbols (as --records call
+ *                                  --symbols), and insn records with call
+ *                                  records beside them, without: each
+ *                                  against plain insn records
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -211,7 +216,7 @@ static pid_t start_reader(int *ret_wfd)
 /* ptd decoding with records written as JSON to a pipe, with @fields
  * (0: every field). */
 static uint64_t ptd_json(const struct ptd_capture *c,
-			 struct ptd_capture_stream *rs, enum ptd_rec_type what,
+			 struct ptd_capture_stream *rs, unsigned want,
 			 enum ptd_decode_path path, uint32_t fields,
 			 struct ptd_insncache *icache,
 			 struct ptd_symbols *symbols, uint64_t *ret_bytes)
@@ -226,7 +231,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 		return 0;
 	memset(&o, 0, sizeof(o));
 	o.path = path;
-	o.want = PTD_REC_BIT(what);
+	o.want = want;
 	o.json_bodies = true;
 	o.symbols = symbols;
 	o.cpu = c->cpu;
@@ -272,7 +277,7 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_IPTID, PTD_INSN_JSON_IPTID,
 	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
-	     NWHICH };
+	     PTD_CALLS_SYMS, PTD_INSN_CALLS, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -286,16 +291,18 @@ static const char *const names[NWHICH] = {
 	"via ptd replay, 4 subs (aggregate)",
 	"via ptd replay, 4 subs ip,tid (aggregate)",
 	"ptd insn records + symbols, JSON",
+	"ptd call records + symbols, JSON",
+	"ptd insn + call records, JSON",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
-	BARE_INSN, PTD_INSN,
+	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
-	"block records", "", "", "", "", "", "", "", "", "", "",
+	"block records", "", "", "", "", "", "", "", "", "", "", "", "",
 };
 /* Subscribers of the rows through ptd (1 elsewhere). */
 static unsigned nsubs_of(enum which w)
@@ -576,7 +583,8 @@ static double measure(const struct ptd_capture *c, enum which w,
 
 	/* a fresh one each run: loading the files' symbols is part of
 	 * the cost */
-	if (w == PTD_INSN_SYMS && ptd_symbols_new(NULL, &syms) < 0)
+	if ((w == PTD_INSN_SYMS || w == PTD_CALLS_SYMS) &&
+	    ptd_symbols_new(NULL, &syms) < 0)
 		exit(2);
 	if (w >= PTD_D1 && w <= PTD_D4_IPTID) {
 		ptd_insncache_free(icache);
@@ -604,25 +612,40 @@ static double measure(const struct ptd_capture *c, enum which w,
 			break;
 		case PTD_INSN:
 		case PTD_INSN_IPTID:
-			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
+			insns += ptd_json(c, &rs, PTD_REC_BIT(PTD_REC_INSN),
+					  PTD_PATH_BLOCK,
 					  w == PTD_INSN_IPTID ? IPTID : 0,
 					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_SYMS:
-			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_BLOCK,
-					  0, icache, syms, &b);
+			insns += ptd_json(c, &rs, PTD_REC_BIT(PTD_REC_INSN),
+					  PTD_PATH_BLOCK, 0, icache, syms, &b);
+			bytes += b;
+			break;
+		case PTD_CALLS_SYMS:
+			insns += ptd_json(c, &rs, PTD_REC_BIT(PTD_REC_CALL),
+					  PTD_PATH_BLOCK, 0, icache, syms, &b);
+			bytes += b;
+			break;
+		case PTD_INSN_CALLS:
+			insns += ptd_json(c, &rs,
+					  PTD_REC_BIT(PTD_REC_INSN) |
+						  PTD_REC_BIT(PTD_REC_CALL),
+					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_INSN_JSON:
 		case PTD_INSN_JSON_IPTID:
-			insns += ptd_json(c, &rs, PTD_REC_INSN, PTD_PATH_INSN,
+			insns += ptd_json(c, &rs, PTD_REC_BIT(PTD_REC_INSN),
+					  PTD_PATH_INSN,
 					  w == PTD_INSN_JSON_IPTID ? IPTID : 0,
 					  icache, NULL, &b);
 			bytes += b;
 			break;
 		case PTD_BLOCK:
-			insns += ptd_json(c, &rs, PTD_REC_BLOCK, PTD_PATH_BLOCK,
+			insns += ptd_json(c, &rs, PTD_REC_BIT(PTD_REC_BLOCK),
+					  PTD_PATH_BLOCK,
 					  0, icache, NULL, &b);
 			bytes += b;
 			break;

@@ -160,6 +160,7 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 				  r->u.block.iclass, r->u.block.module);
 	case PTD_REC_EVENT:
 	case PTD_REC_ERROR:
+	case PTD_REC_CALL:	/* a stack is the thread's, not a range's */
 	case PTD_REC_NTYPES:
 		break;
 	}

@@ -415,7 +415,8 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 			return ptd_json_bad(r, ptd_json_path_index(path, "",
 								   "kinds", i),
 					    "expected one of \"insn\", "
-					    "\"block\", \"event\", \"error\"");
+					    "\"block\", \"event\", \"error\", "
+					    "\"call\"");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}

@@ -51,7 +51,7 @@ int parse_records(const char *s, unsigned *ret)
 
 		if (t < 0) {
 			errx_msg("--records: unknown record kind '%s' (kinds: "
-				 "insn, block, event, error)",
+				 "insn, block, event, error, call)",
 				 tok);
 			return -EINVAL;
 		}
@@ -570,8 +570,10 @@ static void help_decode(void)
 	       "perf.data file ('-': a pipe-mode\nstream on stdin) or an "
 	       "LLDB trace bundle (its directory or trace.json);\nthe kind "
 	       "is found from the content.\n\n"
-	       "  --records KINDS   insn,block,event,error (default "
-	       "insn,event,error)\n"
+	       "  --records KINDS   insn,block,event,error,call (default "
+	       "insn,event,error;\n"
+	       "                    call: call, return and stack_reset "
+	       "records)\n"
 	       "  --fields NAMES    what insn and block records carry, e.g. "
 	       "ip,tid (default all:\n"
 	       "                    type,pid,tid,ip,end_ip,ninsn,size,raw,"

@@ -36,7 +36,7 @@ int verb_stream(int argc, char **argv)
 			continue;
 		if (c == 'h') {
 			printf("Usage: ptctl stream SESSION [--kinds "
-			       "insn,block,event,error] [--tid N]...\n"
+			       "insn,block,event,error,call] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
 			       "[--module M]\n"
 			       "       [--fields ip,tid,...] [--symbols]\n\n"

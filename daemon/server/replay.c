@@ -48,7 +48,8 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 	 * instructions from the instruction cache instead of one
 	 * pt_insn_next each: what ptctl decode does by default. */
 	o->input.decode.path = PTD_PATH_BLOCK;
-	o->input.decode.want = PTD_FILTER_DEFAULT_KINDS;
+	o->input.decode.want =
+		PTD_FILTER_DEFAULT_KINDS | PTD_REC_BIT(PTD_REC_CALL);
 	o->input.have_tid = req->has_tid;
 	o->input.tid = req->tid;
 	o->lossless = req->lossless;

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "decode/calls.h"
 #include "sym/symbols.h"
 
 /* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
@@ -85,6 +86,11 @@ struct dec {
 	bool own_ic;
 
 	bool want_insn, want_block, want_event;
+	/* Call records (decode/calls.h) from the records delivered, which
+	 * then include insn and event records the caller may not want:
+	 * @user_want says which go on. */
+	struct ptd_calls *calls;
+	unsigned user_want;
 
 	/* args.more: records are not delivered but kept here until the
 	 * decoder steps to the next instruction (insn path) or block (block
@@ -215,7 +221,15 @@ static void d_time(struct dec *d)
 
 static int call_fn(struct dec *d, const struct ptd_record *r)
 {
-	int rc = d->fn(d->ctx, r);
+	int rc = 0;
+
+	if (d->calls) {
+		rc = ptd_calls_feed(d->calls, r, d->fn, d->ctx);
+		if (rc == 0 && !(d->user_want & PTD_REC_BIT(r->type)))
+			return 0;
+	}
+	if (rc == 0)
+		rc = d->fn(d->ctx, r);
 
 	if (rc) {
 		d->cb_rc = rc;
@@ -1213,6 +1227,15 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	d->want_insn = o->want & PTD_REC_BIT(PTD_REC_INSN);
 	d->want_block = o->want & PTD_REC_BIT(PTD_REC_BLOCK);
 	d->want_event = o->want & PTD_REC_BIT(PTD_REC_EVENT);
+	d->user_want = o->want;
+	if (o->want & PTD_REC_BIT(PTD_REC_CALL)) {
+		if (ptd_calls_new(&d->calls) < 0) {
+			free(d);
+			return -ENOMEM;
+		}
+		d->want_insn = true;
+		d->want_event = true;
+	}
 	d->hold = a->more;
 	d->st.bytes = a->len;
 
@@ -1227,6 +1250,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	if (stats && (err >= 0 || d->cb_rc))
 		*stats = d->st;
 	close_decoder(d);
+	ptd_calls_free(d->calls);
 	free(d);
 	return err;
 }

@@ -48,7 +48,10 @@ struct ptd_symbols;
 struct ptd_decode_opts {
 	enum ptd_decode_path path;
 	/* PTD_REC_BIT() of the kinds wanted; PTD_REC_BLOCK needs the block
-	 * path. Errors are always delivered. */
+	 * path. Errors are always delivered.  PTD_REC_CALL: the thread's
+	 * call stack (decode/calls.h) is kept over this one decode, from
+	 * insn and event records made whether or not they are wanted (a
+	 * stream kept across decodes: decode/stream.h does it). */
 	unsigned want;
 	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
 	/* Decoder-side address filter (pt_config.addr_filter), for traces

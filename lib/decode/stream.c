@@ -23,6 +23,7 @@
 #include <intel-pt.h>
 
 #include "common/diag.h"
+#include "decode/calls.h"
 #include "record/diff.h"
 
 /* A PSB packet: 02 82 repeated 8 times. */
@@ -67,6 +68,11 @@ struct ptd_stream {
 	size_t nperr;
 	uint64_t seq_told;
 	struct ptd_stream_stats st;
+	/* Call records asked for: the thread's stack, kept across rounds
+	 * from the records delivered (the decodes themselves are asked for
+	 * insn and event records instead), and the kinds the caller wants. */
+	struct ptd_calls *calls;
+	unsigned want;
 };
 
 /* --- Segments. --- */
@@ -660,6 +666,16 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 	if (!s)
 		return -ENOMEM;
 	s->o = *o;
+	s->want = o->decode.want;
+	if (s->want & PTD_REC_BIT(PTD_REC_CALL)) {
+		if (ptd_calls_new(&s->calls) < 0) {
+			free(s);
+			return -ENOMEM;
+		}
+		s->o.decode.want &= ~PTD_REC_BIT(PTD_REC_CALL);
+		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN) |
+				    PTD_REC_BIT(PTD_REC_EVENT);
+	}
 	if (!s->o.max_buffered)
 		s->o.max_buffered = PTD_STREAM_DEFAULT_MAX_BUFFERED;
 	ptd_timeline_init(&s->tl);
@@ -697,6 +713,7 @@ void ptd_stream_free(struct ptd_stream *s)
 	ptd_insncache_free(s->own_icache);
 	free(s->perr);
 	free(s->dir);
+	ptd_calls_free(s->calls);
 	free(s);
 }
 
@@ -781,16 +798,41 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes)
 	return 0;
 }
 
+/* The caller's callback behind the stack (struct ptd_stream.calls). */
+struct calls_fn {
+	struct ptd_stream *s;
+	ptd_record_fn fn;
+	void *ctx;
+};
+
+static int calls_fn(void *ctx, const struct ptd_record *rec)
+{
+	struct calls_fn *cf = ctx;
+	int rc = ptd_calls_feed(cf->s->calls, rec, cf->fn, cf->ctx);
+
+	if (rc || !(cf->s->want & PTD_REC_BIT(rec->type)))
+		return rc;
+	return cf->fn(cf->ctx, rec);
+}
+
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		      void *ctx)
 {
 	int64_t total = 0, n;
+	struct calls_fn cf;
 	int r;
 
 	if (!s || !fn)
 		return -EINVAL;
 	if (s->finished)
 		return 0;
+	if (s->calls) {
+		cf.s = s;
+		cf.fn = fn;
+		cf.ctx = ctx;
+		fn = calls_fn;
+		ctx = &cf;
+	}
 	/* Ended segments first, each as a whole stream, then its record. */
 	while (s->nsegs > 1) {
 		struct seg *g = &s->segs[0];

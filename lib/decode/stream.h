@@ -130,7 +130,11 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes);
  * no more input.  @fn returns 0 to go on; non-zero stops the round: the
  * records @fn was given count as delivered (the next round goes on after
  * them) and its value is returned (-ECANCELED for a positive one).
- * Returns the number of records delivered (capped at INT_MAX), the stopping
+ * With PTD_REC_CALL in the options' want, the thread's call stack
+ * (decode/calls.h) is kept across rounds from the records delivered: its
+ * decodes make insn and event records, which reach @fn only if wanted.
+ * Returns the number of records delivered (capped at INT_MAX; with call
+ * records, the decoded records counted, wanted or not), the stopping
  * value of @fn, or -EINVAL (NULL @s or @fn), -ENOMEM, or another negative
  * error from the decoder. */
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,

@@ -117,6 +117,20 @@ const char *ptd_record_diff(const struct ptd_record *a,
 			return "u.event.ev.variant";
 		return NULL;
 	}
+	case PTD_REC_CALL:
+		RC_FIELD(u.call.kind);
+		RC_FIELD(u.call.depth);
+		RC_FIELD(u.call.frames);
+		RC_FIELD(u.call.flags);
+		RC_FIELD(u.call.from);
+		RC_FIELD(u.call.to);
+		if (!str_eq(a->u.call.sym, b->u.call.sym))
+			return "u.call.sym";
+		if (a->u.call.sym)
+			RC_FIELD(u.call.symoff);
+		if (!str_eq(a->u.call.reason, b->u.call.reason))
+			return "u.call.reason";
+		return NULL;
 	case PTD_REC_ERROR:
 		RC_FIELD(u.error.code);
 		RC_FIELD(u.error.ptd_code);

@@ -841,6 +841,63 @@ static char *put_error(char *p, const struct ptd_record *r,
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
+/* Call records are written whole whatever the fields, as events, but for
+ * "sym": only where the fields have it (a subscriber that asked for
+ * symbols), as on insn records. */
+static char *put_call(char *p, const struct ptd_record *r,
+		      struct ptd_jsonr *w)
+{
+	const struct ptd_rec_call *c = &r->u.call;
+
+	switch (c->kind) {
+	case PTD_CALL_CALL:
+		p = put_head(p, "{\"type\":\"call\"", 14, r, PTD_FIELDS_ALL);
+		PUT_LIT(p, ",\"depth\":");
+		p = put_u64(p, c->depth);
+		PUT_LIT(p, ",\"site\":");
+		p = put_hex64(p, c->from);
+		PUT_LIT(p, ",\"target\":");
+		p = put_hex64(p, c->to);
+		if (HAS(fields_of(w), SYM))
+			p = put_sym(p, c->sym, c->symoff);
+		if (c->flags & PTD_CALL_F_TAIL)
+			PUT_LIT(p, ",\"tail\":true");
+		if (c->flags & PTD_CALL_F_ASYNC)
+			PUT_LIT(p, ",\"async\":true");
+		break;
+	case PTD_CALL_RETURN:
+		p = put_head(p, "{\"type\":\"return\"", 16, r,
+			     PTD_FIELDS_ALL);
+		PUT_LIT(p, ",\"depth\":");
+		p = put_u64(p, c->depth);
+		PUT_LIT(p, ",\"frames\":");
+		p = put_u64(p, c->frames);
+		PUT_LIT(p, ",\"from\":");
+		p = put_hex64(p, c->from);
+		PUT_LIT(p, ",\"to\":");
+		p = put_hex64(p, c->to);
+		if (HAS(fields_of(w), SYM))
+			p = put_sym(p, c->sym, c->symoff);
+		if (c->flags & PTD_CALL_F_SIGRETURN)
+			PUT_LIT(p, ",\"sigreturn\":true");
+		if (c->flags & PTD_CALL_F_UNWIND)
+			PUT_LIT(p, ",\"unwind\":true");
+		if (c->flags & PTD_CALL_F_UNMATCHED)
+			PUT_LIT(p, ",\"unmatched\":true");
+		break;
+	case PTD_CALL_RESET:
+		p = put_head(p, "{\"type\":\"stack_reset\"", 21, r,
+			     PTD_FIELDS_ALL);
+		PUT_LIT(p, ",\"depth\":");
+		p = put_u64(p, c->depth);
+		PUT_LIT(p, ",\"reason\":");
+		p = put_str_cut(p, CONTEXT_BUDGET, c->reason ? c->reason : "",
+				c->reason ? strlen(c->reason) : 0);
+		break;
+	}
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
+}
+
 /* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes: the
  * fields of @w and through its caches, or every field without caches
  * (@w NULL). */
@@ -861,6 +918,9 @@ static size_t write_record(char *buf, const struct ptd_record *r,
 		break;
 	case PTD_REC_ERROR:
 		p = put_error(p, r, w);
+		break;
+	case PTD_REC_CALL:
+		p = put_call(p, r, w);
 		break;
 	case PTD_REC_NTYPES:
 		return 0;

@@ -18,6 +18,8 @@ const char *ptd_rec_type_name(enum ptd_rec_type t)
 		return "event";
 	case PTD_REC_ERROR:
 		return "error";
+	case PTD_REC_CALL:
+		return "call";
 	case PTD_REC_NTYPES:
 		break;
 	}

@@ -33,13 +33,16 @@ enum ptd_rec_type {
 	PTD_REC_BLOCK,
 	PTD_REC_EVENT,
 	PTD_REC_ERROR,
+	/* call, return and stack_reset lines (decode/calls.h): asked for
+	 * as "call" */
+	PTD_REC_CALL,
 	PTD_REC_NTYPES,
 };
 
 #define PTD_REC_BIT(t) (1u << (t))
 #define PTD_REC_ALL ((1u << PTD_REC_NTYPES) - 1)
 
-/* "insn", "block", "event", "error"; NULL for an unknown value. */
+/* "insn", "block", "event", "error", "call"; NULL for an unknown value. */
 const char *ptd_rec_type_name(enum ptd_rec_type t);
 /* Inverse; returns -1 if @name is not a record type. */
 int ptd_rec_type_parse(const char *name);
@@ -128,6 +131,35 @@ struct ptd_rec_error {
 	const char *detail;
 };
 
+enum ptd_call_kind {
+	PTD_CALL_CALL,		/* "call": from = site, to = target */
+	PTD_CALL_RETURN,	/* "return": from = the ret (or jmp), to */
+	PTD_CALL_RESET,		/* "stack_reset": reason */
+};
+
+enum ptd_call_flag {
+	PTD_CALL_F_TAIL = 1u << 0,	/* call: a jump to a function start */
+	PTD_CALL_F_ASYNC = 1u << 1,	/* call: a signal handler entered */
+	PTD_CALL_F_SIGRETURN = 1u << 2,	/* return: a signal frame's end */
+	PTD_CALL_F_UNWIND = 1u << 3,	/* return: to a caller's function,
+					 * not a return address */
+	PTD_CALL_F_UNMATCHED = 1u << 4,	/* return: to no frame on the stack */
+};
+
+/* decode/calls.h says when each is made. */
+struct ptd_rec_call {
+	enum ptd_call_kind kind;
+	/* call: the depth of the new frame (1 for a call from where the
+	 * trace began); return: of the frame left; reset: the depth lost */
+	uint32_t depth;
+	uint32_t frames;	/* return: frames popped (0 or more) */
+	uint32_t flags;		/* PTD_CALL_F_* */
+	uint64_t from, to;
+	const char *sym;	/* of @to, as ptd_rec_insn's; or NULL */
+	uint64_t symoff;
+	const char *reason;	/* reset: "overflow" or the error's context */
+};
+
 struct ptd_record {
 	enum ptd_rec_type type;
 	pid_t pid;
@@ -147,6 +179,7 @@ struct ptd_record {
 		struct ptd_rec_block block;
 		struct ptd_rec_event event;
 		struct ptd_rec_error error;
+		struct ptd_rec_call call;
 	} u;
 };
 
