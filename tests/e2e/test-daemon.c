@@ -1370,6 +1370,9 @@ static void test_snapshot(void)
 	}
 	CHECK_EQ_INT(markers, 6);
 	CHECK_EQ_INT(outside, 0);
+	/* the snapshots may all come while prog-attach is still in ld.so
+	 * (traced, on a loaded machine): SIGUSR1 would kill it there */
+	CHECK(wait_catching(t, SIGUSR1, 120000));
 	CHECK_EQ_INT(kill(t, SIGUSR1), 0);
 	CHECK_EQ_INT(wait_target(t, 60000), 0);
 	CHECK_EQ_INT(wait_target(t2, 60000), 0);
