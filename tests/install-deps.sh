@@ -5,7 +5,8 @@ set -euo pipefail
 # clang, llvm and bpftool build the BPF programs of daemon/bpf (clang
 # -target bpf, `bpftool gen skeleton`); without them ptd builds without
 # watch rules.
-pkgs=(gcc meson ninja-build pkg-config python3
+# g++ builds prog-except, the C++ exception test-calls unwinds through.
+pkgs=(gcc g++ meson ninja-build pkg-config python3
       libipt-dev libelf-dev libcjson-dev libbpf-dev libzydis-dev
       clang llvm bpftool)
 # Independent decoders the tests hold ptd's output against: perf's own
