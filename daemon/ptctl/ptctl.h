@@ -139,6 +139,10 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec);
+/* The same for watch rule @rule: every session it starts (@running: and
+ * those it runs already), each record with its session and pid. */
+int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
+			      const struct ptd_filter_spec *spec);
 
 /* ---- attach.c, session.c: the daemon verbs ---- */
 

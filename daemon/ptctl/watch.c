@@ -31,6 +31,8 @@ static const struct option watch_long[] = {
 	{ "filter", required_argument, NULL, 'F' },
 	{ "wait-ms", required_argument, NULL, 'W' },
 	{ "json", no_argument, NULL, 'j' },
+	{ "follow", no_argument, NULL, 'f' },
+	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -39,7 +41,8 @@ static const char watch_usage[] =
 	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
-	"       [--json]\n\n"
+	"       [--json] [--follow [--kinds K] [--tid N]... [--range A-B]...\n"
+	"       [--iclass C]... [--module M] [--fields F,...]]\n\n"
 	"While this runs, every process that execs PATH (the file itself, "
 	"by device and\ninode, however it is named), a program whose "
 	"command name is NAME, or any\nprogram in the cgroup (v2) DIR or "
@@ -53,7 +56,10 @@ static const char watch_usage[] =
 	"SIGTERM) or by `ptctl unwatch RULE`.  `ptctl list` shows the\n"
 	"rule and the sessions it started.  The process is stopped "
 	"(SIGSTOP) at its exec\nuntil ptd has seized it: its parent can "
-	"see that stop with waitpid(WUNTRACED).\n";
+	"see that stop with waitpid(WUNTRACED).\n"
+	"--follow: write every session the rule starts to stdout as one "
+	"stream (as\n`ptctl stream --rule RULE`; the rule id goes to "
+	"stderr), until the rule ends.\n";
 
 static volatile sig_atomic_t stop_asked;
 
@@ -157,12 +163,15 @@ int verb_watch(int argc, char **argv)
 	struct ptd_response resp;
 	struct ptd_request req;
 	struct sigaction sa;
+	struct ptd_filter_spec spec;
 	struct pollfd pfd;
-	bool json = false;
+	bool json = false, follow = false, stream_opts = false;
 	FILE *f = NULL;
+	uint64_t rule;
 	int c, r;
 
 	client_request(&req, PTD_CMD_WATCH);
+	stream_filter_init(&spec);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", watch_long, NULL)) != -1) {
 		if (c == 'h') {
@@ -171,6 +180,17 @@ int verb_watch(int argc, char **argv)
 		}
 		if (c == 'j') {
 			json = true;
+			continue;
+		}
+		if (c == 'f') {
+			follow = true;
+			continue;
+		}
+		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r == 1) {
+			stream_opts = true;
 			continue;
 		}
 		r = watch_option(&req, c, optarg);
@@ -183,11 +203,32 @@ int verb_watch(int argc, char **argv)
 			 "--cgroup DIR (one of them) and no other argument");
 		return EXIT_USAGE;
 	}
+	if (stream_opts && !follow) {
+		errx_msg("watch: the stream options (--kinds, --tid, "
+			 "--fields...) go with --follow");
+		return EXIT_USAGE;
+	}
+	if (follow && json) {
+		errx_msg("watch: --follow writes the stream to stdout: not "
+			 "with --json");
+		return EXIT_USAGE;
+	}
 	r = client_connect(&f);
 	if (r)
 		return r;
 	r = client_call(f, &req, json, &resp);
 	if (r) {
+		fclose(f);
+		return r;
+	}
+	if (follow) {
+		/* the rule lives with this connection, which becomes its
+		 * stream: ptctl stopped, the rule ends */
+		rule = (uint64_t)num_of(resp.result, "rule");
+		fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
+			str_of(resp.result, "stop"));
+		ptd_response_fini(&resp);
+		r = subscribe_rule_and_follow(f, rule, false, &spec);
 		fclose(f);
 		return r;
 	}

@@ -349,6 +349,8 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 	}
 	cJSON_AddNumberToObject(o, "sessions_started", (double)r->started);
 	cJSON_AddNumberToObject(o, "refused", (double)r->refused);
+	cJSON_AddNumberToObject(o, "subscribers",
+				(double)srv_rulesubs_count(s, r->id));
 	if (r->last_refusal[0])
 		cJSON_AddStringToObject(o, "last_refusal", r->last_refusal);
 	a = cJSON_AddArrayToObject(o, "sessions");
@@ -454,8 +456,10 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	srv_reply_ok(c, req->id, rule_json(s, r));
 }
 
-/* Take @r out (its slot freed); the sessions it started run on. */
-static void rule_free(struct ptd_server *s, struct srv_rule *r)
+/* Take @r out (its slot freed); the sessions it started run on; its
+ * streams end (@why: their bye's reason) once those in them have. */
+static void rule_free(struct ptd_server *s, struct srv_rule *r,
+		      const char *why)
 {
 	struct srv_rule **p;
 
@@ -466,6 +470,7 @@ static void rule_free(struct ptd_server *s, struct srv_rule *r)
 		}
 	if (s->watcher)
 		(void)ptd_watcher_set(s->watcher, r->slot, NULL);
+	srv_rulesubs_rule_ended(s, r->id, why);
 	ptd_log_info("rule %" PRIu64 ": ended (%" PRIu64 " sessions "
 		     "started)", r->id, r->started);
 	free(r->req.addr_filter);
@@ -488,7 +493,7 @@ void srv_cmd_unwatch(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	res = rule_json(s, r);
-	rule_free(s, r);
+	rule_free(s, r, "unwatched");
 	watcher_maybe_unload(s);
 	srv_reply_ok(c, req->id, res);
 }
@@ -500,7 +505,7 @@ void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c)
 	for (r = s->rules; r; r = next) {
 		next = r->next;
 		if (r->conn == c)
-			rule_free(s, r);
+			rule_free(s, r, "owner_closed");
 	}
 	watcher_maybe_unload(s);
 }
@@ -518,6 +523,6 @@ void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res)
 void srv_rules_free(struct ptd_server *s)
 {
 	while (s->rules)
-		rule_free(s, s->rules);
+		rule_free(s, s->rules, "shutdown");
 	watcher_maybe_unload(s);
 }
