@@ -262,6 +262,13 @@ static int follow_stream(FILE *f)
 			errx_msg("writing to stdout: %s", strerror(errno));
 			return EXIT_STREAM;
 		}
+		/* a rule's stream never ends by itself: each session is
+		 * out once it has ended, whatever stdout's buffering */
+		if (!strncmp(line, "{\"type\":\"session_end\"", 21) &&
+		    fflush(stdout) != 0) {
+			errx_msg("writing to stdout: %s", strerror(errno));
+			return EXIT_STREAM;
+		}
 		if (!strncmp(line, "{\"type\":\"bye\"", 13)) {
 			cJSON *o = cJSON_Parse(line);
 			const char *why = str_of(o, "reason");

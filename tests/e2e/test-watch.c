@@ -27,6 +27,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@
 #include "daemon-client.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "record/jsonw.h"
 #include "swpt/capdecode.h"
 #include "swpt/capture.h"
 
@@ -374,6 +376,383 @@ static void skip_unless_bpf(const cJSON *resp)
 				     !strcmp(code, "permission_denied")))
 		SKIP_ALL("ptd cannot load its BPF programs here: %s",
 			 dc_err_msg(resp));
+}
+
+/* ---- a rule's own stream: subscribe {"rule":N} ---------------------- */
+
+struct rule_reader {
+	struct dconn *c;
+	struct ptd_buf text;		/* every line after the response */
+	atomic_int ends;		/* session_end lines so far */
+	bool bye;
+};
+
+/* Read a rule stream to its bye (or 300 s without a line). */
+static void *rule_reader_main(void *arg)
+{
+	struct rule_reader *rr = arg;
+	char *line;
+
+	while ((line = dc_read_line(rr->c, 300000))) {
+		(void)ptd_buf_append(&rr->text, line, strlen(line));
+		(void)ptd_buf_append(&rr->text, "\n", 1);
+		if (strstr(line, "{\"type\":\"session_end\"") == line)
+			atomic_fetch_add(&rr->ends, 1);
+		rr->bye = strstr(line, "{\"type\":\"bye\"") == line;
+		free(line);
+		if (rr->bye)
+			break;
+	}
+	(void)ptd_buf_append(&rr->text, "", 1);
+	return NULL;
+}
+
+/* Subscribe to rule @rule (@rest: more keys) on a connection of its own;
+ * the response must be ok. */
+static bool rule_subscribe(const struct daemon *d, long rule,
+			   const char *rest, struct rule_reader *rr)
+{
+	char req[512], *line;
+	bool ok;
+
+	memset(rr, 0, sizeof(*rr));
+	rr->c = dc_connect(d);
+	if (!rr->c)
+		return false;
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"rule\":%ld%s}\n", rule, rest);
+	if (dc_send(rr->c, req) < 0 || !(line = dc_read_line(rr->c, 20000)))
+		return false;
+	ok = strstr(line, "\"ok\":true") != NULL;
+	if (!ok)
+		fprintf(stderr, "  subscribe rule: %s\n", line);
+	free(line);
+	return ok;
+}
+
+/* The number after "@key": in @line (-1: none). */
+static long key_num(const char *line, const char *key)
+{
+	char k[64];
+	const char *p;
+
+	(void)snprintf(k, sizeof(k), "\"%s\":", key);
+	p = strstr(line, k);
+	return p ? strtol(p + strlen(k), NULL, 10) : -1;
+}
+
+/* Split rule stream @text into the sessions it holds (each session's
+ * lines, session_start to session_end, into @fw as check_session takes
+ * them), checking the framing: hello first, bye last (@reason, @nsess
+ * sessions, nothing lost), every other line names a session that is
+ * between its start and its end, with that session's pid. */
+static void split_rule_stream(const char *text, long rule, const char *reason,
+			      size_t nsess, struct follower *fw)
+{
+	struct ptd_buf bufs[MAX_FOLLOW];
+	bool ended[MAX_FOLLOW] = { false };
+	const char *p = text, *last = NULL;
+	size_t lines = 0, bad = 0;
+
+	memset(bufs, 0, sizeof(bufs));
+	fw->n = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+		char line[PTD_JSON_MAX_RECORD + 64];
+		size_t len = e ? (size_t)(e - p) : strlen(p), k;
+		long sid, pid;
+
+		if (len >= sizeof(line))
+			len = sizeof(line) - 1;
+		memcpy(line, p, len);
+		line[len] = 0;
+		p = e ? e + 1 : p + len;
+		last = line;
+		if (lines++ == 0) {
+			CHECK(strstr(line, "{\"type\":\"hello\"") == line);
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			continue;
+		}
+		if (strstr(line, "{\"type\":\"bye\"") == line) {
+			char want[64];
+
+			(void)snprintf(want, sizeof(want), "\"reason\":\"%s\"",
+				       reason);
+			CHECK_CONTAINS(line, want);
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			CHECK_EQ_INT((int)key_num(line, "sessions"), (int)nsess);
+			CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+			CHECK(*p == 0);		/* the last line */
+			break;
+		}
+		sid = key_num(line, "session");
+		pid = key_num(line, "pid");
+		for (k = 0; k < fw->n && fw->s[k].session != sid; k++)
+			;
+		if (strstr(line, "{\"type\":\"session_start\"") == line) {
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			if (k < fw->n || fw->n == MAX_FOLLOW) {
+				CHECK_FAIL_("session %ld starts twice", sid);
+				continue;
+			}
+			fw->s[fw->n].session = sid;
+			fw->s[fw->n].pid = pid;
+			k = fw->n++;
+		} else if (k == fw->n || ended[k] || pid != fw->s[k].pid) {
+			if (!bad++)
+				CHECK_FAIL_("a line outside its session's start "
+					    "and end, or with another pid: %s",
+					    line);
+			continue;
+		}
+		if (strstr(line, "{\"type\":\"session_end\"") == line) {
+			ended[k] = true;
+			fw->s[k].bye = true;
+			CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+		}
+		(void)ptd_buf_append(&bufs[k], line, strlen(line));
+		(void)ptd_buf_append(&bufs[k], "\n", 1);
+	}
+	CHECK(last && strstr(last, "{\"type\":\"bye\"") == last);
+	CHECK_EQ_U64(fw->n, nsess);
+	for (size_t k = 0; k < fw->n; k++) {
+		CHECK(ended[k]);
+		(void)ptd_buf_append(&bufs[k], "", 1);
+		fw->s[k].text = (char *)bufs[k].data;
+		fw->s[k].len = bufs[k].len;
+	}
+}
+
+/* The insn IPs of session @sid in rule stream @text, in order. */
+static size_t session_ips(const char *text, long sid, uint64_t *ips,
+			  size_t max)
+{
+	size_t n = 0;
+	const char *p = text;
+
+	while (*p) {
+		const char *e = strchr(p, '\n'), *ipp;
+
+		if (!e)
+			break;
+		if (!strncmp(p, "{\"type\":\"insn\"", 14) &&
+		    key_num(p, "session") == sid &&
+		    (ipp = memmem(p, (size_t)(e - p), "\"ip\":\"0x", 8)) &&
+		    n < max)
+			ips[n++] = strtoull(ipp + 8, NULL, 16);
+		p = e + 1;
+	}
+	return n;
+}
+
+/* A rule's subscribers get every session it starts in one stream: runs
+ * of the program from a shell and, at once, from a launcher's 4 threads;
+ * each session between its session_start and session_end, each record
+ * with its session and pid, each session's instructions its run's ground
+ * truth; a second subscriber choosing fields gets the same instructions
+ * with session, pid and ip only; unwatch ends both streams with a bye
+ * after the last session_end.  ptctl watch --follow prints the stream. */
+static void test_rule_stream(void)
+{
+	struct daemon d;
+	struct rule_reader full, ipf;
+	struct follower fw = { 0 };
+	pthread_t tf, ti;
+	char body[2048], capdir[700], out[700], req[128];
+	struct dconn *wc;
+	cJSON *resp = NULL, *r;
+	long rule;
+	uint64_t end;
+
+	REQUIRE(daemon_start(&d, "rulestream", "max_sessions_per_user = 1024\n"
+			     "max_watch_rules_per_user = 8\n"
+			     "subscriber_queue_size = 8M\n"
+			     "user_memory_limit = 64G\n"));
+	(void)snprintf(capdir, sizeof(capdir), "%s/cap", d.dir);
+	REQUIRE(mkdir(capdir, 0700) == 0);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\","
+		       "\"options\":{\"capture\":\"%s\"}", tiny, capdir);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	/* no such rule; a rule's sessions have no symbols */
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"subscribe\",\"rule\":99}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "no watch rule 99");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"rule\":%ld,\"symbols\":true}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "without symbols");
+	cJSON_Delete(r);
+
+	REQUIRE(rule_subscribe(&d, rule, "", &full));
+	REQUIRE(rule_subscribe(&d, rule, ",\"kinds\":[\"insn\"],"
+			       "\"fields\":[\"ip\"]", &ipf));
+	REQUIRE(pthread_create(&tf, NULL, rule_reader_main, &full) == 0);
+	REQUIRE(pthread_create(&ti, NULL, rule_reader_main, &ipf) == 0);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "subscribers"), 2);
+
+	/* 5 runs from a shell, 12 from 4 threads at once */
+	(void)snprintf(out, sizeof(out), "%s/rs-shell.out", d.dir);
+	{
+		char script[1400];
+		char *argv[] = { (char *)"/bin/sh", (char *)"-c", script,
+				 NULL };
+
+		(void)snprintf(script, sizeof(script),
+			       "i=0; while [ $i -lt 5 ]; do \"%s\" a; "
+			       "echo rc=$?; i=$((i+1)); done", tiny);
+		CHECK_EQ_INT(run_as(0, out, argv), 0);
+	}
+	(void)snprintf(out, sizeof(out), "%s/rs-launcher.out", d.dir);
+	{
+		char *argv[] = { launcher, (char *)"4", (char *)"3", tiny,
+				 NULL };
+
+		CHECK_EQ_INT(run_as(0, out, argv), 0);
+	}
+	/* every session has ended in both streams; then the rule ends */
+	end = now_ms() + 120000;
+	while ((atomic_load(&full.ends) < 17 || atomic_load(&ipf.ends) < 17) &&
+	       now_ms() < end)
+		msleep(10);
+	CHECK_EQ_INT(atomic_load(&full.ends), 17);
+	CHECK_EQ_INT(atomic_load(&ipf.ends), 17);
+	CHECK(!full.bye && !ipf.bye);	/* the rule still runs */
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	CHECK_EQ_INT((int)dc_num(r, "sessions_started"), 17);
+	cJSON_Delete(r);
+	pthread_join(tf, NULL);
+	pthread_join(ti, NULL);
+	CHECK(full.bye && ipf.bye);
+
+	split_rule_stream((const char *)full.text.data, rule, "unwatched", 17,
+			  &fw);
+	{
+		/* 17 processes, each its own session */
+		for (size_t i = 0; i < fw.n; i++)
+			for (size_t j = i + 1; j < fw.n; j++)
+				CHECK(fw.s[i].pid != fw.s[j].pid &&
+				      fw.s[i].session != fw.s[j].session);
+	}
+	for (size_t i = 0; i < fw.n; i++)
+		check_session(&fw.s[i], capdir, tiny, false);
+	/* the projected stream: the same sessions, the same instructions,
+	 * each line {"type":"insn","session":S,"pid":P,"ip":"0x..."} */
+	{
+		struct follower pf = { 0 };
+		static uint64_t a[4096], b[4096];
+		const char *t = (const char *)ipf.text.data, *q;
+		size_t bad = 0;
+
+		split_rule_stream(t, rule, "unwatched", 17, &pf);
+		CHECK_CONTAINS(t, "\"fields\":[\"type\",\"pid\",\"ip\"]");
+		for (size_t i = 0; i < pf.n; i++) {
+			size_t na = session_ips((const char *)full.text.data,
+						pf.s[i].session, a, 4096);
+			size_t nb = session_ips(t, pf.s[i].session, b, 4096);
+
+			CHECK(na > 0);
+			CHECK_EQ_U64(nb, na);
+			CHECK(na == nb && !memcmp(a, b, na * sizeof(a[0])));
+		}
+		for (q = t; (q = strstr(q, "{\"type\":\"insn\"")); q++) {
+			char want[96];
+			long sid = key_num(q, "session"), pid = key_num(q, "pid");
+			int k = snprintf(want, sizeof(want),
+					 "{\"type\":\"insn\",\"session\":%ld,"
+					 "\"pid\":%ld,\"ip\":\"0x", sid, pid);
+
+			if (strncmp(q, want, (size_t)k) ||
+			    strchr(q, '}') > strchr(q, '\n') - 1)
+				bad++;
+		}
+		CHECK_EQ_U64(bad, 0);
+		follower_free(&pf);
+	}
+	fprintf(stderr, "  rule stream: %zu sessions, each between its start "
+		"and end, = its truth\n", fw.n);
+	follower_free(&fw);
+	ptd_buf_fini(&full.text);
+	ptd_buf_fini(&ipf.text);
+	dc_close(full.c);
+	dc_close(ipf.c);
+	dc_close(wc);
+
+	/* ptctl watch --follow: the rule's stream on stdout until the rule
+	 * ends (unwatched from elsewhere) */
+	{
+		char pout[700], perr[700], *text = NULL;
+		const char *args[] = { "watch", "--exe", tiny, "--capture",
+				       capdir, "--follow", "--fields", "ip,tid",
+				       NULL };
+		char *argv[] = { tiny, NULL };
+		size_t len = 0;
+		long prule = -1;
+		pid_t pc;
+		int n = 0;
+
+		(void)snprintf(pout, sizeof(pout), "%s/follow.out", d.dir);
+		(void)snprintf(perr, sizeof(perr), "%s/follow.err", d.dir);
+		pc = ptctl_spawn(&d, pout, perr, args);
+		REQUIRE(pc > 0);
+		for (int i = 0; i < 500 && prule <= 0; i++) {
+			msleep(10);
+			if (ptd_file_read_all(perr, 4096, &text, &len) == 0 &&
+			    strstr(text, "ptctl: rule "))
+				prule = strtol(strstr(text, "ptctl: rule ") +
+						       12, NULL, 10);
+			free(text);
+			text = NULL;
+		}
+		REQUIRE(prule > 0);
+		/* its hello is out once the subscribe is answered */
+		for (int i = 0; i < 500; i++) {
+			if (ptd_file_read_all(pout, 1 << 20, &text, &len) == 0 &&
+			    strstr(text, "{\"type\":\"hello\""))
+				break;
+			free(text);
+			text = NULL;
+			msleep(10);
+		}
+		free(text);
+		text = NULL;
+		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
+		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
+		for (int i = 0; i < 2000 && n < 2; i++) {
+			char *q;
+
+			n = 0;
+			if (ptd_file_read_all(pout, 1 << 20, &text, &len) == 0)
+				for (q = text; (q = strstr(q, "session_end"));
+				     q++)
+					n++;
+			free(text);
+			text = NULL;
+			if (n < 2)
+				msleep(10);
+		}
+		CHECK_EQ_INT(n, 2);
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":"
+			       "\"unwatch\",\"rule\":%ld}\n", prule);
+		r = dc_call1(&d, req);
+		CHECK(dc_ok(r));
+		cJSON_Delete(r);
+		CHECK_EQ_INT(wait_exit(pc), 0);
+		REQUIRE(ptd_file_read_all(pout, 1 << 20, &text, &len) == 0);
+		split_rule_stream(text, prule, "unwatched", 2, &fw);
+		for (size_t i = 0; i < fw.n; i++)
+			check_session(&fw.s[i], capdir, tiny, false);
+		free(text);
+		follower_free(&fw);
+	}
+	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
 /* The rule's sessions, run from a shell and from the launcher. */
@@ -1048,6 +1427,7 @@ int main(void)
 	RUN(test_unprivileged);
 	RUN(test_shell_and_launcher);
 	RUN(test_dynamic);
+	RUN(test_rule_stream);
 	RUN(test_user_rules);
 	RUN(test_storm);
 	RUN(test_cgroup);
