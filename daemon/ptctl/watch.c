@@ -41,8 +41,9 @@ static const char watch_usage[] =
 	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
-	"       [--json] [--follow [--kinds K] [--tid N]... [--range A-B]...\n"
-	"       [--iclass C]... [--module M] [--fields F,...]]\n\n"
+	"       [--symbols] [--json] [--follow [--kinds K] [--tid N]...\n"
+	"       [--range A-B]... [--iclass C]... [--module M] [--fields F,...]]"
+	"\n\n"
 	"While this runs, every process that execs PATH (the file itself, "
 	"by device and\ninode, however it is named), a program whose "
 	"command name is NAME, or any\nprogram in the cgroup (v2) DIR or "
@@ -57,6 +58,8 @@ static const char watch_usage[] =
 	"rule and the sessions it started.  The process is stopped "
 	"(SIGSTOP) at its exec\nuntil ptd has seized it: its parent can "
 	"see that stop with waitpid(WUNTRACED).\n"
+	"--symbols: the sessions decode with symbols, read with your rights "
+	"(as attach\n--symbols).  "
 	"--follow: write every session the rule starts to stdout as one "
 	"stream (as\n`ptctl stream --rule RULE`; the rule id goes to "
 	"stderr), until the rule ends.\n";
@@ -190,7 +193,9 @@ int verb_watch(int argc, char **argv)
 		if (r < 0)
 			return EXIT_USAGE;
 		if (r == 1) {
-			stream_opts = true;
+			/* --symbols: the sessions decode with them (and
+			 * --follow's stream carries them) */
+			stream_opts = stream_opts || c != PTCTL_SYMBOLS_OPT;
 			continue;
 		}
 		r = watch_option(&req, c, optarg);
@@ -203,6 +208,7 @@ int verb_watch(int argc, char **argv)
 			 "--cgroup DIR (one of them) and no other argument");
 		return EXIT_USAGE;
 	}
+	req.symbols = spec.symbols;
 	if (stream_opts && !follow) {
 		errx_msg("watch: the stream options (--kinds, --tid, "
 			 "--fields...) go with --follow");

@@ -257,10 +257,15 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		attach_drop(ss);
 		return NULL;
 	}
-	/* (watch refuses options.symbols: a rule's sessions have no
-	 * connection to take the groups from) */
-	if (req->symbols && c) {
-		r = srv_symbols_new(s, ss, c->tag.fd, peer, req->pid, &diag);
+	/* read with the client's rights and groups: a rule's session with
+	 * its owner's, from the owner's connection (the rule ends with it) */
+	if (req->symbols) {
+		int gfd = c ? c->tag.fd : srv_rule_owner_fd(s, rule);
+
+		r = gfd < 0 ? ptd_diagf(&diag, -ENOENT, "symbols: rule %"
+					PRIu64 " has ended", rule)
+			    : srv_symbols_new(s, ss, gfd, peer, req->pid,
+					      &diag);
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);

@@ -189,12 +189,12 @@ void srv_rulesub_subscribe(struct ptd_server *s, struct conn *c,
 				req->rule);
 		return;
 	}
-	/* a rule's sessions decode without symbols (watch refuses them) */
-	if (f->spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) {
+	/* symbols only from sessions that decode with them */
+	if ((f->spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) &&
+	    !r->req.symbols) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 				"%s: the sessions of rule %" PRIu64 " decode "
-				"without symbols (watch takes no "
-				"options.symbols)",
+				"without symbols (watch with options.symbols)",
 				req->filter.symbols ? "symbols" : "fields: sym",
 				r->id);
 		return;

@@ -474,6 +474,9 @@ int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
  * refused (if the rule is still there), @why its last_refusal. */
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
 		       const char *why);
+/* The connection of rule @rule's owner (its groups: SO_PEERGROUPS, as an
+ * attach takes them from its own), or -1 (no such rule). */
+int srv_rule_owner_fd(const struct ptd_server *s, uint64_t rule);
 void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
 void srv_rules_free(struct ptd_server *s);

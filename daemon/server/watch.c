@@ -174,6 +174,16 @@ static void on_match(void *ctx, const struct ptd_watch_event *ev)
 	r->started++;
 }
 
+int srv_rule_owner_fd(const struct ptd_server *s, uint64_t rule)
+{
+	const struct srv_rule *r;
+
+	for (r = s->rules; r; r = r->next)
+		if (r->id == rule)
+			return r->conn ? r->conn->tag.fd : -1;
+	return -1;
+}
+
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
 		       const char *why)
 {
@@ -386,14 +396,6 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	if (req->capture[0] && c->peer.uid != 0) {
 		srv_reply_error(c, req->id, PTD_ERR_PERMISSION,
 				"only root may ask for options.capture");
-		return;
-	}
-	/* A session's symbols are read with its client's groups, taken from
-	 * its connection at attach; a rule's sessions start without one. */
-	if (req->symbols) {
-		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
-				"options.symbols is for attach and replay, not "
-				"watch rules (yet)");
 		return;
 	}
 	if (rules_of(s, c->peer.uid, &used) >=

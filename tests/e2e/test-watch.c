@@ -384,6 +384,8 @@ struct rule_reader {
 	struct dconn *c;
 	struct ptd_buf text;		/* every line after the response */
 	atomic_int ends;		/* session_end lines so far */
+	const char *await;		/* a line holding it was read: seen */
+	atomic_bool seen;
 	bool bye;
 };
 
@@ -398,6 +400,8 @@ static void *rule_reader_main(void *arg)
 		(void)ptd_buf_append(&rr->text, "\n", 1);
 		if (strstr(line, "{\"type\":\"session_end\"") == line)
 			atomic_fetch_add(&rr->ends, 1);
+		if (rr->await && strstr(line, rr->await))
+			atomic_store(&rr->seen, true);
 		rr->bye = strstr(line, "{\"type\":\"bye\"") == line;
 		free(line);
 		if (rr->bye)
@@ -752,6 +756,147 @@ static void test_rule_stream(void)
 		free(text);
 		follower_free(&fw);
 	}
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* Wait (at most 60 s) until @rr has read a line holding its await. */
+static bool rule_reader_wait(struct rule_reader *rr)
+{
+	uint64_t end = now_ms() + 60000;
+
+	while (now_ms() < end && !atomic_load(&rr->seen))
+		msleep(10);
+	return atomic_load(&rr->seen);
+}
+
+/* A rule with options.symbols: its sessions decode with them, read with
+ * the rule's owner's rights, and a rule subscriber asking for them gets
+ * "sym" with each record's session; "running": a subscriber joining a
+ * rule whose session runs gets that session from then on, one that does
+ * not ask gets none. */
+static void test_rule_stream_more(void)
+{
+	struct daemon d;
+	struct rule_reader sy, run, norun;
+	pthread_t t1;
+	char body[2048], req[160], loopexe[1100], want[96], *line;
+	struct dconn *wc;
+	cJSON *resp = NULL, *r, *l;
+	const cJSON *o;
+	long rule, sid = -1;
+	pid_t lp;
+
+	REQUIRE(daemon_start(&d, "rulemore", "max_sessions_per_user = 64\n"
+			     "subscriber_queue_size = 8M\n"
+			     "user_memory_limit = 64G\n"));
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\","
+		       "\"options\":{\"symbols\":true}", hello);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	REQUIRE(rule_subscribe(&d, rule, ",\"symbols\":true", &sy));
+	REQUIRE(pthread_create(&t1, NULL, rule_reader_main, &sy) == 0);
+	{
+		char *argv[] = { hello, NULL };
+
+		CHECK_EQ_INT(run_as(0, NULL, argv), 21);
+	}
+	for (int i = 0; i < 6000 && atomic_load(&sy.ends) < 1; i++)
+		msleep(10);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(t1, NULL);
+	{
+		struct follower fw = { 0 };
+		const char *t = (const char *)sy.text.data;
+
+		split_rule_stream(t, rule, "unwatched", 1, &fw);
+		if (fw.n == 1) {
+			(void)snprintf(want, sizeof(want), "{\"type\":\"insn\","
+				       "\"session\":%ld,\"pid\":%ld,",
+				       fw.s[0].session, fw.s[0].pid);
+			CHECK_CONTAINS(t, want);
+			CHECK_CONTAINS(t, "\"sym\":\"main+0x0\"");
+			/* the entry of the program (crt1), by its symbol */
+			CHECK_CONTAINS(t, "\"sym\":\"_start+0x0\"");
+		}
+		follower_free(&fw);
+	}
+	ptd_buf_fini(&sy.text);
+	dc_close(sy.c);
+	dc_close(wc);
+
+	/* running: a long run of prog-loop, traced by a rule */
+	(void)snprintf(loopexe, sizeof(loopexe), "%s/prog-loop", progs);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", loopexe);
+	wc = watch(&d, body, &rule, NULL);
+	REQUIRE(rule > 0);
+	lp = fork();
+	REQUIRE(lp >= 0);
+	if (lp == 0) {
+		execl(loopexe, loopexe, "1000", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 2000 && sid < 0; i++) {
+		o = list_rule(&d, rule, &l);
+		o = o ? cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sessions"),
+					   0) : NULL;
+		if (o)
+			sid = (long)cJSON_GetObjectItem(o, "session")
+				      ->valuedouble;
+		cJSON_Delete(l);
+		if (sid < 0)
+			msleep(10);
+	}
+	REQUIRE(sid > 0);
+	REQUIRE(rule_subscribe(&d, rule, ",\"running\":true,\"kinds\":"
+			       "[\"insn\"],\"fields\":[\"ip\"]", &run));
+	REQUIRE(rule_subscribe(&d, rule, "", &norun));
+	(void)snprintf(want, sizeof(want), "{\"type\":\"insn\",\"session\":"
+		       "%ld,\"pid\":%d,\"ip\":\"0x", sid, (int)lp);
+	run.await = want;
+	REQUIRE(pthread_create(&t1, NULL, rule_reader_main, &run) == 0);
+	CHECK(rule_reader_wait(&run));
+	kill(lp, SIGKILL);
+	CHECK_EQ_INT(wait_target(lp, 60000), 128 + SIGKILL);
+	r = dc_call1(&d, req);	/* the earlier rule's: gone already */
+	CHECK(!dc_ok(r));
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(t1, NULL);
+	{
+		struct follower fw = { 0 };
+		const char *t = (const char *)run.text.data;
+
+		split_rule_stream(t, rule, "unwatched", 1, &fw);
+		CHECK(fw.n == 1 && fw.s[0].session == sid &&
+		      fw.s[0].pid == lp);
+		CHECK_CONTAINS(t, "\"type\":\"session_end\",\"reason\":"
+				  "\"exited\"");
+		CHECK_CONTAINS(t, "\"signal\":9");
+		follower_free(&fw);
+	}
+	/* the one that did not ask for running sessions: hello and bye */
+	line = dc_read_line(norun.c, 20000);
+	CHECK(line && strstr(line, "{\"type\":\"hello\"") == line);
+	free(line);
+	line = dc_read_line(norun.c, 20000);
+	CHECK(line && strstr(line, "{\"type\":\"bye\",\"reason\":"
+				   "\"unwatched\"") == line &&
+	      key_num(line, "sessions") == 0);
+	free(line);
+	ptd_buf_fini(&run.text);
+	dc_close(run.c);
+	dc_close(norun.c);
+	dc_close(wc);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
@@ -1428,6 +1573,7 @@ int main(void)
 	RUN(test_shell_and_launcher);
 	RUN(test_dynamic);
 	RUN(test_rule_stream);
+	RUN(test_rule_stream_more);
 	RUN(test_user_rules);
 	RUN(test_storm);
 	RUN(test_cgroup);

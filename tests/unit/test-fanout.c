@@ -856,6 +856,64 @@ static void test_tagged(void)
 	ptd_fanout_free(f);
 }
 
+/* The longest insn line there can be (every field at its widest, a
+ * module name and symbol far too long, of bytes that expand sixfold)
+ * stays within PTD_JSON_MAX_RECORD with the longest session tag. */
+static void test_tagged_longest(void)
+{
+	enum { N = 3 * PTD_JSON_MAX_RECORD };
+	struct ptd_filter all = filter_fields(0, PTD_FIELDS_ALL);
+	struct ptd_fanout *f;
+	struct ptd_subscriber *t;
+	struct ptd_record r;
+	static char buf[1 << 16];
+	char *mod = malloc(N + 1), *line;
+	size_t len;
+
+	REQUIRE(mod);
+	memset(mod, 1, N);
+	mod[N] = 0;
+	(void)ptd_fanout_new(UINT64_MAX, INT32_MAX, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe_tagged(f, &all, 1 << 20, 8, 1, &t) == 0);
+	r = mkinsn(0);
+	r.pid = INT32_MIN;
+	r.tid = INT32_MIN;
+	r.u.insn.ip = UINT64_MAX;
+	r.u.insn.modoff = UINT64_MAX;
+	r.u.insn.module = mod;
+	r.u.insn.sym = mod;
+	r.u.insn.symoff = UINT64_MAX;
+	r.u.insn.isid = INT32_MIN;
+	r.u.insn.mode = ptem_unknown;
+	r.u.insn.iclass = ptic_far_return;
+	r.u.insn.flags = UINT32_MAX;
+	r.u.insn.size = pt_max_insn_size;
+	memset(r.u.insn.raw, 0xff, sizeof(r.u.insn.raw));
+	r.has_tsc = r.has_time = r.has_wall = true;
+	r.tsc = r.time = r.wall = UINT64_MAX;
+	ptd_fanout_record(f, &r);
+	buf[0] = 0;
+	drain(t, buf, sizeof(buf));
+	line = strchr(buf, '\n');
+	REQUIRE(line);
+	line++;
+	len = (size_t)(strchr(line, '\n') - line) + 1;
+	CHECK(!strncmp(line, "{\"type\":\"insn\",\"session\":"
+		       "18446744073709551615,\"pid\":-2147483648,", 62));
+	CHECK(len > PTD_JSON_MAX_RECORD - 200);
+	CHECK(len <= PTD_JSON_MAX_RECORD);
+	fprintf(stderr, "  longest tagged insn line: %zu bytes\n", len);
+	{
+		cJSON *o = cJSON_ParseWithLength(line, len);
+
+		CHECK(o && cJSON_GetObjectItem(o, "sym"));
+		cJSON_Delete(o);
+	}
+	ptd_fanout_free(f);
+	free(mod);
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
@@ -864,6 +922,7 @@ int main(void)
 	RUN(test_cut_stalled);
 	RUN(test_render_once);
 	RUN(test_tagged);
+	RUN(test_tagged_longest);
 	RUN(test_churn);
 	RUN(test_wake_batched);
 	return check_done();
