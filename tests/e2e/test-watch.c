@@ -19,6 +19,12 @@
  *    traced, none missed, no process left stopped.
  *  - a ptd without the right to load BPF (run as nobody): watch refused,
  *    saying why; everything else answers.
+ *  - a rule's own stream (subscribe {"rule":N}): every run, from a shell
+ *    and from the launcher's threads at once, between its session_start
+ *    and session_end, each record with its session and pid, each
+ *    session's instructions its ground truth; projected fields; ptctl
+ *    watch --follow; a rule with symbols; joining the sessions running
+ *    ("running"); a slow reader's loss counted per session, exactly.
  * Skips (with the reason) where ptd as root cannot load BPF here.
  */
 #include <dirent.h>
@@ -900,6 +906,98 @@ static void test_rule_stream_more(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* Records (insn, event, error lines) and lost records (the sum of the
+ * lost lines' "records") of session @sid in rule stream @text. */
+static void rule_counts(const char *text, long sid, uint64_t *ret_rec,
+			uint64_t *ret_lost)
+{
+	const char *p = text;
+
+	*ret_rec = *ret_lost = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+
+		if (!e)
+			break;
+		if (key_num(p, "session") == sid) {
+			if (!strncmp(p, "{\"type\":\"insn\"", 14) ||
+			    !strncmp(p, "{\"type\":\"event\"", 15) ||
+			    !strncmp(p, "{\"type\":\"error\"", 15))
+				(*ret_rec)++;
+			else if (!strncmp(p, "{\"type\":\"lost\"", 14))
+				*ret_lost += (uint64_t)key_num(p, "records");
+		}
+		p = e + 1;
+	}
+}
+
+/* A rule subscriber that reads too slowly for a live session loses
+ * records, counted in lost records naming the session, in its
+ * session_end and in the bye; what it got and lost is what a fast one
+ * got and lost, record for record. */
+static void test_rule_stream_loss(void)
+{
+	struct daemon d;
+	struct rule_reader fast, slow;
+	pthread_t tf, ts;
+	char body[1200], req[128], loopexe[1100];
+	struct dconn *wc;
+	cJSON *resp = NULL, *r;
+	uint64_t fr, fl, sr, sl;
+	long rule, sid;
+	const char *t, *e;
+
+	REQUIRE(daemon_start(&d, "ruleloss", "subscriber_queue_size = 16k\n"));
+	(void)snprintf(loopexe, sizeof(loopexe), "%s/prog-loop", progs);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", loopexe);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	REQUIRE(rule_subscribe(&d, rule, "", &fast));
+	REQUIRE(rule_subscribe(&d, rule, "", &slow));
+	REQUIRE(pthread_create(&tf, NULL, rule_reader_main, &fast) == 0);
+	{
+		char *argv[] = { loopexe, (char *)"1", NULL };
+
+		CHECK_EQ_INT(run_as(0, NULL, argv), 0);
+	}
+	for (int i = 0; i < 6000 && atomic_load(&fast.ends) < 1; i++)
+		msleep(10);
+	/* the slow one reads only now, the session over */
+	REQUIRE(pthread_create(&ts, NULL, rule_reader_main, &slow) == 0);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(tf, NULL);
+	pthread_join(ts, NULL);
+	t = (const char *)slow.text.data;
+	e = t ? strstr(t, "{\"type\":\"session_end\"") : NULL;
+	REQUIRE(e);
+	sid = key_num(e, "session");
+	rule_counts((const char *)fast.text.data, sid, &fr, &fl);
+	rule_counts(t, sid, &sr, &sl);
+	fprintf(stderr, "  rule stream: fast %" PRIu64 " records, %" PRIu64
+		" lost; slow %" PRIu64 " records, %" PRIu64 " lost\n", fr, fl,
+		sr, sl);
+	CHECK(sl > 0);
+	CHECK(fr + fl > 100000);	/* about a million instructions */
+	CHECK_EQ_U64(sr + sl, fr + fl);
+	CHECK_EQ_U64((uint64_t)key_num(e, "sent"), sr);
+	CHECK_EQ_U64((uint64_t)key_num(e, "lost"), sl);
+	e = strstr(t, "{\"type\":\"bye\"");
+	CHECK(e && (uint64_t)key_num(e, "lost") == sl &&
+	      (uint64_t)key_num(e, "sent") == sr);
+	ptd_buf_fini(&fast.text);
+	ptd_buf_fini(&slow.text);
+	dc_close(fast.c);
+	dc_close(slow.c);
+	dc_close(wc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* The rule's sessions, run from a shell and from the launcher. */
 static void test_shell_and_launcher(void)
 {
@@ -1574,6 +1672,7 @@ int main(void)
 	RUN(test_dynamic);
 	RUN(test_rule_stream);
 	RUN(test_rule_stream_more);
+	RUN(test_rule_stream_loss);
 	RUN(test_user_rules);
 	RUN(test_storm);
 	RUN(test_cgroup);
