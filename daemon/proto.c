@@ -649,12 +649,8 @@ static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
 	if (e < 0)
 		return optional(e);
-	e = parse_options(r, opts, req);
-	if (e == 0 && req->ntriggers)
-		return ptd_json_bad(r, "options.triggers", "not taken by "
-				    "watch (add triggers to the sessions a "
-				    "rule starts with the trigger request)");
-	return e;
+	/* (options.triggers: each session's, resolved at its exec) */
+	return parse_options(r, opts, req);
 }
 
 static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,

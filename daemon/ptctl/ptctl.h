@@ -76,6 +76,9 @@ int parse_fields(const char *s, uint32_t *ret);
 /* The getopt value of --fields (decoding verbs and stream options). */
 #define PTCTL_FIELDS_OPT 'O'
 #define PTCTL_SYMBOLS_OPT 'Y'
+/* --trigger (attach, watch): not 'Y', which the stream options' --symbols
+ * takes first */
+#define PTCTL_TRIGGER_OPT 'Q'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);

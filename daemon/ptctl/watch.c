@@ -32,6 +32,7 @@ static const struct option watch_long[] = {
 	{ "wait-ms", required_argument, NULL, 'W' },
 	{ "json", no_argument, NULL, 'j' },
 	{ "follow", no_argument, NULL, 'f' },
+	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
 	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -41,7 +42,8 @@ static const char watch_usage[] =
 	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
-	"       [--symbols] [--json] [--follow [--kinds K] [--tid N]...\n"
+	"       [--symbols] [--trigger ACTION:FILE:WHERE]... [--json]\n"
+	"       [--follow [--kinds K] [--tid N]...\n"
 	"       [--range A-B]... [--iclass C]... [--module M] [--fields F,...]]"
 	"\n\n"
 	"While this runs, every process that execs PATH (the file itself, "
@@ -59,7 +61,9 @@ static const char watch_usage[] =
 	"(SIGSTOP) at its exec\nuntil ptd has seized it: its parent can "
 	"see that stop with waitpid(WUNTRACED).\n"
 	"--symbols: the sessions decode with symbols, read with your rights "
-	"(as attach\n--symbols).  "
+	"(as attach\n--symbols).  --trigger: each session's (as attach "
+	"--trigger), resolved against\nthe process at its exec: in the "
+	"program or the loader, the files mapped then.\n"
 	"--follow: write every session the rule starts to stdout as one "
 	"stream (as\n`ptctl stream --rule RULE`; the rule id goes to "
 	"stderr), until the rule ends.\n";
@@ -145,6 +149,14 @@ static int watch_option(struct ptd_request *req, int c, const char *arg)
 		return 0;
 	case 'F':
 		req->addr_filter = (char *)arg;	/* checked by ptd */
+		return 0;
+	case PTCTL_TRIGGER_OPT:
+		if (req->ntriggers == PTD_PROTO_TRIGGERS_MAX) {
+			errx_msg("--trigger: at most %d",
+				 PTD_PROTO_TRIGGERS_MAX);
+			return EXIT_USAGE;
+		}
+		req->triggers[req->ntriggers++] = (char *)arg;	/* by ptd */
 		return 0;
 	case 'W':
 		if (ptd_parse_u64(arg, 10, &v) < 0 ||

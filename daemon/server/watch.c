@@ -376,6 +376,36 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 	return o;
 }
 
+/* The request a rule keeps (its sessions' attach): @req's values with
+ * copies of what it points to (the request is freed once answered).
+ * Returns 0 or -ENOMEM (rule_req_free what was copied). */
+static int rule_req_copy(struct ptd_request *dst,
+			 const struct ptd_request *req)
+{
+	*dst = *req;
+	dst->id = NULL;
+	dst->addr_filter = NULL;
+	dst->ntriggers = 0;
+	if (req->addr_filter && !(dst->addr_filter = strdup(req->addr_filter)))
+		return -ENOMEM;
+	for (unsigned i = 0; i < req->ntriggers; i++) {
+		dst->triggers[i] = strdup(req->triggers[i]);
+		if (!dst->triggers[i])
+			return -ENOMEM;
+		dst->ntriggers++;
+	}
+	return 0;
+}
+
+static void rule_req_free(struct ptd_request *req)
+{
+	free(req->addr_filter);
+	req->addr_filter = NULL;
+	for (unsigned i = 0; i < req->ntriggers; i++)
+		free(req->triggers[i]);
+	req->ntriggers = 0;
+}
+
 void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 		   const struct ptd_request *req)
 {
@@ -398,6 +428,34 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 				"only root may ask for options.capture");
 		return;
 	}
+	/* each session's triggers are resolved at its exec; what can be
+	 * decided now is refused now, not once per match */
+	for (unsigned i = 0; i < req->ntriggers; i++) {
+		struct ptd_trigger_spec *sp = malloc(sizeof(*sp));
+		struct ptd_diag diag = { "" };
+		bool snap;
+
+		if (!sp || ptd_trigger_spec_parse(req->triggers[i], sp,
+						  &diag) < 0) {
+			srv_reply_error(c, req->id, sp ? PTD_ERR_BAD_REQUEST
+						       : PTD_ERR_INTERNAL,
+					"options.triggers[%u]: %s", i,
+					sp ? diag.msg : "out of memory");
+			free(sp);
+			return;
+		}
+		snap = sp->action == PTD_TRIGGER_SNAPSHOT;
+		free(sp);
+		if (snap != (req->mode == PTD_MODE_SNAPSHOT)) {
+			srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+					"options.triggers[%u]: %s", i, snap
+					? "a snapshot trigger needs "
+					  "\"mode\": \"snapshot\""
+					: "start and stop triggers need "
+					  "\"mode\": \"full\"");
+			return;
+		}
+	}
 	if (rules_of(s, c->peer.uid, &used) >=
 	    s->cfg.max_watch_rules_per_user) {
 		srv_reply_error(c, req->id, PTD_ERR_LIMIT,
@@ -418,19 +476,13 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	if (!slot_of(c, req, &sl) || !watcher_ready(s, c, req))
 		return;
 	r = calloc(1, sizeof(*r));
-	if (!r || (req->addr_filter &&
-		   !(r->req.addr_filter = strdup(req->addr_filter)))) {
+	if (!r || rule_req_copy(&r->req, req) < 0) {
+		if (r)
+			rule_req_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
 		watcher_maybe_unload(s);
 		return;
-	}
-	{
-		char *f = r->req.addr_filter;
-
-		r->req = *req;
-		r->req.id = NULL;
-		r->req.addr_filter = f;
 	}
 	r->id = ++s->next_rule_id;
 	r->slot = slot;
@@ -439,7 +491,7 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	sl.id = (__u32)r->id;
 	e = ptd_watcher_set(s->watcher, slot, &sl);
 	if (e < 0) {
-		free(r->req.addr_filter);
+		rule_req_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
 				"cannot set the BPF rule: %s", strerror(-e));
@@ -475,7 +527,7 @@ static void rule_free(struct ptd_server *s, struct srv_rule *r,
 	srv_rulesubs_rule_ended(s, r->id, why);
 	ptd_log_info("rule %" PRIu64 ": ended (%" PRIu64 " sessions "
 		     "started)", r->id, r->started);
-	free(r->req.addr_filter);
+	rule_req_free(&r->req);
 	free(r);
 }
 

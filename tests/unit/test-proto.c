@@ -406,9 +406,21 @@ static void test_triggers(void)
 	    "give \"add\" or \"remove\", not both");
 	bad("{\"id\":1,\"cmd\":\"trigger\",\"add\":\"snapshot:x:f\"}",
 	    -PTD_EFORMAT, "session");
+	/* a watch rule's triggers: each of its sessions' */
+	{
+		struct ptd_request req;
+		struct ptd_diag d = { "" };
+
+		REQUIRE(parse("{\"id\":1,\"cmd\":\"watch\",\"comm\":\"x\","
+			      "\"options\":{\"triggers\":[\"start:x:f\","
+			      "\"stop:x:0x10\"]}}", &req, &d) == 0);
+		CHECK_EQ_INT((int)req.ntriggers, 2);
+		CHECK_EQ_STR(req.triggers[1], "stop:x:0x10");
+		ptd_request_fini(&req);
+	}
 	bad("{\"id\":1,\"cmd\":\"watch\",\"comm\":\"x\",\"options\":{"
-	    "\"triggers\":[\"snapshot:x:f\"]}}", -PTD_EFORMAT,
-	    "options.triggers: not taken by watch");
+	    "\"triggers\":[\"snapshot:x\"]}}", -PTD_EFORMAT,
+	    "options.triggers[0]");
 }
 
 static void test_responses(void)
