@@ -461,8 +461,9 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 {
 	struct ptd_buf bufs[MAX_FOLLOW];
 	bool ended[MAX_FOLLOW] = { false };
-	const char *p = text, *last = NULL;
+	const char *p = text;
 	size_t lines = 0, bad = 0;
+	bool last_bye = false;
 
 	memset(bufs, 0, sizeof(bufs));
 	fw->n = 0;
@@ -477,7 +478,7 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 		memcpy(line, p, len);
 		line[len] = 0;
 		p = e ? e + 1 : p + len;
-		last = line;
+		last_bye = strstr(line, "{\"type\":\"bye\"") == line;
 		if (lines++ == 0) {
 			CHECK(strstr(line, "{\"type\":\"hello\"") == line);
 			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
@@ -523,7 +524,7 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 		(void)ptd_buf_append(&bufs[k], line, strlen(line));
 		(void)ptd_buf_append(&bufs[k], "\n", 1);
 	}
-	CHECK(last && strstr(last, "{\"type\":\"bye\"") == last);
+	CHECK(last_bye);
 	CHECK_EQ_U64(fw->n, nsess);
 	for (size_t k = 0; k < fw->n; k++) {
 		CHECK(ended[k]);
