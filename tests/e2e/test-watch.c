@@ -440,24 +440,28 @@ static bool rule_subscribe(const struct daemon *d, long rule,
 	return ok;
 }
 
-/* The number after "@key": in @line (-1: none). */
+/* The number after "@key": in @line, up to its newline (-1: none).  (Not
+ * strstr on a stream's whole text: ASan's strstr reads all of it, every
+ * call.) */
 static long key_num(const char *line, const char *key)
 {
+	const char *nl = strchr(line, '\n'), *p;
+	size_t len = nl ? (size_t)(nl - line) : strlen(line);
 	char k[64];
-	const char *p;
+	int n = snprintf(k, sizeof(k), "\"%s\":", key);
 
-	(void)snprintf(k, sizeof(k), "\"%s\":", key);
-	p = strstr(line, k);
-	return p ? strtol(p + strlen(k), NULL, 10) : -1;
+	p = memmem(line, len, k, (size_t)n);
+	return p ? strtol(p + n, NULL, 10) : -1;
 }
 
 /* Split rule stream @text into the sessions it holds (each session's
  * lines, session_start to session_end, into @fw as check_session takes
  * them), checking the framing: hello first, bye last (@reason, @nsess
- * sessions, nothing lost), every other line names a session that is
- * between its start and its end, with that session's pid. */
-static void split_rule_stream(const char *text, long rule, const char *reason,
-			      size_t nsess, struct follower *fw)
+ * sessions, nothing lost unless @lossy), every other line names a session
+ * that is between its start and its end, with that session's pid (lost
+ * lines: the session only). */
+static void split_rule_stream_(const char *text, long rule, const char *reason,
+			       size_t nsess, bool lossy, struct follower *fw)
 {
 	struct ptd_buf bufs[MAX_FOLLOW];
 	bool ended[MAX_FOLLOW] = { false };
@@ -492,7 +496,8 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 			CHECK_CONTAINS(line, want);
 			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
 			CHECK_EQ_INT((int)key_num(line, "sessions"), (int)nsess);
-			CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+			if (!lossy)
+				CHECK_EQ_INT((int)key_num(line, "lost"), 0);
 			CHECK(*p == 0);		/* the last line */
 			break;
 		}
@@ -509,7 +514,9 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 			fw->s[fw->n].session = sid;
 			fw->s[fw->n].pid = pid;
 			k = fw->n++;
-		} else if (k == fw->n || ended[k] || pid != fw->s[k].pid) {
+		} else if (k == fw->n || ended[k] ||
+			   (pid != fw->s[k].pid &&
+			    strncmp(line, "{\"type\":\"lost\"", 14))) {
 			if (!bad++)
 				CHECK_FAIL_("a line outside its session's start "
 					    "and end, or with another pid: %s",
@@ -519,7 +526,8 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 		if (strstr(line, "{\"type\":\"session_end\"") == line) {
 			ended[k] = true;
 			fw->s[k].bye = true;
-			CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+			if (!lossy)
+				CHECK_EQ_INT((int)key_num(line, "lost"), 0);
 		}
 		(void)ptd_buf_append(&bufs[k], line, strlen(line));
 		(void)ptd_buf_append(&bufs[k], "\n", 1);
@@ -532,6 +540,12 @@ static void split_rule_stream(const char *text, long rule, const char *reason,
 		fw->s[k].text = (char *)bufs[k].data;
 		fw->s[k].len = bufs[k].len;
 	}
+}
+
+static void split_rule_stream(const char *text, long rule, const char *reason,
+			      size_t nsess, struct follower *fw)
+{
+	split_rule_stream_(text, rule, reason, nsess, false, fw);
 }
 
 /* The insn IPs of session @sid in rule stream @text, in order. */
@@ -673,15 +687,19 @@ static void test_rule_stream(void)
 			CHECK_EQ_U64(nb, na);
 			CHECK(na == nb && !memcmp(a, b, na * sizeof(a[0])));
 		}
-		for (q = t; (q = strstr(q, "{\"type\":\"insn\"")); q++) {
+		for (q = t; *q; q = strchr(q, '\n') + 1) {
 			char want[96];
 			long sid = key_num(q, "session"), pid = key_num(q, "pid");
 			int k = snprintf(want, sizeof(want),
 					 "{\"type\":\"insn\",\"session\":%ld,"
 					 "\"pid\":%ld,\"ip\":\"0x", sid, pid);
 
+			if (!strchr(q, '\n'))
+				break;
+			if (strncmp(q, "{\"type\":\"insn\"", 14))
+				continue;
 			if (strncmp(q, want, (size_t)k) ||
-			    strchr(q, '}') > strchr(q, '\n') - 1)
+			    strchr(q, '}') != strchr(q, '\n') - 1)
 				bad++;
 		}
 		CHECK_EQ_U64(bad, 0);
@@ -793,8 +811,10 @@ static void test_rule_stream_more(void)
 	long rule, sid = -1;
 	pid_t lp;
 
+	/* queues that hold all of hello's symbolized ip and sym lines: the
+	 * symbols are checked, not loss */
 	REQUIRE(daemon_start(&d, "rulemore", "max_sessions_per_user = 64\n"
-			     "subscriber_queue_size = 8M\n"
+			     "subscriber_queue_size = 64M\n"
 			     "user_memory_limit = 64G\n"));
 	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\","
 		       "\"options\":{\"symbols\":true}", hello);
@@ -802,7 +822,7 @@ static void test_rule_stream_more(void)
 	skip_unless_bpf(resp);
 	cJSON_Delete(resp);
 	REQUIRE(rule > 0);
-	REQUIRE(rule_subscribe(&d, rule, ",\"symbols\":true", &sy));
+	REQUIRE(rule_subscribe(&d, rule, ",\"fields\":[\"ip\",\"sym\"]", &sy));
 	REQUIRE(pthread_create(&t1, NULL, rule_reader_main, &sy) == 0);
 	{
 		char *argv[] = { hello, NULL };
@@ -883,7 +903,10 @@ static void test_rule_stream_more(void)
 		struct follower fw = { 0 };
 		const char *t = (const char *)run.text.data;
 
-		split_rule_stream(t, rule, "unwatched", 1, &fw);
+		/* (prog-loop's records come faster than a reader slowed by
+		 * ASan or a busy machine may take: some may be lost, counted;
+		 * not what is checked here) */
+		split_rule_stream_(t, rule, "unwatched", 1, true, &fw);
 		CHECK(fw.n == 1 && fw.s[0].session == sid &&
 		      fw.s[0].pid == lp);
 		CHECK_CONTAINS(t, "\"type\":\"session_end\",\"reason\":"
