@@ -1341,6 +1341,30 @@ static void test_user_rules(void)
 		(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", btiny);
 		wc = watch(&d, body, &rrule, NULL);
 		REQUIRE(rrule > 0);
+		/* nobody may not follow root's rule's sessions */
+		{
+			pid_t c = fork();
+
+			if (c == 0) {
+				struct dconn *nc;
+				char sreq[128];
+				cJSON *sr;
+
+				if (setgroups(0, NULL) < 0 ||
+				    setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+					_exit(126);
+				(void)snprintf(sreq, sizeof(sreq), "{\"id\":1,"
+					       "\"cmd\":\"subscribe\",\"rule\":"
+					       "%ld}\n", rrule);
+				nc = dc_connect(&d);
+				sr = nc ? dc_call(nc, sreq) : NULL;
+				_exit(sr && !dc_ok(sr) &&
+				      !strcmp(dc_err_code(sr), "bad_request") &&
+				      strstr(dc_err_msg(sr), "you may see")
+					      ? 0 : 1);
+			}
+			CHECK_EQ_INT(wait_exit(c), 0);
+		}
 		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
 		CHECK_EQ_INT((int)rule_num(&d, rrule, "sessions_started"), 1);
 		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
