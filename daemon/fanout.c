@@ -76,6 +76,10 @@ struct ptd_fanout {
 					 * waits were cancelled */
 	uint64_t session_id;
 	pid_t pid;
+	/* ,"session":N: what a rule stream's lines carry after their type
+	 * (tag_line), rendered once */
+	char tag[TAG_MAX];
+	size_t tag_len;
 	ptd_fanout_wake_fn wake;
 	void *wake_ctx;
 	/* Guarded by lock: */
@@ -133,6 +137,8 @@ static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
 	(void)pthread_condattr_destroy(&ca);
 	f->session_id = session_id;
 	f->pid = pid;
+	f->tag_len = (size_t)snprintf(f->tag, sizeof(f->tag),
+				      ",\"session\":%" PRIu64, session_id);
 	f->wake = wake;
 	f->wake_ctx = wake_ctx;
 	f->next_id = 1;
@@ -370,21 +376,16 @@ void ptd_fanout_flush(struct ptd_fanout *f)
  * beyond PTD_JSON_MAX_RECORD.  Returns the new length (0 stays 0). */
 static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 {
-	char tag[TAG_MAX];
 	char *at;
-	int k;
 
 	/* the type's value ends at the first '"' after {"type":" (names
 	 * have none); then ',' or '}' */
 	if (len < 10 || !(at = memchr(line + 9, '"', len - 9)))
 		return len;
 	at++;
-	k = snprintf(tag, sizeof(tag), ",\"session\":%" PRIu64, f->session_id);
-	if (k <= 0 || (size_t)k >= sizeof(tag))
-		return len;
-	memmove(at + k, at, len - (size_t)(at - line));
-	memcpy(at, tag, (size_t)k);
-	return len + (size_t)k;
+	memmove(at + f->tag_len, at, len - (size_t)(at - line));
+	memcpy(at, f->tag, f->tag_len);
+	return len + f->tag_len;
 }
 
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
