@@ -19,16 +19,20 @@
 
 /* Longest lost record: {"type":"lost","records":N} + four kind counts of
  * up to 20 digits each. */
-#define LOST_MAX 192
+#define LOST_MAX 224
 /* Room for a bye record: its message is at most PTD_DIAG_MAX bytes, which
  * escaping may grow six-fold. */
 #define BYE_MAX (6 * PTD_DIAG_MAX + 256)
+/* ,"session":N after a tagged record's type: at most 31 bytes. */
+#define TAG_MAX 32
 
 struct ptd_subscriber {
 	struct ptd_subscriber *next;
 	struct ptd_fanout *fan;
 	struct ptd_filter filter;	/* decode thread only (its cache) */
 	unsigned id;
+	uint64_t rule;			/* tagged for this rule's stream; 0:
+					 * a session's own subscriber */
 	size_t limit;			/* queue_size */
 	/* Decode thread only: its renderer in the roster (fan_view), and
 	 * whether the record being fanned out passes its filter. */
@@ -60,9 +64,10 @@ struct ptd_subscriber {
  * subscriber, through the renderer's caches. */
 struct fan_view {
 	struct ptd_jsonr jr;
+	bool tagged;			/* ,"session":N after the type */
 	size_t len;			/* of line; 0: did not render */
 	bool rendered;			/* for the record being fanned out */
-	char line[PTD_JSON_MAX_RECORD];
+	char line[PTD_JSON_MAX_RECORD + TAG_MAX];
 };
 
 struct ptd_fanout {
@@ -71,6 +76,10 @@ struct ptd_fanout {
 					 * waits were cancelled */
 	uint64_t session_id;
 	pid_t pid;
+	/* ,"session":N: what a rule stream's lines carry after their type
+	 * (tag_line), rendered once */
+	char tag[TAG_MAX];
+	size_t tag_len;
 	ptd_fanout_wake_fn wake;
 	void *wake_ctx;
 	/* Guarded by lock: */
@@ -128,6 +137,8 @@ static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
 	(void)pthread_condattr_destroy(&ca);
 	f->session_id = session_id;
 	f->pid = pid;
+	f->tag_len = (size_t)snprintf(f->tag, sizeof(f->tag),
+				      ",\"session\":%" PRIu64, session_id);
 	f->wake = wake;
 	f->wake_ctx = wake_ctx;
 	f->next_id = 1;
@@ -194,8 +205,13 @@ static int put_lost(struct ptd_subscriber *s)
 	int n, r;
 	unsigned t;
 
-	n = snprintf(buf, sizeof(buf), "{\"type\":\"lost\",\"records\":%" PRIu64,
-		     s->lost_pending);
+	if (s->rule)
+		n = snprintf(buf, sizeof(buf), "{\"type\":\"lost\",\"session\":%"
+			     PRIu64 ",\"records\":%" PRIu64, s->fan->session_id,
+			     s->lost_pending);
+	else
+		n = snprintf(buf, sizeof(buf), "{\"type\":\"lost\",\"records\":%"
+			     PRIu64, s->lost_pending);
 	for (t = 0; t < PTD_REC_NTYPES; t++)
 		if (s->lost_pending_kind[t])
 			n += snprintf(buf + n, sizeof(buf) - (size_t)n,
@@ -263,6 +279,7 @@ static void roster_sync(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *drop = NULL, *next;
 	unsigned i, n = 0, v;
+	bool tagged;
 
 	for (;;) {
 		pthread_mutex_lock(&f->lock);
@@ -311,11 +328,19 @@ static void roster_sync(struct ptd_fanout *f)
 		if (!fields)
 			fields = PTD_FIELDS_ALL & ~PTD_FIELD_BIT(PTD_FIELD_SYM);
 		fields |= PTD_FIELD_BIT(PTD_FIELD_TYPE);
+		/* a rule's stream merges sessions: its lines always say
+		 * whose (session, pid) */
+		tagged = f->roster[i]->rule != 0;
+		if (tagged)
+			fields |= PTD_FIELD_BIT(PTD_FIELD_PID);
 		for (v = 0; v < f->nviews; v++)
-			if (f->views[v].jr.fields == fields)
+			if (f->views[v].jr.fields == fields &&
+			    f->views[v].tagged == tagged)
 				break;
-		if (v == f->nviews)
-			ptd_jsonr_init(&f->views[f->nviews++].jr, fields);
+		if (v == f->nviews) {
+			ptd_jsonr_init(&f->views[f->nviews].jr, fields);
+			f->views[f->nviews++].tagged = tagged;
+		}
 		f->roster[i]->view = v;
 	}
 }
@@ -346,6 +371,23 @@ void ptd_fanout_flush(struct ptd_fanout *f)
 		f->wake(f->wake_ctx);
 }
 
+/* A rule stream's line: ,"session":N right after the record's type
+ * (`{"type":"insn","session":3,"pid":...`).  @line has TAG_MAX bytes
+ * beyond PTD_JSON_MAX_RECORD.  Returns the new length (0 stays 0). */
+static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
+{
+	char *at;
+
+	/* the type's value ends at the first '"' after {"type":" (names
+	 * have none); then ',' or '}' */
+	if (len < 10 || !(at = memchr(line + 9, '"', len - 9)))
+		return len;
+	at++;
+	memmove(at + f->tag_len, at, len - (size_t)(at - line));
+	memcpy(at, f->tag, f->tag_len);
+	return len + f->tag_len;
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
 	bool urgent = false;
@@ -374,6 +416,8 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		v = &f->views[s->view];
 		if (!v->rendered) {
 			v->len = ptd_jsonr_render(&v->jr, v->line, r);
+			if (v->tagged)
+				v->len = tag_line(f, v->line, v->len);
 			v->rendered = true;
 			atomic_fetch_add_explicit(&f->renders, 1,
 						  memory_order_relaxed);
@@ -455,9 +499,11 @@ static size_t render_bye(struct ptd_fanout *f, const struct ptd_subscriber *s,
 	size_t cap = sizeof(f->bye), n;
 	int k;
 
+	/* in a rule's stream the session's bye is its session_end */
 	k = snprintf(f->bye, cap,
-		     "{\"type\":\"bye\",\"reason\":\"%s\",\"session\":%" PRIu64
+		     "{\"type\":\"%s\",\"reason\":\"%s\",\"session\":%" PRIu64
 		     ",\"pid\":%ld,\"sent\":%" PRIu64 ",\"lost\":%" PRIu64,
+		     s->rule ? "session_end" : "bye",
 		     ptd_session_end_name(e->reason), f->session_id, (long)f->pid, s->sent,
 		     s->lost);
 	n = (size_t)k;
@@ -529,6 +575,15 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 	unsigned t;
 	const char *sep = "";
 
+	/* in a rule's stream the session's hello is its session_start:
+	 * the rule's hello said the rest */
+	if (s->rule) {
+		n = snprintf(buf, sizeof(buf), "{\"type\":\"session_start\","
+			     "\"session\":%" PRIu64 ",\"pid\":%ld,\"rule\":%"
+			     PRIu64 "}\n", f->session_id, (long)f->pid,
+			     s->rule);
+		return ptd_buf_append(&s->q, buf, (size_t)n);
+	}
 	n = snprintf(buf, sizeof(buf),
 		     "{\"type\":\"hello\",\"version\":%d,\"session\":%" PRIu64
 		     ",\"pid\":%ld,\"subscriber\":%u,\"kinds\":[",
@@ -565,6 +620,15 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 			 size_t queue_size, unsigned max_subscribers,
 			 struct ptd_subscriber **ret_sub)
 {
+	return ptd_fanout_subscribe_tagged(f, filter, queue_size,
+					   max_subscribers, 0, ret_sub);
+}
+
+int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
+				const struct ptd_filter *filter,
+				size_t queue_size, unsigned max_subscribers,
+				uint64_t rule, struct ptd_subscriber **ret_sub)
+{
 	struct ptd_subscriber *s, **tail;
 	int r;
 
@@ -576,6 +640,7 @@ int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 	s->filter = *filter;
 	s->filter.mod_ptr = NULL;
 	s->limit = queue_size;
+	s->rule = rule;
 	s->fan = f;
 	s->refs = 1;			/* f->subs */
 	pthread_mutex_lock(&f->lock);

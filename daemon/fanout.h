@@ -90,6 +90,15 @@ void ptd_fanout_free(struct ptd_fanout *f);
 int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
 			 size_t queue_size, unsigned max_subscribers,
 			 struct ptd_subscriber **ret_sub);
+/* The same, for the stream of watch rule @rule (> 0), which merges the
+ * sessions the rule starts: the subscriber's hello is a session_start
+ * record, its bye a session_end (same keys as bye), and its records and
+ * lost records carry ,"session":N right after their type (and insn and
+ * block records their pid, whatever fields it chose). */
+int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
+				const struct ptd_filter *filter,
+				size_t queue_size, unsigned max_subscribers,
+				uint64_t rule, struct ptd_subscriber **ret_sub);
 /* Remove @s from @f and free it (queued data is discarded).  NULL @s is
  * fine. */
 void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s);

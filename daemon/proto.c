@@ -650,12 +650,8 @@ static int parse_watch(const struct ptd_json_reader *r, const cJSON *o,
 	e = ptd_json_get_object(r, o, "", "options", 0, &opts);
 	if (e < 0)
 		return optional(e);
-	e = parse_options(r, opts, req);
-	if (e == 0 && req->ntriggers)
-		return ptd_json_bad(r, "options.triggers", "not taken by "
-				    "watch (add triggers to the sessions a "
-				    "rule starts with the trigger request)");
-	return e;
+	/* (options.triggers: each session's, resolved at its exec) */
+	return parse_options(r, opts, req);
 }
 
 static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
@@ -663,8 +659,25 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 {
 	int e;
 
-	if ((e = parse_session(r, o, true, req)) < 0 ||
-	    (e = parse_kinds(r, o, req)) < 0 ||
+	/* a session, or a watch rule: every session it starts */
+	e = ptd_json_get_u64(r, o, "", "rule", INT, 1, INT_MAX_JSON,
+			     &req->rule);
+	if (e == 0)
+		req->has_rule = true;
+	else if (e != -ENOENT)
+		return e;
+	if ((e = parse_session(r, o, !req->has_rule, req)) < 0)
+		return e;
+	if (req->has_rule && req->has_session)
+		return ptd_json_bad(r, "rule", "give \"session\" or "
+				    "\"rule\", not both");
+	e = optional(ptd_json_get_bool(r, o, "", "running", 0,
+				       &req->rule_running));
+	if (e < 0)
+		return e;
+	if (req->rule_running && !req->has_rule)
+		return ptd_json_bad(r, "running", "only with \"rule\"");
+	if ((e = parse_kinds(r, o, req)) < 0 ||
 	    (e = parse_fields(r, o, req)) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "", "symbols", 0,
 					    &req->filter.symbols))) < 0)
@@ -680,8 +693,9 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 					      "wait_ms", NULL };
 	static const char *const session[] = { "id", "cmd", "session", NULL };
 	static const char *const subscribe[] = { "id", "cmd", "session",
-						 "kinds", "filter", "fields",
-						 "symbols", NULL };
+						 "rule", "running", "kinds",
+						 "filter", "fields", "symbols",
+						 NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
 					      "lossy", "tid", "wait_ms",
 					      "symbols", NULL };
@@ -1065,8 +1079,15 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		       cJSON_AddNumberToObject(o, "session",
 					       (double)req->session);
 	case PTD_CMD_SUBSCRIBE:
-		return cJSON_AddNumberToObject(o, "session",
-					       (double)req->session) &&
+		return (req->has_rule
+				? cJSON_AddNumberToObject(o, "rule",
+							  (double)req->rule) &&
+					  (!req->rule_running ||
+					   cJSON_AddBoolToObject(o, "running",
+								 true))
+				: cJSON_AddNumberToObject(o, "session",
+							  (double)req->session) !=
+					  NULL) &&
 		       build_filter(o, &req->filter) &&
 		       (!req->filter.symbols ||
 			cJSON_AddBoolToObject(o, "symbols", true));

@@ -147,6 +147,11 @@ struct ptd_request {
 	bool has_watch_uid;
 	uid_t watch_uid;
 	uint64_t rule;
+	/* subscribe {"rule":N} instead of "session" (has_rule): every
+	 * session the rule starts, in one stream; "running":true also the
+	 * rule's sessions that run already */
+	bool has_rule;
+	bool rule_running;
 	/* attach's options.triggers: trigger texts (daemon/trigger.h,
 	 * ACTION:FILE:WHERE), each checked with ptd_trigger_spec_parse,
 	 * malloc'd; trigger: {"session":N, "add":TEXT} (in triggers[0]) or

@@ -34,7 +34,7 @@ static const struct option attach_long[] = {
 	{ "record-format", required_argument, NULL, 'G' },
 	{ "per-cpu", no_argument, NULL, 'P' },
 	{ "filter", required_argument, NULL, 'F' },
-	{ "trigger", required_argument, NULL, 'Y' },
+	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -168,7 +168,7 @@ int verb_attach(int argc, char **argv)
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */
 			break;
-		case 'Y':
+		case PTCTL_TRIGGER_OPT:
 			if (req.ntriggers == PTD_PROTO_TRIGGERS_MAX) {
 				errx_msg("--trigger: at most %d",
 					 PTD_PROTO_TRIGGERS_MAX);

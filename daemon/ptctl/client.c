@@ -262,13 +262,24 @@ static int follow_stream(FILE *f)
 			errx_msg("writing to stdout: %s", strerror(errno));
 			return EXIT_STREAM;
 		}
+		/* a rule's stream never ends by itself: each session is
+		 * out once it has ended, whatever stdout's buffering */
+		if (!strncmp(line, "{\"type\":\"session_end\"", 21) &&
+		    fflush(stdout) != 0) {
+			errx_msg("writing to stdout: %s", strerror(errno));
+			return EXIT_STREAM;
+		}
 		if (!strncmp(line, "{\"type\":\"bye\"", 13)) {
 			cJSON *o = cJSON_Parse(line);
 			const char *why = str_of(o, "reason");
 
+			/* a session's ends, and a rule stream's (the
+			 * rule was unwatched, or its owner left) */
 			ret = !strcmp(why, "exited") ||
 					      !strcmp(why, "detached") ||
-					      !strcmp(why, "limit")
+					      !strcmp(why, "limit") ||
+					      !strcmp(why, "unwatched") ||
+					      !strcmp(why, "owner_closed")
 				      ? 0
 				      : EXIT_STREAM;
 			if (ret)
@@ -296,6 +307,25 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	client_request(&req, PTD_CMD_SUBSCRIBE);
 	req.has_session = true;
 	req.session = session;
+	req.filter = *spec;
+	r = client_call(f, &req, false, &resp);
+	if (r)
+		return r;
+	ptd_response_fini(&resp);
+	return follow_stream(f);
+}
+
+int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
+			      const struct ptd_filter_spec *spec)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	int r;
+
+	client_request(&req, PTD_CMD_SUBSCRIBE);
+	req.has_rule = true;
+	req.rule = rule;
+	req.rule_running = running;
 	req.filter = *spec;
 	r = client_call(f, &req, false, &resp);
 	if (r)

@@ -76,6 +76,9 @@ int parse_fields(const char *s, uint32_t *ret);
 /* The getopt value of --fields (decoding verbs and stream options). */
 #define PTCTL_FIELDS_OPT 'O'
 #define PTCTL_SYMBOLS_OPT 'Y'
+/* --trigger (attach, watch): not 'Y', which the stream options' --symbols
+ * takes first */
+#define PTCTL_TRIGGER_OPT 'Q'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);
@@ -139,6 +142,10 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec);
+/* The same for watch rule @rule: every session it starts (@running: and
+ * those it runs already), each record with its session and pid. */
+int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
+			      const struct ptd_filter_spec *spec);
 
 /* ---- attach.c, session.c: the daemon verbs ---- */
 

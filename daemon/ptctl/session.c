@@ -15,6 +15,8 @@
 
 static const struct option stream_long[] = {
 	PTCTL_STREAM_OPTIONS,
+	{ "rule", required_argument, NULL, 'r' },
+	{ "running", no_argument, NULL, 'N' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -23,7 +25,8 @@ int verb_stream(int argc, char **argv)
 {
 	struct ptd_filter_spec spec;
 	FILE *f = NULL;
-	uint64_t session;
+	uint64_t session = 0, rule = 0;
+	bool running = false;
 	int c, r;
 
 	stream_filter_init(&spec);
@@ -34,33 +37,60 @@ int verb_stream(int argc, char **argv)
 			return EXIT_USAGE;
 		if (r == 1)
 			continue;
+		if (c == 'r') {
+			if (ptd_parse_u64(optarg, 10, &rule) < 0 || !rule ||
+			    rule > (1ull << 53)) {
+				errx_msg("--rule: expected a rule number, got "
+					 "'%s'", optarg);
+				return EXIT_USAGE;
+			}
+			continue;
+		}
+		if (c == 'N') {
+			running = true;
+			continue;
+		}
 		if (c == 'h') {
 			printf("Usage: ptctl stream SESSION [--kinds "
 			       "insn,block,event,error,call] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
 			       "[--module M]\n"
-			       "       [--fields ip,tid,...] [--symbols]\n\n"
+			       "       [--fields ip,tid,...] [--symbols]\n"
+			       "       ptctl stream --rule RULE [--running] "
+			       "[the same options]\n\n"
 			       "Write the session's records as JSON lines to "
 			       "stdout until its bye record.\n"
 			       "--fields: what insn records carry (as ptctl "
 			       "decode --fields; default all\nbut sym).  "
 			       "--symbols: sym too, \"sym\":\"NAME+0xOFFSET\" "
 			       "(the session must\nhave been attached with "
-			       "--symbols, or replayed with it).\n");
+			       "--symbols, or replayed with it).\n"
+			       "--rule: every session the watch rule starts "
+			       "from now on (--running: and\nthose it runs "
+			       "already) in one stream, each record with its "
+			       "\"session\" and\n\"pid\", each session "
+			       "between session_start and session_end; the "
+			       "bye comes\nonce the rule has ended and its "
+			       "sessions in the stream with it.\n");
 			return 0;
 		}
 		return EXIT_USAGE;
 	}
-	if (optind + 1 != argc) {
-		errx_msg("expected one SESSION (ptctl stream SESSION "
-			 "[OPTIONS])");
+	if (rule ? optind != argc : optind + 1 != argc) {
+		errx_msg("expected one SESSION or --rule RULE (ptctl stream "
+			 "SESSION|--rule RULE [OPTIONS])");
 		return EXIT_USAGE;
 	}
-	r = parse_session_arg(argv[optind], &session);
+	if (running && !rule) {
+		errx_msg("--running: only with --rule");
+		return EXIT_USAGE;
+	}
+	r = rule ? 0 : parse_session_arg(argv[optind], &session);
 	if (!r)
 		r = client_connect(&f);
 	if (!r)
-		r = subscribe_and_follow(f, session, &spec);
+		r = rule ? subscribe_rule_and_follow(f, rule, running, &spec)
+			 : subscribe_and_follow(f, session, &spec);
 	if (f)
 		fclose(f);
 	return r;

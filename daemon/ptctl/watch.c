@@ -31,6 +31,9 @@ static const struct option watch_long[] = {
 	{ "filter", required_argument, NULL, 'F' },
 	{ "wait-ms", required_argument, NULL, 'W' },
 	{ "json", no_argument, NULL, 'j' },
+	{ "follow", no_argument, NULL, 'f' },
+	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
+	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -39,7 +42,10 @@ static const char watch_usage[] =
 	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
-	"       [--json]\n\n"
+	"       [--symbols] [--trigger ACTION:FILE:WHERE]... [--json]\n"
+	"       [--follow [--kinds K] [--tid N]...\n"
+	"       [--range A-B]... [--iclass C]... [--module M] [--fields F,...]]"
+	"\n\n"
 	"While this runs, every process that execs PATH (the file itself, "
 	"by device and\ninode, however it is named), a program whose "
 	"command name is NAME, or any\nprogram in the cgroup (v2) DIR or "
@@ -53,7 +59,14 @@ static const char watch_usage[] =
 	"SIGTERM) or by `ptctl unwatch RULE`.  `ptctl list` shows the\n"
 	"rule and the sessions it started.  The process is stopped "
 	"(SIGSTOP) at its exec\nuntil ptd has seized it: its parent can "
-	"see that stop with waitpid(WUNTRACED).\n";
+	"see that stop with waitpid(WUNTRACED).\n"
+	"--symbols: the sessions decode with symbols, read with your rights "
+	"(as attach\n--symbols).  --trigger: each session's (as attach "
+	"--trigger), resolved against\nthe process at its exec: in the "
+	"program or the loader, the files mapped then.\n"
+	"--follow: write every session the rule starts to stdout as one "
+	"stream (as\n`ptctl stream --rule RULE`; the rule id goes to "
+	"stderr), until the rule ends.\n";
 
 static volatile sig_atomic_t stop_asked;
 
@@ -137,6 +150,14 @@ static int watch_option(struct ptd_request *req, int c, const char *arg)
 	case 'F':
 		req->addr_filter = (char *)arg;	/* checked by ptd */
 		return 0;
+	case PTCTL_TRIGGER_OPT:
+		if (req->ntriggers == PTD_PROTO_TRIGGERS_MAX) {
+			errx_msg("--trigger: at most %d",
+				 PTD_PROTO_TRIGGERS_MAX);
+			return EXIT_USAGE;
+		}
+		req->triggers[req->ntriggers++] = (char *)arg;	/* by ptd */
+		return 0;
 	case 'W':
 		if (ptd_parse_u64(arg, 10, &v) < 0 ||
 		    v > PTD_PROTO_WAIT_MS_MAX) {
@@ -157,12 +178,15 @@ int verb_watch(int argc, char **argv)
 	struct ptd_response resp;
 	struct ptd_request req;
 	struct sigaction sa;
+	struct ptd_filter_spec spec;
 	struct pollfd pfd;
-	bool json = false;
+	bool json = false, follow = false, stream_opts = false;
 	FILE *f = NULL;
+	uint64_t rule;
 	int c, r;
 
 	client_request(&req, PTD_CMD_WATCH);
+	stream_filter_init(&spec);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", watch_long, NULL)) != -1) {
 		if (c == 'h') {
@@ -171,6 +195,19 @@ int verb_watch(int argc, char **argv)
 		}
 		if (c == 'j') {
 			json = true;
+			continue;
+		}
+		if (c == 'f') {
+			follow = true;
+			continue;
+		}
+		r = stream_option(&spec, c, optarg);
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r == 1) {
+			/* --symbols: the sessions decode with them (and
+			 * --follow's stream carries them) */
+			stream_opts = stream_opts || c != PTCTL_SYMBOLS_OPT;
 			continue;
 		}
 		r = watch_option(&req, c, optarg);
@@ -183,11 +220,33 @@ int verb_watch(int argc, char **argv)
 			 "--cgroup DIR (one of them) and no other argument");
 		return EXIT_USAGE;
 	}
+	req.symbols = spec.symbols;
+	if (stream_opts && !follow) {
+		errx_msg("watch: the stream options (--kinds, --tid, "
+			 "--fields...) go with --follow");
+		return EXIT_USAGE;
+	}
+	if (follow && json) {
+		errx_msg("watch: --follow writes the stream to stdout: not "
+			 "with --json");
+		return EXIT_USAGE;
+	}
 	r = client_connect(&f);
 	if (r)
 		return r;
 	r = client_call(f, &req, json, &resp);
 	if (r) {
+		fclose(f);
+		return r;
+	}
+	if (follow) {
+		/* the rule lives with this connection, which becomes its
+		 * stream: ptctl stopped, the rule ends */
+		rule = (uint64_t)num_of(resp.result, "rule");
+		fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
+			str_of(resp.result, "stop"));
+		ptd_response_fini(&resp);
+		r = subscribe_rule_and_follow(f, rule, false, &spec);
 		fclose(f);
 		return r;
 	}

@@ -257,10 +257,15 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		attach_drop(ss);
 		return NULL;
 	}
-	/* (watch refuses options.symbols: a rule's sessions have no
-	 * connection to take the groups from) */
-	if (req->symbols && c) {
-		r = srv_symbols_new(s, ss, c->tag.fd, peer, req->pid, &diag);
+	/* read with the client's rights and groups: a rule's session with
+	 * its owner's, from the owner's connection (the rule ends with it) */
+	if (req->symbols) {
+		int gfd = c ? c->tag.fd : srv_rule_owner_fd(s, rule);
+
+		r = gfd < 0 ? ptd_diagf(&diag, -ENOENT, "symbols: rule %"
+					PRIu64 " has ended", rule)
+			    : srv_symbols_new(s, ss, gfd, peer, req->pid,
+					      &diag);
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);
@@ -270,6 +275,10 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		o.symbols = srv_symbols_of(ss);
 	}
 	srv_session_sink(ss, true, &sink);
+	/* the rule's subscribers follow it from its first record: they
+	 * subscribe before its decode thread starts */
+	if (rule)
+		srv_rulesubs_join(s, ss);
 	r = ptd_session_begin(&o, &sink, &ss->s, &diag);
 	if (r < 0) {
 		ptd_log_info("uid %u: attach to pid %ld refused: %s",
@@ -339,8 +348,10 @@ static void attach_refused(struct ptd_server *s, struct srv_session *ss,
 	ptd_log_info("session %" PRIu64 ": uid %u: attach to pid %ld %s: %s",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
 		     err == -ECANCELED ? "cancelled" : "refused", msg);
-	if (ss->rule)
+	if (ss->rule) {
 		srv_watch_refused(s, ss->rule, ss->pid, msg);
+		srv_rulesubs_forget_session(s, ss, msg);
+	}
 	/* a detach that waits for it: every thread is released */
 	if (ss->detach.conn)
 		srv_pending_ok(s, &ss->detach, detach_result(ss));

@@ -201,13 +201,13 @@ static void cmd_version(struct ptd_server *s, struct conn *c,
 static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			  const struct ptd_request *req)
 {
-	struct srv_session *ss = srv_session_find_ready(s, c, req);
+	struct srv_session *ss = NULL;
 	struct ptd_filter_spec spec = req->filter;
 	struct ptd_filter f;
 	cJSON *res;
 	int r;
 
-	if (!ss)
+	if (!req->has_rule && !(ss = srv_session_find_ready(s, c, req)))
 		return;
 	/* Live decoding gives insn records; blocks come from offline decodes
 	 * only (libipt's block cache decides where blocks end, which a
@@ -227,6 +227,14 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	if (spec.symbols)
 		spec.fields = (spec.fields ? spec.fields : PTD_FIELDS_ALL) |
 			      PTD_FIELD_BIT(PTD_FIELD_SYM);
+	if (req->has_rule) {
+		if (ptd_filter_compile(&spec, &f) < 0)
+			srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+					"bad filter");
+		else
+			srv_rulesub_subscribe(s, c, req, &f);
+		return;
+	}
 	if ((spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) && !ss->had_symbols) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 				"%s: session %" PRIu64 " decodes without "

@@ -51,7 +51,7 @@ static void conn_update_events(struct ptd_server *s, struct conn *c,
 
 /* Send what we can of @data.  Returns bytes sent (0 if the socket is
  * full), or -errno if the peer is gone. */
-static ssize_t send_some(int fd, const char *data, size_t len)
+ssize_t srv_send_some(int fd, const char *data, size_t len)
 {
 	ssize_t n;
 
@@ -74,7 +74,7 @@ void srv_conn_flush(struct ptd_server *s, struct conn *c)
 	if (c->dead)
 		return;
 	if (c->out_off < c->out.len) {
-		n = send_some(c->tag.fd, (char *)c->out.data + c->out_off,
+		n = srv_send_some(c->tag.fd, (char *)c->out.data + c->out_off,
 			      c->out.len - c->out_off);
 		if (n < 0) {
 			c->dead = true;
@@ -87,8 +87,14 @@ void srv_conn_flush(struct ptd_server *s, struct conn *c)
 		}
 		c->out.len = c->out_off = 0;
 	}
-	if (c->close_after_flush && !c->sub) {
+	if (c->close_after_flush && !c->sub && !c->rsub) {
 		c->dead = true;
+		return;
+	}
+	if (c->rsub) {		/* a watch rule's stream */
+		more = srv_rulesub_write(s, c);
+		if (!c->dead)
+			conn_update_events(s, c, more);
 		return;
 	}
 	for (round = 0; c->sub && round < FLUSH_ROUNDS; round++) {
@@ -102,7 +108,7 @@ void srv_conn_flush(struct ptd_server *s, struct conn *c)
 		}
 		if (st == PTD_SUB_IDLE)
 			break;
-		n = send_some(c->tag.fd, data, len);
+		n = srv_send_some(c->tag.fd, data, len);
 		if (n < 0) {
 			c->dead = true;
 			return;
@@ -253,7 +259,7 @@ void srv_conn_handle_lines(struct ptd_server *s, struct conn *c)
 	size_t start = 0;
 	char *nl;
 
-	while (!c->sub && !c->close_after_flush && !c->waiting &&
+	while (!c->sub && !c->rsub && !c->close_after_flush && !c->waiting &&
 	       c->out.len - c->out_off < OUT_HIGH_WATER) {
 		size_t len;
 
@@ -269,7 +275,7 @@ void srv_conn_handle_lines(struct ptd_server *s, struct conn *c)
 		start += len + 1;
 	}
 	/* No end of line within the limit: framing is lost. */
-	if (!c->sub && !c->close_after_flush && !c->waiting &&
+	if (!c->sub && !c->rsub && !c->close_after_flush && !c->waiting &&
 	    c->in_len - start > s->cfg.max_request_size &&
 	    !memchr(c->in + start, '\n', c->in_len - start))
 		too_long(s, c);
@@ -320,7 +326,7 @@ void srv_conn_readable(struct ptd_server *s, struct conn *c)
 	size_t cap = s->cfg.max_request_size + 2;
 	ssize_t n;
 
-	if (c->sub || c->close_after_flush) {
+	if (c->sub || c->rsub || c->close_after_flush) {
 		/* A stream or a closing connection: input is ignored, EOF
 		 * ends it. */
 		n = recv(c->tag.fd, discard, sizeof(discard), MSG_DONTWAIT);
@@ -354,6 +360,7 @@ void srv_conn_free(struct ptd_server *s, struct conn *c)
 		close(c->pass_fd);
 	if (c->sub)
 		ptd_fanout_unsubscribe(c->ss->fan, c->sub);
+	srv_rulesub_free(s, c);
 	ptd_memacct_release(&c->sub_acct);
 	if (c->tag.fd >= 0) {
 		(void)epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->tag.fd, NULL);
@@ -390,7 +397,7 @@ static void refuse_conn(struct ptd_server *s, int fd)
 		       s->cfg.max_connections);
 	line = ptd_response_error(NULL, PTD_ERR_LIMIT, msg, &len);
 	if (line)
-		(void)send_some(fd, line, len);
+		(void)srv_send_some(fd, line, len);
 	free(line);
 	close(fd);
 }

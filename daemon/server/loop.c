@@ -112,7 +112,7 @@ static void drain_wakeups(struct ptd_server *s)
 		ptd_fanout_clear_wake(ss->fan);
 	answer_pending(s);
 	for (c = s->conns; c; c = c->next)
-		if (c->sub)
+		if (c->sub || c->rsub)
 			srv_conn_flush(s, c);
 }
 
@@ -134,6 +134,7 @@ static void shutdown_begin(struct ptd_server *s)
 	}
 	for (ss = s->starting; ss; ss = ss->next)
 		ptd_replay_stop(ss->rp, PTD_END_SHUTDOWN);
+	srv_rulesubs_shutdown(s);
 }
 
 static void handle_signal(struct ptd_server *s)
@@ -160,7 +161,7 @@ static bool shutdown_done(struct ptd_server *s)
 		if (!ss->reaped)
 			return false;
 	for (c = s->conns; c; c = c->next)
-		if (c->sub)
+		if (c->sub || c->rsub)
 			return false;
 	return true;
 }

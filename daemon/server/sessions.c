@@ -396,6 +396,10 @@ void srv_session_free(struct srv_session *ss)
 {
 	if (!ss)
 		return;
+	/* rule streams following it let go first (its fan-out goes) */
+	if (ss->srv && ss->rule)
+		srv_rulesubs_forget_session(ss->srv, ss, "the session ended "
+					    "before it was followed");
 	if (ss->srv)	/* its uprobes go before its source */
 		srv_triggers_drop(ss->srv, ss);
 	if (ss->s && ss->fan)

@@ -18,6 +18,8 @@
  *   record.c    record: a recorded session's bundle, its save thread
  *   watch.c     watch and unwatch: rules whose matching execs (the BPF
  *               exec watcher, daemon/watch.h) become sessions
+ *   rulesub.c   a rule's subscribers: every session it starts in one
+ *               stream, through a tagged subscriber of each session
  *   trigger.c   triggers: uprobes on a session's process (daemon/
  *               trigger.h), the trigger command, what a hit does
  *   symbols.c   a session's symbols: read with its client's rights,
@@ -260,6 +262,33 @@ struct srv_rule {
 	char last_refusal[PTD_DIAG_MAX + 512];
 };
 
+/* A rule subscriber's share of one session (rulesub.c): a tagged
+ * subscriber of the session's fan-out and what it charged. */
+struct srv_rule_member {
+	struct srv_rule_member *next;
+	struct srv_session *ss;
+	struct ptd_subscriber *sub;
+	struct ptd_memacct acct;
+	bool taken;			/* some of its bytes were written */
+};
+
+/* A subscriber of a watch rule (rulesub.c): the connection it streams
+ * to, its filter (each member's), the sessions it follows, its own lines
+ * (hello, sessions not followed, bye). */
+struct srv_rulesub {
+	struct srv_rulesub *next;	/* ptd_server.rulesubs */
+	struct conn *c;
+	uint64_t rule;
+	struct ptd_filter filter;
+	struct srv_rule_member *members;
+	struct srv_rule_member *cur;	/* a line of it written in part */
+	struct ptd_buf lines;
+	size_t lines_off;
+	const char *end;		/* why the rule ended; NULL: it runs */
+	bool bye_queued;
+	uint64_t sessions, sent, lost;	/* for the bye */
+};
+
 struct conn {
 	struct ep_tag tag;		/* first: epoll data points here */
 	struct conn *next;
@@ -273,6 +302,7 @@ struct conn {
 	uint32_t events;		/* registered epoll events */
 	struct srv_session *ss;		/* streaming subscriber of ss */
 	struct ptd_subscriber *sub;
+	struct srv_rulesub *rsub;	/* or a watch rule's subscriber */
 	bool waiting;			/* held by a srv_pending: no
 					 * request is read until it is
 					 * answered */
@@ -309,6 +339,7 @@ struct ptd_server {
 	struct ep_tag watch;
 	struct srv_rule *rules;
 	uint64_t next_rule_id;
+	struct srv_rulesub *rulesubs;
 	/* Triggers: their BPF program, loaded with the first one (NULL
 	 * until then, or where it cannot be loaded), its ring buffer in
 	 * epoll, and every session's triggers. */
@@ -335,6 +366,9 @@ void srv_conn_flush(struct ptd_server *s, struct conn *c);
 void srv_conn_handle_lines(struct ptd_server *s, struct conn *c);
 void srv_conn_readable(struct ptd_server *s, struct conn *c);
 void srv_conn_free(struct ptd_server *s, struct conn *c);
+/* send() without blocking: bytes sent (0: the socket is full) or -errno
+ * (the peer is gone). */
+ssize_t srv_send_some(int fd, const char *data, size_t len);
 void srv_conns_reap(struct ptd_server *s);
 void srv_conns_accept(struct ptd_server *s, int lfd);
 /* The replies: @c NULL (a session a rule starts) answers nobody; the
@@ -443,10 +477,34 @@ int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
  * refused (if the rule is still there), @why its last_refusal. */
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
 		       const char *why);
+/* The connection of rule @rule's owner (its groups: SO_PEERGROUPS, as an
+ * attach takes them from its own), or -1 (no such rule). */
+int srv_rule_owner_fd(const struct ptd_server *s, uint64_t rule);
 void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
 void srv_rules_free(struct ptd_server *s);
 void srv_watch_continue(struct srv_session *ss);
+
+/* rulesub.c: subscribe {"rule":N} (@f compiled from the request); join:
+ * a new session of a rule, before its decode thread starts; forget: @ss
+ * goes without its session_end (refused, freed), @why; rule_ended: no
+ * new session joins, the bye (@reason) follows the last session's end;
+ * shutdown: every rule stream ends so; write: the loop writes @c's
+ * stream (true: more to write once the socket has room; marks @c dead
+ * when the bye is written or the peer is gone); free: @c goes; count:
+ * the rule's subscribers. */
+void srv_rulesub_subscribe(struct ptd_server *s, struct conn *c,
+			   const struct ptd_request *req,
+			   const struct ptd_filter *f);
+void srv_rulesubs_join(struct ptd_server *s, struct srv_session *ss);
+void srv_rulesubs_forget_session(struct ptd_server *s, struct srv_session *ss,
+				 const char *why);
+void srv_rulesubs_rule_ended(struct ptd_server *s, uint64_t rule,
+			     const char *reason);
+void srv_rulesubs_shutdown(struct ptd_server *s);
+bool srv_rulesub_write(struct ptd_server *s, struct conn *c);
+void srv_rulesub_free(struct ptd_server *s, struct conn *c);
+unsigned srv_rulesubs_count(const struct ptd_server *s, uint64_t rule);
 
 /* trigger.c: the trigger command; attach_check: attach's
  * options.triggers resolved against the process before it is attached

@@ -174,6 +174,16 @@ static void on_match(void *ctx, const struct ptd_watch_event *ev)
 	r->started++;
 }
 
+int srv_rule_owner_fd(const struct ptd_server *s, uint64_t rule)
+{
+	const struct srv_rule *r;
+
+	for (r = s->rules; r; r = r->next)
+		if (r->id == rule)
+			return r->conn ? r->conn->tag.fd : -1;
+	return -1;
+}
+
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
 		       const char *why)
 {
@@ -349,6 +359,8 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 	}
 	cJSON_AddNumberToObject(o, "sessions_started", (double)r->started);
 	cJSON_AddNumberToObject(o, "refused", (double)r->refused);
+	cJSON_AddNumberToObject(o, "subscribers",
+				(double)srv_rulesubs_count(s, r->id));
 	if (r->last_refusal[0])
 		cJSON_AddStringToObject(o, "last_refusal", r->last_refusal);
 	a = cJSON_AddArrayToObject(o, "sessions");
@@ -362,6 +374,36 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 		}
 	cJSON_AddStringToObject(o, "stop", stop_note);
 	return o;
+}
+
+/* The request a rule keeps (its sessions' attach): @req's values with
+ * copies of what it points to (the request is freed once answered).
+ * Returns 0 or -ENOMEM (rule_req_free what was copied). */
+static int rule_req_copy(struct ptd_request *dst,
+			 const struct ptd_request *req)
+{
+	*dst = *req;
+	dst->id = NULL;
+	dst->addr_filter = NULL;
+	dst->ntriggers = 0;
+	if (req->addr_filter && !(dst->addr_filter = strdup(req->addr_filter)))
+		return -ENOMEM;
+	for (unsigned i = 0; i < req->ntriggers; i++) {
+		dst->triggers[i] = strdup(req->triggers[i]);
+		if (!dst->triggers[i])
+			return -ENOMEM;
+		dst->ntriggers++;
+	}
+	return 0;
+}
+
+static void rule_req_free(struct ptd_request *req)
+{
+	free(req->addr_filter);
+	req->addr_filter = NULL;
+	for (unsigned i = 0; i < req->ntriggers; i++)
+		free(req->triggers[i]);
+	req->ntriggers = 0;
 }
 
 void srv_cmd_watch(struct ptd_server *s, struct conn *c,
@@ -386,13 +428,33 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 				"only root may ask for options.capture");
 		return;
 	}
-	/* A session's symbols are read with its client's groups, taken from
-	 * its connection at attach; a rule's sessions start without one. */
-	if (req->symbols) {
-		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
-				"options.symbols is for attach and replay, not "
-				"watch rules (yet)");
-		return;
+	/* each session's triggers are resolved at its exec; what can be
+	 * decided now is refused now, not once per match */
+	for (unsigned i = 0; i < req->ntriggers; i++) {
+		struct ptd_trigger_spec *sp = malloc(sizeof(*sp));
+		struct ptd_diag diag = { "" };
+		bool snap;
+
+		if (!sp || ptd_trigger_spec_parse(req->triggers[i], sp,
+						  &diag) < 0) {
+			srv_reply_error(c, req->id, sp ? PTD_ERR_BAD_REQUEST
+						       : PTD_ERR_INTERNAL,
+					"options.triggers[%u]: %s", i,
+					sp ? diag.msg : "out of memory");
+			free(sp);
+			return;
+		}
+		snap = sp->action == PTD_TRIGGER_SNAPSHOT;
+		free(sp);
+		if (snap != (req->mode == PTD_MODE_SNAPSHOT)) {
+			srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+					"options.triggers[%u]: %s", i, snap
+					? "a snapshot trigger needs "
+					  "\"mode\": \"snapshot\""
+					: "start and stop triggers need "
+					  "\"mode\": \"full\"");
+			return;
+		}
 	}
 	if (rules_of(s, c->peer.uid, &used) >=
 	    s->cfg.max_watch_rules_per_user) {
@@ -414,19 +476,13 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	if (!slot_of(c, req, &sl) || !watcher_ready(s, c, req))
 		return;
 	r = calloc(1, sizeof(*r));
-	if (!r || (req->addr_filter &&
-		   !(r->req.addr_filter = strdup(req->addr_filter)))) {
+	if (!r || rule_req_copy(&r->req, req) < 0) {
+		if (r)
+			rule_req_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
 		watcher_maybe_unload(s);
 		return;
-	}
-	{
-		char *f = r->req.addr_filter;
-
-		r->req = *req;
-		r->req.id = NULL;
-		r->req.addr_filter = f;
 	}
 	r->id = ++s->next_rule_id;
 	r->slot = slot;
@@ -435,7 +491,7 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	sl.id = (__u32)r->id;
 	e = ptd_watcher_set(s->watcher, slot, &sl);
 	if (e < 0) {
-		free(r->req.addr_filter);
+		rule_req_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
 				"cannot set the BPF rule: %s", strerror(-e));
@@ -454,8 +510,10 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	srv_reply_ok(c, req->id, rule_json(s, r));
 }
 
-/* Take @r out (its slot freed); the sessions it started run on. */
-static void rule_free(struct ptd_server *s, struct srv_rule *r)
+/* Take @r out (its slot freed); the sessions it started run on; its
+ * streams end (@why: their bye's reason) once those in them have. */
+static void rule_free(struct ptd_server *s, struct srv_rule *r,
+		      const char *why)
 {
 	struct srv_rule **p;
 
@@ -466,9 +524,10 @@ static void rule_free(struct ptd_server *s, struct srv_rule *r)
 		}
 	if (s->watcher)
 		(void)ptd_watcher_set(s->watcher, r->slot, NULL);
+	srv_rulesubs_rule_ended(s, r->id, why);
 	ptd_log_info("rule %" PRIu64 ": ended (%" PRIu64 " sessions "
 		     "started)", r->id, r->started);
-	free(r->req.addr_filter);
+	rule_req_free(&r->req);
 	free(r);
 }
 
@@ -488,7 +547,7 @@ void srv_cmd_unwatch(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	res = rule_json(s, r);
-	rule_free(s, r);
+	rule_free(s, r, "unwatched");
 	watcher_maybe_unload(s);
 	srv_reply_ok(c, req->id, res);
 }
@@ -500,7 +559,7 @@ void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c)
 	for (r = s->rules; r; r = next) {
 		next = r->next;
 		if (r->conn == c)
-			rule_free(s, r);
+			rule_free(s, r, "owner_closed");
 	}
 	watcher_maybe_unload(s);
 }
@@ -518,6 +577,6 @@ void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res)
 void srv_rules_free(struct ptd_server *s)
 {
 	while (s->rules)
-		rule_free(s, s->rules);
+		rule_free(s, s->rules, "shutdown");
 	watcher_maybe_unload(s);
 }

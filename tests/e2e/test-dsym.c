@@ -698,16 +698,7 @@ static void test_replay(void)
 	CHECK_CONTAINS(code, "bad_request: fields: sym: session");
 	CHECK(dc_detach(&d, sid));
 
-	/* watch rules do not take symbols (yet), saying so */
-	r = dc_call1(&d, "{\"id\":3,\"cmd\":\"watch\",\"exe\":\"/bin/true\","
-		     "\"options\":{\"symbols\":true}}\n");
-	CHECK(r && !dc_ok(r));
-	if (r && !dc_ok(r)) {
-		CHECK_EQ_STR(dc_err_code(r), "unsupported");
-		CHECK_CONTAINS(dc_err_msg(r), "options.symbols is for attach "
-			       "and replay, not watch rules");
-	}
-	cJSON_Delete(r);
+	/* (watch rules' sessions with symbols: test-watch) */
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 

@@ -19,6 +19,8 @@
  *  - start/stop triggers: each thread's instructions from hit's first to
  *    the one after the call to it, exactly: equal to those stretches of
  *    the ground truth, thread by thread; a trigger record at each edge.
+ *    The same with the triggers given to a watch rule on the program
+ *    (resolved at its exec), streamed by the rule's subscriber.
  *  - max_triggers_per_user is enforced, across a user's sessions.
  *  - Without BPF permission (ptd run as nobody): a clear refusal, and the
  *    rest of ptd answers.
@@ -432,9 +434,12 @@ static void ipvec_add(struct ipvec *a, uint64_t ip)
 }
 
 /* start/stop, in the software source's mode @step: each thread's stream
- * is exactly its ground truth's stretches from a start to a stop. */
+ * is exactly its ground truth's stretches from a start to a stop.  @rule:
+ * given to a watch rule on the program instead of an attach, resolved
+ * against the process at its exec, and streamed by the rule's
+ * subscriber. */
 static void run_gates(const struct daemon *d, const char *step,
-		      unsigned long stop_off)
+		      unsigned long stop_off, bool rule)
 {
 	char req[2048], capdir[700], line[256];
 	struct ipvec got[8] = { 0 };
@@ -443,14 +448,49 @@ static void run_gates(const struct daemon *d, const char *step,
 	struct ptd_diag diag = { "" };
 	struct ptd_capture cap;
 	uint64_t start_ip = 0, stop_ip = 0;
-	struct dconn *sc;
+	struct dconn *sc, *wc = NULL;
 	struct target t;
 	cJSON *r;
-	long sid;
+	long sid = -1;
+	pid_t tpid;
 	int i;
 
+	(void)snprintf(capdir, sizeof(capdir), "%s/gcap-%s%s", tmpdir, step,
+		       rule ? "-rule" : "");
+	if (rule) {
+		REQUIRE(mkdir(capdir, 0700) == 0);
+		wc = dc_connect(d);
+		REQUIRE(wc);
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+			       "\"exe\":\"%s\",\"options\":{\"step\":\"%s\","
+			       "\"capture\":\"%s\",\"triggers\":[\"start:"
+			       "prog-trigger:hit\",\"stop:prog-trigger:%#lx\"]}}"
+			       "\n", prog, step, capdir, stop_off);
+		r = dc_call(wc, req);
+		if (!dc_ok(r)) {
+			CHECK_FAIL_("watch with start/stop: %s",
+				    r ? dc_err_msg(r) : "no answer");
+			cJSON_Delete(r);
+			dc_close(wc);
+			return;
+		}
+		sc = dc_connect(d);
+		REQUIRE(sc);
+		(void)snprintf(req, sizeof(req), "{\"id\":9,\"cmd\":"
+			       "\"subscribe\",\"rule\":%ld,\"kinds\":"
+			       "[\"insn\"]}\n", (long)dc_num(r, "rule"));
+		cJSON_Delete(r);
+		r = dc_call(sc, req);
+		CHECK(dc_ok(r));
+		cJSON_Delete(r);
+		REQUIRE(target_start(&t));
+		/* each session's capture: CAPTURE/PID */
+		(void)snprintf(capdir + strlen(capdir),
+			       sizeof(capdir) - strlen(capdir), "/%ld",
+			       (long)t.pid);
+		goto started;
+	}
 	REQUIRE(target_start(&t));
-	(void)snprintf(capdir, sizeof(capdir), "%s/gcap-%s", tmpdir, step);
 	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
 		       "\"pid\":%ld,\"wait_ms\":10000,\"options\":{\"step\":"
 		       "\"%s\",\"capture\":\"%s\",\"triggers\":[\"start:"
@@ -473,6 +513,8 @@ static void run_gates(const struct daemon *d, const char *step,
 	r = dc_call(sc, req);
 	CHECK(dc_ok(r));
 	cJSON_Delete(r);
+started:
+	tpid = t.pid;		/* (target_end forgets it) */
 	REQUIRE(ptd_write_all(t.in, "go\n", 3) == 0);
 	for (i = 0; i < 3; i++)
 		CHECK(target_line(&t, line, sizeof(line), 60000));
@@ -487,9 +529,14 @@ static void run_gates(const struct daemon *d, const char *step,
 		o = cJSON_Parse(l);
 		free(l);
 		type = str_of(o, "type");
-		if (!strcmp(type, "bye")) {
+		/* a rule's stream: the session's end (the rule runs on) */
+		if (!strcmp(type, "bye") || !strcmp(type, "session_end")) {
 			cJSON_Delete(o);
 			break;
+		}
+		if (!strcmp(type, "session_start")) {
+			sid = (long)num_of(o, "session");
+			CHECK_EQ_INT((int)num_of(o, "pid"), (int)tpid);
 		}
 		CHECK(strcmp(type, "lost") != 0);
 		if (!strcmp(type, "trigger")) {
@@ -514,6 +561,8 @@ static void run_gates(const struct daemon *d, const char *step,
 		cJSON_Delete(o);
 	}
 	dc_close(sc);
+	dc_close(wc);		/* the rule ends */
+	CHECK(sid > 0);
 	CHECK_EQ_INT((int)nstart, 3);
 	CHECK_EQ_INT((int)nstop, 3);
 	CHECK_EQ_INT((int)ngot, 3);	/* the workers only */
@@ -588,8 +637,10 @@ static void test_gates(void)
 		return;
 	}
 	REQUIRE(daemon_start(&d, "gates", ""));
-	run_gates(&d, "branch", off);
-	run_gates(&d, "single", off);
+	run_gates(&d, "branch", off, false);
+	run_gates(&d, "single", off, false);
+	/* a watch rule's: from the exec, its triggers resolved there */
+	run_gates(&d, "branch", off, true);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
@@ -673,6 +724,52 @@ static void test_refusals(void)
 			     &r);
 		check_refused(r, "no_such_file",
 			      "no tracepoint syscalls:no_such_tp");
+	}
+	/* a watch rule's: what can be decided at once is refused at once;
+	 * what depends on the process refuses its match, saying why */
+	{
+		struct dconn *wc = dc_connect(&d);
+		char req[1600];
+
+		REQUIRE(wc);
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+			       "\"exe\":\"%s\",\"options\":{\"triggers\":"
+			       "[\"start:prog-trigger:hit\",\"snapshot:"
+			       "prog-trigger:hit\"]}}\n", prog);
+		r = dc_call(wc, req);
+		check_refused(r, "bad_request", "options.triggers[1]: a "
+			      "snapshot trigger needs \"mode\": \"snapshot\"");
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+			       "\"exe\":\"%s\",\"options\":{\"mode\":"
+			       "\"snapshot\",\"triggers\":[\"stop:prog-trigger:"
+			       "hit\"]}}\n", prog);
+		r = dc_call(wc, req);
+		check_refused(r, "bad_request", "options.triggers[0]: start "
+			      "and stop triggers need");
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+			       "\"exe\":\"%s\",\"options\":{\"mode\":"
+			       "\"snapshot\",\"triggers\":[\"snapshot:"
+			       "prog-trigger:no_such_fn\"]}}\n", prog);
+		r = dc_call(wc, req);
+		CHECK(dc_ok(r));
+		cJSON_Delete(r);
+		{
+			struct target t2;
+			cJSON *l;
+			const cJSON *o;
+
+			REQUIRE(target_start(&t2));
+			CHECK_EQ_INT(target_end(&t2), 0);
+			l = dc_call(wc, "{\"id\":2,\"cmd\":\"list\"}\n");
+			o = cJSON_GetArrayItem(cJSON_GetObjectItem(
+				cJSON_GetObjectItem(l, "result"), "rules"), 0);
+			CHECK_EQ_INT((int)num_of(o, "refused"), 1);
+			CHECK_EQ_INT((int)num_of(o, "sessions_started"), 0);
+			CHECK(strstr(str_of(o, "last_refusal"),
+				     "no function 'no_such_fn'") != NULL);
+			cJSON_Delete(l);
+		}
+		dc_close(wc);
 	}
 	/* nothing was attached by those: the process is not traced */
 	sid = attach(&d, t.pid, "\"mode\":\"snapshot\"", &r);

@@ -19,6 +19,12 @@
  *    traced, none missed, no process left stopped.
  *  - a ptd without the right to load BPF (run as nobody): watch refused,
  *    saying why; everything else answers.
+ *  - a rule's own stream (subscribe {"rule":N}): every run, from a shell
+ *    and from the launcher's threads at once, between its session_start
+ *    and session_end, each record with its session and pid, each
+ *    session's instructions its ground truth; projected fields; ptctl
+ *    watch --follow; a rule with symbols; joining the sessions running
+ *    ("running"); a slow reader's loss counted per session, exactly.
  * Skips (with the reason) where ptd as root cannot load BPF here.
  */
 #include <dirent.h>
@@ -27,6 +33,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +49,7 @@
 #include "daemon-client.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "record/jsonw.h"
 #include "swpt/capdecode.h"
 #include "swpt/capture.h"
 
@@ -376,6 +384,648 @@ static void skip_unless_bpf(const cJSON *resp)
 			 dc_err_msg(resp));
 }
 
+/* ---- a rule's own stream: subscribe {"rule":N} ---------------------- */
+
+struct rule_reader {
+	struct dconn *c;
+	struct ptd_buf text;		/* every line after the response */
+	atomic_int ends;		/* session_end lines so far */
+	const char *await;		/* a line holding it was read: seen */
+	atomic_bool seen;
+	bool bye;
+};
+
+/* Read a rule stream to its bye (or 300 s without a line). */
+static void *rule_reader_main(void *arg)
+{
+	struct rule_reader *rr = arg;
+	char *line;
+
+	while ((line = dc_read_line(rr->c, 300000))) {
+		(void)ptd_buf_append(&rr->text, line, strlen(line));
+		(void)ptd_buf_append(&rr->text, "\n", 1);
+		if (strstr(line, "{\"type\":\"session_end\"") == line)
+			atomic_fetch_add(&rr->ends, 1);
+		if (rr->await && strstr(line, rr->await))
+			atomic_store(&rr->seen, true);
+		rr->bye = strstr(line, "{\"type\":\"bye\"") == line;
+		free(line);
+		if (rr->bye)
+			break;
+	}
+	(void)ptd_buf_append(&rr->text, "", 1);
+	return NULL;
+}
+
+/* Subscribe to rule @rule (@rest: more keys) on a connection of its own;
+ * the response must be ok. */
+static bool rule_subscribe(const struct daemon *d, long rule,
+			   const char *rest, struct rule_reader *rr)
+{
+	char req[512], *line;
+	bool ok;
+
+	memset(rr, 0, sizeof(*rr));
+	rr->c = dc_connect(d);
+	if (!rr->c)
+		return false;
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"rule\":%ld%s}\n", rule, rest);
+	if (dc_send(rr->c, req) < 0 || !(line = dc_read_line(rr->c, 20000)))
+		return false;
+	ok = strstr(line, "\"ok\":true") != NULL;
+	if (!ok)
+		fprintf(stderr, "  subscribe rule: %s\n", line);
+	free(line);
+	return ok;
+}
+
+/* The number after "@key": in @line, up to its newline (-1: none).  (Not
+ * strstr on a stream's whole text: ASan's strstr reads all of it, every
+ * call.) */
+static long key_num(const char *line, const char *key)
+{
+	const char *nl = strchr(line, '\n'), *p;
+	size_t len = nl ? (size_t)(nl - line) : strlen(line);
+	char k[64];
+	int n = snprintf(k, sizeof(k), "\"%s\":", key);
+
+	p = memmem(line, len, k, (size_t)n);
+	return p ? strtol(p + n, NULL, 10) : -1;
+}
+
+/* Split rule stream @text into the sessions it holds (each session's
+ * lines, session_start to session_end, into @fw as check_session takes
+ * them), checking the framing: hello first, bye last (@reason, @nsess
+ * sessions, nothing lost unless @lossy), every other line names a session
+ * that is between its start and its end, with that session's pid (lost
+ * lines: the session only). */
+static void split_rule_stream_(const char *text, long rule, const char *reason,
+			       size_t nsess, bool lossy, struct follower *fw)
+{
+	struct ptd_buf bufs[MAX_FOLLOW];
+	bool ended[MAX_FOLLOW] = { false };
+	const char *p = text;
+	size_t lines = 0, bad = 0;
+	bool last_bye = false;
+
+	memset(bufs, 0, sizeof(bufs));
+	fw->n = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+		char line[PTD_JSON_MAX_RECORD + 64];
+		size_t len = e ? (size_t)(e - p) : strlen(p), k;
+		long sid, pid;
+
+		if (len >= sizeof(line))
+			len = sizeof(line) - 1;
+		memcpy(line, p, len);
+		line[len] = 0;
+		p = e ? e + 1 : p + len;
+		last_bye = strstr(line, "{\"type\":\"bye\"") == line;
+		if (lines++ == 0) {
+			CHECK(strstr(line, "{\"type\":\"hello\"") == line);
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			continue;
+		}
+		if (strstr(line, "{\"type\":\"bye\"") == line) {
+			char want[64];
+
+			(void)snprintf(want, sizeof(want), "\"reason\":\"%s\"",
+				       reason);
+			CHECK_CONTAINS(line, want);
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			CHECK_EQ_INT((int)key_num(line, "sessions"), (int)nsess);
+			if (!lossy)
+				CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+			CHECK(*p == 0);		/* the last line */
+			break;
+		}
+		sid = key_num(line, "session");
+		pid = key_num(line, "pid");
+		for (k = 0; k < fw->n && fw->s[k].session != sid; k++)
+			;
+		if (strstr(line, "{\"type\":\"session_start\"") == line) {
+			CHECK_EQ_INT((int)key_num(line, "rule"), (int)rule);
+			if (k < fw->n || fw->n == MAX_FOLLOW) {
+				CHECK_FAIL_("session %ld starts twice", sid);
+				continue;
+			}
+			fw->s[fw->n].session = sid;
+			fw->s[fw->n].pid = pid;
+			k = fw->n++;
+		} else if (k == fw->n || ended[k] ||
+			   (pid != fw->s[k].pid &&
+			    strncmp(line, "{\"type\":\"lost\"", 14))) {
+			if (!bad++)
+				CHECK_FAIL_("a line outside its session's start "
+					    "and end, or with another pid: %s",
+					    line);
+			continue;
+		}
+		if (strstr(line, "{\"type\":\"session_end\"") == line) {
+			ended[k] = true;
+			fw->s[k].bye = true;
+			if (!lossy)
+				CHECK_EQ_INT((int)key_num(line, "lost"), 0);
+		}
+		(void)ptd_buf_append(&bufs[k], line, strlen(line));
+		(void)ptd_buf_append(&bufs[k], "\n", 1);
+	}
+	CHECK(last_bye);
+	CHECK_EQ_U64(fw->n, nsess);
+	for (size_t k = 0; k < fw->n; k++) {
+		CHECK(ended[k]);
+		(void)ptd_buf_append(&bufs[k], "", 1);
+		fw->s[k].text = (char *)bufs[k].data;
+		fw->s[k].len = bufs[k].len;
+	}
+}
+
+static void split_rule_stream(const char *text, long rule, const char *reason,
+			      size_t nsess, struct follower *fw)
+{
+	split_rule_stream_(text, rule, reason, nsess, false, fw);
+}
+
+/* The insn IPs of session @sid in rule stream @text, in order. */
+static size_t session_ips(const char *text, long sid, uint64_t *ips,
+			  size_t max)
+{
+	size_t n = 0;
+	const char *p = text;
+
+	while (*p) {
+		const char *e = strchr(p, '\n'), *ipp;
+
+		if (!e)
+			break;
+		if (!strncmp(p, "{\"type\":\"insn\"", 14) &&
+		    key_num(p, "session") == sid &&
+		    (ipp = memmem(p, (size_t)(e - p), "\"ip\":\"0x", 8)) &&
+		    n < max)
+			ips[n++] = strtoull(ipp + 8, NULL, 16);
+		p = e + 1;
+	}
+	return n;
+}
+
+/* A rule's subscribers get every session it starts in one stream: runs
+ * of the program from a shell and, at once, from a launcher's 4 threads;
+ * each session between its session_start and session_end, each record
+ * with its session and pid, each session's instructions its run's ground
+ * truth; a second subscriber choosing fields gets the same instructions
+ * with session, pid and ip only; unwatch ends both streams with a bye
+ * after the last session_end.  ptctl watch --follow prints the stream. */
+static void test_rule_stream(void)
+{
+	struct daemon d;
+	struct rule_reader full, ipf;
+	struct follower fw = { 0 };
+	pthread_t tf, ti;
+	char body[2048], capdir[700], out[700], req[128];
+	struct dconn *wc;
+	cJSON *resp = NULL, *r;
+	long rule;
+	uint64_t end;
+
+	REQUIRE(daemon_start(&d, "rulestream", "max_sessions_per_user = 1024\n"
+			     "max_watch_rules_per_user = 8\n"
+			     "subscriber_queue_size = 8M\n"
+			     "user_memory_limit = 64G\n"));
+	(void)snprintf(capdir, sizeof(capdir), "%s/cap", d.dir);
+	REQUIRE(mkdir(capdir, 0700) == 0);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\","
+		       "\"options\":{\"capture\":\"%s\"}", tiny, capdir);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	/* no such rule; a rule's sessions have no symbols */
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"subscribe\",\"rule\":99}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "no watch rule 99");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"rule\":%ld,\"symbols\":true}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "without symbols");
+	cJSON_Delete(r);
+
+	REQUIRE(rule_subscribe(&d, rule, "", &full));
+	REQUIRE(rule_subscribe(&d, rule, ",\"kinds\":[\"insn\"],"
+			       "\"fields\":[\"ip\"]", &ipf));
+	REQUIRE(pthread_create(&tf, NULL, rule_reader_main, &full) == 0);
+	REQUIRE(pthread_create(&ti, NULL, rule_reader_main, &ipf) == 0);
+	CHECK_EQ_INT((int)rule_num(&d, rule, "subscribers"), 2);
+
+	/* 5 runs from a shell, 12 from 4 threads at once */
+	(void)snprintf(out, sizeof(out), "%s/rs-shell.out", d.dir);
+	{
+		char script[1400];
+		char *argv[] = { (char *)"/bin/sh", (char *)"-c", script,
+				 NULL };
+
+		(void)snprintf(script, sizeof(script),
+			       "i=0; while [ $i -lt 5 ]; do \"%s\" a; "
+			       "echo rc=$?; i=$((i+1)); done", tiny);
+		CHECK_EQ_INT(run_as(0, out, argv), 0);
+	}
+	(void)snprintf(out, sizeof(out), "%s/rs-launcher.out", d.dir);
+	{
+		char *argv[] = { launcher, (char *)"4", (char *)"3", tiny,
+				 NULL };
+
+		CHECK_EQ_INT(run_as(0, out, argv), 0);
+	}
+	/* every session has ended in both streams; then the rule ends */
+	end = now_ms() + 120000;
+	while ((atomic_load(&full.ends) < 17 || atomic_load(&ipf.ends) < 17) &&
+	       now_ms() < end)
+		msleep(10);
+	CHECK_EQ_INT(atomic_load(&full.ends), 17);
+	CHECK_EQ_INT(atomic_load(&ipf.ends), 17);
+	CHECK(!full.bye && !ipf.bye);	/* the rule still runs */
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	CHECK_EQ_INT((int)dc_num(r, "sessions_started"), 17);
+	cJSON_Delete(r);
+	pthread_join(tf, NULL);
+	pthread_join(ti, NULL);
+	CHECK(full.bye && ipf.bye);
+
+	split_rule_stream((const char *)full.text.data, rule, "unwatched", 17,
+			  &fw);
+	{
+		/* 17 processes, each its own session */
+		for (size_t i = 0; i < fw.n; i++)
+			for (size_t j = i + 1; j < fw.n; j++)
+				CHECK(fw.s[i].pid != fw.s[j].pid &&
+				      fw.s[i].session != fw.s[j].session);
+	}
+	for (size_t i = 0; i < fw.n; i++)
+		check_session(&fw.s[i], capdir, tiny, false);
+	/* the projected stream: the same sessions, the same instructions,
+	 * each line {"type":"insn","session":S,"pid":P,"ip":"0x..."} */
+	{
+		struct follower pf = { 0 };
+		static uint64_t a[4096], b[4096];
+		const char *t = (const char *)ipf.text.data, *q;
+		size_t bad = 0;
+
+		split_rule_stream(t, rule, "unwatched", 17, &pf);
+		CHECK_CONTAINS(t, "\"fields\":[\"type\",\"pid\",\"ip\"]");
+		for (size_t i = 0; i < pf.n; i++) {
+			size_t na = session_ips((const char *)full.text.data,
+						pf.s[i].session, a, 4096);
+			size_t nb = session_ips(t, pf.s[i].session, b, 4096);
+
+			CHECK(na > 0);
+			CHECK_EQ_U64(nb, na);
+			CHECK(na == nb && !memcmp(a, b, na * sizeof(a[0])));
+		}
+		for (q = t; *q; q = strchr(q, '\n') + 1) {
+			char want[96];
+			long sid = key_num(q, "session"), pid = key_num(q, "pid");
+			int k = snprintf(want, sizeof(want),
+					 "{\"type\":\"insn\",\"session\":%ld,"
+					 "\"pid\":%ld,\"ip\":\"0x", sid, pid);
+
+			if (!strchr(q, '\n'))
+				break;
+			if (strncmp(q, "{\"type\":\"insn\"", 14))
+				continue;
+			if (strncmp(q, want, (size_t)k) ||
+			    strchr(q, '}') != strchr(q, '\n') - 1)
+				bad++;
+		}
+		CHECK_EQ_U64(bad, 0);
+		follower_free(&pf);
+	}
+	fprintf(stderr, "  rule stream: %zu sessions, each between its start "
+		"and end, = its truth\n", fw.n);
+	follower_free(&fw);
+	ptd_buf_fini(&full.text);
+	ptd_buf_fini(&ipf.text);
+	dc_close(full.c);
+	dc_close(ipf.c);
+	dc_close(wc);
+
+	/* ptctl watch --follow: the rule's stream on stdout until the rule
+	 * ends (unwatched from elsewhere) */
+	{
+		char pout[700], perr[700], *text = NULL;
+		const char *args[] = { "watch", "--exe", tiny, "--capture",
+				       capdir, "--follow", "--fields", "ip,tid",
+				       NULL };
+		char *argv[] = { tiny, NULL };
+		size_t len = 0;
+		long prule = -1;
+		pid_t pc;
+		int n = 0;
+
+		(void)snprintf(pout, sizeof(pout), "%s/follow.out", d.dir);
+		(void)snprintf(perr, sizeof(perr), "%s/follow.err", d.dir);
+		pc = ptctl_spawn(&d, pout, perr, args);
+		REQUIRE(pc > 0);
+		for (int i = 0; i < 500 && prule <= 0; i++) {
+			msleep(10);
+			if (ptd_file_read_all(perr, 4096, &text, &len) == 0 &&
+			    strstr(text, "ptctl: rule "))
+				prule = strtol(strstr(text, "ptctl: rule ") +
+						       12, NULL, 10);
+			free(text);
+			text = NULL;
+		}
+		REQUIRE(prule > 0);
+		/* its hello is out once the subscribe is answered */
+		for (int i = 0; i < 500; i++) {
+			if (ptd_file_read_all(pout, 1 << 20, &text, &len) == 0 &&
+			    strstr(text, "{\"type\":\"hello\""))
+				break;
+			free(text);
+			text = NULL;
+			msleep(10);
+		}
+		free(text);
+		text = NULL;
+		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
+		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
+		for (int i = 0; i < 2000 && n < 2; i++) {
+			char *q;
+
+			n = 0;
+			if (ptd_file_read_all(pout, 1 << 20, &text, &len) == 0)
+				for (q = text; (q = strstr(q, "session_end"));
+				     q++)
+					n++;
+			free(text);
+			text = NULL;
+			if (n < 2)
+				msleep(10);
+		}
+		CHECK_EQ_INT(n, 2);
+		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":"
+			       "\"unwatch\",\"rule\":%ld}\n", prule);
+		r = dc_call1(&d, req);
+		CHECK(dc_ok(r));
+		cJSON_Delete(r);
+		CHECK_EQ_INT(wait_exit(pc), 0);
+		REQUIRE(ptd_file_read_all(pout, 1 << 20, &text, &len) == 0);
+		split_rule_stream(text, prule, "unwatched", 2, &fw);
+		for (size_t i = 0; i < fw.n; i++)
+			check_session(&fw.s[i], capdir, tiny, false);
+		free(text);
+		follower_free(&fw);
+	}
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* Wait (at most 60 s) until @rr has read a line holding its await. */
+static bool rule_reader_wait(struct rule_reader *rr)
+{
+	uint64_t end = now_ms() + 60000;
+
+	while (now_ms() < end && !atomic_load(&rr->seen))
+		msleep(10);
+	return atomic_load(&rr->seen);
+}
+
+/* A rule with options.symbols: its sessions decode with them, read with
+ * the rule's owner's rights, and a rule subscriber asking for them gets
+ * "sym" with each record's session; "running": a subscriber joining a
+ * rule whose session runs gets that session from then on, one that does
+ * not ask gets none. */
+static void test_rule_stream_more(void)
+{
+	struct daemon d;
+	struct rule_reader sy, run, norun;
+	pthread_t t1;
+	char body[2048], req[160], loopexe[1100], want[96], *line;
+	struct dconn *wc;
+	cJSON *resp = NULL, *r, *l;
+	const cJSON *o;
+	long rule, sid = -1;
+	pid_t lp;
+
+	/* queues that hold all of hello's symbolized ip and sym lines: the
+	 * symbols are checked, not loss */
+	REQUIRE(daemon_start(&d, "rulemore", "max_sessions_per_user = 64\n"
+			     "subscriber_queue_size = 64M\n"
+			     "user_memory_limit = 64G\n"));
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\","
+		       "\"options\":{\"symbols\":true}", hello);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	REQUIRE(rule_subscribe(&d, rule, ",\"fields\":[\"ip\",\"sym\"]", &sy));
+	REQUIRE(pthread_create(&t1, NULL, rule_reader_main, &sy) == 0);
+	{
+		char *argv[] = { hello, NULL };
+
+		CHECK_EQ_INT(run_as(0, NULL, argv), 21);
+	}
+	for (int i = 0; i < 6000 && atomic_load(&sy.ends) < 1; i++)
+		msleep(10);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(t1, NULL);
+	{
+		struct follower fw = { 0 };
+		const char *t = (const char *)sy.text.data;
+
+		split_rule_stream(t, rule, "unwatched", 1, &fw);
+		if (fw.n == 1) {
+			(void)snprintf(want, sizeof(want), "{\"type\":\"insn\","
+				       "\"session\":%ld,\"pid\":%ld,",
+				       fw.s[0].session, fw.s[0].pid);
+			CHECK_CONTAINS(t, want);
+			CHECK_CONTAINS(t, "\"sym\":\"main+0x0\"");
+			/* the entry of the program (crt1), by its symbol */
+			CHECK_CONTAINS(t, "\"sym\":\"_start+0x0\"");
+		}
+		follower_free(&fw);
+	}
+	ptd_buf_fini(&sy.text);
+	dc_close(sy.c);
+	dc_close(wc);
+
+	/* running: a long run of prog-loop, traced by a rule */
+	(void)snprintf(loopexe, sizeof(loopexe), "%s/prog-loop", progs);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", loopexe);
+	wc = watch(&d, body, &rule, NULL);
+	REQUIRE(rule > 0);
+	lp = fork();
+	REQUIRE(lp >= 0);
+	if (lp == 0) {
+		execl(loopexe, loopexe, "1000", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 2000 && sid < 0; i++) {
+		o = list_rule(&d, rule, &l);
+		o = o ? cJSON_GetArrayItem(cJSON_GetObjectItem(o, "sessions"),
+					   0) : NULL;
+		if (o)
+			sid = (long)cJSON_GetObjectItem(o, "session")
+				      ->valuedouble;
+		cJSON_Delete(l);
+		if (sid < 0)
+			msleep(10);
+	}
+	REQUIRE(sid > 0);
+	REQUIRE(rule_subscribe(&d, rule, ",\"running\":true,\"kinds\":"
+			       "[\"insn\"],\"fields\":[\"ip\"]", &run));
+	REQUIRE(rule_subscribe(&d, rule, "", &norun));
+	(void)snprintf(want, sizeof(want), "{\"type\":\"insn\",\"session\":"
+		       "%ld,\"pid\":%d,\"ip\":\"0x", sid, (int)lp);
+	run.await = want;
+	REQUIRE(pthread_create(&t1, NULL, rule_reader_main, &run) == 0);
+	CHECK(rule_reader_wait(&run));
+	/* (SIGTERM: delivered through the tracer, the exit is seen as
+	 * such; a SIGKILL landing while the software source steps the
+	 * thread ends the session with an error, "PTRACE_SETREGS: No such
+	 * process", instead of the exit: the tracer's matter) */
+	kill(lp, SIGTERM);
+	CHECK_EQ_INT(wait_target(lp, 60000), 128 + SIGTERM);
+	r = dc_call1(&d, req);	/* the earlier rule's: gone already */
+	CHECK(!dc_ok(r));
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(t1, NULL);
+	{
+		struct follower fw = { 0 };
+		const char *t = (const char *)run.text.data;
+
+		/* (prog-loop's records come faster than a reader slowed by
+		 * ASan or a busy machine may take: some may be lost, counted;
+		 * not what is checked here) */
+		split_rule_stream_(t, rule, "unwatched", 1, true, &fw);
+		CHECK(fw.n == 1 && fw.s[0].session == sid &&
+		      fw.s[0].pid == lp);
+		CHECK_CONTAINS(t, "\"type\":\"session_end\",\"reason\":"
+				  "\"exited\"");
+		CHECK_CONTAINS(t, "\"signal\":15");
+		follower_free(&fw);
+	}
+	/* the one that did not ask for running sessions: hello and bye */
+	line = dc_read_line(norun.c, 20000);
+	CHECK(line && strstr(line, "{\"type\":\"hello\"") == line);
+	free(line);
+	line = dc_read_line(norun.c, 20000);
+	CHECK(line && strstr(line, "{\"type\":\"bye\",\"reason\":"
+				   "\"unwatched\"") == line &&
+	      key_num(line, "sessions") == 0);
+	free(line);
+	ptd_buf_fini(&run.text);
+	dc_close(run.c);
+	dc_close(norun.c);
+	dc_close(wc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* Records (insn, event, error lines) and lost records (the sum of the
+ * lost lines' "records") of session @sid in rule stream @text. */
+static void rule_counts(const char *text, long sid, uint64_t *ret_rec,
+			uint64_t *ret_lost)
+{
+	const char *p = text;
+
+	*ret_rec = *ret_lost = 0;
+	while (*p) {
+		const char *e = strchr(p, '\n');
+
+		if (!e)
+			break;
+		if (key_num(p, "session") == sid) {
+			if (!strncmp(p, "{\"type\":\"insn\"", 14) ||
+			    !strncmp(p, "{\"type\":\"event\"", 15) ||
+			    !strncmp(p, "{\"type\":\"error\"", 15))
+				(*ret_rec)++;
+			else if (!strncmp(p, "{\"type\":\"lost\"", 14))
+				*ret_lost += (uint64_t)key_num(p, "records");
+		}
+		p = e + 1;
+	}
+}
+
+/* A rule subscriber that reads too slowly for a live session loses
+ * records, counted in lost records naming the session, in its
+ * session_end and in the bye; what it got and lost is what a fast one
+ * got and lost, record for record. */
+static void test_rule_stream_loss(void)
+{
+	struct daemon d;
+	struct rule_reader fast, slow;
+	pthread_t tf, ts;
+	char body[1200], req[128], loopexe[1100];
+	struct dconn *wc;
+	cJSON *resp = NULL, *r;
+	uint64_t fr, fl, sr, sl;
+	long rule, sid;
+	const char *t, *e;
+
+	REQUIRE(daemon_start(&d, "ruleloss", "subscriber_queue_size = 16k\n"));
+	(void)snprintf(loopexe, sizeof(loopexe), "%s/prog-loop", progs);
+	(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", loopexe);
+	wc = watch(&d, body, &rule, &resp);
+	skip_unless_bpf(resp);
+	cJSON_Delete(resp);
+	REQUIRE(rule > 0);
+	REQUIRE(rule_subscribe(&d, rule, "", &fast));
+	REQUIRE(rule_subscribe(&d, rule, "", &slow));
+	REQUIRE(pthread_create(&tf, NULL, rule_reader_main, &fast) == 0);
+	{
+		char *argv[] = { loopexe, (char *)"1", NULL };
+
+		CHECK_EQ_INT(run_as(0, NULL, argv), 0);
+	}
+	for (int i = 0; i < 6000 && atomic_load(&fast.ends) < 1; i++)
+		msleep(10);
+	/* the slow one reads only now, the session over */
+	REQUIRE(pthread_create(&ts, NULL, rule_reader_main, &slow) == 0);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
+		       "\"rule\":%ld}\n", rule);
+	r = dc_call1(&d, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	pthread_join(tf, NULL);
+	pthread_join(ts, NULL);
+	t = (const char *)slow.text.data;
+	e = t ? strstr(t, "{\"type\":\"session_end\"") : NULL;
+	REQUIRE(e);
+	sid = key_num(e, "session");
+	rule_counts((const char *)fast.text.data, sid, &fr, &fl);
+	rule_counts(t, sid, &sr, &sl);
+	fprintf(stderr, "  rule stream: fast %" PRIu64 " records, %" PRIu64
+		" lost; slow %" PRIu64 " records, %" PRIu64 " lost\n", fr, fl,
+		sr, sl);
+	CHECK(sl > 0);
+	CHECK(fr + fl > 100000);	/* about a million instructions */
+	CHECK_EQ_U64(sr + sl, fr + fl);
+	CHECK_EQ_U64((uint64_t)key_num(e, "sent"), sr);
+	CHECK_EQ_U64((uint64_t)key_num(e, "lost"), sl);
+	e = strstr(t, "{\"type\":\"bye\"");
+	CHECK(e && (uint64_t)key_num(e, "lost") == sl &&
+	      (uint64_t)key_num(e, "sent") == sr);
+	ptd_buf_fini(&fast.text);
+	ptd_buf_fini(&slow.text);
+	dc_close(fast.c);
+	dc_close(slow.c);
+	dc_close(wc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* The rule's sessions, run from a shell and from the launcher. */
 static void test_shell_and_launcher(void)
 {
@@ -695,6 +1345,30 @@ static void test_user_rules(void)
 		(void)snprintf(body, sizeof(body), "\"exe\":\"%s\"", btiny);
 		wc = watch(&d, body, &rrule, NULL);
 		REQUIRE(rrule > 0);
+		/* nobody may not follow root's rule's sessions */
+		{
+			pid_t c = fork();
+
+			if (c == 0) {
+				struct dconn *nc;
+				char sreq[128];
+				cJSON *sr;
+
+				if (setgroups(0, NULL) < 0 ||
+				    setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+					_exit(126);
+				(void)snprintf(sreq, sizeof(sreq), "{\"id\":1,"
+					       "\"cmd\":\"subscribe\",\"rule\":"
+					       "%ld}\n", rrule);
+				nc = dc_connect(&d);
+				sr = nc ? dc_call(nc, sreq) : NULL;
+				_exit(sr && !dc_ok(sr) &&
+				      !strcmp(dc_err_code(sr), "bad_request") &&
+				      strstr(dc_err_msg(sr), "you may see")
+					      ? 0 : 1);
+			}
+			CHECK_EQ_INT(wait_exit(c), 0);
+		}
 		CHECK_EQ_INT(run_as(0, NULL, argv), 41);
 		CHECK_EQ_INT((int)rule_num(&d, rrule, "sessions_started"), 1);
 		(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"unwatch\","
@@ -1048,6 +1722,9 @@ int main(void)
 	RUN(test_unprivileged);
 	RUN(test_shell_and_launcher);
 	RUN(test_dynamic);
+	RUN(test_rule_stream);
+	RUN(test_rule_stream_more);
+	RUN(test_rule_stream_loss);
 	RUN(test_user_rules);
 	RUN(test_storm);
 	RUN(test_cgroup);

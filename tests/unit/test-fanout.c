@@ -777,6 +777,143 @@ static void test_cut_stalled(void)
 	ptd_fanout_free(f);
 }
 
+/* A rule stream's subscriber (ptd_fanout_subscribe_tagged): its hello is
+ * the session's session_start, its bye the session's session_end, and
+ * every record and lost record says its session right after its type;
+ * insn records carry their pid whatever fields were chosen; a session's
+ * own subscriber beside it gets the bytes it always got, and the two
+ * field sets are rendered apart. */
+static void test_tagged(void)
+{
+	struct ptd_fanout *f;
+	struct ptd_filter ip = filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP)),
+			  all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *t, *u, *small;
+	struct ptd_session_end end;
+	static char bt[1 << 20], bu[1 << 20], bs[1 << 20];
+	struct ptd_record ev;
+	char *p;
+	size_t n = 0;
+
+	(void)ptd_fanout_new(77, 4242, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe_tagged(f, &ip, 1 << 22, 8, 5, &t) == 0);
+	REQUIRE(ptd_fanout_subscribe(f, &ip, 1 << 22, 8, &u) == 0);
+	REQUIRE(ptd_fanout_subscribe_tagged(f, &all, PTD_JSON_MAX_RECORD, 8, 5,
+					    &small) == 0);
+	bt[0] = bu[0] = bs[0] = 0;
+	for (uint64_t i = 0; i < 100; i++) {
+		struct ptd_record r = mkinsn(i);
+
+		ptd_fanout_record(f, &r);
+	}
+	memset(&ev, 0, sizeof(ev));
+	ev.type = PTD_REC_EVENT;
+	ev.pid = 100;
+	ev.tid = 1;
+	ev.u.event.ev.type = ptev_enabled;
+	ptd_fanout_record(f, &ev);
+	/* the tagged set and the plain one: two renders a record */
+	CHECK_EQ_U64(ptd_fanout_renders(f), 2 * 101 + 101);
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	end.exit_code = 3;
+	ptd_fanout_end(f, &end);
+	CHECK_EQ_INT(drain(t, bt, sizeof(bt)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(u, bu, sizeof(bu)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(small, bs, sizeof(bs)), PTD_SUB_DONE);
+	CHECK(!strncmp(bt, "{\"type\":\"session_start\",\"session\":77,"
+		       "\"pid\":4242,\"rule\":5}\n", 56));
+	CHECK_CONTAINS(bt, "\n{\"type\":\"insn\",\"session\":77,\"pid\":100,"
+			   "\"ip\":\"0x400001\"}\n");
+	CHECK_CONTAINS(bt, "\n{\"type\":\"event\",\"session\":77,\"pid\":100,"
+			   "\"tid\":1,\"event\":\"enabled\"");
+	CHECK_CONTAINS(bt, "\n{\"type\":\"session_end\",\"reason\":\"exited\","
+			   "\"session\":77,\"pid\":4242,\"sent\":101,"
+			   "\"lost\":0,\"exit_code\":3}\n");
+	CHECK(strstr(bt, "\"type\":\"hello\"") == NULL);
+	CHECK(strstr(bt, "\"type\":\"bye\"") == NULL);
+	/* every line parses, and every record line has its session */
+	for (p = bt; *p; n++) {
+		char *nl = strchr(p, '\n');
+		cJSON *o;
+
+		REQUIRE(nl);
+		o = cJSON_ParseWithLength(p, (size_t)(nl - p));
+		CHECK(o && cJSON_IsNumber(cJSON_GetObjectItem(o, "session")) &&
+		      cJSON_GetObjectItem(o, "session")->valuedouble == 77);
+		cJSON_Delete(o);
+		p = nl + 1;
+	}
+	CHECK_EQ_U64(n, 103);
+	/* the plain subscriber: as ever */
+	CHECK(!strncmp(bu, "{\"type\":\"hello\"", 15));
+	CHECK_CONTAINS(bu, "\n{\"type\":\"insn\",\"ip\":\"0x400001\"}\n");
+	CHECK(strstr(bu, "\"session_") == NULL);
+	CHECK(strstr(bu, "\"session\":77,\"pid\":100") == NULL);
+	/* the small queue lost records: its lost line says whose */
+	CHECK_CONTAINS(bs, "{\"type\":\"lost\",\"session\":77,\"records\":");
+	ptd_fanout_free(f);
+}
+
+/* The longest insn line there can be (every field at its widest, a
+ * module name and symbol far too long, of bytes that expand sixfold)
+ * stays within PTD_JSON_MAX_RECORD with the longest session tag. */
+static void test_tagged_longest(void)
+{
+	enum { N = 3 * PTD_JSON_MAX_RECORD };
+	struct ptd_filter all = filter_fields(0, PTD_FIELDS_ALL);
+	struct ptd_fanout *f;
+	struct ptd_subscriber *t;
+	struct ptd_record r;
+	static char buf[1 << 16];
+	char *mod = malloc(N + 1), *line;
+	size_t len;
+
+	REQUIRE(mod);
+	memset(mod, 1, N);
+	mod[N] = 0;
+	(void)ptd_fanout_new(UINT64_MAX, INT32_MAX, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe_tagged(f, &all, 1 << 20, 8, 1, &t) == 0);
+	r = mkinsn(0);
+	r.pid = INT32_MIN;
+	r.tid = INT32_MIN;
+	r.u.insn.ip = UINT64_MAX;
+	r.u.insn.modoff = UINT64_MAX;
+	r.u.insn.module = mod;
+	r.u.insn.sym = mod;
+	r.u.insn.symoff = UINT64_MAX;
+	r.u.insn.isid = INT32_MIN;
+	r.u.insn.mode = ptem_unknown;
+	r.u.insn.iclass = ptic_far_return;
+	r.u.insn.flags = UINT32_MAX;
+	r.u.insn.size = pt_max_insn_size;
+	memset(r.u.insn.raw, 0xff, sizeof(r.u.insn.raw));
+	r.has_tsc = r.has_time = r.has_wall = true;
+	r.tsc = r.time = r.wall = UINT64_MAX;
+	ptd_fanout_record(f, &r);
+	buf[0] = 0;
+	drain(t, buf, sizeof(buf));
+	line = strchr(buf, '\n');
+	REQUIRE(line);
+	line++;
+	len = (size_t)(strchr(line, '\n') - line) + 1;
+	CHECK(!strncmp(line, "{\"type\":\"insn\",\"session\":"
+		       "18446744073709551615,\"pid\":-2147483648,", 62));
+	CHECK(len > PTD_JSON_MAX_RECORD - 200);
+	CHECK(len <= PTD_JSON_MAX_RECORD);
+	fprintf(stderr, "  longest tagged insn line: %zu bytes\n", len);
+	{
+		cJSON *o = cJSON_ParseWithLength(line, len);
+
+		CHECK(o && cJSON_GetObjectItem(o, "sym"));
+		cJSON_Delete(o);
+	}
+	ptd_fanout_free(f);
+	free(mod);
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
@@ -784,6 +921,8 @@ int main(void)
 	RUN(test_fast_slow_filtered);
 	RUN(test_cut_stalled);
 	RUN(test_render_once);
+	RUN(test_tagged);
+	RUN(test_tagged_longest);
 	RUN(test_churn);
 	RUN(test_wake_batched);
 	return check_done();

@@ -324,6 +324,22 @@ static void test_subscribe(void)
 	strcat(big, "]}}");
 	bad(big, -PTD_EFORMAT, "more than 64 entries");
 
+	/* A watch rule's stream instead of a session's. */
+	REQUIRE(parse("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":4,"
+		      "\"running\":true,\"fields\":[\"ip\"]}", &req, &d) == 0);
+	CHECK(req.has_rule && !req.has_session && req.rule_running);
+	CHECK_EQ_U64(req.rule, 4);
+	ptd_request_fini(&req);
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":4,\"session\":1}",
+	    -PTD_EFORMAT, "subscribe: rule: give \"session\" or \"rule\", "
+	    "not both");
+	bad(SUB("\"running\":true"), -PTD_EFORMAT,
+	    "subscribe: running: only with \"rule\"");
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":0}", -PTD_EFORMAT,
+	    "subscribe: rule: 0 out of range");
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2,\"running\":1}",
+	    -PTD_EFORMAT, "subscribe: running: expected a boolean");
+
 	REQUIRE(parse("{\"id\":1,\"cmd\":\"subscribe\",\"session\":1}",
 		      &req, &d) == 0);
 	CHECK_EQ_INT(req.filter.kinds, PTD_FILTER_DEFAULT_KINDS);
@@ -390,9 +406,21 @@ static void test_triggers(void)
 	    "give \"add\" or \"remove\", not both");
 	bad("{\"id\":1,\"cmd\":\"trigger\",\"add\":\"snapshot:x:f\"}",
 	    -PTD_EFORMAT, "session");
+	/* a watch rule's triggers: each of its sessions' */
+	{
+		struct ptd_request req;
+		struct ptd_diag d = { "" };
+
+		REQUIRE(parse("{\"id\":1,\"cmd\":\"watch\",\"comm\":\"x\","
+			      "\"options\":{\"triggers\":[\"start:x:f\","
+			      "\"stop:x:0x10\"]}}", &req, &d) == 0);
+		CHECK_EQ_INT((int)req.ntriggers, 2);
+		CHECK_EQ_STR(req.triggers[1], "stop:x:0x10");
+		ptd_request_fini(&req);
+	}
 	bad("{\"id\":1,\"cmd\":\"watch\",\"comm\":\"x\",\"options\":{"
-	    "\"triggers\":[\"snapshot:x:f\"]}}", -PTD_EFORMAT,
-	    "options.triggers: not taken by watch");
+	    "\"triggers\":[\"snapshot:x\"]}}", -PTD_EFORMAT,
+	    "options.triggers[0]");
 }
 
 static void test_responses(void)
@@ -464,6 +492,8 @@ static void test_request_lines(void)
 		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"symbols\":true,"
 		"\"record\":true}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2,\"running\":true}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
 		"[\"block\",\"error\"],\"filter\":{\"tid\":[5,6],\"ranges\":"
 		"[[\"0x401000\",\"0x402000\"],[\"0xffffffff81000000\","
