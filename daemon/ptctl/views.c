@@ -36,6 +36,7 @@ struct view_run {
 	struct ptd_stacks *stacks;
 	const char *source;	/* the input's kind, from its info */
 	bool failed;		/* a thread ended early */
+	uint64_t errors;	/* error records */
 	int err;		/* the stacks' failure */
 };
 
@@ -64,7 +65,7 @@ static void view_thread_done(void *ctx, pid_t tid,
 	struct view_run *v = ctx;
 	int r;
 
-	(void)st;
+	v->errors += st ? st->errors : 0;
 	if (err < 0) {
 		decode_thread_failed(tid, err, diag);
 		v->failed = true;
@@ -166,10 +167,10 @@ static int view_write(enum view_kind kind, const char *in,
 	}
 	if (thread_errors || v.failed)
 		ret = EXIT_INPUT;
-	else if (ptd_stacks_resets(v.stacks)) {
-		errx_msg("%" PRIu64 " stack resets at decode errors (the "
-			 "stacks start again after each)",
-			 ptd_stacks_resets(v.stacks));
+	else if (v.errors) {
+		errx_msg("%" PRIu64 " decode errors (the thread's stack "
+			 "starts again after each)",
+			 v.errors);
 		ret = EXIT_DECODE_ERRORS;
 	}
 out:
