@@ -235,7 +235,7 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	};
 	struct view_args va;
 	char *end;
-	int c, r;
+	int c, r, li = 0;
 
 	memset(&va, 0, sizeof(va));
 	decode_args_init(&va.d);
@@ -244,11 +244,13 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	va.d.symbols = true;
 	va.min_width = 0.1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		if (kind == VIEW_FLAMEGRAPH && c == 'f')
-			c = '?';
-		if (kind == VIEW_PERFETTO && (c == 'T' || c == 'w'))
-			c = '?';
+	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
+		if ((kind == VIEW_FLAMEGRAPH && c == 'f') ||
+		    (kind == VIEW_PERFETTO && (c == 'T' || c == 'w'))) {
+			errx_msg("--%s is for %s", longopts[li].name,
+				 c == 'f' ? "ptctl export" : "ptctl flamegraph");
+			return EXIT_USAGE;
+		}
 		r = c == 't' ? decode_option(&va.d, c, optarg) : 0;
 		if (r < 0)
 			return EXIT_USAGE;
