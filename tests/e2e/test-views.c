@@ -11,6 +11,8 @@
  *  - the SVG is well-formed XML (xmllint, else a structural check), every
  *    frame lies inside its parent, and its width is its count times one
  *    scale;
+ *  - the same trace as a perf.data, a ptd bundle and an LLDB bundle gives
+ *    the same flame graph;
  *  - for the program's own functions, the instruction counts both views
  *    give -- self and inclusive in the flame graph, inclusive slice time in
  *    the timeline -- equal counts this test makes itself: each truth IP is
@@ -527,6 +529,38 @@ static void render_svg(const char *svg)
 	free(png);
 }
 
+/* The same trace as a perf.data, a ptd bundle and an LLDB bundle gives
+ * the same flame graph, byte for byte. */
+static void check_other_inputs(const char *dir, const char *svg)
+{
+	static const char *const formats[] = { "perf-data", "bundle",
+					       "lldb" };
+	char *want = NULL;
+	size_t len = 0;
+
+	REQUIRE(ptd_file_read_all(svg, 1u << 30, &want, &len) == 0);
+	for (size_t i = 0; i < 3; i++) {
+		char out[700];
+		const char *exp[] = { "export", "--format", formats[i], dir,
+				      out, NULL };
+		const char *fg[] = { "flamegraph", "--min-width", "0", out,
+				     NULL };
+		struct run r;
+
+		(void)snprintf(out, sizeof(out), "%s.%s", dir, formats[i]);
+		r = ptctl_run(exp);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+		r = ptctl_run(fg);
+		CHECK_EQ_INT(r.status, 0);
+		if (!r.out || strcmp(r.out, want))
+			CHECK_FAIL_("the flame graph of %s differs from the "
+				    "capture's", out);
+		run_free(&r);
+	}
+	free(want);
+}
+
 struct vcase {
 	const char *name;
 	const char *cpp;	/* a C++ program: may be absent */
@@ -644,8 +678,10 @@ static void run_case(const struct vcase *vc, bool tsc)
 
 		CHECK(m && m->self > 0 && m->incl > m->self);
 	}
-	if (!tsc && !strcmp(vc->name, "recursion"))
+	if (!tsc && !strcmp(vc->name, "recursion")) {
+		check_other_inputs(dir, svg);
 		render_svg(svg);
+	}
 out:
 	free(it.t);
 	free(th);
