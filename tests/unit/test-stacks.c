@@ -173,6 +173,7 @@ static void test_nesting(void)
 	/* children by name: [unknown] < a < b */
 	CHECK_EQ_STR(ptd_stacks_node(s, m->child)->name, "[unknown]");
 	CHECK_EQ_U64(ptd_stacks_insns(s), 8);
+	CHECK_EQ_INT(ptd_stacks_clock(s), PTD_STACKS_CLOCK_INSNS);
 	ptd_stacks_free(s);
 }
 
@@ -332,6 +333,40 @@ static void test_writers(void)
 	ptd_perfetto_free(pf);
 }
 
+/* The first instruction picks the clock: TSC without perf time gives
+ * TSC ticks; an instruction without it keeps the thread's last time. */
+static void test_tsc_axis(void)
+{
+	struct log l;
+	struct ptd_stacks *s = new_stacks(&l);
+	struct ptd_record r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = PTD_REC_INSN;
+	r.pid = 1;
+	r.tid = 1;
+	r.has_tsc = true;
+	r.tsc = 5000;
+	r.u.insn.sym = "main";
+	CHECK_EQ_INT(ptd_stacks_feed(s, &r), 0);
+	CHECK_EQ_INT(ptd_stacks_clock(s), PTD_STACKS_CLOCK_TSC);
+	CHECK_EQ_U64(l.last_ts[1], 5000);
+	call(s, 1, PTD_CALL_CALL, 1, 0, 0);
+	r.has_tsc = false;	/* no TSC: the time stays */
+	r.u.insn.sym = "f";
+	CHECK_EQ_INT(ptd_stacks_feed(s, &r), 0);
+	CHECK_EQ_U64(l.last_ts[1], 5000);
+	r.has_tsc = true;
+	r.tsc = 7000;
+	r.u.insn.sym = "g";	/* a jump into g: f's slice ends at 7000 */
+	CHECK_EQ_INT(ptd_stacks_feed(s, &r), 0);
+	CHECK_EQ_U64(l.last_ts[1], 7000);
+	CHECK_EQ_INT(ptd_stacks_finish(s), 0);
+	CHECK_EQ_U64(l.bad, 0);
+	CHECK_EQ_STR(ptd_stacks_clock_name(ptd_stacks_clock(s)), "tsc");
+	ptd_stacks_free(s);
+}
+
 int main(void)
 {
 	RUN(test_nesting);
@@ -339,5 +374,6 @@ int main(void)
 	RUN(test_nosym);
 	RUN(test_threads_depth);
 	RUN(test_writers);
+	RUN(test_tsc_axis);
 	return check_done();
 }
