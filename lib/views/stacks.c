@@ -269,9 +269,25 @@ static int do_close(struct ptd_stacks *s, struct vthread *t, uint32_t depth)
 static int push(struct ptd_stacks *s, struct vthread *t, const char *name)
 {
 	struct vframe *fr;
-	uint32_t parent = t->n ? t->f[t->n - 1].node : 0;
+	uint32_t parent;
 	int rc;
 
+	/* a frame left before any instruction ran in it (records out of
+	 * the usual order): named now, so that what is above nests in it */
+	if (t->n && !t->over && !t->f[t->n - 1].name) {
+		struct vframe *top = &t->f[t->n - 1];
+
+		top->name = intern(s, "[unknown]");
+		if (!top->name)
+			return -ENOMEM;
+		rc = child_of(s, t->n > 1 ? t->f[t->n - 2].node : 0, top->name,
+			      &top->node);
+		if (rc == 0)
+			rc = do_open(s, t, t->n - 1, top->name);
+		if (rc)
+			return rc;
+	}
+	parent = t->n ? t->f[t->n - 1].node : 0;
 	if (t->over || t->n >= PTD_STACKS_MAX_DEPTH) {
 		t->over++;
 		return 0;

@@ -177,6 +177,29 @@ static void test_nesting(void)
 	ptd_stacks_free(s);
 }
 
+/* Two calls with no instruction between: the first frame is named
+ * "[unknown]" and the second nests in it. */
+static void test_call_call(void)
+{
+	struct log l;
+	struct ptd_stacks *s = new_stacks(&l);
+	const struct ptd_stack_node *m, *u;
+
+	insn(s, 1, 0x100, "main");
+	call(s, 1, PTD_CALL_CALL, 1, 0, 0);
+	call(s, 1, PTD_CALL_CALL, 2, 0, 0);
+	insn(s, 1, 0x200, "f");
+	CHECK_EQ_U64(l.open[1], 3);
+	CHECK_EQ_INT(ptd_stacks_finish(s), 0);
+	CHECK_EQ_U64(l.bad, 0);
+	m = child(s, 0, "main");
+	REQUIRE(m);
+	u = child(s, idx(s, m), "[unknown]");
+	REQUIRE(u);
+	CHECK(child(s, idx(s, u), "f") && child(s, idx(s, u), "f")->self == 1);
+	ptd_stacks_free(s);
+}
+
 /* Errors and stack_reset close everything; a new base follows. */
 static void test_reset(void)
 {
@@ -370,6 +393,7 @@ static void test_tsc_axis(void)
 int main(void)
 {
 	RUN(test_nesting);
+	RUN(test_call_call);
 	RUN(test_reset);
 	RUN(test_nosym);
 	RUN(test_threads_depth);
