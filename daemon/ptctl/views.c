@@ -29,6 +29,7 @@ struct view_args {
 	const char *out;	/* --out; NULL: stdout */
 	const char *title;
 	double min_width;
+	bool insns_axis;	/* --time insns */
 };
 
 /* The sink of the decode: records into the stacks. */
@@ -130,6 +131,8 @@ static int view_write(enum view_kind kind, const char *in,
 	}
 	if (pf)
 		ptd_perfetto_set_stacks(pf, v.stacks);
+	if (va->insns_axis)
+		ptd_stacks_set_clock(v.stacks, PTD_STACKS_CLOCK_INSNS);
 	decode_input_opts(&va->d, &o);
 	memset(&sink, 0, sizeof(sink));
 	sink.info = view_info;
@@ -196,7 +199,13 @@ static void help_view(enum view_kind kind, FILE *f)
 			   "track per thread, a slice per function call, "
 			   "named\nby its function; time from perf time or "
 			   "the TSC where the trace has it,\nelse instruction "
-			   "counts (\"otherData\".\"time_axis\" says which).\n");
+			   "counts (\"otherData\".\"time_axis\" says which).\n"
+			   "  --time auto|insns the time axis: auto (as "
+			   "above; the default) or always\n"
+			   "                    instruction counts (timing "
+			   "packets may be too sparse to\n"
+			   "                    tell calls apart: a PSB's TSC "
+			   "alone)\n");
 	else
 		fprintf(f, "Usage: ptctl flamegraph [OPTIONS] TRACE\n\n"
 			   "Write an SVG flame graph of a saved trace's "
@@ -224,6 +233,7 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 		{ "out", required_argument, NULL, 'o' },
 		{ "title", required_argument, NULL, 'T' },
 		{ "min-width", required_argument, NULL, 'w' },
+		{ "time", required_argument, NULL, 'X' },
 		{ "tid", required_argument, NULL, 't' },
 		{ "sysroot", required_argument, NULL, 'S' },
 		{ "buildid-dir", required_argument, NULL, 'B' },
@@ -246,9 +256,11 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
 		if ((kind == VIEW_FLAMEGRAPH && c == 'f') ||
+		    (kind == VIEW_FLAMEGRAPH && c == 'X') ||
 		    (kind == VIEW_PERFETTO && (c == 'T' || c == 'w'))) {
 			errx_msg("--%s is for %s", longopts[li].name,
-				 c == 'f' ? "ptctl export" : "ptctl flamegraph");
+				 c == 'f' || c == 'X' ? "ptctl export"
+						      : "ptctl flamegraph");
 			return EXIT_USAGE;
 		}
 		r = c == 't' ? decode_option(&va.d, c, optarg) : 0;
@@ -267,6 +279,15 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 			break;
 		case 'o':
 			va.out = optarg;
+			break;
+		case 'X':
+			if (strcmp(optarg, "insns") && strcmp(optarg, "auto")) {
+				errx_msg("--time: expected 'auto' or 'insns', "
+					 "got '%s'",
+					 optarg);
+				return EXIT_USAGE;
+			}
+			va.insns_axis = !strcmp(optarg, "insns");
 			break;
 		case 'T':
 			va.title = optarg;

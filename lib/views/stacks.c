@@ -585,6 +585,11 @@ int ptd_stacks_finish(struct ptd_stacks *s)
 	return 0;
 }
 
+void ptd_stacks_set_clock(struct ptd_stacks *s, enum ptd_stacks_clock c)
+{
+	s->clock = c;
+}
+
 enum ptd_stacks_clock ptd_stacks_clock(const struct ptd_stacks *s)
 {
 	return s->clock;

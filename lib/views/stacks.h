@@ -27,8 +27,8 @@
  * it.  At a thread's end (ptd_stacks_thread_end, ptd_stacks_finish) every
  * frame closes.
  *
- * Time (the slices' timestamps): the first insn record decides for the
- * whole trace: perf time in ns where it has one (record.h has_time), else
+ * Time (the slices' timestamps): unless set (ptd_stacks_set_clock), the
+ * first insn record decides for the whole trace: perf time in ns where it has one (record.h has_time), else
  * the TSC, else the thread's instruction count (each thread from 0).  A
  * boundary is stamped with the time of the latest instruction (in
  * instruction counts: the number of instructions before it, so a slice
@@ -111,6 +111,9 @@ int ptd_stacks_thread_end(struct ptd_stacks *s, pid_t tid);
  * once, after the last record. */
 int ptd_stacks_finish(struct ptd_stacks *s);
 
+/* Use @c for the time axis instead of letting the first insn record
+ * decide (before the first record; PTD_STACKS_CLOCK_NONE: decide). */
+void ptd_stacks_set_clock(struct ptd_stacks *s, enum ptd_stacks_clock c);
 enum ptd_stacks_clock ptd_stacks_clock(const struct ptd_stacks *s);
 /* Instructions fed, stacks reset (stack_reset and error records). */
 uint64_t ptd_stacks_insns(const struct ptd_stacks *s);

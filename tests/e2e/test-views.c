@@ -636,6 +636,24 @@ static void run_case(const struct vcase *vc, bool tsc)
 	load_insns(&it, p, dir, exe);
 	check_perfetto(json, p, th, &nth, tsc ? "time" : "insns", &deepest,
 		       vc->deep);
+	if (tsc) {
+		/* the same trace on the instruction axis (--time insns):
+		 * what follows checks that one */
+		char json2[720];
+		const char *args[] = { "export", "--format", "perfetto",
+				       "--time", "insns", "--out", json2, dir,
+				       NULL };
+
+		(void)snprintf(json2, sizeof(json2), "%s-insns.json", dir);
+		r = ptctl_run(args);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+		for (size_t i = 0; i < p->nf; i++)
+			p->f[i].pf_incl = 0;
+		memset(th, 0, 16 * sizeof(*th));
+		check_perfetto(json2, p, th, &nth, "insns", &deepest,
+			       vc->deep);
+	}
 	CHECK_EQ_U64(nth, cap.nthreads);
 	for (size_t t = 0; t < cap.nthreads; t++) {
 		uint64_t *ips = NULL;
@@ -646,8 +664,7 @@ static void run_case(const struct vcase *vc, bool tsc)
 		total += n;
 		/* instruction axis: a thread's outermost slices last as many
 		 * instructions as it ran */
-		if (!tsc)
-			CHECK_EQ_U64((uint64_t)pt->base_sum, n);
+		CHECK_EQ_U64((uint64_t)pt->base_sum, n);
 		if (vc->counts)
 			count_truth(p, &it, ips, n);
 		free(ips);
@@ -670,8 +687,7 @@ static void run_case(const struct vcase *vc, bool tsc)
 			f->pf_incl);
 		CHECK_EQ_U64(f->fg_self, f->self);
 		CHECK_EQ_U64(f->fg_incl, f->incl);
-		if (!tsc)
-			CHECK_EQ_U64(f->pf_incl, f->incl);
+		CHECK_EQ_U64(f->pf_incl, f->incl);
 	}
 	if (vc->counts) {
 		const struct func *m = func_named(p, "main");
@@ -705,8 +721,8 @@ static void test_threads(void) { run_case(&cases[3], false); }
 static void test_longjmp(void) { run_case(&cases[4], false); }
 static void test_signal(void) { run_case(&cases[5], false); }
 static void test_except(void) { run_case(&cases[6], false); }
-/* with TSC packets: perf time is the axis; the counts do not depend on
- * it */
+/* with TSC packets: perf time is the axis (and with --time insns the
+ * instruction count); the counts do not depend on it */
 static void test_recursion_tsc(void) { run_case(&cases[0], true); }
 
 int main(void)
