@@ -68,7 +68,9 @@ static void help_export(FILE *f)
 {
 	fprintf(f,
 		"Usage: ptctl export --format bundle|perf-data|lldb [--reference] "
-		"CAPTURE OUT\n\n"
+		"CAPTURE OUT\n"
+		"       ptctl export --format perfetto [--out FILE] TRACE   "
+		"(see --format perfetto --help)\n\n"
 		"Write a software-source capture in another form.  CAPTURE is a "
 		"capture\ndirectory or, for perf-data and lldb, a ptd bundle "
 		"(verified first; its\nimages are read from its copies):\n"
@@ -138,6 +140,12 @@ int verb_export(int argc, char **argv)
 	enum ptd_input_kind kind;
 	int opt, r;
 
+	/* perfetto takes any saved trace, decoded: views.c */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strcmp(argv[i], "--format=perfetto") ||
+		    (!strcmp(argv[i], "--format") && i + 1 < argc &&
+		     !strcmp(argv[i + 1], "perfetto")))
+			return verb_export_perfetto(argc, argv);
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -164,7 +172,7 @@ int verb_export(int argc, char **argv)
 	out = argv[optind + 1];
 	if (strcmp(format, "bundle") && strcmp(format, "perf-data") &&
 	    strcmp(format, "lldb")) {
-		errx_msg("--format: expected bundle, perf-data or lldb, got "
+		errx_msg("--format: expected bundle, perf-data, lldb or perfetto, got "
 			 "'%s'",
 			 format);
 		return EXIT_USAGE;

@@ -315,13 +315,57 @@ static void input_thread_done(void *ctx, pid_t tid,
 	stats_add(&io->out.total, st);
 	io->out.threads++;
 	if (err < 0) {
-		errx_msg("thread %ld: %s", (long)tid,
-			 diag->msg[0] ? diag->msg : ptd_strerror(err));
+		decode_thread_failed(tid, err, diag);
 		io->failed = true;
 	}
 }
 
-static void input_notice(void *ctx, const struct ptd_diag *diag)
+void decode_input_opts(const struct decode_args *d, struct ptd_input_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->streams = true;	/* the user's own FIFO or stdin */
+	o->decode = d->opts;
+	o->cpu_given = d->cpu_given;
+	o->have_tid = d->have_tid;
+	o->tid = (pid_t)d->tid;
+	o->sysroot = d->sysroot;
+	o->buildid_dir = d->buildid_dir;
+	o->kernel = d->kernel;
+}
+
+int decode_symbols_open(struct decode_args *d)
+{
+	struct ptd_symbols_opts so = { d->debug_dir, d->perfmap_dir };
+
+	if ((d->debug_dir || d->perfmap_dir) && !d->symbols) {
+		errx_msg("--debug-dir and --perf-map-dir are for --symbols");
+		return EXIT_USAGE;
+	}
+	if (d->symbols && ptd_symbols_new(&so, &d->opts.symbols) < 0) {
+		errx_msg("out of memory");
+		return EXIT_INPUT;
+	}
+	return 0;
+}
+
+void decode_symbols_close(struct decode_args *d)
+{
+	/* Files whose symbols could not be read: the records say nothing
+	 * of them, so say it here. */
+	for (size_t i = 0; d->opts.symbols &&
+			   ptd_symbols_failure(d->opts.symbols, i); i++)
+		errx_msg("symbols: %s", ptd_symbols_failure(d->opts.symbols, i));
+	ptd_symbols_free(d->opts.symbols);
+	d->opts.symbols = NULL;
+}
+
+void decode_thread_failed(pid_t tid, int err, const struct ptd_diag *diag)
+{
+	errx_msg("thread %ld: %s", (long)tid,
+		 diag->msg[0] ? diag->msg : ptd_strerror(err));
+}
+
+void decode_notice(void *ctx, const struct ptd_diag *diag)
 {
 	(void)ctx;
 	if (diag && diag->msg[0])
@@ -335,7 +379,7 @@ int decode_input(const char *path, const struct decode_args *d)
 	struct ptd_diag diag = { "" };
 	struct input_output io;
 	struct ptd_input_sink sink = { input_info, output_record,
-				       input_thread_done, &io, input_notice };
+				       input_thread_done, &io, decode_notice };
 	size_t thread_errors = 0;
 	int r, ret = 0;
 
@@ -347,15 +391,7 @@ int decode_input(const char *path, const struct decode_args *d)
 		return EXIT_INPUT;
 	}
 	ptd_jsonw_set_fields(&io.out.w, d->fields);
-	memset(&o, 0, sizeof(o));
-	o.streams = true;	/* the user's own FIFO or stdin */
-	o.decode = d->opts;
-	o.cpu_given = d->cpu_given;
-	o.have_tid = d->have_tid;
-	o.tid = (pid_t)d->tid;
-	o.sysroot = d->sysroot;
-	o.buildid_dir = d->buildid_dir;
-	o.kernel = d->kernel;
+	decode_input_opts(d, &o);
 	r = ptd_input_decode(path, &o, &sink, &thread_errors, &diag);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
@@ -772,20 +808,9 @@ int verb_decode(int argc, char **argv)
 		ret = EXIT_USAGE;
 		goto out;
 	}
-	if ((d.debug_dir || d.perfmap_dir) && !d.symbols) {
-		errx_msg("--debug-dir and --perf-map-dir are for --symbols");
-		ret = EXIT_USAGE;
+	ret = decode_symbols_open(&d);
+	if (ret)
 		goto out;
-	}
-	if (d.symbols) {
-		struct ptd_symbols_opts so = { d.debug_dir, d.perfmap_dir };
-
-		if (ptd_symbols_new(&so, &d.opts.symbols) < 0) {
-			errx_msg("out of memory");
-			ret = EXIT_INPUT;
-			goto out;
-		}
-	}
 	if (filter_arg && !ri.pt) {
 		errx_msg("--%s is for --pt input: a capture, bundle or "
 			 "perf.data carries the filter it was recorded with",
@@ -814,12 +839,7 @@ int verb_decode(int argc, char **argv)
 	}
 	ret = decode_input(argv[optind], &d);
 out:
-	/* Files whose symbols could not be read: the records say nothing
-	 * of them, so say it here. */
-	for (size_t i = 0; d.opts.symbols &&
-			   ptd_symbols_failure(d.opts.symbols, i); i++)
-		errx_msg("symbols: %s", ptd_symbols_failure(d.opts.symbols, i));
-	ptd_symbols_free(d.opts.symbols);
+	decode_symbols_close(&d);
 	ptd_image_free(ri.img);
 	ptd_iscache_free(ri.ic);
 	return ret;

@@ -36,7 +36,10 @@ static const struct verb {
 	{ "decode", verb_decode,
 	  "decode a saved trace (capture, bundle, perf.data, LLDB) or raw PT" },
 	{ "export", verb_export,
-	  "write a capture as a ptd bundle, a perf.data or an LLDB bundle" },
+	  "a capture as a bundle, perf.data or LLDB bundle; calls as Perfetto "
+	  "JSON" },
+	{ "flamegraph", verb_flamegraph,
+	  "an SVG flame graph of a trace's instructions by stack" },
 	{ "verify", verb_verify,
 	  "check a capture's decode against its ground truth" },
 	{ "attach", verb_attach, "ask ptd to trace a running process" },
@@ -63,7 +66,7 @@ static void help(FILE *f)
 
 	fprintf(f, "Usage: ptctl [--socket PATH] VERB [OPTIONS...]\n\n");
 	for (i = 0; i < PTD_ARRAY_SIZE(verbs); i++)
-		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].help);
+		fprintf(f, "  %-10s %s\n", verbs[i].name, verbs[i].help);
 	fprintf(f, "\nptctl VERB --help for a verb's options.\n"
 		   "The daemon verbs talk to ptd at --socket PATH, $PTD_SOCKET "
 		   "or " PTCTL_DEFAULT_SOCKET ".\n"

@@ -6,6 +6,8 @@
  *   decode.c   decode: a saved trace or raw PT bytes to JSON lines, and
  *              the options and output every decoding verb shares
  *   capture.c  trace, verify, export: the software source's captures
+ *   views.c    export --format perfetto, flamegraph: a trace's calls as a
+ *              timeline and its instructions by stack (lib/views/)
  *   client.c   talking to ptd: connect, requests out and responses in
  *              through the protocol module ptd uses (daemon/proto.h), a
  *              stream followed to its bye
@@ -83,6 +85,17 @@ int parse_fields(const char *s, uint32_t *ret);
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);
 int check_decode_args(const struct decode_args *d);
+/* The input options of @d (ptd_input_decode's). */
+void decode_input_opts(const struct decode_args *d, struct ptd_input_opts *o);
+/* d->opts.symbols from --symbols, --debug-dir, --perf-map-dir: 0 or an
+ * exit status (message printed); decode_symbols_close says which files
+ * gave no symbols and frees them. */
+int decode_symbols_open(struct decode_args *d);
+void decode_symbols_close(struct decode_args *d);
+/* What a saved trace's decode says on stderr: a thread that ended early,
+ * a notice (struct ptd_input_sink's). */
+void decode_thread_failed(pid_t tid, int err, const struct ptd_diag *diag);
+void decode_notice(void *ctx, const struct ptd_diag *diag);
 /* Decode a saved trace of any kind (input/input.h) to stdout; an exit
  * status. */
 int decode_input(const char *path, const struct decode_args *d);
@@ -98,6 +111,12 @@ int export_other(const char *in, enum ptd_input_kind kind,
 int verb_trace(int argc, char **argv);
 int verb_export(int argc, char **argv);
 int verb_verify(int argc, char **argv);
+
+/* ---- views.c: export --format perfetto, flamegraph ---- */
+
+/* `export --format perfetto ...` (argv as verb_export's). */
+int verb_export_perfetto(int argc, char **argv);
+int verb_flamegraph(int argc, char **argv);
 
 /* ---- client.c ---- */
 

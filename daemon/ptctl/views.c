@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ptctl export --format perfetto and ptctl flamegraph: a saved trace's
+ * calls as a Chrome JSON trace (one track per thread, nested call slices)
+ * and its instructions by stack as an SVG flame graph.  Both decode with
+ * symbols and call records, feed them to lib/views/stacks.h and write
+ * what it makes (doc/views.md).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/diag.h"
+#include "common/strutil.h"
+#include "views/flamegraph.h"
+#include "views/perfetto.h"
+#include "views/stacks.h"
+#include "ptctl.h"
+
+enum view_kind { VIEW_PERFETTO, VIEW_FLAMEGRAPH };
+
+struct view_args {
+	struct decode_args d;
+	const char *out;	/* --out; NULL: stdout */
+	const char *title;
+	double min_width;
+	bool insns_axis;	/* --time insns */
+};
+
+/* The sink of the decode: records into the stacks. */
+struct view_run {
+	struct ptd_stacks *stacks;
+	const char *source;	/* the input's kind, from its info */
+	bool failed;		/* a thread ended early */
+	uint64_t errors;	/* error records */
+	int err;		/* the stacks' failure */
+};
+
+static int view_info(void *ctx, const struct ptd_input_info *info)
+{
+	struct view_run *v = ctx;
+
+	v->source = ptd_input_kind_name(info->kind);
+	return 0;
+}
+
+static int view_record(void *ctx, const struct ptd_record *rec)
+{
+	struct view_run *v = ctx;
+	int r = ptd_stacks_feed(v->stacks, rec);
+
+	if (r)
+		v->err = r;
+	return r;
+}
+
+static void view_thread_done(void *ctx, pid_t tid,
+			     const struct ptd_decode_stats *st, int err,
+			     const struct ptd_diag *diag)
+{
+	struct view_run *v = ctx;
+	int r;
+
+	v->errors += st ? st->errors : 0;
+	if (err < 0) {
+		decode_thread_failed(tid, err, diag);
+		v->failed = true;
+	}
+	r = ptd_stacks_thread_end(v->stacks, tid);
+	if (r && !v->err)
+		v->err = r;
+}
+
+/* Open @path for writing, never replacing a file; stdout for NULL. */
+static FILE *open_out(const char *path)
+{
+	FILE *f;
+	int fd;
+
+	if (!path)
+		return stdout;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		errx_msg("--out '%s': %s%s", path, strerror(errno),
+			 errno == EEXIST ? ": not replaced" : "");
+		return NULL;
+	}
+	f = fdopen(fd, "w");
+	if (!f) {
+		errx_msg("--out '%s': %s", path, strerror(errno));
+		(void)close(fd);
+		(void)unlink(path);
+	}
+	return f;
+}
+
+static int view_write(enum view_kind kind, const char *in,
+		      struct view_args *va)
+{
+	struct ptd_stacks_ops ops, *opsp = NULL;
+	struct ptd_perfetto *pf = NULL;
+	struct ptd_input_sink sink;
+	struct ptd_input_opts o;
+	struct ptd_diag diag = { "" };
+	struct view_run v;
+	size_t thread_errors = 0;
+	FILE *f;
+	int r, ret = 0;
+
+	memset(&v, 0, sizeof(v));
+	f = open_out(va->out);
+	if (!f)
+		return EXIT_INPUT;
+	if (kind == VIEW_PERFETTO) {
+		r = ptd_perfetto_new(f, &ops, &pf);
+		opsp = &ops;
+	} else {
+		r = 0;
+	}
+	if (r == 0)
+		r = ptd_stacks_new(opsp, &v.stacks);
+	if (r < 0) {
+		errx_msg("%s", ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	if (pf)
+		ptd_perfetto_set_stacks(pf, v.stacks);
+	if (va->insns_axis)
+		ptd_stacks_set_clock(v.stacks, PTD_STACKS_CLOCK_INSNS);
+	decode_input_opts(&va->d, &o);
+	memset(&sink, 0, sizeof(sink));
+	sink.info = view_info;
+	sink.record = view_record;
+	sink.thread_done = view_thread_done;
+	sink.ctx = &v;
+	sink.notice = decode_notice;
+	r = ptd_input_decode(in, &o, &sink, &thread_errors, &diag);
+	if (r < 0 || v.err) {
+		errx_msg("%s", v.err ? ptd_strerror(v.err)
+			 : diag.msg[0] ? diag.msg : ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	r = ptd_stacks_finish(v.stacks);
+	if (r == 0 && pf) {
+		r = ptd_perfetto_finish(pf, in, v.source);
+	} else if (r == 0) {
+		struct ptd_flamegraph_opts fo = { va->title, NULL, 0,
+						  va->min_width };
+		char sub[160];
+
+		(void)snprintf(sub, sizeof(sub), "%" PRIu64 " stack resets",
+			       ptd_stacks_resets(v.stacks));
+		fo.subtitle = sub;
+		r = ptd_flamegraph_write(f, v.stacks, &fo);
+	}
+	if (r == 0 && fflush(f) != 0)
+		r = -errno;
+	if (r < 0) {
+		errx_msg("writing %s: %s", va->out ? va->out : "stdout",
+			 ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	if (thread_errors || v.failed)
+		ret = EXIT_INPUT;
+	else if (v.errors) {
+		errx_msg("%" PRIu64 " decode errors (the thread's stack "
+			 "starts again after each)",
+			 v.errors);
+		ret = EXIT_DECODE_ERRORS;
+	}
+out:
+	ptd_stacks_free(v.stacks);
+	ptd_perfetto_free(pf);
+	if (f != stdout && fclose(f) != 0 && !ret) {
+		errx_msg("writing %s: %s", va->out, strerror(errno));
+		ret = EXIT_INPUT;
+	}
+	/* a file left half-written is no view */
+	if (va->out && (ret == EXIT_INPUT || ret == EXIT_USAGE))
+		(void)unlink(va->out);
+	return ret;
+}
+
+static void help_view(enum view_kind kind, FILE *f)
+{
+	if (kind == VIEW_PERFETTO)
+		fprintf(f, "Usage: ptctl export --format perfetto [OPTIONS] "
+			   "TRACE\n\n"
+			   "Write the calls of a saved trace as a Chrome JSON "
+			   "trace (Perfetto's UI,\nchrome://tracing): one "
+			   "track per thread, a slice per function call, "
+			   "named\nby its function; time from perf time or "
+			   "the TSC where the trace has it,\nelse instruction "
+			   "counts (\"otherData\".\"time_axis\" says which).\n"
+			   "  --time auto|insns the time axis: auto (as "
+			   "above; the default) or always\n"
+			   "                    instruction counts (timing "
+			   "packets may be too sparse to\n"
+			   "                    tell calls apart: a PSB's TSC "
+			   "alone)\n");
+	else
+		fprintf(f, "Usage: ptctl flamegraph [OPTIONS] TRACE\n\n"
+			   "Write an SVG flame graph of a saved trace's "
+			   "exact instruction counts by\nstack (every "
+			   "thread's, merged).\n"
+			   "  --title TEXT      the graph's title\n"
+			   "  --min-width PX    leave out frames narrower "
+			   "than PX (default 0.1; 0: none)\n");
+	fprintf(f,
+		"TRACE: what ptctl decode reads (capture, bundle, perf.data, "
+		"LLDB bundle).\n"
+		"  --out FILE        write to FILE (not replaced if it "
+		"exists; default stdout)\n"
+		"  --tid TID         one thread only\n"
+		"  --sysroot DIR, --buildid-dir DIR, --kernel FILE, "
+		"--debug-dir DIR,\n"
+		"  --perf-map-dir DIR  as for ptctl decode (symbols are "
+		"always on)\n");
+}
+
+static int view_main(enum view_kind kind, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "format", required_argument, NULL, 'f' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "title", required_argument, NULL, 'T' },
+		{ "min-width", required_argument, NULL, 'w' },
+		{ "time", required_argument, NULL, 'X' },
+		{ "tid", required_argument, NULL, 't' },
+		{ "sysroot", required_argument, NULL, 'S' },
+		{ "buildid-dir", required_argument, NULL, 'B' },
+		{ "kernel", required_argument, NULL, 'K' },
+		{ "debug-dir", required_argument, NULL, 'D' },
+		{ "perf-map-dir", required_argument, NULL, 'M' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct view_args va;
+	char *end;
+	int c, r, li = 0;
+
+	memset(&va, 0, sizeof(va));
+	decode_args_init(&va.d);
+	va.d.opts.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_CALL);
+	va.d.opts.json_bodies = false;
+	va.d.symbols = true;
+	va.min_width = 0.1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
+		if ((kind == VIEW_FLAMEGRAPH && c == 'f') ||
+		    (kind == VIEW_FLAMEGRAPH && c == 'X') ||
+		    (kind == VIEW_PERFETTO && (c == 'T' || c == 'w'))) {
+			errx_msg("--%s is for %s", longopts[li].name,
+				 c == 'f' || c == 'X' ? "ptctl export"
+						      : "ptctl flamegraph");
+			return EXIT_USAGE;
+		}
+		r = c == 't' ? decode_option(&va.d, c, optarg) : 0;
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r > 0)
+			continue;
+		switch (c) {
+		case 'f':
+			/* verb_export sent us here for "perfetto" */
+			if (strcmp(optarg, "perfetto")) {
+				errx_msg("--format perfetto is not combined "
+					 "with other formats");
+				return EXIT_USAGE;
+			}
+			break;
+		case 'o':
+			va.out = optarg;
+			break;
+		case 'X':
+			if (strcmp(optarg, "insns") && strcmp(optarg, "auto")) {
+				errx_msg("--time: expected 'auto' or 'insns', "
+					 "got '%s'",
+					 optarg);
+				return EXIT_USAGE;
+			}
+			va.insns_axis = !strcmp(optarg, "insns");
+			break;
+		case 'T':
+			va.title = optarg;
+			break;
+		case 'w':
+			errno = 0;
+			va.min_width = strtod(optarg, &end);
+			if (errno || end == optarg || *end ||
+			    !(va.min_width >= 0 && va.min_width <= 1e6)) {
+				errx_msg("--min-width: expected a number of "
+					 "pixels (0 or more), got '%s'",
+					 optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'S':
+			va.d.sysroot = optarg;
+			break;
+		case 'B':
+			va.d.buildid_dir = optarg;
+			break;
+		case 'K':
+			va.d.kernel = optarg;
+			break;
+		case 'D':
+			va.d.debug_dir = optarg;
+			break;
+		case 'M':
+			va.d.perfmap_dir = optarg;
+			break;
+		case 'h':
+			help_view(kind, stdout);
+			return 0;
+		default:
+			help_view(kind, stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc) {
+		errx_msg("expected one TRACE (see ptctl %s --help)",
+			 kind == VIEW_PERFETTO ? "export --format perfetto"
+					       : "flamegraph");
+		return EXIT_USAGE;
+	}
+	r = decode_symbols_open(&va.d);
+	if (r == 0)
+		r = view_write(kind, argv[optind], &va);
+	decode_symbols_close(&va.d);
+	return r;
+}
+
+int verb_export_perfetto(int argc, char **argv)
+{
+	return view_main(VIEW_PERFETTO, argc, argv);
+}
+
+int verb_flamegraph(int argc, char **argv)
+{
+	return view_main(VIEW_FLAMEGRAPH, argc, argv);
+}
