@@ -23,7 +23,10 @@
  *    instruction counts for the function it ran in (self) and once for
  *    each distinct function on its stack (inclusive).  Signals, longjmp
  *    and exceptions are checked for nesting only (the stack here knows no
- *    signal frames or unwinding).
+ *    signal frames or unwinding);
+ *  - against an independent tool: the flame graph's own count of each of
+ *    the program's functions equals valgrind callgrind's Ir for it, in a
+ *    run of callgrind's own (the programs are deterministic).
  * Where headless Chromium is installed, it renders the SVG to a PNG.
  */
 #include <cjson/cJSON.h>
@@ -561,6 +564,87 @@ static void check_other_inputs(const char *dir, const char *svg)
 	free(want);
 }
 
+/* Against an independent tool: valgrind's callgrind runs @exe itself (a
+ * run of its own: the programs are deterministic) and counts each
+ * function's own instructions (Ir, self).  Every function of the program
+ * the flame graph holds must have callgrind's count, exactly -- for the
+ * program's own functions: library code may take other paths under
+ * valgrind's CPU (other CPUID, so other IFUNC choices), and code before the
+ * entry (_init) is not traced from there. */
+static void check_callgrind(const struct prog *p, const char *exe,
+			    const char *dir)
+{
+	static const char *const vg = "/usr/bin/valgrind";
+	char out[700], opt[760], line[512], cur[512] = "";
+	bool skip = false;
+	unsigned same = 0;
+	struct run r;
+	uint64_t *cg;
+	FILE *f;
+
+	if (access(vg, X_OK) != 0) {
+		fprintf(stderr, "  no %s (Debian's valgrind): counts not "
+			"checked against callgrind\n", vg);
+		return;
+	}
+	cg = calloc(p->nf, sizeof(*cg));
+	REQUIRE(cg);
+	(void)snprintf(out, sizeof(out), "%s.callgrind", dir);
+	(void)snprintf(opt, sizeof(opt), "--callgrind-out-file=%s", out);
+	{
+		/* --skip-plt=no: a PLT stub's instructions are its own,
+		 * not its caller's (callgrind's default) */
+		const char *args[] = { "--tool=callgrind", "--separate-recs=1",
+				       "--skip-plt=no", "--compress-strings=no",
+				       "--compress-pos=no", opt, exe, NULL };
+
+		r = run_cmd(vg, args, tmpdir);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+	}
+	/* fn=NAME, then "POSITION COST" lines of its own; a calls= line's
+	 * next line is the call's inclusive cost, not the function's */
+	f = fopen(out, "r");
+	REQUIRE(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long pos, cost;
+
+		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, "fn=", 3)) {
+			(void)snprintf(cur, sizeof(cur), "%s", line + 3);
+			continue;
+		}
+		if (!strncmp(line, "calls=", 6)) {
+			skip = true;
+			continue;
+		}
+		if (sscanf(line, "%llu %llu", &pos, &cost) != 2)
+			continue;
+		if (skip) {
+			skip = false;
+			continue;
+		}
+		for (size_t i = 0; i < p->nf; i++)
+			if (!strcmp(p->f[i].name, cur))
+				cg[i] += cost;
+	}
+	fclose(f);
+	for (size_t i = 0; i < p->nf; i++) {
+		const struct func *fn = &p->f[i];
+
+		if (!fn->fg_self || !cg[i])
+			continue;	/* not run, or not from the entry */
+		fprintf(stderr, "  %-24s flame graph self %6" PRIu64
+			", callgrind Ir %6" PRIu64 "\n", fn->name, fn->fg_self,
+			cg[i]);
+		CHECK_EQ_U64(fn->fg_self, cg[i]);
+		same++;
+	}
+	/* main and at least one function it calls */
+	CHECK(same >= 2);
+	free(cg);
+}
+
 struct vcase {
 	const char *name;
 	const char *cpp;	/* a C++ program: may be absent */
@@ -693,6 +777,8 @@ static void run_case(const struct vcase *vc, bool tsc)
 		const struct func *m = func_named(p, "main");
 
 		CHECK(m && m->self > 0 && m->incl > m->self);
+		if (!tsc)
+			check_callgrind(p, exe, dir);
 	}
 	if (!tsc && !strcmp(vc->name, "recursion")) {
 		check_other_inputs(dir, svg);
