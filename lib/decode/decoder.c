@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "decode/parallel.h"
 #include "sym/symbols.h"
 
 /* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
@@ -147,7 +148,32 @@ struct dec {
 	size_t nmods;
 
 	struct ptd_decode_stats st;
+
+	/* A part of a parallel decode (args.part; NULL: none).  @cut_left:
+	 * records made before the cut still to be delivered; @cut_seen: the
+	 * cut was passed; @cut_bad: an error record at or after the cut came
+	 * before it; @cut_st: the statistics at the cut. */
+	const struct ptd_decode_part *part;
+	pthread_mutex_t *lock;
+	size_t cut_left;
+	bool cut_seen, cut_bad;
+	struct ptd_decode_stats cut_st;
 };
+
+/* The section cache is shared by the parts of a parallel decode: every
+ * use of it (a miss of the module cache or the instruction cache, a
+ * timeline change, a message interned) holds the part's lock. */
+static inline void lock(const struct dec *d)
+{
+	if (d->lock)
+		(void)pthread_mutex_lock(d->lock);
+}
+
+static inline void unlock(const struct dec *d)
+{
+	if (d->lock)
+		(void)pthread_mutex_unlock(d->lock);
+}
 
 /* --- The two libipt decoders behind one set of calls. --- */
 
@@ -221,7 +247,28 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 		d->cb_rc = rc;
 		return DEC_STOP;
 	}
+	/* The last record made before a part's cut (see cut_at). */
+	if (d->cut_left && !--d->cut_left)
+		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
 	return 0;
+}
+
+/*
+ * A part's cut (decoder.h, struct ptd_decode_part): the decoder is about
+ * to handle the first event of the PSB+ that ends the part.  What
+ * is pending now (the last instruction, block, the events queued behind
+ * them) was made before and belongs to the part; it is delivered first,
+ * whenever the decoder next flushes, and may still take flags from the
+ * events after the cut, as in the serial decode.  Everything made from
+ * here on is the next part's.
+ */
+static void cut_at(struct dec *d)
+{
+	d->cut_seen = true;
+	d->cut_st = d->st;
+	d->cut_left = d->have_insn + d->have_blk + d->nevq;
+	if (!d->cut_left)
+		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
 }
 
 /* Keep @r back (args.more, see struct dec). */
@@ -348,11 +395,13 @@ static void module_of(struct dec *d, int isid, uint64_t ip,
 		*ret_off = ip + m->delta;
 		return;
 	}
+	lock(d);
 	if (ptd_image_module_of(d->a->img, isid, ip, &name, &off) < 0 ||
 	    !name) {
 		name = "[unknown]";
 		off = ip;
 	}
+	unlock(d);
 	if (m) {
 		m->name = name;
 		m->delta = off - ip;
@@ -382,10 +431,12 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
 		*ret_off = e->symoff;
 		return;
 	}
+	lock(d);
 	*ret_sym = ptd_symbols_resolve(
 		d->o->symbols,
 		ptd_iscache_module(ptd_image_iscache(d->a->img), isid),
 		d->a->pid, ip, ret_off);
+	unlock(d);
 }
 
 /*
@@ -436,6 +487,8 @@ static int emit_error_rec(struct dec *d, int code, bool ptd_code,
 	 * ahead ran into the end: with more trace it would be elsewhere. */
 	if (d->a->more && off >= end_offset(d))
 		return HOLD;
+	if (d->part && d->part->cut && !d->cut_seen && off >= d->part->cut)
+		d->cut_bad = true;
 	rc = flush_pending(d);
 	if (rc)
 		return rc;
@@ -598,6 +651,13 @@ static int drain_events(struct dec *d, int status)
 			d->err_ip_valid = false;
 			return status;
 		}
+		/* The PSB+ that ends a part: its events are status updates.
+		 * Events before them may come with an offset past the PSB
+		 * (libipt reads ahead to find out whether another event is
+		 * pending), but their packets came before it. */
+		if (d->part && d->part->cut && !d->cut_seen &&
+		    ev.status_update && off >= d->part->cut)
+			cut_at(d);
 		if (ev.type == ptev_enabled || ev.type == ptev_overflow) {
 			if (d->resume_unknown && ev.type == ptev_enabled)
 				ev.variant.enabled.resumed = 0;
@@ -640,17 +700,21 @@ static int apply_timeline(struct dec *d)
 		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
 			break;
 		diag.msg[0] = '\0';
+		lock(d);
 		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
 		if (n < 0) {
-			int rc = emit_error_detail(
-				d, n, off, "image",
-				ptd_iscache_intern(ptd_image_iscache(d->a->img),
-						   diag.msg[0] ? diag.msg
-							       : NULL));
+			const char *msg = ptd_iscache_intern(
+				ptd_image_iscache(d->a->img),
+				diag.msg[0] ? diag.msg : NULL);
+			int rc;
+
+			unlock(d);
+			rc = emit_error_detail(d, n, off, "image", msg);
 			if (rc)
 				return rc;
 			continue;
 		}
+		unlock(d);
 		if (!n)
 			break;
 		d->st.tl_applied++;
@@ -1130,6 +1194,8 @@ static int check_args(const struct ptd_decode_opts *o,
 		return -EINVAL;
 	if (o->want & ~PTD_REC_ALL)
 		return -EINVAL;
+	if (o->jobs > PTD_DECODE_MAX_JOBS)
+		return -EINVAL;
 	if ((o->want & PTD_REC_BIT(PTD_REC_BLOCK)) && o->path != PTD_PATH_BLOCK)
 		return -EINVAL;
 	if (o->has_clock &&
@@ -1179,6 +1245,7 @@ static int open_decoder(struct dec *d)
 		d->own_ic = true;
 	}
 	ptd_insncache_set_symbols(d->ic, d->o->symbols, d->a->pid);
+	ptd_insncache_set_lock(d->ic, d->lock);
 	return 0;
 }
 
@@ -1203,6 +1270,8 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	err = check_args(o, a, fn);
 	if (err)
 		return err;
+	if (o->jobs > 1 && !a->part && !a->more)
+		return ptd_decode_parallel(o, a, fn, ctx, stats);
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -1215,6 +1284,11 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	d->want_event = o->want & PTD_REC_BIT(PTD_REC_EVENT);
 	d->hold = a->more;
 	d->st.bytes = a->len;
+	d->part = a->part;
+	if (d->part) {
+		d->lock = d->part->lock;
+		d->tracing_off = d->part->tracing_off;
+	}
 
 	/* An empty stream has nothing to decode (libipt refuses it). */
 	if (a->len) {
