@@ -225,23 +225,24 @@ static void test_captures(void)
 	same_as_serial(fork256, insn_recs, true, true);
 }
 
-/* Damaged trace bytes (a fixed pseudo-random choice): errors and
- * resynchronisations wherever they fall, also across part boundaries,
- * give the serial bytes (decoded in parallel or, where a part cannot be
- * stitched, serially). */
-static void test_damaged(void)
+/* Damaged copies of capture @name of @prog (a fixed pseudo-random choice
+ * of bytes): errors and resynchronisations wherever they fall, also
+ * across part boundaries, give the serial bytes on both paths (decoded in
+ * parallel or, where a part cannot be stitched, serially).  Adds to
+ * *@errors how many of the 4 copies gave error records. */
+static void damaged(const char *name, const char *prog, const char *period,
+		    unsigned *errors)
 {
 	char dir[300], ptpath[600];
-	const char *opts[] = { "--psb-period", "256", NULL };
+	const char *opts[] = { "--psb-period", period, NULL };
 	struct ptd_capture c;
 	struct ptd_diag diag = { "" };
 	char *orig = NULL, *buf;
 	size_t len = 0;
 	uint64_t x = 0x9e3779b97f4a7c15ull;
-	unsigned errors = 0;
 
-	(void)snprintf(dir, sizeof(dir), "%s/damaged", workdir);
-	capture(dir, "prog-recursion", opts);
+	(void)snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+	capture(dir, prog, opts);
 	REQUIRE(ptd_capture_load(dir, &c, &diag) == 0);
 	(void)snprintf(ptpath, sizeof(ptpath), "%s/%s", dir, c.threads[0].pt);
 	ptd_capture_fini(&c);
@@ -249,8 +250,8 @@ static void test_damaged(void)
 	REQUIRE(len > 1024);
 	buf = malloc(len);
 	REQUIRE(buf);
-	for (unsigned seed = 0; seed < 6; seed++) {
-		unsigned flips = seed < 2 ? 1 : seed < 4 ? 5 : 30;
+	for (unsigned seed = 0; seed < 4; seed++) {
+		unsigned flips = seed < 1 ? 1 : seed < 2 ? 5 : 30;
 
 		memcpy(buf, orig, len);
 		for (unsigned i = 0; i < flips; i++) {
@@ -263,17 +264,36 @@ static void test_damaged(void)
 		{
 			struct run r = decode("insn", NULL, NULL, NULL, dir);
 
-			errors += r.status == 3;
+			*errors += r.status == 3;
 			run_free(&r);
 		}
 		same_as_serial(dir, NULL, false, false);
 	}
-	/* The damage must have shown: error records in most decodes. */
-	fprintf(stderr, "damaged traces with error records: %u of 6\n",
-		errors);
-	CHECK(errors >= 3);
 	free(buf);
 	free(orig);
+}
+
+/* Damaged traces of several captures (each run's captures differ: where
+ * the damage lands varies).  The first such mismatch, found in a
+ * clean-clone run, was on the block path: libipt's block cache, warmed by
+ * the parts in another order, decided which instructions an "expand"
+ * error dropped (test-decoder's test_block_cache has it
+ * deterministically). */
+static void test_damaged(void)
+{
+	static const char *const caps[][3] = {
+		{ "damaged-rec", "prog-recursion", "256" },
+		{ "damaged-loop", "prog-loop", "256" },
+		{ "damaged-fork", "prog-fork", "512" },
+	};
+	unsigned errors = 0;
+
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		damaged(caps[i][0], caps[i][1], caps[i][2], &errors);
+	/* The damage must have shown: error records in most decodes. */
+	fprintf(stderr, "damaged traces with error records: %u of 12\n",
+		errors);
+	CHECK(errors >= 6);
 }
 
 /* A timed trace: the insn path in parallel; the block path serially
