@@ -1301,6 +1301,7 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 		if (rc)
 			return rc;
 	}
+	d->run_walked = false;
 	d->in_kernel = false;	/* not known again until an instruction */
 	d->resume_unknown = false;
 	status = d_sync(d);

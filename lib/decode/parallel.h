@@ -45,15 +45,18 @@
  * trace with timing packets on the block path.  Where pt_blk_next ends a
  * block depends on libipt's block cache, kept in the sections all
  * decoders share, which parts warm in another order than the serial
- * decode; the instructions and events do not depend on it, but block
- * records do, and so does the time of an insn record on the block path
- * (its block's).  Decodes that want neither insn nor block records, and
- * a stream still growing (args.more), are serial too.
+ * decode.  The insn, event and error records do not depend on it (the
+ * block path makes them of runs, decoder.c, which are the same however
+ * libipt cuts them into blocks: a first version dropped the rest of a
+ * block after an "expand" error and gave a damaged trace's parts other
+ * records), but block records do, and so does the time of an insn record
+ * on the block path (its block's).  Decodes that want neither insn nor
+ * block records, and a stream still growing (args.more), are serial too.
  *
- * A fallback after parts ran decodes the block path with a block cache
- * they warmed: its insn and event records are the same (see above); an
- * "expand" error record's offset is libipt's after the block, which may
- * then differ.
+ * Neither does the loop guard's error depend on where a decode began: it
+ * comes after exactly the 2^20th instruction since the offset moved.  So
+ * a fallback after parts ran gives the serial records, though the parts
+ * warmed the block cache.
  *
  * Memory: the records of at most jobs + 2 parts are held at once.
  */
