@@ -513,14 +513,18 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	/* Where pt_blk_next ends a block depends on libipt's block cache,
 	 * which lives in the sections every decoder of the process shares:
 	 * parts decoded at once warm it in another order than the serial
-	 * decode, and their blocks end elsewhere.  The instructions and
-	 * events are the same, but block records are not, and neither is
-	 * the time of an insn record on the block path: each takes the time
-	 * of its block (the TSC libipt has when the block ends).  So block
-	 * records, and a timed trace on the block path, are decoded
-	 * serially -- decided before any part warms the cache. */
-	if ((o->want & PTD_REC_BIT(PTD_REC_BLOCK)) ||
-	    (o->path == PTD_PATH_BLOCK && timed)) {
+	 * decode, and their blocks end elsewhere.  Block records differ
+	 * then, and so does the time of an insn record on the block path
+	 * (its block's).  ptd's own records do not depend on where blocks
+	 * end (decoder.c, runs), but libipt's handling of damaged trace
+	 * does: on one damaged capture a cold cache gave -pte_noip at
+	 * offset 0x78a where a warm one gave -pte_bad_context at 0x78d.
+	 * Parts would have warmed the cache before a fallback could start,
+	 * so the block path is decoded serially -- decided before any part
+	 * runs.  (Measured on 16 cores, its 2-thread decode gave 1.00x the
+	 * serial one anyway; the insn path, which has no such cache, is
+	 * decoded in parallel.) */
+	if (o->path == PTD_PATH_BLOCK) {
 		size_t n = p.nparts;
 
 		free(p.parts);
@@ -533,11 +537,12 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 					  "block depends on its block cache, "
 					  "which parts would warm in another "
 					  "order"
-					: "a timed trace on the block path: an "
-					  "insn record takes its block's time, "
-					  "and where libipt ends a block depends "
-					  "on its block cache (--path insn "
-					  "decodes it in parallel)";
+					: "the block path: libipt's block cache, "
+					  "which parts would warm in another "
+					  "order, decides where blocks end, and "
+					  "with them the time of insn records "
+					  "and how libipt reports damaged trace "
+					  "(--path insn decodes in parallel)";
 		}
 		return r;
 	}

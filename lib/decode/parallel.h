@@ -41,22 +41,23 @@
  * start, delivering only what was not delivered yet), and
  * stats.serial_parts / serial_why say so.
  *
- * Decoded serially from the start, also saying so: block records, and a
- * trace with timing packets on the block path.  Where pt_blk_next ends a
- * block depends on libipt's block cache, kept in the sections all
- * decoders share, which parts warm in another order than the serial
- * decode.  The insn, event and error records do not depend on it (the
- * block path makes them of runs, decoder.c, which are the same however
- * libipt cuts them into blocks: a first version dropped the rest of a
- * block after an "expand" error and gave a damaged trace's parts other
- * records), but block records do, and so does the time of an insn record
- * on the block path (its block's).  Decodes that want neither insn nor
- * block records, and a stream still growing (args.more), are serial too.
+ * Decoded serially from the start, also saying so: the block path.  Where
+ * pt_blk_next ends a block depends on libipt's block cache, kept in the
+ * sections all decoders share, which parts warm in another order than the
+ * serial decode.  ptd's insn, event and error records do not depend on it
+ * (the block path makes them of runs, decoder.c, the same however libipt
+ * cuts them into blocks: a first version dropped the rest of a block after
+ * an "expand" error and gave a damaged trace's parts other records), but
+ * block records do, the time of an insn record on the block path (its
+ * block's) does, and so does how libipt itself reports damaged trace (a
+ * cold cache gave -pte_noip where a warm one gave -pte_bad_context, 3
+ * bytes on).  A fallback after parts ran would use a cache they warmed,
+ * so the block path is serial before any part runs.  Decodes that want
+ * neither insn nor block records, and a stream still growing
+ * (args.more), are serial too.
  *
- * Neither does the loop guard's error depend on where a decode began: it
- * comes after exactly the 2^20th instruction since the offset moved.  So
- * a fallback after parts ran gives the serial records, though the parts
- * warmed the block cache.
+ * The loop guard's error does not depend on where a decode began: it
+ * comes after exactly the 2^20th instruction since the offset moved.
  *
  * Memory: the records of at most jobs + 2 parts are held at once.
  */
