@@ -24,7 +24,9 @@
  *                                  records (loading the symbols included)
  *   parallel decoder, 1 / 2 threads the block path's insn records counted,
  *                                  serially and with opts.jobs 2
- *                                  (decode/parallel.h), the ratio of the
+ *                                  (decode/parallel.h: the block path is
+ *                                  decoded serially, so about 1x: what
+ *                                  deciding that costs), the ratio of the
  *                                  two; and the insn path with 2 threads
  *                                  beside the insn path alone
  *
