@@ -288,6 +288,17 @@ static void stats_add(struct ptd_decode_stats *t,
 	t->tl_applied += s->tl_applied;
 }
 
+/* --jobs: parts of thread @tid's trace the parallel decoder left to the
+ * serial one (decode/parallel.h); the records are the same either way. */
+static void note_serial(long tid, const struct ptd_decode_stats *st)
+{
+	if (st->serial_parts)
+		errx_msg("note: thread %ld: %" PRIu64 " of its trace's parts "
+			 "decoded serially: %s",
+			 tid, st->serial_parts,
+			 st->serial_why ? st->serial_why : "?");
+}
+
 /* Decode every (or one) thread of the capture in @dir to stdout. */
 /* The sink of a saved trace's decode: hello from what the input says of
  * itself, records to the writer, each thread's problems to stderr. */
@@ -314,6 +325,7 @@ static void input_thread_done(void *ctx, pid_t tid,
 
 	stats_add(&io->out.total, st);
 	io->out.threads++;
+	note_serial((long)tid, st);
 	if (err < 0) {
 		decode_thread_failed(tid, err, diag);
 		io->failed = true;
@@ -543,6 +555,7 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	if (r == 0)
 		r = ptd_decode_thread(&d->opts, &a, output_record, &out, &st);
 	stats_add(&out.total, &st);
+	note_serial((long)a.tid, &st);
 	out.threads = 1;
 	if (r == 0)
 		r = output_bye(&out, "end of trace");
@@ -582,6 +595,8 @@ static const struct option decode_long[] = {
 	{ "path", required_argument, NULL, 'P' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "cpu", required_argument, NULL, 'c' },
+	{ "jobs", required_argument, NULL, 'j' },
+	{ "part-size", required_argument, NULL, 'z' },
 	{ "pt", required_argument, NULL, 'p' },
 	{ "raw", required_argument, NULL, 'R' },
 	{ "elf", required_argument, NULL, 'e' },
@@ -621,6 +636,12 @@ static void help_decode(void)
 	       "input\n"
 	       "  --cpu F/M[/S]     CPU the trace came from, for errata "
 	       "(default: the capture's; 'none')\n"
+	       "  --jobs N          decode each thread's trace on N threads "
+	       "(1-%u, default 1):\n"
+	       "                    cut at its PSBs, the same records\n"
+	       "  --part-size BYTES trace bytes per thread's part (default: "
+	       "automatic;\n"
+	       "                    1: a part at every PSB)\n"
 	       "  --pt FILE         raw Intel PT bytes\n"
 	       "  --elf FILE[:BASE] executable segments of an ELF file, "
 	       "optionally relocated to BASE\n"
@@ -659,7 +680,8 @@ static void help_decode(void)
 	       "                    DIR/.build-id/xx/yyyy.debug, DIR/PATH-DIR/"
 	       "DEBUGLINK\n"
 	       "  --perf-map-dir DIR  where perf-PID.map files of JIT code "
-	       "are (default /tmp)\n");
+	       "are (default /tmp)\n",
+	       PTD_DECODE_MAX_JOBS);
 }
 
 /* One --filter:addr<n>_* option (@c from decode_long) into @f. */
@@ -756,6 +778,26 @@ int verb_decode(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			ri.pt = optarg;
+			break;
+		case 'j':
+			if (ptd_parse_u64(optarg, 10, &v) < 0 || v == 0 ||
+			    v > PTD_DECODE_MAX_JOBS) {
+				errx_msg("--jobs: expected a number of threads "
+					 "from 1 to %u, got '%s'",
+					 PTD_DECODE_MAX_JOBS, optarg);
+				ret = EXIT_USAGE;
+			}
+			d.opts.jobs = (unsigned)v;
+			break;
+		case 'z':
+			if (ptd_parse_u64(optarg, 0, &v) < 0 || v == 0 ||
+			    v > UINT32_MAX) {
+				errx_msg("--part-size: expected a number of "
+					 "bytes from 1 to %u, got '%s'",
+					 UINT32_MAX, optarg);
+				ret = EXIT_USAGE;
+			}
+			d.opts.part_bytes = (uint32_t)v;
 			break;
 		case 'R':
 			ret = add_raw(&ri, optarg);

@@ -36,6 +36,7 @@
 
 #include "common/diag.h"
 #include "decode/calls.h"
+#include "decode/parallel.h"
 #include "sym/symbols.h"
 
 /* Internal: the callback asked to stop (its value is in dec.cb_rc).  Far
@@ -53,19 +54,17 @@
 
 /* Code the trace never leaves (direct jumps in a cycle, where the trace
  * and the code disagree) needs no trace to decode: libipt would follow it
- * forever.  After this many instructions without the decoder reading any
- * trace, it is an error and decoding resyncs at the next PSB.  Real code
- * meets a conditional branch, a return or an indirect branch long before
- * (each needs trace); checked every LOOP_CHECK instructions.  Counted are
- * the instructions libipt decoded (struct dec, walked), not the records
- * made of them: on the block path, a block that cannot be expanded (code
- * libipt decodes and ptd's x86 decoder refuses) still took libipt its
- * ninsn instructions -- up to 65535 a pt_blk_next -- and a cycle through
- * such code, one expand error a block, would otherwise reach the limit
- * only after hours, or never when a block's first instruction is the one
- * refused. */
+ * forever.  After this many instructions in a row that did not move the
+ * decoder's trace offset, it is an error and decoding resyncs at the next
+ * PSB.  Real code meets a conditional branch, a return or an indirect
+ * branch long before (each needs trace).  Counted are the instructions
+ * libipt decoded, not the records made of them: on the block path, a
+ * block that cannot be expanded (code libipt decodes and ptd's x86
+ * decoder refuses) still took libipt its ninsn instructions.  The error
+ * comes after exactly the instruction that reaches the limit, on both
+ * paths, wherever libipt's blocks end and wherever the decode started
+ * (a part of a parallel decode, decode/parallel.h): see loop_after. */
 #define MAX_INSNS_WITHOUT_TRACE (1u << 20)
-#define LOOP_CHECK 65536u
 
 struct modent {
 	const char *name;
@@ -140,20 +139,60 @@ struct dec {
 	uint64_t last_sync;
 	bool have_sync;
 
-	/* Loop guard (MAX_INSNS_WITHOUT_TRACE): the instructions libipt
-	 * decoded (each pt_insn_next instruction, each pt_blk_next block's
-	 * ninsn), whether or not they became records; the decoder's offset
-	 * when last checked, and @walked when it last moved and when it was
-	 * last checked.  Where every block expands, walked == st.insns. */
-	uint64_t walked;
-	bool have_loop_off;
-	uint64_t loop_off, loop_moved, loop_checked;
+	/* Loop guard (MAX_INSNS_WITHOUT_TRACE): the decoder's offset when
+	 * last seen to move, and the instructions libipt decoded since that
+	 * did not move it.  @loop_recheck: events were fetched or the decoder
+	 * synchronized since the last step (the offset may have moved
+	 * between steps).  @err_off: where the last step's error is (the
+	 * loop error's: @loop_off), when @err_off_valid. */
+	bool have_loop_off, loop_recheck;
+	uint64_t loop_off, loop_still;
+	bool err_off_valid, loop_err;
+	uint64_t err_off;
+	/* The offset moved during the last step. */
+	bool step_moved;
+
+	/* The block path's run (see on_block): the last block ended without
+	 * needing trace, and the next one continues ptd's walk at @run_ip;
+	 * @run_walk_ip: ptd's last instruction, @run_end_ip: libipt's last
+	 * (@run_walked: both are set); @run_drop: an instruction could not
+	 * be expanded (@run_err at @run_err_ip), the run's other
+	 * instructions are no records. */
+	bool run_open, run_walked, run_drop;
+	uint64_t run_ip, run_walk_ip, run_end_ip;
+	int run_err;
+	uint64_t run_err_ip;
 
 	struct modent *mods;
 	size_t nmods;
 
 	struct ptd_decode_stats st;
+
+	/* A part of a parallel decode (args.part; NULL: none).  @cut_left:
+	 * records made before the cut still to be delivered; @cut_seen: the
+	 * cut was passed; @cut_bad: an error record at or after the cut came
+	 * before it; @cut_st: the statistics at the cut. */
+	const struct ptd_decode_part *part;
+	pthread_mutex_t *lock;
+	size_t cut_left;
+	bool cut_seen, cut_bad;
+	struct ptd_decode_stats cut_st;
 };
+
+/* The section cache is shared by the parts of a parallel decode: every
+ * use of it (a miss of the module cache or the instruction cache, a
+ * timeline change, a message interned) holds the part's lock. */
+static inline void lock(const struct dec *d)
+{
+	if (d->lock)
+		(void)pthread_mutex_lock(d->lock);
+}
+
+static inline void unlock(const struct dec *d)
+{
+	if (d->lock)
+		(void)pthread_mutex_unlock(d->lock);
+}
 
 /* --- The two libipt decoders behind one set of calls. --- */
 
@@ -235,7 +274,28 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 		d->cb_rc = rc;
 		return DEC_STOP;
 	}
+	/* The last record made before a part's cut (see cut_at). */
+	if (d->cut_left && !--d->cut_left)
+		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
 	return 0;
+}
+
+/*
+ * A part's cut (decoder.h, struct ptd_decode_part): the decoder is about
+ * to handle the first event of the PSB+ that ends the part.  What
+ * is pending now (the last instruction, block, the events queued behind
+ * them) was made before and belongs to the part; it is delivered first,
+ * whenever the decoder next flushes, and may still take flags from the
+ * events after the cut, as in the serial decode.  Everything made from
+ * here on is the next part's.
+ */
+static void cut_at(struct dec *d)
+{
+	d->cut_seen = true;
+	d->cut_st = d->st;
+	d->cut_left = d->have_insn + d->have_blk + d->nevq;
+	if (!d->cut_left)
+		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
 }
 
 /* Keep @r back (args.more, see struct dec). */
@@ -362,11 +422,13 @@ static void module_of(struct dec *d, int isid, uint64_t ip,
 		*ret_off = ip + m->delta;
 		return;
 	}
+	lock(d);
 	if (ptd_image_module_of(d->a->img, isid, ip, &name, &off) < 0 ||
 	    !name) {
 		name = "[unknown]";
 		off = ip;
 	}
+	unlock(d);
 	if (m) {
 		m->name = name;
 		m->delta = off - ip;
@@ -396,10 +458,12 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
 		*ret_off = e->symoff;
 		return;
 	}
+	lock(d);
 	*ret_sym = ptd_symbols_resolve(
 		d->o->symbols,
 		ptd_iscache_module(ptd_image_iscache(d->a->img), isid),
 		d->a->pid, ip, ret_off);
+	unlock(d);
 }
 
 /*
@@ -450,6 +514,8 @@ static int emit_error_rec(struct dec *d, int code, bool ptd_code,
 	 * ahead ran into the end: with more trace it would be elsewhere. */
 	if (d->a->more && off >= end_offset(d))
 		return HOLD;
+	if (d->part && d->part->cut && !d->cut_seen && off >= d->part->cut)
+		d->cut_bad = true;
 	rc = flush_pending(d);
 	if (rc)
 		return rc;
@@ -539,6 +605,7 @@ static void event_flags(const struct pt_event *ev, uint32_t *ret_prev,
 }
 
 static int apply_timeline(struct dec *d);
+static int run_end(struct dec *d, bool check);
 static int on_event_record(struct dec *d, const struct pt_event *ev,
 			   uint64_t off);
 
@@ -605,6 +672,13 @@ static int drain_events(struct dec *d, int status)
 		uint64_t off = d->a->base;
 		int rc;
 
+		/* An event ends the block path's run (see on_block). */
+		if (d->run_open || d->run_drop) {
+			rc = run_end(d, true);
+			if (rc)
+				return rc;
+		}
+		d->loop_recheck = true;
 		(void)d_offset(d, &off);
 		status = d_event(d, &ev);
 		if (status < 0) {
@@ -612,6 +686,13 @@ static int drain_events(struct dec *d, int status)
 			d->err_ip_valid = false;
 			return status;
 		}
+		/* The PSB+ that ends a part: its events are status updates.
+		 * Events before them may come with an offset past the PSB
+		 * (libipt reads ahead to find out whether another event is
+		 * pending), but their packets came before it. */
+		if (d->part && d->part->cut && !d->cut_seen &&
+		    ev.status_update && off >= d->part->cut)
+			cut_at(d);
 		if (ev.type == ptev_enabled || ev.type == ptev_overflow) {
 			if (d->resume_unknown && ev.type == ptev_enabled)
 				ev.variant.enabled.resumed = 0;
@@ -654,22 +735,95 @@ static int apply_timeline(struct dec *d)
 		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
 			break;
 		diag.msg[0] = '\0';
+		lock(d);
 		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
 		if (n < 0) {
-			int rc = emit_error_detail(
-				d, n, off, "image",
-				ptd_iscache_intern(ptd_image_iscache(d->a->img),
-						   diag.msg[0] ? diag.msg
-							       : NULL));
+			const char *msg = ptd_iscache_intern(
+				ptd_image_iscache(d->a->img),
+				diag.msg[0] ? diag.msg : NULL);
+			int rc;
+
+			unlock(d);
+			rc = emit_error_detail(d, n, off, "image", msg);
 			if (rc)
 				return rc;
 			continue;
 		}
+		unlock(d);
 		if (!n)
 			break;
 		d->st.tl_applied++;
 	}
 	return 0;
+}
+
+/* --- The loop guard (MAX_INSNS_WITHOUT_TRACE). --- */
+
+#define LOOP_CTX                                                           \
+	"loop: over 2^20 instructions without trace (the code is not what " \
+	"was traced?)"
+
+/* Before a step: events fetched or a sync since the last one may have
+ * moved the offset. */
+static void loop_before(struct dec *d)
+{
+	uint64_t off;
+
+	d->err_off_valid = false;
+	if (d->have_loop_off && !d->loop_recheck)
+		return;
+	d->loop_recheck = false;
+	if (d_offset(d, &off) < 0)
+		return;
+	if (!d->have_loop_off || off != d->loop_off) {
+		d->have_loop_off = true;
+		d->loop_off = off;
+		d->loop_still = 0;
+	}
+}
+
+/*
+ * After a step that decoded @n instructions.  Only a step's last
+ * instruction reads trace (a pt_blk_next block ends at the first one that
+ * needs it), so if the offset moved, the first n - 1 did not move it.
+ * Returns how many of the @n come before the loop error: @n, or, with
+ * *ret_loop set, the count up to the one that reaches the limit.  So the
+ * error comes after the same instruction however libipt cut the
+ * instructions into blocks (its block cache decides that), and a decode
+ * started at a PSB counts as one that read on across it: reading the
+ * PSB+ moves the offset.
+ */
+static uint64_t loop_after(struct dec *d, uint64_t n, bool *ret_loop)
+{
+	uint64_t off, allow = MAX_INSNS_WITHOUT_TRACE - d->loop_still;
+	bool moved = d_offset(d, &off) < 0 || !d->have_loop_off ||
+		     off != d->loop_off;
+	uint64_t still = moved && n ? n - 1 : n;
+
+	d->step_moved = moved;
+	*ret_loop = still >= allow;
+	if (*ret_loop) {
+		d->err_off_valid = d->have_loop_off;
+		d->err_off = d->loop_off;
+		d->loop_recheck = true;
+		d->have_loop_off = false;
+		return allow;
+	}
+	if (moved) {
+		d->have_loop_off = true;
+		d->loop_off = off;
+		d->loop_still = 0;
+	} else {
+		d->loop_still += n;
+	}
+	return n;
+}
+
+static void loop_error(struct dec *d)
+{
+	d->err_ctx = LOOP_CTX;
+	d->err_ip_valid = false;
+	d->loop_err = true;
 }
 
 /* --- The instruction path. --- */
@@ -679,7 +833,6 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 	struct ptd_rec_insn *r;
 	int rc;
 
-	d->walked++;
 	if (!d->want_insn) {
 		d->st.insns++;
 		d->next_flags = 0;
@@ -757,17 +910,25 @@ static int step_insn(struct dec *d)
 {
 	struct pt_insn in;
 	int status, rc;
+	bool decoded, loop;
 
+	loop_before(d);
 	memset(&in, 0, sizeof(in));
 	status = pt_insn_next(d->insn, &in, sizeof(in));
 	d_time(d);
 	/* On error the instruction may still have been decoded (the error
 	 * came while finding its successor): it executed. */
-	if (status >= 0 || (in.iclass != ptic_error && in.size)) {
+	decoded = status >= 0 || (in.iclass != ptic_error && in.size);
+	(void)loop_after(d, decoded, &loop);
+	if (decoded) {
 		d->in_kernel = (int64_t)in.ip < 0;
 		rc = emit_pt_insn(d, &in);
 		if (rc)
 			return rc;
+	}
+	if (loop) {
+		loop_error(d);
+		return -PTD_EDECODE;
 	}
 	if ((status == -pte_bad_query || status == -pte_eos) &&
 	    in.iclass != ptic_error && in.size) {
@@ -811,33 +972,133 @@ static int emit_truncated(struct dec *d, const struct pt_block *b,
 }
 
 /*
- * Expand @b into insn records: from b->ip, b->ninsn instructions, each
- * followed by its successor (fall-through or direct jmp/call target; only
- * the last instruction of a block can need trace).  Sets *ret_last to the
- * cache entry of the last instruction (NULL if truncated or not reached).
- * Returns 0 or DEC_STOP; an instruction the cache cannot provide ends the
- * expansion with an error record.
+ * Runs.  Where pt_blk_next ends a block depends on libipt's block cache,
+ * kept in the sections and so warmed by every decode before (and by the
+ * other parts of a parallel decode, in another order): a warm cache runs
+ * a block on through direct calls and backward jumps where a cold one
+ * ends it.  Only the last instruction of a block can need trace, and a
+ * block always ends at one that does and at an event, so the stretches
+ * between those -- runs -- are the same whatever the cache holds.  The
+ * records are made of runs, not blocks: ptd's walk goes on from one block
+ * to the next within a run (run_ip); an instruction the cache cannot
+ * provide makes the rest of its run no records (run_drop) and its error
+ * record comes where the run ends; and ptd's walk is checked against
+ * libipt's at a run's end.  The offsets of those error records are
+ * libipt's at the run's end.  So the insn, event and error records of the
+ * block path do not depend on the cache (block records and, with timing
+ * packets, the time of an insn record -- its block's -- do).
  */
-static int expand_block(struct dec *d, const struct pt_block *b,
+
+/* Whether block @b ended at an instruction that needs trace (or at a
+ * truncated one: libipt ends a block there too) -- ptd's decode of it;
+ * @last: ptd's entry for the last instruction walked (may be NULL).
+ * Where ptd cannot decode it, libipt's class says so, or, where that is
+ * a call or jmp (direct or not), whether the offset moved: an indirect
+ * one reads a TIP. */
+static bool run_ends(struct dec *d, const struct pt_block *b,
+		     const struct ptd_icache_entry *last)
+{
+	int err;
+
+	if (b->truncated)
+		return true;
+	if (!last || last->ip != b->end_ip)
+		last = ptd_insncache_get(d->ic, d->a->img, b->isid, b->end_ip,
+					 b->mode, &err);
+	if (last) {
+		switch (last->kind) {
+		case PTD_X86_OTHER:
+		case PTD_X86_JMP_DIRECT:
+		case PTD_X86_CALL_DIRECT:
+		case PTD_X86_PTWRITE:
+			return false;
+		case PTD_X86_COND:
+		case PTD_X86_JMP_INDIRECT:
+		case PTD_X86_CALL_INDIRECT:
+		case PTD_X86_RET:
+		case PTD_X86_SYSCALL:
+		case PTD_X86_INT:
+		case PTD_X86_FAR:
+			return true;
+		}
+	}
+	switch (b->iclass) {
+	case ptic_cond_jump:
+	case ptic_return:
+	case ptic_far_call:
+	case ptic_far_return:
+	case ptic_far_jump:
+	case ptic_error:
+		return true;
+	case ptic_call:
+	case ptic_jump:
+		return d->step_moved;
+	case ptic_other:
+	case ptic_ptwrite:
+		return false;
+	}
+	return true;
+}
+
+/* The run ends (see above): report what its end reports.  @check: ptd's
+ * walk reached libipt's last instruction (not a loop error inside it).
+ * Returns 0, DEC_STOP or HOLD. */
+static int run_end(struct dec *d, bool check)
+{
+	bool drop = d->run_drop, walked = d->run_walked;
+	uint64_t walk_ip = d->run_walk_ip;
+
+	d->run_open = d->run_drop = d->run_walked = false;
+	if (drop)
+		return emit_error(d, d->run_err, true, cur_offset(d), true,
+				  d->run_err_ip, "expand", 0);
+	/* The walk must end where libipt says the run ends. */
+	if (check && walked && walk_ip != d->run_end_ip)
+		return emit_error(d, -PTD_EDECODE, true, cur_offset(d), true,
+				  walk_ip, "expand", 0);
+	return 0;
+}
+
+/*
+ * Expand the first @n of @b's instructions into insn records, going on
+ * with ptd's walk of the run (each instruction followed by its successor:
+ * fall-through or direct jmp/call target).  Sets *ret_last to the cache
+ * entry of the last instruction (NULL if truncated or not reached).
+ * Returns 0 or DEC_STOP.
+ */
+static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 			const struct ptd_icache_entry **ret_last)
 {
 	const struct ptd_icache_entry *e = NULL;
-	uint64_t ip = b->ip;
+	uint64_t ip = d->run_open ? d->run_ip : b->ip;
 
 	*ret_last = NULL;
-	for (uint32_t i = 0; i < b->ninsn; i++) {
+	if (d->run_drop)
+		return 0;
+	for (uint64_t i = 0; i < n; i++) {
 		struct ptd_rec_insn *r;
-		int err = 0;
+		int err = 0, rc;
 
-		if (i + 1 == b->ninsn && b->truncated)
+		if (i + 1 == b->ninsn && b->truncated) {
+			d->run_walked = true;
+			d->run_walk_ip = ip;
 			return emit_truncated(d, b, ip);
+		}
 		/* One hash lookup a block; successors follow links. */
 		e = e ? ptd_insncache_next(d->ic, d->a->img, e, &err)
 		      : ptd_insncache_get(d->ic, d->a->img, b->isid, ip,
 					  b->mode, &err);
-		if (!e)
-			return emit_error(d, err, true, cur_offset(d), true,
-					  ip, "expand", 0);
+		if (!e) {
+			/* Its error record comes at the run's end; what
+			 * is pending is final now. */
+			d->run_drop = true;
+			d->run_err = err;
+			d->run_err_ip = ip;
+			d->run_walked = false;
+			*ret_last = NULL;
+			rc = flush_pending(d);
+			return rc;
+		}
 		r = new_insn(d);
 		if (!r)
 			return DEC_STOP;
@@ -860,13 +1121,11 @@ static int expand_block(struct dec *d, const struct pt_block *b,
 				r->json_body ? e->json_nosym_len : 0;
 		}
 		*ret_last = e;
-		if (i + 1 < b->ninsn)
-			ip = e->next;
+		d->run_walked = true;
+		d->run_walk_ip = ip;
+		ip = e->next;
 	}
-	/* The walk must end where libipt says the block ends. */
-	if (ip != b->end_ip)
-		return emit_error(d, -PTD_EDECODE, true, cur_offset(d), true,
-				  ip, "expand", 0);
+	d->run_ip = ip;
 	return 0;
 }
 
@@ -912,14 +1171,15 @@ static int emit_block(struct dec *d, const struct pt_block *b,
 	return 0;
 }
 
-static int on_block(struct dec *d, const struct pt_block *b)
+/* Block @b, of which the first @n instructions come before a loop error
+ * (@n < b->ninsn: the error follows, the run ends there). */
+static int on_block(struct dec *d, const struct pt_block *b, uint64_t n)
 {
 	const struct ptd_icache_entry *last = NULL;
 	uint32_t first_flags = d->next_flags;
 	int rc;
 
 	d->st.blocks++;
-	d->walked += b->ninsn;
 	/* A new block: the previous block and its last insn are done. */
 	rc = flush_pending(d);
 	if (!rc)
@@ -927,7 +1187,16 @@ static int on_block(struct dec *d, const struct pt_block *b)
 	if (rc)
 		return rc;
 	if (d->want_insn) {
-		rc = expand_block(d, b, &last);
+		rc = expand_block(d, b, n, &last);
+		if (rc)
+			return rc;
+		d->run_end_ip = b->end_ip;
+		if (n < b->ninsn)
+			d->run_open = false;	/* the loop error ends it */
+		else if (run_ends(d, b, last))
+			rc = run_end(d, true);
+		else
+			d->run_open = true;
 		if (rc)
 			return rc;
 	} else {
@@ -972,15 +1241,24 @@ static int step_block(struct dec *d)
 	struct pt_block b;
 	int status, rc;
 
+	uint64_t n;
+	bool loop;
+
+	loop_before(d);
 	memset(&b, 0, sizeof(b));
 	status = pt_blk_next(d->blk, &b, sizeof(b));
 	d_time(d);
+	n = loop_after(d, b.ninsn, &loop);
 	/* Even on error the block's instructions executed. */
 	if (b.ninsn) {
 		d->in_kernel = (int64_t)b.ip < 0;
-		rc = on_block(d, &b);
+		rc = on_block(d, &b, n);
 		if (rc)
 			return rc;
+	}
+	if (loop) {
+		loop_error(d);
+		return -PTD_EDECODE;
 	}
 	if (status < 0) {
 		d->err_ctx = "decode";
@@ -991,32 +1269,8 @@ static int step_block(struct dec *d)
 
 /* --- The loop both paths share. --- */
 
-/* -PTD_EDECODE once MAX_INSNS_WITHOUT_TRACE instructions were decoded
- * without the decoder's trace offset moving, else 0. */
-static int check_loop(struct dec *d)
-{
-	uint64_t off;
-
-	d->loop_checked = d->walked;
-	if (d_offset(d, &off) < 0)
-		return 0;
-	if (!d->have_loop_off || off != d->loop_off) {
-		d->have_loop_off = true;
-		d->loop_off = off;
-		d->loop_moved = d->walked;
-		return 0;
-	}
-	if (d->walked - d->loop_moved < MAX_INSNS_WITHOUT_TRACE)
-		return 0;
-	d->loop_moved = d->walked;
-	d->err_ctx = "loop: over 2^20 instructions without trace (the code "
-		     "is not what was traced?)";
-	d->err_ip_valid = false;
-	return -PTD_EDECODE;
-}
-
 /* Decode from a sync point until an error or the end.  Returns a libipt
- * error (-pte_eos at the end), -PTD_EDECODE (check_loop) or DEC_STOP. */
+ * error (-pte_eos at the end), -PTD_EDECODE (the loop guard) or DEC_STOP. */
 static int decode_segment(struct dec *d, int status)
 {
 	for (;;) {
@@ -1033,9 +1287,6 @@ static int decode_segment(struct dec *d, int status)
 		status = d->insn ? step_insn(d) : step_block(d);
 		if (status < 0)
 			return status;
-		if (d->walked - d->loop_checked >= LOOP_CHECK &&
-		    (rc = check_loop(d)) < 0)
-			return rc;
 	}
 }
 
@@ -1049,11 +1300,26 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 {
 	uint64_t eoff = d->a->base, soff = end_offset(d), skipped;
 	int status, rc;
+	bool loop = d->loop_err;
 
 	(void)d_offset(d, &eoff);
+	/* The loop error is where the offset last moved (loop_after). */
+	d->loop_err = false;
+	if (loop && d->err_off_valid)
+		eoff = d->err_off;
+	d->err_off_valid = false;
+	/* The run of the block path ends before the error (its own error
+	 * records first; after a loop error its walk ended inside it). */
+	if (d->run_open || d->run_drop) {
+		rc = run_end(d, !loop);
+		if (rc)
+			return rc;
+	}
+	d->run_walked = false;
 	d->in_kernel = false;	/* not known again until an instruction */
 	d->resume_unknown = false;
 	status = d_sync(d);
+	d->loop_recheck = true;
 	/* More trace may follow: where decoding resumes (and so how many
 	 * bytes the error skips) is not known yet.  Hold the error and what
 	 * is pending back; a later decode with more trace reports them. */
@@ -1096,8 +1362,15 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
  * flags. */
 static int end_of_trace(struct dec *d)
 {
+	int rc;
+
 	if (d->a->more)
 		return 0;
+	if (d->run_open || d->run_drop) {
+		rc = run_end(d, true);
+		if (rc)
+			return rc;
+	}
 	return flush_pending(d);
 }
 
@@ -1143,6 +1416,8 @@ static int check_args(const struct ptd_decode_opts *o,
 	if (o->path != PTD_PATH_INSN && o->path != PTD_PATH_BLOCK)
 		return -EINVAL;
 	if (o->want & ~PTD_REC_ALL)
+		return -EINVAL;
+	if (o->jobs > PTD_DECODE_MAX_JOBS)
 		return -EINVAL;
 	if ((o->want & PTD_REC_BIT(PTD_REC_BLOCK)) && o->path != PTD_PATH_BLOCK)
 		return -EINVAL;
@@ -1193,6 +1468,7 @@ static int open_decoder(struct dec *d)
 		d->own_ic = true;
 	}
 	ptd_insncache_set_symbols(d->ic, d->o->symbols, d->a->pid);
+	ptd_insncache_set_lock(d->ic, d->lock);
 	return 0;
 }
 
@@ -1217,6 +1493,8 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	err = check_args(o, a, fn);
 	if (err)
 		return err;
+	if (o->jobs > 1 && !a->part && !a->more)
+		return ptd_decode_parallel(o, a, fn, ctx, stats);
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
@@ -1238,6 +1516,11 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	}
 	d->hold = a->more;
 	d->st.bytes = a->len;
+	d->part = a->part;
+	if (d->part) {
+		d->lock = d->part->lock;
+		d->tracing_off = d->part->tracing_off;
+	}
 
 	/* An empty stream has nothing to decode (libipt refuses it). */
 	if (a->len) {

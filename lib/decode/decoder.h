@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <intel-pt.h>
@@ -83,7 +84,19 @@ struct ptd_decode_opts {
 	 * through @symbols once per instruction of the instruction cache
 	 * (both paths then use one); must outlive the decode.  NULL: none. */
 	struct ptd_symbols *symbols;
+	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
+	 * the serial decode; more: the trace cut at its PSBs, the parts
+	 * decoded at once and stitched into the records the serial decode
+	 * gives (or decoded serially where that cannot be proven).  Not
+	 * with args.more.  At most PTD_DECODE_MAX_JOBS. */
+	unsigned jobs;
+	/* Bytes of trace per part of a parallel decode, rounded up to whole
+	 * PSB blocks (1: every PSB starts a part); 0: about len / (jobs * 16),
+	 * from 4 KiB to 16 KiB. */
+	uint32_t part_bytes;
 };
+
+#define PTD_DECODE_MAX_JOBS 64u
 
 struct ptd_decode_stats {
 	uint64_t insns;
@@ -93,6 +106,11 @@ struct ptd_decode_stats {
 	uint64_t bytes;		/* trace bytes */
 	uint64_t skipped;	/* trace bytes skipped after errors */
 	uint64_t tl_applied;	/* timeline events applied */
+	/* opts.jobs > 1: parts of the trace the parallel decode gave to the
+	 * serial decoder instead (decode/parallel.h says when), and why the
+	 * first was (a static string; NULL: none was). */
+	uint64_t serial_parts;
+	const char *serial_why;
 };
 
 struct ptd_decode_thread_args {
@@ -115,6 +133,29 @@ struct ptd_decode_thread_args {
 	 * error at an offset libipt's read-ahead pushed to the end of @pt.
 	 * false: today's end-of-stream behaviour. */
 	bool more;
+	/* The parallel decoder's own (decode/parallel.c); zero otherwise. */
+	const struct ptd_decode_part *part;
+};
+
+/*
+ * One part of a trace decoded on its own for the parallel decoder.  The
+ * decode starts at pt[0] (@a.base: its stream offset), with tracing off
+ * there if @tracing_off (a PSB+ without an IP), and runs on past @cut, the
+ * stream offset of the PSB that ends the part (0: none): when the decoder
+ * handles the first event of that PSB+ (a status update at or after @cut),
+ * the records made before are the part's; once they have been delivered, @on_cut(@ctx, st,
+ * clean) is called with the part's statistics; @clean is false if an
+ * error record at or after @cut came before (the cut is not where the
+ * serial decode would see it).  Every decoder step that touches the
+ * image's section cache (shared by the parts) holds @lock.
+ */
+struct ptd_decode_part {
+	uint64_t cut;
+	bool tracing_off;
+	void (*on_cut)(void *ctx, const struct ptd_decode_stats *st,
+		       bool clean);
+	void *ctx;
+	pthread_mutex_t *lock;
 };
 
 /* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its

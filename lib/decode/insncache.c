@@ -40,6 +40,8 @@ struct ptd_insncache {
 	 * body outlives one clear (see ptd_insncache_json). */
 	struct chunk *chunks, *retired;
 	/* ptd_insncache_set_symbols */
+	/* Held around each fill (insncache.h, ptd_insncache_set_lock). */
+	pthread_mutex_t *lock;
 	struct ptd_symbols *syms;
 	pid_t sym_pid;
 };
@@ -205,11 +207,32 @@ struct code_src {
 	void *ctx;
 };
 
-static int src_read(const struct code_src *src, uint64_t ip, uint8_t *buf,
+static void lock(const struct ptd_insncache *c)
+{
+	if (c->lock)
+		(void)pthread_mutex_lock(c->lock);
+}
+
+static void unlock(const struct ptd_insncache *c)
+{
+	if (c->lock)
+		(void)pthread_mutex_unlock(c->lock);
+}
+
+/* The image's bytes come from the section cache, which may be shared
+ * (ptd_insncache_set_lock): read with the lock held. */
+static int src_read(const struct ptd_insncache *c,
+		    const struct code_src *src, uint64_t ip, uint8_t *buf,
 		    size_t len)
 {
-	return src->img ? ptd_image_read(src->img, ip, buf, len)
-			: src->read(src->ctx, ip, buf, len);
+	int n;
+
+	if (!src->img)
+		return src->read(src->ctx, ip, buf, len);
+	lock(c);
+	n = ptd_image_read(src->img, ip, buf, len);
+	unlock(c);
+	return n;
 }
 
 static int fill(const struct ptd_insncache *c, const struct code_src *src,
@@ -223,7 +246,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	int n, err;
 
 	/* Short at the end of a region, -PTD_ENOIMAGE if nothing is mapped. */
-	n = src_read(src, ip, buf, pt_max_insn_size);
+	n = src_read(c, src, ip, buf, pt_max_insn_size);
 	if (n <= 0)
 		return -PTD_ENOIMAGE;
 	if (n > (int)pt_max_insn_size)
@@ -232,7 +255,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	if (err == -PTD_ETRUNC && n < (int)pt_max_insn_size) {
 		/* Short read at a region end: the instruction continues in
 		 * whatever is mapped next. */
-		int m = src_read(src, ip + (uint64_t)n, buf + n,
+		int m = src_read(c, src, ip + (uint64_t)n, buf + n,
 				 pt_max_insn_size - (size_t)n);
 
 		if (m > 0 && m <= (int)pt_max_insn_size - n) {
@@ -258,6 +281,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	e->next = (x.kind == PTD_X86_JMP_DIRECT || x.kind == PTD_X86_CALL_DIRECT)
 			  ? x.target
 			  : ip + x.size;
+	lock(c);
 	if (!src->img ||
 	    ptd_image_module_of(src->img, isid, ip, &e->module, &e->modoff) <
 		    0) {
@@ -271,6 +295,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 			c->syms,
 			ptd_iscache_module(ptd_image_iscache(src->img), isid),
 			c->sym_pid, ip, &e->symoff);
+	unlock(c);
 	/* Bytes from a second region are not part of section @isid: such an
 	 * entry could go stale, so it is not kept. */
 	*ret_cacheable = !straddles;
@@ -376,6 +401,12 @@ void ptd_insncache_set_symbols(struct ptd_insncache *c,
 		clear(c);
 	c->syms = syms;
 	c->sym_pid = pid;
+}
+
+void ptd_insncache_set_lock(struct ptd_insncache *c, pthread_mutex_t *lock)
+{
+	if (c)
+		c->lock = lock;
 }
 
 void ptd_insncache_clear(struct ptd_insncache *c)

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <intel-pt.h>
@@ -99,6 +100,12 @@ ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
 struct ptd_symbols;
 void ptd_insncache_set_symbols(struct ptd_insncache *c,
 			       struct ptd_symbols *syms, pid_t pid);
+
+/* Hold @lock (NULL: none) while decoding an instruction the cache does not
+ * have: reading its bytes and module from the image's section cache,
+ * which the parts of a parallel decode share (decode/parallel.h).  Hits
+ * take no lock. */
+void ptd_insncache_set_lock(struct ptd_insncache *c, pthread_mutex_t *lock);
 
 /* Forget every entry (counted in stats.clears). */
 void ptd_insncache_clear(struct ptd_insncache *c);

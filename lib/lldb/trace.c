@@ -681,6 +681,9 @@ static int decode_stretch(struct dctx *d, size_t pi, pid_t tid,
 	st->bytes += s.bytes;
 	st->skipped += s.skipped;
 	st->tl_applied += s.tl_applied;
+	st->serial_parts += s.serial_parts;
+	if (!st->serial_why)
+		st->serial_why = s.serial_why;
 	return r;
 }
 

@@ -648,6 +648,9 @@ static void add_stats(struct ptd_decode_stats *a,
 	a->bytes += b->bytes;
 	a->skipped += b->skipped;
 	a->tl_applied += b->tl_applied;
+	a->serial_parts += b->serial_parts;
+	if (!a->serial_why)
+		a->serial_why = b->serial_why;
 }
 
 static int decode_thread(const struct dec *d, const struct thr *t,

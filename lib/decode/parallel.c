@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One thread's trace decoded on several cores (decode/parallel.h).
+ *
+ * Threads: the caller's thread creates min(jobs, parts) workers, then
+ * stitches: it waits for each part in turn, checks its first records
+ * against the previous part's records after its cut, and hands the part's
+ * records to the callback.  Workers take parts in order, but never more
+ * than nslots ahead of the part being handed out (each part's records are
+ * held until then); a part's slot (its image, cursor and instruction
+ * cache) is free again once its records were handed out.  Lock order:
+ * @mx (the parts' state) and @iclock (the section cache, held by the
+ * decoders, decoder.h) are never held together.
+ */
+#include "decode/parallel.h"
+
+#include "decode/calls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode/psbsplit.h"
+#include "record/diff.h"
+
+/* A part is a run of whole PSB blocks of about
+ * len / (jobs * PARTS_PER_JOB) bytes: several parts a worker, so that one
+ * slow part does not leave the others idle, within bounds that keep the
+ * per-part cost (an image copy, the records after the cut decoded twice)
+ * small and the records held bounded: a part's records are held until it
+ * is handed out, up to about 8 a trace byte at 136 bytes each (16 KiB of
+ * trace: some 18 MB), in each of jobs + 2 slots -- fewer pages to fault in
+ * and copy through the cache than bigger parts (measured on bench-decode's
+ * trace: 64 KiB parts were slower). */
+#define PARTS_PER_JOB 16u
+#define PART_MIN_BYTES (4u << 10)
+#define PART_MAX_BYTES (16u << 10)
+/* Records after a cut that may come before the first instruction (or
+ * block): more, and the part is decoded serially. */
+#define HEAD_MAX 256u
+
+struct recbuf {
+	struct ptd_record *v;
+	size_t n, cap;
+};
+
+struct part {
+	uint64_t start;		/* offset in args.pt */
+	uint64_t cut;		/* stream offset of the next part's PSB;
+				 * 0: the last part */
+	bool tracing_off;	/* at its PSB: the PSB+ has no IP */
+	/* Filled by its worker before @done. */
+	struct recbuf *rec;	/* made before the cut (its slot's) */
+	struct recbuf probe;	/* after the cut: the serial decode's first
+				 * records of the next part */
+	/* The cursor's next event after each of the first records was
+	 * delivered (the image they were decoded with), and after the last
+	 * of @probe. */
+	size_t head_tl[HEAD_MAX];
+	size_t probe_tl;
+	bool cut_done, cut_clean;
+	bool probe_done;	/* ends with the first instruction/block */
+	bool probe_full;	/* HEAD_MAX records and none */
+	struct ptd_decode_stats st;	/* of the records before the cut */
+	uint64_t tl_before;	/* events applied before its start */
+	const char *why;	/* why its own records are not the serial
+				 * decode's (static) */
+	const char *probe_why;	/* why those after its cut are not */
+	int err;
+	bool done;
+};
+
+struct slot {
+	struct ptd_image *img;
+	struct ptd_tl_cursor cur;
+	struct ptd_insncache *ic;
+	/* The records of its part, kept allocated for the next one: the
+	 * pages of a buffer a part fills are faulted in once, not once a
+	 * part. */
+	struct recbuf rec;
+};
+
+struct par {
+	const struct ptd_decode_thread_args *a;
+	struct ptd_decode_opts po;	/* the caller's, serial */
+	enum ptd_rec_type stop_type;	/* ends a probe */
+	struct part *parts;
+	size_t nparts;
+	struct slot *slots;
+	size_t nslots;
+	pthread_mutex_t iclock;
+	pthread_mutex_t mx;
+	pthread_cond_t cv;	/* any change of the fields below */
+	size_t next;		/* the next part a worker takes */
+	size_t emitted;		/* parts handed out */
+	bool cancel;
+};
+
+struct wctx {
+	struct par *p;
+	struct part *pt;
+	struct slot *s;
+	bool first;		/* part 0: the serial decoder itself */
+};
+
+static int push(struct recbuf *b, const struct ptd_record *r)
+{
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 4096;
+		struct ptd_record *v = reallocarray(b->v, cap, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		b->v = v;
+		b->cap = cap;
+	}
+	b->v[b->n++] = *r;
+	return 0;
+}
+
+static void recbuf_fini(struct recbuf *b)
+{
+	free(b->v);
+	memset(b, 0, sizeof(*b));
+}
+
+static size_t tl_index(const struct wctx *w)
+{
+	return w->p->a->cursor ? w->s->cur.next : 0;
+}
+
+/* libipt empties its return stack where a decoder synchronizes, not at a
+ * PSB it reads on across (pt_insn_decoder.c, pt_block_decoder.c): a
+ * return compressed against a call made before the part's PSB finds the
+ * part's stack empty where the serial decoder's is not.  (The software
+ * source never compresses such a return, swpt/ptgen.c; hardware may.)
+ * Otherwise both stacks pop the same entries: the part's holds the latest
+ * calls since its PSB, as the top of the serial decoder's does. */
+static bool history_error(const struct ptd_record *r)
+{
+	return r->type == PTD_REC_ERROR && !r->u.error.ptd_code &&
+	       r->u.error.code == -pte_retstack_empty;
+}
+
+#define HISTORY_WHY                                                         \
+	"a return compressed against a call before a PSB (libipt's stack "  \
+	"starts empty where it synchronizes)"
+
+static int part_record(void *ctx, const struct ptd_record *rec)
+{
+	struct wctx *w = ctx;
+	struct part *pt = w->pt;
+	struct ptd_record r;
+
+	if (__atomic_load_n(&w->p->cancel, __ATOMIC_RELAXED))
+		return 1;
+	if (!pt->cut_done) {
+		if (push(pt->rec, rec) < 0) {
+			pt->err = -ENOMEM;
+			return 1;
+		}
+		if (pt->rec->n <= HEAD_MAX)
+			pt->head_tl[pt->rec->n - 1] = tl_index(w);
+		if (!w->first && !pt->why && history_error(rec))
+			pt->why = HISTORY_WHY;
+		return 0;
+	}
+	/* After the cut: what the serial decoder gives at the start of the
+	 * next part.  Its bodies live in this slot's cache, which is reused
+	 * before the next part is stitched: the writer renders them. */
+	r = *rec;
+	if (r.type == PTD_REC_INSN)
+		r.u.insn.json_body = NULL, r.u.insn.json_body_len = 0;
+	if (!w->first && !pt->probe_why && history_error(&r))
+		pt->probe_why = HISTORY_WHY;
+	if (push(&pt->probe, &r) < 0) {
+		pt->err = -ENOMEM;
+		return 1;
+	}
+	if (r.type == w->p->stop_type) {
+		pt->probe_done = true;
+		pt->probe_tl = tl_index(w);
+		return 1;
+	}
+	if (pt->probe.n >= HEAD_MAX) {
+		pt->probe_full = true;
+		return 1;
+	}
+	return 0;
+}
+
+static void part_cut(void *ctx, const struct ptd_decode_stats *st,
+		     bool clean)
+{
+	struct wctx *w = ctx;
+
+	w->pt->cut_done = true;
+	w->pt->cut_clean = clean;
+	w->pt->st = *st;
+}
+
+/* Decode part @k in its slot. */
+static void run_part(struct par *p, size_t k)
+{
+	const struct ptd_decode_thread_args *a = p->a;
+	struct part *pt = &p->parts[k];
+	struct slot *s = &p->slots[k % p->nslots];
+	struct wctx w = { p, pt, s, k == 0 };
+	struct ptd_decode_thread_args args;
+	struct ptd_decode_part dp;
+	struct ptd_decode_stats st;
+	struct ptd_insncache_stats is0, is1;
+	int r;
+
+	pt->rec = &s->rec;
+	pt->rec->n = 0;
+	/* The image as the stream began, with the events before the part
+	 * applied (those that fail are skipped, as the serial decoder skips
+	 * them: its error records are the previous part's). */
+	(void)pthread_mutex_lock(&p->iclock);
+	r = ptd_image_copy(s->img, a->img);
+	if (a->cursor) {
+		s->cur = *a->cursor;
+		while (r >= 0 && k > 0) {
+			struct ptd_diag diag;
+			size_t before = s->cur.next;
+			int n = ptd_tl_cursor_advance(&s->cur, a->base + pt->start,
+						      s->img, &diag);
+
+			if (n >= 0) {
+				pt->tl_before += (uint64_t)n;
+				break;
+			}
+			if (n == -EINVAL || s->cur.next == before)
+				r = n;
+			else
+				pt->tl_before += s->cur.next - before - 1;
+		}
+	}
+	(void)pthread_mutex_unlock(&p->iclock);
+	if (r < 0) {
+		pt->err = r;
+		return;
+	}
+
+	memset(&args, 0, sizeof(args));
+	memset(&dp, 0, sizeof(dp));
+	args.pt = a->pt + pt->start;
+	args.len = a->len - pt->start;
+	args.base = a->base + pt->start;
+	args.pid = a->pid;
+	args.tid = a->tid;
+	args.img = s->img;
+	args.cursor = a->cursor ? &s->cur : NULL;
+	args.icache = s->ic;
+	args.part = &dp;
+	dp.cut = pt->cut;
+	dp.tracing_off = pt->tracing_off;
+	dp.on_cut = part_cut;
+	dp.ctx = &w;
+	dp.lock = &p->iclock;
+	memset(&st, 0, sizeof(st));
+	ptd_insncache_get_stats(s->ic, &is0);
+	r = ptd_decode_thread(&p->po, &args, part_record, &w, &st);
+	ptd_insncache_get_stats(s->ic, &is1);
+	if (r < 0 && !pt->err)
+		pt->err = r;
+	if (!pt->cut)
+		pt->st = st;
+	else if (!pt->cut_done && !pt->why)
+		pt->why = "the decode did not reach the PSB that ends the part";
+	/* A body stays valid until the cache's second clear after it was
+	 * made (decode/insncache.h): after two, the writer renders them. */
+	if (is1.clears - is0.clears >= 2)
+		for (size_t i = 0; i < pt->rec->n; i++)
+			if (pt->rec->v[i].type == PTD_REC_INSN)
+				pt->rec->v[i].u.insn.json_body = NULL;
+}
+
+static void *worker(void *arg)
+{
+	struct par *p = arg;
+
+	for (;;) {
+		size_t k;
+
+		(void)pthread_mutex_lock(&p->mx);
+		while (!p->cancel && p->next < p->nparts &&
+		       p->next >= p->emitted + p->nslots)
+			(void)pthread_cond_wait(&p->cv, &p->mx);
+		if (p->cancel || p->next >= p->nparts) {
+			(void)pthread_mutex_unlock(&p->mx);
+			return NULL;
+		}
+		k = p->next++;
+		(void)pthread_mutex_unlock(&p->mx);
+
+		run_part(p, k);
+
+		(void)pthread_mutex_lock(&p->mx);
+		p->parts[k].done = true;
+		(void)pthread_cond_broadcast(&p->cv);
+		(void)pthread_mutex_unlock(&p->mx);
+	}
+}
+
+/*
+ * Equal but for what the history before a PSB decides and a decoder
+ * synchronized there cannot know: the flags of an instruction or block
+ * (flags left for the next instruction by an enable before the PSB; a
+ * disable, stop or abort after the cut binding to the instruction before
+ * it, which the previous part's records carry) and whether an enable
+ * resumes where tracing was disabled before the PSB (libipt compares with
+ * the IP it stopped at).  Anything else differing means the part's
+ * decoder does not decode as the serial one does there.
+ */
+static bool same_but_history(const struct ptd_record *x,
+			     const struct ptd_record *y)
+{
+	struct ptd_record a = *x, b = *y;
+
+	switch (a.type) {
+	case PTD_REC_INSN:
+		a.u.insn.flags = b.u.insn.flags = 0;
+		a.u.insn.json_body = b.u.insn.json_body = NULL;
+		a.u.insn.json_body_len = b.u.insn.json_body_len = 0;
+		break;
+	case PTD_REC_BLOCK:
+		a.u.block.flags = b.u.block.flags = 0;
+		break;
+	case PTD_REC_EVENT:
+		if (a.u.event.ev.type == ptev_enabled &&
+		    b.u.event.ev.type == ptev_enabled)
+			a.u.event.ev.variant.enabled.resumed =
+				b.u.event.ev.variant.enabled.resumed = 0;
+		break;
+	case PTD_REC_ERROR:
+	case PTD_REC_CALL:	/* none: the parts give none (callwrap) */
+	case PTD_REC_NTYPES:
+		break;
+	}
+	return !ptd_record_diff(&a, &b, 0);
+}
+
+/*
+ * Check the seam between parts @k - 1 and @k and make part @k's first
+ * records the serial decoder's.  Returns NULL, or why part @k cannot be
+ * stitched.
+ *
+ * The previous part's decoder ran on past its cut as the serial decoder
+ * does (its own start was made the serial decoder's the same way, part by
+ * part), so its records after the cut, up to and including the first
+ * instruction (block), are the serial decode's.  Part @k's decoder gives
+ * the same records but for what history decides (same_but_history); from
+ * its first instruction on, that history no longer matters -- the enable
+ * has been handled, the flags taken -- as long as both decoders used the
+ * same image: the same timeline events applied by then.  So the seam is
+ * exact with the previous part's records in place of part @k's first
+ * ones.
+ */
+static const char *seam(struct par *p, size_t k)
+{
+	struct part *prev = &p->parts[k - 1], *cur = &p->parts[k];
+	size_t h = prev->probe.n;
+
+	if (!prev->cut_clean)
+		return "an error record at the PSB that ends a part (the "
+		       "serial decoder reports it before the PSB)";
+	if (prev->probe_why)
+		return prev->probe_why;
+	/* Without an instruction after the cut, the records after it are
+	 * all there is: the last part's. */
+	if (!prev->probe_done &&
+	    (prev->probe_full || k + 1 < p->nparts || cur->rec->n != h))
+		return "no instruction between a PSB and the next part";
+	if (cur->rec->n < h)
+		return "fewer records after a PSB than the serial decode has";
+	for (size_t i = 0; i < h; i++)
+		if (!same_but_history(&prev->probe.v[i], &cur->rec->v[i]))
+			return "the records after a PSB are not the serial "
+			       "decode's";
+	if (h && prev->probe_done && cur->head_tl[h - 1] != prev->probe_tl)
+		return "the image at the first instruction after a PSB is not "
+		       "the serial decode's (a timeline event held back)";
+	for (size_t i = 0; i < h; i++)
+		cur->rec->v[i] = prev->probe.v[i];
+	return NULL;
+}
+
+/* Serial decode of the whole trace, delivering what comes after the
+ * @left records already delivered. */
+struct skip {
+	ptd_record_fn fn;
+	void *ctx;
+	size_t left;
+};
+
+static int skip_record(void *ctx, const struct ptd_record *rec)
+{
+	struct skip *sk = ctx;
+
+	if (sk->left) {
+		sk->left--;
+		return 0;
+	}
+	return sk->fn(sk->ctx, rec);
+}
+
+static void stats_add(struct ptd_decode_stats *t,
+		      const struct ptd_decode_stats *s)
+{
+	t->insns += s->insns;
+	t->blocks += s->blocks;
+	t->events += s->events;
+	t->errors += s->errors;
+	t->skipped += s->skipped;
+}
+
+/* Cut the trace into parts (at least two) or return 0 parts;
+ * *ret_timed: a PSB+ carries a TSC. */
+static int make_parts(struct par *p, const struct ptd_decode_opts *o,
+		      bool *ret_timed)
+{
+	const struct ptd_decode_thread_args *a = p->a;
+	struct ptd_psb_block *b = NULL;
+	size_t nb = 0, n = 0;
+	uint64_t target, start = 0;
+	int r;
+
+	r = ptd_psb_split(a->pt, a->len, &o->cpu, &b, &nb, NULL);
+	if (r < 0)
+		return r;
+	target = a->len / ((uint64_t)o->jobs * PARTS_PER_JOB);
+	if (target < PART_MIN_BYTES)
+		target = PART_MIN_BYTES;
+	if (target > PART_MAX_BYTES)
+		target = PART_MAX_BYTES;
+	if (o->part_bytes)
+		target = o->part_bytes;
+	p->parts = calloc(nb + 1, sizeof(*p->parts));
+	if (!p->parts) {
+		free(b);
+		return -ENOMEM;
+	}
+	/* Part 0 starts where the serial decode does, at the first byte. */
+	p->parts[n++].start = 0;
+	*ret_timed = false;
+	for (size_t i = 0; i < nb; i++) {
+		*ret_timed |= b[i].has_tsc;
+		if (b[i].offset <= start || b[i].offset - start < target ||
+		    (!o->part_bytes && a->len - b[i].offset < target / 2))
+			continue;
+		p->parts[n - 1].cut = a->base + b[i].offset;
+		p->parts[n].start = b[i].offset;
+		p->parts[n].tracing_off = !b[i].has_ip;
+		start = b[i].offset;
+		n++;
+	}
+	free(b);
+	p->nparts = n > 1 ? n : 0;
+	return 0;
+}
+
+static void par_fini(struct par *p)
+{
+	for (size_t i = 0; i < p->nparts; i++)
+		recbuf_fini(&p->parts[i].probe);
+	free(p->parts);
+	for (size_t i = 0; p->slots && i < p->nslots; i++) {
+		ptd_image_free(p->slots[i].img);
+		ptd_insncache_free(p->slots[i].ic);
+		recbuf_fini(&p->slots[i].rec);
+	}
+	free(p->slots);
+}
+
+static int serial(const struct ptd_decode_opts *po,
+		  const struct ptd_decode_thread_args *a, ptd_record_fn fn,
+		  void *ctx, size_t skip, struct ptd_decode_stats *stats)
+{
+	struct skip sk = { fn, ctx, skip };
+
+	return ptd_decode_thread(po, a, skip ? skip_record : fn,
+				 skip ? (void *)&sk : ctx, stats);
+}
+
+static int par_decode(const struct ptd_decode_opts *o,
+		      const struct ptd_decode_thread_args *a,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats);
+
+/* Call records (decode/calls.h) need one stack kept over the whole trace,
+ * in the serial order: a part's decoder would start one empty at its PSB.
+ * So the parts give the records the stack reads, and the stitched records
+ * go through one stack here, as decoder.c's own call_fn does for a
+ * serial decode. */
+struct callwrap {
+	struct ptd_calls *calls;
+	ptd_record_fn fn;
+	void *ctx;
+	unsigned want;		/* what the caller asked for */
+};
+
+static int callwrap_record(void *ctx, const struct ptd_record *r)
+{
+	struct callwrap *w = ctx;
+	int rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
+
+	if (rc == 0 && (w->want & PTD_REC_BIT(r->type)))
+		rc = w->fn(w->ctx, r);
+	return rc;
+}
+
+int ptd_decode_parallel(const struct ptd_decode_opts *o,
+			const struct ptd_decode_thread_args *a,
+			ptd_record_fn fn, void *ctx,
+			struct ptd_decode_stats *stats)
+{
+	struct ptd_decode_opts po;
+	struct callwrap w;
+	int r;
+
+	if (!o || !(o->want & PTD_REC_BIT(PTD_REC_CALL)))
+		return par_decode(o, a, fn, ctx, stats);
+	memset(&w, 0, sizeof(w));
+	if (ptd_calls_new(&w.calls) < 0)
+		return -ENOMEM;
+	w.fn = fn;
+	w.ctx = ctx;
+	w.want = o->want;
+	po = *o;
+	po.want = (o->want & ~PTD_REC_BIT(PTD_REC_CALL)) |
+		  PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
+		  PTD_REC_BIT(PTD_REC_ERROR);
+	r = par_decode(&po, a, callwrap_record, &w, stats);
+	ptd_calls_free(w.calls);
+	return r;
+}
+
+static int par_decode(const struct ptd_decode_opts *o,
+		      const struct ptd_decode_thread_args *a,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats)
+{
+	struct par p;
+	pthread_t th[PTD_DECODE_MAX_JOBS];
+	struct ptd_decode_stats tot, st;
+	size_t nth = 0, delivered = 0, k, bad = SIZE_MAX;
+	const char *why = NULL;
+	bool timed = false;
+	int r = 0, rc = 0;
+
+	if (!o || !a || !fn || !a->img || o->jobs > PTD_DECODE_MAX_JOBS)
+		return -EINVAL;
+	memset(&p, 0, sizeof(p));
+	p.a = a;
+	p.po = *o;
+	p.po.jobs = 0;
+	p.stop_type = (o->want & PTD_REC_BIT(PTD_REC_INSN)) ? PTD_REC_INSN
+							      : PTD_REC_EVENT;
+	if (a->more || o->jobs <= 1 || !a->len || p.stop_type == PTD_REC_EVENT)
+		return ptd_decode_thread(&p.po, a, fn, ctx, stats);
+	r = make_parts(&p, o, &timed);
+	if (r < 0 || !p.nparts) {
+		free(p.parts);
+		return r < 0 ? r : ptd_decode_thread(&p.po, a, fn, ctx, stats);
+	}
+
+	/* Where pt_blk_next ends a block depends on libipt's block cache,
+	 * which lives in the sections every decoder of the process shares:
+	 * parts decoded at once warm it in another order than the serial
+	 * decode, and their blocks end elsewhere.  Block records differ
+	 * then, and so does the time of an insn record on the block path
+	 * (its block's).  ptd's own records do not depend on where blocks
+	 * end (decoder.c, runs), but libipt's handling of damaged trace
+	 * does: on one damaged capture a cold cache gave -pte_noip at
+	 * offset 0x78a where a warm one gave -pte_bad_context at 0x78d.
+	 * Parts would have warmed the cache before a fallback could start,
+	 * so the block path is decoded serially -- decided before any part
+	 * runs.  (Measured on 16 cores, its 2-thread decode gave 1.00x the
+	 * serial one anyway; the insn path, which has no such cache, is
+	 * decoded in parallel.) */
+	if (o->path == PTD_PATH_BLOCK) {
+		size_t n = p.nparts;
+
+		free(p.parts);
+		r = ptd_decode_thread(&p.po, a, fn, ctx, stats);
+		if (stats && r >= 0) {
+			stats->serial_parts = n;
+			stats->serial_why =
+				(o->want & PTD_REC_BIT(PTD_REC_BLOCK))
+					? "block records: where libipt ends a "
+					  "block depends on its block cache, "
+					  "which parts would warm in another "
+					  "order"
+					: "the block path: libipt's block cache, "
+					  "which parts would warm in another "
+					  "order, decides where blocks end, and "
+					  "with them the time of insn records "
+					  "and how libipt reports damaged trace "
+					  "(--path insn decodes in parallel)";
+		}
+		return r;
+	}
+	nth = o->jobs < p.nparts ? o->jobs : p.nparts;
+	p.nslots = nth + 2 < p.nparts ? nth + 2 : p.nparts;
+	p.slots = calloc(p.nslots, sizeof(*p.slots));
+	if (!p.slots) {
+		par_fini(&p);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < p.nslots; i++) {
+		(void)ptd_image_new(ptd_image_iscache(a->img), "part",
+				    &p.slots[i].img);
+		(void)ptd_insncache_new(0, &p.slots[i].ic);
+		if (!p.slots[i].img || !p.slots[i].ic) {
+			par_fini(&p);
+			return -ENOMEM;
+		}
+	}
+	(void)pthread_mutex_init(&p.iclock, NULL);
+	(void)pthread_mutex_init(&p.mx, NULL);
+	(void)pthread_cond_init(&p.cv, NULL);
+	for (k = 0; k < nth; k++) {
+		if (pthread_create(&th[k], NULL, worker, &p) != 0)
+			break;
+	}
+	nth = k;
+	if (!nth) {
+		/* No worker: the caller's thread decodes it all. */
+		bad = 0;
+		why = "no worker thread could be started";
+		goto out;
+	}
+
+	memset(&tot, 0, sizeof(tot));
+	for (k = 0; k < p.nparts; k++) {
+		struct part *pt = &p.parts[k];
+
+		(void)pthread_mutex_lock(&p.mx);
+		while (!pt->done)
+			(void)pthread_cond_wait(&p.cv, &p.mx);
+		(void)pthread_mutex_unlock(&p.mx);
+		if (pt->err < 0) {
+			r = pt->err;
+			break;
+		}
+		why = k ? seam(&p, k) : NULL;
+		if (!why)
+			why = pt->why;
+		if (why) {
+			bad = k;
+			break;
+		}
+		for (size_t i = 0; i < pt->rec->n && !rc; i++)
+			rc = fn(ctx, &pt->rec->v[i]);
+		if (rc)
+			break;
+		delivered += pt->rec->n;
+		stats_add(&tot, &pt->st);
+		if (k)
+			recbuf_fini(&p.parts[k - 1].probe);
+		if (k + 1 == p.nparts) {
+			/* Where the serial decode leaves the image. */
+			struct slot *s = &p.slots[k % p.nslots];
+
+			tot.tl_applied = pt->tl_before + pt->st.tl_applied;
+			r = ptd_image_copy(a->img, s->img);
+			if (a->cursor)
+				*a->cursor = s->cur;
+		}
+		(void)pthread_mutex_lock(&p.mx);
+		p.emitted = k + 1;
+		(void)pthread_cond_broadcast(&p.cv);
+		(void)pthread_mutex_unlock(&p.mx);
+	}
+
+out:
+	(void)pthread_mutex_lock(&p.mx);
+	__atomic_store_n(&p.cancel, true, __ATOMIC_RELAXED);
+	(void)pthread_cond_broadcast(&p.cv);
+	(void)pthread_mutex_unlock(&p.mx);
+	for (size_t i = 0; i < nth; i++)
+		(void)pthread_join(th[i], NULL);
+	(void)pthread_cond_destroy(&p.cv);
+	(void)pthread_mutex_destroy(&p.mx);
+	(void)pthread_mutex_destroy(&p.iclock);
+
+	if (bad != SIZE_MAX) {
+		/* a->img and a->cursor are as the stream began: the parts
+		 * decoded copies. */
+		memset(&st, 0, sizeof(st));
+		r = serial(&p.po, a, fn, ctx, delivered, &st);
+		st.serial_parts = p.nparts - bad;
+		st.serial_why = why;
+		if (stats)
+			*stats = st;
+		par_fini(&p);
+		return r;
+	}
+	par_fini(&p);
+	if (rc) {
+		if (stats) {
+			tot.bytes = a->len;
+			*stats = tot;
+		}
+		return rc;
+	}
+	if (r < 0)
+		return r;
+	tot.bytes = a->len;
+	if (stats)
+		*stats = tot;
+	return 0;
+}
