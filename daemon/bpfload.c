@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -23,8 +24,26 @@ int ptd_bpf_ringbuf(int map_fd, int (*fn)(void *ctx, void *data, size_t len),
 	return 0;
 }
 
+/* The inode of the initial PID namespace (the kernel's PROC_PID_INIT_INO,
+ * fixed since namespaces have inodes in nsfs). */
+#define PID_NS_INIT_INO 0xEFFFFFFCu
+
 int ptd_bpf_check(const char *what, struct ptd_diag *diag)
 {
+	struct stat st;
+
+	/* The programs name processes as the initial PID namespace does
+	 * (bpf_get_current_pid_tgid); in a container's namespace ptd would
+	 * take them for others -- or stop a matched process it can then
+	 * never find. */
+	if (stat("/proc/self/ns/pid", &st) == 0 &&
+	    st.st_ino != PID_NS_INIT_INO)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+				 "ptd runs in a PID namespace of its own (a "
+				 "container's): its BPF programs see the "
+				 "machine's process ids, not this namespace's: "
+				 "%s need ptd in the initial PID namespace",
+				 what);
 	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
 				 "the kernel has no BTF (/sys/kernel/btf/"

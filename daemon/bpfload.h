@@ -9,9 +9,10 @@
 
 #include "common/diag.h"
 
-/* 0 if the kernel has BTF to relocate ptd's programs against; else
- * -PTD_EUNSUPPORTED with a message ending in "@what need BPF programs"
- * (@what: "watch rules", "triggers"). */
+/* 0 if the kernel has BTF to relocate ptd's programs against and ptd
+ * runs in the initial PID namespace (the one the programs' pids are of);
+ * else -PTD_EUNSUPPORTED with a message saying which (@what: "watch
+ * rules", "triggers"). */
 int ptd_bpf_check(const char *what, struct ptd_diag *diag);
 
 /* @err (negative errno) from loading or attaching a program, as a

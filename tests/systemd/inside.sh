@@ -192,45 +192,23 @@ ptctl detach "$s" > /dev/null || true
 [ -d /var/lib/ptd/cap ] || bad "no capture in /var/lib/ptd/cap"
 okif "capture into /var/lib/ptd/cap written ($(ls /var/lib/ptd/cap | wc -l) files)"
 
-# BPF under the unit's capabilities and syscall filter: alice's snapshot
-# session takes a uprobe trigger and a tracepoint trigger (prog-attach's
-# sleeping thread calls nanosleep), and the tracepoint's hits take
-# snapshots.
-s=$(as alice ptctl attach --snapshot --trigger snapshot:prog-attach:collatz \
-	--trigger snapshot:tracepoint:syscalls:sys_enter_clock_nanosleep \
-	$alice_target 2> $out/trig.out) || bad "alice's attach with triggers: $(cat $out/trig.out)"
-if [ -n "$s" ]; then
-	for i in $(seq 100); do
-		as alice ptctl status "$s" > $out/trig.status 2>&1
-		grep -q "tracepoint syscalls:sys_enter_clock_nanosleep): [1-9][0-9]* hits, [1-9]" $out/trig.status && break
-		sleep 0.1
-	done
-	grep -q "tracepoint syscalls:sys_enter_clock_nanosleep): [1-9][0-9]* hits, [1-9]" $out/trig.status &&
-		okif "triggers under the unit: a uprobe and a tracepoint; the tracepoint's hits took snapshots" ||
-		bad "tracepoint trigger under the unit: $(cat $out/trig.status)"
-	as alice ptctl detach "$s" > /dev/null || bad "detach $s"
+# BPF in a container: the programs name processes as the machine's initial
+# PID namespace does, and ptd here runs in the container's.  Watch rules
+# and triggers are refused, saying so -- never a matched process stopped
+# that ptd cannot find (seen before the refusal: prog-hello under alice's
+# rule stayed stopped; its uprobe came back EACCES).
+if as alice ptctl attach --snapshot --trigger snapshot:prog-attach:collatz \
+	$alice_target > $out/trig.out 2>&1; then
+	bad "a trigger taken in a container's PID namespace: $(cat $out/trig.out)"
+	s=$(cat $out/trig.out); [ -z "$s" ] || as alice ptctl detach "$s" > /dev/null || true
 fi
-
-# alice's watch rule under the unit (the exec watcher's BPF program): her
-# run of prog-hello becomes a session of the rule.
-as_bg alice ptctl watch --exe $progs/prog-hello > $out/watch.out 2> $out/watch.err &
-watcher=$!
-for i in $(seq 100); do [ -s $out/watch.out ] && break; sleep 0.1; done
-if [ -s $out/watch.out ]; then
-	as alice $progs/prog-hello > $out/hello.out 2>&1 || bad "prog-hello under alice's rule: $(cat $out/hello.out)"
-	for i in $(seq 100); do
-		as alice ptctl list --json > $out/watch.list 2>&1
-		jq -e '[.. | objects | select(has("started")) | .started] | max >= 1' $out/watch.list > /dev/null && break
-		sleep 0.1
-	done
-	jq -e '[.. | objects | select(has("started")) | .started] | max >= 1' $out/watch.list > /dev/null ||
-		bad "alice's rule started no session: $(cat $out/watch.list)"
-else
-	bad "ptctl watch under the unit: $(cat $out/watch.err)"
+grep -q "PID namespace of its own" $out/trig.out || bad "trigger refusal: $(cat $out/trig.out)"
+okif "triggers in the container's PID namespace refused: $(head -c 160 $out/trig.out)"
+if as alice timeout 10 ptctl watch --exe $progs/prog-hello > $out/watch.out 2>&1; then
+	bad "a watch rule taken in a container's PID namespace: $(cat $out/watch.out)"
 fi
-kill $watcher 2>/dev/null || true
-wait $watcher 2>/dev/null || true
-okif "watch rule under the unit: alice's prog-hello became a session of her rule"
+grep -q "PID namespace of its own" $out/watch.out || bad "watch refusal: $(cat $out/watch.out)"
+okif "watch rules in the container's PID namespace refused: $(head -c 160 $out/watch.out)"
 
 # systemctl stop ptd: the subscriber gets bye "shutdown", the target lives.
 s=$(as alice ptctl attach $alice_target) || bad "alice's attach before stop"
