@@ -425,7 +425,7 @@ static int thread_payload(struct dec *d,
 			  const struct ptd_perfdata_auxtrace_rec *a)
 {
 	struct thr *t = payload_thr(d, (pid_t)a->tid, a->idx);
-	uint64_t skip = 0;
+	uint64_t skip = 0, size = a->size;
 	int r = 0;
 
 	if (!t)
@@ -456,12 +456,26 @@ static int thread_payload(struct dec *d,
 	}
 	if (r < 0)
 		return r;
+	/* Zero padding past the AUX data the kernel announced (its
+	 * PERF_RECORD_AUX, which perf writes before the payload) is not
+	 * trace: left out now, not when the next payload shows it, so that
+	 * an image change read in between is placed where the trace ends. */
+	if (t->have_aux_end && a->offset + size > t->aux_end &&
+	    a->offset + size - t->aux_end < 8 &&
+	    t->aux_end >= a->offset + skip) {
+		uint64_t end = t->aux_end - a->offset, i;
+
+		for (i = end; i < size && !a->data[i]; i++)
+			;
+		if (i == size)
+			size = end;
+	}
 	t->have_next = true;
-	if (a->offset + a->size > t->next_aux || !skip)
-		t->next_aux = a->offset + a->size;
-	if (skip >= a->size)
+	if (a->offset + size > t->next_aux || !skip)
+		t->next_aux = a->offset + size;
+	if (skip >= size)
 		return 0;
-	return pdd_thr_append(d, t, a->data + skip, a->size - skip);
+	return pdd_thr_append(d, t, a->data + skip, size - skip);
 }
 
 /* Losses a record announces, for thread @tid (0: every thread). */

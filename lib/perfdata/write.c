@@ -507,10 +507,10 @@ static bool tid_again(const struct ptd_capture *c, size_t i)
 	return false;
 }
 
-/* Thread @i's PT up to byte @end not written yet: an AUXTRACE record +
- * data (zero-padded to 8 bytes, the next one starting at the unpadded
- * end, as perf writes them), indexed for the HEADER_AUXTRACE feature,
- * then the kernel's AUX record for it. */
+/* Thread @i's PT up to byte @end not written yet: the kernel's AUX record
+ * for it, then an AUXTRACE record + data (zero-padded to 8 bytes, the next
+ * one starting at the unpadded end, as perf writes them), indexed for the
+ * HEADER_AUXTRACE feature. */
 static int write_pt_to(struct writer *w, size_t i, uint64_t end)
 {
 	const struct ptd_capture_thread *t = &w->c->threads[i];
@@ -541,6 +541,11 @@ static int write_pt_to(struct writer *w, size_t i, uint64_t end)
 	rec.idx = (uint32_t)i;
 	rec.tid = (uint32_t)t->tid;
 	rec.cpu = UINT32_MAX;
+	/* the kernel's record first, as perf record drains the data ring
+	 * before the AUX area: a reader knows the payload's padding */
+	r = write_aux(w, t->tid, from, len);
+	if (r < 0)
+		return r;
 	w->idx[w->nidx].file_offset = w->off;
 	w->idx[w->nidx].sz = sizeof(rec);	/* the header only, as perf */
 	w->nidx++;
@@ -549,8 +554,6 @@ static int write_pt_to(struct writer *w, size_t i, uint64_t end)
 		r = w_put_direct(w, w->pt[i] + from, len);
 	if (r >= 0)
 		r = w_align8(w);
-	if (r >= 0)
-		r = write_aux(w, t->tid, from, len);
 	if (r >= 0)
 		w->written[i] = end;
 	return r;

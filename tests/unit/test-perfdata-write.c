@@ -223,10 +223,10 @@ static void check_auxtrace_info(struct parsed *p, const uint8_t *rec,
 
 /* Walk the data section: every record strictly parsed with the event's
  * sample_type; AUXTRACE data compared with @pts[idx]: a thread's trace may
- * come in several pieces (each where the image changed), each an AUXTRACE
- * record at the AUX offset the last one ended at, padded with zeros to 8
- * bytes, and the kernel's AUX record saying how many of its bytes are
- * trace; in all, every byte of the thread's trace once. */
+ * come in several pieces (each where the image changed), each the
+ * kernel's AUX record saying how many bytes of trace follow, then an
+ * AUXTRACE record at the AUX offset the last one ended at, padded with
+ * zeros to 8 bytes; in all, every byte of the thread's trace once. */
 static void walk_records(struct parsed *p, const uint8_t *const *pts,
 			 const size_t *ptlens, size_t npts)
 {
@@ -234,7 +234,8 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 	struct ptd_diag diag = { "" };
 	uint64_t done[8] = { 0 };
 	struct ptd_perfdata_auxtrace a;
-	const uint8_t *adata = NULL;	/* the last AUXTRACE's, until its AUX */
+	bool have_aux = false;		/* an AUX record waits for its data */
+	uint64_t aux_off = 0, aux_n = 0;
 
 	REQUIRE(npts <= PTD_ARRAY_SIZE(done));
 	while (off < end) {
@@ -252,15 +253,24 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 		if (hdr.type == PTD_PERFDATA_RECORD_AUXTRACE_INFO) {
 			check_auxtrace_info(p, rec, hdr.size);
 		} else if (hdr.type == PTD_PERFDATA_RECORD_AUXTRACE) {
-			CHECK(adata == NULL);	/* the last one's AUX came */
+			static const uint8_t zero[8];
+			const uint8_t *data = rec + sizeof(a);
+
+			REQUIRE(have_aux);	/* its AUX record came first */
+			have_aux = false;
 			REQUIRE(hdr.size == sizeof(a));
 			memcpy(&a, rec, sizeof(a));
 			REQUIRE(a.idx < npts);
 			CHECK_EQ_U64(a.offset, done[a.idx]);
+			CHECK_EQ_U64(a.offset, aux_off);
 			CHECK(a.size % 8 == 0 && a.size > 0);
 			CHECK_EQ_INT(a.cpu, UINT32_MAX);
 			REQUIRE(inside(p, off + sizeof(a), a.size));
-			adata = rec + sizeof(a);
+			REQUIRE(aux_n <= a.size && a.size - aux_n < 8);
+			REQUIRE(a.offset + aux_n <= ptlens[a.idx]);
+			CHECK(!memcmp(data, pts[a.idx] + a.offset, aux_n));
+			CHECK(!memcmp(data + aux_n, zero, a.size - aux_n));
+			done[a.idx] = a.offset + aux_n;
 			p->tids[p->nrec] = a.tid;
 			off += a.size;	/* data not counted in header.size */
 		} else {
@@ -287,17 +297,10 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 				CHECK_EQ_U64(e.sid.identifier,
 					     PTD_PERFDATA_DUMMY_ID);
 			if (hdr.type == PERF_RECORD_AUX) {
-				static const uint8_t zero[8];
-				uint64_t n = e.u.aux.aux_size;
-
-				REQUIRE(adata != NULL);
-				CHECK_EQ_U64(e.u.aux.aux_offset, a.offset);
-				REQUIRE(n <= a.size && a.size - n < 8);
-				REQUIRE(a.offset + n <= ptlens[a.idx]);
-				CHECK(!memcmp(adata, pts[a.idx] + a.offset, n));
-				CHECK(!memcmp(adata + n, zero, a.size - n));
-				done[a.idx] = a.offset + n;
-				adata = NULL;
+				CHECK(!have_aux);	/* the last one's data came */
+				have_aux = true;
+				aux_off = e.u.aux.aux_offset;
+				aux_n = e.u.aux.aux_size;
 			}
 			if (hdr.type == PERF_RECORD_AUX &&
 			    p->naux < PTD_ARRAY_SIZE(p->aux_sizes))
@@ -312,7 +315,7 @@ static void walk_records(struct parsed *p, const uint8_t *const *pts,
 		off += hdr.size;
 	}
 	CHECK_EQ_U64(off, end);
-	CHECK(adata == NULL);
+	CHECK(!have_aux);
 	for (size_t i = 0; i < npts; i++)
 		CHECK_EQ_U64(done[i], ptlens[i]);
 }
@@ -432,9 +435,9 @@ static void test_synthetic(void)
 		PTD_PERFDATA_RECORD_AUXTRACE_INFO, PERF_RECORD_COMM,
 		PERF_RECORD_ITRACE_START, PERF_RECORD_MMAP2, PERF_RECORD_MMAP2,
 		PERF_RECORD_FORK, PERF_RECORD_COMM, PERF_RECORD_ITRACE_START,
-		PERF_RECORD_MMAP2, PTD_PERFDATA_RECORD_AUXTRACE,
-		PERF_RECORD_AUX, PTD_PERFDATA_RECORD_AUXTRACE, PERF_RECORD_AUX,
-		PERF_RECORD_EXIT, PERF_RECORD_EXIT,
+		PERF_RECORD_MMAP2, PERF_RECORD_AUX,
+		PTD_PERFDATA_RECORD_AUXTRACE, PERF_RECORD_AUX,
+		PTD_PERFDATA_RECORD_AUXTRACE, PERF_RECORD_EXIT, PERF_RECORD_EXIT,
 	};
 	static const uint32_t want_tid[] = { 0,	  100, 100, 100, 100,
 					     101, 101, 101, 100, 100,
@@ -527,7 +530,7 @@ static void test_detached(void)
 	walk_records(&p, pts, lens, 2);
 	for (size_t i = 0; i < p.nrec; i++)
 		CHECK(p.types[i] != PERF_RECORD_EXIT);
-	CHECK_EQ_INT(p.types[p.nrec - 1], PERF_RECORD_AUX);
+	CHECK_EQ_INT(p.types[p.nrec - 1], PTD_PERFDATA_RECORD_AUXTRACE);
 	free(p.data);
 	free_synthetic(&c);
 }
