@@ -609,9 +609,11 @@ static bool max_near(const struct tracer *tr, uint32_t n)
 static int set_regs(struct tracer *tr, struct tthread *t,
 		    const struct user_regs_struct *regs)
 {
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, regs) < 0)
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, regs) < 0) {
+		t->regs_unset = errno == ESRCH;	/* tr_on_wait says why */
 		return tr_failf(tr, -errno, "thread %d: PTRACE_SETREGS: %s",
 				(int)t->tid, strerror(errno));
+	}
 	return 0;
 }
 
@@ -793,6 +795,17 @@ int tr_fast_stopped(struct tracer *tr, struct tthread *t, int status,
 					(int)t->tid, strerror(errno));
 		*handled = true;
 		return 0;
+	}
+	if (event == PTRACE_EVENT_EXIT && b->end == BLK_END_SYSCALL &&
+	    regs->rip == b->term + 2)
+	{
+		/* killed as it entered the run's SYSCALL: a fatal signal
+		 * skips the syscall-entry stop.  What ran is the run up to
+		 * the SYSCALL, as at that stop; the SYSCALL never completed,
+		 * and the exit (on_stopped goes on to it) ends the stream
+		 * there, as for a thread killed where it stood. */
+		regs->rip = b->term;
+		return run_end(tr, t, b->term, regs);
 	}
 	if (hit) {
 		regs->rip = b->term;

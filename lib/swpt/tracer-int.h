@@ -113,6 +113,9 @@ struct tthread {
 	bool entered;		/* kernel entry of the SYSCALL at ip already
 				 * emitted (at an exec event) */
 	bool rep_recorded;	/* REP at ip already in the truth */
+	bool regs_unset;	/* a PTRACE_SETREGS found it killed: the
+				 * branch recorded as ending at ip (an
+				 * emulated one) never reached the thread */
 	int inject;		/* signal injected by the last resume */
 	bool restart;		/* last syscall returned -ERESTART* ... */
 	uint64_t restart_ip;	/* ... from the SYSCALL here */

@@ -588,8 +588,10 @@ static int on_exit_event(struct tracer *tr, struct tthread *t,
 	int r;
 
 	/* rip moved: the pending instruction (the exit SYSCALL, or one
-	 * that completed as a fatal signal came) executed */
-	if (t->gen && regs->rip != t->ip) {
+	 * that completed as a fatal signal came) executed -- unless the
+	 * thread was killed before the registers that put it at ip were
+	 * written: it dies where the trace says it is */
+	if (t->gen && regs->rip != t->ip && !t->regs_unset) {
 		r = on_step(tr, t, TRAP_TRACE, regs);
 		if (r < 0)
 			return r;
@@ -800,6 +802,16 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 		r = on_first_stop(tr, t, WSTOPSIG(status), &regs);
 	else
 		r = on_stopped(tr, t, status, &regs);
+	if (r == -ESRCH) {
+		/* A request on a thread held stopped (PTRACE_SETREGS, a
+		 * breakpoint's POKEDATA, ...) finds it running: a SIGKILL, or
+		 * another thread's exec, has taken it out of its stop.  Its
+		 * exit (or the exec) comes next and ends its stream: this is
+		 * no error of the trace. */
+		if (tr->diag)
+			tr->diag->msg[0] = 0;
+		return 0;
+	}
 	if (r == 0)
 		r = tr_fast_settle(tr);
 	return r;

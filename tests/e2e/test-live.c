@@ -175,6 +175,66 @@ static void tell_target(void *ctx)
 	CHECK(target_tell(*(pid_t *)ctx) == 0);
 }
 
+/* SIGKILL while traced, at many points of the tracer's work: the trace
+ * ends with the target killed by signal 9, never an error, and what it
+ * holds is exact.  A ptrace
+ * request on a thread the tracer holds stopped fails with ESRCH once a
+ * SIGKILL has woken it; its exit comes next (once, PTRACE_SETREGS failing
+ * so ended the trace as an error: "No such process"). */
+static atomic_int started;
+
+static void set_flag(void *ctx)
+{
+	atomic_store((atomic_int *)ctx, 1);
+}
+
+static void test_attach_killed(void)
+{
+	unsigned errors = 0, killed = 0;
+
+	for (int round = 0; round < 24; round++) {
+		struct attach_job j = { 0 };
+		char name[32];
+		struct target t = { .pid = -1, .out = -1 };
+		pthread_t th;
+
+		(void)snprintf(name, sizeof(name), "killed%d", round);
+		REQUIRE(target_start(progs_dir, 3600, &t) == 0);
+		j.pid = t.pid;
+		j.so.outdir = subdir(name);
+		j.so.started = set_flag;
+		j.so.started_ctx = &started;
+		atomic_store(&started, 0);
+		REQUIRE(pthread_create(&th, NULL, attach_thread, &j) == 0);
+		/* tracing (a kill during the attach is an attach that
+		 * failed, -ESRCH: another test), then 20 to 230 ms on */
+		while (!atomic_load(&started) && !atomic_load(&j.done))
+			(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		(void)nanosleep(&(struct timespec){
+				0, (20 + (round * 37) % 211) * 1000000l },
+				NULL);
+		CHECK(kill(t.pid, SIGKILL) == 0);
+		(void)pthread_join(th, NULL);
+		if (j.r < 0) {
+			errors++;
+			fprintf(stderr, "  round %d: %s (%s)\n", round,
+				j.diag.msg, ptd_strerror(j.r));
+		} else if (j.res.exited && j.res.exit_signal == SIGKILL) {
+			killed++;
+			/* and what was traced up to the kill is exact */
+			verify(j.so.outdir, 1);
+		} else {
+			CHECK_FAIL_("round %d: exited %d, signal %d", round,
+				    j.res.exited, j.res.exit_signal);
+		}
+		/* (the tracer, a thread of ours, has reaped it) */
+		(void)close(t.out);
+	}
+	fprintf(stderr, "  24 kills: %u seen as the target's end, %u "
+		"ended the trace with an error\n", killed, errors);
+	CHECK_EQ_INT(errors, 0);
+}
+
 /* Attach and trace to the end: the exit is seen, every thread exact.  The
  * target is told to end once every thread is stopped under the tracer (as
  * tracing starts), not by its clock: one that ran out of time while the
@@ -584,6 +644,7 @@ int main(void)
 	RUN(test_attach_limit);
 	RUN(test_attach_stop);
 	RUN(test_attach_to_exit);
+	RUN(test_attach_killed);
 	RUN(test_attach_thread_born_detaching);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
