@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* Loading ptd's BPF programs (bpfload.h). */
 #include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -24,26 +26,34 @@ int ptd_bpf_ringbuf(int map_fd, int (*fn)(void *ctx, void *data, size_t len),
 	return 0;
 }
 
-/* The inode of the initial PID namespace (the kernel's PROC_PID_INIT_INO,
- * fixed since namespaces have inodes in nsfs). */
+/* The inodes of the initial PID and user namespaces (the kernel's
+ * PROC_PID_INIT_INO and PROC_USER_INIT_INO, fixed since namespaces have
+ * inodes in nsfs). */
 #define PID_NS_INIT_INO 0xEFFFFFFCu
+#define USER_NS_INIT_INO 0xEFFFFFFDu
 
-int ptd_bpf_check(const char *what, struct ptd_diag *diag)
+int ptd_bpf_check(const char *what, struct ptd_bpf_pidns *ret,
+		  struct ptd_diag *diag)
 {
 	struct stat st;
 
-	/* The programs name processes as the initial PID namespace does
-	 * (bpf_get_current_pid_tgid); in a container's namespace ptd would
-	 * take them for others -- or stop a matched process it can then
-	 * never find. */
-	if (stat("/proc/self/ns/pid", &st) == 0 &&
-	    st.st_ino != PID_NS_INIT_INO)
+	/* A watch rule matches a user's processes by the kernel's uids,
+	 * which are a user namespace's own only in the initial one. */
+	if (stat("/proc/self/ns/user", &st) == 0 &&
+	    st.st_ino != USER_NS_INIT_INO)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
-				 "ptd runs in a PID namespace of its own (a "
-				 "container's): its BPF programs see the "
-				 "machine's process ids, not this namespace's: "
-				 "%s need ptd in the initial PID namespace",
-				 what);
+				 "ptd runs in a user namespace of its own: "
+				 "its BPF programs see the machine's user "
+				 "ids, not this namespace's: %s need ptd in "
+				 "the initial user namespace", what);
+	if (stat("/proc/self/ns/pid", &st) < 0)
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
+				 "/proc/self/ns/pid: %s: ptd cannot tell its "
+				 "PID namespace, which %s name processes in",
+				 strerror(errno), what);
+	ret->initial = st.st_ino == PID_NS_INIT_INO;
+	ret->dev = st.st_dev;
+	ret->ino = st.st_ino;
 	if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED,
 				 "the kernel has no BTF (/sys/kernel/btf/"
@@ -74,4 +84,16 @@ int ptd_bpf_refusal(int err, const char *what, struct ptd_diag *diag)
 	return ptd_diagf(diag, err, "ptd may not load BPF programs (%s; it "
 			 "needs CAP_BPF and CAP_PERFMON, or root): %s need "
 			 "them", strerror(-err), what);
+}
+
+bool ptd_bpf_has_cap(int cap)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	memset(d, 0, sizeof(d));
+	if (cap < 0 || CAP_TO_INDEX(cap) >= _LINUX_CAPABILITY_U32S_3 ||
+	    syscall(SYS_capget, &h, d) < 0)
+		return false;
+	return d[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
 }

@@ -5,6 +5,7 @@
  * it at build time.
  */
 #include <errno.h>
+#include <linux/capability.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,11 +208,12 @@ static int on_hit(void *ctx, void *data, size_t len)
 
 int ptd_triggers_new(struct ptd_triggers **ret, struct ptd_diag *diag)
 {
+	struct ptd_bpf_pidns ns;
 	struct ptd_triggers *t;
 	int r;
 
 	*ret = NULL;
-	r = ptd_bpf_check("triggers", diag);
+	r = ptd_bpf_check("triggers", &ns, diag);
 	if (r < 0)
 		return r;
 	t = calloc(1, sizeof(*t));
@@ -223,6 +225,9 @@ int ptd_triggers_new(struct ptd_triggers **ret, struct ptd_diag *diag)
 		r = ptd_bpf_refusal(-errno, "triggers", diag);
 		goto err;
 	}
+	t->skel->rodata->pidns_translate = !ns.initial;
+	t->skel->rodata->pidns_dev = ns.dev;
+	t->skel->rodata->pidns_ino = ns.ino;
 	r = trigger_bpf__load(t->skel);
 	if (r < 0) {
 		(void)ptd_bpf_refusal(r, "triggers", diag);
@@ -278,6 +283,21 @@ int ptd_triggers_attach(struct ptd_triggers *t, const char *path,
 	if (!u->link) {
 		r = -errno;
 		free(u);
+		/* The program is loaded (CAP_BPF, CAP_PERFMON): the kernel
+		 * refuses the uprobe itself, as it has since "perf: Require
+		 * CAP_SYS_ADMIN for uprobes" (2025, backported to the
+		 * stable kernels). */
+		if (r == -EACCES && !ptd_bpf_has_cap(CAP_SYS_ADMIN))
+			return ptd_diagf(diag, -EPERM, "the kernel refused the "
+					 "uprobe: placing one needs "
+					 "CAP_SYS_ADMIN (kernels with the "
+					 "2025 fix 'perf: Require "
+					 "CAP_SYS_ADMIN for uprobes', also "
+					 "in the stable ones), which ptd does not hold; "
+					 "ptd.service leaves it out: grant it "
+					 "with a drop-in (ptd(8), 'Triggers "
+					 "on functions'), or use a tracepoint "
+					 "trigger, which CAP_PERFMON allows");
 		if (r == -EPERM || r == -EACCES)
 			return ptd_bpf_refusal(r, "triggers", diag);
 		return ptd_diagf(diag, r, "the kernel refused the uprobe at "

@@ -48,11 +48,12 @@ static int on_event(void *ctx, void *data, size_t len);
 
 int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 {
+	struct ptd_bpf_pidns ns;
 	struct ptd_watcher *w;
 	int r;
 
 	*ret = NULL;
-	r = ptd_bpf_check("watch rules", diag);
+	r = ptd_bpf_check("watch rules", &ns, diag);
 	if (r < 0)
 		return r;
 	w = calloc(1, sizeof(*w));
@@ -67,6 +68,9 @@ int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 		goto err;
 	}
 	w->skel->rodata->ptd_tgid = (__u32)getpid();
+	w->skel->rodata->pidns_translate = !ns.initial;
+	w->skel->rodata->pidns_dev = ns.dev;
+	w->skel->rodata->pidns_ino = ns.ino;
 	r = watch_bpf__load(w->skel);
 	if (r == 0)
 		r = watch_bpf__attach(w->skel);

@@ -2,8 +2,8 @@
 /*
  * Triggers: one program, attached by ptd (daemon/trigger.c) as a uprobe
  * to each trigger's instruction (another as a kernel tracepoint, for a
- * tracepoint trigger) with the traced process's tgid and the
- * trigger's id in its cookie (trigger-abi.h).  The kernel installs the
+ * tracepoint trigger) with the traced process's tgid (as ptd sees it:
+ * pidns.bpf.h) and the trigger's id in its cookie (trigger-abi.h).  The kernel installs the
  * uprobe only in that process (the perf event names it), but every
  * thread of every process that maps the file may run into one: a hit is
  * reported only when the thread that hit it belongs to the cookie's
@@ -15,6 +15,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "trigger-abi.h"
+#include "pidns.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -30,10 +31,10 @@ __u64 missed = 0;
  * thread belongs to the cookie's process. */
 static __always_inline int report(__u64 cookie, __u64 ip)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct ptd_trigger_hit *h;
+	__u32 tgid, tid;
 
-	if ((__u32)(pid_tgid >> 32) != (__u32)(cookie >> 32))
+	if (!ptd_current_ids(&tgid, &tid) || tgid != (__u32)(cookie >> 32))
 		return 0;
 	h = bpf_ringbuf_reserve(&hits, sizeof(*h), 0);
 	if (!h) {
@@ -41,8 +42,8 @@ static __always_inline int report(__u64 cookie, __u64 ip)
 		return 0;
 	}
 	h->id = (__u32)cookie;
-	h->pid = (__u32)(pid_tgid >> 32);
-	h->tid = (__u32)pid_tgid;
+	h->pid = tgid;
+	h->tid = tid;
 	h->pad = 0;
 	h->ip = ip;
 	h->ktime_ns = bpf_ktime_get_ns();

@@ -99,6 +99,13 @@ struct pt_regs {
 	unsigned long orig_rax, rip, cs, eflags, rsp, ss;
 };
 
+/* bpf_get_ns_current_pid_tgid's answer (include/uapi/linux/bpf.h), filled
+ * by the helper with this layout: part of the helper's ABI. */
+struct bpf_pidns_info {
+	__u32 pid;
+	__u32 tgid;
+};
+
 /* The map types and flags used (include/uapi/linux/bpf.h). */
 enum bpf_map_type {
 	BPF_MAP_TYPE_HASH = 1,

@@ -25,12 +25,14 @@
 #include <bpf/bpf_core_read.h>
 
 #include "watch-abi.h"
+#include "pidns.bpf.h"
 
 #define SIGSTOP 19
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* ptd's own process: never matched (set before load). */
+/* ptd's own process (its id in ptd's PID namespace): never matched (set
+ * before load). */
 const volatile __u32 ptd_tgid = 0;
 
 struct {
@@ -123,9 +125,10 @@ int BPF_PROG(ptd_on_exec, struct task_struct *p, pid_t old_pid,
 	const struct cred *cred;
 	struct ptd_watch_event *ev;
 	struct ptd_watch_count *cnt;
-	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 tgid, tid;
 
-	if (tgid == ptd_tgid)
+	/* (the tracepoint runs in the exec'ing task: p is current) */
+	if (!ptd_current_ids(&tgid, &tid) || tgid == ptd_tgid)
 		return 0;
 	x.ino = BPF_CORE_READ(bprm, file, f_inode, i_ino);
 	x.dev = BPF_CORE_READ(bprm, file, f_inode, i_sb, s_dev);

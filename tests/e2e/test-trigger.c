@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "pidns.h"
 #include "daemon-harness.h"
 #include "daemon-client.h"
 #include "common/fileio.h"
@@ -272,7 +274,7 @@ static void run_hits(const struct daemon *d, const char *step,
 	int i;
 
 	REQUIRE(target_start(&t));
-	(void)snprintf(capdir, sizeof(capdir), "%s/cap-%s%s", tmpdir, step,
+	(void)snprintf(capdir, sizeof(capdir), "%s/cap-%s%s", d->dir, step,
 		       tp ? "-tp" : "");
 	(void)snprintf(opts, sizeof(opts), "\"mode\":\"snapshot\",\"step\":"
 		       "\"%s\",\"capture\":\"%s\",\"triggers\":[\"%s\"]",
@@ -654,6 +656,35 @@ static void test_hits(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+static int hits_in_ns(void *arg)
+{
+	unsigned before = check_failures;
+	struct daemon d;
+
+	(void)arg;
+	if (!daemon_start(&d, "hitsns", ""))
+		return 1;
+	run_hits(&d, "branch", "snapshot:prog-trigger:hit", NULL);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	return (int)(check_failures - before);
+}
+
+/* ptd in a PID namespace of its own (a container's), its target there
+ * too: the uprobe's hits name the process and threads by this
+ * namespace's ids (the kernel's global ones name nothing here), and
+ * every thread's hit takes its snapshot, as in the initial one. */
+static void test_hits_pidns(void)
+{
+	char why[256];
+	int r = pidns_run(hits_in_ns, NULL, why, sizeof(why));
+
+	if (r < 0) {
+		fprintf(stderr, "  skipped: %s\n", why);
+		return;
+	}
+	CHECK_EQ_INT(r, 0);
+}
+
 /* A tracepoint trigger: each worker's gettid syscall takes a snapshot
  * naming it, holding its syscall instruction. */
 static void test_tracepoint(void)
@@ -867,43 +898,56 @@ static void test_limit(void)
 
 /* ptd run as nobody may not load BPF: a trigger is refused, saying why,
  * before anything is done to the process; the rest answers. */
-static void test_unprivileged(void)
+/* Start ptd (a copy other users may run) as user nobody (@nobody) or as
+ * root without CAP_SYS_ADMIN in its bounding set, as ptd.service runs it;
+ * its log in @name's directory. */
+static bool start_restricted(struct daemon *d, const char *name, bool nobody)
 {
-	struct daemon d = { 0 };
 	char ptd[1100], conf[2048], log[700];
-	struct target t;
-	cJSON *r;
 	int i;
 
-	(void)snprintf(d.dir, sizeof(d.dir), "%s/unpriv", tmpdir);
-	REQUIRE(mkdir(d.dir, 0777) == 0 && chmod(d.dir, 0777) == 0 &&
-		chmod(tmpdir, 0755) == 0);
-	(void)snprintf(d.conf, sizeof(d.conf), "%s/ptd.conf", d.dir);
-	(void)snprintf(d.sock, sizeof(d.sock), "%s/ptd.sock", d.dir);
+	memset(d, 0, sizeof(*d));
+	(void)snprintf(d->dir, sizeof(d->dir), "%s/%s", tmpdir, name);
+	REQUIRE_OR_FALSE(mkdir(d->dir, 0777) == 0 && chmod(d->dir, 0777) == 0 &&
+			 chmod(tmpdir, 0755) == 0);
+	(void)snprintf(d->conf, sizeof(d->conf), "%s/ptd.conf", d->dir);
+	(void)snprintf(d->sock, sizeof(d->sock), "%s/ptd.sock", d->dir);
 	(void)snprintf(conf, sizeof(conf), "socket_path = %s\n"
-		       "socket_mode = 0666\nlog_level = debug\n", d.sock);
-	REQUIRE(write_file(d.conf, conf) == 0 && chmod(d.conf, 0644) == 0);
+		       "socket_mode = 0666\nlog_level = debug\n", d->sock);
+	REQUIRE_OR_FALSE(write_file(d->conf, conf) == 0 &&
+			 chmod(d->conf, 0644) == 0);
 	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
-	(void)snprintf(log, sizeof(log), "%s/ptd", d.dir);
-	REQUIRE(copy_prog(ptd, log, 0755));
+	(void)snprintf(log, sizeof(log), "%s/ptd", d->dir);
+	REQUIRE_OR_FALSE(copy_prog(ptd, log, 0755));
 	(void)snprintf(ptd, sizeof(ptd), "%s", log);
-	(void)snprintf(log, sizeof(log), "%s/ptd.log", d.dir);
-	d.pid = fork();
-	if (d.pid == 0) {
+	(void)snprintf(log, sizeof(log), "%s/ptd.log", d->dir);
+	d->pid = fork();
+	if (d->pid == 0) {
 		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
 
 		dup2(fd, 2);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
-		    setuid(NOBODY) < 0)
+		if (nobody ? setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
+				     setuid(NOBODY) < 0
+			   : prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
 			_exit(126);
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl(ptd, ptd, "-c", d.conf, (char *)NULL);
+		execl(ptd, ptd, "-c", d->conf, (char *)NULL);
 		_exit(127);
 	}
-	for (i = 0; i < 500 && access(d.sock, F_OK) < 0; i++)
+	for (i = 0; i < 500 && access(d->sock, F_OK) < 0; i++)
 		msleep(10);
-	REQUIRE(i < 500);
+	REQUIRE_OR_FALSE(i < 500);
 	msleep(50);
+	return true;
+}
+
+static void test_unprivileged(void)
+{
+	struct daemon d;
+	struct target t;
+	cJSON *r;
+
+	REQUIRE(start_restricted(&d, "unpriv", true));
 	REQUIRE(target_start(&t));
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":["
 		     "\"snapshot:prog-trigger:hit\"]", &r);
@@ -911,6 +955,34 @@ static void test_unprivileged(void)
 	r = dc_call1(&d, "{\"id\":2,\"cmd\":\"list\"}\n");
 	CHECK(dc_ok(r));
 	cJSON_Delete(r);
+	CHECK_EQ_INT(target_end(&t), 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* ptd as ptd.service runs it: root with CAP_BPF and CAP_PERFMON but not
+ * CAP_SYS_ADMIN.  Kernels since "perf: Require CAP_SYS_ADMIN for
+ * uprobes" refuse it the uprobe (the program loads): the refusal says
+ * which capability and how to grant it; an older kernel places it. */
+static void test_without_sys_admin(void)
+{
+	struct daemon d;
+	struct target t;
+	cJSON *r;
+	long sid;
+
+	REQUIRE(start_restricted(&d, "nosysadmin", false));
+	REQUIRE(target_start(&t));
+	sid = attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":["
+		     "\"snapshot:prog-trigger:hit\"]", &r);
+	if (sid > 0) {
+		fprintf(stderr, "  this kernel places uprobes for CAP_PERFMON "
+			"(no 'Require CAP_SYS_ADMIN for uprobes')\n");
+		cJSON_Delete(r);
+		r = NULL;
+		CHECK(dc_detach(&d, sid));
+	} else {
+		check_refused(r, "permission_denied", "needs CAP_SYS_ADMIN");
+	}
 	CHECK_EQ_INT(target_end(&t), 0);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
@@ -925,9 +997,11 @@ int main(void)
 		SKIP_ALL("the kernel has no BTF (/sys/kernel/btf/vmlinux)");
 	(void)snprintf(prog, sizeof(prog), "%s/prog-trigger", progs);
 	RUN(test_unprivileged);
+	RUN(test_without_sys_admin);
 	RUN(test_refusals);
 	RUN(test_limit);
 	RUN(test_hits);
+	RUN(test_hits_pidns);
 	RUN(test_tracepoint);
 	RUN(test_gates);
 	return harness_done();

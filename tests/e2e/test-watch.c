@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "pidns.h"
 #include "daemon-harness.h"
 #include "daemon-client.h"
 #include "common/fileio.h"
@@ -1180,6 +1181,29 @@ static void test_dynamic(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+static int dynamic_in_ns(void *arg)
+{
+	unsigned before = check_failures;
+
+	(void)arg;
+	test_dynamic();
+	return (int)(check_failures - before);
+}
+
+/* ptd in a PID namespace of its own (a container's), the program run
+ * there: the exec names it by this namespace's id, and ptd stops, traces
+ * and releases it as in the initial one. */
+static void test_dynamic_pidns(void)
+{
+	char why[256];
+	int r = pidns_run(dynamic_in_ns, NULL, why, sizeof(why));
+
+	if (r < 0) {
+		fprintf(stderr, "  skipped: %s\n", why);
+		return;
+	}
+	CHECK_EQ_INT(r, 0);
+}
 
 /* A rule of user nobody: nobody's runs only, never a set-user-ID one;
  * it ends with its ptctl; unwatch ends a rule. */
@@ -1722,6 +1746,7 @@ int main(void)
 	RUN(test_unprivileged);
 	RUN(test_shell_and_launcher);
 	RUN(test_dynamic);
+	RUN(test_dynamic_pidns);
 	RUN(test_rule_stream);
 	RUN(test_rule_stream_more);
 	RUN(test_rule_stream_loss);

@@ -125,8 +125,14 @@ fi
 [ -f "$work/src/meson.build" ] || fail "could not copy the tree from $src"
 
 # The cached root stays as it is: the container writes to a tmpfs overlay.
+# CAP_BPF and CAP_PERFMON are outside nspawn's default set, and bpf and
+# perf_event_open outside its system call filter: granted, so that the
+# unit's watch rules and triggers load and attach (uprobes need
+# CAP_PERFMON) as on a machine booted with systemd.
 systemd-nspawn -q -D "$ROOT_CACHE" --volatile=overlay -b --register=no \
 	--keep-unit --console=read-only --machine="ptd-boot-$$" \
+	--capability=CAP_BPF,CAP_PERFMON \
+	--system-call-filter="bpf perf_event_open" \
 	--bind="$work/src:/src" \
 	>"$work/console" 2>&1 &
 nspawn=$!
