@@ -10,6 +10,7 @@
 #include "perfdata/write.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -47,10 +48,14 @@ struct writer {
 	size_t nidx;
 	size_t idxcap;
 	bool *exited_early;	/* per thread: EXIT written in the sideband */
-	uint8_t **pt;		/* per thread: its PT */
-	uint64_t *ptlen;
+	uint64_t *ptlen;	/* per thread: its PT's bytes */
 	uint64_t *written;	/* its PT bytes written so far */
+	uint8_t *chunk;		/* W_CHUNK bytes: PT read piece by piece */
 };
+
+/* PT is read from the capture a piece at a time (never one thread's, let
+ * alone every thread's, whole). */
+#define W_CHUNK (1u << 20)
 
 static int w_flush(struct writer *w)
 {
@@ -85,19 +90,47 @@ static int w_align8(struct writer *w)
 	return w->off % 8 ? w_put(w, zero, 8 - w->off % 8) : 0;
 }
 
-/* Write @n bytes directly (large PT data): flush the queue first. */
-static int w_put_direct(struct writer *w, const void *p, size_t n)
+/* Write bytes @from..@from+@len of thread @i's PT file directly (flushing
+ * the queue first), read a chunk at a time. */
+static int w_put_pt(struct writer *w, size_t i, uint64_t from, uint64_t len)
 {
-	int r = w_flush(w);
+	int fd = -1, r = w_flush(w);
 
-	if (r < 0)
-		return r;
-	r = ptd_write_all(w->fd, p, n);
-	if (r < 0)
-		return ptd_diagf(w->diag, r, "writing '%s': %s", w->tmp,
-				 ptd_strerror(r));
-	w->off += n;
-	return 0;
+	if (r >= 0)
+		r = ptd_capture_open_pt(w->c, i, &fd, w->diag);
+	while (r >= 0 && len) {
+		size_t n = len < W_CHUNK ? (size_t)len : W_CHUNK;
+		ssize_t got = pread(fd, w->chunk, n, (off_t)from);
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			r = ptd_diagf(w->diag, -errno, "%s/%s: read failed: %s",
+				      w->c->dir, w->c->threads[i].pt,
+				      strerror(errno));
+			break;
+		}
+		if (got == 0) {
+			r = ptd_diagf(w->diag, -PTD_ECHECKSUM, "%s/%s: ends at "
+				      "%" PRIu64 " while written, but the "
+				      "manifest's pt_bytes says %" PRIu64,
+				      w->c->dir, w->c->threads[i].pt, from,
+				      w->ptlen[i]);
+			break;
+		}
+		r = ptd_write_all(w->fd, w->chunk, (size_t)got);
+		if (r < 0) {
+			r = ptd_diagf(w->diag, r, "writing '%s': %s", w->tmp,
+				      ptd_strerror(r));
+			break;
+		}
+		w->off += (uint64_t)got;
+		from += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	if (fd >= 0)
+		(void)close(fd);
+	return r;
 }
 
 /* The sample_id trailer of the next record: times increase in file order
@@ -551,7 +584,7 @@ static int write_pt_to(struct writer *w, size_t i, uint64_t end)
 	w->nidx++;
 	r = w_put(w, &rec, sizeof(rec));
 	if (r >= 0)
-		r = w_put_direct(w, w->pt[i] + from, len);
+		r = w_put_pt(w, i, from, len);
 	if (r >= 0)
 		r = w_align8(w);
 	if (r >= 0)
@@ -624,11 +657,14 @@ static int write_data(struct writer *w, const struct ptd_pt_pmu *pmu)
 	const struct ptd_capture *c = w->c;
 	int r = write_auxtrace_info(w, pmu);
 
+	/* every PT file checked before anything is written */
 	for (size_t i = 0; r >= 0 && i < c->nthreads; i++) {
-		size_t len = 0;
+		int fd = -1;
 
-		r = ptd_capture_read_pt(c, i, &w->pt[i], &len, w->diag);
-		w->ptlen[i] = len;
+		r = ptd_capture_open_pt(c, i, &fd, w->diag);
+		if (fd >= 0)
+			(void)close(fd);
+		w->ptlen[i] = c->threads[i].pt_bytes;
 	}
 	if (r >= 0)
 		r = write_sideband(w);
@@ -825,10 +861,10 @@ int ptd_perfdata_write_capture(const struct ptd_capture *c, const char *path,
 				 ptd_strerror(r));
 	}
 	w.exited_early = calloc(c->nthreads, sizeof(*w.exited_early));
-	w.pt = calloc(c->nthreads, sizeof(*w.pt));
 	w.ptlen = calloc(c->nthreads, sizeof(*w.ptlen));
+	w.chunk = malloc(W_CHUNK);
 	w.written = calloc(c->nthreads, sizeof(*w.written));
-	r = w.exited_early && w.pt && w.ptlen && w.written
+	r = w.exited_early && w.ptlen && w.written && w.chunk
 		    ? open_tmp(path, &tmp, &fd, diag)
 		    : -ENOMEM;
 	if (r < 0)
@@ -852,9 +888,7 @@ out:
 	ptd_buf_fini(&w.q);
 	free(w.idx);
 	free(w.exited_early);
-	for (size_t i = 0; w.pt && i < c->nthreads; i++)
-		free(w.pt[i]);
-	free(w.pt);
+	free(w.chunk);
 	free(w.ptlen);
 	free(w.written);
 	free(w.absdir);

@@ -58,8 +58,9 @@
  * Returns -EINVAL if @c or @path is NULL or @c has no threads.
  * Returns -errno (message naming the file) if the temporary cannot be
  *   created or written, or the rename fails.
- * Returns what ptd_capture_read_pt() returns (-PTD_ECHECKSUM for a PT file
- *   whose size changed, -errno for a missing one) with its message, and
+ * Returns what ptd_capture_open_pt() returns (-PTD_ECHECKSUM for a PT file
+ *   whose size changed, before or while it is written; -errno for a
+ *   missing one) with its message, and
  *   -errno naming the file for a snapshot file that cannot be opened.
  * Returns -PTD_ELIMIT if a record or the file would exceed perf's limits
  *   (a path too long for one MMAP2 record).

@@ -1027,34 +1027,64 @@ int ptd_capture_save(const struct ptd_capture *c, struct ptd_diag *diag)
 
 /* ---- data files ------------------------------------------------------ */
 
-int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
-			uint8_t **ret_data, size_t *ret_len,
+int ptd_capture_open_pt(const struct ptd_capture *c, size_t idx, int *ret_fd,
 			struct ptd_diag *diag)
 {
 	const struct ptd_capture_thread *th;
-	uint8_t *data;
-	size_t len;
-	int r;
+	uint64_t size;
+	int fd;
 
-	if (!c || idx >= c->nthreads || !ret_data || !ret_len)
+	if (!c || idx >= c->nthreads || !ret_fd)
 		return -EINVAL;
 	th = &c->threads[idx];
 	if (!ptd_filename_is_plain(th->pt))
 		return ptd_diagf(diag, -PTD_EFORMAT, "\"%.64s\": not a plain "
 				 "file name", th->pt);
-	r = read_data(c->dir, th->pt, PTD_CAPTURE_MAX_PT, "PT", &data, &len,
-		      NULL, diag);
-	if (r < 0)
-		return r;
-	if (len != th->pt_bytes) {
-		free(data);
+	fd = open_data(c->dir, th->pt, &size, diag);
+	if (fd < 0)
+		return fd;
+	if (size != th->pt_bytes) {
+		(void)close(fd);
 		return ptd_diagf(diag, -PTD_ECHECKSUM,
-				 "%s/%s: %zu bytes, but the manifest's "
-				 "pt_bytes says %" PRIu64, c->dir, th->pt, len,
+				 "%s/%s: %" PRIu64 " bytes, but the manifest's "
+				 "pt_bytes says %" PRIu64, c->dir, th->pt, size,
 				 th->pt_bytes);
 	}
+	*ret_fd = fd;
+	return 0;
+}
+
+int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
+			uint8_t **ret_data, size_t *ret_len,
+			struct ptd_diag *diag)
+{
+	_cleanup_close_ int fd = -1;
+	const struct ptd_capture_thread *th;
+	uint8_t *data;
+	int r;
+
+	if (!ret_data || !ret_len)
+		return -EINVAL;
+	r = ptd_capture_open_pt(c, idx, &fd, diag);
+	if (r < 0)
+		return r;
+	th = &c->threads[idx];
+	if (th->pt_bytes > PTD_CAPTURE_MAX_PT)
+		return ptd_diagf(diag, -PTD_ELIMIT,
+				 "%s/%s: PT of %" PRIu64 " bytes exceeds the "
+				 "limit of %" PRIu64, c->dir, th->pt,
+				 th->pt_bytes, (uint64_t)PTD_CAPTURE_MAX_PT);
+	data = malloc(th->pt_bytes ? th->pt_bytes : 1);
+	if (!data)
+		return -ENOMEM;
+	r = read_exact(fd, data, th->pt_bytes);
+	if (r < 0) {
+		free(data);
+		return ptd_diagf(diag, r, "%s/%s: read failed: %s", c->dir,
+				 th->pt, ptd_strerror(r));
+	}
 	*ret_data = data;
-	*ret_len = len;
+	*ret_len = th->pt_bytes;
 	return 0;
 }
 
@@ -1066,7 +1096,7 @@ int ptd_capture_read_truth(const struct ptd_capture *c, size_t idx,
 	_cleanup_free_ uint8_t *data = NULL;
 	_cleanup_free_ char *origin = NULL;
 	uint64_t *ips;
-	size_t len, n;
+	size_t len = 0, n;
 	int r;
 
 	if (!c || idx >= c->nthreads || !ret_ips || !ret_n)

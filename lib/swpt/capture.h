@@ -128,6 +128,13 @@ int ptd_capture_read_pt(const struct ptd_capture *c, size_t idx,
 			uint8_t **ret_data, size_t *ret_len,
 			struct ptd_diag *diag);
 
+/* Open thread @idx's PT file for reading pieces of it (pread) into
+ * *@ret_fd, checked as ptd_capture_read_pt checks it (its size the
+ * manifest's pt_bytes), without reading it whole.  Returns 0 or what
+ * ptd_capture_read_pt returns. */
+int ptd_capture_open_pt(const struct ptd_capture *c, size_t idx, int *ret_fd,
+			struct ptd_diag *diag);
+
 /* Read thread @idx's ground truth into a malloc'd array of *ret_n IPs.
  * Checks the count against the manifest: -PTD_ECHECKSUM if it differs,
  * -PTD_EFORMAT for a bad varint (with its byte offset). */

@@ -510,6 +510,45 @@ static void test_synthetic(void)
 	free_synthetic(&c);
 }
 
+/* A thread's PT larger than the piece the writer reads at a time (1 MiB),
+ * and not a multiple of it or of 8: written whole and exact, padded. */
+static void test_large_pt(void)
+{
+	const size_t big = (5u << 19) + 3;	/* 2.5 MiB + 3 */
+	struct ptd_capture c;
+	struct ptd_diag diag = { "" };
+	struct parsed p;
+	char path[600];
+	uint8_t *pt = malloc(big);
+	const uint8_t *pts[2];
+	size_t lens[2];
+	int r;
+
+	REQUIRE(pt);
+	for (size_t i = 0; i < big; i++)
+		pt[i] = (uint8_t)(i * 2654435761u >> 13);
+	make_synthetic("largept", &c);
+	put_file(c.dir, "pt-100.bin", pt, big);
+	c.threads[0].pt_bytes = big;
+	pts[0] = pt;
+	lens[0] = big;
+	pts[1] = pt101;
+	lens[1] = sizeof(pt101);
+	(void)snprintf(path, sizeof(path), "%s/perf.data", c.dir);
+	r = ptd_perfdata_write_capture(&c, path, &diag);
+	if (r < 0)
+		fprintf(stderr, "  %s\n", diag.msg);
+	REQUIRE(r == 0);
+	REQUIRE(read_back(path, (uint32_t)c.pid, &p) == 0);
+	check_header(&p);
+	walk_records(&p, pts, lens, 2);
+	CHECK_EQ_INT(p.naux, 2);
+	CHECK_EQ_U64(p.aux_sizes[0], big);
+	free(p.data);
+	free_synthetic(&c);
+	free(pt);
+}
+
 /* A detached capture has no EXIT records (the process did not exit). */
 static void test_detached(void)
 {
@@ -737,6 +776,7 @@ int main(void)
 	}
 	RUN(test_bad_args);
 	RUN(test_synthetic);
+	RUN(test_large_pt);
 	RUN(test_detached);
 	RUN(test_filter_text);
 	RUN(test_unwritable);
