@@ -15,6 +15,7 @@
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "daemon/fanout.h"
+#include "record/binframe.h"
 #include "record/jsonw.h"
 
 /* Longest lost record: {"type":"lost","records":N} + four kind counts of
@@ -34,6 +35,8 @@ struct ptd_subscriber {
 	uint64_t rule;			/* tagged for this rule's stream; 0:
 					 * a session's own subscriber */
 	size_t limit;			/* queue_size */
+	bool binary;			/* frames (record/binframe.h), not
+					 * JSON lines */
 	/* Decode thread only: its renderer in the roster (fan_view), and
 	 * whether the record being fanned out passes its filter. */
 	unsigned view;
@@ -43,6 +46,8 @@ struct ptd_subscriber {
 	bool gone;			/* unsubscribed: out of f->subs, its
 					 * buffers freed */
 	struct ptd_buf q;		/* appended by the decode thread */
+	size_t open;			/* binary: q's open records frame
+					 * (PTD_BIN_NONE) */
 	struct ptd_buf out;		/* being written by the loop */
 	size_t out_off;			/* bytes of out written */
 	uint64_t matched, sent, lost;
@@ -65,8 +70,14 @@ struct ptd_subscriber {
 struct fan_view {
 	struct ptd_jsonr jr;
 	bool tagged;			/* ,"session":N after the type */
+	/* binary frames: insn records of a fixed field set are encoded
+	 * into rec (is_rec), the others rendered into line as for JSON */
+	bool binary;
+	bool fixed;			/* binary and jr.fields fixed-width */
+	bool is_rec;			/* this record went into rec */
 	size_t len;			/* of line; 0: did not render */
 	bool rendered;			/* for the record being fanned out */
+	uint8_t rec[PTD_BIN_MAX_REC];
 	char line[PTD_JSON_MAX_RECORD + TAG_MAX];
 };
 
@@ -197,6 +208,23 @@ static size_t sub_pending(const struct ptd_subscriber *s)
 	return s->q.len + (s->out.len - s->out_off);
 }
 
+/* Append a JSON line (or lines) to @s's queue: as they are, or in a
+ * frame of @type for a binary subscriber (lock held).  0 or -ENOMEM
+ * (-EINVAL: too long for a frame; the subscriber misses it). */
+static int sub_put_json(struct ptd_subscriber *s, const char *line, size_t n,
+			enum ptd_bin_type type)
+{
+	if (!s->binary)
+		return ptd_buf_append(&s->q, line, n);
+	return ptd_bin_buf_json(&s->q, &s->open, type, line, n);
+}
+
+/* The framing a JSON line adds for @s. */
+static size_t sub_frame_extra(const struct ptd_subscriber *s)
+{
+	return s->binary ? PTD_BIN_HDR : 0;
+}
+
 /* Append the lost record for what was dropped since the last one (lock
  * held).  Returns 0 or -ENOMEM (then the counts stay pending). */
 static int put_lost(struct ptd_subscriber *s)
@@ -219,7 +247,7 @@ static int put_lost(struct ptd_subscriber *s)
 				      ptd_rec_type_name((enum ptd_rec_type)t),
 				      s->lost_pending_kind[t]);
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
-	r = ptd_buf_append(&s->q, buf, (size_t)n);
+	r = sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 	if (r < 0)
 		return r;
 	s->lost_pending = 0;
@@ -241,7 +269,8 @@ static void count_lost(struct ptd_subscriber *s, enum ptd_rec_type t)
 static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 			size_t len, enum ptd_rec_type t)
 {
-	size_t need = len + (s->lost_pending ? LOST_MAX : 0);
+	size_t extra = sub_frame_extra(s);
+	size_t need = len + extra + (s->lost_pending ? LOST_MAX + extra : 0);
 	bool was_empty = s->q.len == 0;
 
 	if (sub_pending(s) + need > s->limit ||
@@ -251,7 +280,30 @@ static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 		return false;
 	}
 	/* Cannot fail: reserved above. */
-	(void)ptd_buf_append(&s->q, line, len);
+	(void)sub_put_json(s, line, len, PTD_BIN_JSON);
+	s->sent++;
+	return was_empty;
+}
+
+/* sub_enqueue for a binary subscriber's fixed-width insn record @rec of
+ * @fields: into its queue's open records frame, or a new one. */
+static bool sub_enqueue_rec(struct ptd_subscriber *s, const uint8_t *rec,
+			    uint32_t fields)
+{
+	size_t need = ptd_bin_buf_record_need(&s->q, s->open, fields);
+	bool was_empty = s->q.len == 0;
+
+	if (s->lost_pending)	/* the lost frame closes the open one */
+		need = ptd_bin_recsize(fields) + PTD_BIN_HDR + LOST_MAX +
+		       PTD_BIN_HDR;
+	if (sub_pending(s) + need > s->limit ||
+	    ptd_buf_reserve(&s->q, need) < 0 ||
+	    (s->lost_pending && put_lost(s) < 0)) {
+		count_lost(s, PTD_REC_INSN);
+		return false;
+	}
+	/* Cannot fail: reserved above. */
+	(void)ptd_bin_buf_record(&s->q, &s->open, fields, rec);
 	s->sent++;
 	return was_empty;
 }
@@ -279,7 +331,7 @@ static void roster_sync(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *drop = NULL, *next;
 	unsigned i, n = 0, v;
-	bool tagged;
+	bool tagged, binary;
 
 	for (;;) {
 		pthread_mutex_lock(&f->lock);
@@ -333,13 +385,19 @@ static void roster_sync(struct ptd_fanout *f)
 		tagged = f->roster[i]->rule != 0;
 		if (tagged)
 			fields |= PTD_FIELD_BIT(PTD_FIELD_PID);
+		binary = f->roster[i]->binary;
 		for (v = 0; v < f->nviews; v++)
 			if (f->views[v].jr.fields == fields &&
-			    f->views[v].tagged == tagged)
+			    f->views[v].tagged == tagged &&
+			    f->views[v].binary == binary)
 				break;
 		if (v == f->nviews) {
-			ptd_jsonr_init(&f->views[f->nviews].jr, fields);
-			f->views[f->nviews++].tagged = tagged;
+			struct fan_view *nv = &f->views[f->nviews++];
+
+			ptd_jsonr_init(&nv->jr, fields);
+			nv->tagged = tagged;
+			nv->binary = binary;
+			nv->fixed = binary && ptd_bin_fields_fixed(fields);
 		}
 		f->roster[i]->view = v;
 	}
@@ -415,9 +473,17 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		any = true;
 		v = &f->views[s->view];
 		if (!v->rendered) {
-			v->len = ptd_jsonr_render(&v->jr, v->line, r);
-			if (v->tagged)
-				v->len = tag_line(f, v->line, v->len);
+			/* a binary view's insn records straight into their
+			 * fixed-width form: no JSON */
+			v->is_rec = v->fixed && r->type == PTD_REC_INSN;
+			if (v->is_rec) {
+				v->len = ptd_bin_encode(v->rec, v->jr.fields,
+							r);
+			} else {
+				v->len = ptd_jsonr_render(&v->jr, v->line, r);
+				if (v->tagged)
+					v->len = tag_line(f, v->line, v->len);
+			}
 			v->rendered = true;
 			atomic_fetch_add_explicit(&f->renders, 1,
 						  memory_order_relaxed);
@@ -439,6 +505,12 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 			continue;
 		}
 		v = &f->views[s->view];
+		if (v->is_rec) {
+			if (sub_enqueue_rec(s, v->rec, v->jr.fields))
+				wake = true;
+			urgent = urgent || sub_urgent(s);
+			continue;
+		}
 		if (!v->len) {
 			count_lost(s, r->type);
 			continue;
@@ -479,7 +551,7 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 		if (s->q.len == 0)
 			wake = true;
 		/* -ENOMEM: the subscriber misses this line */
-		(void)ptd_buf_append(&s->q, line, len);
+		(void)sub_put_json(s, line, len, PTD_BIN_JSON);
 	}
 	/* lines (markers, triggers) go at once, with what was owed */
 	if (wake && !f->wake_pending)
@@ -540,7 +612,7 @@ static void sub_put_bye(struct ptd_fanout *f, struct ptd_subscriber *s,
 	n = render_bye(f, s, e);
 	/* On -ENOMEM the stream ends without its bye: the loop still sees
 	 * bye_queued and closes the connection. */
-	(void)ptd_buf_append(&s->q, f->bye, n);
+	(void)sub_put_json(s, f->bye, n, PTD_BIN_END);
 	s->bye_queued = true;
 }
 
@@ -582,7 +654,7 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 			     "\"session\":%" PRIu64 ",\"pid\":%ld,\"rule\":%"
 			     PRIu64 "}\n", f->session_id, (long)f->pid,
 			     s->rule);
-		return ptd_buf_append(&s->q, buf, (size_t)n);
+		return sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 	}
 	n = snprintf(buf, sizeof(buf),
 		     "{\"type\":\"hello\",\"version\":%d,\"session\":%" PRIu64
@@ -612,8 +684,11 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 		}
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
 	}
+	if (s->binary)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+			      ",\"format\":\"binary\"");
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
-	return ptd_buf_append(&s->q, buf, (size_t)n);
+	return sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 }
 
 int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
@@ -641,6 +716,9 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 	s->filter.mod_ptr = NULL;
 	s->limit = queue_size;
 	s->rule = rule;
+	/* a rule's stream is JSON lines (proto.c refuses binary there) */
+	s->binary = filter->spec.binary && !rule;
+	s->open = PTD_BIN_NONE;
 	s->fan = f;
 	s->refs = 1;			/* f->subs */
 	pthread_mutex_lock(&f->lock);
@@ -697,6 +775,7 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
 	ptd_buf_fini(&s->q);
 	ptd_buf_fini(&s->out);
 	s->out_off = 0;
+	s->open = PTD_BIN_NONE;
 	last = sub_unref(s);
 	/* a lossless producer waiting for it waits no more */
 	pthread_cond_broadcast(&f->room);
@@ -746,6 +825,7 @@ enum ptd_sub_state ptd_subscriber_peek(struct ptd_subscriber *s,
 		s->out = s->q;
 		s->q = tmp;
 		s->out_off = 0;
+		s->open = PTD_BIN_NONE;	/* the frames taken are closed */
 	}
 	if (s->out_off < s->out.len) {
 		*ret_data = (const char *)s->out.data + s->out_off;
@@ -783,6 +863,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	ret->id = s->id;
 	ret->kinds = s->filter.spec.kinds;
 	ret->fields = s->filter.spec.fields;
+	ret->binary = s->binary;
 	ret->matched = s->matched;
 	ret->sent = s->sent;
 	ret->lost = s->lost;

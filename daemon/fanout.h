@@ -82,7 +82,12 @@ void ptd_fanout_free(struct ptd_fanout *f);
 
 /* Add a subscriber with filter @filter (copied) and a queue limit of
  * @queue_size bytes; its stream starts with a hello record (and holds the
- * bye at once if the session has already ended).
+ * bye at once if the session has already ended).  With
+ * filter->spec.binary its stream is binary frames (record/binframe.h):
+ * insn records of a fixed-width field set are encoded once per fan-out
+ * (as a field set's JSON line is rendered once) and appended to the open
+ * records frame of its queue; every other line (hello, event and error
+ * records, lost, markers) goes in a json frame, and bye in the end frame.
  * Returns 0 with *ret_sub, or:
  *  -PTD_ELIMIT  @f already has @max_subscribers subscribers
  *  -EINVAL      @queue_size is smaller than PTD_JSON_MAX_RECORD
@@ -189,6 +194,7 @@ struct ptd_subscriber_stats {
 	unsigned id;		/* 1, 2, ... within the session */
 	unsigned kinds;		/* PTD_REC_BIT()s */
 	uint32_t fields;	/* PTD_FIELD_BIT()s; 0: every field */
+	bool binary;		/* binary frames (subscribe's "format") */
 	uint64_t matched;
 	uint64_t sent;
 	uint64_t lost;

@@ -65,6 +65,7 @@ struct decode_args {
 	const char *debug_dir;		/* --debug-dir */
 	const char *perfmap_dir;	/* --perf-map-dir */
 	uint32_t fields;	/* --fields: PTD_FIELD_BIT()s; 0 every field */
+	bool binary;		/* --format binary: frames, not JSON lines */
 };
 
 void decode_args_init(struct decode_args *d);
@@ -77,6 +78,11 @@ int parse_records(const char *s, unsigned *ret);
 int parse_fields(const char *s, uint32_t *ret);
 /* The getopt value of --fields (decoding verbs and stream options). */
 #define PTCTL_FIELDS_OPT 'O'
+/* --format json|binary (decode, stream) */
+#define PTCTL_FORMAT_OPT 0x200
+/* "json" or "binary" into *@binary; 0, or -EINVAL with the message
+ * printed */
+int parse_format(const char *s, bool *binary);
 #define PTCTL_SYMBOLS_OPT 'Y'
 /* --trigger (attach, watch): not 'Y', which the stream options' --symbols
  * takes first */

@@ -151,7 +151,7 @@ static bool open_fits(const struct ptd_buf *b, size_t open, uint32_t fields,
 	if (open == PTD_BIN_NONE || open + PTD_BIN_HDR > b->len)
 		return false;
 	h = b->data + open;
-	return get32(h + 12) == fields &&
+	return h[5] == PTD_BIN_RECORDS && get32(h + 12) == fields &&
 	       get32(h + 8) < PTD_BIN_MAX_RECORDS_PAYLOAD &&
 	       get32(h + 16) + rs <= PTD_BIN_MAX_RECORDS_PAYLOAD &&
 	       open + PTD_BIN_HDR + get32(h + 16) == b->len;
@@ -202,13 +202,29 @@ int ptd_bin_buf_json(struct ptd_buf *b, size_t *open, enum ptd_bin_type type,
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
 		count += lines[i] == '\n';
+	/* lines join an open json frame that has room */
+	if (type == PTD_BIN_JSON && *open != PTD_BIN_NONE &&
+	    *open + PTD_BIN_HDR <= b->len) {
+		uint8_t *h = b->data + *open;
+
+		if (h[5] == PTD_BIN_JSON &&
+		    *open + PTD_BIN_HDR + get32(h + 16) == b->len &&
+		    get32(h + 16) + n <= PTD_BIN_MAX_JSON_PAYLOAD) {
+			if (ptd_buf_append(b, lines, n) < 0)
+				return -ENOMEM;
+			h = b->data + *open;
+			(void)put32(h + 8, get32(h + 8) + count);
+			(void)put32(h + 16, get32(h + 16) + (uint32_t)n);
+			return 0;
+		}
+	}
 	if (ptd_buf_reserve(b, PTD_BIN_HDR + n) < 0)
 		return -ENOMEM;
 	put_header(hdr, type, 0, count, 0, (uint32_t)n);
+	*open = type == PTD_BIN_JSON ? b->len : PTD_BIN_NONE;
 	(void)ptd_buf_append(b, hdr, sizeof(hdr));
 	if (n)
 		(void)ptd_buf_append(b, lines, n);
-	*open = PTD_BIN_NONE;
 	return 0;
 }
 

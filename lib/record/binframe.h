@@ -74,9 +74,10 @@ size_t ptd_bin_encode(uint8_t *dst, uint32_t fields,
 		      const struct ptd_record *r);
 
 /*
- * Appending frames to a buffer.  *@open is the offset of the records frame
- * still open at the buffer's end (SIZE_MAX: none): records of the same
- * field set join it while it has room; anything else closes it.  The
+ * Appending frames to a buffer.  *@open is the offset of the frame still
+ * open at the buffer's end (SIZE_MAX: none): records of the same field
+ * set join an open records frame, JSON lines an open json frame, while it
+ * has room; anything else closes it.  The
  * buffer always holds whole, valid frames (the open frame's header is
  * updated with each record).
  */
@@ -88,8 +89,8 @@ size_t ptd_bin_buf_record_need(const struct ptd_buf *b, size_t open,
 int ptd_bin_buf_record(struct ptd_buf *b, size_t *open, uint32_t fields,
 		       const uint8_t *rec);
 /* @n bytes of JSON lines (each ending in '\n', @n <=
- * PTD_BIN_MAX_JSON_PAYLOAD) as one frame of @type (PTD_BIN_JSON or
- * PTD_BIN_END).  Returns 0, -EINVAL or -ENOMEM. */
+ * PTD_BIN_MAX_JSON_PAYLOAD) in a frame of @type (PTD_BIN_JSON: the open
+ * json frame if they fit; PTD_BIN_END: a frame of their own).  Returns 0, -EINVAL or -ENOMEM. */
 int ptd_bin_buf_json(struct ptd_buf *b, size_t *open, enum ptd_bin_type type,
 		     const char *lines, size_t n);
 
