@@ -80,6 +80,8 @@ int parse_fields(const char *s, uint32_t *ret);
 #define PTCTL_FIELDS_OPT 'O'
 /* --format json|binary (decode, stream) */
 #define PTCTL_FORMAT_OPT 0x200
+/* --output FILE (stream, replay: where a binary stream's frames go) */
+#define PTCTL_OUTPUT_OPT 0x202
 /* "json" or "binary" into *@binary; 0, or -EINVAL with the message
  * printed */
 int parse_format(const char *s, bool *binary);
@@ -158,7 +160,9 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "iclass", required_argument, NULL, 'I' },       \
 	{ "module", required_argument, NULL, 'M' },       \
 	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }, \
-	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT }
+	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT },  \
+	{ "format", required_argument, NULL, PTCTL_FORMAT_OPT }, \
+	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
