@@ -650,6 +650,8 @@ int ptd_binw_flush(struct ptd_binw *w)
 	e = ptd_write_all(w->fd, w->buf.data, w->buf.len);
 	if (e < 0)
 		w->err = e;
+	else
+		w->bytes += w->buf.len;
 	w->buf.len = 0;
 	w->open = PTD_BIN_NONE;
 	return w->err;

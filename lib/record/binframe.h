@@ -150,6 +150,7 @@ struct ptd_binw {
 	struct ptd_jsonr jr;	/* the JSON lines of the others */
 	char line[PTD_JSON_MAX_RECORD];
 	uint64_t records;
+	uint64_t bytes;		/* written */
 	int err;		/* first write error, sticky */
 };
 
