@@ -41,6 +41,12 @@ struct ptd_subscriber {
 	 * whether the record being fanned out passes its filter. */
 	unsigned view;
 	bool want;
+	/* Decode thread only, binary: fixed-width records matched but not
+	 * yet queued (stage_n of them, stage_len bytes), so that a batch
+	 * takes the lock once, not each record (stage_flush). */
+	uint8_t *stage;
+	size_t stage_len;
+	uint32_t stage_n;
 	/* Guarded by the fan-out lock: */
 	unsigned refs;			/* f->subs holds one, the roster one */
 	bool gone;			/* unsubscribed: out of f->subs, its
@@ -74,6 +80,7 @@ struct fan_view {
 	 * into rec (is_rec), the others rendered into line as for JSON */
 	bool binary;
 	bool fixed;			/* binary and jr.fields fixed-width */
+	unsigned recsize;		/* fixed: ptd_bin_recsize */
 	bool is_rec;			/* this record went into rec */
 	size_t len;			/* of line; 0: did not render */
 	bool rendered;			/* for the record being fanned out */
@@ -123,6 +130,15 @@ struct ptd_fanout {
 	unsigned nroster, roster_cap;
 	struct fan_view *views;
 	unsigned nviews, views_cap;
+	/* Decode thread only: bytes every subscriber's queue still had room
+	 * for at the last ptd_fanout_wait_room that looked (beyond what it
+	 * was asked for), less what was queued since: while it covers a
+	 * wait, the wait needs no lock.  Valid for roster generation
+	 * credit_gen; 0 while any subscriber is stalled. */
+	size_t credit;
+	unsigned credit_gen;
+	bool staged;			/* a subscriber has staged records */
+	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
 static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
@@ -171,6 +187,7 @@ static void sub_free(struct ptd_subscriber *s)
 		return;
 	ptd_buf_fini(&s->q);
 	ptd_buf_fini(&s->out);
+	free(s->stage);
 	free(s);
 }
 
@@ -288,14 +305,19 @@ static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 /* sub_enqueue for a binary subscriber's fixed-width insn record @rec of
  * @fields: into its queue's open records frame, or a new one. */
 static bool sub_enqueue_rec(struct ptd_subscriber *s, const uint8_t *rec,
-			    uint32_t fields)
+			    uint32_t fields, unsigned rs)
 {
-	size_t need = ptd_bin_buf_record_need(&s->q, s->open, fields);
+	size_t need = rs + PTD_BIN_HDR;
 	bool was_empty = s->q.len == 0;
 
+	/* the common case: the open frame takes it */
+	if (!s->lost_pending && sub_pending(s) + need <= s->limit &&
+	    ptd_bin_buf_record_fast(&s->q, s->open, fields, rec, rs)) {
+		s->sent++;
+		return was_empty;
+	}
 	if (s->lost_pending)	/* the lost frame closes the open one */
-		need = ptd_bin_recsize(fields) + PTD_BIN_HDR + LOST_MAX +
-		       PTD_BIN_HDR;
+		need = rs + PTD_BIN_HDR + LOST_MAX + PTD_BIN_HDR;
 	if (sub_pending(s) + need > s->limit ||
 	    ptd_buf_reserve(&s->q, need) < 0 ||
 	    (s->lost_pending && put_lost(s) < 0)) {
@@ -327,11 +349,16 @@ static bool grow(void **arr, unsigned *cap, unsigned n, size_t size)
  * distinct field set.  Without memory for it the old roster stays (a
  * subscriber that joined gets nothing until a later try succeeds: its
  * records are not matched, so its counts stay exact). */
+static void stage_flush_locking(struct ptd_fanout *f);
+
 static void roster_sync(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *drop = NULL, *next;
 	unsigned i, n = 0, v;
 	bool tagged, binary;
+
+	/* records staged for the old roster go to it first */
+	stage_flush_locking(f);
 
 	for (;;) {
 		pthread_mutex_lock(&f->lock);
@@ -398,6 +425,7 @@ static void roster_sync(struct ptd_fanout *f)
 			nv->tagged = tagged;
 			nv->binary = binary;
 			nv->fixed = binary && ptd_bin_fields_fixed(fields);
+			nv->recsize = ptd_bin_recsize(fields);
 		}
 		f->roster[i]->view = v;
 	}
@@ -417,11 +445,72 @@ static bool sub_urgent(const struct ptd_subscriber *s)
 	return sub_pending(s) >= at;
 }
 
+/* Queue every subscriber's staged records (lock held, decode thread): as
+ * ptd_fanout_record would have one by one -- matched, then sent or lost
+ * -- in their order, before whatever the caller queues next.  Returns
+ * true if the loop needs a wake-up now (urgent), and notes an owed one. */
+static bool stage_flush(struct ptd_fanout *f)
+{
+	bool wake = false, urgent = false;
+
+	if (!f->staged)
+		return false;
+	f->staged = false;
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+		const struct fan_view *v = &f->views[s->view];
+		uint32_t n = s->stage_n;
+
+		if (!n)
+			continue;
+		s->stage_n = 0;
+		s->stage_len = 0;
+		/* one that left, or whose stream ended, took none (as a
+		 * record fanned out after that would have) */
+		if (s->gone || s->bye_queued || f->ended)
+			continue;
+		for (uint32_t k = 0; k < n; k++) {
+			s->matched++;
+			if (s->cut) {
+				count_lost(s, PTD_REC_INSN);
+				continue;
+			}
+			if (sub_enqueue_rec(s, s->stage + (size_t)k * v->recsize,
+					    v->jr.fields, v->recsize))
+				wake = true;
+		}
+		urgent = urgent || sub_urgent(s);
+	}
+	if (wake && !f->wake_pending) {
+		f->wake_pending = true;
+		f->wake_owed = true;
+	}
+	wake = f->wake_owed && urgent;
+	if (wake)
+		f->wake_owed = false;
+	return wake;
+}
+
+/* stage_flush taking the lock, and waking the loop if it must. */
+static void stage_flush_locking(struct ptd_fanout *f)
+{
+	bool wake;
+
+	if (!f->staged)
+		return;
+	pthread_mutex_lock(&f->lock);
+	wake = stage_flush(f);
+	pthread_mutex_unlock(&f->lock);
+	if (wake && f->wake)
+		f->wake(f->wake_ctx);
+}
+
 void ptd_fanout_flush(struct ptd_fanout *f)
 {
 	bool wake;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);
 	wake = f->wake_owed;
 	f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
@@ -446,8 +535,48 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 	return len + f->tag_len;
 }
 
+/* Records staged a subscriber at most: then they are queued. */
+#define STAGE_BYTES (16u << 10)
+
+/* Stage the record being fanned out for each subscriber that wants it, if
+ * each of them takes it as a fixed-width record (decode thread, no lock).
+ * False: nothing staged (the caller queues it under the lock). */
+static bool stage_record(struct ptd_fanout *f)
+{
+	bool full = false;
+	size_t used = 0;
+
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+
+		if (s->want && (!f->views[s->view].is_rec ||
+				(!s->stage && !(s->stage = malloc(STAGE_BYTES)))))
+			return false;
+	}
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+		const struct fan_view *v = &f->views[s->view];
+
+		if (!s->want)
+			continue;
+		memcpy(s->stage + s->stage_len, v->rec, v->recsize);
+		s->stage_len += v->recsize;
+		s->stage_n++;
+		full = full || s->stage_len + PTD_BIN_MAX_REC > STAGE_BYTES;
+		/* what it will add to the queue, a frame header at worst */
+		if (v->recsize + PTD_BIN_HDR > used)
+			used = v->recsize + PTD_BIN_HDR;
+	}
+	f->staged = true;
+	f->credit = f->credit > used ? f->credit - used : 0;
+	if (full)
+		stage_flush_locking(f);
+	return true;
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
+	size_t used = 0;	/* the most bytes queued for one subscriber */
 	bool urgent = false;
 	struct ptd_subscriber *s;
 	bool any = false, wake = false;
@@ -485,20 +614,33 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 					v->len = tag_line(f, v->line, v->len);
 			}
 			v->rendered = true;
-			atomic_fetch_add_explicit(&f->renders, 1,
-						  memory_order_relaxed);
+			/* only this thread writes it: no locked add */
+			atomic_store_explicit(
+				&f->renders,
+				atomic_load_explicit(&f->renders,
+						     memory_order_relaxed) + 1,
+				memory_order_relaxed);
 		}
 	}
 	if (!any)
 		return;
-	/* One lock to queue the lines. */
+	/* Binary records: staged without the lock while every subscriber
+	 * that wants this record takes it that way, queued a batch at a
+	 * time. */
+	if (stage_record(f))
+		return;
+	/* One lock to queue the lines (after what is staged). */
 	pthread_mutex_lock(&f->lock);
+	if (stage_flush(f))
+		urgent = true;
 	for (i = 0; i < f->nroster && !f->ended; i++) {
 		const struct fan_view *v;
+		size_t before;
 
 		s = f->roster[i];
 		if (!s->want || s->gone || s->bye_queued)
 			continue;
+		before = s->q.len;
 		s->matched++;
 		if (s->cut) {
 			count_lost(s, r->type);
@@ -506,19 +648,21 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		}
 		v = &f->views[s->view];
 		if (v->is_rec) {
-			if (sub_enqueue_rec(s, v->rec, v->jr.fields))
+			if (sub_enqueue_rec(s, v->rec, v->jr.fields,
+					    v->recsize))
 				wake = true;
-			urgent = urgent || sub_urgent(s);
-			continue;
-		}
-		if (!v->len) {
+		} else if (!v->len) {
 			count_lost(s, r->type);
 			continue;
-		}
-		if (sub_enqueue(s, v->line, v->len, r->type))
+		} else if (sub_enqueue(s, v->line, v->len, r->type)) {
 			wake = true;
+		}
 		urgent = urgent || sub_urgent(s);
+		/* (the loop swaps queues under the lock: q only grew) */
+		if (s->q.len - before > used)
+			used = s->q.len - before;
 	}
+	f->credit = f->credit > used ? f->credit - used : 0;
 	/* a wake-up owed until the flush, or a queue fills */
 	if (wake && !f->wake_pending) {
 		f->wake_pending = true;
@@ -543,6 +687,8 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 	bool wake = false;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);	/* woken below, with what was owed */
+	f->credit = 0;
 	for (s = f->subs; s && !f->ended; s = s->next) {
 		if (s->bye_queued || s->cut)
 			continue;
@@ -621,6 +767,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 	struct ptd_subscriber *s;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);	/* the wake-up below is for everything */
 	if (f->ended) {
 		pthread_mutex_unlock(&f->lock);
 		return;
@@ -903,6 +1050,7 @@ void ptd_fanout_cancel_waits(struct ptd_fanout *f)
 {
 	pthread_mutex_lock(&f->lock);
 	f->waits_cancelled = true;
+	atomic_store(&f->cancelled_hint, true);
 	pthread_cond_broadcast(&f->room);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -934,13 +1082,41 @@ static struct ptd_subscriber *holding_back(struct ptd_fanout *f, size_t need)
 	return NULL;
 }
 
+/* The room every subscriber a wait counts has beyond @need (lock held, no
+ * one holding back); 0 if one is stalled (it is looked at again each
+ * time, to see it read). */
+static size_t room_left(struct ptd_fanout *f, size_t need)
+{
+	struct ptd_subscriber *s;
+	size_t room = SIZE_MAX;
+
+	for (s = f->subs; s; s = s->next) {
+		if (s->cut || s->bye_queued)
+			continue;
+		if (s->stalled)
+			return 0;
+		if (s->limit - sub_pending(s) - need < room)
+			room = s->limit - sub_pending(s) - need;
+	}
+	return room == SIZE_MAX ? 0 : room;
+}
+
 enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 				   unsigned stall_ms, enum ptd_stall stall)
 {
 	enum ptd_room res = PTD_ROOM_OK;
 	unsigned watch_id = 0;
 	uint64_t watch_taken = 0, since = 0;
+	unsigned gen = atomic_load_explicit(&f->gen, memory_order_acquire);
 
+	/* Room known without the lock: only this thread adds to the
+	 * queues (and the credit counts what it added), the loop only takes
+	 * from them; a subscriber that joined or left since voids it. */
+	if (f->credit >= need && f->credit_gen == gen &&
+	    !atomic_load(&f->cancelled_hint) && !ptd_fanout_abandoned(f))
+		return PTD_ROOM_OK;
+	/* what is staged is in the queues before they are looked at */
+	stage_flush_locking(f);
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		struct ptd_subscriber *s;
@@ -956,8 +1132,12 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 			break;
 		}
 		s = holding_back(f, need);
-		if (!s)
+		if (!s) {
+			f->credit = room_left(f, need);
+			f->credit_gen = atomic_load_explicit(
+				&f->gen, memory_order_relaxed);
 			break;
+		}
 		/* what is waited for must be on its way to the loop */
 		if (f->wake_owed) {
 			f->wake_owed = false;
@@ -1000,6 +1180,7 @@ unsigned ptd_fanout_cut_end(struct ptd_fanout *f, const char *why)
 	memset(&e, 0, sizeof(e));
 	e.reason = PTD_END_STALLED;
 	(void)snprintf(e.message, sizeof(e.message), "%s", why ? why : "");
+	stage_flush_locking(f);
 	pthread_mutex_lock(&f->lock);
 	for (s = f->subs; s && !f->ended; s = s->next) {
 		if (!s->cut || s->bye_queued)
