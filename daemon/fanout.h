@@ -43,6 +43,15 @@
  * counted lost until ptd_fanout_cut_end ends its stream with a lost
  * record and a bye of reason "stalled", while the others go on.
  *
+ * Binary subscribers (filter.h, spec.binary): insn records of a
+ * fixed-width field set are encoded once per field set and, while every
+ * subscriber that wants a record takes it that way, staged per
+ * subscriber by the decode thread without the lock and queued a batch at
+ * a time (16 KiB, or before anything else is queued: a line, a JSON
+ * record, the end, a flush, a wait, a roster change), as if one by one.
+ * A paced producer's wait takes no lock while the room it saw last, less
+ * what it queued since, still covers it.
+ *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
  * `lost` (dropped, reported by a lost record): sent + lost == matched at
