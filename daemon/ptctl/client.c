@@ -399,11 +399,6 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	struct ptd_request req;
 	int r;
 
-	if (stream_output && !spec->binary) {
-		errx_msg("--output: only with --format binary (JSON lines go "
-			 "to stdout)");
-		return EXIT_USAGE;
-	}
 	client_request(&req, PTD_CMD_SUBSCRIBE);
 	req.has_session = true;
 	req.session = session;
@@ -432,6 +427,21 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 		return r;
 	ptd_response_fini(&resp);
 	return follow_stream(f);
+}
+
+int stream_args_check(const struct ptd_filter_spec *spec, bool rule)
+{
+	if (stream_output && !spec->binary) {
+		errx_msg("--output: only with --format binary (JSON lines go "
+			 "to stdout)");
+		return EXIT_USAGE;
+	}
+	if (spec->binary && rule) {
+		errx_msg("--format binary: a session's stream only, not a "
+			 "rule's");
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 void stream_filter_init(struct ptd_filter_spec *f)

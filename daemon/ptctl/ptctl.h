@@ -168,6 +168,10 @@ void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
  * 0 if not, -EINVAL on a bad value (message printed; exit EXIT_USAGE). */
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
+/* The stream options given together make sense (--output only with
+ * --format binary, binary not for a @rule's stream): 0, or EXIT_USAGE
+ * with the message printed. */
+int stream_args_check(const struct ptd_filter_spec *spec, bool rule);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec);

@@ -91,7 +91,9 @@ int verb_stream(int argc, char **argv)
 		errx_msg("--running: only with --rule");
 		return EXIT_USAGE;
 	}
-	r = rule ? 0 : parse_session_arg(argv[optind], &session);
+	r = stream_args_check(&spec, rule != 0);
+	if (!r)
+		r = rule ? 0 : parse_session_arg(argv[optind], &session);
 	if (!r)
 		r = client_connect(&f);
 	if (!r)
@@ -155,6 +157,8 @@ int verb_replay(int argc, char **argv)
 		errx_msg("expected one TRACE (ptctl replay [OPTIONS] TRACE)");
 		return EXIT_USAGE;
 	}
+	if (stream_args_check(&spec, false))
+		return EXIT_USAGE;
 	path = realpath(argv[optind], NULL);
 	if (!path) {
 		errx_msg("'%s': %s", argv[optind], strerror(errno));
