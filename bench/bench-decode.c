@@ -27,6 +27,11 @@
  *                                  --symbols), and insn records with call
  *                                  records beside them, without: each
  *                                  against plain insn records
+ *   ip,tid binary (offline to a pipe, insn records ip,tid as binary frames
+ *   and through ptd, 1 sub)        (record/binframe.h; subscribe "format":
+ *                                  "binary"): 12 bytes a record; the
+ *                                  subscriber thread counts the records
+ *                                  from the frame headers
  *   parallel decoder, 1 / 2 threads the block path's insn records counted,
  *                                  serially and with opts.jobs 2
  *                                  (decode/parallel.h: the block path is
@@ -69,9 +74,11 @@
 #include <unistd.h>
 
 #include "aspace/iscache.h"
+#include "common/bytes.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/decoder.h"
+#include "record/binframe.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
 #include "swpt/capdecode.h"
@@ -254,6 +261,41 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	return st.insns;
 }
 
+static int bin_record(void *ctx, const struct ptd_record *rec)
+{
+	return ptd_binw_put(ctx, rec);
+}
+
+/* ptd decoding (block path) with insn records of @fields written as
+ * binary frames to a pipe. */
+static uint64_t ptd_bin(const struct ptd_capture *c,
+			struct ptd_capture_stream *rs, uint32_t fields,
+			struct ptd_insncache *icache, uint64_t *ret_bytes)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_stats st;
+	struct ptd_binw w;
+	int wfd, status;
+	pid_t child = start_reader(&wfd);
+
+	if (child < 0)
+		return 0;
+	memset(&o, 0, sizeof(o));
+	o.path = PTD_PATH_BLOCK;
+	o.want = PTD_REC_BIT(PTD_REC_INSN);
+	o.cpu = c->cpu;
+	memset(&st, 0, sizeof(st));
+	(void)ptd_binw_init(&w, wfd, fields);
+	rs->args.icache = icache;
+	(void)ptd_decode_thread(&o, &rs->args, bin_record, &w, &st);
+	(void)ptd_binw_end(&w, NULL, 0);
+	(void)ptd_binw_fini(&w);
+	close(wfd);
+	(void)waitpid(child, &status, 0);
+	*ret_bytes = w.bytes;
+	return st.insns;
+}
+
 static int count_record(void *ctx, const struct ptd_record *rec)
 {
 	(void)rec;
@@ -293,7 +335,7 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_IPTID, PTD_INSN_JSON_IPTID,
 	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
-	     NWHICH };
+	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -312,19 +354,27 @@ static const char *const names[NWHICH] = {
 	"parallel decoder, 1 thread (serial)",
 	"parallel decoder, 2 threads",
 	"parallel decoder, 2 threads, insn path",
+	"ptd insn records ip,tid, binary, pipe",
+	"via ptd replay, 1 sub, ip,tid binary",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
-	PTD_INSN_PATH,
+	PTD_INSN_PATH, BARE_INSN, BARE_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "",
+	"", "", "1 thread", "", "", "", "",
 };
+/* The rows through ptd. */
+static bool via_ptd(enum which w)
+{
+	return (w >= PTD_D1 && w <= PTD_D4_IPTID) || w == PTD_D1_BIN_IPTID;
+}
+
 /* Subscribers of the rows through ptd (1 elsewhere). */
 static unsigned nsubs_of(enum which w)
 {
@@ -478,9 +528,50 @@ static bool call_line(int fd, const char *req, char *buf, size_t cap)
 struct reader {
 	pthread_t th;
 	int fd;
+	bool binary;		/* frames: records counted from headers */
 	uint64_t lines, bytes;
 	double end;
 };
+
+/* A binary subscriber: the records of its frames, from their headers
+ * (as cheap for the reader as counting newlines). */
+static void read_frames(struct reader *r)
+{
+	static __thread uint8_t buf[1 << 16];
+	uint8_t hdr[PTD_BIN_HDR];
+	size_t have = 0;	/* header bytes gathered */
+	uint64_t skip = 0;	/* payload bytes still to pass */
+	ssize_t n;
+
+	while ((n = read(r->fd, buf, sizeof(buf))) > 0) {
+		size_t i = 0;
+
+		r->bytes += (uint64_t)n;
+		while (i < (size_t)n) {
+			size_t k;
+
+			if (skip) {
+				k = (size_t)n - i < skip ? (size_t)n - i
+							 : (size_t)skip;
+				i += k;
+				skip -= k;
+				continue;
+			}
+			k = PTD_BIN_HDR - have;
+			if (k > (size_t)n - i)
+				k = (size_t)n - i;
+			memcpy(hdr + have, buf + i, k);
+			have += k;
+			i += k;
+			if (have < PTD_BIN_HDR)
+				break;
+			have = 0;
+			skip = ptd_get_u32(hdr + 16);
+			if (hdr[5] == PTD_BIN_RECORDS)
+				r->lines += ptd_get_u32(hdr + 8);
+		}
+	}
+}
 
 static void *reader_main(void *arg)
 {
@@ -488,6 +579,11 @@ static void *reader_main(void *arg)
 	static __thread char buf[1 << 16];
 	ssize_t n;
 
+	if (r->binary) {
+		read_frames(r);
+		r->end = now();
+		return NULL;
+	}
 	while ((n = read(r->fd, buf, sizeof(buf))) > 0) {
 		const char *p = buf, *e = buf + n;
 
@@ -506,7 +602,7 @@ static void *reader_main(void *arg)
  * the records all received and *ret_slowest the slowest one's rate
  * (M/s). */
 static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
-			  uint64_t *ret_insns, uint64_t *ret_bytes,
+			  bool binary, uint64_t *ret_insns, uint64_t *ret_bytes,
 			  double *ret_slowest, double *ret_cpu)
 {
 	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX];
@@ -535,10 +631,12 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 	 * join together (the replay begins at the first). */
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%ld,"
-		       "\"kinds\":[\"insn\"]%s}\n",
-		       session, fields ? ",\"fields\":[\"ip\",\"tid\"]" : "");
+		       "\"kinds\":[\"insn\"]%s%s}\n",
+		       session, fields ? ",\"fields\":[\"ip\",\"tid\"]" : "",
+		       binary ? ",\"format\":\"binary\"" : "");
 	for (unsigned i = 0; i < nsubs; i++) {
 		memset(&rd[i], 0, sizeof(rd[i]));
+		rd[i].binary = binary;
 		rd[i].fd = sock_connect();
 		if (rd[i].fd >= 0 &&
 		    ptd_write_all(rd[i].fd, req, strlen(req)) < 0) {
@@ -571,8 +669,9 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 		pthread_join(rd[i].th, NULL);
 		close(rd[i].fd);
 		/* every line but hello and bye is an insn record (lossless:
-		 * no lost records) */
-		insns = rd[i].lines >= 2 ? rd[i].lines - 2 : 0;
+		 * no lost records); binary: the records frames' counts */
+		insns = binary ? rd[i].lines
+			       : rd[i].lines >= 2 ? rd[i].lines - 2 : 0;
 		*ret_insns += insns;
 		*ret_bytes += rd[i].bytes;
 		rate = (double)insns / (rd[i].end - t0) / 1e6;
@@ -644,14 +743,15 @@ static double measure(const struct ptd_capture *c, enum which w,
 	if ((w == PTD_INSN_SYMS || w == PTD_CALLS_SYMS) &&
 	    ptd_symbols_new(NULL, &syms) < 0)
 		exit(2);
-	if (w >= PTD_D1 && w <= PTD_D4_IPTID) {
+	if (via_ptd(w)) {
 		ptd_insncache_free(icache);
 		ptd_iscache_free(ic);
 		return through_ptd(arg_cache, nsubs_of(w),
-				   w == PTD_D1_IPTID || w == PTD_D4_IPTID
+				   w == PTD_D1_IPTID || w == PTD_D4_IPTID ||
+						   w == PTD_D1_BIN_IPTID
 					   ? IPTID
 					   : 0,
-				   ret_insns, ret_bytes, ret_slowest, ret_cpu);
+				   w == PTD_D1_BIN_IPTID, ret_insns, ret_bytes, ret_slowest, ret_cpu);
 	}
 	for (size_t i = 0; i < c->nthreads; i++) {
 		struct ptd_capture_stream rs;
@@ -720,6 +820,13 @@ static double measure(const struct ptd_capture *c, enum which w,
 		case PTD_PAR2_INSN:
 			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 2);
 			break;
+		case PTD_INSN_BIN_IPTID:
+			insns += ptd_bin(c, &rs, IPTID |
+					 PTD_FIELD_BIT(PTD_FIELD_TYPE),
+					 icache, &b);
+			bytes += b;
+			break;
+		case PTD_D1_BIN_IPTID:
 		case PTD_D1:
 		case PTD_D1_IPTID:
 		case PTD_D4:
@@ -846,7 +953,8 @@ int main(int argc, char **argv)
 				       "%s/../daemon/ptd", dirname(self));
 		}
 	}
-	have_ptd = (only == NWHICH || only >= PTD_D1) && ptd_start(ptd_exe);
+	have_ptd = (only == NWHICH || via_ptd((enum which)only)) &&
+		   ptd_start(ptd_exe);
 
 	for (int w = 0; w < NWHICH; w++) {
 		best[w] = 1e30;
@@ -864,7 +972,7 @@ int main(int argc, char **argv)
 			    w != (int)BARE_INSN && w != (int)baseline[only] &&
 			    w != (int)baseline[baseline[only]])
 				continue;
-			if (w >= PTD_D1 && !have_ptd)
+			if (via_ptd((enum which)w) && !have_ptd)
 				continue;
 			t = measure(&c, (enum which)w, &insns[w], &bytes[w],
 				    &sl, &cp);
@@ -898,7 +1006,7 @@ int main(int argc, char **argv)
 			       mips / ((double)insns[BARE_INSN] /
 				       best[BARE_INSN] / 1e6));
 		if (bytes[w])
-			printf("  (%.0f MB/s JSON, %.0f bytes/insn)",
+			printf("  (%.0f MB/s out, %.1f bytes/insn)",
 			       (double)bytes[w] / best[w] / 1e6,
 			       (double)bytes[w] / (double)insns[w]);
 		printf("\n");
@@ -954,6 +1062,12 @@ int main(int argc, char **argv)
 		       "1 sub %5.2fx\n",
 		       RATE(PTD_D4_IPTID) / RATE(PTD_D1_IPTID),
 		       slowest[PTD_D4_IPTID] / RATE(PTD_D1_IPTID));
+	if (HAVE(PTD_D1_BIN_IPTID) && HAVE(PTD_D1_IPTID))
+		printf("  via ptd, 1 sub ip,tid: binary / JSON         %5.2fx\n",
+		       RATE(PTD_D1_BIN_IPTID) / RATE(PTD_D1_IPTID));
+	if (HAVE(PTD_INSN_BIN_IPTID) && HAVE(PTD_INSN_IPTID))
+		printf("  offline ip,tid to a pipe: binary / JSON      %5.2fx\n",
+		       RATE(PTD_INSN_BIN_IPTID) / RATE(PTD_INSN_IPTID));
 	if (best[PTD_PAR2] != 1e30 || best[PTD_PAR2_INSN] != 1e30) {
 		printf("  2 threads of plain arithmetic vs 1: %.2fx (the cores "
 		       "2 threads got in this run)\n",

@@ -15,6 +15,7 @@
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "daemon/fanout.h"
+#include "record/binframe.h"
 #include "record/jsonw.h"
 
 /* Longest lost record: {"type":"lost","records":N} + four kind counts of
@@ -34,15 +35,25 @@ struct ptd_subscriber {
 	uint64_t rule;			/* tagged for this rule's stream; 0:
 					 * a session's own subscriber */
 	size_t limit;			/* queue_size */
+	bool binary;			/* frames (record/binframe.h), not
+					 * JSON lines */
 	/* Decode thread only: its renderer in the roster (fan_view), and
 	 * whether the record being fanned out passes its filter. */
 	unsigned view;
 	bool want;
+	/* Decode thread only, binary: fixed-width records matched but not
+	 * yet queued (stage_n of them, stage_len bytes), so that a batch
+	 * takes the lock once, not each record (stage_flush). */
+	uint8_t *stage;
+	size_t stage_len;
+	uint32_t stage_n;
 	/* Guarded by the fan-out lock: */
 	unsigned refs;			/* f->subs holds one, the roster one */
 	bool gone;			/* unsubscribed: out of f->subs, its
 					 * buffers freed */
 	struct ptd_buf q;		/* appended by the decode thread */
+	size_t open;			/* binary: q's open records frame
+					 * (PTD_BIN_NONE) */
 	struct ptd_buf out;		/* being written by the loop */
 	size_t out_off;			/* bytes of out written */
 	uint64_t matched, sent, lost;
@@ -65,8 +76,15 @@ struct ptd_subscriber {
 struct fan_view {
 	struct ptd_jsonr jr;
 	bool tagged;			/* ,"session":N after the type */
+	/* binary frames: insn records of a fixed field set are encoded
+	 * into rec (is_rec), the others rendered into line as for JSON */
+	bool binary;
+	bool fixed;			/* binary and jr.fields fixed-width */
+	unsigned recsize;		/* fixed: ptd_bin_recsize */
+	bool is_rec;			/* this record went into rec */
 	size_t len;			/* of line; 0: did not render */
 	bool rendered;			/* for the record being fanned out */
+	uint8_t rec[PTD_BIN_MAX_REC];
 	char line[PTD_JSON_MAX_RECORD + TAG_MAX];
 };
 
@@ -112,6 +130,15 @@ struct ptd_fanout {
 	unsigned nroster, roster_cap;
 	struct fan_view *views;
 	unsigned nviews, views_cap;
+	/* Decode thread only: bytes every subscriber's queue still had room
+	 * for at the last ptd_fanout_wait_room that looked (beyond what it
+	 * was asked for), less what was queued since: while it covers a
+	 * wait, the wait needs no lock.  Valid for roster generation
+	 * credit_gen; 0 while any subscriber is stalled. */
+	size_t credit;
+	unsigned credit_gen;
+	bool staged;			/* a subscriber has staged records */
+	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
 static struct ptd_fanout *fanout_alloc(uint64_t session_id, pid_t pid,
@@ -160,6 +187,7 @@ static void sub_free(struct ptd_subscriber *s)
 		return;
 	ptd_buf_fini(&s->q);
 	ptd_buf_fini(&s->out);
+	free(s->stage);
 	free(s);
 }
 
@@ -197,6 +225,23 @@ static size_t sub_pending(const struct ptd_subscriber *s)
 	return s->q.len + (s->out.len - s->out_off);
 }
 
+/* Append a JSON line (or lines) to @s's queue: as they are, or in a
+ * frame of @type for a binary subscriber (lock held).  0 or -ENOMEM
+ * (-EINVAL: too long for a frame; the subscriber misses it). */
+static int sub_put_json(struct ptd_subscriber *s, const char *line, size_t n,
+			enum ptd_bin_type type)
+{
+	if (!s->binary)
+		return ptd_buf_append(&s->q, line, n);
+	return ptd_bin_buf_json(&s->q, &s->open, type, line, n);
+}
+
+/* The framing a JSON line adds for @s. */
+static size_t sub_frame_extra(const struct ptd_subscriber *s)
+{
+	return s->binary ? PTD_BIN_HDR : 0;
+}
+
 /* Append the lost record for what was dropped since the last one (lock
  * held).  Returns 0 or -ENOMEM (then the counts stay pending). */
 static int put_lost(struct ptd_subscriber *s)
@@ -219,7 +264,7 @@ static int put_lost(struct ptd_subscriber *s)
 				      ptd_rec_type_name((enum ptd_rec_type)t),
 				      s->lost_pending_kind[t]);
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
-	r = ptd_buf_append(&s->q, buf, (size_t)n);
+	r = sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 	if (r < 0)
 		return r;
 	s->lost_pending = 0;
@@ -241,7 +286,8 @@ static void count_lost(struct ptd_subscriber *s, enum ptd_rec_type t)
 static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 			size_t len, enum ptd_rec_type t)
 {
-	size_t need = len + (s->lost_pending ? LOST_MAX : 0);
+	size_t extra = sub_frame_extra(s);
+	size_t need = len + extra + (s->lost_pending ? LOST_MAX + extra : 0);
 	bool was_empty = s->q.len == 0;
 
 	if (sub_pending(s) + need > s->limit ||
@@ -251,7 +297,35 @@ static bool sub_enqueue(struct ptd_subscriber *s, const char *line,
 		return false;
 	}
 	/* Cannot fail: reserved above. */
-	(void)ptd_buf_append(&s->q, line, len);
+	(void)sub_put_json(s, line, len, PTD_BIN_JSON);
+	s->sent++;
+	return was_empty;
+}
+
+/* sub_enqueue for a binary subscriber's fixed-width insn record @rec of
+ * @fields: into its queue's open records frame, or a new one. */
+static bool sub_enqueue_rec(struct ptd_subscriber *s, const uint8_t *rec,
+			    uint32_t fields, unsigned rs)
+{
+	size_t need = rs + PTD_BIN_HDR;
+	bool was_empty = s->q.len == 0;
+
+	/* the common case: the open frame takes it */
+	if (!s->lost_pending && sub_pending(s) + need <= s->limit &&
+	    ptd_bin_buf_record_fast(&s->q, s->open, fields, rec, rs)) {
+		s->sent++;
+		return was_empty;
+	}
+	if (s->lost_pending)	/* the lost frame closes the open one */
+		need = rs + PTD_BIN_HDR + LOST_MAX + PTD_BIN_HDR;
+	if (sub_pending(s) + need > s->limit ||
+	    ptd_buf_reserve(&s->q, need) < 0 ||
+	    (s->lost_pending && put_lost(s) < 0)) {
+		count_lost(s, PTD_REC_INSN);
+		return false;
+	}
+	/* Cannot fail: reserved above. */
+	(void)ptd_bin_buf_record(&s->q, &s->open, fields, rec);
 	s->sent++;
 	return was_empty;
 }
@@ -275,11 +349,16 @@ static bool grow(void **arr, unsigned *cap, unsigned n, size_t size)
  * distinct field set.  Without memory for it the old roster stays (a
  * subscriber that joined gets nothing until a later try succeeds: its
  * records are not matched, so its counts stay exact). */
+static void stage_flush_locking(struct ptd_fanout *f);
+
 static void roster_sync(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *drop = NULL, *next;
 	unsigned i, n = 0, v;
-	bool tagged;
+	bool tagged, binary;
+
+	/* records staged for the old roster go to it first */
+	stage_flush_locking(f);
 
 	for (;;) {
 		pthread_mutex_lock(&f->lock);
@@ -333,13 +412,20 @@ static void roster_sync(struct ptd_fanout *f)
 		tagged = f->roster[i]->rule != 0;
 		if (tagged)
 			fields |= PTD_FIELD_BIT(PTD_FIELD_PID);
+		binary = f->roster[i]->binary;
 		for (v = 0; v < f->nviews; v++)
 			if (f->views[v].jr.fields == fields &&
-			    f->views[v].tagged == tagged)
+			    f->views[v].tagged == tagged &&
+			    f->views[v].binary == binary)
 				break;
 		if (v == f->nviews) {
-			ptd_jsonr_init(&f->views[f->nviews].jr, fields);
-			f->views[f->nviews++].tagged = tagged;
+			struct fan_view *nv = &f->views[f->nviews++];
+
+			ptd_jsonr_init(&nv->jr, fields);
+			nv->tagged = tagged;
+			nv->binary = binary;
+			nv->fixed = binary && ptd_bin_fields_fixed(fields);
+			nv->recsize = ptd_bin_recsize(fields);
 		}
 		f->roster[i]->view = v;
 	}
@@ -359,11 +445,72 @@ static bool sub_urgent(const struct ptd_subscriber *s)
 	return sub_pending(s) >= at;
 }
 
+/* Queue every subscriber's staged records (lock held, decode thread): as
+ * ptd_fanout_record would have one by one -- matched, then sent or lost
+ * -- in their order, before whatever the caller queues next.  Returns
+ * true if the loop needs a wake-up now (urgent), and notes an owed one. */
+static bool stage_flush(struct ptd_fanout *f)
+{
+	bool wake = false, urgent = false;
+
+	if (!f->staged)
+		return false;
+	f->staged = false;
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+		const struct fan_view *v = &f->views[s->view];
+		uint32_t n = s->stage_n;
+
+		if (!n)
+			continue;
+		s->stage_n = 0;
+		s->stage_len = 0;
+		/* one that left, or whose stream ended, took none (as a
+		 * record fanned out after that would have) */
+		if (s->gone || s->bye_queued || f->ended)
+			continue;
+		for (uint32_t k = 0; k < n; k++) {
+			s->matched++;
+			if (s->cut) {
+				count_lost(s, PTD_REC_INSN);
+				continue;
+			}
+			if (sub_enqueue_rec(s, s->stage + (size_t)k * v->recsize,
+					    v->jr.fields, v->recsize))
+				wake = true;
+		}
+		urgent = urgent || sub_urgent(s);
+	}
+	if (wake && !f->wake_pending) {
+		f->wake_pending = true;
+		f->wake_owed = true;
+	}
+	wake = f->wake_owed && urgent;
+	if (wake)
+		f->wake_owed = false;
+	return wake;
+}
+
+/* stage_flush taking the lock, and waking the loop if it must. */
+static void stage_flush_locking(struct ptd_fanout *f)
+{
+	bool wake;
+
+	if (!f->staged)
+		return;
+	pthread_mutex_lock(&f->lock);
+	wake = stage_flush(f);
+	pthread_mutex_unlock(&f->lock);
+	if (wake && f->wake)
+		f->wake(f->wake_ctx);
+}
+
 void ptd_fanout_flush(struct ptd_fanout *f)
 {
 	bool wake;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);
 	wake = f->wake_owed;
 	f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
@@ -388,8 +535,48 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 	return len + f->tag_len;
 }
 
+/* Records staged a subscriber at most: then they are queued. */
+#define STAGE_BYTES (16u << 10)
+
+/* Stage the record being fanned out for each subscriber that wants it, if
+ * each of them takes it as a fixed-width record (decode thread, no lock).
+ * False: nothing staged (the caller queues it under the lock). */
+static bool stage_record(struct ptd_fanout *f)
+{
+	bool full = false;
+	size_t used = 0;
+
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+
+		if (s->want && (!f->views[s->view].is_rec ||
+				(!s->stage && !(s->stage = malloc(STAGE_BYTES)))))
+			return false;
+	}
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+		const struct fan_view *v = &f->views[s->view];
+
+		if (!s->want)
+			continue;
+		memcpy(s->stage + s->stage_len, v->rec, v->recsize);
+		s->stage_len += v->recsize;
+		s->stage_n++;
+		full = full || s->stage_len + PTD_BIN_MAX_REC > STAGE_BYTES;
+		/* what it will add to the queue, a frame header at worst */
+		if (v->recsize + PTD_BIN_HDR > used)
+			used = v->recsize + PTD_BIN_HDR;
+	}
+	f->staged = true;
+	f->credit = f->credit > used ? f->credit - used : 0;
+	if (full)
+		stage_flush_locking(f);
+	return true;
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
+	size_t used = 0;	/* the most bytes queued for one subscriber */
 	bool urgent = false;
 	struct ptd_subscriber *s;
 	bool any = false, wake = false;
@@ -415,38 +602,67 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 		any = true;
 		v = &f->views[s->view];
 		if (!v->rendered) {
-			v->len = ptd_jsonr_render(&v->jr, v->line, r);
-			if (v->tagged)
-				v->len = tag_line(f, v->line, v->len);
+			/* a binary view's insn records straight into their
+			 * fixed-width form: no JSON */
+			v->is_rec = v->fixed && r->type == PTD_REC_INSN;
+			if (v->is_rec) {
+				v->len = ptd_bin_encode(v->rec, v->jr.fields,
+							r);
+			} else {
+				v->len = ptd_jsonr_render(&v->jr, v->line, r);
+				if (v->tagged)
+					v->len = tag_line(f, v->line, v->len);
+			}
 			v->rendered = true;
-			atomic_fetch_add_explicit(&f->renders, 1,
-						  memory_order_relaxed);
+			/* only this thread writes it: no locked add */
+			atomic_store_explicit(
+				&f->renders,
+				atomic_load_explicit(&f->renders,
+						     memory_order_relaxed) + 1,
+				memory_order_relaxed);
 		}
 	}
 	if (!any)
 		return;
-	/* One lock to queue the lines. */
+	/* Binary records: staged without the lock while every subscriber
+	 * that wants this record takes it that way, queued a batch at a
+	 * time. */
+	if (stage_record(f))
+		return;
+	/* One lock to queue the lines (after what is staged). */
 	pthread_mutex_lock(&f->lock);
+	if (stage_flush(f))
+		urgent = true;
 	for (i = 0; i < f->nroster && !f->ended; i++) {
 		const struct fan_view *v;
+		size_t before;
 
 		s = f->roster[i];
 		if (!s->want || s->gone || s->bye_queued)
 			continue;
+		before = s->q.len;
 		s->matched++;
 		if (s->cut) {
 			count_lost(s, r->type);
 			continue;
 		}
 		v = &f->views[s->view];
-		if (!v->len) {
+		if (v->is_rec) {
+			if (sub_enqueue_rec(s, v->rec, v->jr.fields,
+					    v->recsize))
+				wake = true;
+		} else if (!v->len) {
 			count_lost(s, r->type);
 			continue;
-		}
-		if (sub_enqueue(s, v->line, v->len, r->type))
+		} else if (sub_enqueue(s, v->line, v->len, r->type)) {
 			wake = true;
+		}
 		urgent = urgent || sub_urgent(s);
+		/* (the loop swaps queues under the lock: q only grew) */
+		if (s->q.len - before > used)
+			used = s->q.len - before;
 	}
+	f->credit = f->credit > used ? f->credit - used : 0;
 	/* a wake-up owed until the flush, or a queue fills */
 	if (wake && !f->wake_pending) {
 		f->wake_pending = true;
@@ -471,6 +687,8 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 	bool wake = false;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);	/* woken below, with what was owed */
+	f->credit = 0;
 	for (s = f->subs; s && !f->ended; s = s->next) {
 		if (s->bye_queued || s->cut)
 			continue;
@@ -479,7 +697,7 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 		if (s->q.len == 0)
 			wake = true;
 		/* -ENOMEM: the subscriber misses this line */
-		(void)ptd_buf_append(&s->q, line, len);
+		(void)sub_put_json(s, line, len, PTD_BIN_JSON);
 	}
 	/* lines (markers, triggers) go at once, with what was owed */
 	if (wake && !f->wake_pending)
@@ -540,7 +758,7 @@ static void sub_put_bye(struct ptd_fanout *f, struct ptd_subscriber *s,
 	n = render_bye(f, s, e);
 	/* On -ENOMEM the stream ends without its bye: the loop still sees
 	 * bye_queued and closes the connection. */
-	(void)ptd_buf_append(&s->q, f->bye, n);
+	(void)sub_put_json(s, f->bye, n, PTD_BIN_END);
 	s->bye_queued = true;
 }
 
@@ -549,6 +767,7 @@ void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end)
 	struct ptd_subscriber *s;
 
 	pthread_mutex_lock(&f->lock);
+	(void)stage_flush(f);	/* the wake-up below is for everything */
 	if (f->ended) {
 		pthread_mutex_unlock(&f->lock);
 		return;
@@ -582,7 +801,7 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 			     "\"session\":%" PRIu64 ",\"pid\":%ld,\"rule\":%"
 			     PRIu64 "}\n", f->session_id, (long)f->pid,
 			     s->rule);
-		return ptd_buf_append(&s->q, buf, (size_t)n);
+		return sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 	}
 	n = snprintf(buf, sizeof(buf),
 		     "{\"type\":\"hello\",\"version\":%d,\"session\":%" PRIu64
@@ -612,8 +831,11 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 		}
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "]");
 	}
+	if (s->binary)
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
+			      ",\"format\":\"binary\"");
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
-	return ptd_buf_append(&s->q, buf, (size_t)n);
+	return sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 }
 
 int ptd_fanout_subscribe(struct ptd_fanout *f, const struct ptd_filter *filter,
@@ -641,6 +863,9 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 	s->filter.mod_ptr = NULL;
 	s->limit = queue_size;
 	s->rule = rule;
+	/* a rule's stream is JSON lines (proto.c refuses binary there) */
+	s->binary = filter->spec.binary && !rule;
+	s->open = PTD_BIN_NONE;
 	s->fan = f;
 	s->refs = 1;			/* f->subs */
 	pthread_mutex_lock(&f->lock);
@@ -697,6 +922,7 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s)
 	ptd_buf_fini(&s->q);
 	ptd_buf_fini(&s->out);
 	s->out_off = 0;
+	s->open = PTD_BIN_NONE;
 	last = sub_unref(s);
 	/* a lossless producer waiting for it waits no more */
 	pthread_cond_broadcast(&f->room);
@@ -746,6 +972,7 @@ enum ptd_sub_state ptd_subscriber_peek(struct ptd_subscriber *s,
 		s->out = s->q;
 		s->q = tmp;
 		s->out_off = 0;
+		s->open = PTD_BIN_NONE;	/* the frames taken are closed */
 	}
 	if (s->out_off < s->out.len) {
 		*ret_data = (const char *)s->out.data + s->out_off;
@@ -783,6 +1010,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	ret->id = s->id;
 	ret->kinds = s->filter.spec.kinds;
 	ret->fields = s->filter.spec.fields;
+	ret->binary = s->binary;
 	ret->matched = s->matched;
 	ret->sent = s->sent;
 	ret->lost = s->lost;
@@ -822,6 +1050,7 @@ void ptd_fanout_cancel_waits(struct ptd_fanout *f)
 {
 	pthread_mutex_lock(&f->lock);
 	f->waits_cancelled = true;
+	atomic_store(&f->cancelled_hint, true);
 	pthread_cond_broadcast(&f->room);
 	pthread_mutex_unlock(&f->lock);
 }
@@ -853,13 +1082,41 @@ static struct ptd_subscriber *holding_back(struct ptd_fanout *f, size_t need)
 	return NULL;
 }
 
+/* The room every subscriber a wait counts has beyond @need (lock held, no
+ * one holding back); 0 if one is stalled (it is looked at again each
+ * time, to see it read). */
+static size_t room_left(struct ptd_fanout *f, size_t need)
+{
+	struct ptd_subscriber *s;
+	size_t room = SIZE_MAX;
+
+	for (s = f->subs; s; s = s->next) {
+		if (s->cut || s->bye_queued)
+			continue;
+		if (s->stalled)
+			return 0;
+		if (s->limit - sub_pending(s) - need < room)
+			room = s->limit - sub_pending(s) - need;
+	}
+	return room == SIZE_MAX ? 0 : room;
+}
+
 enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 				   unsigned stall_ms, enum ptd_stall stall)
 {
 	enum ptd_room res = PTD_ROOM_OK;
 	unsigned watch_id = 0;
 	uint64_t watch_taken = 0, since = 0;
+	unsigned gen = atomic_load_explicit(&f->gen, memory_order_acquire);
 
+	/* Room known without the lock: only this thread adds to the
+	 * queues (and the credit counts what it added), the loop only takes
+	 * from them; a subscriber that joined or left since voids it. */
+	if (f->credit >= need && f->credit_gen == gen &&
+	    !atomic_load(&f->cancelled_hint) && !ptd_fanout_abandoned(f))
+		return PTD_ROOM_OK;
+	/* what is staged is in the queues before they are looked at */
+	stage_flush_locking(f);
 	pthread_mutex_lock(&f->lock);
 	for (;;) {
 		struct ptd_subscriber *s;
@@ -875,8 +1132,12 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 			break;
 		}
 		s = holding_back(f, need);
-		if (!s)
+		if (!s) {
+			f->credit = room_left(f, need);
+			f->credit_gen = atomic_load_explicit(
+				&f->gen, memory_order_relaxed);
 			break;
+		}
 		/* what is waited for must be on its way to the loop */
 		if (f->wake_owed) {
 			f->wake_owed = false;
@@ -919,6 +1180,7 @@ unsigned ptd_fanout_cut_end(struct ptd_fanout *f, const char *why)
 	memset(&e, 0, sizeof(e));
 	e.reason = PTD_END_STALLED;
 	(void)snprintf(e.message, sizeof(e.message), "%s", why ? why : "");
+	stage_flush_locking(f);
 	pthread_mutex_lock(&f->lock);
 	for (s = f->subs; s && !f->ended; s = s->next) {
 		if (!s->cut || s->bye_queued)

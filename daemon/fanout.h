@@ -43,6 +43,15 @@
  * counted lost until ptd_fanout_cut_end ends its stream with a lost
  * record and a bye of reason "stalled", while the others go on.
  *
+ * Binary subscribers (filter.h, spec.binary): insn records of a
+ * fixed-width field set are encoded once per field set and, while every
+ * subscriber that wants a record takes it that way, staged per
+ * subscriber by the decode thread without the lock and queued a batch at
+ * a time (16 KiB, or before anything else is queued: a line, a JSON
+ * record, the end, a flush, a wait, a roster change), as if one by one.
+ * A paced producer's wait takes no lock while the room it saw last, less
+ * what it queued since, still covers it.
+ *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
  * `lost` (dropped, reported by a lost record): sent + lost == matched at
@@ -82,7 +91,12 @@ void ptd_fanout_free(struct ptd_fanout *f);
 
 /* Add a subscriber with filter @filter (copied) and a queue limit of
  * @queue_size bytes; its stream starts with a hello record (and holds the
- * bye at once if the session has already ended).
+ * bye at once if the session has already ended).  With
+ * filter->spec.binary its stream is binary frames (record/binframe.h):
+ * insn records of a fixed-width field set are encoded once per fan-out
+ * (as a field set's JSON line is rendered once) and appended to the open
+ * records frame of its queue; every other line (hello, event and error
+ * records, lost, markers) goes in a json frame, and bye in the end frame.
  * Returns 0 with *ret_sub, or:
  *  -PTD_ELIMIT  @f already has @max_subscribers subscribers
  *  -EINVAL      @queue_size is smaller than PTD_JSON_MAX_RECORD
@@ -189,6 +203,7 @@ struct ptd_subscriber_stats {
 	unsigned id;		/* 1, 2, ... within the session */
 	unsigned kinds;		/* PTD_REC_BIT()s */
 	uint32_t fields;	/* PTD_FIELD_BIT()s; 0: every field */
+	bool binary;		/* binary frames (subscribe's "format") */
 	uint64_t matched;
 	uint64_t sent;
 	uint64_t lost;

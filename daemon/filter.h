@@ -53,6 +53,10 @@ struct ptd_filter_spec {
 	 * that has symbols (subscribe's "symbols"). */
 	uint32_t fields;
 	bool symbols;
+	/* Not a condition either: the stream is binary frames
+	 * (record/binframe.h; subscribe's "format": "binary"), not JSON
+	 * lines. */
+	bool binary;
 };
 
 /* The default kinds of a subscription: insn, event, error. */

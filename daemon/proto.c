@@ -427,6 +427,9 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 	return 0;
 }
 
+static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req);
+
 /* "fields": names of record fields (record.h, enum ptd_field), each at
  * most once; absent: every field but sym ("symbols": true adds it). */
 static int parse_fields(const struct ptd_json_reader *r, const cJSON *o,
@@ -680,9 +683,35 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 	if ((e = parse_kinds(r, o, req)) < 0 ||
 	    (e = parse_fields(r, o, req)) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "", "symbols", 0,
-					    &req->filter.symbols))) < 0)
+					    &req->filter.symbols))) < 0 ||
+	    (e = parse_format(r, o, req)) < 0)
 		return e;
 	return parse_filter(r, o, req);
+}
+
+/* subscribe's "format": "json" (the default) or "binary" (a session's
+ * stream only: a rule's stream merges sessions in JSON lines). */
+static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
+			struct ptd_request *req)
+{
+	const char *s;
+	int e = ptd_json_get_strn(r, o, "", "format", 0, 16, &s);
+
+	if (e == -ENOENT)
+		return 0;
+	if (e < 0)
+		return e;
+	if (!strcmp(s, "binary"))
+		req->filter.binary = true;
+	else if (strcmp(s, "json"))
+		return ptd_json_badf(r, -PTD_EFORMAT, "format",
+				     "unknown format \"%s\" (json, binary)",
+				     s);
+	if (req->filter.binary && req->has_rule)
+		return ptd_json_bad(r, "format",
+				    "\"binary\" is for a session's stream, "
+				    "not a rule's");
+	return 0;
 }
 
 /* The keys each command takes besides id and cmd. */
@@ -695,7 +724,7 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "rule", "running", "kinds",
 						 "filter", "fields", "symbols",
-						 NULL };
+						 "format", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
 					      "lossy", "tid", "wait_ms",
 					      "symbols", NULL };
@@ -1090,7 +1119,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 					  NULL) &&
 		       build_filter(o, &req->filter) &&
 		       (!req->filter.symbols ||
-			cJSON_AddBoolToObject(o, "symbols", true));
+			cJSON_AddBoolToObject(o, "symbols", true)) &&
+		       (!req->filter.binary ||
+			cJSON_AddStringToObject(o, "format", "binary"));
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&
 		       (req->lossless == def.lossless ||

@@ -49,6 +49,8 @@ struct ptd_replay {
 	bool go;
 	struct ptd_fanout *fan;
 	int stop_reason;		/* 0, or a ptd_session_end_reason + 1 */
+	atomic_bool stopping;		/* stop_reason is set: read without
+					 * the lock for every record */
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
 	struct ptd_diag notice;
@@ -149,11 +151,20 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
+/* One more in a counter only this thread writes (others read it): a
+ * plain store, not a locked read-modify-write per record. */
+static void bump(atomic_uint_fast64_t *c)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) +
+				      1, memory_order_relaxed);
+}
+
 static int on_record(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_replay *r = ctx;
 
-	if (stop_reason(r))
+	if (atomic_load_explicit(&r->stopping, memory_order_relaxed) &&
+	    stop_reason(r))
 		return 1;
 	/* Nobody left to deliver to: a replay has no live producer to keep
 	 * up with, so it ends rather than decode into the void. */
@@ -167,8 +178,8 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 		return 1;
 	}
 	if (rec->type == PTD_REC_INSN)
-		atomic_fetch_add(&r->insns, 1);
-	atomic_fetch_add(&r->records, 1);
+		bump(&r->insns);
+	bump(&r->records);
 	r->sink.record(r->sink.ctx, rec);
 	return 0;
 }
@@ -473,6 +484,7 @@ void ptd_replay_stop(struct ptd_replay *r, enum ptd_session_end_reason reason)
 	pthread_mutex_lock(&r->lock);
 	if (!r->stop_reason)
 		r->stop_reason = (int)reason + 1;
+	atomic_store(&r->stopping, true);
 	pthread_cond_broadcast(&r->cond);
 	fan = r->fan;
 	pthread_mutex_unlock(&r->lock);

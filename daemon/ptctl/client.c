@@ -17,6 +17,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "daemon/filter.h"
+#include "record/binframe.h"
 #include "ptctl.h"
 
 /* Longest response line ptctl accepts. */
@@ -297,6 +298,100 @@ static int follow_stream(FILE *f)
 	return ret;
 }
 
+/* --output FILE of a binary stream (stream_option); NULL: stdout. */
+static const char *stream_output;
+
+/* The exit status a bye line gives (and its message printed): 0 for a
+ * session's normal ends. */
+static int bye_status(const char *line, size_t n)
+{
+	cJSON *o = cJSON_ParseWithLength(line, n);
+	const char *why = str_of(o, "reason");
+	int ret = !strcmp(why, "exited") || !strcmp(why, "detached") ||
+			  !strcmp(why, "limit")
+		      ? 0
+		      : EXIT_STREAM;
+
+	if (ret)
+		errx_msg("the stream ended: %s%s%s", why,
+			 *str_of(o, "message") ? ": " : "",
+			 str_of(o, "message"));
+	cJSON_Delete(o);
+	return ret;
+}
+
+/* Follow a binary stream: every frame checked (record/binframe.h), then
+ * written as it came to --output (or stdout), until the end frame; its
+ * bye says how the stream ended. */
+static int follow_binary(FILE *f)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_bin_frame fr;
+	uint64_t off = 0;
+	size_t len = 0, cap = PTD_BIN_HDR + PTD_BIN_MAX_RECORDS_PAYLOAD;
+	_cleanup_free_ uint8_t *buf = malloc(cap);
+	int out = STDOUT_FILENO, ret = EXIT_STREAM;
+	bool ended = false;
+
+	if (!buf) {
+		errx_msg("out of memory");
+		return EXIT_STREAM;
+	}
+	if (stream_output) {
+		out = open(stream_output, O_WRONLY | O_CREAT | O_TRUNC |
+					      O_CLOEXEC, 0644);
+		if (out < 0) {
+			errx_msg("--output: cannot open '%s': %s",
+				 stream_output, strerror(errno));
+			return EXIT_STREAM;
+		}
+	}
+	while (!ended) {
+		ssize_t n = ptd_bin_frame_parse(buf, len, off, &fr, &diag);
+		size_t k;
+
+		if (n < 0) {
+			errx_msg("%s", diag.msg);
+			goto out;
+		}
+		if (n == 0) {
+			k = fread(buf + len, 1, cap - len, f);
+			if (k == 0) {
+				errx_msg("ptd closed the stream %s",
+					 len ? "inside a frame"
+					     : "before its end frame");
+				goto out;
+			}
+			len += k;
+			continue;
+		}
+		if (ptd_write_all(out, buf, (size_t)n) < 0) {
+			errx_msg("writing the frames: %s", strerror(errno));
+			goto out;
+		}
+		if (fr.type == PTD_BIN_END) {
+			/* the bye is the end frame's last line */
+			const char *p = (const char *)fr.payload;
+			size_t m = fr.len, at = 0;
+
+			for (size_t i = 0; m && i + 1 < m; i++)
+				if (p[i] == '\n')
+					at = i + 1;
+			ret = m ? bye_status(p + at, m - at) : 0;
+			ended = true;
+		}
+		memmove(buf, buf + n, len - (size_t)n);
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+out:
+	if (stream_output && close(out) < 0 && !ret) {
+		errx_msg("--output '%s': %s", stream_output, strerror(errno));
+		ret = EXIT_STREAM;
+	}
+	return ret;
+}
+
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec)
 {
@@ -312,7 +407,7 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	if (r)
 		return r;
 	ptd_response_fini(&resp);
-	return follow_stream(f);
+	return spec->binary ? follow_binary(f) : follow_stream(f);
 }
 
 int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
@@ -332,6 +427,21 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 		return r;
 	ptd_response_fini(&resp);
 	return follow_stream(f);
+}
+
+int stream_args_check(const struct ptd_filter_spec *spec, bool rule)
+{
+	if (stream_output && !spec->binary) {
+		errx_msg("--output: only with --format binary (JSON lines go "
+			 "to stdout)");
+		return EXIT_USAGE;
+	}
+	if (spec->binary && rule) {
+		errx_msg("--format binary: a session's stream only, not a "
+			 "rule's");
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 void stream_filter_init(struct ptd_filter_spec *f)
@@ -357,6 +467,11 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		return 1;
 	case PTCTL_SYMBOLS_OPT:
 		f->symbols = true;
+		return 1;
+	case PTCTL_FORMAT_OPT:
+		return parse_format(arg, &f->binary) < 0 ? -EINVAL : 1;
+	case PTCTL_OUTPUT_OPT:
+		stream_output = arg;
 		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {

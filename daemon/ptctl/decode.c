@@ -6,6 +6,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
+#include "record/binframe.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
 #include "sym/symbols.h"
@@ -163,6 +165,8 @@ int decode_option(struct decode_args *d, int c, const char *arg)
 		return parse_records(arg, &d->opts.want) < 0 ? -EINVAL : 1;
 	case PTCTL_FIELDS_OPT:
 		return parse_fields(arg, &d->fields) < 0 ? -EINVAL : 1;
+	case PTCTL_FORMAT_OPT:
+		return parse_format(arg, &d->binary) < 0 ? -EINVAL : 1;
 	case 'P':
 		if (!strcmp(arg, "insn"))
 			d->opts.path = PTD_PATH_INSN;
@@ -201,22 +205,69 @@ int check_decode_args(const struct decode_args *d)
 	return 0;
 }
 
-/* The output: JSON lines on stdout. */
+int parse_format(const char *s, bool *binary)
+{
+	if (!strcmp(s, "json") || !strcmp(s, "binary")) {
+		*binary = !strcmp(s, "binary");
+		return 0;
+	}
+	errx_msg("--format: expected 'json' or 'binary', got '%.64s'", s);
+	return -EINVAL;
+}
+
+/* The output on stdout: JSON lines, or binary frames (--format binary;
+ * record/binframe.h) of the same records. */
 struct output {
+	bool binary;
 	struct ptd_jsonw w;
+	struct ptd_binw bw;
 	unsigned want;		/* PTD_REC_BIT()s asked for */
 	struct ptd_decode_stats total;
 	unsigned threads;
 };
 
+static int output_open(struct output *out, const struct decode_args *d)
+{
+	out->binary = d->binary;
+	if (out->binary)
+		return ptd_binw_init(&out->bw, STDOUT_FILENO, d->fields);
+	if (ptd_jsonw_init(&out->w, STDOUT_FILENO, 0) < 0)
+		return -ENOMEM;
+	ptd_jsonw_set_fields(&out->w, d->fields);
+	return 0;
+}
+
+/* Flush and free; the first write error. */
+static int output_close(struct output *out)
+{
+	return out->binary ? ptd_binw_fini(&out->bw) : ptd_jsonw_fini(&out->w);
+}
+
+static int output_err(const struct output *out)
+{
+	return out->binary ? out->bw.err : out->w.err;
+}
+
 static int output_record(void *ctx, const struct ptd_record *rec)
 {
 	struct output *out = ctx;
 
+	if (out->binary)
+		return ptd_binw_put(&out->bw, rec);
 	return ptd_jsonw_put(&out->w, rec);
 }
 
-static int output_json(struct output *out, cJSON *obj)
+/* A ready line; @end: the stream's last (bye: the end frame). */
+static int output_line(struct output *out, const char *line, size_t n,
+		       bool end)
+{
+	if (!out->binary)
+		return ptd_jsonw_line(&out->w, line, n);
+	return end ? ptd_binw_end(&out->bw, line, n)
+		   : ptd_binw_line(&out->bw, line, n);
+}
+
+static int output_json_end(struct output *out, cJSON *obj, bool end)
 {
 	_cleanup_free_ char *s = cJSON_PrintUnformatted(obj);
 	_cleanup_free_ char *line = NULL;
@@ -230,7 +281,12 @@ static int output_json(struct output *out, cJSON *obj)
 		line = NULL;
 		return -ENOMEM;
 	}
-	return ptd_jsonw_line(&out->w, line, (size_t)n);
+	return output_line(out, line, (size_t)n, end);
+}
+
+static int output_json(struct output *out, cJSON *obj)
+{
+	return output_json_end(out, obj, false);
 }
 
 static void hex_field(cJSON *o, const char *key, uint64_t v)
@@ -273,7 +329,7 @@ static int output_bye(struct output *out, const char *reason)
 	hex_field(o, "errors", out->total.errors);
 	hex_field(o, "trace_bytes", out->total.bytes);
 	hex_field(o, "skipped_bytes", out->total.skipped);
-	return output_json(out, o);
+	return output_json_end(out, o, true);
 }
 
 static void stats_add(struct ptd_decode_stats *t,
@@ -398,11 +454,10 @@ int decode_input(const char *path, const struct decode_args *d)
 	memset(&io, 0, sizeof(io));
 	io.path = path;
 	io.out.want = d->opts.want;
-	if (ptd_jsonw_init(&io.out.w, STDOUT_FILENO, 0) < 0) {
+	if (output_open(&io.out, d) < 0) {
 		errx_msg("out of memory");
 		return EXIT_INPUT;
 	}
-	ptd_jsonw_set_fields(&io.out.w, d->fields);
 	decode_input_opts(d, &o);
 	r = ptd_input_decode(path, &o, &sink, &thread_errors, &diag);
 	if (r < 0) {
@@ -416,9 +471,9 @@ int decode_input(const char *path, const struct decode_args *d)
 	}
 	if (r <= 0)
 		r = output_bye(&io.out, ret ? "input error" : "end of trace");
-	if (ptd_jsonw_fini(&io.out.w) < 0 || r < 0) {
+	if (output_close(&io.out) < 0 || r < 0) {
 		errx_msg("writing records: %s",
-			 ptd_strerror(r < 0 ? r : io.out.w.err));
+			 ptd_strerror(r < 0 ? r : output_err(&io.out)));
 		ret = EXIT_INPUT;
 	}
 	if (!ret && io.out.total.errors) {
@@ -428,7 +483,7 @@ int decode_input(const char *path, const struct decode_args *d)
 	}
 	return ret;
 out:
-	(void)ptd_jsonw_fini(&io.out.w);
+	(void)output_close(&io.out);
 	return ret;
 }
 
@@ -539,11 +594,10 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	}
 	memset(&out, 0, sizeof(out));
 	out.want = d->opts.want;
-	if (ptd_jsonw_init(&out.w, STDOUT_FILENO, 0) < 0) {
+	if (output_open(&out, d) < 0) {
 		free(data);
 		return EXIT_INPUT;
 	}
-	ptd_jsonw_set_fields(&out.w, d->fields);
 	memset(&a, 0, sizeof(a));
 	memset(&st, 0, sizeof(st));
 	a.pt = (const uint8_t *)data;
@@ -559,9 +613,9 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	out.threads = 1;
 	if (r == 0)
 		r = output_bye(&out, "end of trace");
-	if (ptd_jsonw_fini(&out.w) < 0 || r != 0) {
+	if (output_close(&out) < 0 || r != 0) {
 		errx_msg("decoding '%s': %s", ri->pt,
-			 ptd_strerror(r < 0 ? r : out.w.err));
+			 ptd_strerror(r < 0 ? r : output_err(&out)));
 		ret = EXIT_INPUT;
 	} else if (out.total.errors) {
 		errx_msg("%" PRIu64 " decode errors (see the error records)",
@@ -572,10 +626,44 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	return ret;
 }
 
+/* --from-binary FILE: frames to JSON lines on stdout. */
+static int decode_from_binary(const char *path)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_jsonw w;
+	int fd = STDIN_FILENO, r, e;
+
+	if (strcmp(path, "-")) {
+		fd = ptd_file_open_regular(AT_FDCWD, path, O_RDONLY, NULL,
+					   &diag);
+		if (fd < 0) {
+			errx_msg("%s", diag.msg[0] ? diag.msg
+						   : ptd_strerror(fd));
+			return EXIT_INPUT;
+		}
+	}
+	if (ptd_jsonw_init(&w, STDOUT_FILENO, 0) < 0) {
+		errx_msg("out of memory");
+		r = -ENOMEM;
+	} else {
+		r = ptd_bin_to_json(fd, &w, &diag);
+		e = ptd_jsonw_fini(&w);
+		if (r == 0 && e < 0)
+			r = ptd_diagf(&diag, e, "writing JSON lines: %s",
+				      ptd_strerror(e));
+		if (r < 0)
+			errx_msg("%s: %s", path, diag.msg);
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	return r < 0 ? EXIT_INPUT : 0;
+}
+
 /* --filter:addr<n>_cfg|_a|_b, as ptxed takes them: option values
  * FILTER_OPT + 3 * n + (0 cfg, 1 a, 2 b). */
 #define FILTER_OPT 0x100
 #define FILTER_RANGES 4
+#define FROM_BINARY_OPT 0x201
 
 static const struct option decode_long[] = {
 	{ "filter:addr0_cfg", required_argument, NULL, FILTER_OPT + 0 },
@@ -592,6 +680,8 @@ static const struct option decode_long[] = {
 	{ "filter:addr3_b", required_argument, NULL, FILTER_OPT + 11 },
 	{ "records", required_argument, NULL, 'r' },
 	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT },
+	{ "format", required_argument, NULL, PTCTL_FORMAT_OPT },
+	{ "from-binary", required_argument, NULL, FROM_BINARY_OPT },
 	{ "path", required_argument, NULL, 'P' },
 	{ "tid", required_argument, NULL, 't' },
 	{ "cpu", required_argument, NULL, 'c' },
@@ -630,6 +720,13 @@ static void help_decode(void)
 	       "                    type,pid,tid,ip,end_ip,ninsn,size,raw,"
 	       "iclass,mode,isid,module,\n"
 	       "                    offset,flags,tsc,time,wall; type always)\n"
+	       "  --format json|binary  JSON lines (default), or binary "
+	       "frames (doc/protocol.md,\n"
+	       "                    \"Binary framing\"): the same records\n"
+	       "  --from-binary FILE  no decode: convert binary frames "
+	       "(ptctl decode or stream\n"
+	       "                    --format binary; '-': stdin) into the "
+	       "JSON lines they carry\n"
 	       "  --path insn|block decoder path (default block; same "
 	       "records)\n"
 	       "  --tid TID         one thread of a capture / label for raw "
@@ -753,6 +850,7 @@ int verb_decode(int argc, char **argv)
 	}
 	bool have_code = false;
 	const char *filter_arg = NULL;	/* the first --filter: option */
+	const char *from_binary = NULL;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", decode_long, &li)) != -1) {
@@ -835,6 +933,9 @@ int verb_decode(int argc, char **argv)
 		case 'M':
 			d.perfmap_dir = optarg;
 			break;
+		case FROM_BINARY_OPT:
+			from_binary = optarg;
+			break;
 		case 'h':
 			help_decode();
 			goto out;
@@ -844,6 +945,16 @@ int verb_decode(int argc, char **argv)
 		}
 		if (ret)
 			goto out;
+	}
+	if (from_binary) {
+		if (optind != argc || ri.pt || have_code || d.binary) {
+			errx_msg("--from-binary FILE takes no trace and no "
+				 "--format: it converts frames to JSON lines");
+			ret = EXIT_USAGE;
+		} else {
+			ret = decode_from_binary(from_binary);
+		}
+		goto out;
 	}
 	if (check_decode_args(&d) < 0 ||
 	    check_filter(&d.opts.addr_filter) < 0) {

@@ -65,6 +65,7 @@ struct decode_args {
 	const char *debug_dir;		/* --debug-dir */
 	const char *perfmap_dir;	/* --perf-map-dir */
 	uint32_t fields;	/* --fields: PTD_FIELD_BIT()s; 0 every field */
+	bool binary;		/* --format binary: frames, not JSON lines */
 };
 
 void decode_args_init(struct decode_args *d);
@@ -77,6 +78,13 @@ int parse_records(const char *s, unsigned *ret);
 int parse_fields(const char *s, uint32_t *ret);
 /* The getopt value of --fields (decoding verbs and stream options). */
 #define PTCTL_FIELDS_OPT 'O'
+/* --format json|binary (decode, stream) */
+#define PTCTL_FORMAT_OPT 0x200
+/* --output FILE (stream, replay: where a binary stream's frames go) */
+#define PTCTL_OUTPUT_OPT 0x202
+/* "json" or "binary" into *@binary; 0, or -EINVAL with the message
+ * printed */
+int parse_format(const char *s, bool *binary);
 #define PTCTL_SYMBOLS_OPT 'Y'
 /* --trigger (attach, watch): not 'Y', which the stream options' --symbols
  * takes first */
@@ -152,12 +160,18 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "iclass", required_argument, NULL, 'I' },       \
 	{ "module", required_argument, NULL, 'M' },       \
 	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }, \
-	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT }
+	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT },  \
+	{ "format", required_argument, NULL, PTCTL_FORMAT_OPT }, \
+	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
  * 0 if not, -EINVAL on a bad value (message printed; exit EXIT_USAGE). */
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg);
+/* The stream options given together make sense (--output only with
+ * --format binary, binary not for a @rule's stream): 0, or EXIT_USAGE
+ * with the message printed. */
+int stream_args_check(const struct ptd_filter_spec *spec, bool rule);
 /* Subscribe to @session with @f and copy its lines to stdout until bye. */
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec);

@@ -55,7 +55,8 @@ int verb_stream(int argc, char **argv)
 			       "insn,block,event,error,call] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
 			       "[--module M]\n"
-			       "       [--fields ip,tid,...] [--symbols]\n"
+			       "       [--fields ip,tid,...] [--symbols] "
+			       "[--format json|binary] [--output FILE]\n"
 			       "       ptctl stream --rule RULE [--running] "
 			       "[the same options]\n\n"
 			       "Write the session's records as JSON lines to "
@@ -65,6 +66,11 @@ int verb_stream(int argc, char **argv)
 			       "--symbols: sym too, \"sym\":\"NAME+0xOFFSET\" "
 			       "(the session must\nhave been attached with "
 			       "--symbols, or replayed with it).\n"
+			       "--format binary: binary frames "
+			       "(doc/protocol.md, \"Binary framing\"), each "
+			       "checked,\nto --output FILE or stdout; "
+			       "ptctl decode --from-binary FILE gives their "
+			       "JSON lines.\n"
 			       "--rule: every session the watch rule starts "
 			       "from now on (--running: and\nthose it runs "
 			       "already) in one stream, each record with its "
@@ -85,7 +91,9 @@ int verb_stream(int argc, char **argv)
 		errx_msg("--running: only with --rule");
 		return EXIT_USAGE;
 	}
-	r = rule ? 0 : parse_session_arg(argv[optind], &session);
+	r = stream_args_check(&spec, rule != 0);
+	if (!r)
+		r = rule ? 0 : parse_session_arg(argv[optind], &session);
 	if (!r)
 		r = client_connect(&f);
 	if (!r)
@@ -149,6 +157,8 @@ int verb_replay(int argc, char **argv)
 		errx_msg("expected one TRACE (ptctl replay [OPTIONS] TRACE)");
 		return EXIT_USAGE;
 	}
+	if (stream_args_check(&spec, false))
+		return EXIT_USAGE;
 	path = realpath(argv[optind], NULL);
 	if (!path) {
 		errx_msg("'%s': %s", argv[optind], strerror(errno));

@@ -178,6 +178,8 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 		cJSON_AddNumberToObject(o, "id", subs[i].id);
 		cJSON_AddItemToObject(o, "kinds", kinds_array(subs[i].kinds));
 		add_fields(o, subs[i].fields);
+		if (subs[i].binary)
+			cJSON_AddStringToObject(o, "format", "binary");
 		cJSON_AddNumberToObject(o, "matched", (double)subs[i].matched);
 		cJSON_AddNumberToObject(o, "sent", (double)subs[i].sent);
 		cJSON_AddNumberToObject(o, "lost", (double)subs[i].lost);
@@ -271,6 +273,8 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "session", (double)ss->id);
 	cJSON_AddItemToObject(res, "kinds", kinds_array(f.spec.kinds));
 	add_fields(res, f.spec.fields);
+	if (f.spec.binary)
+		cJSON_AddStringToObject(res, "format", "binary");
 	srv_reply_ok(c, req->id, res);
 }
 

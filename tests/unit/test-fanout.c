@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "check.h"
 #include "common/strutil.h"
 #include "daemon/fanout.h"
+#include "record/binframe.h"
 #include "record/jsonw.h"
 #include "unit/fieldcmp.h"
 
@@ -914,6 +916,173 @@ static void test_tagged_longest(void)
 	free(mod);
 }
 
+/* Drain everything queued now onto @b (binary frames or JSON lines). */
+static enum ptd_sub_state drain_buf(struct ptd_subscriber *s,
+				    struct ptd_buf *b)
+{
+	enum ptd_sub_state st;
+	const char *d;
+	size_t n;
+
+	while ((st = ptd_subscriber_peek(s, &d, &n)) == PTD_SUB_DATA) {
+		if (ptd_buf_append(b, d, n) < 0)
+			abort();
+		ptd_subscriber_consume(s, n);
+	}
+	return st;
+}
+
+/* @b's frames converted to JSON lines, into @out (NUL-terminated); false
+ * if the reader refused them. */
+static bool frames_to_json(const struct ptd_buf *b, struct ptd_buf *out)
+{
+	int in = memfd_create("bin", 0), o = memfd_create("json", 0);
+	struct ptd_jsonw w;
+	struct ptd_diag d = { "" };
+	off_t end;
+	bool ok;
+
+	if (in < 0 || o < 0 || ptd_write_all(in, b->data, b->len) < 0 ||
+	    lseek(in, 0, SEEK_SET) != 0 || ptd_jsonw_init(&w, o, 0) < 0)
+		abort();
+	ok = ptd_bin_to_json(in, &w, &d) == 0;
+	if (!ok)
+		fprintf(stderr, "frames_to_json: %s\n", d.msg);
+	(void)ptd_jsonw_fini(&w);
+	end = lseek(o, 0, SEEK_END);
+	out->len = 0;
+	if (ptd_buf_reserve(out, (size_t)end + 1) < 0 ||
+	    pread(o, out->data, (size_t)end, 0) != end)
+		abort();
+	out->len = (size_t)end;
+	out->data[end] = 0;
+	close(in);
+	close(o);
+	return ok;
+}
+
+/* The stream after its hello line (NUL-terminated @b). */
+static const char *past_hello(const struct ptd_buf *b)
+{
+	const char *nl = b->data ? strchr((const char *)b->data, '\n') : NULL;
+
+	return nl ? nl + 1 : "";
+}
+
+static struct ptd_filter filter_fmt(pid_t tid, uint32_t fields, bool binary)
+{
+	struct ptd_filter f = filter_fields(tid, fields);
+
+	f.spec.binary = binary;
+	return f;
+}
+
+/* Binary subscribers get, converted back, the lines JSON subscribers of
+ * the same filter and fields get -- records staged and queued in batches,
+ * events and control lines between them in order, a lost record where a
+ * small queue dropped some -- and a binary subscriber's counts hold:
+ * what it received plus what its lost records count is what it matched,
+ * as its bye says. */
+static void test_binary(void)
+{
+	uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			 PTD_FIELD_BIT(PTD_FIELD_TID);
+	struct ptd_fanout *fj, *f;	/* JSON subscribers, binary ones */
+	struct ptd_subscriber *sub[5];
+	struct ptd_filter flt[5] = {
+		filter_fmt(0, iptid, false), filter_fmt(0, iptid, true),
+		filter_fmt(1, iptid, false), filter_fmt(1, iptid, true),
+		filter_fmt(0, iptid, true),	/* small queue, not drained */
+	};
+	struct ptd_buf out[5] = { { 0 } }, conv = { 0 }, conv2 = { 0 };
+	struct ptd_subscriber_stats st;
+	struct ptd_session_end end;
+	uint64_t matched = 0, got = 0, lost = 0;
+	const char *p;
+
+	/* two fan-outs fed alike: binary subscribers alone stage their
+	 * records (a JSON one beside them would take each under the lock) */
+	(void)ptd_fanout_new(1, 100, NULL, NULL, &fj);
+	(void)ptd_fanout_new(1, 100, NULL, NULL, &f);
+	REQUIRE(f && fj);
+	for (unsigned i = 0; i < 5; i++)
+		REQUIRE(ptd_fanout_subscribe(flt[i].spec.binary ? f : fj,
+					     &flt[i],
+					     i == 4 ? 4 * PTD_JSON_MAX_RECORD
+						    : 64u << 20,
+					     5, &sub[i]) == 0);
+	for (uint64_t k = 0; k < 30000; k++) {
+		struct ptd_record r = mkinsn(k);
+
+		if (k % 97 == 5) {
+			r.type = PTD_REC_EVENT;
+			memset(&r.u, 0, sizeof(r.u));
+			r.u.event.ev.type = ptev_enabled;
+			r.u.event.ev.variant.enabled.ip = k;
+		}
+		ptd_fanout_record(fj, &r);
+		ptd_fanout_record(f, &r);
+		matched++;
+		if (k % 1501 == 7) {
+			ptd_fanout_line(fj, "{\"type\":\"snapshot\"}\n", 20);
+			ptd_fanout_line(f, "{\"type\":\"snapshot\"}\n", 20);
+		}
+		if (k % 2000 == 1999) {
+			ptd_fanout_flush(fj);
+			ptd_fanout_flush(f);
+			for (unsigned i = 0; i < 4; i++)
+				(void)drain_buf(sub[i], &out[i]);
+		}
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	ptd_fanout_end(fj, &end);
+	ptd_fanout_end(f, &end);
+	for (unsigned i = 0; i < 5; i++) {
+		CHECK_EQ_INT(drain_buf(sub[i], &out[i]), PTD_SUB_DONE);
+		REQUIRE(ptd_buf_append(&out[i], "", 1) == 0);
+		out[i].len--;
+	}
+	for (unsigned i = 0; i < 4; i += 2) {
+		const char *j = past_hello(&out[i]);
+
+		REQUIRE(frames_to_json(&out[i + 1], &conv));
+		p = past_hello(&conv);
+		if (strcmp(j, p))
+			CHECK_FAIL_("subscriber %u: the binary stream "
+				    "converted differs from the JSON one "
+				    "(%zu vs %zu bytes)", i + 1, strlen(p),
+				    strlen(j));
+		CHECK(strstr(j, "snapshot") != NULL);
+		CHECK(strstr(j, "\"event\"") != NULL);
+		/* fixed-width records: 12 bytes, not 40 */
+		CHECK(out[i + 1].len * 2 < out[i].len);
+	}
+	/* the small queue lost records and says how many */
+	REQUIRE(frames_to_json(&out[4], &conv2));
+	for (p = (const char *)conv2.data; (p = strstr(p, "{\"type\":"));
+	     p++) {
+		if (!strncmp(p, "{\"type\":\"insn\"", 14) ||
+		    !strncmp(p, "{\"type\":\"event\"", 15))
+			got++;
+		else if (!strncmp(p, "{\"type\":\"lost\",\"records\":", 25))
+			lost += strtoull(p + 25, NULL, 10);
+	}
+	ptd_subscriber_get_stats(sub[4], &st);
+	CHECK(lost > 0);
+	CHECK_EQ_U64(got + lost, matched);
+	CHECK_EQ_U64(st.matched, matched);
+	CHECK_EQ_U64(st.sent, got);
+	CHECK_EQ_U64(st.lost, lost);
+	CHECK(st.binary);
+	for (unsigned i = 0; i < 5; i++)
+		ptd_buf_fini(&out[i]);
+	ptd_buf_fini(&conv);
+	ptd_buf_fini(&conv2);
+	ptd_fanout_free(fj);
+	ptd_fanout_free(f);
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
@@ -925,5 +1094,6 @@ int main(void)
 	RUN(test_tagged_longest);
 	RUN(test_churn);
 	RUN(test_wake_batched);
+	RUN(test_binary);
 	return check_done();
 }

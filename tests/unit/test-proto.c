@@ -315,6 +315,21 @@ static void test_subscribe(void)
 	CHECK_EQ_U64(req.filter.fields, PTD_FIELD_BIT(PTD_FIELD_TYPE));
 	ptd_request_fini(&req);
 
+	/* The stream's format. */
+	REQUIRE(parse(SUB("\"format\":\"binary\""), &req, &d) == 0);
+	CHECK(req.filter.binary);
+	ptd_request_fini(&req);
+	REQUIRE(parse(SUB("\"format\":\"json\""), &req, &d) == 0);
+	CHECK(!req.filter.binary);
+	ptd_request_fini(&req);
+	bad(SUB("\"format\":\"xml\""), -PTD_EFORMAT,
+	    "subscribe: format: unknown format \"xml\" (json, binary)");
+	bad(SUB("\"format\":1"), -PTD_EFORMAT,
+	    "subscribe: format: expected a string");
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":4,"
+	    "\"format\":\"binary\"}", -PTD_EFORMAT,
+	    "subscribe: format: \"binary\" is for a session's stream");
+
 	/* Too many tids. */
 	char big[4096] = SUB("\"filter\":{\"tid\":[");
 	big[strlen(big) - 1] = 0;	/* drop the closing brace */
@@ -502,6 +517,8 @@ static void test_request_lines(void)
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
 		"[\"insn\"],\"fields\":[\"type\",\"tid\",\"ip\",\"wall\"]}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"symbols\":true}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
+		"[\"type\",\"tid\",\"ip\"],\"format\":\"binary\"}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
 		"[\"type\",\"ip\"],\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"symbols\":true}",

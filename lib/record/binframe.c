@@ -1,0 +1,722 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Binary framing of record streams (binframe.h; doc/protocol.md, "Binary
+ * framing", has the byte layout).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/bytes.h"
+#include "record/binframe.h"
+
+#define HAS(fl, f) (((fl) & PTD_FIELD_BIT(PTD_FIELD_##f)) != 0)
+#define CLOCK_FIELDS                                                          \
+	(PTD_FIELD_BIT(PTD_FIELD_TSC) | PTD_FIELD_BIT(PTD_FIELD_TIME) |       \
+	 PTD_FIELD_BIT(PTD_FIELD_WALL))
+/* the clock byte's bits */
+#define CLK_TSC 1u
+#define CLK_TIME 2u
+#define CLK_WALL 4u
+
+unsigned ptd_bin_recsize(uint32_t fl)
+{
+	unsigned n = 0;
+
+	n += HAS(fl, PID) ? 4 : 0;
+	n += HAS(fl, TID) ? 4 : 0;
+	n += HAS(fl, IP) ? 8 : 0;
+	n += HAS(fl, SIZE) ? 1 : 0;
+	n += HAS(fl, RAW) ? 1 + pt_max_insn_size : 0;
+	n += HAS(fl, ICLASS) ? 1 : 0;
+	n += HAS(fl, MODE) ? 1 : 0;
+	n += HAS(fl, ISID) ? 4 : 0;
+	n += HAS(fl, OFFSET) ? 8 : 0;
+	n += HAS(fl, FLAGS) ? 2 : 0;
+	n += (fl & CLOCK_FIELDS) ? 1 : 0;
+	n += HAS(fl, TSC) ? 8 : 0;
+	n += HAS(fl, TIME) ? 8 : 0;
+	n += HAS(fl, WALL) ? 8 : 0;
+	return n;
+}
+
+static uint8_t *put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	return p + 2;
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+	for (unsigned i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 4;
+}
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+	for (unsigned i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return p + 8;
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+size_t ptd_bin_encode(uint8_t *dst, uint32_t fl, const struct ptd_record *r)
+{
+	const struct ptd_rec_insn *in = &r->u.insn;
+	uint8_t *p = dst;
+
+	if (HAS(fl, PID))
+		p = put32(p, (uint32_t)r->pid);
+	if (HAS(fl, TID))
+		p = put32(p, (uint32_t)r->tid);
+	if (HAS(fl, IP))
+		p = put64(p, in->ip);
+	if (HAS(fl, SIZE))
+		*p++ = in->size;
+	if (HAS(fl, RAW)) {
+		uint8_t n = in->size < pt_max_insn_size ? in->size
+							: pt_max_insn_size;
+
+		*p++ = n;
+		memcpy(p, in->raw, n);
+		memset(p + n, 0, pt_max_insn_size - n);
+		p += pt_max_insn_size;
+	}
+	if (HAS(fl, ICLASS))
+		*p++ = (uint8_t)in->iclass;
+	if (HAS(fl, MODE))
+		*p++ = (uint8_t)in->mode;
+	if (HAS(fl, ISID))
+		p = put32(p, (uint32_t)in->isid);
+	if (HAS(fl, OFFSET))
+		p = put64(p, in->modoff);
+	if (HAS(fl, FLAGS))
+		p = put16(p, (uint16_t)(in->flags & ((1u << PTD_F_NFLAGS) - 1)));
+	if (fl & CLOCK_FIELDS) {
+		/* what the JSON line would carry: time and wall only with
+		 * the TSC */
+		bool t = r->has_tsc, tm = t && r->has_time,
+		     w = t && r->has_wall;
+
+		*p++ = (uint8_t)((t ? CLK_TSC : 0) | (tm ? CLK_TIME : 0) |
+				 (w ? CLK_WALL : 0));
+		if (HAS(fl, TSC))
+			p = put64(p, t ? r->tsc : 0);
+		if (HAS(fl, TIME))
+			p = put64(p, tm ? r->time : 0);
+		if (HAS(fl, WALL))
+			p = put64(p, w ? r->wall : 0);
+	}
+	return (size_t)(p - dst);
+}
+
+static void put_header(uint8_t *p, enum ptd_bin_type type, unsigned recsize,
+		       uint32_t count, uint32_t fields, uint32_t len)
+{
+	p = put32(p, PTD_BIN_MAGIC);
+	*p++ = PTD_BIN_VERSION;
+	*p++ = (uint8_t)type;
+	p = put16(p, (uint16_t)recsize);
+	p = put32(p, count);
+	p = put32(p, fields);
+	p = put32(p, len);
+	(void)put32(p, 0);
+}
+
+/* Can the frame at *@open take one more record of @fields? */
+static bool open_fits(const struct ptd_buf *b, size_t open, uint32_t fields,
+		      unsigned rs)
+{
+	const uint8_t *h;
+
+	if (open == PTD_BIN_NONE || open + PTD_BIN_HDR > b->len)
+		return false;
+	h = b->data + open;
+	return h[5] == PTD_BIN_RECORDS && get32(h + 12) == fields &&
+	       get32(h + 8) < PTD_BIN_MAX_RECORDS_PAYLOAD &&
+	       get32(h + 16) + rs <= PTD_BIN_MAX_RECORDS_PAYLOAD &&
+	       open + PTD_BIN_HDR + get32(h + 16) == b->len;
+}
+
+size_t ptd_bin_buf_record_need(const struct ptd_buf *b, size_t open,
+			       uint32_t fields)
+{
+	unsigned rs = ptd_bin_recsize(fields);
+
+	return open_fits(b, open, fields, rs) ? rs : rs + PTD_BIN_HDR;
+}
+
+int ptd_bin_buf_record(struct ptd_buf *b, size_t *open, uint32_t fields,
+		       const uint8_t *rec)
+{
+	unsigned rs = ptd_bin_recsize(fields);
+	uint8_t *h;
+
+	if (open_fits(b, *open, fields, rs)) {
+		if (ptd_buf_append(b, rec, rs) < 0)
+			return -ENOMEM;
+	} else {
+		uint8_t hdr[PTD_BIN_HDR];
+
+		if (ptd_buf_reserve(b, PTD_BIN_HDR + rs) < 0)
+			return -ENOMEM;
+		put_header(hdr, PTD_BIN_RECORDS, rs, 0, fields, 0);
+		*open = b->len;
+		(void)ptd_buf_append(b, hdr, sizeof(hdr));
+		(void)ptd_buf_append(b, rec, rs);
+	}
+	h = b->data + *open;
+	(void)put32(h + 8, get32(h + 8) + 1);
+	(void)put32(h + 16, get32(h + 16) + rs);
+	return 0;
+}
+
+int ptd_bin_buf_json(struct ptd_buf *b, size_t *open, enum ptd_bin_type type,
+		     const char *lines, size_t n)
+{
+	uint8_t hdr[PTD_BIN_HDR];
+	uint32_t count = 0;
+
+	if ((type != PTD_BIN_JSON && type != PTD_BIN_END) ||
+	    n > PTD_BIN_MAX_JSON_PAYLOAD || (n && lines[n - 1] != '\n') ||
+	    (!n && type != PTD_BIN_END))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		count += lines[i] == '\n';
+	/* lines join an open json frame that has room */
+	if (type == PTD_BIN_JSON && *open != PTD_BIN_NONE &&
+	    *open + PTD_BIN_HDR <= b->len) {
+		uint8_t *h = b->data + *open;
+
+		if (h[5] == PTD_BIN_JSON &&
+		    *open + PTD_BIN_HDR + get32(h + 16) == b->len &&
+		    get32(h + 16) + n <= PTD_BIN_MAX_JSON_PAYLOAD) {
+			if (ptd_buf_append(b, lines, n) < 0)
+				return -ENOMEM;
+			h = b->data + *open;
+			(void)put32(h + 8, get32(h + 8) + count);
+			(void)put32(h + 16, get32(h + 16) + (uint32_t)n);
+			return 0;
+		}
+	}
+	if (ptd_buf_reserve(b, PTD_BIN_HDR + n) < 0)
+		return -ENOMEM;
+	put_header(hdr, type, 0, count, 0, (uint32_t)n);
+	*open = type == PTD_BIN_JSON ? b->len : PTD_BIN_NONE;
+	(void)ptd_buf_append(b, hdr, sizeof(hdr));
+	if (n)
+		(void)ptd_buf_append(b, lines, n);
+	return 0;
+}
+
+static int bad(struct ptd_diag *diag, uint64_t off, const char *what,
+	       uint64_t v)
+{
+	return ptd_diagf(diag, -PTD_EFORMAT,
+			 "binary stream: offset %" PRIu64 ": %s (%" PRIu64 ")",
+			 off, what, v);
+}
+
+/* Check record @p (at stream offset @off) of @fl. */
+static int check_record(const uint8_t *p, uint32_t fl, uint64_t off,
+			struct ptd_diag *diag)
+{
+	const uint8_t *q = p;
+	uint8_t size = 0;
+	bool has_size = false;
+
+	q += HAS(fl, PID) ? 4 : 0;
+	q += HAS(fl, TID) ? 4 : 0;
+	q += HAS(fl, IP) ? 8 : 0;
+	if (HAS(fl, SIZE)) {
+		size = *q;
+		has_size = true;
+		if (size > pt_max_insn_size)
+			return bad(diag, off + (uint64_t)(q - p),
+				   "insn size above 15", size);
+		q++;
+	}
+	if (HAS(fl, RAW)) {
+		uint8_t n = *q;
+
+		if (n > pt_max_insn_size || (has_size && n != size))
+			return bad(diag, off + (uint64_t)(q - p),
+				   "raw length not the insn size", n);
+		for (unsigned i = n; i < pt_max_insn_size; i++)
+			if (q[1 + i])
+				return bad(diag, off + (uint64_t)(q + 1 + i - p),
+					   "raw byte past its length not zero",
+					   q[1 + i]);
+		q += 1 + pt_max_insn_size;
+	}
+	if (HAS(fl, ICLASS)) {
+		if (*q > ptic_ptwrite)
+			return bad(diag, off + (uint64_t)(q - p),
+				   "unknown iclass", *q);
+		q++;
+	}
+	if (HAS(fl, MODE)) {
+		if (*q > ptem_32bit && *q != ptem_64bit)
+			return bad(diag, off + (uint64_t)(q - p),
+				   "unknown exec mode", *q);
+		q++;
+	}
+	q += HAS(fl, ISID) ? 4 : 0;
+	q += HAS(fl, OFFSET) ? 8 : 0;
+	if (HAS(fl, FLAGS)) {
+		if (get16(q) >> PTD_F_NFLAGS)
+			return bad(diag, off + (uint64_t)(q - p),
+				   "unknown flag bits", get16(q));
+		q += 2;
+	}
+	if (fl & CLOCK_FIELDS) {
+		uint8_t c = *q;
+		const uint8_t *v = q + 1;
+
+		if ((c & ~7u) || ((c & (CLK_TIME | CLK_WALL)) && !(c & CLK_TSC)))
+			return bad(diag, off + (uint64_t)(q - p),
+				   "bad clock byte", c);
+		/* a value the record does not have is zero */
+		if (HAS(fl, TSC)) {
+			if (!(c & CLK_TSC) && get64(v))
+				return bad(diag, off + (uint64_t)(v - p),
+					   "tsc set without its clock bit", 0);
+			v += 8;
+		}
+		if (HAS(fl, TIME)) {
+			if (!(c & CLK_TIME) && get64(v))
+				return bad(diag, off + (uint64_t)(v - p),
+					   "time set without its clock bit", 0);
+			v += 8;
+		}
+		if (HAS(fl, WALL) && !(c & CLK_WALL) && get64(v))
+			return bad(diag, off + (uint64_t)(v - p),
+				   "wall set without its clock bit", 0);
+	}
+	return 0;
+}
+
+/* Check @n bytes of JSON lines at @p (stream offset @off), @count of them. */
+static int check_lines(const uint8_t *p, uint32_t n, uint32_t count,
+		       uint64_t off, struct ptd_diag *diag)
+{
+	uint32_t lines = 0, start = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (p[i] == 0)
+			return bad(diag, off + i, "NUL byte in a JSON line", 0);
+		if (p[i] != '\n')
+			continue;
+		if (i - start < 2 || p[start] != '{' || p[i - 1] != '}')
+			return bad(diag, off + start,
+				   "JSON line not one object", i - start);
+		lines++;
+		start = i + 1;
+	}
+	if (start != n)
+		return bad(diag, off + start, "JSON line without its newline",
+			   n - start);
+	if (lines != count)
+		return bad(diag, off - PTD_BIN_HDR + 8,
+			   "line count not the lines there", count);
+	return 0;
+}
+
+ssize_t ptd_bin_frame_parse(const uint8_t *buf, size_t n, uint64_t off,
+			    struct ptd_bin_frame *ret, struct ptd_diag *diag)
+{
+	struct ptd_bin_frame fr;
+	unsigned rs;
+	int e;
+
+	memset(ret, 0, sizeof(*ret));
+	/* the magic and version are checked as soon as they are there, so a
+	 * stream that is not frames is refused at its first bytes */
+	for (size_t i = 0; i < 4 && i < n; i++)
+		if (buf[i] != (uint8_t)(PTD_BIN_MAGIC >> (8 * i)))
+			return bad(diag, off + i, "bad frame magic, not \"PTDB\"",
+				   buf[i]);
+	if (n > 4 && buf[4] != PTD_BIN_VERSION)
+		return ptd_diagf(diag, -PTD_EVERSION,
+				 "binary stream: offset %" PRIu64
+				 ": frame version %u, this reader knows %u",
+				 off + 4, buf[4], PTD_BIN_VERSION);
+	if (n < PTD_BIN_HDR)
+		return 0;
+	memset(&fr, 0, sizeof(fr));
+	fr.type = (enum ptd_bin_type)buf[5];
+	fr.recsize = get16(buf + 6);
+	fr.count = get32(buf + 8);
+	fr.fields = get32(buf + 12);
+	fr.len = get32(buf + 16);
+	if (get32(buf + 20))
+		return bad(diag, off + 20, "reserved header bytes not zero",
+			   get32(buf + 20));
+	switch (fr.type) {
+	case PTD_BIN_RECORDS:
+		if (!(fr.fields & PTD_FIELD_BIT(PTD_FIELD_TYPE)) ||
+		    !ptd_bin_fields_fixed(fr.fields))
+			return bad(diag, off + 12,
+				   "field set not one of fixed-width records",
+				   fr.fields);
+		rs = ptd_bin_recsize(fr.fields);
+		if (fr.recsize != rs)
+			return bad(diag, off + 6,
+				   "record size not the field set's", fr.recsize);
+		if (fr.count == 0)
+			return bad(diag, off + 8, "records frame of no record",
+				   0);
+		if (fr.len > PTD_BIN_MAX_RECORDS_PAYLOAD)
+			return bad(diag, off + 16,
+				   "records payload above 65536 bytes", fr.len);
+		/* rs is 0 only for the set {type}: count alone bounds it */
+		if ((uint64_t)fr.count * rs != fr.len ||
+		    (rs == 0 && fr.count > PTD_BIN_MAX_RECORDS_PAYLOAD))
+			return bad(diag, off + 8,
+				   "record count times size not the payload "
+				   "length", fr.count);
+		break;
+	case PTD_BIN_JSON:
+	case PTD_BIN_END:
+		if (fr.recsize || fr.fields)
+			return bad(diag, off + (fr.recsize ? 6 : 12),
+				   "record size or fields in a JSON frame",
+				   fr.recsize ? fr.recsize : fr.fields);
+		if (fr.len > PTD_BIN_MAX_JSON_PAYLOAD)
+			return bad(diag, off + 16,
+				   "JSON payload above 65536 bytes", fr.len);
+		if (fr.type == PTD_BIN_JSON && !fr.count)
+			return bad(diag, off + 8, "JSON frame of no line", 0);
+		break;
+	default:
+		return bad(diag, off + 5, "unknown frame type", buf[5]);
+	}
+	if (n - PTD_BIN_HDR < fr.len)
+		return 0;
+	fr.payload = buf + PTD_BIN_HDR;
+	if (fr.type == PTD_BIN_RECORDS) {
+		for (uint32_t i = 0; i < fr.count; i++) {
+			e = check_record(fr.payload + (size_t)i * fr.recsize,
+					 fr.fields,
+					 off + PTD_BIN_HDR +
+						 (uint64_t)i * fr.recsize,
+					 diag);
+			if (e < 0)
+				return e;
+		}
+	} else {
+		e = check_lines(fr.payload, fr.len, fr.count,
+				off + PTD_BIN_HDR, diag);
+		if (e < 0)
+			return e;
+	}
+	*ret = fr;
+	return (ssize_t)(PTD_BIN_HDR + fr.len);
+}
+
+void ptd_bin_record_get(const struct ptd_bin_frame *fr, uint32_t i,
+			struct ptd_record *ret)
+{
+	const uint8_t *p = fr->payload + (size_t)i * fr->recsize;
+	uint32_t fl = fr->fields;
+	struct ptd_rec_insn *in = &ret->u.insn;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->type = PTD_REC_INSN;
+	in->module = "";
+	if (HAS(fl, PID)) {
+		ret->pid = (pid_t)get32(p);
+		p += 4;
+	}
+	if (HAS(fl, TID)) {
+		ret->tid = (pid_t)get32(p);
+		p += 4;
+	}
+	if (HAS(fl, IP)) {
+		in->ip = get64(p);
+		p += 8;
+	}
+	if (HAS(fl, SIZE))
+		in->size = *p++;
+	if (HAS(fl, RAW)) {
+		/* without size, raw's length stands for it */
+		if (!HAS(fl, SIZE))
+			in->size = *p;
+		memcpy(in->raw, p + 1, pt_max_insn_size);
+		p += 1 + pt_max_insn_size;
+	}
+	if (HAS(fl, ICLASS))
+		in->iclass = (enum pt_insn_class) * p++;
+	if (HAS(fl, MODE))
+		in->mode = (enum pt_exec_mode) * p++;
+	if (HAS(fl, ISID)) {
+		in->isid = (int)get32(p);
+		p += 4;
+	}
+	if (HAS(fl, OFFSET)) {
+		in->modoff = get64(p);
+		p += 8;
+	}
+	if (HAS(fl, FLAGS)) {
+		in->flags = get16(p);
+		p += 2;
+	}
+	if (fl & CLOCK_FIELDS) {
+		uint8_t c = *p++;
+
+		ret->has_tsc = c & CLK_TSC;
+		ret->has_time = c & CLK_TIME;
+		ret->has_wall = c & CLK_WALL;
+		if (HAS(fl, TSC)) {
+			ret->tsc = get64(p);
+			p += 8;
+		}
+		if (HAS(fl, TIME)) {
+			ret->time = get64(p);
+			p += 8;
+		}
+		if (HAS(fl, WALL))
+			ret->wall = get64(p);
+	}
+}
+
+#define READER_CAP (PTD_BIN_HDR + PTD_BIN_MAX_RECORDS_PAYLOAD + (64u << 10))
+_Static_assert(PTD_BIN_MAX_JSON_PAYLOAD <= PTD_BIN_MAX_RECORDS_PAYLOAD,
+	       "the reader's buffer holds the largest frame");
+
+int ptd_bin_reader_init(struct ptd_bin_reader *rd, int fd)
+{
+	memset(rd, 0, sizeof(*rd));
+	rd->fd = fd;
+	rd->buf = malloc(READER_CAP);
+	if (!rd->buf)
+		return -ENOMEM;
+	rd->cap = READER_CAP;
+	return 0;
+}
+
+void ptd_bin_reader_fini(struct ptd_bin_reader *rd)
+{
+	free(rd->buf);
+	rd->buf = NULL;
+}
+
+/* Read more bytes; 0 at EOF, 1 got some, -errno. */
+static int reader_fill(struct ptd_bin_reader *rd)
+{
+	ssize_t k;
+
+	if (rd->start) {
+		memmove(rd->buf, rd->buf + rd->start, rd->end - rd->start);
+		rd->end -= rd->start;
+		rd->start = 0;
+	}
+	do
+		k = read(rd->fd, rd->buf + rd->end, rd->cap - rd->end);
+	while (k < 0 && errno == EINTR);
+	if (k < 0)
+		return -errno;
+	if (k == 0) {
+		rd->eof = true;
+		return 0;
+	}
+	rd->end += (size_t)k;
+	return 1;
+}
+
+int ptd_bin_read(struct ptd_bin_reader *rd, struct ptd_bin_frame *ret,
+		 struct ptd_diag *diag)
+{
+	ssize_t n;
+	int e;
+
+	for (;;) {
+		if (rd->ended) {
+			/* nothing may follow the end frame */
+			if (rd->start == rd->end && !rd->eof &&
+			    (e = reader_fill(rd)) < 0)
+				return ptd_diagf(diag, e,
+						 "binary stream: read error");
+			if (rd->start < rd->end)
+				return bad(diag, rd->off,
+					   "data after the end frame",
+					   rd->end - rd->start);
+			return 0;
+		}
+		n = ptd_bin_frame_parse(rd->buf + rd->start,
+					rd->end - rd->start, rd->off, ret, diag);
+		if (n < 0)
+			return (int)n;
+		if (n > 0) {
+			rd->start += (size_t)n;
+			rd->off += (uint64_t)n;
+			if (ret->type == PTD_BIN_END)
+				rd->ended = true;
+			return 1;
+		}
+		if (rd->eof)
+			return ptd_diagf(diag, -PTD_ETRUNC,
+					 rd->start == rd->end
+						 ? "binary stream: offset %"
+						   PRIu64 ": ends without an "
+						   "end frame"
+						 : "binary stream: offset %"
+						   PRIu64 ": ends inside a "
+						   "frame",
+					 rd->off);
+		e = reader_fill(rd);
+		if (e < 0)
+			return ptd_diagf(diag, e, "binary stream: read error");
+	}
+}
+
+int ptd_bin_to_json(int fd, struct ptd_jsonw *w, struct ptd_diag *diag)
+{
+	struct ptd_bin_reader rd;
+	struct ptd_bin_frame fr;
+	struct ptd_record rec;
+	uint32_t fields = 0;
+	int e;
+
+	e = ptd_bin_reader_init(&rd, fd);
+	if (e < 0)
+		return ptd_diagf(diag, e, "binary stream: out of memory");
+	while ((e = ptd_bin_read(&rd, &fr, diag)) > 0) {
+		if (fr.type != PTD_BIN_RECORDS) {
+			if (fr.len)
+				e = ptd_jsonw_line(w, (const char *)fr.payload,
+						   fr.len);
+		} else {
+			if (fr.fields != fields) {
+				ptd_jsonw_set_fields(w, fr.fields);
+				fields = fr.fields;
+			}
+			for (uint32_t i = 0; i < fr.count && e >= 0; i++) {
+				ptd_bin_record_get(&fr, i, &rec);
+				e = ptd_jsonw_put(w, &rec);
+			}
+		}
+		if (e < 0) {
+			e = ptd_diagf(diag, e, "writing JSON lines: %s",
+				      ptd_strerror(e));
+			break;
+		}
+	}
+	ptd_bin_reader_fini(&rd);
+	return e;
+}
+
+int ptd_binw_init(struct ptd_binw *w, int fd, uint32_t fields)
+{
+	memset(w, 0, sizeof(*w));
+	w->fd = fd;
+	w->open = PTD_BIN_NONE;
+	ptd_jsonr_init(&w->jr, fields);
+	w->fields = w->jr.fields;
+	w->fixed = ptd_bin_fields_fixed(w->fields);
+	if (ptd_buf_reserve(&w->buf, 256u << 10) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int ptd_binw_flush(struct ptd_binw *w)
+{
+	int e;
+
+	if (w->err || !w->buf.len) {
+		w->buf.len = 0;
+		w->open = PTD_BIN_NONE;
+		return w->err;
+	}
+	e = ptd_write_all(w->fd, w->buf.data, w->buf.len);
+	if (e < 0)
+		w->err = e;
+	else
+		w->bytes += w->buf.len;
+	w->buf.len = 0;
+	w->open = PTD_BIN_NONE;
+	return w->err;
+}
+
+/* Flush when the buffer is full (frames are whole: a flush between
+ * records closes the open frame). */
+static int binw_room(struct ptd_binw *w, size_t n)
+{
+	if (w->err)
+		return w->err;
+	if (w->buf.len + n > (256u << 10))
+		return ptd_binw_flush(w);
+	return 0;
+}
+
+int ptd_binw_put(struct ptd_binw *w, const struct ptd_record *r)
+{
+	uint8_t rec[PTD_BIN_MAX_REC];
+	size_t n;
+	int e;
+
+	if (r->type == PTD_REC_INSN && w->fixed) {
+		if ((e = binw_room(w, PTD_BIN_HDR + PTD_BIN_MAX_REC)) < 0)
+			return e;
+		(void)ptd_bin_encode(rec, w->fields, r);
+		if (ptd_bin_buf_record(&w->buf, &w->open, w->fields, rec) < 0)
+			return -ENOMEM;
+		w->records++;
+		return 0;
+	}
+	n = ptd_jsonr_render(&w->jr, w->line, r);
+	if (!n)
+		return -EINVAL;
+	return ptd_binw_line(w, w->line, n);
+}
+
+int ptd_binw_line(struct ptd_binw *w, const char *line, size_t n)
+{
+	int e;
+
+	if ((e = binw_room(w, PTD_BIN_HDR + n)) < 0)
+		return e;
+	e = ptd_bin_buf_json(&w->buf, &w->open, PTD_BIN_JSON, line, n);
+	if (e == 0)
+		w->records++;
+	return e;
+}
+
+int ptd_binw_end(struct ptd_binw *w, const char *lines, size_t n)
+{
+	int e;
+
+	if ((e = binw_room(w, PTD_BIN_HDR + n)) < 0)
+		return e;
+	e = ptd_bin_buf_json(&w->buf, &w->open, PTD_BIN_END, lines, n);
+	if (e < 0)
+		return e;
+	return ptd_binw_flush(w);
+}
+
+int ptd_binw_fini(struct ptd_binw *w)
+{
+	int e = ptd_binw_flush(w);
+
+	ptd_buf_fini(&w->buf);
+	return e;
+}

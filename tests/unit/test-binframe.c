@@ -1,0 +1,379 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The binary framing (record/binframe.h): records of every fixed field set
+ * written as frames and converted back equal the JSON writer's lines byte
+ * for byte; the records frame closes at its payload limit; every header
+ * byte and record value the reader checks is refused with its offset; a
+ * stream cut short, without its end frame or with bytes after it is
+ * refused.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "common/diag.h"
+#include "record/binframe.h"
+#include "record/jsonw.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* A random record: mostly insn records of varied values, some events and
+ * errors between them. */
+static void make_record(struct ptd_record *r, unsigned i)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = (pid_t)(1000 + rnd() % 3);
+	r->tid = r->pid + (pid_t)(rnd() % 4);
+	r->has_tsc = rnd() % 4 != 0;
+	r->tsc = r->has_tsc ? rnd() : 0;
+	r->has_time = r->has_tsc && rnd() % 2;
+	r->time = r->has_time ? rnd() >> 8 : 0;
+	r->has_wall = r->has_time && rnd() % 2;
+	r->wall = r->has_wall ? 1790000000000000000ull + rnd() % 1000000000000ull
+			      : 0;
+	if (i % 37 == 5) {
+		r->type = PTD_REC_EVENT;
+		r->u.event.ev.type = ptev_enabled;
+		r->u.event.ev.variant.enabled.ip = rnd();
+		r->u.event.offset = rnd() >> 20;
+		return;
+	}
+	if (i % 53 == 7) {
+		r->type = PTD_REC_ERROR;
+		r->u.error.code = -pte_nomap;
+		r->u.error.offset = rnd() >> 20;
+		r->u.error.context = "decode";
+		return;
+	}
+	r->type = PTD_REC_INSN;
+	r->u.insn.ip = rnd();
+	r->u.insn.modoff = rnd() >> 30;
+	r->u.insn.module = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+	r->u.insn.isid = (int)(rnd() % 5);
+	r->u.insn.mode = (enum pt_exec_mode)(rnd() % 4);
+	r->u.insn.iclass = (enum pt_insn_class)(rnd() % (ptic_ptwrite + 1));
+	r->u.insn.flags = rnd() % 3 ? 0 : (uint32_t)(rnd() & 0x3ff);
+	r->u.insn.size = (uint8_t)(1 + rnd() % 15);
+	for (unsigned k = 0; k < r->u.insn.size; k++)
+		r->u.insn.raw[k] = (uint8_t)rnd();
+}
+
+/* Everything written to @fd so far, from its start, NUL-terminated. */
+static char *slurp(int fd, size_t *ret_len)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+	char *s = malloc((size_t)end + 1);
+
+	CHECK(s != NULL);
+	CHECK_EQ_INT(pread(fd, s, (size_t)end, 0), end);
+	s[end] = 0;
+	*ret_len = (size_t)end;
+	return s;
+}
+
+/* @n records of @fields as JSON (the JSON writer) and as frames converted
+ * back: the same bytes. */
+static void roundtrip(uint32_t fields, unsigned n)
+{
+	int jfd = memfd_create("json", 0), bfd = memfd_create("bin", 0),
+	    cfd = memfd_create("conv", 0);
+	struct ptd_jsonw jw, cw;
+	struct ptd_binw bw;
+	struct ptd_diag d = { "" };
+	struct ptd_record r;
+	char *a, *b;
+	size_t alen, blen;
+	uint64_t seed = rng;
+
+	CHECK(jfd >= 0 && bfd >= 0 && cfd >= 0);
+	CHECK_EQ_INT(ptd_jsonw_init(&jw, jfd, 0), 0);
+	ptd_jsonw_set_fields(&jw, fields);
+	CHECK_EQ_INT(ptd_binw_init(&bw, bfd, fields), 0);
+	for (unsigned i = 0; i < n; i++) {
+		make_record(&r, i);
+		CHECK_EQ_INT(ptd_jsonw_put(&jw, &r), 0);
+		CHECK_EQ_INT(ptd_binw_put(&bw, &r), 0);
+	}
+	CHECK_EQ_INT(ptd_jsonw_line(&jw, "{\"type\":\"bye\"}\n", 15), 0);
+	CHECK_EQ_INT(ptd_binw_end(&bw, "{\"type\":\"bye\"}\n", 15), 0);
+	CHECK_EQ_INT(ptd_jsonw_fini(&jw), 0);
+	CHECK_EQ_INT(ptd_binw_fini(&bw), 0);
+	CHECK_EQ_INT(lseek(bfd, 0, SEEK_SET), 0);
+	CHECK_EQ_INT(ptd_jsonw_init(&cw, cfd, 0), 0);
+	if (ptd_bin_to_json(bfd, &cw, &d) != 0)
+		CHECK_FAIL_("fields %#x: %s", fields, d.msg);
+	CHECK_EQ_INT(ptd_jsonw_fini(&cw), 0);
+	a = slurp(jfd, &alen);
+	b = slurp(cfd, &blen);
+	if (alen != blen || memcmp(a, b, alen))
+		CHECK_FAIL_("fields %#x seed %#llx: converted frames differ "
+			    "from the JSON lines (%zu vs %zu bytes)",
+			    fields, (unsigned long long)seed, blen, alen);
+	/* fixed sets are smaller than JSON (the point of it) */
+	if (ptd_bin_fields_fixed(fields) && n > 1000) {
+		size_t bbytes;
+		char *bb = slurp(bfd, &bbytes);
+
+		CHECK(bbytes < alen);
+		free(bb);
+	}
+	free(a);
+	free(b);
+	close(jfd);
+	close(bfd);
+	close(cfd);
+}
+
+static void test_roundtrip_sets(void)
+{
+	uint32_t fixed = PTD_BIN_FIXED_FIELDS;
+
+	roundtrip(PTD_FIELD_BIT(PTD_FIELD_TYPE) | PTD_FIELD_BIT(PTD_FIELD_IP) |
+			  PTD_FIELD_BIT(PTD_FIELD_TID),
+		  20000);
+	roundtrip(fixed, 3000);
+	roundtrip(PTD_FIELD_BIT(PTD_FIELD_TYPE), 500);
+	/* raw without size: its length stands for the size */
+	roundtrip(PTD_FIELD_BIT(PTD_FIELD_TYPE) | PTD_FIELD_BIT(PTD_FIELD_RAW),
+		  500);
+	/* module or sym: insn records go as JSON frames */
+	roundtrip(0, 500);
+	roundtrip(PTD_FIELD_BIT(PTD_FIELD_TYPE) | PTD_FIELD_BIT(PTD_FIELD_IP) |
+			  PTD_FIELD_BIT(PTD_FIELD_MODULE),
+		  500);
+	/* every fixed subset, one field at a time and random ones */
+	for (unsigned f = 1; f < PTD_FIELD_N; f++)
+		if (fixed & PTD_FIELD_BIT(f))
+			roundtrip(PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+					  PTD_FIELD_BIT(f),
+				  300);
+	for (unsigned k = 0; k < 40; k++)
+		roundtrip(((uint32_t)rnd() & fixed) |
+				  PTD_FIELD_BIT(PTD_FIELD_TYPE),
+			  300);
+}
+
+/* A frame holds at most 64 KiB of records: the writer opens the next. */
+static void test_frame_limit(void)
+{
+	uint32_t fl = PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+		      PTD_FIELD_BIT(PTD_FIELD_IP) | PTD_FIELD_BIT(PTD_FIELD_TID);
+	struct ptd_buf b = { 0 };
+	size_t open = PTD_BIN_NONE, off = 0;
+	uint8_t rec[PTD_BIN_MAX_REC];
+	struct ptd_record r;
+	struct ptd_bin_frame fr;
+	struct ptd_diag d = { "" };
+	unsigned frames = 0, total = 0;
+
+	CHECK_EQ_INT(ptd_bin_recsize(fl), 12);
+	make_record(&r, 0);
+	CHECK_EQ_INT(ptd_bin_encode(rec, fl, &r), 12);
+	for (unsigned i = 0; i < 20000; i++) {
+		size_t need = ptd_bin_buf_record_need(&b, open, fl);
+		size_t before = b.len;
+
+		CHECK_EQ_INT(ptd_bin_buf_record(&b, &open, fl, rec), 0);
+		CHECK_EQ_U64(b.len - before, need);
+	}
+	while (off < b.len) {
+		ssize_t n = ptd_bin_frame_parse(b.data + off, b.len - off, off,
+						&fr, &d);
+
+		CHECK(n > 0);
+		if (n <= 0)
+			break;
+		CHECK(fr.len <= PTD_BIN_MAX_RECORDS_PAYLOAD);
+		total += fr.count;
+		frames++;
+		off += (size_t)n;
+	}
+	CHECK_EQ_INT(total, 20000);
+	CHECK_EQ_INT(frames, (20000 * 12 + 65535) / 65536);
+	ptd_buf_fini(&b);
+}
+
+/* A stream of two frames (json "hello", records) and the end frame. */
+static void make_stream(struct ptd_buf *b, uint32_t fl)
+{
+	size_t open = PTD_BIN_NONE;
+	uint8_t rec[PTD_BIN_MAX_REC];
+	struct ptd_record r;
+
+	CHECK_EQ_INT(ptd_bin_buf_json(b, &open, PTD_BIN_JSON,
+				      "{\"type\":\"hello\"}\n", 17),
+		     0);
+	for (unsigned i = 0; i < 3; i++) {
+		do
+			make_record(&r, i);
+		while (r.type != PTD_REC_INSN);
+		r.has_tsc = true;
+		(void)ptd_bin_encode(rec, fl, &r);
+		CHECK_EQ_INT(ptd_bin_buf_record(b, &open, fl, rec), 0);
+	}
+	CHECK_EQ_INT(ptd_bin_buf_json(b, &open, PTD_BIN_END,
+				      "{\"type\":\"bye\"}\n", 15),
+		     0);
+}
+
+/* Read every frame of @len bytes at @p; the first error (0: none). */
+static int read_all(const uint8_t *p, size_t len, struct ptd_diag *d)
+{
+	int fd = memfd_create("s", 0), e;
+	struct ptd_bin_reader rd;
+	struct ptd_bin_frame fr;
+
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(write(fd, p, len), (ssize_t)len);
+	CHECK_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	CHECK_EQ_INT(ptd_bin_reader_init(&rd, fd), 0);
+	d->msg[0] = 0;
+	while ((e = ptd_bin_read(&rd, &fr, d)) > 0)
+		;
+	ptd_bin_reader_fini(&rd);
+	close(fd);
+	return e;
+}
+
+static void expect_bad(const uint8_t *p, size_t len, int err,
+		       const char *offset_text, const char *what)
+{
+	struct ptd_diag d = { "" };
+	int e = read_all(p, len, &d);
+
+	if (e != err)
+		CHECK_FAIL_("%s: got %d (%s), expected %d", what, e, d.msg,
+			    err);
+	CHECK_CONTAINS(d.msg, offset_text);
+}
+
+static void test_corrupt(void)
+{
+	uint32_t fl = PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+		      PTD_FIELD_BIT(PTD_FIELD_IP) |
+		      PTD_FIELD_BIT(PTD_FIELD_SIZE) |
+		      PTD_FIELD_BIT(PTD_FIELD_RAW) |
+		      PTD_FIELD_BIT(PTD_FIELD_ICLASS) |
+		      PTD_FIELD_BIT(PTD_FIELD_MODE) |
+		      PTD_FIELD_BIT(PTD_FIELD_FLAGS) |
+		      PTD_FIELD_BIT(PTD_FIELD_TSC);
+	struct ptd_buf b = { 0 };
+	struct ptd_diag d = { "" };
+	uint8_t *s;
+	size_t rs = ptd_bin_recsize(fl), r0 = 17 + 2 * PTD_BIN_HDR;
+	char at[64];
+
+	make_stream(&b, fl);
+	CHECK_EQ_INT(read_all(b.data, b.len, &d), 0);
+	s = malloc(b.len + 1);
+	CHECK(s != NULL);
+	/* every header byte of the records frame, flipped */
+	for (unsigned i = 0; i < PTD_BIN_HDR; i++) {
+		memcpy(s, b.data, b.len);
+		s[17 + PTD_BIN_HDR + i] ^= 0x40;
+		CHECK(read_all(s, b.len, &d) < 0);
+		if (d.msg[0] == 0)
+			CHECK_FAIL_("header byte %u: no message", i);
+	}
+	/* named by their offsets: magic, version, type, reserved */
+	memcpy(s, b.data, b.len);
+	s[0] = 'X';
+	expect_bad(s, b.len, -PTD_EFORMAT, "offset 0: bad frame magic", "magic");
+	memcpy(s, b.data, b.len);
+	s[41 + 4] = 2;
+	expect_bad(s, b.len, -PTD_EVERSION, "offset 45: frame version 2",
+		   "version");
+	memcpy(s, b.data, b.len);
+	s[41 + 5] = 9;
+	expect_bad(s, b.len, -PTD_EFORMAT, "offset 46: unknown frame type",
+		   "type");
+	memcpy(s, b.data, b.len);
+	s[41 + 20] = 1;
+	expect_bad(s, b.len, -PTD_EFORMAT, "offset 61: reserved", "reserved");
+	/* record values: size, raw length, iclass, mode, flags, clock */
+	memcpy(s, b.data, b.len);
+	s[r0 + rs + 8] = 16;		/* record 1's size */
+	snprintf(at, sizeof(at), "offset %zu: insn size", r0 + rs + 8);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "size");
+	memcpy(s, b.data, b.len);
+	s[r0 + 9] = s[r0 + 8] == 15 ? 14 : 15;	/* raw length != size */
+	snprintf(at, sizeof(at), "offset %zu: raw length", r0 + 9);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "raw length");
+	memcpy(s, b.data, b.len);
+	s[r0 + 8 + 1 + 16] = ptic_ptwrite + 1;
+	snprintf(at, sizeof(at), "offset %zu: unknown iclass", r0 + 25);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "iclass");
+	memcpy(s, b.data, b.len);
+	s[r0 + 26] = 4;
+	snprintf(at, sizeof(at), "offset %zu: unknown exec mode", r0 + 26);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "mode");
+	memcpy(s, b.data, b.len);
+	s[r0 + 28] = 0x04;		/* flags bit 10 */
+	snprintf(at, sizeof(at), "offset %zu: unknown flag bits", r0 + 27);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "flags");
+	memcpy(s, b.data, b.len);
+	s[r0 + 29] = 2;			/* time without tsc */
+	snprintf(at, sizeof(at), "offset %zu: bad clock byte", r0 + 29);
+	expect_bad(s, b.len, -PTD_EFORMAT, at, "clock");
+	/* a JSON line without its newline */
+	memcpy(s, b.data, b.len);
+	s[PTD_BIN_HDR + 16] = ' ';
+	expect_bad(s, b.len, -PTD_EFORMAT, "offset 24: JSON line", "json");
+	/* cut anywhere: refused, never read past */
+	for (size_t n = 0; n < b.len; n++) {
+		int e = read_all(b.data, n, &d);
+
+		if (e != -PTD_ETRUNC)
+			CHECK_FAIL_("cut at %zu: %d (%s)", n, e, d.msg);
+	}
+	expect_bad(b.data, b.len - 39, -PTD_ETRUNC,
+		   "ends without an end frame", "no end");
+	/* a byte after the end frame */
+	memcpy(s, b.data, b.len);
+	s[b.len] = 'P';
+	snprintf(at, sizeof(at), "offset %zu: data after the end frame",
+		 b.len);
+	expect_bad(s, b.len + 1, -PTD_EFORMAT, at, "after end");
+	free(s);
+	ptd_buf_fini(&b);
+}
+
+/* A converted stream that is not frames says so, with the offset, and
+ * writes nothing. */
+static void test_not_frames(void)
+{
+	int in = memfd_create("in", 0), out = memfd_create("out", 0);
+	struct ptd_jsonw w;
+	struct ptd_diag d = { "" };
+
+	CHECK(in >= 0 && out >= 0);
+	CHECK_EQ_INT(write(in, "{\"type\":\"insn\"}\n", 16), 16);
+	CHECK_EQ_INT(lseek(in, 0, SEEK_SET), 0);
+	CHECK_EQ_INT(ptd_jsonw_init(&w, out, 0), 0);
+	CHECK_EQ_INT(ptd_bin_to_json(in, &w, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 0: bad frame magic");
+	CHECK_EQ_INT(ptd_jsonw_fini(&w), 0);
+	CHECK_EQ_INT(lseek(out, 0, SEEK_END), 0);
+	close(in);
+	close(out);
+}
+
+int main(void)
+{
+	RUN(test_roundtrip_sets);
+	RUN(test_frame_limit);
+	RUN(test_corrupt);
+	RUN(test_not_frames);
+	return check_done();
+}
