@@ -7,6 +7,8 @@
  */
 #include "swpt/tracer-int.h"
 
+#include <linux/kcmp.h>
+
 /* ---- attach ---------------------------------------------------------- */
 
 static const long SEIZE_OPTS = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
@@ -338,6 +340,22 @@ static void release_all(struct tracer *tr)
 	}
 }
 
+/* Does @pid share its memory with its parent (a vfork child waiting to
+ * exec, a clone with CLONE_VM)?  Then that memory is also its parent's,
+ * traced by another tracer perhaps: no breakpoint of ours may go there.
+ * Where kcmp cannot tell, assume it does (single steps are exact too). */
+static bool shares_parent_vm(pid_t pid)
+{
+	uint64_t ppid;
+	long k;
+
+	if (tr_status_u64(pid, "PPid:", 10, &ppid) < 0 || ppid == 0 ||
+	    ppid > INT_MAX)
+		return false;	/* no parent to share with */
+	k = syscall(SYS_kcmp, pid, (pid_t)ppid, KCMP_VM, 0, 0);
+	return k != 1 && k != 2;	/* 0: the same; < 0: cannot tell */
+}
+
 int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 		    struct ptd_swpt_result *ret, struct ptd_diag *diag)
 {
@@ -355,6 +373,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	r = seize_all(&tr);
 	if (r == 0)
 		r = seized_check(&tr);
+	if (r == 0)
+		tr.vm_shared = shares_parent_vm(pid);
 	/* the image as it is: every stream starts with it (position 0) */
 	if (r == 0)
 		r = tr_maps_load_all(&tr);
