@@ -48,6 +48,7 @@ static void trim_heap(void)
  * before their session goes). */
 static void answer_pending(struct ptd_server *s)
 {
+	srv_children_start(s);	/* (a child's session is answered later) */
 	srv_snapshots_answer(s);
 	srv_records_answer(s);
 	srv_replays_answer(s);
@@ -72,6 +73,8 @@ static void sessions_reap(struct ptd_server *s)
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			srv_session_release(ss);
 			ss->reaped = true;
+			/* children its source reported before it ended */
+			srv_children_start(s);
 			/* a recorded session lingers for its record request */
 			ss->ended_at_ms = ss->stopping && !s->shutting_down &&
 						  !(ss->spool && !ss->rec)
