@@ -159,6 +159,11 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	struct srv_session *ss;
 	int r, pidfd = -1;
 
+	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
+				ptd_source_intelpt_no_children);
+		return NULL;
+	}
 	if (srv_refuse_over_session_limit(s, c, peer, req))
 		return NULL;
 	if (req->pid == getpid()) {

@@ -404,6 +404,11 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 				"only root may ask for options.capture");
 		return;
 	}
+	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
+				ptd_source_intelpt_no_children);
+		return;
+	}
 	/* each session's triggers are resolved at its exec; what can be
 	 * decided now is refused now, not once per match */
 	for (unsigned i = 0; i < req->ntriggers; i++) {

@@ -587,6 +587,12 @@ static const struct ptd_source_ops intelpt_ops = {
 	.destroy = hw_destroy,
 };
 
+const char ptd_source_intelpt_no_children[] =
+	"children: the intel_pt source cannot trace a child process from its "
+	"first instruction after the fork (ptd's per-thread intel_pt events "
+	"do not follow a fork, and one opened on the child later misses its "
+	"start); use \"source\": \"software\"";
+
 int ptd_source_intelpt_new(const struct ptd_source_params *p,
 			   const struct ptd_pt_pmu *pmu,
 			   struct ptd_source **ret, struct ptd_diag *diag)
@@ -605,13 +611,8 @@ int ptd_source_intelpt_new(const struct ptd_source_params *p,
 	 * needs a tracer in the fork path that the intel_pt source does not
 	 * have.  Refused rather than traced late. */
 	if (p->host.child)
-		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "children: the "
-				 "intel_pt source cannot trace a child process "
-				 "from its first instruction after the fork "
-				 "(ptd's per-thread intel_pt events do not "
-				 "follow a fork, and one opened on the child "
-				 "later misses its start); use \"source\": "
-				 "\"software\"");
+		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "%s",
+				 ptd_source_intelpt_no_children);
 	if (!(h = calloc(1, sizeof(*h))))
 		return -ENOMEM;
 	ptd_source_init(&h->base, &intelpt_ops, p);

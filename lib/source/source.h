@@ -156,7 +156,11 @@ struct ptd_source_params {
 
 struct ptd_source;
 
-/* intel_pt, on @pmu (perf/pmu.h, probed by the caller). */
+/* intel_pt, on @pmu (perf/pmu.h, probed by the caller).  A host that
+ * follows children (host.child) is refused, -PTD_EUNSUPPORTED with this
+ * message (also the daemon's, for a request that names intel_pt). */
+extern const char ptd_source_intelpt_no_children[];
+
 int ptd_source_intelpt_new(const struct ptd_source_params *p,
 			   const struct ptd_pt_pmu *pmu,
 			   struct ptd_source **ret, struct ptd_diag *diag);

@@ -12,6 +12,10 @@
  *    instructions as that truth holds; the program's output and exit
  *    statuses are those of an untraced run.
  *  - without children: one session, nothing else changes.
+ *  - a watch rule with children: the tree run from here is 6 sessions of
+ *    the rule, and the rule's stream has each one's session_start,
+ *    session_end and insn records naming its session and pid.
+ *  - intel_pt with children: attach and watch refused, saying why.
  *  - max_sessions_per_user 1: every child is refused, continued (the
  *    program's output unchanged) and reported: an error record with
  *    context "children" in the parent's stream, children_refused and
@@ -97,6 +101,14 @@ static const cJSON *sessions(const struct daemon *d, cJSON **ret)
 	*ret = dc_call1(d, "{\"id\":1,\"cmd\":\"list\"}\n");
 	return cJSON_GetObjectItem(cJSON_GetObjectItem(*ret, "result"),
 				   "sessions");
+}
+
+/* The number after @key in @line, or -1. */
+static long key_num(const char *line, const char *key)
+{
+	const char *p = strstr(line, key);
+
+	return p ? strtol(p + strlen(key), NULL, 10) : -1;
 }
 
 static long num(const cJSON *o, const char *key)
@@ -378,13 +390,124 @@ static void test_refused(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* A watch rule with children: every process of the tree is a session of
+ * the rule, and the rule's stream carries each one's records with its
+ * session and pid. */
+static void test_rule(void)
+{
+	struct daemon d;
+	struct tree t;
+	struct dconn *rc, *sc;
+	char req[1400], out[512], *line;
+	long rule, starts = 0, ends = 0, sids[16], pids[16];
+	bool insn_of[16] = { false };
+	cJSON *r;
+
+	REQUIRE(daemon_start(&d, "rule", ""));
+	rc = dc_connect(&d);
+	REQUIRE(rc);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+		       "\"exe\":\"%s/prog-forktree\",\"options\":{\"source\":"
+		       "\"software\",\"children\":true}}\n", progs);
+	r = dc_call(rc, req);
+	if (r && !dc_ok(r) && (!strcmp(dc_err_code(r), "permission_denied") ||
+			       !strcmp(dc_err_code(r), "unsupported"))) {
+		fprintf(stderr, "  skipped: watch refused: %s\n",
+			dc_err_msg(r));
+		cJSON_Delete(r);
+		dc_close(rc);
+		(void)daemon_stop(&d);
+		return;
+	}
+	REQUIRE(dc_ok(r));
+	rule = (long)dc_num(r, "rule");
+	CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r,
+			   "result"), "children")));
+	cJSON_Delete(r);
+	sc = dc_connect(&d);
+	REQUIRE(sc);
+	(void)snprintf(req, sizeof(req), "{\"id\":2,\"cmd\":\"subscribe\","
+		       "\"rule\":%ld,\"kinds\":[\"insn\"],\"fields\":"
+		       "[\"ip\"]}\n", rule);
+	REQUIRE(dc_send(sc, req) == 0);
+	line = dc_read_line(sc, 20000);
+	CHECK(line && strstr(line, "\"ok\":true"));
+	free(line);
+	REQUIRE(tree_start(&t));
+	CHECK_EQ_INT(tree_finish(&t, out, sizeof(out)), 0);
+	CHECK_EQ_STR(out, want_out);
+	while (ends < TREE_KIDS + 3 && (line = dc_read_line(sc, 60000))) {
+		if (is_type(line, "session_start") && starts < 16) {
+			sids[starts] = key_num(line, "\"session\":");
+			pids[starts++] = key_num(line, "\"pid\":");
+		} else if (is_type(line, "session_end")) {
+			ends++;
+		} else if (is_type(line, "insn")) {
+			for (long k = 0; k < starts; k++) {
+				char key[96];
+
+				(void)snprintf(key, sizeof(key), "{\"type\":"
+					       "\"insn\",\"session\":%ld,"
+					       "\"pid\":%ld,", sids[k],
+					       pids[k]);
+				insn_of[k] |= !strncmp(line, key,
+						       strlen(key));
+			}
+		}
+		free(line);
+	}
+	/* the program, 3 children, a grandchild, the vfork child */
+	CHECK_EQ_INT(starts, TREE_KIDS + 3);
+	CHECK_EQ_INT(ends, TREE_KIDS + 3);
+	for (long k = 0; k < starts; k++)
+		if (!insn_of[k])
+			CHECK_FAIL_("rule stream: no insn record of session "
+				    "%ld (pid %ld)", sids[k], pids[k]);
+	dc_close(sc);
+	dc_close(rc);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* intel_pt cannot trace a child from its first instruction: attach and
+ * watch naming it with children are refused, saying why (the source
+ * itself refuses a host that follows children: test-source). */
+static void test_intelpt_refused(void)
+{
+	struct daemon d;
+	char req[1400];
+	cJSON *r;
+
+	REQUIRE(daemon_start(&d, "intelpt", ""));
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
+		       "\"pid\":%d,\"options\":{\"source\":\"intel_pt\","
+		       "\"children\":true}}\n", (int)getppid());
+	r = dc_call1(&d, req);
+	CHECK(r && !dc_ok(r));
+	CHECK_EQ_STR(dc_err_code(r), "unsupported");
+	CHECK_CONTAINS(dc_err_msg(r), "children: the intel_pt source cannot "
+		       "trace a child process from its first instruction");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
+		       "\"exe\":\"%s/prog-forktree\",\"options\":{\"source\":"
+		       "\"intel_pt\",\"children\":true}}\n", progs);
+	r = dc_call1(&d, req);
+	CHECK(r && !dc_ok(r));
+	CHECK_EQ_STR(dc_err_code(r), "unsupported");
+	CHECK_CONTAINS(dc_err_msg(r), "per-thread intel_pt events do not "
+		       "follow a fork");
+	cJSON_Delete(r);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	harness_setup("/tmp/ptd-ch-XXXXXX");
 	if (geteuid() != 0)
 		SKIP_ALL("options.capture is root's only: run as root");
+	RUN(test_intelpt_refused);
 	RUN(test_without);
 	RUN(test_refused);
 	RUN(test_children);
+	RUN(test_rule);
 	return harness_done();
 }
