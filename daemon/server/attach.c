@@ -82,7 +82,8 @@ static int attach_prepare(void *ctx, pid_t pid, struct ptd_diag *diag)
 {
 	struct srv_session *ss = ctx;
 
-	return srv_watch_wait_stopped(ss->srv, pid, diag);
+	return srv_watch_wait_stopped(ss->srv, pid, ss->parent
+				      ? "after its fork" : "at the exec", diag);
 }
 
 /* Threads of @pid now (at least 1). */
@@ -272,14 +273,20 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		return NULL;
 	}
 	/* read with the client's rights and groups: a rule's session with
-	 * its owner's, from the owner's connection (the rule ends with it) */
+	 * its owner's, from the owner's connection (the rule ends with it);
+	 * a child's with those its parent session kept */
 	if (req->symbols) {
-		int gfd = c ? c->tag.fd : srv_rule_owner_fd(s, rule);
+		int gfd = c ? c->tag.fd : parent ? -1
+					   : srv_rule_owner_fd(s, rule);
 
-		r = gfd < 0 ? ptd_diagf(&diag, -ENOENT, "symbols: rule %"
-					PRIu64 " has ended", rule)
-			    : srv_symbols_new(s, ss, gfd, peer, req->pid,
-					      &diag);
+		r = parent ? srv_children_inherit_groups(s, ss, parent, &diag)
+			   : 0;
+		if (r == 0)
+			r = gfd < 0 && !parent
+				    ? ptd_diagf(&diag, -ENOENT, "symbols: rule "
+						"%" PRIu64 " has ended", rule)
+				    : srv_symbols_new(s, ss, gfd, peer,
+						      req->pid, &diag);
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);

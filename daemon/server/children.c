@@ -69,6 +69,37 @@ void srv_request_free(struct ptd_request *req)
 	req->ntriggers = 0;
 }
 
+int srv_groups_copy(const gid_t *groups, size_t n, gid_t **ret)
+{
+	gid_t *v = malloc((n ? n : 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	if (n)
+		memcpy(v, groups, n * sizeof(*v));
+	*ret = v;
+	return (int)n;
+}
+
+int srv_children_inherit_groups(struct ptd_server *s, struct srv_session *ss,
+				uint64_t parent, struct ptd_diag *diag)
+{
+	const struct srv_session *p;
+	int r;
+
+	for (p = s->sessions; p && p->id != parent; p = p->next)
+		;
+	if (!p || !p->groups)
+		return ptd_diagf(diag, -ENOENT, "symbols: session %" PRIu64
+				 " kept no groups to read its child's with",
+				 parent);
+	r = srv_groups_copy(p->groups, p->ngroups, &ss->groups);
+	if (r < 0)
+		return ptd_diagf(diag, r, "out of memory");
+	ss->ngroups = (size_t)r;
+	return 0;
+}
+
 int srv_children_init(struct srv_session *ss, const struct ptd_request *req)
 {
 	int r;
@@ -306,4 +337,7 @@ void srv_children_free(struct srv_session *ss)
 	srv_request_free(ss->creq);
 	free(ss->creq);
 	ss->creq = NULL;
+	free(ss->groups);
+	ss->groups = NULL;
+	ss->ngroups = 0;
 }

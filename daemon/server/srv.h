@@ -250,6 +250,11 @@ struct srv_session {
 	uint64_t notes_dropped;
 	uint64_t children_started, children_refused;
 	char last_child_refusal[PTD_DIAG_MAX + 512];
+	/* With symbols: its owner's groups, which its children's symbols
+	 * are read with (symbols.c; the connection they came from may be
+	 * gone when a child comes). */
+	gid_t *groups;
+	size_t ngroups;
 };
 
 /* A trigger (trigger.c): a uprobe on @ss's process. */
@@ -502,10 +507,11 @@ void srv_record_forget(struct srv_session *ss);
  * process of @ss run on (at most once). */
 srv_cmd_fn srv_cmd_watch, srv_cmd_unwatch;
 void srv_watch_readable(struct ptd_server *s);
-/* A rule's session, on its start thread (opts.prepare): 0 once process
- * @pid is in its stop at the exec, or -ESRCH / -ETIMEDOUT with why. */
+/* A rule's session, a child's, on its start thread (opts.prepare): 0
+ * once process @pid is in its stop (@where: "at the exec", "after its
+ * fork"), or -ESRCH / -ETIMEDOUT with why. */
 int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
-			   struct ptd_diag *diag);
+			   const char *where, struct ptd_diag *diag);
 /* A rule's session whose start was refused: counted in the rule's
  * refused (if the rule is still there), @why its last_refusal. */
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
@@ -531,6 +537,12 @@ extern const char srv_children_stop_note[];
 int srv_request_copy(struct ptd_request *dst, const struct ptd_request *req);
 void srv_request_free(struct ptd_request *req);
 int srv_children_init(struct srv_session *ss, const struct ptd_request *req);
+/* A child's session @ss (of session @parent) takes the groups its parent
+ * kept, for its symbols: 0, or -ENOENT/-ENOMEM with @diag. */
+int srv_children_inherit_groups(struct ptd_server *s, struct srv_session *ss,
+				uint64_t parent, struct ptd_diag *diag);
+/* A copy of @n groups into *ret (malloc'd, even for none): n or -ENOMEM. */
+int srv_groups_copy(const gid_t *groups, size_t n, gid_t **ret);
 void srv_children_opts(struct srv_session *ss, struct ptd_session_opts *o);
 void srv_children_start(struct ptd_server *s);
 void srv_child_refused(struct ptd_server *s, uint64_t parent, pid_t pid,

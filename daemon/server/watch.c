@@ -89,7 +89,7 @@ static char proc_state(const struct ptd_server *s, pid_t pid)
  * session's start thread (opts.prepare), never on the loop: an exec storm
  * or a process that never stops holds no other client back. */
 int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
-			   struct ptd_diag *diag)
+			   const char *where, struct ptd_diag *diag)
 {
 	const struct timespec tick = { 0, 100000 };
 	uint64_t end = srv_now_ms() + WATCH_STOP_WAIT_MS;
@@ -101,14 +101,13 @@ int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
 			return 0;
 		if (st == 0 || st == 'Z' || st == 'X')
 			return ptd_diagf(diag, -ESRCH, "it did not reach its "
-					 "stop (SIGSTOP, at its exec or fork) "
-					 "(it exited, or was killed)");
+					 "stop %s (it exited, or was killed)",
+					 where);
 		if (srv_now_ms() >= end)
 			return ptd_diagf(diag, -ETIMEDOUT, "it did not reach "
-					 "its stop (SIGSTOP, at its exec or "
-					 "fork) within %d ms (state '%c': "
-					 "traced by another tracer?)",
-					 WATCH_STOP_WAIT_MS, st);
+					 "its stop %s within %d ms (state "
+					 "'%c': traced by another tracer?)",
+					 where, WATCH_STOP_WAIT_MS, st);
 		(void)nanosleep(&tick, NULL);
 	}
 }

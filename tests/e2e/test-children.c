@@ -9,8 +9,10 @@
  *    the instruction after the fork's SYSCALL in its parent's ground
  *    truth (its first instruction after the fork), its trace decodes to
  *    exactly its ground truth, and the session decoded as many
- *    instructions as that truth holds; the program's output and exit
- *    statuses are those of an untraced run.
+ *    instructions as that truth holds, with symbols as its parent (read
+ *    with the groups the root session kept: the attach's connection is
+ *    gone); the program's output and exit statuses are those of an
+ *    untraced run.
  *  - without children: one session, nothing else changes.
  *  - a watch rule with children: the tree run from here is 6 sessions of
  *    the rule, and the rule's stream has each one's session_start,
@@ -188,6 +190,10 @@ static void check_child(const struct daemon *d, const struct sess *c,
 		       "\"session\":%ld}\n", c->id);
 	st = dc_call1(d, req);
 	CHECK_EQ_U64((uint64_t)dc_num(st, "insns"), nips);
+	/* symbols, as its parent's: read with the groups the root session
+	 * kept (the attach's connection closed long before) */
+	CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+		st, "result"), "symbols"), "files") != NULL);
 	fprintf(stderr, "  session %ld pid %ld (parent session %ld): %zu "
 		"instructions from %#" PRIx64 "\n", c->id, c->pid, c->parent,
 		nips, nips ? ips[0] : 0);
@@ -214,8 +220,8 @@ static void test_children(void)
 	(void)snprintf(capbase, sizeof(capbase), "%s/cap", tmpdir);
 	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
 		       "\"pid\":%d,\"options\":{\"source\":\"software\","
-		       "\"children\":true,\"capture\":\"%s\"}}\n", (int)t.pid,
-		       capbase);
+		       "\"children\":true,\"symbols\":true,\"capture\":"
+		       "\"%s\"}}\n", (int)t.pid, capbase);
 	r = dc_call1(&d, req);
 	REQUIRE(dc_ok(r));
 	root = (long)dc_num(r, "session");
