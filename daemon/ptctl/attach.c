@@ -310,6 +310,8 @@ int verb_attach(int argc, char **argv)
 		session = (uint64_t)num_of(res, "session");
 		if (*str_of(res, "warning"))
 			errx_msg("warning: %s", str_of(res, "warning"));
+		if (*str_of(res, "stop"))	/* --children */
+			errx_msg("note: %s", str_of(res, "stop"));
 		if (!json && !follow)
 			printf("%" PRIu64 "\n", session);
 		else if (!json)

@@ -254,6 +254,9 @@ int verb_watch(int argc, char **argv)
 		rule = (uint64_t)num_of(resp.result, "rule");
 		fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
 			str_of(resp.result, "stop"));
+		if (*str_of(resp.result, "children_stop"))
+			fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
+				str_of(resp.result, "children_stop"));
 		ptd_response_fini(&resp);
 		r = subscribe_rule_and_follow(f, rule, false, &spec);
 		fclose(f);
@@ -264,6 +267,10 @@ int verb_watch(int argc, char **argv)
 		fprintf(stderr, "ptctl: rule %.0f: %s\n",
 			num_of(resp.result, "rule"),
 			str_of(resp.result, "stop"));
+		if (*str_of(resp.result, "children_stop"))
+			fprintf(stderr, "ptctl: rule %.0f: %s\n",
+				num_of(resp.result, "rule"),
+				str_of(resp.result, "children_stop"));
 	}
 	fflush(stdout);
 	ptd_response_fini(&resp);

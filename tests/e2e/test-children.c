@@ -342,18 +342,31 @@ static void test_refused(void)
 	struct dconn *c;
 	char req[256], out[512], *line;
 	bool reported = false;
-	cJSON *r, *st;
+	cJSON *st;
 	long id;
 
 	REQUIRE(daemon_start(&d, "refused", "max_sessions_per_user = 1\n"));
 	REQUIRE(tree_start(&t));
-	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
-		       "\"pid\":%d,\"wait_ms\":5000,\"options\":{\"source\":"
-		       "\"software\",\"children\":true}}\n", (int)t.pid);
-	r = dc_call1(&d, req);
-	REQUIRE(dc_ok(r));
-	id = (long)dc_num(r, "session");
-	cJSON_Delete(r);
+	/* through ptctl: its --children, the note on the stop */
+	{
+		char pid[16], outf[600], errf[600], *text = NULL;
+		const char *args[] = { "attach", "--children", "--source",
+				       "software", pid, NULL };
+		size_t len = 0;
+
+		(void)snprintf(pid, sizeof(pid), "%d", (int)t.pid);
+		(void)snprintf(outf, sizeof(outf), "%s/attach.out", tmpdir);
+		(void)snprintf(errf, sizeof(errf), "%s/attach.err", tmpdir);
+		REQUIRE(wait_exit(ptctl_spawn(&d, outf, errf, args)) == 0);
+		REQUIRE(ptd_file_read_all(outf, 4096, &text, &len) == 0);
+		id = strtol(text, NULL, 10);
+		free(text);
+		REQUIRE(id > 0);
+		REQUIRE(ptd_file_read_all(errf, 4096, &text, &len) == 0);
+		CHECK_CONTAINS(text, "note: with children: each child process "
+			       "is stopped (SIGSTOP)");
+		free(text);
+	}
 	c = dc_connect(&d);
 	REQUIRE(c);
 	(void)snprintf(req, sizeof(req), "{\"id\":2,\"cmd\":\"subscribe\","
@@ -393,6 +406,19 @@ static void test_refused(void)
 						   "max_sessions_per_user"));
 	}
 	cJSON_Delete(st);
+	{
+		char sid[24], outf[600], *text = NULL;
+		const char *args[] = { "status", sid, NULL };
+		size_t len = 0;
+
+		(void)snprintf(sid, sizeof(sid), "%ld", id);
+		(void)snprintf(outf, sizeof(outf), "%s/status.out", tmpdir);
+		CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, outf, NULL, args)), 0);
+		REQUIRE(ptd_file_read_all(outf, 1 << 16, &text, &len) == 0);
+		CHECK_CONTAINS(text, "children: 0 traced as sessions, 4 "
+			       "refused; last: pid ");
+		free(text);
+	}
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
