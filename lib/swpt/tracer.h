@@ -16,7 +16,8 @@
  *    (a SIGSTOP) and handed to the caller, who traces them or continues
  *    them.
  *  - A process that shares its memory with its parent (a vfork child, a
- *    clone with CLONE_VM, found with kcmp when attaching) is
+ *    clone with CLONE_VM: kcmp says so when attaching, or without kcmp a
+ *    parent in an uninterruptible wait, as a vfork parent waits) is
  *    single-stepped until it execs: its parent's tracer must find no
  *    breakpoint of ours in that memory.
  *  - Instructions are decoded with x86/insn.h (cached per address, dropped
