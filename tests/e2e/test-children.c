@@ -16,7 +16,8 @@
  *  - without children: one session, nothing else changes.
  *  - a watch rule with children: the tree run from here is 6 sessions of
  *    the rule, and the rule's stream has each one's session_start,
- *    session_end and insn records naming its session and pid.
+ *    session_end and insn records naming its session and pid, each
+ *    session's instructions exactly its ground truth.
  *  - intel_pt with children: attach and watch refused, saying why.
  *  - max_sessions_per_user 1: every child is refused, continued (the
  *    program's output unchanged) and reported: an error record with
@@ -422,25 +423,55 @@ static void test_refused(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* The ground truth of the only thread of the capture in @dir: its IPs
+ * (the caller frees *ret), or false. */
+static bool truth_of(const char *dir, uint64_t **ret, size_t *n)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_capture cap;
+	bool ok;
+
+	if (ptd_capture_load(dir, &cap, &diag) < 0) {
+		CHECK_FAIL_("capture %s: %s", dir, diag.msg);
+		return false;
+	}
+	CHECK_EQ_INT((int)cap.nthreads, 1);
+	ok = cap.nthreads == 1 &&
+	     ptd_capture_read_truth(&cap, 0, ret, n, &diag) == 0;
+	if (!ok)
+		CHECK_FAIL_("capture %s: truth: %s", dir, diag.msg);
+	ptd_capture_fini(&cap);
+	return ok;
+}
+
 /* A watch rule with children: every process of the tree is a session of
- * the rule, and the rule's stream carries each one's records with its
- * session and pid. */
+ * the rule, the rule's stream has each one's session_start, session_end
+ * and insn records naming its session and pid, and each session's
+ * instructions in it are exactly its ground truth (the rule's capture:
+ * CAPTURE/PID for the program, a child's its parent's .PID). */
 static void test_rule(void)
 {
 	struct daemon d;
 	struct tree t;
 	struct dconn *rc, *sc;
-	char req[1400], out[512], *line;
-	long rule, starts = 0, ends = 0, sids[16], pids[16];
-	bool insn_of[16] = { false };
-	cJSON *r;
+	char req[2048], out[512], capbase[600], *line;
+	long rule, starts = 0, ends = 0, sids[16], pids[16], parents[16];
+	uint64_t *ips[16] = { NULL };
+	size_t nips[16] = { 0 }, caps[16] = { 0 };
+	char cap[16][700];
+	cJSON *r, *l;
+	const cJSON *e;
 
-	REQUIRE(daemon_start(&d, "rule", ""));
+	/* the stream is read once the tree has run: its queues hold it all
+	 * (the program's own session, from its exec, is ~125 k insns) */
+	REQUIRE(daemon_start(&d, "rule", "subscriber_queue_size = 64M\n"));
 	rc = dc_connect(&d);
 	REQUIRE(rc);
+	(void)snprintf(capbase, sizeof(capbase), "%s/rcap", tmpdir);
 	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"watch\","
 		       "\"exe\":\"%s/prog-forktree\",\"options\":{\"source\":"
-		       "\"software\",\"children\":true}}\n", progs);
+		       "\"software\",\"children\":true,\"capture\":\"%s\"}}\n",
+		       progs, capbase);
 	r = dc_call(rc, req);
 	if (r && !dc_ok(r) && (!strcmp(dc_err_code(r), "permission_denied") ||
 			       !strcmp(dc_err_code(r), "unsupported"))) {
@@ -456,6 +487,7 @@ static void test_rule(void)
 	CHECK(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(r,
 			   "result"), "children")));
 	cJSON_Delete(r);
+	REQUIRE(mkdir(capbase, 0700) == 0);
 	sc = dc_connect(&d);
 	REQUIRE(sc);
 	(void)snprintf(req, sizeof(req), "{\"id\":2,\"cmd\":\"subscribe\","
@@ -469,32 +501,98 @@ static void test_rule(void)
 	CHECK_EQ_INT(tree_finish(&t, out, sizeof(out)), 0);
 	CHECK_EQ_STR(out, want_out);
 	while (ends < TREE_KIDS + 3 && (line = dc_read_line(sc, 60000))) {
+		long sid = key_num(line, "\"session\":"), k;
+
+		for (k = 0; k < starts && sids[k] != sid; k++)
+			;
 		if (is_type(line, "session_start") && starts < 16) {
-			sids[starts] = key_num(line, "\"session\":");
+			sids[starts] = sid;
 			pids[starts++] = key_num(line, "\"pid\":");
 		} else if (is_type(line, "session_end")) {
 			ends++;
-		} else if (is_type(line, "insn")) {
-			for (long k = 0; k < starts; k++) {
-				char key[96];
+		} else if (is_type(line, "insn") && k < starts) {
+			char key[96];
+			const char *ip = strstr(line, "\"ip\":\"0x");
+			uint64_t v;
 
-				(void)snprintf(key, sizeof(key), "{\"type\":"
-					       "\"insn\",\"session\":%ld,"
-					       "\"pid\":%ld,", sids[k],
-					       pids[k]);
-				insn_of[k] |= !strncmp(line, key,
-						       strlen(key));
+			/* its session and pid, first */
+			(void)snprintf(key, sizeof(key), "{\"type\":\"insn\","
+				       "\"session\":%ld,\"pid\":%ld,", sid,
+				       pids[k]);
+			CHECK(!strncmp(line, key, strlen(key)));
+			if (ip && ptd_parse_u64n(ip + 8, strcspn(ip + 8, "\""),
+						 16, &v) == 0 &&
+			    nips[k] % 1024 == 0) {
+				uint64_t *n = realloc(ips[k], (nips[k] + 1024) *
+						      sizeof(*n));
+
+				REQUIRE(n);
+				ips[k] = n;
 			}
+			if (ip && ptd_parse_u64n(ip + 8, strcspn(ip + 8, "\""),
+						 16, &v) == 0)
+				ips[k][nips[k]++] = v;
+		} else if (is_type(line, "lost")) {
+			CHECK_FAIL_("rule stream lost records: %s", line);
 		}
 		free(line);
 	}
 	/* the program, 3 children, a grandchild, the vfork child */
 	CHECK_EQ_INT(starts, TREE_KIDS + 3);
 	CHECK_EQ_INT(ends, TREE_KIDS + 3);
+	/* their parents, from list: the captures */
 	for (long k = 0; k < starts; k++)
-		if (!insn_of[k])
-			CHECK_FAIL_("rule stream: no insn record of session "
-				    "%ld (pid %ld)", sids[k], pids[k]);
+		parents[k] = -1;
+	l = dc_call1(&d, "{\"id\":1,\"cmd\":\"list\"}\n");
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(l,
+			   "result"), "sessions"))
+		for (long k = 0; k < starts; k++)
+			if (num(e, "session") == sids[k]) {
+				parents[k] = num(e, "parent");
+				CHECK_EQ_INT(num(e, "rule"), rule);
+			}
+	cJSON_Delete(l);
+	for (int round = 0; round < 4; round++)
+		for (long k = 0; k < starts; k++) {
+			if (caps[k])
+				continue;
+			if (pids[k] == t.pid) {
+				(void)snprintf(cap[k], sizeof(cap[k]),
+					       "%.600s/%ld", capbase, pids[k]);
+				caps[k] = 1;
+			}
+			for (long j = 0; j < starts; j++)
+				if (sids[j] == parents[k] && caps[j]) {
+					(void)snprintf(cap[k], sizeof(cap[k]),
+						       "%.600s.%ld", cap[j],
+						       pids[k]);
+					caps[k] = 1;
+				}
+		}
+	for (long k = 0; k < starts; k++) {
+		uint64_t *truth = NULL;
+		size_t n = 0, i;
+
+		if (!caps[k]) {
+			CHECK_FAIL_("session %ld (pid %ld): no parent listed",
+				    sids[k], pids[k]);
+			continue;
+		}
+		if (!truth_of(cap[k], &truth, &n))
+			continue;
+		for (i = 0; i < n && i < nips[k] && truth[i] == ips[k][i]; i++)
+			;
+		if (i != n || n != nips[k])
+			CHECK_FAIL_("session %ld (pid %ld): streamed %zu "
+				    "instructions, truth %zu, first difference "
+				    "at %zu", sids[k], pids[k], nips[k], n, i);
+		CHECK(n > 0);
+		fprintf(stderr, "  rule session %ld pid %ld (parent %ld): %zu "
+			"instructions, as its truth\n", sids[k], pids[k],
+			parents[k], nips[k]);
+		free(truth);
+		free(ips[k]);
+	}
 	dc_close(sc);
 	dc_close(rc);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
