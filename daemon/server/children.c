@@ -272,6 +272,18 @@ void srv_children_start(struct ptd_server *s)
 	}
 }
 
+bool srv_children_pending(struct srv_session *ss)
+{
+	size_t n;
+
+	if (!ss->creq)
+		return false;
+	(void)pthread_mutex_lock(&ss->kid_lock);
+	n = ss->nkids;
+	(void)pthread_mutex_unlock(&ss->kid_lock);
+	return n > 0;
+}
+
 void srv_children_report(struct srv_session *ss)
 {
 	struct srv_child_note notes[SRV_CHILD_NOTES];
@@ -324,10 +336,16 @@ void srv_children_counts(const struct srv_session *ss, cJSON *o)
 void srv_children_free(struct srv_session *ss)
 {
 	if (ss->kid_init) {
-		/* reported and never taken (the loop takes them before a
-		 * session is freed; a start that failed leaves none) */
-		for (size_t i = 0; i < ss->nkids; i++)
+		/* reported and never taken (the loop takes them before it
+		 * frees a session, but at shutdown; a start that failed
+		 * leaves none) */
+		for (size_t i = 0; i < ss->nkids; i++) {
+			ptd_log_info("session %" PRIu64 ": child process %d "
+				     "not traced: the session was freed first; "
+				     "it runs on untraced", ss->id,
+				     (int)ss->kids[i]);
 			(void)kill(ss->kids[i], SIGCONT);
+		}
 		(void)pthread_mutex_destroy(&ss->kid_lock);
 		ss->kid_init = false;
 	}

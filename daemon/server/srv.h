@@ -545,6 +545,8 @@ int srv_children_inherit_groups(struct ptd_server *s, struct srv_session *ss,
 int srv_groups_copy(const gid_t *groups, size_t n, gid_t **ret);
 void srv_children_opts(struct srv_session *ss, struct ptd_session_opts *o);
 void srv_children_start(struct ptd_server *s);
+/* Children of @ss reported and not yet started (loop). */
+bool srv_children_pending(struct srv_session *ss);
 void srv_child_refused(struct ptd_server *s, uint64_t parent, pid_t pid,
 		       int err, const char *why);
 void srv_children_report(struct srv_session *ss);
