@@ -13,6 +13,8 @@
  *    with the groups the root session kept: the attach's connection is
  *    gone); the program's output and exit statuses are those of an
  *    untraced run.
+ *  - a parent that forks and exits at once: its child is a session all
+ *    the same, traced from its first instruction, its status unchanged.
  *  - without children: one session, nothing else changes.
  *  - a watch rule with children: the tree run from here is 6 sessions of
  *    the rule, and the rule's stream has each one's session_start,
@@ -54,7 +56,7 @@ struct tree {
 	int out;		/* its stdout */
 };
 
-static bool tree_start(struct tree *t)
+static bool tree_start_mode(struct tree *t, const char *mode)
 {
 	char exe[1100], tiny[1100], n[8];
 	int in[2], out[2];
@@ -69,7 +71,7 @@ static bool tree_start(struct tree *t)
 		dup2(in[0], 0);
 		dup2(out[1], 1);
 		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl(exe, exe, n, tiny, (char *)NULL);
+		execl(exe, exe, n, tiny, mode, (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);
@@ -77,6 +79,11 @@ static bool tree_start(struct tree *t)
 	t->go = in[1];
 	t->out = out[0];
 	return t->pid > 0;
+}
+
+static bool tree_start(struct tree *t)
+{
+	return tree_start_mode(t, NULL);
 }
 
 /* Let it run; its exit status (-1: not within 120 s) and its output. */
@@ -151,9 +158,10 @@ struct sess {
 
 /* Child session @c (its parent @p): its capture's first instruction is
  * the one after a SYSCALL in its parent's ground truth, its trace is its
- * ground truth, and it decoded as many instructions. */
+ * ground truth, and it decoded as many instructions (with @symbols, its
+ * status counts its symbols). */
 static void check_child(const struct daemon *d, const struct sess *c,
-			const struct sess *p)
+			const struct sess *p, bool symbols)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_capture cap, pcap;
@@ -193,8 +201,9 @@ static void check_child(const struct daemon *d, const struct sess *c,
 	CHECK_EQ_U64((uint64_t)dc_num(st, "insns"), nips);
 	/* symbols, as its parent's: read with the groups the root session
 	 * kept (the attach's connection closed long before) */
-	CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
-		st, "result"), "symbols"), "files") != NULL);
+	CHECK(!symbols ||
+	      cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(
+		      st, "result"), "symbols"), "files") != NULL);
 	fprintf(stderr, "  session %ld pid %ld (parent session %ld): %zu "
 		"instructions from %#" PRIx64 "\n", c->id, c->pid, c->parent,
 		nips, nips ? ips[0] : 0);
@@ -287,7 +296,7 @@ static void test_children(void)
 			}
 			of_root += ss[j].id == root;
 			grand += ss[j].id != root;
-			check_child(&d, &ss[k], &ss[j]);
+			check_child(&d, &ss[k], &ss[j], true);
 		}
 		CHECK_EQ_INT(of_root, TREE_KIDS + 1);
 		CHECK_EQ_INT(grand, 1);
@@ -304,6 +313,61 @@ static void test_children(void)
 		cJSON_Delete(st);
 	}
 	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
+/* A parent that forks and exits at once (a daemon's way): its child,
+ * reported as the parent's session ends, is a session all the same,
+ * traced from its first instruction; its exit status (reaped here: the
+ * test is the child subreaper) unchanged. */
+static void test_orphan(void)
+{
+	struct daemon d;
+	struct tree t;
+	struct sess root = { 0 }, kid = { 0 };
+	char req[1024], out[64];
+	cJSON *r, *l;
+	const cJSON *e;
+	int st = -1;
+	pid_t w;
+
+	REQUIRE(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
+	REQUIRE(daemon_start(&d, "orphan", ""));
+	REQUIRE(tree_start_mode(&t, "orphan"));
+	(void)snprintf(root.cap, sizeof(root.cap), "%s/ocap", tmpdir);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"attach\","
+		       "\"pid\":%d,\"options\":{\"source\":\"software\","
+		       "\"children\":true,\"capture\":\"%s\"}}\n",
+		       (int)t.pid, root.cap);
+	r = dc_call1(&d, req);
+	REQUIRE(dc_ok(r));
+	root.id = (long)dc_num(r, "session");
+	root.pid = t.pid;
+	cJSON_Delete(r);
+	CHECK_EQ_INT(tree_finish(&t, out, sizeof(out)), 0);
+	/* the orphan, reparented to us */
+	for (int i = 0; i < 6000; i++) {
+		w = waitpid(-1, &st, WNOHANG);
+		if (w > 0 && w != d.pid)
+			break;
+		msleep(10);
+	}
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+	l = wait_ended(&d, 2);
+	REQUIRE(l);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(l,
+			   "result"), "sessions"))
+		if (num(e, "session") != root.id) {
+			kid.id = num(e, "session");
+			kid.pid = num(e, "pid");
+			kid.parent = num(e, "parent");
+		}
+	cJSON_Delete(l);
+	CHECK_EQ_INT(kid.parent, root.id);
+	(void)snprintf(kid.cap, sizeof(kid.cap), "%.600s.%ld", root.cap,
+		       kid.pid);
+	check_child(&d, &kid, &root, false);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+	(void)prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
 static void test_without(void)
@@ -638,6 +702,7 @@ int main(void)
 	RUN(test_without);
 	RUN(test_refused);
 	RUN(test_children);
+	RUN(test_orphan);
 	RUN(test_rule);
 	return harness_done();
 }

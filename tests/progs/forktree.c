@@ -5,10 +5,12 @@
  * the first of which forks a grandchild, then vforks a child that execs
  * argv[2] (prog-tiny, which exits with 41).  Each exits with a status of
  * its own, checked by its parent; prints what it saw and exits 0 only if
- * every status was the expected one.
+ * every status was the expected one.  With a third argument "orphan":
+ * forks one child (exit status 7) and exits at once, not waiting.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +43,15 @@ int main(int argc, char **argv)
 		return 2;
 	if (read(0, &c, 1) != 1)
 		return 2;
+	/* "orphan": a child left to run on as its parent exits at once, as
+	 * a daemon's is */
+	if (argc > 3 && !strcmp(argv[3], "orphan")) {
+		pid_t o = fork();
+
+		if (o == 0)
+			_exit(work(3000) == 4498500 ? 7 : 1);
+		return o < 0 ? 3 : 0;
+	}
 	for (int i = 0; i < n; i++) {
 		kids[i] = fork();
 		if (kids[i] < 0)
