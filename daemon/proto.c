@@ -317,7 +317,7 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    "step", "capture", "mode",
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", "triggers",
-					    "symbols", NULL };
+					    "symbols", "children", NULL };
 	const char *s;
 	int e;
 
@@ -368,6 +368,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    &req->per_cpu))) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "options", "symbols", 0,
 					    &req->symbols))) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "options", "children", 0,
+					    &req->children))) < 0 ||
 	    (e = parse_addr_filter(r, o, req)) < 0 ||
 	    (e = parse_triggers(r, o, req)) < 0)
 		return e;
@@ -1085,6 +1087,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 			return false;
 	}
 	if (req->symbols && !cJSON_AddBoolToObject(op, "symbols", true))
+		return false;
+	if (req->children && !cJSON_AddBoolToObject(op, "children", true))
 		return false;
 	return !req->record || cJSON_AddBoolToObject(op, "record", true);
 }

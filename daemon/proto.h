@@ -124,6 +124,10 @@ struct ptd_request {
 	 * with symbols, so that its insn records can carry "sym" (subscribe's
 	 * "symbols" is filter.symbols) */
 	bool symbols;
+	/* options.children (attach, watch): every process the traced one
+	 * creates (fork, vfork, clone without CLONE_THREAD), recursively,
+	 * becomes a session of its own with the same options */
+	bool children;
 	/* replay: {"path":ABS,"lossless":B,"lossy":B,"tid":N,"wait_ms":N};
 	 * lossless unless "lossy":true or "lossless":false (both given, they
 	 * must agree); wait_ms (first subscriber) defaults to

@@ -430,6 +430,13 @@ static int choose_source(struct ptd_session *s, struct ptd_diag *diag)
 	return 0;
 }
 
+static void on_child(void *ctx, pid_t pid)
+{
+	struct ptd_session *s = ctx;
+
+	s->o.child(s->o.child_ctx, pid);
+}
+
 /* The source chosen, for this session. */
 static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 {
@@ -458,6 +465,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.host.record = deliver;
 	p.host.charge = s->o.acct ? thread_charge : NULL;
 	p.host.recheck = on_seized;
+	p.host.child = s->o.child ? on_child : NULL;
 	if (s->source == PTD_SOURCE_INTEL_PT)
 		return ptd_source_intelpt_new(&p, &s->pmu, &s->src, diag);
 	return ptd_source_software_new(&p, &s->src, diag);

@@ -146,6 +146,12 @@ struct ptd_session_opts {
 	 * instruction of the session's instruction cache, from the start.
 	 * Borrowed: must outlive the session (ptd_session_free). */
 	struct ptd_symbols *symbols;
+	/* May be NULL: follow the process's children (source/source.h,
+	 * host.child: the software source hands each one over stopped by a
+	 * SIGSTOP, for the caller to trace or continue; intel_pt refuses,
+	 * -PTD_EUNSUPPORTED).  On the source's thread. */
+	void (*child)(void *ctx, pid_t pid);
+	void *child_ctx;
 };
 
 /* Software source, per-CPU mode: its virtual CPUs and migration period. */

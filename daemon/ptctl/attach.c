@@ -35,6 +35,7 @@ static const struct option attach_long[] = {
 	{ "per-cpu", no_argument, NULL, 'P' },
 	{ "filter", required_argument, NULL, 'F' },
 	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
+	{ "children", no_argument, NULL, PTCTL_CHILDREN_OPT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -165,6 +166,9 @@ int verb_attach(int argc, char **argv)
 		case 'P':
 			req.per_cpu = true;
 			break;
+		case PTCTL_CHILDREN_OPT:
+			req.children = true;
+			break;
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */
 			break;
@@ -201,8 +205,8 @@ int verb_attach(int argc, char **argv)
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
 			       "FILE:0xOFFSET|snapshot:tracepoint:CAT:NAME]...\n"
-			       "       [--symbols] [--follow [stream options]] "
-			       "[--json]\n\n"
+			       "       [--symbols] [--children] "
+			       "[--follow [stream options]] [--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
 			       "stream).  --snapshot: keep only the newest "
@@ -221,7 +225,11 @@ int verb_attach(int argc, char **argv)
 			       ".symtab, .dynsym, debug files, perf\nmaps); "
 			       "records carry \"sym\" for subscribers that ask "
 			       "(ptctl stream\n--symbols, or --follow "
-			       "--symbols).  "
+			       "--symbols).  --children: every process it "
+			       "creates (fork, vfork,\nclone), and theirs, "
+			       "becomes a session too, traced from its first "
+			       "instruction\n(software source; each is stopped "
+			       "(SIGSTOP) until ptd has seized it).  "
 			       "--filter: trace only inside address ranges,\n"
 			       "perf record's --filter syntax: 'filter "
 			       "OFFSET/SIZE@FILE' (also 'tracestop'),\n"
@@ -302,6 +310,8 @@ int verb_attach(int argc, char **argv)
 		session = (uint64_t)num_of(res, "session");
 		if (*str_of(res, "warning"))
 			errx_msg("warning: %s", str_of(res, "warning"));
+		if (*str_of(res, "stop"))	/* --children */
+			errx_msg("note: %s", str_of(res, "stop"));
 		if (!json && !follow)
 			printf("%" PRIu64 "\n", session);
 		else if (!json)

@@ -89,6 +89,8 @@ int parse_format(const char *s, bool *binary);
 /* --trigger (attach, watch): not 'Y', which the stream options' --symbols
  * takes first */
 #define PTCTL_TRIGGER_OPT 'Q'
+/* --children (attach, watch): options.children */
+#define PTCTL_CHILDREN_OPT 'K'
 /* One option shared by the decoding verbs (getopt value @c): 1 if it was
  * one, 0 if not, -EINVAL on a bad value (message printed). */
 int decode_option(struct decode_args *d, int c, const char *arg);

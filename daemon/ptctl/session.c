@@ -247,13 +247,19 @@ static void print_list(const cJSON *res)
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(res, "sessions");
 	const cJSON *s;
 
-	printf("%-8s %-8s %-6s %-9s %-9s %s\n", "SESSION", "PID", "OWNER",
-	       "SOURCE", "STATE", "SUBSCRIBERS");
-	cJSON_ArrayForEach(s, a)
-		printf("%-8.0f %-8.0f %-6.0f %-9s %-9s %.0f\n",
+	printf("%-8s %-8s %-6s %-9s %-9s %-11s %s\n", "SESSION", "PID",
+	       "OWNER", "SOURCE", "STATE", "SUBSCRIBERS", "PARENT");
+	cJSON_ArrayForEach(s, a) {
+		char parent[32] = "-";	/* (options.children) */
+
+		if (cJSON_GetObjectItemCaseSensitive(s, "parent"))
+			(void)snprintf(parent, sizeof(parent), "%.0f",
+				       num_of(s, "parent"));
+		printf("%-8.0f %-8.0f %-6.0f %-9s %-9s %-11.0f %s\n",
 		       num_of(s, "session"), num_of(s, "pid"),
 		       num_of(s, "owner"), str_of(s, "source"),
-		       str_of(s, "state"), num_of(s, "subscribers"));
+		       str_of(s, "state"), num_of(s, "subscribers"), parent);
+	}
 	print_rules(cJSON_GetObjectItemCaseSensitive(res, "rules"));
 }
 
@@ -300,6 +306,14 @@ static void print_status(const cJSON *res)
 	       num_of(res, "threads"), num_of(res, "threads_live"),
 	       num_of(res, "trace_bytes"), num_of(res, "insns"),
 	       num_of(res, "records"), num_of(res, "lost_bytes"));
+	if (cJSON_GetObjectItemCaseSensitive(res, "parent"))
+		printf("  parent session %.0f\n", num_of(res, "parent"));
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(res, "children")))
+		printf("  children: %.0f traced as sessions, %.0f refused%s%s"
+		       "\n", num_of(res, "children_started"),
+		       num_of(res, "children_refused"),
+		       *str_of(res, "last_child_refusal") ? "; last: " : "",
+		       str_of(res, "last_child_refusal"));
 	if (num_of(res, "identity_mismatches") > 0)
 		printf("  %.0f mapped file(s) replaced at their path: not "
 		       "decoded from that path (the stream's error records "

@@ -33,6 +33,7 @@ static const struct option watch_long[] = {
 	{ "json", no_argument, NULL, 'j' },
 	{ "follow", no_argument, NULL, 'f' },
 	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
+	{ "children", no_argument, NULL, PTCTL_CHILDREN_OPT },
 	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -42,7 +43,8 @@ static const char watch_usage[] =
 	"Usage: ptctl watch --exe PATH | --comm NAME | --cgroup DIR [--uid UID]\n"
 	"       [--source auto|software|intel_pt] [--tsc] [--max-insns N]\n"
 	"       [--capture DIR] [--snapshot] [--filter TEXT] [--wait-ms MS]\n"
-	"       [--symbols] [--trigger ACTION:FILE:WHERE]... [--json]\n"
+	"       [--symbols] [--children] [--trigger ACTION:FILE:WHERE]... "
+	"[--json]\n"
 	"       [--follow [--kinds K] [--tid N]...\n"
 	"       [--range A-B]... [--iclass C]... [--module M] [--fields F,...]]"
 	"\n\n"
@@ -64,6 +66,10 @@ static const char watch_usage[] =
 	"(as attach\n--symbols).  --trigger: each session's (as attach "
 	"--trigger), resolved against\nthe process at its exec: in the "
 	"program or the loader, the files mapped then.\n"
+	"--children: every process a session's process creates (fork, "
+	"vfork, clone),\nand theirs, becomes a session of the rule too, "
+	"traced from its first\ninstruction; it is stopped (SIGSTOP) until "
+	"ptd has seized it.\n"
 	"--follow: write every session the rule starts to stdout as one "
 	"stream (as\n`ptctl stream --rule RULE`; the rule id goes to "
 	"stderr), until the rule ends.\n";
@@ -146,6 +152,9 @@ static int watch_option(struct ptd_request *req, int c, const char *arg)
 		return 0;
 	case 'S':
 		req->mode = PTD_MODE_SNAPSHOT;
+		return 0;
+	case PTCTL_CHILDREN_OPT:
+		req->children = true;
 		return 0;
 	case 'F':
 		req->addr_filter = (char *)arg;	/* checked by ptd */
@@ -245,6 +254,9 @@ int verb_watch(int argc, char **argv)
 		rule = (uint64_t)num_of(resp.result, "rule");
 		fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
 			str_of(resp.result, "stop"));
+		if (*str_of(resp.result, "children_stop"))
+			fprintf(stderr, "ptctl: rule %" PRIu64 ": %s\n", rule,
+				str_of(resp.result, "children_stop"));
 		ptd_response_fini(&resp);
 		r = subscribe_rule_and_follow(f, rule, false, &spec);
 		fclose(f);
@@ -255,6 +267,10 @@ int verb_watch(int argc, char **argv)
 		fprintf(stderr, "ptctl: rule %.0f: %s\n",
 			num_of(resp.result, "rule"),
 			str_of(resp.result, "stop"));
+		if (*str_of(resp.result, "children_stop"))
+			fprintf(stderr, "ptctl: rule %.0f: %s\n",
+				num_of(resp.result, "rule"),
+				str_of(resp.result, "children_stop"));
 	}
 	fflush(stdout);
 	ptd_response_fini(&resp);

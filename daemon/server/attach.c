@@ -69,19 +69,21 @@ static int attach_recheck(void *ctx, pid_t pid, struct ptd_diag *diag)
 				 "by uid %u: %s; let go untouched", (int)pid,
 				 (unsigned)ss->peer.uid,
 				 d.msg[0] ? d.msg : ptd_strerror(r));
-	/* a rule's process, stopped at its exec: every thread is held by
-	 * the tracer now, so it may be continued (it runs when traced) */
+	/* a rule's process stopped at its exec, a child after its fork:
+	 * every thread is held by the tracer now, so it may be continued
+	 * (it runs when traced) */
 	srv_watch_continue(ss);
 	return 0;
 }
 
-/* A rule's process: in its stop at the exec before the source takes it
- * (a session thread; opts.prepare). */
+/* A rule's process, a child: in its stop (at the exec, after the fork)
+ * before the source takes it (a session thread; opts.prepare). */
 static int attach_prepare(void *ctx, pid_t pid, struct ptd_diag *diag)
 {
 	struct srv_session *ss = ctx;
 
-	return srv_watch_wait_stopped(ss->srv, pid, diag);
+	return srv_watch_wait_stopped(ss->srv, pid, ss->parent
+				      ? "after its fork" : "at the exec", diag);
 }
 
 /* Threads of @pid now (at least 1). */
@@ -148,7 +150,8 @@ static bool attach_memory_refused(struct ptd_server *s, struct conn *c,
 struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 				     const struct ptd_peer *peer,
 				     const struct ptd_request *req,
-				     uint64_t rule, int stop_pidfd)
+				     uint64_t rule, int stop_pidfd,
+				     uint64_t parent)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_session_opts o;
@@ -157,6 +160,11 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	struct srv_session *ss;
 	int r, pidfd = -1;
 
+	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
+				ptd_source_intelpt_no_children);
+		return NULL;
+	}
 	if (srv_refuse_over_session_limit(s, c, peer, req))
 		return NULL;
 	if (req->pid == getpid()) {
@@ -200,6 +208,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	}
 	ss->pidfd = pidfd;
 	ss->rule = rule;
+	ss->parent = parent;
 	ss->stop_pidfd = stop_pidfd;	/* the session thread sends its
 					 * SIGCONT (attach_recheck) */
 	ss->srv = s;
@@ -223,7 +232,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	o.pidfd = ss->pidfd;
 	o.recheck = attach_recheck;
 	o.recheck_ctx = ss;
-	if (rule) {
+	if (stop_pidfd > 0) {	/* a rule's match, a child: stopped */
 		o.prepare = attach_prepare;
 		o.prepare_ctx = ss;
 	}
@@ -238,6 +247,12 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	}
 	o.filter = ss->filter;
 	ss->mode = req->mode;
+	if (req->children && srv_children_init(ss, req) < 0) {
+		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
+		attach_drop(ss);
+		return NULL;
+	}
+	srv_children_opts(ss, &o);
 	/* triggers resolved against the process as it is now: a bad one
 	 * refuses the attach before anything is done to the process */
 	if (req->ntriggers && !srv_triggers_attach_check(s, c, req, ss)) {
@@ -258,14 +273,20 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		return NULL;
 	}
 	/* read with the client's rights and groups: a rule's session with
-	 * its owner's, from the owner's connection (the rule ends with it) */
+	 * its owner's, from the owner's connection (the rule ends with it);
+	 * a child's with those its parent session kept */
 	if (req->symbols) {
-		int gfd = c ? c->tag.fd : srv_rule_owner_fd(s, rule);
+		int gfd = c ? c->tag.fd : parent ? -1
+					   : srv_rule_owner_fd(s, rule);
 
-		r = gfd < 0 ? ptd_diagf(&diag, -ENOENT, "symbols: rule %"
-					PRIu64 " has ended", rule)
-			    : srv_symbols_new(s, ss, gfd, peer, req->pid,
-					      &diag);
+		r = parent ? srv_children_inherit_groups(s, ss, parent, &diag)
+			   : 0;
+		if (r == 0)
+			r = gfd < 0 && !parent
+				    ? ptd_diagf(&diag, -ENOENT, "symbols: rule "
+						"%" PRIu64 " has ended", rule)
+				    : srv_symbols_new(s, ss, gfd, peer,
+						      req->pid, &diag);
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "%s",
 					diag.msg);
@@ -306,7 +327,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 void srv_cmd_attach(struct ptd_server *s, struct conn *c,
 		    const struct ptd_request *req)
 {
-	(void)srv_attach_begin(s, c, &c->peer, req, 0, 0);
+	(void)srv_attach_begin(s, c, &c->peer, req, 0, 0, 0);
 }
 
 static cJSON *attach_result(const struct srv_session *ss)
@@ -320,6 +341,10 @@ static cJSON *attach_result(const struct srv_session *ss)
 	cJSON_AddStringToObject(res, "mode", ptd_session_mode_name(ss->mode));
 	if (ss->filter)
 		cJSON_AddStringToObject(res, "filter", ss->filter);
+	if (ss->creq) {
+		cJSON_AddBoolToObject(res, "children", true);
+		cJSON_AddStringToObject(res, "stop", srv_children_stop_note);
+	}
 	if (ss->source == PTD_SOURCE_SOFTWARE)
 		cJSON_AddStringToObject(res, "warning",
 					"the software PT source stops the "
@@ -348,10 +373,12 @@ static void attach_refused(struct ptd_server *s, struct srv_session *ss,
 	ptd_log_info("session %" PRIu64 ": uid %u: attach to pid %ld %s: %s",
 		     ss->id, (unsigned)ss->owner, (long)ss->pid,
 		     err == -ECANCELED ? "cancelled" : "refused", msg);
-	if (ss->rule) {
+	if (ss->parent)		/* a child: its parent's to report */
+		srv_child_refused(s, ss->parent, ss->pid, err, msg);
+	else if (ss->rule)
 		srv_watch_refused(s, ss->rule, ss->pid, msg);
+	if (ss->rule)
 		srv_rulesubs_forget_session(s, ss, msg);
-	}
 	/* a detach that waits for it: every thread is released */
 	if (ss->detach.conn)
 		srv_pending_ok(s, &ss->detach, detach_result(ss));
@@ -403,10 +430,11 @@ void srv_attaches_answer(struct ptd_server *s)
 					  diag.msg, ss->id);
 		} else if (r < 0) {
 			attach_refused(s, ss, r, &diag);	/* frees ss */
-		} else if (ss->rule) {
+		} else if (ss->rule || ss->parent) {
 			ptd_log_info("session %" PRIu64 ": rule %" PRIu64
-				     ": uid %u attached to pid %ld (%s)",
-				     ss->id, ss->rule, (unsigned)ss->owner,
+				     ", parent session %" PRIu64 ": uid %u "
+				     "attached to pid %ld (%s)", ss->id,
+				     ss->rule, ss->parent, (unsigned)ss->owner,
 				     (long)ss->pid,
 				     ptd_source_name(ss->source));
 			srv_pending_clear(&ss->attach);

@@ -52,6 +52,7 @@ static cJSON *session_summary(struct srv_session *ss)
 	cJSON_AddStringToObject(o, "kind", ss->path ? "replay" : "live");
 	if (ss->rule)
 		cJSON_AddNumberToObject(o, "rule", (double)ss->rule);
+	srv_children_status(ss, o);
 	if (ss->path) {
 		cJSON_AddStringToObject(o, "source",
 					ptd_input_kind_name(ss->input_kind));
@@ -152,6 +153,7 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "threads_refused", st.threads_refused);
 	cJSON_AddNumberToObject(res, "identity_mismatches",
 				(double)st.identity_mismatches);
+	srv_children_counts(ss, res);
 	cJSON_AddNumberToObject(res, "memory",
 				(double)atomic_load(&ss->acct.charged));
 	if (ss->spool)

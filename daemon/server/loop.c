@@ -48,6 +48,7 @@ static void trim_heap(void)
  * before their session goes). */
 static void answer_pending(struct ptd_server *s)
 {
+	srv_children_start(s);	/* (a child's session is answered later) */
 	srv_snapshots_answer(s);
 	srv_records_answer(s);
 	srv_replays_answer(s);
@@ -61,7 +62,7 @@ static void sessions_reap(struct ptd_server *s)
 {
 	struct srv_session **p = &s->sessions, *ss;
 	uint64_t now = srv_now_ms();
-	bool freed = false;
+	bool freed = false, kids = false;
 
 	answer_pending(s);
 	while ((ss = *p)) {
@@ -83,11 +84,17 @@ static void sessions_reap(struct ptd_server *s)
 				     ss->end.message[0] ? ": " : "",
 				     ss->end.message);
 		}
-		if (ss->reaped && ptd_fanout_count(ss->fan) == 0 &&
-		    srv_record_settled(ss) &&
-		    (s->shutting_down ||
-		     now >= ss->ended_at_ms + PTD_SERVER_LINGER_MS ||
-		     ss->ended_at_ms == 0)) {
+		/* children its source reported since answer_pending took
+		 * them: started after this pass (which adds sessions at the
+		 * list's head), the session kept until they are */
+		if (ss->reaped && srv_children_pending(ss)) {
+			kids = true;
+			p = &ss->next;
+		} else if (ss->reaped && ptd_fanout_count(ss->fan) == 0 &&
+			   srv_record_settled(ss) &&
+			   (s->shutting_down ||
+			    now >= ss->ended_at_ms + PTD_SERVER_LINGER_MS ||
+			    ss->ended_at_ms == 0)) {
 			*p = ss->next;
 			srv_session_free(ss);
 			freed = true;
@@ -95,6 +102,8 @@ static void sessions_reap(struct ptd_server *s)
 			p = &ss->next;
 		}
 	}
+	if (kids)
+		srv_children_start(s);
 	if (freed)
 		trim_heap();
 }

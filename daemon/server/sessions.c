@@ -198,6 +198,8 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 {
 	struct srv_session *ss = ctx;
 
+	srv_children_report(ss);
+
 	ss->end = *end;
 	atomic_store_explicit(&ss->ended, true, memory_order_release);
 	/* Queues the bye for every subscriber and wakes the loop. */
@@ -207,6 +209,8 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 static void sink_flush(void *ctx)
 {
 	struct srv_session *ss = ctx;
+
+	srv_children_report(ss);	/* children refused meanwhile */
 
 	ptd_fanout_flush(ss->fan);
 }
@@ -415,6 +419,7 @@ void srv_session_free(struct srv_session *ss)
 	srv_watch_continue(ss);
 	if (ss->stop_pidfd > 0)
 		close(ss->stop_pidfd);
+	srv_children_free(ss);
 	srv_pending_clear(&ss->attach);
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);

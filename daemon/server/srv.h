@@ -24,6 +24,8 @@
  *               trigger.h), the trigger command, what a hit does
  *   symbols.c   a session's symbols: read with its client's rights,
  *               charged to its memory, failures as error records
+ *   children.c  options.children: a traced process's children become
+ *               sessions of their own, started as a rule's match is
  */
 #ifndef PTD_DAEMON_SERVER_SRV_H
 #define PTD_DAEMON_SERVER_SRV_H
@@ -110,6 +112,16 @@ struct srv_gate_thread {
 	pid_t tid;
 	bool on;
 };
+
+/* A child process refused a session (children.c), for the parent
+ * session's stream. */
+struct srv_child_note {
+	pid_t pid;
+	int code;
+	char detail[PTD_DIAG_MAX + 512];
+};
+
+#define SRV_CHILD_NOTES 8		/* waiting for the decode thread */
 
 /* One traced process. */
 struct srv_session {
@@ -220,6 +232,29 @@ struct srv_session {
 	struct srv_symbols *sym;
 	bool had_symbols;
 	uint64_t sym_files, sym_bytes, sym_failures;
+	/* options.children (children.c): the session whose process created
+	 * this one's (0: none); the request its children's attaches copy
+	 * (NULL: children are not followed); under kid_lock (kid_init:
+	 * made): the children the source reported, not yet taken by the
+	 * loop, and the refusals waiting for the decode thread (notes); the
+	 * loop's counts. */
+	uint64_t parent;
+	struct ptd_request *creq;
+	pthread_mutex_t kid_lock;
+	bool kid_init;
+	pid_t *kids;
+	size_t nkids;
+	uint64_t kids_lost;
+	struct srv_child_note notes[SRV_CHILD_NOTES];
+	size_t nnotes;
+	uint64_t notes_dropped;
+	uint64_t children_started, children_refused;
+	char last_child_refusal[PTD_DIAG_MAX + 512];
+	/* With symbols: its owner's groups, which its children's symbols
+	 * are read with (symbols.c; the connection they came from may be
+	 * gone when a child comes). */
+	gid_t *groups;
+	size_t ngroups;
 };
 
 /* A trigger (trigger.c): a uprobe on @ss's process. */
@@ -434,14 +469,17 @@ void srv_dispatch(struct ptd_server *s, struct conn *c,
 void srv_snapshots_answer(struct ptd_server *s);
 
 /* attach.c; srv_attach_begin: the attach of @req->pid for @peer (@c:
- * the connection waiting for its answer, NULL for a rule's; @rule and
- * @stop_pidfd: srv_session's), the session attaching, or NULL when it
- * was refused (answered to @c; @stop_pidfd is then the caller's). */
+ * the connection waiting for its answer, NULL for a rule's or a child's;
+ * @rule, @stop_pidfd (a process held by a SIGSTOP, continued once
+ * seized) and @parent: srv_session's), the session attaching, or NULL
+ * when it was refused (answered to @c; @stop_pidfd is then the
+ * caller's). */
 srv_cmd_fn srv_cmd_attach, srv_cmd_detach;
 struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 				     const struct ptd_peer *peer,
 				     const struct ptd_request *req,
-				     uint64_t rule, int stop_pidfd);
+				     uint64_t rule, int stop_pidfd,
+				     uint64_t parent);
 void srv_attaches_answer(struct ptd_server *s);
 void srv_detaches_answer(struct ptd_server *s);
 
@@ -469,10 +507,11 @@ void srv_record_forget(struct srv_session *ss);
  * process of @ss run on (at most once). */
 srv_cmd_fn srv_cmd_watch, srv_cmd_unwatch;
 void srv_watch_readable(struct ptd_server *s);
-/* A rule's session, on its start thread (opts.prepare): 0 once process
- * @pid is in its stop at the exec, or -ESRCH / -ETIMEDOUT with why. */
+/* A rule's session, a child's, on its start thread (opts.prepare): 0
+ * once process @pid is in its stop (@where: "at the exec", "after its
+ * fork"), or -ESRCH / -ETIMEDOUT with why. */
 int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
-			   struct ptd_diag *diag);
+			   const char *where, struct ptd_diag *diag);
 /* A rule's session whose start was refused: counted in the rule's
  * refused (if the rule is still there), @why its last_refusal. */
 void srv_watch_refused(struct ptd_server *s, uint64_t rule, pid_t pid,
@@ -484,6 +523,36 @@ void srv_rules_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_rules_list(struct ptd_server *s, const struct conn *c, cJSON *res);
 void srv_rules_free(struct ptd_server *s);
 void srv_watch_continue(struct srv_session *ss);
+
+/* children.c: copy/free: a request kept beyond its answer (a rule's, a
+ * session's for its children), with copies of what it points to (free
+ * what a failed copy made); init: @ss follows children with @req's
+ * options (-ENOMEM); opts: the session's child callback; start (loop):
+ * the children reported, each a session or refused; refused: child @pid
+ * of session @parent not traced (@err, 0: from @why's code) -- logged,
+ * counted, reported in the parent's stream; report (decode thread):
+ * those refusals as error records; status/counts: into list and status;
+ * free: @ss goes (children not taken are continued). */
+extern const char srv_children_stop_note[];
+int srv_request_copy(struct ptd_request *dst, const struct ptd_request *req);
+void srv_request_free(struct ptd_request *req);
+int srv_children_init(struct srv_session *ss, const struct ptd_request *req);
+/* A child's session @ss (of session @parent) takes the groups its parent
+ * kept, for its symbols: 0, or -ENOENT/-ENOMEM with @diag. */
+int srv_children_inherit_groups(struct ptd_server *s, struct srv_session *ss,
+				uint64_t parent, struct ptd_diag *diag);
+/* A copy of @n groups into *ret (malloc'd, even for none): n or -ENOMEM. */
+int srv_groups_copy(const gid_t *groups, size_t n, gid_t **ret);
+void srv_children_opts(struct srv_session *ss, struct ptd_session_opts *o);
+void srv_children_start(struct ptd_server *s);
+/* Children of @ss reported and not yet started (loop). */
+bool srv_children_pending(struct srv_session *ss);
+void srv_child_refused(struct ptd_server *s, uint64_t parent, pid_t pid,
+		       int err, const char *why);
+void srv_children_report(struct srv_session *ss);
+void srv_children_status(const struct srv_session *ss, cJSON *o);
+void srv_children_counts(const struct srv_session *ss, cJSON *o);
+void srv_children_free(struct srv_session *ss);
 
 /* rulesub.c: subscribe {"rule":N} (@f compiled from the request); join:
  * a new session of a rule, before its decode thread starts; forget: @ss

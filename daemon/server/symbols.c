@@ -96,7 +96,10 @@ int srv_symbols_new(struct ptd_server *s, struct srv_session *ss, int fd,
 	o.charge_ctx = y;
 	y->acct = &ss->acct;
 	if (live_pid > 0) {
-		r = srv_peer_groups(fd, &y->groups);
+		/* a child's session (fd < 0): its parent's, kept for it */
+		r = fd >= 0 ? srv_peer_groups(fd, &y->groups)
+			    : srv_groups_copy(ss->groups, ss->ngroups,
+					      &y->groups);
 		if (r < 0) {
 			free(y);
 			return ptd_diagf(diag, r, "cannot take your groups: %s",
@@ -120,6 +123,19 @@ int srv_symbols_new(struct ptd_server *s, struct srv_session *ss, int fd,
 		free(y);
 		return ptd_diagf(diag, r, "cannot set up symbols: %s",
 				 ptd_strerror(r));
+	}
+	/* followed children decode with symbols read with these groups,
+	 * whenever they come (the connection may have gone by then) */
+	if (live_pid > 0 && ss->creq && !ss->groups) {
+		r = srv_groups_copy(y->cred.groups, y->cred.ngroups,
+				    &ss->groups);
+		if (r < 0) {
+			ptd_symbols_free(y->syms);
+			free(y->groups);
+			free(y);
+			return ptd_diagf(diag, r, "out of memory");
+		}
+		ss->ngroups = (size_t)r;
 	}
 	ss->sym = y;
 	ss->had_symbols = true;

@@ -49,7 +49,7 @@ static const char stop_note[] =
 
 void srv_watch_continue(struct srv_session *ss)
 {
-	if (ss->rule && ss->stop_pidfd > 0 &&
+	if (ss->stop_pidfd > 0 &&
 	    !atomic_exchange(&ss->continued, true))
 		(void)syscall(SYS_pidfd_send_signal, ss->stop_pidfd, SIGCONT,
 			      NULL, 0);
@@ -89,7 +89,7 @@ static char proc_state(const struct ptd_server *s, pid_t pid)
  * session's start thread (opts.prepare), never on the loop: an exec storm
  * or a process that never stops holds no other client back. */
 int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
-			   struct ptd_diag *diag)
+			   const char *where, struct ptd_diag *diag)
 {
 	const struct timespec tick = { 0, 100000 };
 	uint64_t end = srv_now_ms() + WATCH_STOP_WAIT_MS;
@@ -101,13 +101,13 @@ int srv_watch_wait_stopped(const struct ptd_server *s, pid_t pid,
 			return 0;
 		if (st == 0 || st == 'Z' || st == 'X')
 			return ptd_diagf(diag, -ESRCH, "it did not reach its "
-					 "stop at the exec (it exited, or was "
-					 "killed)");
+					 "stop %s (it exited, or was killed)",
+					 where);
 		if (srv_now_ms() >= end)
 			return ptd_diagf(diag, -ETIMEDOUT, "it did not reach "
-					 "its stop at the exec within %d ms "
-					 "(state '%c': traced by another "
-					 "tracer?)", WATCH_STOP_WAIT_MS, st);
+					 "its stop %s within %d ms (state "
+					 "'%c': traced by another tracer?)",
+					 where, WATCH_STOP_WAIT_MS, st);
 		(void)nanosleep(&tick, NULL);
 	}
 }
@@ -164,7 +164,7 @@ static void on_match(void *ctx, const struct ptd_watch_event *ev)
 			return;
 		}
 	}
-	ss = srv_attach_begin(s, NULL, &r->peer, &req, r->id, pidfd);
+	ss = srv_attach_begin(s, NULL, &r->peer, &req, r->id, pidfd, 0);
 	if (!ss) {
 		rule_refused(r, pid, srv_reply_quiet_error());
 		send_cont(pidfd);
@@ -373,37 +373,12 @@ static cJSON *rule_json(struct ptd_server *s, const struct srv_rule *r)
 			cJSON_AddItemToArray(a, e);
 		}
 	cJSON_AddStringToObject(o, "stop", stop_note);
-	return o;
-}
-
-/* The request a rule keeps (its sessions' attach): @req's values with
- * copies of what it points to (the request is freed once answered).
- * Returns 0 or -ENOMEM (rule_req_free what was copied). */
-static int rule_req_copy(struct ptd_request *dst,
-			 const struct ptd_request *req)
-{
-	*dst = *req;
-	dst->id = NULL;
-	dst->addr_filter = NULL;
-	dst->ntriggers = 0;
-	if (req->addr_filter && !(dst->addr_filter = strdup(req->addr_filter)))
-		return -ENOMEM;
-	for (unsigned i = 0; i < req->ntriggers; i++) {
-		dst->triggers[i] = strdup(req->triggers[i]);
-		if (!dst->triggers[i])
-			return -ENOMEM;
-		dst->ntriggers++;
+	if (r->req.children) {
+		cJSON_AddBoolToObject(o, "children", true);
+		cJSON_AddStringToObject(o, "children_stop",
+					srv_children_stop_note);
 	}
-	return 0;
-}
-
-static void rule_req_free(struct ptd_request *req)
-{
-	free(req->addr_filter);
-	req->addr_filter = NULL;
-	for (unsigned i = 0; i < req->ntriggers; i++)
-		free(req->triggers[i]);
-	req->ntriggers = 0;
+	return o;
 }
 
 void srv_cmd_watch(struct ptd_server *s, struct conn *c,
@@ -426,6 +401,11 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	if (req->capture[0] && c->peer.uid != 0) {
 		srv_reply_error(c, req->id, PTD_ERR_PERMISSION,
 				"only root may ask for options.capture");
+		return;
+	}
+	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
+				ptd_source_intelpt_no_children);
 		return;
 	}
 	/* each session's triggers are resolved at its exec; what can be
@@ -476,9 +456,9 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	if (!slot_of(c, req, &sl) || !watcher_ready(s, c, req))
 		return;
 	r = calloc(1, sizeof(*r));
-	if (!r || rule_req_copy(&r->req, req) < 0) {
+	if (!r || srv_request_copy(&r->req, req) < 0) {
 		if (r)
-			rule_req_free(&r->req);
+			srv_request_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");
 		watcher_maybe_unload(s);
@@ -491,7 +471,7 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 	sl.id = (__u32)r->id;
 	e = ptd_watcher_set(s->watcher, slot, &sl);
 	if (e < 0) {
-		rule_req_free(&r->req);
+		srv_request_free(&r->req);
 		free(r);
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
 				"cannot set the BPF rule: %s", strerror(-e));
@@ -527,7 +507,7 @@ static void rule_free(struct ptd_server *s, struct srv_rule *r,
 	srv_rulesubs_rule_ended(s, r->id, why);
 	ptd_log_info("rule %" PRIu64 ": ended (%" PRIu64 " sessions "
 		     "started)", r->id, r->started);
-	rule_req_free(&r->req);
+	srv_request_free(&r->req);
 	free(r);
 }
 

@@ -179,6 +179,14 @@ static int on_seized(void *ctx, struct ptd_diag *diag)
 	return ptd_source_recheck(ctx, diag);
 }
 
+/* A child process, stopped: the host's to trace or continue. */
+static void on_child(void *ctx, pid_t pid)
+{
+	struct ptd_source *s = ctx;
+
+	s->p.host.child(s->p.host.ctx, pid);
+}
+
 static void *tracer_main(void *arg)
 {
 	struct software *w = arg;
@@ -210,6 +218,10 @@ static void *tracer_main(void *arg)
 	so.pidfd = s->p.pidfd;
 	so.seized = on_seized;
 	so.seized_ctx = s;
+	if (s->p.host.child) {
+		so.child = on_child;
+		so.child_ctx = s;
+	}
 	w->src_tid = gettid();
 	so.quiet_target = false;
 	so.filter = s->filter_text ? &s->filter : NULL;

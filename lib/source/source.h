@@ -114,6 +114,13 @@ struct ptd_source_host {
 	 * stopped; intel_pt: the events open): may it still be traced?
 	 * Negative (with a message in @diag): the start fails.  NULL: yes. */
 	int (*recheck)(void *ctx, pid_t pid, struct ptd_diag *diag);
+	/* May be NULL: follow the process's children.  Software source: a
+	 * child process (fork, vfork, clone without CLONE_THREAD) at its
+	 * first stop, left stopped by a SIGSTOP for the host to trace (from
+	 * its first instruction) or continue: swpt/tracer.h, opt->child.
+	 * On the tracer's thread.  intel_pt refuses a host that asks
+	 * (-PTD_EUNSUPPORTED, intelpt.c says why). */
+	void (*child)(void *ctx, pid_t pid);
 };
 
 struct ptd_symbols;
@@ -149,7 +156,11 @@ struct ptd_source_params {
 
 struct ptd_source;
 
-/* intel_pt, on @pmu (perf/pmu.h, probed by the caller). */
+/* intel_pt, on @pmu (perf/pmu.h, probed by the caller).  A host that
+ * follows children (host.child) is refused, -PTD_EUNSUPPORTED with this
+ * message (also the daemon's, for a request that names intel_pt). */
+extern const char ptd_source_intelpt_no_children[];
+
 int ptd_source_intelpt_new(const struct ptd_source_params *p,
 			   const struct ptd_pt_pmu *pmu,
 			   struct ptd_source **ret, struct ptd_diag *diag);

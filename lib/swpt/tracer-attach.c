@@ -7,6 +7,8 @@
  */
 #include "swpt/tracer-int.h"
 
+#include <linux/kcmp.h>
+
 /* ---- attach ---------------------------------------------------------- */
 
 static const long SEIZE_OPTS = PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
@@ -338,6 +340,47 @@ static void release_all(struct tracer *tr)
 	}
 }
 
+/* The state letter of process @pid (/proc/PID/stat), or 0. */
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512];
+	const char *p;
+	ssize_t n;
+	int fd;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	(void)close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Does @pid share its memory with its parent (a vfork child waiting to
+ * exec, a clone with CLONE_VM)?  Then that memory is also its parent's,
+ * traced by another tracer perhaps: no breakpoint of ours may go there.
+ * kcmp(KCMP_VM) says; where it cannot (a kernel without it), a parent in
+ * an uninterruptible wait ('D': a vfork parent waits so for its child's
+ * exec or exit) is taken as one that shares. */
+static bool shares_parent_vm(pid_t pid)
+{
+	uint64_t ppid;
+	long k;
+
+	if (tr_status_u64(pid, "PPid:", 10, &ppid) < 0 || ppid == 0 ||
+	    ppid > INT_MAX)
+		return false;	/* no parent to share with */
+	k = syscall(SYS_kcmp, pid, (pid_t)ppid, KCMP_VM, 0, 0);
+	if (k >= 0)
+		return k == 0;	/* 0: the same memory */
+	return proc_state((pid_t)ppid) == 'D';
+}
+
 int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 		    struct ptd_swpt_result *ret, struct ptd_diag *diag)
 {
@@ -355,6 +398,8 @@ int ptd_swpt_attach(pid_t pid, const struct ptd_swpt_options *opt,
 	r = seize_all(&tr);
 	if (r == 0)
 		r = seized_check(&tr);
+	if (r == 0)
+		tr.vm_shared = shares_parent_vm(pid);
 	/* the image as it is: every stream starts with it (position 0) */
 	if (r == 0)
 		r = tr_maps_load_all(&tr);

@@ -35,7 +35,9 @@
  *    one), and none is set again until the syscall has returned in the
  *    parent, so no child ever holds one.  A child that shares the memory
  *    without being a thread or a vfork child turns branch mode off for
- *    good (single-step from there).
+ *    good (single-step from there).  A process attached while it shares
+ *    its parent's memory (a vfork child: kcmp says so) is single-stepped
+ *    until its exec, as that memory is its parent's tracer's to patch.
  *  - Detach: every breakpoint is removed before the first thread goes.
  *  - exec: the old memory is gone with its breakpoints.
  * Limits: code that reads its own instructions as data (a checksum of its
@@ -75,7 +77,7 @@ static void blk_unref(struct tr_block *b)
 
 bool tr_fast_enabled(const struct tracer *tr)
 {
-	return tr->branch && !tr->fast_dead;
+	return tr->branch && !tr->fast_dead && !tr->vm_shared;
 }
 
 /* ---- breakpoints ----------------------------------------------------- */
@@ -932,6 +934,7 @@ int tr_fast_settle(struct tracer *tr)
 
 void tr_fast_exec(struct tracer *tr, struct tthread *t)
 {
+	tr->vm_shared = false;		/* a memory of its own now */
 	for (size_t i = 0; i < tr->nth; i++)
 		if (tr->th[i] != t)
 			tr_fast_drop_run(tr, tr->th[i]);

@@ -185,6 +185,9 @@ struct tracer {
 	bool branch;		/* opt->step resolved */
 	bool fast_dead;		/* off for good (memory shared with an
 				 * untraced process) */
+	bool vm_shared;		/* off until the next exec: the process
+				 * shares its parent's memory (a vfork
+				 * child), whose tracer owns it */
 	/* the breakpoints: opt->patches, or own_patches */
 	struct ptd_swpt_patches *pa;
 	struct ptd_swpt_patches *own_patches;

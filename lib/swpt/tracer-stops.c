@@ -328,19 +328,28 @@ static bool forks_pending(const struct tracer *tr)
 }
 
 /* A stopped child process of the target: let it run untraced.  Detaching
- * clears the trap flag the kernel set for stepping. */
+ * clears the trap flag the kernel set for stepping.  With opt->child it
+ * is handed over stopped: a SIGSTOP queued while it is in its ptrace stop
+ * (PTRACE_DETACH's own signal is ignored in an event stop, a seized
+ * child's first) is taken as it leaves the kernel, before its first
+ * instruction, and holds it in a group stop until a SIGCONT. */
 int tr_detach_child(struct tracer *tr, pid_t pid)
 {
 	struct forkrec *f = fork_find(tr, pid, true);
+	bool handed = false;
 
 	if (!f)
 		return -ENOMEM;
+	if (tr->opt->child)
+		handed = syscall(SYS_tgkill, pid, pid, SIGSTOP) == 0;
 	if (ptrace(PTRACE_DETACH, pid, NULL, NULL) < 0 && errno != ESRCH)
 		return tr_failf(tr, -errno, "cannot detach child process %d: %s",
 				(int)pid, strerror(errno));
 	f->detached = true;
 	tr->forks_detached++;
 	fork_settle(tr, f);
+	if (handed)
+		tr->opt->child(tr->opt->child_ctx, pid);
 	return 0;
 }
 

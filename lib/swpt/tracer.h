@@ -12,7 +12,14 @@
  *    later, is stepped and has its own PT stream and truth file.
  *  - fork/vfork children (clone without CLONE_THREAD): caught with
  *    PTRACE_O_TRACEFORK/VFORK and detached at once, so they run untraced
- *    and unharmed (no stray trap flag).
+ *    and unharmed (no stray trap flag); with opt->child, detached stopped
+ *    (a SIGSTOP) and handed to the caller, who traces them or continues
+ *    them.
+ *  - A process that shares its memory with its parent (a vfork child, a
+ *    clone with CLONE_VM: kcmp says so when attaching, or without kcmp a
+ *    parent in an uninterruptible wait, as a vfork parent waits) is
+ *    single-stepped until it execs: its parent's tracer must find no
+ *    breakpoint of ours in that memory.
  *  - Instructions are decoded with x86/insn.h (cached per address, dropped
  *    when the map changes); the packets come from swpt/ptgen.h.
  *  - A REP-prefixed string instruction is one instruction however many
@@ -215,6 +222,16 @@ struct ptd_swpt_options {
 	 * reference then. */
 	const struct ptd_perf_clock *clock;
 	const struct ptd_perf_wallref *wallref;
+	/* ptd_swpt_attach, may be NULL: a child process of the target
+	 * (fork, vfork, clone without CLONE_THREAD), at its first stop,
+	 * before it ran an instruction.  It is sent a SIGSTOP and detached,
+	 * so it stays stopped (its parent may see the stop with
+	 * waitpid(WUNTRACED)) until whoever is told sends it a SIGCONT --
+	 * after seizing it, to trace it from its first instruction, or
+	 * without, to let it run untraced.  Called on the tracing thread,
+	 * after the detach.  NULL: children are let go at once, untraced. */
+	void (*child)(void *ctx, pid_t pid);
+	void *child_ctx;
 };
 
 struct ptd_swpt_result {

@@ -141,6 +141,9 @@ static void test_attach(void)
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"symbols\":\"yes\"}}",
 	    -PTD_EFORMAT, "attach: options.symbols: expected a boolean");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"children\":1}}",
+	    -PTD_EFORMAT, "attach: options.children: expected a boolean");
 	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"symbols\":1}",
 	    -PTD_EFORMAT, "replay: symbols: expected a boolean");
 	bad("{\"id\":1,\"cmd\":\"subscribe\",\"session\":1,\"symbols\":0}",
@@ -505,7 +508,7 @@ static void test_request_lines(void)
 		"\"step\":\"single\",\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
 		"\"snapshot_size\":65536,\"per_cpu\":true,"
 		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"symbols\":true,"
-		"\"record\":true}}",
+		"\"children\":true,\"record\":true}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2,\"running\":true}",

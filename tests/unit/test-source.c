@@ -4,8 +4,9 @@
  * session around them and only lib/ linked: the software source attached
  * to a running multi-threaded program, drained round by round into its
  * decoders, with the host's memory charge refusing every thread but the
- * first; and intel_pt on a fake PMU tree up to the kernel's refusal, and
- * its address filter refused where the PMU has no ranges.
+ * first; and intel_pt on a fake PMU tree up to the kernel's refusal, its
+ * address filter refused where the PMU has no ranges, and a host that
+ * follows children refused.
  */
 #include <errno.h>
 #include <poll.h>
@@ -58,6 +59,12 @@ static int on_charge(void *ctx, pid_t tid)
 		return 1;
 	h->refused++;
 	return 0;
+}
+
+static void on_child(void *ctx, pid_t pid)
+{
+	(void)ctx;
+	(void)pid;
 }
 
 static void on_signal(int sig)
@@ -195,6 +202,17 @@ static void test_intelpt_fake_pmu(void)
 		fprintf(stderr, "  %s\n", diag.msg);
 		ptd_source_free(s);
 	}
+	/* children: refused by name, with why (intelpt.c), before any
+	 * event is opened */
+	p.per_cpu = false;
+	p.host.child = on_child;
+	s = (struct ptd_source *)&h;
+	CHECK_EQ_INT(ptd_source_intelpt_new(&p, &pmu, &s, &diag),
+		     -PTD_EUNSUPPORTED);
+	CHECK_CONTAINS(diag.msg, "children: the intel_pt source cannot "
+		       "trace a child process from its first instruction");
+	CHECK(s == (struct ptd_source *)&h);	/* *ret untouched */
+	p.host.child = NULL;
 	pmu.nr_addr_filters = 0;
 	REQUIRE(ptd_source_intelpt_new(&p, &pmu, &s, &diag) == 0);
 	CHECK_EQ_INT(ptd_source_set_filter(s, "filter 0x1000/0x100", &diag),
