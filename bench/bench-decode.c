@@ -27,6 +27,11 @@
  *                                  --symbols), and insn records with call
  *                                  records beside them, without: each
  *                                  against plain insn records
+ *   ptd first_exec + counters      first executions and exact counts
+ *                                  (decode/counters.h; the top 20 of each
+ *                                  kind at the end), alone and beside insn
+ *                                  records: each against plain insn
+ *                                  records
  *   parallel decoder, 1 / 2 threads the block path's insn records counted,
  *                                  serially and with opts.jobs 2
  *                                  (decode/parallel.h: the block path is
@@ -242,6 +247,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	o.json_bodies = true;
 	o.symbols = symbols;
 	o.cpu = c->cpu;
+	o.counters_top = 20;	/* as ptctl decode's default */
 	memset(&st, 0, sizeof(st));
 	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
 	ptd_jsonw_set_fields(&s.w, fields);
@@ -293,7 +299,7 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_IPTID, PTD_INSN_JSON_IPTID,
 	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
-	     NWHICH };
+	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -312,18 +318,20 @@ static const char *const names[NWHICH] = {
 	"parallel decoder, 1 thread (serial)",
 	"parallel decoder, 2 threads",
 	"parallel decoder, 2 threads, insn path",
+	"ptd first_exec + counters, JSON",
+	"ptd insn + first_exec + counters, JSON",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
-	PTD_INSN_PATH,
+	PTD_INSN_PATH, PTD_INSN, PTD_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "",
+	"", "", "1 thread", "", "", "", "",
 };
 /* Subscribers of the rows through ptd (1 elsewhere). */
 static unsigned nsubs_of(enum which w)
@@ -690,6 +698,18 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += ptd_json(c, &rs,
 					  PTD_REC_BIT(PTD_REC_INSN) |
 						  PTD_REC_BIT(PTD_REC_CALL),
+					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
+			bytes += b;
+			break;
+		case PTD_FIRSTEXEC:
+		case PTD_INSN_FIRSTEXEC:
+			insns += ptd_json(c, &rs,
+					  PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+						  PTD_REC_BIT(PTD_REC_COUNTERS) |
+						  (w == PTD_INSN_FIRSTEXEC
+							   ? PTD_REC_BIT(
+								     PTD_REC_INSN)
+							   : 0),
 					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
 			bytes += b;
 			break;
