@@ -15,7 +15,6 @@
 #define INITIAL_SLOTS 1024u
 
 struct cent {
-	uint64_t count;
 	struct ptd_rec_insn in;	/* as first seen; json_body, flags,
 				 * cslot cleared */
 };
@@ -31,6 +30,9 @@ struct strpool {
 
 struct ptd_counters {
 	struct cent *ent;
+	/* the counts, apart from the entries: an execution touches 8 bytes
+	 * in a dense array, not a line of an entry */
+	uint64_t *cnt;
 	size_t nent, cap, max;
 	uint32_t *slot;
 	size_t nslots;
@@ -149,6 +151,7 @@ void ptd_counters_free(struct ptd_counters *t)
 	if (!t)
 		return;
 	free(t->ent);
+	free(t->cnt);
 	free(t->slot);
 	strpool_fini(&t->names);
 	free(t);
@@ -203,9 +206,14 @@ uint32_t ptd_counters_slot(struct ptd_counters *t,
 	if (t->nent == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : INITIAL_SLOTS / 2;
 		struct cent *v;
+		uint64_t *c;
 
 		if (cap > t->max)
 			cap = t->max;
+		c = reallocarray(t->cnt, cap, sizeof(*c));
+		if (!c)
+			return 0;
+		t->cnt = c;
 		v = reallocarray(t->ent, cap, sizeof(*v));
 		if (!v)
 			return 0;
@@ -219,6 +227,7 @@ uint32_t ptd_counters_slot(struct ptd_counters *t,
 	}
 	e = &t->ent[t->nent];
 	memset(e, 0, sizeof(*e));
+	t->cnt[t->nent] = 0;
 	e->in = *in;
 	e->in.flags = 0;
 	e->in.json_body = NULL;
@@ -238,7 +247,7 @@ bool ptd_counters_hit(struct ptd_counters *t, uint32_t slot)
 		return false;
 	}
 	t->execs++;
-	return t->ent[slot - 1].count++ == 0;
+	return t->cnt[slot - 1]++ == 0;
 }
 
 int ptd_counters_feed(struct ptd_counters *t, const struct ptd_record *r,
@@ -268,7 +277,7 @@ uint64_t ptd_counters_get(const struct ptd_counters *t,
 	if (!t || !in || in->size > pt_max_insn_size)
 		return 0;
 	s = t->slot[find(t, in)];
-	return s ? t->ent[s - 1].count : 0;
+	return s ? t->cnt[s - 1] : 0;
 }
 
 void ptd_counters_totals(const struct ptd_counters *t, uint64_t *ret_execs,
@@ -387,6 +396,9 @@ static int emit_items(struct item *it, size_t n, uint32_t top,
 	return 0;
 }
 
+/* The count of entry @e of table t. */
+#define CNT(e) (t->cnt[(e) - t->ent])
+
 int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 		      pid_t tid, ptd_counters_fn fn, void *ctx)
 {
@@ -415,7 +427,7 @@ int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 
 	/* instructions */
 	for (size_t i = 0; i < n; i++) {
-		it[i].count = t->ent[i].count;
+		it[i].count = t->cnt[i];
 		it[i].ninsn = 1;
 		it[i].first = &t->ent[i];
 		it[i].end_ip = t->ent[i].in.ip;
@@ -433,14 +445,14 @@ int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 		const struct cent *e = ord[i], *p = i ? ord[i - 1] : NULL;
 
 		if (k && p && p->in.isid == e->in.isid &&
-		    p->in.mode == e->in.mode && p->count == e->count &&
+		    p->in.mode == e->in.mode && CNT(p) == CNT(e) &&
 		    p->in.iclass == ptic_other &&
 		    p->in.ip + p->in.size == e->in.ip) {
 			it[k - 1].ninsn++;
 			it[k - 1].end_ip = e->in.ip;
 			continue;
 		}
-		it[k].count = e->count;
+		it[k].count = CNT(e);
 		it[k].ninsn = 1;
 		it[k].first = e;
 		it[k].end_ip = e->in.ip;
@@ -457,11 +469,11 @@ int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 		const struct cent *e = ord[i];
 
 		if (k && !func_cmp(&ord[i - 1], &ord[i])) {
-			it[k - 1].count += e->count;
+			it[k - 1].count += CNT(e);
 			it[k - 1].ninsn++;
 			continue;
 		}
-		it[k].count = e->count;
+		it[k].count = CNT(e);
 		it[k].ninsn = 1;
 		it[k].first = e;
 		it[k].end_ip = 0;
@@ -473,3 +485,4 @@ out:
 	free(ord);
 	return rc;
 }
+#undef CNT

@@ -531,6 +531,64 @@ static char *decode(const char *dir, const char *const *extra)
 	return out;
 }
 
+/* The records of @text without its hello and bye lines (malloc'd). */
+static char *body_lines(const char *text)
+{
+	char *out = malloc(strlen(text) + 1), *p = out;
+
+	if (!out)
+		abort();
+	while (*text) {
+		const char *nl = strchr(text, '\n');
+		size_t n = nl ? (size_t)(nl - text) + 1 : strlen(text);
+
+		static const char hello[] = "{\"type\":\"hello\"";
+		static const char bye[] = "{\"type\":\"bye\"";
+
+		if (strncmp(text, hello, sizeof(hello) - 1) &&
+		    strncmp(text, bye, sizeof(bye) - 1)) {
+			memcpy(p, text, n);
+			p += n;
+		}
+		text += n;
+	}
+	*p = '\0';
+	return out;
+}
+
+/* The capture exported as perf.data and as an LLDB bundle: the same
+ * first_exec and counters lines from each reader.  (Not for prog-jit: an
+ * LLDB bundle has one static image, and perf.data names a snapshot by
+ * its file.) */
+static void check_exports(const char *dir)
+{
+	static const char *const fmt[] = { "perf-data", "lldb" };
+	char *want = decode(dir, NULL), *w = want ? body_lines(want) : NULL;
+
+	REQUIRE(w);
+	for (size_t i = 0; i < 2; i++) {
+		char out[700];
+		const char *args[] = { "export", "--format", fmt[i], dir, out,
+				       NULL };
+		struct run r;
+		char *got, *g;
+
+		(void)snprintf(out, sizeof(out), "%s.%s", dir, fmt[i]);
+		r = run_cmd(ptctl, args, workdir);
+		CHECK_EQ_INT(r.status, 0);
+		run_free(&r);
+		got = decode(out, NULL);
+		g = got ? body_lines(got) : NULL;
+		if (!g || strcmp(w, g))
+			CHECK_FAIL_("exported as %s: other first_exec or "
+				    "counters lines", fmt[i]);
+		free(g);
+		free(got);
+	}
+	free(w);
+	free(want);
+}
+
 static void run_case(const struct expect *ex)
 {
 	static const char *const insn_path[] = { "--path", "insn", NULL };
@@ -607,6 +665,8 @@ static void run_case(const struct expect *ex)
 		PRIu64 " first_exec, %u blocks, %u functions\n",
 		ex->name, ntruth, truth.n, s.nfe, s.nblocks, s.nfuncs);
 	check_tiny_cache(ex, dir, &s, &truth);
+	if (!strcmp(ex->name, "hello"))
+		check_exports(dir);
 	free(truth.v);
 	seen_free(&s);
 }
