@@ -1480,17 +1480,19 @@ static int open_decoder(struct dec *d)
 	}
 	ptd_insncache_set_symbols(d->ic, d->o->symbols, d->a->pid);
 	/* the block path's counts: a slot per cached instruction (the
-	 * instruction path looks each one up) */
-	if (d->xt && d->blk)
-		ptd_insncache_set_counters(d->ic, d->xt);
+	 * instruction path looks each one up); none: a cache a decode with
+	 * counts used before resolves no slots into that table */
+	ptd_insncache_set_counters(d->ic, d->blk ? d->xt : NULL);
 	ptd_insncache_set_lock(d->ic, d->lock);
 	return 0;
 }
 
 static void close_decoder(struct dec *d)
 {
-	/* A caller's cache must not keep slots of a table it may free. */
-	if (d->ic && !d->own_ic && d->xt && d->blk)
+	/* A caller's cache must not keep slots of the table freed here (a
+	 * caller's table stays: the next thread's decode keeps the cache
+	 * warm). */
+	if (d->ic && !d->own_ic && d->own_xt && d->blk)
 		ptd_insncache_set_counters(d->ic, NULL);
 	pt_insn_free_decoder(d->insn);
 	pt_blk_free_decoder(d->blk);

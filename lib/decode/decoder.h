@@ -93,7 +93,10 @@ struct ptd_decode_opts {
 	 * most executed of each kind; 0: all) end the decode.  first_exec
 	 * records come right before their instruction's insn record (where
 	 * it would be when insn records are not wanted).  Identical on both
-	 * paths and with any number of jobs. */
+	 * paths and with any number of jobs.  On the block path
+	 * args.icache resolves its instructions' slots in @counters and
+	 * keeps them past the decode: the table must outlive the cache, or
+	 * the cache's next decode (which lets go of it). */
 	struct ptd_counters *counters;
 	uint32_t counters_top;
 	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
