@@ -32,6 +32,11 @@
  *                                  "binary"): 12 bytes a record; the
  *                                  subscriber thread counts the records
  *                                  from the frame headers
+ *   ptd first_exec + counters      first executions and exact counts
+ *                                  (decode/counters.h; the top 20 of each
+ *                                  kind at the end), alone and beside insn
+ *                                  records: each against plain insn
+ *                                  records
  *   parallel decoder, 1 / 2 threads the block path's insn records counted,
  *                                  serially and with opts.jobs 2
  *                                  (decode/parallel.h: the block path is
@@ -249,6 +254,7 @@ static uint64_t ptd_json(const struct ptd_capture *c,
 	o.json_bodies = true;
 	o.symbols = symbols;
 	o.cpu = c->cpu;
+	o.counters_top = 20;	/* as ptctl decode's default */
 	memset(&st, 0, sizeof(st));
 	(void)ptd_jsonw_init(&s.w, wfd, 1 << 20);
 	ptd_jsonw_set_fields(&s.w, fields);
@@ -335,7 +341,8 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_BLK_PATH, PTD_INSN_JSON, PTD_INSN_IPTID, PTD_INSN_JSON_IPTID,
 	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
-	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID, NWHICH };
+	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
+	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -356,18 +363,20 @@ static const char *const names[NWHICH] = {
 	"parallel decoder, 2 threads, insn path",
 	"ptd insn records ip,tid, binary, pipe",
 	"via ptd replay, 1 sub, ip,tid binary",
+	"ptd first_exec + counters, JSON",
+	"ptd insn + first_exec + counters, JSON",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
-	PTD_INSN_PATH, BARE_INSN, BARE_INSN,
+	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "", "", "",
+	"", "", "1 thread", "", "", "", "", "", "",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
@@ -790,6 +799,18 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += ptd_json(c, &rs,
 					  PTD_REC_BIT(PTD_REC_INSN) |
 						  PTD_REC_BIT(PTD_REC_CALL),
+					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
+			bytes += b;
+			break;
+		case PTD_FIRSTEXEC:
+		case PTD_INSN_FIRSTEXEC:
+			insns += ptd_json(c, &rs,
+					  PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+						  PTD_REC_BIT(PTD_REC_COUNTERS) |
+						  (w == PTD_INSN_FIRSTEXEC
+							   ? PTD_REC_BIT(
+								     PTD_REC_INSN)
+							   : 0),
 					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
 			bytes += b;
 			break;

@@ -150,6 +150,7 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 		return true;
 	switch (r->type) {
 	case PTD_REC_INSN:
+	case PTD_REC_FIRST_EXEC:
 		return code_match(f, r->u.insn.ip, r->u.insn.ip,
 				  r->u.insn.iclass, r->u.insn.module);
 	case PTD_REC_BLOCK:
@@ -161,6 +162,7 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 	case PTD_REC_EVENT:
 	case PTD_REC_ERROR:
 	case PTD_REC_CALL:	/* a stack is the thread's, not a range's */
+	case PTD_REC_COUNTERS:
 	case PTD_REC_NTYPES:
 		break;
 	}

@@ -419,6 +419,12 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 					    "expected one of \"insn\", "
 					    "\"block\", \"event\", \"error\", "
 					    "\"call\"");
+		/* offline only so far (ptctl decode --records) */
+		if (t == PTD_REC_FIRST_EXEC || t == PTD_REC_COUNTERS)
+			return ptd_json_bad(
+				r, ptd_json_path_index(path, "", "kinds", i),
+				"first_exec and counters records come from "
+				"ptctl decode only, not from ptd yet");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}

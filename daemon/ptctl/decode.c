@@ -24,8 +24,12 @@
 #include "record/binframe.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
+#include "decode/counters.h"
 #include "sym/symbols.h"
 #include "ptctl.h"
+
+/* --top's default. */
+#define PTCTL_COUNTERS_TOP 20u
 
 /* The version of the hello record's stream format. */
 #define PTCTL_PROTOCOL 1
@@ -37,6 +41,7 @@ void decode_args_init(struct decode_args *d)
 	d->opts.json_bodies = true;
 	d->opts.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
 		       PTD_REC_BIT(PTD_REC_ERROR);
+	d->opts.counters_top = PTCTL_COUNTERS_TOP;
 }
 
 int parse_records(const char *s, unsigned *ret)
@@ -53,7 +58,8 @@ int parse_records(const char *s, unsigned *ret)
 
 		if (t < 0) {
 			errx_msg("--records: unknown record kind '%s' (kinds: "
-				 "insn, block, event, error, call)",
+				 "insn, block, event, error, call, "
+				 "first_exec, counters)",
 				 tok);
 			return -EINVAL;
 		}
@@ -221,6 +227,9 @@ struct output {
 	bool binary;
 	struct ptd_jsonw w;
 	struct ptd_binw bw;
+	/* --records first_exec,counters: one table over every thread */
+	struct ptd_counters *counters;
+	long pid;
 	unsigned want;		/* PTD_REC_BIT()s asked for */
 	struct ptd_decode_stats total;
 	unsigned threads;
@@ -370,6 +379,7 @@ static int input_info(void *ctx, const struct ptd_input_info *info)
 	struct input_output *io = ctx;
 
 	io->hello = true;
+	io->out.pid = info->pid;
 	return output_hello(&io->out, info->source, io->path, info->pid);
 }
 
@@ -459,7 +469,21 @@ int decode_input(const char *path, const struct decode_args *d)
 		return EXIT_INPUT;
 	}
 	decode_input_opts(d, &o);
+	/* counts and first executions over the whole trace, every thread:
+	 * the first execution is the first in the output */
+	if ((d->opts.want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+			     PTD_REC_BIT(PTD_REC_COUNTERS))) &&
+	    ptd_counters_new(0, &io.out.counters) < 0) {
+		(void)output_close(&io.out);
+		errx_msg("out of memory");
+		return EXIT_INPUT;
+	}
+	o.decode.counters = io.out.counters;
 	r = ptd_input_decode(path, &o, &sink, &thread_errors, &diag);
+	if (r >= 0 && (d->opts.want & PTD_REC_BIT(PTD_REC_COUNTERS)))
+		r = ptd_counters_emit(io.out.counters, d->opts.counters_top,
+				      (pid_t)io.out.pid, 0, output_record,
+				      &io.out);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		ret = EXIT_INPUT;
@@ -471,6 +495,7 @@ int decode_input(const char *path, const struct decode_args *d)
 	}
 	if (r <= 0)
 		r = output_bye(&io.out, ret ? "input error" : "end of trace");
+	ptd_counters_free(io.out.counters);
 	if (output_close(&io.out) < 0 || r < 0) {
 		errx_msg("writing records: %s",
 			 ptd_strerror(r < 0 ? r : output_err(&io.out)));
@@ -483,6 +508,7 @@ int decode_input(const char *path, const struct decode_args *d)
 	}
 	return ret;
 out:
+	ptd_counters_free(io.out.counters);
 	(void)output_close(&io.out);
 	return ret;
 }
@@ -695,6 +721,7 @@ static const struct option decode_long[] = {
 	{ "buildid-dir", required_argument, NULL, 'B' },
 	{ "kernel", required_argument, NULL, 'K' },
 	{ "symbols", no_argument, NULL, 'Y' },
+	{ "top", required_argument, NULL, 'T' },
 	{ "debug-dir", required_argument, NULL, 'D' },
 	{ "perf-map-dir", required_argument, NULL, 'M' },
 	{ "help", no_argument, NULL, 'h' },
@@ -711,10 +738,16 @@ static void help_decode(void)
 	       "perf.data file ('-': a pipe-mode\nstream on stdin) or an "
 	       "LLDB trace bundle (its directory or trace.json);\nthe kind "
 	       "is found from the content.\n\n"
-	       "  --records KINDS   insn,block,event,error,call (default "
-	       "insn,event,error;\n"
-	       "                    call: call, return and stack_reset "
-	       "records)\n"
+	       "  --records KINDS   insn,block,event,error,call,first_exec,"
+	       "counters (default\n"
+	       "                    insn,event,error; call: call, return and "
+	       "stack_reset records;\n"
+	       "                    first_exec: an instruction's first "
+	       "execution; counters: exact\n"
+	       "                    execution counts at the end)\n"
+	       "  --top N           counters: the N most executed "
+	       "instructions, blocks and\n"
+	       "                    functions (default %u; 0: all)\n"
 	       "  --fields NAMES    what insn and block records carry, e.g. "
 	       "ip,tid (default all:\n"
 	       "                    type,pid,tid,ip,end_ip,ninsn,size,raw,"
@@ -778,7 +811,7 @@ static void help_decode(void)
 	       "DEBUGLINK\n"
 	       "  --perf-map-dir DIR  where perf-PID.map files of JIT code "
 	       "are (default /tmp)\n",
-	       PTD_DECODE_MAX_JOBS);
+	       PTCTL_COUNTERS_TOP, PTD_DECODE_MAX_JOBS);
 }
 
 /* One --filter:addr<n>_* option (@c from decode_long) into @f. */
@@ -926,6 +959,16 @@ int verb_decode(int argc, char **argv)
 			break;
 		case 'Y':
 			d.symbols = true;
+			break;
+		case 'T':
+			if (ptd_parse_u64(optarg, 10, &v) < 0 ||
+			    v > UINT32_MAX) {
+				errx_msg("--top: expected a number of counted "
+					 "items (0: all), got '%s'",
+					 optarg);
+				ret = EXIT_USAGE;
+			}
+			d.opts.counters_top = (uint32_t)v;
 			break;
 		case 'D':
 			d.debug_dir = optarg;

@@ -326,6 +326,8 @@ int ptd_calls_feed(struct ptd_calls *c, const struct ptd_record *r,
 						   : "error");
 	case PTD_REC_BLOCK:
 	case PTD_REC_CALL:
+	case PTD_REC_FIRST_EXEC:
+	case PTD_REC_COUNTERS:
 	case PTD_REC_NTYPES:
 		return 0;
 	}

@@ -36,6 +36,7 @@
 
 #include "common/diag.h"
 #include "decode/calls.h"
+#include "decode/counters.h"
 #include "decode/parallel.h"
 #include "sym/symbols.h"
 
@@ -90,6 +91,11 @@ struct dec {
 	 * @user_want says which go on. */
 	struct ptd_calls *calls;
 	unsigned user_want;
+	/* Counts and first executions (decode/counters.h): @xt, the
+	 * caller's table or @own_xt; also fed insn records the caller may
+	 * not want. */
+	struct ptd_counters *xt, *own_xt;
+	bool want_first_exec;
 
 	/* args.more: records are not delivered but kept here until the
 	 * decoder steps to the next instruction (insn path) or block (block
@@ -262,12 +268,14 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 {
 	int rc = 0;
 
-	if (d->calls) {
+	if (d->calls)
 		rc = ptd_calls_feed(d->calls, r, d->fn, d->ctx);
-		if (rc == 0 && !(d->user_want & PTD_REC_BIT(r->type)))
-			return 0;
-	}
-	if (rc == 0)
+	/* after the calls it completes, right before the instruction */
+	if (d->xt && rc == 0)
+		rc = ptd_counters_feed(d->xt, r, d->want_first_exec, d->fn,
+				       d->ctx);
+	if (rc == 0 && (!(d->calls || d->xt) ||
+			(d->user_want & PTD_REC_BIT(r->type))))
 		rc = d->fn(d->ctx, r);
 
 	if (rc) {
@@ -495,6 +503,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	r->u.insn.json_body_len = 0;
 	r->u.insn.json_body_nosym_len = 0;
 	r->u.insn.sym = NULL;
+	r->u.insn.cslot = 0;
 	d->next_flags = 0;
 	d->have_insn = true;
 	return &r->u.insn;
@@ -1114,6 +1123,8 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		r->modoff = e->modoff;
 		r->sym = e->sym;
 		r->symoff = e->symoff;
+		if (d->xt)
+			r->cslot = e->cslot;
 		if (d->o->json_bodies) {
 			r->json_body = ptd_insncache_json(d->ic, e,
 							  &r->json_body_len);
@@ -1468,12 +1479,21 @@ static int open_decoder(struct dec *d)
 		d->own_ic = true;
 	}
 	ptd_insncache_set_symbols(d->ic, d->o->symbols, d->a->pid);
+	/* the block path's counts: a slot per cached instruction (the
+	 * instruction path looks each one up); none: a cache a decode with
+	 * counts used before resolves no slots into that table */
+	ptd_insncache_set_counters(d->ic, d->blk ? d->xt : NULL);
 	ptd_insncache_set_lock(d->ic, d->lock);
 	return 0;
 }
 
 static void close_decoder(struct dec *d)
 {
+	/* A caller's cache must not keep slots of the table freed here (a
+	 * caller's table stays: the next thread's decode keeps the cache
+	 * warm). */
+	if (d->ic && !d->own_ic && d->own_xt && d->blk)
+		ptd_insncache_set_counters(d->ic, NULL);
 	pt_insn_free_decoder(d->insn);
 	pt_blk_free_decoder(d->blk);
 	if (d->own_ic)
@@ -1514,6 +1534,19 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		d->want_insn = true;
 		d->want_event = true;
 	}
+	if (o->want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+		       PTD_REC_BIT(PTD_REC_COUNTERS))) {
+		d->xt = o->counters;
+		if (!d->xt && ptd_counters_new(0, &d->own_xt) < 0) {
+			ptd_calls_free(d->calls);
+			free(d);
+			return -ENOMEM;
+		}
+		if (!d->xt)
+			d->xt = d->own_xt;
+		d->want_first_exec = o->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC);
+		d->want_insn = true;
+	}
 	d->hold = a->more;
 	d->st.bytes = a->len;
 	d->part = a->part;
@@ -1530,9 +1563,15 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 				      ? (d->nomem ? -ENOMEM : d->cb_rc)
 				      : 0;
 	}
+	/* A table of its own: its counts end the decode. */
+	if (err == 0 && d->own_xt && !a->more &&
+	    (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))
+		err = ptd_counters_emit(d->own_xt, o->counters_top, a->pid,
+					a->tid, fn, ctx);
 	if (stats && (err >= 0 || d->cb_rc))
 		*stats = d->st;
 	close_decoder(d);
+	ptd_counters_free(d->own_xt);
 	ptd_calls_free(d->calls);
 	free(d);
 	return err;

@@ -84,6 +84,21 @@ struct ptd_decode_opts {
 	 * through @symbols once per instruction of the instruction cache
 	 * (both paths then use one); must outlive the decode.  NULL: none. */
 	struct ptd_symbols *symbols;
+	/* PTD_REC_FIRST_EXEC / PTD_REC_COUNTERS in @want: the executions are
+	 * counted (decode/counters.h) into @counters, which the caller
+	 * owns, may share between the decodes of one trace's threads and
+	 * takes the counts of whenever it likes (ptd_counters_emit); the
+	 * decode then gives no counters records itself.  NULL: into a table
+	 * of this decode's own, whose counters records (the @counters_top
+	 * most executed of each kind; 0: all) end the decode.  first_exec
+	 * records come right before their instruction's insn record (where
+	 * it would be when insn records are not wanted).  Identical on both
+	 * paths and with any number of jobs.  On the block path
+	 * args.icache resolves its instructions' slots in @counters and
+	 * keeps them past the decode: the table must outlive the cache, or
+	 * the cache's next decode (which lets go of it). */
+	struct ptd_counters *counters;
+	uint32_t counters_top;
 	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
 	 * the serial decode; more: the trace cut at its PSBs, the parts
 	 * decoded at once and stitched into the records the serial decode

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "decode/counters.h"
 #include "record/jsonw.h"
 #include "sym/symbols.h"
 
@@ -44,6 +45,7 @@ struct ptd_insncache {
 	pthread_mutex_t *lock;
 	struct ptd_symbols *syms;
 	pid_t sym_pid;
+	struct ptd_counters *counters;	/* ptd_insncache_set_counters */
 };
 
 #define CHUNK_SIZE (1u << 20)
@@ -296,6 +298,24 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 			ptd_iscache_module(ptd_image_iscache(src->img), isid),
 			c->sym_pid, ip, &e->symoff);
 	unlock(c);
+	/* Once per cached instruction too: the per-execution cost of a
+	 * count is an increment of this slot's. */
+	if (c->counters) {
+		struct ptd_rec_insn in;
+
+		memset(&in, 0, sizeof(in));
+		in.ip = ip;
+		in.isid = isid;
+		in.mode = mode;
+		in.iclass = e->iclass;
+		in.size = e->size;
+		memcpy(in.raw, e->raw, e->size);
+		in.module = e->module;
+		in.modoff = e->modoff;
+		in.sym = e->sym;
+		in.symoff = e->symoff;
+		e->cslot = ptd_counters_slot(c->counters, &in);
+	}
 	/* Bytes from a second region are not part of section @isid: such an
 	 * entry could go stale, so it is not kept. */
 	*ret_cacheable = !straddles;
@@ -401,6 +421,16 @@ void ptd_insncache_set_symbols(struct ptd_insncache *c,
 		clear(c);
 	c->syms = syms;
 	c->sym_pid = pid;
+}
+
+void ptd_insncache_set_counters(struct ptd_insncache *c,
+				struct ptd_counters *t)
+{
+	if (!c)
+		return;
+	if (c->counters != t && c->nent)
+		clear(c);
+	c->counters = t;
 }
 
 void ptd_insncache_set_lock(struct ptd_insncache *c, pthread_mutex_t *lock)

@@ -57,6 +57,9 @@ struct ptd_icache_entry {
 	const char *json;
 	uint32_t json_len;
 	uint32_t json_nosym_len;	/* of its part before "sym" */
+	/* Its slot in the counter table (ptd_insncache_set_counters),
+	 * resolved when it is decoded; 0: no table (or the table is full). */
+	uint32_t cslot;
 };
 
 struct ptd_insncache_stats {
@@ -100,6 +103,14 @@ ptd_insncache_get_read(struct ptd_insncache *c, int key, uint64_t ip,
 struct ptd_symbols;
 void ptd_insncache_set_symbols(struct ptd_insncache *c,
 			       struct ptd_symbols *syms, pid_t pid);
+
+/* Resolve every instruction the cache decodes to its slot in @t
+ * (ptd_icache_entry.cslot; decode/counters.h), once per cached
+ * instruction; @t must outlive the entries.  NULL: none.  Entries made
+ * with another table (or none) are forgotten. */
+struct ptd_counters;
+void ptd_insncache_set_counters(struct ptd_insncache *c,
+				struct ptd_counters *t);
 
 /* Hold @lock (NULL: none) while decoding an instruction the cache does not
  * have: reading its bytes and module from the image's section cache,

@@ -15,6 +15,7 @@
 #include "decode/parallel.h"
 
 #include "decode/calls.h"
+#include "decode/counters.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -336,6 +337,8 @@ static bool same_but_history(const struct ptd_record *x,
 		break;
 	case PTD_REC_ERROR:
 	case PTD_REC_CALL:	/* none: the parts give none (callwrap) */
+	case PTD_REC_FIRST_EXEC:
+	case PTD_REC_COUNTERS:
 	case PTD_REC_NTYPES:
 		break;
 	}
@@ -493,9 +496,14 @@ static int par_decode(const struct ptd_decode_opts *o,
  * in the serial order: a part's decoder would start one empty at its PSB.
  * So the parts give the records the stack reads, and the stitched records
  * go through one stack here, as decoder.c's own call_fn does for a
- * serial decode. */
+ * serial decode.  Counts and first executions (decode/counters.h) the
+ * same way: one table over the stitched records, in their serial order,
+ * so both are exactly the serial decode's (the parts' own instruction
+ * caches resolve no slots: each stitched record is looked up). */
 struct callwrap {
-	struct ptd_calls *calls;
+	struct ptd_calls *calls;	/* NULL: no call records */
+	struct ptd_counters *xt, *own_xt;	/* NULL: no counts */
+	bool first_exec;
 	ptd_record_fn fn;
 	void *ctx;
 	unsigned want;		/* what the caller asked for */
@@ -504,8 +512,12 @@ struct callwrap {
 static int callwrap_record(void *ctx, const struct ptd_record *r)
 {
 	struct callwrap *w = ctx;
-	int rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
+	int rc = 0;
 
+	if (w->calls)
+		rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
+	if (rc == 0 && w->xt)
+		rc = ptd_counters_feed(w->xt, r, w->first_exec, w->fn, w->ctx);
 	if (rc == 0 && (w->want & PTD_REC_BIT(r->type)))
 		rc = w->fn(w->ctx, r);
 	return rc;
@@ -516,23 +528,43 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 			ptd_record_fn fn, void *ctx,
 			struct ptd_decode_stats *stats)
 {
+	const unsigned xkinds = PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				PTD_REC_BIT(PTD_REC_COUNTERS);
 	struct ptd_decode_opts po;
 	struct callwrap w;
 	int r;
 
-	if (!o || !(o->want & PTD_REC_BIT(PTD_REC_CALL)))
+	if (!o || !(o->want & (PTD_REC_BIT(PTD_REC_CALL) | xkinds)))
 		return par_decode(o, a, fn, ctx, stats);
 	memset(&w, 0, sizeof(w));
-	if (ptd_calls_new(&w.calls) < 0)
-		return -ENOMEM;
+	po = *o;
+	po.want = (o->want & ~(PTD_REC_BIT(PTD_REC_CALL) | xkinds)) |
+		  PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_ERROR);
+	po.counters = NULL;
+	if (o->want & PTD_REC_BIT(PTD_REC_CALL)) {
+		if (ptd_calls_new(&w.calls) < 0)
+			return -ENOMEM;
+		po.want |= PTD_REC_BIT(PTD_REC_EVENT);
+	}
+	if (o->want & xkinds) {
+		w.xt = o->counters;
+		if (!w.xt && ptd_counters_new(0, &w.own_xt) < 0) {
+			ptd_calls_free(w.calls);
+			return -ENOMEM;
+		}
+		if (!w.xt)
+			w.xt = w.own_xt;
+		w.first_exec = o->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC);
+	}
 	w.fn = fn;
 	w.ctx = ctx;
 	w.want = o->want;
-	po = *o;
-	po.want = (o->want & ~PTD_REC_BIT(PTD_REC_CALL)) |
-		  PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
-		  PTD_REC_BIT(PTD_REC_ERROR);
 	r = par_decode(&po, a, callwrap_record, &w, stats);
+	/* a table of its own: its counts end the decode (decoder.h) */
+	if (r == 0 && w.own_xt && (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))
+		r = ptd_counters_emit(w.own_xt, o->counters_top, a->pid,
+				      a->tid, fn, ctx);
+	ptd_counters_free(w.own_xt);
 	ptd_calls_free(w.calls);
 	return r;
 }

@@ -24,6 +24,7 @@
 
 #include "common/diag.h"
 #include "decode/calls.h"
+#include "decode/counters.h"
 #include "record/diff.h"
 
 /* A PSB packet: 02 82 repeated 8 times. */
@@ -73,6 +74,10 @@ struct ptd_stream {
 	 * insn and event records instead), and the kinds the caller wants. */
 	struct ptd_calls *calls;
 	unsigned want;
+	/* first_exec / counters asked for: the table counting the records
+	 * delivered, across rounds (the caller's, or @own_xt); the decodes
+	 * are asked for insn records instead. */
+	struct ptd_counters *xt, *own_xt;
 };
 
 /* --- Segments. --- */
@@ -676,6 +681,20 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN) |
 				    PTD_REC_BIT(PTD_REC_EVENT);
 	}
+	if (s->want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+		       PTD_REC_BIT(PTD_REC_COUNTERS))) {
+		s->xt = o->decode.counters;
+		if (!s->xt && ptd_counters_new(0, &s->own_xt) < 0) {
+			ptd_stream_free(s);
+			return -ENOMEM;
+		}
+		if (!s->xt)
+			s->xt = s->own_xt;
+		s->o.decode.counters = NULL;
+		s->o.decode.want &= ~(PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				      PTD_REC_BIT(PTD_REC_COUNTERS));
+		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN);
+	}
 	if (!s->o.max_buffered)
 		s->o.max_buffered = PTD_STREAM_DEFAULT_MAX_BUFFERED;
 	ptd_timeline_init(&s->tl);
@@ -714,7 +733,13 @@ void ptd_stream_free(struct ptd_stream *s)
 	free(s->perr);
 	free(s->dir);
 	ptd_calls_free(s->calls);
+	ptd_counters_free(s->own_xt);
 	free(s);
+}
+
+struct ptd_counters *ptd_stream_counters(const struct ptd_stream *s)
+{
+	return s ? s->xt : NULL;
 }
 
 static int seg_reserve(struct seg *g, size_t more)
@@ -798,7 +823,8 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes)
 	return 0;
 }
 
-/* The caller's callback behind the stack (struct ptd_stream.calls). */
+/* The caller's callback behind the stack (struct ptd_stream.calls) and
+ * the counts (.xt). */
 struct calls_fn {
 	struct ptd_stream *s;
 	ptd_record_fn fn;
@@ -808,8 +834,15 @@ struct calls_fn {
 static int calls_fn(void *ctx, const struct ptd_record *rec)
 {
 	struct calls_fn *cf = ctx;
-	int rc = ptd_calls_feed(cf->s->calls, rec, cf->fn, cf->ctx);
+	int rc = 0;
 
+	if (cf->s->calls)
+		rc = ptd_calls_feed(cf->s->calls, rec, cf->fn, cf->ctx);
+	if (rc == 0 && cf->s->xt)
+		rc = ptd_counters_feed(
+			cf->s->xt, rec,
+			cf->s->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC), cf->fn,
+			cf->ctx);
 	if (rc || !(cf->s->want & PTD_REC_BIT(rec->type)))
 		return rc;
 	return cf->fn(cf->ctx, rec);
@@ -826,7 +859,7 @@ int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		return -EINVAL;
 	if (s->finished)
 		return 0;
-	if (s->calls) {
+	if (s->calls || s->xt) {
 		cf.s = s;
 		cf.fn = fn;
 		cf.ctx = ctx;
@@ -853,6 +886,13 @@ int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 	if (n < 0)
 		return (int)n;
 	total += n;
+	/* a table of its own: its counts end the stream (decoder.h) */
+	if (final && s->own_xt && (s->want & PTD_REC_BIT(PTD_REC_COUNTERS))) {
+		r = ptd_counters_emit(s->own_xt, s->o.decode.counters_top,
+				      s->o.pid, s->o.tid, cf.fn, cf.ctx);
+		if (r)
+			return r;
+	}
 	if (final)
 		s->finished = true;
 	trim_timeline(s);

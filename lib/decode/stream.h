@@ -133,12 +133,23 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes);
  * With PTD_REC_CALL in the options' want, the thread's call stack
  * (decode/calls.h) is kept across rounds from the records delivered: its
  * decodes make insn and event records, which reach @fn only if wanted.
+ * With PTD_REC_FIRST_EXEC / PTD_REC_COUNTERS, the records delivered are
+ * counted across rounds (decode/counters.h) into the options'
+ * decode.counters, or a table of the stream's own whose counters records
+ * (decode.counters_top of each kind) follow the final round's records;
+ * each delivered instruction is looked up in the table (the stream's
+ * decodes resolve no slots).
  * Returns the number of records delivered (capped at INT_MAX; with call
  * records, the decoded records counted, wanted or not), the stopping
  * value of @fn, or -EINVAL (NULL @s or @fn), -ENOMEM, or another negative
  * error from the decoder. */
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		      void *ctx);
+
+/* The table the stream counts into (first_exec or counters asked for),
+ * to take the counts at any time (ptd_counters_emit); NULL: none. */
+struct ptd_counters;
+struct ptd_counters *ptd_stream_counters(const struct ptd_stream *s);
 
 /* The clock for the times on records (decoder.h has_clock/has_wallref):
  * @clock replaces the options' clock (NULL: none, records carry the TSC

@@ -44,6 +44,7 @@ const char *ptd_record_diff(const struct ptd_record *a,
 	}
 	switch (a->type) {
 	case PTD_REC_INSN:
+	case PTD_REC_FIRST_EXEC:
 		RC_FIELD(u.insn.ip);
 		RC_FIELD(u.insn.modoff);
 		if (!str_eq(a->u.insn.module, b->u.insn.module))
@@ -130,6 +131,27 @@ const char *ptd_record_diff(const struct ptd_record *a,
 			RC_FIELD(u.call.symoff);
 		if (!str_eq(a->u.call.reason, b->u.call.reason))
 			return "u.call.reason";
+		return NULL;
+	case PTD_REC_COUNTERS:
+		RC_FIELD(u.counters.of);
+		RC_FIELD(u.counters.rank);
+		RC_FIELD(u.counters.count);
+		RC_FIELD(u.counters.ninsn);
+		RC_FIELD(u.counters.uncounted);
+		RC_FIELD(u.counters.end_ip);
+		RC_FIELD(u.counters.insn.ip);
+		RC_FIELD(u.counters.insn.isid);
+		RC_FIELD(u.counters.insn.mode);
+		RC_FIELD(u.counters.insn.size);
+		if (a->u.counters.insn.size > pt_max_insn_size ||
+		    memcmp(a->u.counters.insn.raw, b->u.counters.insn.raw,
+			   a->u.counters.insn.size))
+			return "u.counters.insn.raw";
+		if (!str_eq(a->u.counters.insn.module,
+			    b->u.counters.insn.module))
+			return "u.counters.insn.module";
+		if (!str_eq(a->u.counters.insn.sym, b->u.counters.insn.sym))
+			return "u.counters.insn.sym";
 		return NULL;
 	case PTD_REC_ERROR:
 		RC_FIELD(u.error.code);

@@ -898,6 +898,117 @@ static char *put_call(char *p, const struct ptd_record *r,
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
+/* A first_exec record: the instruction's fields as its insn record has
+ * them (the pre-rendered body copied where it can be), without flags,
+ * written whole whatever the fields but for "sym": only where the fields
+ * have it, as on call records. */
+static char *put_first_exec(char *p, const struct ptd_record *r,
+			    struct ptd_jsonr *w)
+{
+	uint32_t fl = INSN_BODY_FIELDS & ~PTD_FIELD_BIT(PTD_FIELD_SYM);
+
+	fl |= fields_of(w) & PTD_FIELD_BIT(PTD_FIELD_SYM);
+	p = put_head(p, "{\"type\":\"first_exec\"", 20, r, PTD_FIELDS_ALL);
+	p = put_insn_body_or_copy(p, &r->u.insn, fl, w);
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
+}
+
+/* The counters fields before a counted item's own: 17 + 22 + 28 + 20 +
+ * 30 bytes at most, taken from its module's budget. */
+#define COUNTERS_PREFIX_MAX 128u
+
+static char *put_counters_of(char *p, enum ptd_counters_of of)
+{
+	switch (of) {
+	case PTD_COUNTERS_TOTAL:
+		PUT_LIT(p, ",\"of\":\"total\"");
+		break;
+	case PTD_COUNTERS_INSN:
+		PUT_LIT(p, ",\"of\":\"insn\"");
+		break;
+	case PTD_COUNTERS_BLOCK:
+		PUT_LIT(p, ",\"of\":\"block\"");
+		break;
+	case PTD_COUNTERS_FUNC:
+		PUT_LIT(p, ",\"of\":\"function\"");
+		break;
+	}
+	return p;
+}
+
+/* A counters record, whole (fields do not apply), "sym" and "function"
+ * names only where the fields have sym; pid and tid only when set (0:
+ * counts of more than one). */
+static char *put_counters(char *p, const struct ptd_record *r,
+			  struct ptd_jsonr *w)
+{
+	const struct ptd_rec_counters *c = &r->u.counters;
+	const struct ptd_rec_insn *in = &c->insn;
+	bool sym = HAS(fields_of(w), SYM);
+	uint32_t fl = PTD_FIELD_BIT(PTD_FIELD_TYPE);
+
+	if (r->pid)
+		fl |= PTD_FIELD_BIT(PTD_FIELD_PID);
+	if (r->tid)
+		fl |= PTD_FIELD_BIT(PTD_FIELD_TID);
+	p = put_head(p, "{\"type\":\"counters\"", 18, r, fl);
+	p = put_counters_of(p, c->of);
+	if (c->of != PTD_COUNTERS_TOTAL) {
+		PUT_LIT(p, ",\"rank\":");
+		p = put_u64(p, c->rank);
+	}
+	PUT_LIT(p, ",\"count\":");
+	p = put_hex64(p, c->count);
+	if (c->of != PTD_COUNTERS_INSN) {
+		PUT_LIT(p, ",\"ninsn\":");
+		p = put_u64(p, c->ninsn);
+	}
+	switch (c->of) {
+	case PTD_COUNTERS_TOTAL:
+		PUT_LIT(p, ",\"uncounted\":");
+		p = put_hex64(p, c->uncounted);
+		break;
+	case PTD_COUNTERS_INSN:
+	case PTD_COUNTERS_BLOCK:
+		PUT_LIT(p, ",\"ip\":");
+		p = put_hex64(p, in->ip);
+		if (c->of == PTD_COUNTERS_BLOCK) {
+			PUT_LIT(p, ",\"end_ip\":");
+			p = put_hex64(p, c->end_ip);
+		} else {
+			p = put_raw_field(p, in->size, in->raw,
+					  PTD_FIELDS_ALL);
+			PUT_LIT(p, ",\"iclass\":");
+			p = put_name(p, ptd_iclass_name(in->iclass));
+		}
+		PUT_LIT(p, ",\"mode\":");
+		p = put_name(p, ptd_mode_name(in->mode));
+		PUT_LIT(p, ",\"isid\":");
+		p = put_i64(p, in->isid);
+		PUT_LIT(p, ",\"module\":");
+		p = put_str_cut(p, MODULE_BUDGET - COUNTERS_PREFIX_MAX,
+				in->module ? in->module : "",
+				in->module ? strlen(in->module) : 0);
+		PUT_LIT(p, ",\"offset\":");
+		p = put_hex64(p, in->modoff);
+		if (sym)
+			p = put_sym(p, in->sym, in->symoff);
+		break;
+	case PTD_COUNTERS_FUNC:
+		PUT_LIT(p, ",\"module\":");
+		p = put_str_cut(p, MODULE_BUDGET - COUNTERS_PREFIX_MAX,
+				in->module ? in->module : "",
+				in->module ? strlen(in->module) : 0);
+		if (sym && in->sym) {
+			PUT_LIT(p, ",\"function\":");
+			p = put_str_cut(p, SYM_BUDGET, in->sym,
+					strlen(in->sym));
+		}
+		break;
+	}
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
+}
+
 /* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes: the
  * fields of @w and through its caches, or every field without caches
  * (@w NULL). */
@@ -921,6 +1032,12 @@ static size_t write_record(char *buf, const struct ptd_record *r,
 		break;
 	case PTD_REC_CALL:
 		p = put_call(p, r, w);
+		break;
+	case PTD_REC_FIRST_EXEC:
+		p = put_first_exec(p, r, w);
+		break;
+	case PTD_REC_COUNTERS:
+		p = put_counters(p, r, w);
 		break;
 	case PTD_REC_NTYPES:
 		return 0;

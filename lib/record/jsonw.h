@@ -33,6 +33,11 @@
  *  {"type":"error","pid":1,"tid":1,"offset":"0x..","ip":"0x..",
  *   "error":"nomap","message":"no memory mapped at this address",
  *   "context":"decode"}
+ *  {"type":"first_exec","pid":1,"tid":1,"ip":..,"size":..,"raw":..,
+ *   "iclass":..,"mode":..,"isid":..,"module":..,"offset":..,"sym":..}
+ *     (an insn line's body without flags; "sym" as on call lines)
+ *  {"type":"counters","pid":1,"of":"insn","rank":1,"count":"0x..",...}
+ *     ("of": total, insn, block, function; doc/protocol.md)
  * A renderer with fields (struct ptd_jsonr, record.h enum ptd_field)
  * leaves the others out of insn and block lines: {"type":"insn","tid":1,
  * "ip":"0x401000"}.

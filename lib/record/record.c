@@ -20,6 +20,10 @@ const char *ptd_rec_type_name(enum ptd_rec_type t)
 		return "error";
 	case PTD_REC_CALL:
 		return "call";
+	case PTD_REC_FIRST_EXEC:
+		return "first_exec";
+	case PTD_REC_COUNTERS:
+		return "counters";
 	case PTD_REC_NTYPES:
 		break;
 	}

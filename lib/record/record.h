@@ -36,13 +36,20 @@ enum ptd_rec_type {
 	/* call, return and stack_reset lines (decode/calls.h): asked for
 	 * as "call" */
 	PTD_REC_CALL,
+	/* the first execution of an instruction in a decode, per mode and
+	 * per code at its address (decode/counters.h) */
+	PTD_REC_FIRST_EXEC,
+	/* exact execution counts: the top instructions, blocks and
+	 * functions (decode/counters.h) */
+	PTD_REC_COUNTERS,
 	PTD_REC_NTYPES,
 };
 
 #define PTD_REC_BIT(t) (1u << (t))
 #define PTD_REC_ALL ((1u << PTD_REC_NTYPES) - 1)
 
-/* "insn", "block", "event", "error", "call"; NULL for an unknown value. */
+/* "insn", "block", "event", "error", "call", "first_exec", "counters";
+ * NULL for an unknown value. */
 const char *ptd_rec_type_name(enum ptd_rec_type t);
 /* Inverse; returns -1 if @name is not a record type. */
 int ptd_rec_type_parse(const char *name);
@@ -90,6 +97,10 @@ struct ptd_rec_insn {
 	 * instruction without a symbol: sym comes last), so that a renderer
 	 * without sym copies that much; 0: unknown, it renders the fields. */
 	uint32_t json_body_nosym_len;
+	/* The instruction's slot in the decode's counter table
+	 * (decode/counters.h), resolved once per cached instruction by the
+	 * instruction cache; 0: not known here, the table looks it up. */
+	uint32_t cslot;
 };
 
 struct ptd_rec_block {
@@ -160,6 +171,31 @@ struct ptd_rec_call {
 	const char *reason;	/* reset: "overflow" or the error's context */
 };
 
+/* What a counters record counts (decode/counters.h). */
+enum ptd_counters_of {
+	PTD_COUNTERS_TOTAL,	/* the whole table: count = executions,
+				 * ninsn = distinct instructions */
+	PTD_COUNTERS_INSN,	/* one instruction: ip, size, raw ... */
+	PTD_COUNTERS_BLOCK,	/* a straight run of instructions executed
+				 * as many times: ip .. end_ip, ninsn */
+	PTD_COUNTERS_FUNC,	/* a function (sym, module; without a symbol:
+				 * a module): count = its instructions'
+				 * executions, ninsn = distinct ones */
+};
+
+struct ptd_rec_counters {
+	enum ptd_counters_of of;
+	uint32_t rank;		/* 1: the most executed */
+	uint64_t count;
+	uint32_t ninsn;
+	uint64_t uncounted;	/* total: executions the full table could
+				 * not count */
+	/* The instruction (insn), the first one (block): ip, isid, mode,
+	 * size, raw, iclass, module, modoff, sym; block: end_ip too. */
+	struct ptd_rec_insn insn;
+	uint64_t end_ip;
+};
+
 struct ptd_record {
 	enum ptd_rec_type type;
 	pid_t pid;
@@ -175,11 +211,14 @@ struct ptd_record {
 	uint64_t time;
 	uint64_t wall;
 	union {
+		/* insn, and first_exec: the instruction as its insn record
+		 * has it (flags 0) */
 		struct ptd_rec_insn insn;
 		struct ptd_rec_block block;
 		struct ptd_rec_event event;
 		struct ptd_rec_error error;
 		struct ptd_rec_call call;
+		struct ptd_rec_counters counters;
 	} u;
 };
 

@@ -88,7 +88,11 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 {
 	memset(so, 0, sizeof(*so));
 	so->decode.path = PTD_PATH_BLOCK;
-	so->decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	/* block records are offline only; so, for now, are counts and
+	 * first executions (ptctl decode --records first_exec,counters) */
+	so->decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
+					  PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+					  PTD_REC_BIT(PTD_REC_COUNTERS));
 	so->decode.json_bodies = true;
 	if (s->ops->decode_opts)
 		s->ops->decode_opts(s, &so->decode);

@@ -518,6 +518,8 @@ int ptd_stacks_feed(void *ctx, const struct ptd_record *r)
 							 : "error");
 	case PTD_REC_BLOCK:
 	case PTD_REC_EVENT:
+	case PTD_REC_FIRST_EXEC:
+	case PTD_REC_COUNTERS:
 	case PTD_REC_NTYPES:
 		break;
 	}

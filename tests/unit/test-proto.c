@@ -256,6 +256,11 @@ static void test_subscribe(void)
 	bad(SUB("\"kinds\":[]"), -PTD_EFORMAT, "at least one kind");
 	bad(SUB("\"kinds\":[\"insn\",\"calls\"]"), -PTD_EFORMAT, "kinds[1]");
 	bad(SUB("\"kinds\":[1]"), -PTD_EFORMAT, "kinds[0]");
+	/* offline only so far: a live session makes none */
+	bad(SUB("\"kinds\":[\"insn\",\"first_exec\"]"), -PTD_EFORMAT,
+	    "kinds[1]: first_exec and counters records come from ptctl "
+	    "decode only");
+	bad(SUB("\"kinds\":[\"counters\"]"), -PTD_EFORMAT, "kinds[0]");
 	bad(SUB("\"filter\":3"), -PTD_EFORMAT, "subscribe: filter: expected an object");
 	bad(SUB("\"filter\":{\"cpu\":1}"), -PTD_EFORMAT,
 	    "subscribe: filter: unknown field \"cpu\"");

@@ -21,6 +21,7 @@
 #include "reccmp.h"
 #include "aspace/iscache.h"
 #include "common/fileio.h"
+#include "decode/counters.h"
 #include "decode/decoder.h"
 #include "decode/stream.h"
 #include "perf/addrfilter.h"
@@ -521,6 +522,82 @@ static void test_dlopen(void)
 	check_prog("dlopen", lib, true, false);
 }
 
+/*
+ * first_exec and counters across a stream's rounds (decode/stream.h):
+ * the same first_exec records in the same places, and the same counts,
+ * as one decode of the whole stream, on both paths; prog-jit rewrites
+ * its code in place (new code at an address: a new first_exec).
+ */
+static void test_first_exec(void)
+{
+	char *argv[] = { prog("jit"), NULL };
+	struct ptd_capture c;
+
+	if (access(argv[0], X_OK) != 0) {
+		CHECK_FAIL_("%s is missing (build the test programs)",
+			    argv[0]);
+		return;
+	}
+	if (!trace("jit-fe", argv, 256, false, false, &c))
+		return;
+	for (size_t t = 0; t < c.nthreads; t++) {
+		struct ptd_diag diag = { "" };
+		uint8_t *pt = NULL;
+		size_t len = 0;
+
+		if (ptd_capture_read_pt(&c, t, &pt, &len, &diag) < 0) {
+			CHECK_FAIL_("jit: %s", diag.msg);
+			continue;
+		}
+		for (int block = 0; block < 2; block++) {
+			struct ptd_decode_opts o = path_opts(&c, block);
+			struct reclist want = { 0 }, got = { 0 };
+			struct reclist cw = { 0 }, cg = { 0 };
+			struct feed f = { .max_chunk = 64,
+					  .check_anchor = true };
+			struct ptd_counters *a = NULL, *b = NULL;
+			struct ptd_stream_stats st;
+			size_t nfe = 0;
+
+			REQUIRE(ptd_counters_new(0, &a) == 0 &&
+				ptd_counters_new(0, &b) == 0);
+			o.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				  PTD_REC_BIT(PTD_REC_COUNTERS);
+			o.counters = a;
+			rnd_state = 0x51ed27 + (uint64_t)block;
+			if (decode_whole(&c, t, &o, pt, 0, len, 0, &want) == 0) {
+				o.counters = b;
+				if (feed_stream(&c, t, &o, pt, len, &f, &got,
+						&st) == 0)
+					(void)same_path(block ? "first_exec, "
+								"block path"
+							      : "first_exec, "
+								"insn path",
+							&want, &got, block);
+			}
+			for (size_t i = 0; i < want.n; i++)
+				nfe += want.r[i].type == PTD_REC_FIRST_EXEC;
+			CHECK(nfe > 0);
+			CHECK_EQ_INT(ptd_counters_emit(a, 0, 1, 2, reclist_add,
+						       &cw),
+				     0);
+			CHECK_EQ_INT(ptd_counters_emit(b, 0, 1, 2, reclist_add,
+						       &cg),
+				     0);
+			CHECK(cw.n > 1);
+			(void)same("counters of the stream", &cw, &cg);
+			reclist_free(&want);
+			reclist_free(&got);
+			reclist_free(&cw);
+			reclist_free(&cg);
+			ptd_counters_free(a);
+			ptd_counters_free(b);
+		}
+		free(pt);
+	}
+	ptd_capture_fini(&c);
+}
+
 /* File offset and size of the executable segment of ELF file @path. */
 static bool text_segment(const char *path, uint64_t *ret_off,
 			 uint64_t *ret_size)
@@ -1011,6 +1088,7 @@ int main(void)
 	RUN(test_dlopen);
 	RUN(test_exec);
 	RUN(test_jit);
+	RUN(test_first_exec);
 	if (have_small) {
 		free(small_pt);
 		ptd_capture_fini(&small);
