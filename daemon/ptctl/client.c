@@ -249,6 +249,27 @@ int parse_session_arg(const char *s, uint64_t *ret)
 	return 0;
 }
 
+/* The exit status a bye line gives (and its message printed): 0 for a
+ * session's normal ends, and a rule stream's (the rule was unwatched, or
+ * its owner left). */
+static int bye_status(const char *line, size_t n)
+{
+	cJSON *o = cJSON_ParseWithLength(line, n);
+	const char *why = str_of(o, "reason");
+	int ret = !strcmp(why, "exited") || !strcmp(why, "detached") ||
+			  !strcmp(why, "limit") || !strcmp(why, "unwatched") ||
+			  !strcmp(why, "owner_closed")
+		      ? 0
+		      : EXIT_STREAM;
+
+	if (ret)
+		errx_msg("the stream ended: %s%s%s", why,
+			 *str_of(o, "message") ? ": " : "",
+			 str_of(o, "message"));
+	cJSON_Delete(o);
+	return ret;
+}
+
 /* Follow a stream: copy JSON lines to stdout until bye. */
 static int follow_stream(FILE *f)
 {
@@ -271,23 +292,7 @@ static int follow_stream(FILE *f)
 			return EXIT_STREAM;
 		}
 		if (!strncmp(line, "{\"type\":\"bye\"", 13)) {
-			cJSON *o = cJSON_Parse(line);
-			const char *why = str_of(o, "reason");
-
-			/* a session's ends, and a rule stream's (the
-			 * rule was unwatched, or its owner left) */
-			ret = !strcmp(why, "exited") ||
-					      !strcmp(why, "detached") ||
-					      !strcmp(why, "limit") ||
-					      !strcmp(why, "unwatched") ||
-					      !strcmp(why, "owner_closed")
-				      ? 0
-				      : EXIT_STREAM;
-			if (ret)
-				errx_msg("the stream ended: %s%s%s", why,
-					 *str_of(o, "message") ? ": " : "",
-					 str_of(o, "message"));
-			cJSON_Delete(o);
+			ret = bye_status(line, (size_t)n);
 			break;
 		}
 	}
@@ -300,25 +305,6 @@ static int follow_stream(FILE *f)
 
 /* --output FILE of a binary stream (stream_option); NULL: stdout. */
 static const char *stream_output;
-
-/* The exit status a bye line gives (and its message printed): 0 for a
- * session's normal ends. */
-static int bye_status(const char *line, size_t n)
-{
-	cJSON *o = cJSON_ParseWithLength(line, n);
-	const char *why = str_of(o, "reason");
-	int ret = !strcmp(why, "exited") || !strcmp(why, "detached") ||
-			  !strcmp(why, "limit")
-		      ? 0
-		      : EXIT_STREAM;
-
-	if (ret)
-		errx_msg("the stream ended: %s%s%s", why,
-			 *str_of(o, "message") ? ": " : "",
-			 str_of(o, "message"));
-	cJSON_Delete(o);
-	return ret;
-}
 
 /* Follow a binary stream: every frame checked (record/binframe.h), then
  * written as it came to --output (or stdout), until the end frame; its
@@ -392,41 +378,41 @@ out:
 	return ret;
 }
 
+/* Send a filled subscribe request and follow its stream. */
+static int subscribe_follow(FILE *f, struct ptd_request *req)
+{
+	struct ptd_response resp;
+	int r = client_call(f, req, false, &resp);
+
+	if (r)
+		return r;
+	ptd_response_fini(&resp);
+	return req->filter.binary ? follow_binary(f) : follow_stream(f);
+}
+
 int subscribe_and_follow(FILE *f, uint64_t session,
 			 const struct ptd_filter_spec *spec)
 {
-	struct ptd_response resp;
 	struct ptd_request req;
-	int r;
 
 	client_request(&req, PTD_CMD_SUBSCRIBE);
 	req.has_session = true;
 	req.session = session;
 	req.filter = *spec;
-	r = client_call(f, &req, false, &resp);
-	if (r)
-		return r;
-	ptd_response_fini(&resp);
-	return spec->binary ? follow_binary(f) : follow_stream(f);
+	return subscribe_follow(f, &req);
 }
 
 int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 			      const struct ptd_filter_spec *spec)
 {
-	struct ptd_response resp;
 	struct ptd_request req;
-	int r;
 
 	client_request(&req, PTD_CMD_SUBSCRIBE);
 	req.has_rule = true;
 	req.rule = rule;
 	req.rule_running = running;
 	req.filter = *spec;
-	r = client_call(f, &req, false, &resp);
-	if (r)
-		return r;
-	ptd_response_fini(&resp);
-	return follow_stream(f);
+	return subscribe_follow(f, &req);
 }
 
 int stream_args_check(const struct ptd_filter_spec *spec, bool rule)

@@ -121,7 +121,10 @@ static void compare(struct collect *c, const char *dir)
 		return;
 	}
 	o.path = PTD_PATH_BLOCK;
-	o.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	/* what a live session decodes (ptd_source_stream_opts) */
+	o.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
+				 PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				 PTD_REC_BIT(PTD_REC_COUNTERS));
 	o.json_bodies = true;
 	o.cpu.vendor = pcv_unknown;
 	/* the capture keeps the clock the live buffers published and the

@@ -575,7 +575,8 @@ static void test_render_once(void)
 	drain(c, bc, sizeof(bc));
 	drain(d, bd, sizeof(bd));
 	CHECK_CONTAINS(ba, "\"kinds\":[\"insn\",\"block\",\"event\","
-			   "\"error\",\"call\"],\"fields\":[\"type\",\"tid\",\"ip\"]}\n");
+			   "\"error\",\"call\",\"first_exec\",\"counters\"],"
+			   "\"fields\":[\"type\",\"tid\",\"ip\"]}\n");
 	CHECK(strstr(bc, "\"fields\"") == NULL);	/* every field */
 	CHECK(strlen(ba) > N * 30);
 	CHECK_EQ_STR(after_hello(ba), after_hello(bb));

@@ -716,7 +716,7 @@ static int collect_noisid(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_record r = *rec;
 
-	if (r.type == PTD_REC_INSN) {
+	if (r.type == PTD_REC_INSN || r.type == PTD_REC_FIRST_EXEC) {
 		r.u.insn.isid = 0;
 		r.u.insn.module = intern(r.u.insn.module);
 		r.u.insn.json_body = NULL;
@@ -867,7 +867,11 @@ static void test_export_roundtrip(void)
 
 	memset(&o, 0, sizeof(o));
 	o.decode.path = PTD_PATH_INSN;
-	o.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	/* (not counters: their names live in the decode's table, gone when
+	 * the decode ends, after these lists are made; test-firstexec
+	 * compares them through this export as lines) */
+	o.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK) &
+			~PTD_REC_BIT(PTD_REC_COUNTERS);
 	struct ptd_input_sink sd = { NULL, collect_noisid, NULL, &direct };
 	struct ptd_input_sink sb = { on_info, collect_noisid, NULL, &bundle };
 
