@@ -417,7 +417,11 @@ static int finish(struct ptd_traces *t, struct thr *th, const char *end,
 	tr->tid = th->tid;
 	tr->live = true;
 	tr->nblocks = th->nrec;
-	tr->b = th->rec;
+	/* the recording's room for PTD_TRACES_MAX_BBS blocks, cut to the
+	 * trace's (kept as it is if it cannot be) */
+	tr->b = reallocarray(th->rec, th->nrec, sizeof(*tr->b));
+	if (!tr->b)
+		tr->b = th->rec;
 	tr->module = (char *)th->rec_head.module;
 	tr->sym = (char *)th->rec_head.sym;
 	tr->modoff = th->rec_head.modoff;
