@@ -400,6 +400,17 @@ static void test_jitloop(void)
 	run_free(&r);
 	run_threshold(dir, NULL, 50);
 	run_threshold(dir, "10", 10);
+	/* with symbols, the head's: the program's loop is in main */
+	{
+		static const char *const syms[] = { "--symbols", NULL };
+		char *out = decode(dir, syms, NULL);
+		const char *t = out ? strstr(out, "{\"type\":\"trace\"") : NULL;
+
+		/* the first trace line is the program loop's */
+		CHECK(t && strstr(t, "\"sym\":\"main+0x") &&
+		      strstr(t, "\"sym\":\"main+0x") < strchr(t, '\n'));
+		free(out);
+	}
 }
 
 /* A threshold out of range is refused, naming the option. */
