@@ -37,6 +37,10 @@
  *                                  kind at the end), alone and beside insn
  *                                  records: each against plain insn
  *                                  records
+ *   ptd trace records              DynamoRIO's hot traces (decode/traces.h,
+ *                                  default threshold), alone and beside
+ *                                  insn records: each against plain insn
+ *                                  records
  *   parallel decoder, 1 / 2 threads the block path's insn records counted,
  *                                  serially and with opts.jobs 2
  *                                  (decode/parallel.h: the block path is
@@ -342,7 +346,8 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_D1, PTD_D1_IPTID, PTD_D4, PTD_D4_IPTID, PTD_INSN_SYMS,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
 	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
-	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, NWHICH };
+	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, PTD_TRACES, PTD_INSN_TRACES,
+	     NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -365,18 +370,21 @@ static const char *const names[NWHICH] = {
 	"via ptd replay, 1 sub, ip,tid binary",
 	"ptd first_exec + counters, JSON",
 	"ptd insn + first_exec + counters, JSON",
+	"ptd trace records, JSON",
+	"ptd insn + trace records, JSON",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK, BARE_INSN, BARE_BLK,
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
-	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN,
+	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
+	PTD_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "", "", "", "", "",
+	"", "", "1 thread", "", "", "", "", "", "", "", "",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
@@ -808,6 +816,19 @@ static double measure(const struct ptd_capture *c, enum which w,
 					  PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
 						  PTD_REC_BIT(PTD_REC_COUNTERS) |
 						  (w == PTD_INSN_FIRSTEXEC
+							   ? PTD_REC_BIT(
+								     PTD_REC_INSN)
+							   : 0),
+					  PTD_PATH_BLOCK, 0, icache, NULL, &b);
+			bytes += b;
+			break;
+		case PTD_TRACES:
+		case PTD_INSN_TRACES:
+			insns += ptd_json(c, &rs,
+					  PTD_REC_BIT(PTD_REC_TRACE) |
+						  PTD_REC_BIT(
+							  PTD_REC_TRACE_WITHDRAWN) |
+						  (w == PTD_INSN_TRACES
 							   ? PTD_REC_BIT(
 								     PTD_REC_INSN)
 							   : 0),

@@ -163,6 +163,8 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 	case PTD_REC_ERROR:
 	case PTD_REC_CALL:	/* a stack is the thread's, not a range's */
 	case PTD_REC_COUNTERS:
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
 		break;
 	}

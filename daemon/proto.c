@@ -420,11 +420,12 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 					    "\"block\", \"event\", \"error\", "
 					    "\"call\"");
 		/* offline only so far (ptctl decode --records) */
-		if (t == PTD_REC_FIRST_EXEC || t == PTD_REC_COUNTERS)
+		if (t == PTD_REC_FIRST_EXEC || t == PTD_REC_COUNTERS ||
+		    t == PTD_REC_TRACE || t == PTD_REC_TRACE_WITHDRAWN)
 			return ptd_json_bad(
 				r, ptd_json_path_index(path, "", "kinds", i),
-				"first_exec and counters records come from "
-				"ptctl decode only, not from ptd yet");
+				"first_exec, counters and trace records come "
+				"from ptctl decode only, not from ptd yet");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}

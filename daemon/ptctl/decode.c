@@ -25,6 +25,7 @@
 #include "record/jsonw.h"
 #include "swpt/capture.h"
 #include "decode/counters.h"
+#include "decode/traces.h"
 #include "sym/symbols.h"
 #include "ptctl.h"
 
@@ -59,11 +60,15 @@ int parse_records(const char *s, unsigned *ret)
 		if (t < 0) {
 			errx_msg("--records: unknown record kind '%s' (kinds: "
 				 "insn, block, event, error, call, "
-				 "first_exec, counters)",
+				 "first_exec, counters, trace)",
 				 tok);
 			return -EINVAL;
 		}
 		want |= PTD_REC_BIT(t);
+		/* a trace and its withdrawal are asked for together */
+		if (t == PTD_REC_TRACE || t == PTD_REC_TRACE_WITHDRAWN)
+			want |= PTD_REC_BIT(PTD_REC_TRACE) |
+				PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN);
 	}
 	if (!want) {
 		errx_msg("--records: no record kind given");
@@ -471,9 +476,12 @@ int decode_input(const char *path, const struct decode_args *d)
 	decode_input_opts(d, &o);
 	/* counts and first executions over the whole trace, every thread:
 	 * the first execution is the first in the output */
-	if ((d->opts.want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-			     PTD_REC_BIT(PTD_REC_COUNTERS))) &&
-	    ptd_counters_new(0, &io.out.counters) < 0) {
+	if ((d->opts.want & PTD_COUNTERS_KINDS) &&
+	    (ptd_counters_new(0, &io.out.counters) < 0 ||
+	     ((d->opts.want & PTD_REC_BIT(PTD_REC_TRACE)) &&
+	      ptd_counters_enable_traces(io.out.counters,
+					 d->opts.trace_threshold) < 0))) {
+		ptd_counters_free(io.out.counters);
 		(void)output_close(&io.out);
 		errx_msg("out of memory");
 		return EXIT_INPUT;
@@ -690,6 +698,7 @@ static int decode_from_binary(const char *path)
 #define FILTER_OPT 0x100
 #define FILTER_RANGES 4
 #define FROM_BINARY_OPT 0x201
+#define TRACE_THRESHOLD_OPT 0x202
 
 static const struct option decode_long[] = {
 	{ "filter:addr0_cfg", required_argument, NULL, FILTER_OPT + 0 },
@@ -722,6 +731,7 @@ static const struct option decode_long[] = {
 	{ "kernel", required_argument, NULL, 'K' },
 	{ "symbols", no_argument, NULL, 'Y' },
 	{ "top", required_argument, NULL, 'T' },
+	{ "trace-threshold", required_argument, NULL, TRACE_THRESHOLD_OPT },
 	{ "debug-dir", required_argument, NULL, 'D' },
 	{ "perf-map-dir", required_argument, NULL, 'M' },
 	{ "help", no_argument, NULL, 'h' },
@@ -739,12 +749,17 @@ static void help_decode(void)
 	       "LLDB trace bundle (its directory or trace.json);\nthe kind "
 	       "is found from the content.\n\n"
 	       "  --records KINDS   insn,block,event,error,call,first_exec,"
-	       "counters (default\n"
-	       "                    insn,event,error; call: call, return and "
-	       "stack_reset records;\n"
-	       "                    first_exec: an instruction's first "
-	       "execution; counters: exact\n"
-	       "                    execution counts at the end)\n"
+	       "counters,trace\n"
+	       "                    (default insn,event,error; call: call, "
+	       "return and stack_reset\n"
+	       "                    records; first_exec: an instruction's "
+	       "first execution;\n"
+	       "                    counters: exact execution counts at the end; trace: hot "
+	       "traces formed and\n"
+	       "                    withdrawn, as DynamoRIO builds them)\n"
+	       "  --trace-threshold N  trace: executions of a trace head "
+	       "that make it hot\n"
+	       "                    (default %u, DynamoRIO's)\n"
 	       "  --top N           counters: the N most executed "
 	       "instructions, blocks and\n"
 	       "                    functions (default %u; 0: all)\n"
@@ -811,7 +826,8 @@ static void help_decode(void)
 	       "DEBUGLINK\n"
 	       "  --perf-map-dir DIR  where perf-PID.map files of JIT code "
 	       "are (default /tmp)\n",
-	       PTCTL_COUNTERS_TOP, PTD_DECODE_MAX_JOBS);
+	       PTD_TRACES_DEFAULT_THRESHOLD, PTCTL_COUNTERS_TOP,
+	       PTD_DECODE_MAX_JOBS);
 }
 
 /* One --filter:addr<n>_* option (@c from decode_long) into @f. */
@@ -975,6 +991,16 @@ int verb_decode(int argc, char **argv)
 			break;
 		case 'M':
 			d.perfmap_dir = optarg;
+			break;
+		case TRACE_THRESHOLD_OPT:
+			if (ptd_parse_u64(optarg, 10, &v) < 0 || v == 0 ||
+			    v > PTD_TRACES_MAX_THRESHOLD) {
+				errx_msg("--trace-threshold: expected executions "
+					 "of a trace head, 1 to %u, got '%s'",
+					 PTD_TRACES_MAX_THRESHOLD, optarg);
+				ret = EXIT_USAGE;
+			}
+			d.opts.trace_threshold = (uint32_t)v;
 			break;
 		case FROM_BINARY_OPT:
 			from_binary = optarg;

@@ -328,6 +328,8 @@ int ptd_calls_feed(struct ptd_calls *c, const struct ptd_record *r,
 	case PTD_REC_CALL:
 	case PTD_REC_FIRST_EXEC:
 	case PTD_REC_COUNTERS:
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
 		return 0;
 	}

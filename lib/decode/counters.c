@@ -7,6 +7,7 @@
  * of uint32_t slots holding entry number + 1, at most half full.
  */
 #include "decode/counters.h"
+#include "decode/traces.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct ptd_counters {
 	size_t nslots;
 	uint64_t execs, uncounted;
 	struct strpool names;
+	struct ptd_traces *traces;	/* NULL: no traces built */
 };
 
 static uint64_t str_hash(const char *s)
@@ -154,6 +156,7 @@ void ptd_counters_free(struct ptd_counters *t)
 	free(t->cnt);
 	free(t->slot);
 	strpool_fini(&t->names);
+	ptd_traces_free(t->traces);
 	free(t);
 }
 
@@ -250,23 +253,43 @@ bool ptd_counters_hit(struct ptd_counters *t, uint32_t slot)
 	return t->cnt[slot - 1]++ == 0;
 }
 
+int ptd_counters_enable_traces(struct ptd_counters *t, uint32_t threshold)
+{
+	if (!t)
+		return -EINVAL;
+	if (t->traces)
+		return 0;
+	return ptd_traces_new(threshold, &t->traces);
+}
+
+struct ptd_traces *ptd_counters_traces(const struct ptd_counters *t)
+{
+	return t ? t->traces : NULL;
+}
+
 int ptd_counters_feed(struct ptd_counters *t, const struct ptd_record *r,
-		      bool first_exec, ptd_counters_fn fn, void *ctx)
+		      unsigned want, ptd_counters_fn fn, void *ctx)
 {
 	struct ptd_record fe;
 	uint32_t slot;
+	bool first;
+	int rc = 0;
 
 	if (!t || !r || r->type != PTD_REC_INSN)
 		return 0;
 	slot = r->u.insn.cslot;
 	if (!slot)
 		slot = ptd_counters_slot(t, &r->u.insn);
-	if (!ptd_counters_hit(t, slot) || !first_exec)
-		return 0;
-	fe = *r;
-	fe.type = PTD_REC_FIRST_EXEC;
-	fe.u.insn.flags = 0;
-	return fn(ctx, &fe);
+	first = ptd_counters_hit(t, slot);
+	if (first && (want & PTD_REC_BIT(PTD_REC_FIRST_EXEC))) {
+		fe = *r;
+		fe.type = PTD_REC_FIRST_EXEC;
+		fe.u.insn.flags = 0;
+		rc = fn(ctx, &fe);
+	}
+	if (rc == 0 && t->traces && (want & PTD_REC_BIT(PTD_REC_TRACE)))
+		rc = ptd_traces_feed(t->traces, r, slot, first, fn, ctx);
+	return rc;
 }
 
 uint64_t ptd_counters_get(const struct ptd_counters *t,

@@ -41,6 +41,12 @@ struct ptd_counters;
 #define PTD_COUNTERS_DEFAULT_MAX (1u << 22)
 #define PTD_COUNTERS_MAX_MAX (1u << 28)
 
+/* The record kinds counted through a table: a decode asked for any of
+ * them keeps one. */
+#define PTD_COUNTERS_KINDS                                                    \
+	(PTD_REC_BIT(PTD_REC_FIRST_EXEC) | PTD_REC_BIT(PTD_REC_COUNTERS) |    \
+	 PTD_REC_BIT(PTD_REC_TRACE) | PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN))
+
 typedef int (*ptd_counters_fn)(void *ctx, const struct ptd_record *rec);
 
 /* Allocate an empty table of at most @max_entries distinct instructions
@@ -61,12 +67,21 @@ uint32_t ptd_counters_slot(struct ptd_counters *t,
  * table).  Returns true if it is the first. */
 bool ptd_counters_hit(struct ptd_counters *t, uint32_t slot);
 
+/* Build hot traces (decode/traces.h) from the executions this table
+ * counts, heads hot at @threshold (0: the default), unless it already
+ * does.  Returns 0, -EINVAL (a threshold out of range), -ENOMEM. */
+int ptd_counters_enable_traces(struct ptd_counters *t, uint32_t threshold);
+/* The table's trace builder, or NULL. */
+struct ptd_traces *ptd_counters_traces(const struct ptd_counters *t);
+
 /* Take insn record @r (others are ignored): count it (through its cslot,
- * else looked up), and if it is its instruction's first execution and
- * @first_exec, give a first_exec record to @fn.  Returns 0 or @fn's
+ * else looked up); if it is its instruction's first execution and @want
+ * has PTD_REC_FIRST_EXEC, give a first_exec record to @fn; with
+ * PTD_REC_TRACE and traces enabled, feed it to the trace builder, whose
+ * records (after the first_exec) go to @fn too.  Returns 0 or @fn's
  * non-zero value. */
 int ptd_counters_feed(struct ptd_counters *t, const struct ptd_record *r,
-		      bool first_exec, ptd_counters_fn fn, void *ctx);
+		      unsigned want, ptd_counters_fn fn, void *ctx);
 
 /* The count of the instruction @in describes (0: never executed). */
 uint64_t ptd_counters_get(const struct ptd_counters *t,

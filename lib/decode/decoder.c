@@ -95,7 +95,7 @@ struct dec {
 	 * caller's table or @own_xt; also fed insn records the caller may
 	 * not want. */
 	struct ptd_counters *xt, *own_xt;
-	bool want_first_exec;
+	unsigned xwant;		/* PTD_COUNTERS_KINDS asked for */
 
 	/* args.more: records are not delivered but kept here until the
 	 * decoder steps to the next instruction (insn path) or block (block
@@ -272,8 +272,7 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 		rc = ptd_calls_feed(d->calls, r, d->fn, d->ctx);
 	/* after the calls it completes, right before the instruction */
 	if (d->xt && rc == 0)
-		rc = ptd_counters_feed(d->xt, r, d->want_first_exec, d->fn,
-				       d->ctx);
+		rc = ptd_counters_feed(d->xt, r, d->xwant, d->fn, d->ctx);
 	if (rc == 0 && (!(d->calls || d->xt) ||
 			(d->user_want & PTD_REC_BIT(r->type))))
 		rc = d->fn(d->ctx, r);
@@ -1534,8 +1533,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		d->want_insn = true;
 		d->want_event = true;
 	}
-	if (o->want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-		       PTD_REC_BIT(PTD_REC_COUNTERS))) {
+	if (o->want & PTD_COUNTERS_KINDS) {
 		d->xt = o->counters;
 		if (!d->xt && ptd_counters_new(0, &d->own_xt) < 0) {
 			ptd_calls_free(d->calls);
@@ -1544,7 +1542,15 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		}
 		if (!d->xt)
 			d->xt = d->own_xt;
-		d->want_first_exec = o->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC);
+		d->xwant = o->want & PTD_COUNTERS_KINDS;
+		if ((o->want & PTD_REC_BIT(PTD_REC_TRACE)) &&
+		    (err = ptd_counters_enable_traces(
+			     d->xt, o->trace_threshold)) < 0) {
+			ptd_counters_free(d->own_xt);
+			ptd_calls_free(d->calls);
+			free(d);
+			return err;
+		}
 		d->want_insn = true;
 	}
 	d->hold = a->more;

@@ -99,6 +99,12 @@ struct ptd_decode_opts {
 	 * the cache's next decode (which lets go of it). */
 	struct ptd_counters *counters;
 	uint32_t counters_top;
+	/* PTD_REC_TRACE in @want: hot traces (decode/traces.h) built from
+	 * the counted executions, heads hot at @trace_threshold executions
+	 * (0: PTD_TRACES_DEFAULT_THRESHOLD); a @counters without traces
+	 * gets them (ptd_counters_enable_traces).  trace_withdrawn records
+	 * come with them. */
+	uint32_t trace_threshold;
 	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
 	 * the serial decode; more: the trace cut at its PSBs, the parts
 	 * decoded at once and stitched into the records the serial decode

@@ -339,6 +339,8 @@ static bool same_but_history(const struct ptd_record *x,
 	case PTD_REC_CALL:	/* none: the parts give none (callwrap) */
 	case PTD_REC_FIRST_EXEC:
 	case PTD_REC_COUNTERS:
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
 		break;
 	}
@@ -503,7 +505,7 @@ static int par_decode(const struct ptd_decode_opts *o,
 struct callwrap {
 	struct ptd_calls *calls;	/* NULL: no call records */
 	struct ptd_counters *xt, *own_xt;	/* NULL: no counts */
-	bool first_exec;
+	unsigned xwant;		/* PTD_COUNTERS_KINDS asked for */
 	ptd_record_fn fn;
 	void *ctx;
 	unsigned want;		/* what the caller asked for */
@@ -517,7 +519,7 @@ static int callwrap_record(void *ctx, const struct ptd_record *r)
 	if (w->calls)
 		rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
 	if (rc == 0 && w->xt)
-		rc = ptd_counters_feed(w->xt, r, w->first_exec, w->fn, w->ctx);
+		rc = ptd_counters_feed(w->xt, r, w->xwant, w->fn, w->ctx);
 	if (rc == 0 && (w->want & PTD_REC_BIT(r->type)))
 		rc = w->fn(w->ctx, r);
 	return rc;
@@ -528,8 +530,7 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 			ptd_record_fn fn, void *ctx,
 			struct ptd_decode_stats *stats)
 {
-	const unsigned xkinds = PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				PTD_REC_BIT(PTD_REC_COUNTERS);
+	const unsigned xkinds = PTD_COUNTERS_KINDS;
 	struct ptd_decode_opts po;
 	struct callwrap w;
 	int r;
@@ -554,7 +555,14 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 		}
 		if (!w.xt)
 			w.xt = w.own_xt;
-		w.first_exec = o->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC);
+		w.xwant = o->want & xkinds;
+		if ((o->want & PTD_REC_BIT(PTD_REC_TRACE)) &&
+		    (r = ptd_counters_enable_traces(w.xt,
+						    o->trace_threshold)) < 0) {
+			ptd_counters_free(w.own_xt);
+			ptd_calls_free(w.calls);
+			return r;
+		}
 	}
 	w.fn = fn;
 	w.ctx = ctx;

@@ -681,8 +681,9 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN) |
 				    PTD_REC_BIT(PTD_REC_EVENT);
 	}
-	if (s->want & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-		       PTD_REC_BIT(PTD_REC_COUNTERS))) {
+	if (s->want & PTD_COUNTERS_KINDS) {
+		int err;
+
 		s->xt = o->decode.counters;
 		if (!s->xt && ptd_counters_new(0, &s->own_xt) < 0) {
 			ptd_stream_free(s);
@@ -690,9 +691,14 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 		}
 		if (!s->xt)
 			s->xt = s->own_xt;
+		if ((s->want & PTD_REC_BIT(PTD_REC_TRACE)) &&
+		    (err = ptd_counters_enable_traces(
+			     s->xt, o->decode.trace_threshold)) < 0) {
+			ptd_stream_free(s);
+			return err;
+		}
 		s->o.decode.counters = NULL;
-		s->o.decode.want &= ~(PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				      PTD_REC_BIT(PTD_REC_COUNTERS));
+		s->o.decode.want &= ~PTD_COUNTERS_KINDS;
 		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN);
 	}
 	if (!s->o.max_buffered)
@@ -839,10 +845,9 @@ static int calls_fn(void *ctx, const struct ptd_record *rec)
 	if (cf->s->calls)
 		rc = ptd_calls_feed(cf->s->calls, rec, cf->fn, cf->ctx);
 	if (rc == 0 && cf->s->xt)
-		rc = ptd_counters_feed(
-			cf->s->xt, rec,
-			cf->s->want & PTD_REC_BIT(PTD_REC_FIRST_EXEC), cf->fn,
-			cf->ctx);
+		rc = ptd_counters_feed(cf->s->xt, rec,
+				       cf->s->want & PTD_COUNTERS_KINDS, cf->fn,
+				       cf->ctx);
 	if (rc || !(cf->s->want & PTD_REC_BIT(rec->type)))
 		return rc;
 	return cf->fn(cf->ctx, rec);

@@ -138,7 +138,9 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes);
  * decode.counters, or a table of the stream's own whose counters records
  * (decode.counters_top of each kind) follow the final round's records;
  * each delivered instruction is looked up in the table (the stream's
- * decodes resolve no slots).
+ * decodes resolve no slots).  With PTD_REC_TRACE, the table's hot traces
+ * (decode/traces.h, decode.trace_threshold) are built across rounds the
+ * same way.
  * Returns the number of records delivered (capped at INT_MAX; with call
  * records, the decoded records counted, wanted or not), the stopping
  * value of @fn, or -EINVAL (NULL @s or @fn), -ENOMEM, or another negative

@@ -153,6 +153,29 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		if (!str_eq(a->u.counters.insn.sym, b->u.counters.insn.sym))
 			return "u.counters.insn.sym";
 		return NULL;
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
+		RC_FIELD(u.trace.id);
+		RC_FIELD(u.trace.head);
+		RC_FIELD(u.trace.nblocks);
+		RC_FIELD(u.trace.ninsn);
+		RC_FIELD(u.trace.modoff);
+		RC_FIELD(u.trace.isid);
+		RC_FIELD(u.trace.mode);
+		RC_FIELD(u.trace.at);
+		for (uint32_t i = 0; i < a->u.trace.nblocks; i++) {
+			if (a->u.trace.blocks[i] != b->u.trace.blocks[i])
+				return "u.trace.blocks";
+		}
+		if (!str_eq(a->u.trace.module, b->u.trace.module))
+			return "u.trace.module";
+		if (!str_eq(a->u.trace.sym, b->u.trace.sym))
+			return "u.trace.sym";
+		if (!str_eq(a->u.trace.end, b->u.trace.end))
+			return "u.trace.end";
+		if (!str_eq(a->u.trace.reason, b->u.trace.reason))
+			return "u.trace.reason";
+		return NULL;
 	case PTD_REC_ERROR:
 		RC_FIELD(u.error.code);
 		RC_FIELD(u.error.ptd_code);

@@ -1009,6 +1009,66 @@ static char *put_counters(char *p, const struct ptd_record *r,
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
+/* A trace or trace_withdrawn record, whole; "sym" only where the fields
+ * have it.  At most 128 blocks of 21 bytes, a module cut to 1024 bytes
+ * and the symbol's SYM_BUDGET: well within PTD_JSON_MAX_RECORD. */
+#define TRACE_MODULE_BUDGET 1024u
+_Static_assert(PTD_TRACES_JSON_MAX_BLOCKS * 21u + TRACE_MODULE_BUDGET +
+			       SYM_BUDGET + 400u + TAIL_RESERVE <=
+		       PTD_JSON_MAX_RECORD,
+	       "a trace record fits the record bound");
+
+static char *put_trace(char *p, const struct ptd_record *r,
+		       struct ptd_jsonr *w)
+{
+	const struct ptd_rec_trace *t = &r->u.trace;
+	uint32_t n = t->nblocks;
+
+	if (r->type == PTD_REC_TRACE)
+		p = put_head(p, "{\"type\":\"trace\"", 15, r, PTD_FIELDS_ALL);
+	else
+		p = put_head(p, "{\"type\":\"trace_withdrawn\"", 25, r,
+			     PTD_FIELDS_ALL);
+	PUT_LIT(p, ",\"id\":");
+	p = put_u64(p, t->id);
+	PUT_LIT(p, ",\"head\":");
+	p = put_hex64(p, t->head);
+	if (r->type == PTD_REC_TRACE_WITHDRAWN) {
+		PUT_LIT(p, ",\"reason\":");
+		p = put_name(p, t->reason ? t->reason : "");
+		PUT_LIT(p, ",\"at\":");
+		p = put_hex64(p, t->at);
+		return put_tail(p, r, PTD_FIELDS_ALL, w);
+	}
+	PUT_LIT(p, ",\"mode\":");
+	p = put_name(p, ptd_mode_name(t->mode));
+	PUT_LIT(p, ",\"isid\":");
+	p = put_i64(p, t->isid);
+	PUT_LIT(p, ",\"module\":");
+	p = put_str_cut(p, TRACE_MODULE_BUDGET, t->module ? t->module : "",
+			t->module ? strlen(t->module) : 0);
+	PUT_LIT(p, ",\"offset\":");
+	p = put_hex64(p, t->modoff);
+	if (HAS(fields_of(w), SYM))
+		p = put_sym(p, t->sym, t->symoff);
+	PUT_LIT(p, ",\"ninsn\":");
+	p = put_u64(p, t->ninsn);
+	PUT_LIT(p, ",\"nblocks\":");
+	p = put_u64(p, n);
+	PUT_LIT(p, ",\"blocks\":[");
+	if (n > PTD_TRACES_JSON_MAX_BLOCKS)
+		n = PTD_TRACES_JSON_MAX_BLOCKS;
+	for (uint32_t i = 0; t->blocks && i < n; i++) {
+		if (i)
+			*p++ = ',';
+		p = put_hex64(p, t->blocks[i]);
+	}
+	*p++ = ']';
+	PUT_LIT(p, ",\"end\":");
+	p = put_name(p, t->end ? t->end : "");
+	return put_tail(p, r, PTD_FIELDS_ALL, w);
+}
+
 /* Write @r into @buf, which has room for PTD_JSON_MAX_RECORD bytes: the
  * fields of @w and through its caches, or every field without caches
  * (@w NULL). */
@@ -1038,6 +1098,10 @@ static size_t write_record(char *buf, const struct ptd_record *r,
 		break;
 	case PTD_REC_COUNTERS:
 		p = put_counters(p, r, w);
+		break;
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
+		p = put_trace(p, r, w);
 		break;
 	case PTD_REC_NTYPES:
 		return 0;

@@ -38,6 +38,12 @@
  *     (an insn line's body without flags; "sym" as on call lines)
  *  {"type":"counters","pid":1,"of":"insn","rank":1,"count":"0x..",...}
  *     ("of": total, insn, block, function; doc/protocol.md)
+ *  {"type":"trace","pid":1,"tid":1,"id":1,"head":"0x..","mode":..,
+ *   "isid":..,"module":..,"offset":..,"sym":..,"ninsn":..,"nblocks":..,
+ *   "blocks":["0x..",...],"end":"backward_branch"}
+ *  {"type":"trace_withdrawn","pid":1,"tid":1,"id":1,"head":"0x..",
+ *   "reason":"code_changed","at":"0x.."}
+ *     (whole whatever the fields, "sym" only where they have it)
  * A renderer with fields (struct ptd_jsonr, record.h enum ptd_field)
  * leaves the others out of insn and block lines: {"type":"insn","tid":1,
  * "ip":"0x401000"}.

@@ -24,6 +24,10 @@ const char *ptd_rec_type_name(enum ptd_rec_type t)
 		return "first_exec";
 	case PTD_REC_COUNTERS:
 		return "counters";
+	case PTD_REC_TRACE:
+		return "trace";
+	case PTD_REC_TRACE_WITHDRAWN:
+		return "trace_withdrawn";
 	case PTD_REC_NTYPES:
 		break;
 	}

@@ -42,13 +42,18 @@ enum ptd_rec_type {
 	/* exact execution counts: the top instructions, blocks and
 	 * functions (decode/counters.h) */
 	PTD_REC_COUNTERS,
+	/* a hot trace formed, and one withdrawn because its code changed
+	 * (decode/traces.h); both asked for as "trace" */
+	PTD_REC_TRACE,
+	PTD_REC_TRACE_WITHDRAWN,
 	PTD_REC_NTYPES,
 };
 
 #define PTD_REC_BIT(t) (1u << (t))
 #define PTD_REC_ALL ((1u << PTD_REC_NTYPES) - 1)
 
-/* "insn", "block", "event", "error", "call", "first_exec", "counters";
+/* "insn", "block", "event", "error", "call", "first_exec", "counters",
+ * "trace", "trace_withdrawn";
  * NULL for an unknown value. */
 const char *ptd_rec_type_name(enum ptd_rec_type t);
 /* Inverse; returns -1 if @name is not a record type. */
@@ -196,6 +201,34 @@ struct ptd_rec_counters {
 	uint64_t end_ip;
 };
 
+/* The most blocks a trace record writes (decode/traces.h's
+ * PTD_TRACES_MAX_BBS; more are left out of its "blocks"). */
+#define PTD_TRACES_JSON_MAX_BLOCKS 128u
+
+/* A hot trace (decode/traces.h): formed (trace) or withdrawn
+ * (trace_withdrawn: id, head, reason, at; the rest as when formed). */
+struct ptd_rec_trace {
+	uint32_t id;		/* 1, 2, ... in the order traces form */
+	uint64_t head;		/* first address of its first block */
+	uint32_t nblocks;
+	uint32_t ninsn;		/* instructions of its blocks, as executed */
+	const uint64_t *blocks;	/* @nblocks first addresses, in order; valid
+				 * during the record's delivery */
+	/* the head's module, offset, section, mode and symbol */
+	const char *module;
+	uint64_t modoff;
+	int isid;
+	enum pt_exec_mode mode;
+	const char *sym;
+	uint64_t symoff;
+	/* trace: why it ended: "backward_branch", "trace_head", "max_bbs" */
+	const char *end;
+	/* trace_withdrawn: why ("code_changed") and the first address of the
+	 * new code that overlapped one of its blocks */
+	const char *reason;
+	uint64_t at;
+};
+
 struct ptd_record {
 	enum ptd_rec_type type;
 	pid_t pid;
@@ -219,6 +252,7 @@ struct ptd_record {
 		struct ptd_rec_error error;
 		struct ptd_rec_call call;
 		struct ptd_rec_counters counters;
+		struct ptd_rec_trace trace;
 	} u;
 };
 

@@ -14,6 +14,7 @@
 
 #include "aspace/iscache.h"
 #include "aspace/maps.h"
+#include "decode/counters.h"
 #include "decode/insncache.h"
 #include "swpt/livesink.h"
 
@@ -91,8 +92,7 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 	/* block records are offline only; so, for now, are counts and
 	 * first executions (ptctl decode --records first_exec,counters) */
 	so->decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
-					  PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-					  PTD_REC_BIT(PTD_REC_COUNTERS));
+					  PTD_COUNTERS_KINDS);
 	so->decode.json_bodies = true;
 	if (s->ops->decode_opts)
 		s->ops->decode_opts(s, &so->decode);

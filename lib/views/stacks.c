@@ -520,6 +520,8 @@ int ptd_stacks_feed(void *ctx, const struct ptd_record *r)
 	case PTD_REC_EVENT:
 	case PTD_REC_FIRST_EXEC:
 	case PTD_REC_COUNTERS:
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
 		break;
 	}

@@ -201,6 +201,7 @@ static void test_feed(void)
 	struct ptd_record r;
 	struct got *g = calloc(1, sizeof(*g));
 	cJSON *o;
+	const unsigned fe = PTD_REC_BIT(PTD_REC_FIRST_EXEC);
 
 	REQUIRE(g);
 	REQUIRE(ptd_counters_new(0, &t) == 0);
@@ -212,11 +213,11 @@ static void test_feed(void)
 	r.u.insn.sym = "main";
 	r.u.insn.symoff = 4;
 	r.u.insn.flags = PTD_F_ENABLED;
-	CHECK_EQ_INT(ptd_counters_feed(t, &r, true, got_record, g), 0);
-	CHECK_EQ_INT(ptd_counters_feed(t, &r, true, got_record, g), 0);
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, fe, got_record, g), 0);
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, fe, got_record, g), 0);
 	/* not an insn record: nothing */
 	r.type = PTD_REC_ERROR;
-	CHECK_EQ_INT(ptd_counters_feed(t, &r, true, got_record, g), 0);
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, fe, got_record, g), 0);
 	REQUIRE(g->n == 1);
 	CHECK_EQ_U64(g->r[0].type, PTD_REC_FIRST_EXEC);
 	CHECK_EQ_U64(g->r[0].u.insn.flags, 0);
@@ -233,7 +234,7 @@ static void test_feed(void)
 	r.type = PTD_REC_INSN;
 	CHECK_EQ_U64(ptd_counters_get(t, &r.u.insn), 2);
 	r.u.insn = insn(0x401003, 1, "90");
-	CHECK_EQ_INT(ptd_counters_feed(t, &r, false, got_record, g), 0);
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, 0, got_record, g), 0);
 	CHECK_EQ_U64(g->n, 1);
 	CHECK_EQ_U64(ptd_counters_get(t, &r.u.insn), 1);
 	ptd_counters_free(t);
@@ -398,6 +399,47 @@ static void test_long_names(void)
 	free(g);
 }
 
+/* With traces enabled and asked for, the fed executions build them: a
+ * one-instruction loop at threshold 2 forms its trace as its head is
+ * entered the 4th time (the 2nd and 3rd are counted); not asked for,
+ * none. */
+static void test_feed_traces(void)
+{
+	const unsigned tr = PTD_REC_BIT(PTD_REC_TRACE);
+	struct ptd_counters *t;
+	struct ptd_record r;
+	struct got *g = calloc(1, sizeof(*g));
+
+	REQUIRE(g);
+	REQUIRE(ptd_counters_new(0, &t) == 0);
+	CHECK(ptd_counters_traces(t) == NULL);
+	CHECK_EQ_INT(ptd_counters_enable_traces(t, 1u << 31), -EINVAL);
+	CHECK_EQ_INT(ptd_counters_enable_traces(t, 2), 0);
+	CHECK(ptd_counters_traces(t) != NULL);
+	memset(&r, 0, sizeof(r));
+	r.type = PTD_REC_INSN;
+	r.pid = 10;
+	r.tid = 11;
+	r.u.insn = insn(0x401000, 1, "75fe");	/* jnz . */
+	r.u.insn.iclass = ptic_cond_jump;
+	for (int i = 0; i < 4; i++)
+		CHECK_EQ_INT(ptd_counters_feed(t, &r, 0, got_record, g), 0);
+	CHECK_EQ_INT(g->n, 0);
+	ptd_counters_free(t);
+	REQUIRE(ptd_counters_new(0, &t) == 0);
+	REQUIRE(ptd_counters_enable_traces(t, 2) == 0);
+	for (int i = 0; i < 3; i++)
+		CHECK_EQ_INT(ptd_counters_feed(t, &r, tr, got_record, g), 0);
+	CHECK_EQ_INT(g->n, 0);
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, tr, got_record, g), 0);
+	REQUIRE(g->n == 1);
+	CHECK_EQ_U64(g->r[0].type, PTD_REC_TRACE);
+	CHECK_CONTAINS(g->line[0], "\"type\":\"trace\",\"pid\":10,\"tid\":11,"
+				   "\"id\":1,\"head\":\"0x401000\"");
+	ptd_counters_free(t);
+	free(g);
+}
+
 int main(void)
 {
 	RUN(test_null_empty);
@@ -406,6 +448,7 @@ int main(void)
 	RUN(test_full);
 	RUN(test_grow);
 	RUN(test_feed);
+	RUN(test_feed_traces);
 	RUN(test_names_copied);
 	RUN(test_emit);
 	RUN(test_long_names);

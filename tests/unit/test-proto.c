@@ -258,9 +258,12 @@ static void test_subscribe(void)
 	bad(SUB("\"kinds\":[1]"), -PTD_EFORMAT, "kinds[0]");
 	/* offline only so far: a live session makes none */
 	bad(SUB("\"kinds\":[\"insn\",\"first_exec\"]"), -PTD_EFORMAT,
-	    "kinds[1]: first_exec and counters records come from ptctl "
-	    "decode only");
+	    "kinds[1]: first_exec, counters and trace records come from "
+	    "ptctl decode only");
 	bad(SUB("\"kinds\":[\"counters\"]"), -PTD_EFORMAT, "kinds[0]");
+	bad(SUB("\"kinds\":[\"trace\"]"), -PTD_EFORMAT, "kinds[0]: first_exec");
+	bad(SUB("\"kinds\":[\"insn\",\"trace_withdrawn\"]"), -PTD_EFORMAT,
+	    "kinds[1]: first_exec");
 	bad(SUB("\"filter\":3"), -PTD_EFORMAT, "subscribe: filter: expected an object");
 	bad(SUB("\"filter\":{\"cpu\":1}"), -PTD_EFORMAT,
 	    "subscribe: filter: unknown field \"cpu\"");

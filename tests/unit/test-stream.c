@@ -598,6 +598,76 @@ static void test_first_exec(void)
 	ptd_capture_fini(&c);
 }
 
+/*
+ * trace and trace_withdrawn records across a stream's rounds: the same
+ * records in the same places as one decode of the whole stream, on both
+ * paths; prog-jitloop forms a trace over JIT code, rewrites the code (the
+ * trace withdrawn) and forms it again.
+ */
+static void test_traces(void)
+{
+	char *argv[] = { prog("jitloop"), NULL };
+	struct ptd_capture c;
+
+	if (access(argv[0], X_OK) != 0) {
+		CHECK_FAIL_("%s is missing (build the test programs)",
+			    argv[0]);
+		return;
+	}
+	if (!trace("jitloop-tr", argv, 256, false, false, &c))
+		return;
+	for (size_t t = 0; t < c.nthreads; t++) {
+		struct ptd_diag diag = { "" };
+		uint8_t *pt = NULL;
+		size_t len = 0;
+
+		if (ptd_capture_read_pt(&c, t, &pt, &len, &diag) < 0) {
+			CHECK_FAIL_("jitloop: %s", diag.msg);
+			continue;
+		}
+		for (int block = 0; block < 2; block++) {
+			struct ptd_decode_opts o = path_opts(&c, block);
+			struct reclist want = { 0 }, got = { 0 };
+			struct feed f = { .max_chunk = 64,
+					  .check_anchor = true };
+			struct ptd_counters *a = NULL, *b = NULL;
+			struct ptd_stream_stats st;
+			size_t ntr = 0, nwd = 0;
+
+			REQUIRE(ptd_counters_new(0, &a) == 0 &&
+				ptd_counters_new(0, &b) == 0);
+			o.want |= PTD_REC_BIT(PTD_REC_TRACE) |
+				  PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN);
+			o.trace_threshold = 10;
+			o.counters = a;
+			rnd_state = 0x7ace + (uint64_t)block;
+			if (decode_whole(&c, t, &o, pt, 0, len, 0, &want) == 0) {
+				o.counters = b;
+				if (feed_stream(&c, t, &o, pt, len, &f, &got,
+						&st) == 0)
+					(void)same_path(block ? "traces, "
+								"block path"
+							      : "traces, "
+								"insn path",
+							&want, &got, block);
+			}
+			for (size_t i = 0; i < want.n; i++) {
+				ntr += want.r[i].type == PTD_REC_TRACE;
+				nwd += want.r[i].type ==
+				       PTD_REC_TRACE_WITHDRAWN;
+			}
+			CHECK(ntr >= 3);
+			CHECK_EQ_INT(nwd, 1);
+			reclist_free(&want);
+			reclist_free(&got);
+			ptd_counters_free(a);
+			ptd_counters_free(b);
+		}
+		free(pt);
+	}
+	ptd_capture_fini(&c);
+}
+
 /* File offset and size of the executable segment of ELF file @path. */
 static bool text_segment(const char *path, uint64_t *ret_off,
 			 uint64_t *ret_size)
@@ -1089,6 +1159,7 @@ int main(void)
 	RUN(test_exec);
 	RUN(test_jit);
 	RUN(test_first_exec);
+	RUN(test_traces);
 	if (have_small) {
 		free(small_pt);
 		ptd_capture_fini(&small);
