@@ -493,7 +493,8 @@ int ptd_coverage_write_text(FILE *f, const struct ptd_coverage *c,
 			pct(p, sizeof(p), fn->nex, fn->has_total ? fn->nall : 0);
 			if (!fn->name)
 				(void)snprintf(name, sizeof(name),
-					       "[0x%" PRIx64 "]",
+					       "[no symbol] (from 0x%" PRIx64
+					       ")",
 					       fn->nex ? fn->ex[0].vaddr : 0);
 			fprintf(f, "  %8zu %8s %7s %14" PRIu64 "  %s\n", fn->nex,
 				tot, p, fn->execs, fn->name ? fn->name : name);
