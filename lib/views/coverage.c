@@ -148,9 +148,17 @@ void ptd_coverage_free(struct ptd_coverage *c)
 	free(c);
 }
 
+/* The last module looked up and its table (the table's module names are
+ * one copy each: a pointer compare). */
+struct place_cache {
+	const char *module;
+	const struct ptd_symtab *tab;
+};
+
 /* Where the instruction @in lies: its file vaddr and function. */
-static void place(struct ptd_symbols *syms, const struct ptd_rec_insn *in,
-		  uint64_t count, struct placed *p)
+static void place(struct ptd_symbols *syms, struct place_cache *pc,
+		  const struct ptd_rec_insn *in, uint64_t count,
+		  struct placed *p)
 {
 	const struct ptd_symtab *tab = NULL;
 	const struct ptd_sym *sym = NULL;
@@ -162,7 +170,14 @@ static void place(struct ptd_symbols *syms, const struct ptd_rec_insn *in,
 	p->in.size = in->size;
 	p->in.mode = in->mode;
 	memcpy(p->in.raw, in->raw, sizeof(p->in.raw));
-	(void)ptd_symbols_module_file(syms, in->module, NULL, &tab, NULL);
+	if (in->module && in->module == pc->module) {
+		tab = pc->tab;
+	} else {
+		(void)ptd_symbols_module_file(syms, in->module, NULL, &tab,
+					      NULL);
+		pc->module = in->module;
+		pc->tab = tab;
+	}
 	if (tab && ptd_symtab_vaddr_of(tab, in->modoff, &vaddr) == 0) {
 		p->tab = tab;
 		p->in.vaddr = vaddr;
@@ -386,6 +401,7 @@ int ptd_coverage_new(const struct ptd_counters *t, struct ptd_symbols *syms,
 		     struct ptd_coverage **ret)
 {
 	size_t n = ptd_counters_nentries(t), np = 0, nmod = 0;
+	struct place_cache pc = { NULL, NULL };
 	struct ptd_coverage *c;
 	struct placed *pl;
 	int r = 0;
@@ -406,7 +422,7 @@ int ptd_coverage_new(const struct ptd_counters *t, struct ptd_symbols *syms,
 								   &count);
 
 		if (in && count)
-			place(syms, in, count, &pl[np++]);
+			place(syms, &pc, in, count, &pl[np++]);
 	}
 	qsort(pl, np, sizeof(*pl), placed_cmp);
 	for (size_t i = 0; i < np; i++)
