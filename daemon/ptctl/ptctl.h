@@ -189,6 +189,10 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 
 int verb_attach(int argc, char **argv);
 int verb_record(int argc, char **argv);
+/* Ask ptd for @session's bundle in the directory @dir (@wait: answered
+ * once written); 0 or an exit status, the message printed. */
+int send_record(FILE *f, uint64_t session, const char *dir, bool wait,
+		bool json, struct ptd_response *ret);
 int verb_stream(int argc, char **argv);
 int verb_replay(int argc, char **argv);
 int verb_snapshot(int argc, char **argv);

@@ -15,9 +15,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/diag.h"
+#include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/counters.h"
 #include "views/coverage.h"
@@ -105,8 +107,10 @@ static FILE *open_out(const char *path)
 	return f;
 }
 
-/* ptctl coverage: decode counting every execution, then write. */
-static int coverage_write(const char *in, struct view_args *va)
+/* ptctl coverage: decode counting every execution, then write; @label
+ * names the input in the text's header. */
+static int coverage_write(const char *in, const char *label,
+			  struct view_args *va)
 {
 	struct ptd_counters *counters = NULL;
 	struct ptd_coverage *cov = NULL;
@@ -146,7 +150,7 @@ static int coverage_write(const char *in, struct view_args *va)
 	r = ptd_coverage_new(counters, va->d.opts.symbols, &cov);
 	if (r == 0)
 		r = va->lcov ? ptd_coverage_write_lcov(f, cov, va->test_name)
-			     : ptd_coverage_write_text(f, cov, in);
+			     : ptd_coverage_write_text(f, cov, label);
 	if (r < 0) {
 		errx_msg("writing %s: %s", va->out ? va->out : "stdout",
 			 ptd_strerror(r));
@@ -184,6 +188,50 @@ out:
 	ptd_counters_free(counters);
 	va->d.opts.counters = NULL;
 	return ret;
+}
+
+/* A SESSION argument: digits, and no file of that name here. */
+static bool is_session_arg(const char *s)
+{
+	struct stat st;
+
+	if (!*s || strspn(s, "0123456789") != strlen(s))
+		return false;
+	return lstat(s, &st) < 0 && errno == ENOENT;
+}
+
+/* ptctl coverage SESSION: the session's trace, recorded by ptd into a
+ * directory of ours (it must have been attached with --record; ptd
+ * answers once the session has ended and the bundle is written), then
+ * read as any bundle. */
+static int coverage_session(const char *arg, struct view_args *va)
+{
+	char dir[] = "/tmp/ptctl-coverage-XXXXXX", label[64];
+	struct ptd_response resp;
+	uint64_t session;
+	FILE *f = NULL;
+	int r;
+
+	memset(&resp, 0, sizeof(resp));
+	r = parse_session_arg(arg, &session);
+	if (r)
+		return r;
+	if (!mkdtemp(dir)) {
+		errx_msg("a directory for the session's bundle: %s",
+			 strerror(errno));
+		return EXIT_INPUT;
+	}
+	r = client_connect(&f);
+	if (!r)
+		r = send_record(f, session, dir, true, false, &resp);
+	ptd_response_fini(&resp);
+	if (f)
+		fclose(f);
+	(void)snprintf(label, sizeof(label), "session %" PRIu64, session);
+	if (!r)
+		r = coverage_write(dir, label, va);
+	(void)ptd_rm_rf(dir);
+	return r;
 }
 
 static int view_write(enum view_kind kind, const char *in,
@@ -279,7 +327,7 @@ out:
 static void help_view(enum view_kind kind, FILE *f)
 {
 	if (kind == VIEW_COVERAGE)
-		fprintf(f, "Usage: ptctl coverage [OPTIONS] TRACE\n\n"
+		fprintf(f, "Usage: ptctl coverage [OPTIONS] TRACE|SESSION\n\n"
 			   "Write what a saved trace ran, per module and "
 			   "function: distinct instructions\nexecuted, their "
 			   "executions, and where the symbol has a size the "
@@ -290,7 +338,10 @@ static void help_view(enum view_kind kind, FILE *f)
 			   "                    lines from DWARF (genhtml "
 			   "reads it)\n"
 			   "  --output FILE     as --out\n"
-			   "  --test-name NAME  lcov's TN: (default empty)\n");
+			   "  --test-name NAME  lcov's TN: (default empty)\n"
+			   "SESSION: a ptd session attached with --record: "
+			   "ptd records it once it\nhas ended (waiting for "
+			   "that), and its bundle is read.\n");
 	else if (kind == VIEW_PERFETTO)
 		fprintf(f, "Usage: ptctl export --format perfetto [OPTIONS] "
 			   "TRACE\n\n"
@@ -465,8 +516,10 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	}
 	r = decode_symbols_open(&va.d);
 	if (r == 0)
-		r = kind == VIEW_COVERAGE ? coverage_write(argv[optind], &va)
-					  : view_write(kind, argv[optind], &va);
+		r = kind != VIEW_COVERAGE ? view_write(kind, argv[optind], &va)
+		    : is_session_arg(argv[optind])
+			    ? coverage_session(argv[optind], &va)
+			    : coverage_write(argv[optind], argv[optind], &va);
 	decode_symbols_close(&va.d);
 	return r;
 }

@@ -21,6 +21,9 @@
  *    functions' rows;
  *  - DWARF made garbage (a copy of the program under --sysroot) gives
  *    the text as before and lcov without its lines, naming the file;
+ *  - a session of ptd's (attached with record) as SESSION: ptd records it
+ *    into ptctl's directory once it has ended, and its coverage is the
+ *    coverage of that bundle (the program's loop function among it);
  *  - bad usage and missing inputs are refused, naming them.
  * Without libdw in the build, the lcov checks skip, saying so, and the
  * refusal of --format lcov is checked instead.
@@ -35,6 +38,7 @@
 
 #include "check.h"
 #include "e2e/daemon-harness.h"
+#include "e2e/daemon-client.h"
 #include "e2e/run-cmd.h"
 #include "common/fileio.h"
 #include "swpt/capture.h"
@@ -636,6 +640,66 @@ static void test_bad_dwarf(void)
 	}
 }
 
+/* ptctl coverage SESSION, for a session attached with record. */
+static void test_session(void)
+{
+	char req[200], out[700], err[700], sid[32], want[1300];
+	const char *args[] = { "coverage", sid, NULL };
+	const char *bad[] = { "coverage", "999", NULL };
+	char *text = NULL, *msg = NULL;
+	size_t len = 0;
+	struct daemon d;
+	int go = -1, rc;
+	pid_t t, p;
+	cJSON *r;
+	long s;
+
+	REQUIRE(daemon_start(&d, "d", ""));
+	t = spawn_target(0.3, &go);
+	REQUIRE(t > 0);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"options\":{\"record\":true}}\n",
+		       (long)t);
+	r = dc_call1(&d, req);
+	if (!dc_ok(r))
+		CHECK_FAIL_("attach: %s: %s", dc_err_code(r), dc_err_msg(r));
+	s = (long)dc_num(r, "session");
+	cJSON_Delete(r);
+	release(&go);
+	(void)snprintf(sid, sizeof(sid), "%ld", s);
+	(void)snprintf(out, sizeof(out), "%s/session.out", tmpdir);
+	(void)snprintf(err, sizeof(err), "%s/session.err", tmpdir);
+	p = ptctl_spawn(&d, out, err, args);
+	REQUIRE(p > 0);
+	rc = wait_target(p, 300000);
+	(void)ptd_file_read_all(err, 1 << 16, &msg, &len);
+	if (rc != 0)
+		fprintf(stderr, "  coverage %s: exit %d: %s\n", sid, rc,
+			msg ? msg : "");
+	CHECK_EQ_INT(rc, 0);
+	REQUIRE(ptd_file_read_all(out, 1 << 24, &text, &len) == 0);
+	(void)snprintf(want, sizeof(want), "# coverage of session %ld\n", s);
+	CHECK(!strncmp(text, want, strlen(want)));
+	(void)snprintf(want, sizeof(want), "\nmodule %s/prog-attach\n", progs);
+	CHECK_CONTAINS(text, want);
+	CHECK_CONTAINS(text, "  collatz\n");
+	fprintf(stderr, "  session %ld: %zu bytes of coverage\n", s, len);
+	free(text);
+	free(msg);
+	msg = NULL;
+	/* no such session: refused, saying so */
+	p = ptctl_spawn(&d, out, err, bad);
+	REQUIRE(p > 0);
+	rc = wait_target(p, 60000);
+	(void)ptd_file_read_all(err, 1 << 16, &msg, &len);
+	CHECK(rc != 0);
+	CHECK_CONTAINS(msg, "no_such_session");
+	free(msg);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 static void test_usage(void)
 {
 	char out[700];
@@ -697,6 +761,7 @@ int main(void)
 	RUN(test_other_inputs);
 	RUN(test_lcov);
 	RUN(test_bad_dwarf);
+	RUN(test_session);
 	RUN(test_usage);
 	for (size_t k = 0; k < nfn; k++)
 		free(fn[k].insn);
