@@ -569,11 +569,9 @@ static const char *src_copy(struct lcov *lc, const char *s)
 {
 	char *d;
 
-	/* the same file comes back again and again: the last ones first */
-	for (size_t i = lc->nsrcs; i-- > 0 && i + 64 > lc->nsrcs;)
-		if (!strcmp(lc->srcs[i], s))
-			return lc->srcs[i];
-	for (size_t i = 0; i + 64 < lc->nsrcs; i++)
+	/* one copy per name (the lines are grouped by pointer); the
+	 * newest first: a function's lines are mostly of one file */
+	for (size_t i = lc->nsrcs; i-- > 0;)
 		if (!strcmp(lc->srcs[i], s))
 			return lc->srcs[i];
 	if (lc->nsrcs == lc->capsrcs) {
@@ -850,8 +848,10 @@ int ptd_coverage_write_lcov(FILE *f, struct ptd_coverage *c,
 		lcov_fini(&lc);
 		return r;
 	}
-	qsort(lc.l, lc.nl, sizeof(*lc.l), lline_cmp);
-	qsort(lc.fn, lc.nfn, sizeof(*lc.fn), lfunc_cmp);
+	if (lc.nl)
+		qsort(lc.l, lc.nl, sizeof(*lc.l), lline_cmp);
+	if (lc.nfn)
+		qsort(lc.fn, lc.nfn, sizeof(*lc.fn), lfunc_cmp);
 	while (i < lc.nl) {
 		const char *src = lc.l[i].src;
 		uint64_t lf = 0, lh = 0, fnf = 0, fnh = 0;
