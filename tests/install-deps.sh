@@ -19,10 +19,13 @@ pkgs=(gcc g++ meson ninja-build pkg-config python3
 # clang's runtimes (libFuzzer is in libclang-rt-dev, only recommended by
 # clang) build the fuzz harnesses of tests/fuzz; without them run-all.sh
 # skips its fuzz step, saying so.
+# libdw-dev (elfutils' DWARF reader) gives `ptctl coverage --format lcov`
+# its source lines; lcov's genhtml is the independent reader test-coverage
+# holds those tracefiles to.  Without them lcov is refused / not checked.
 # valgrind's callgrind counts the test programs' instructions per function,
 # which test-views holds ptd's flame graph to.
 optional=(linux-perf lldb-22 debootstrap systemd-container libclang-rt-dev
-	  valgrind)
+	  valgrind libdw-dev lcov)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -44,8 +44,8 @@ static int record_lldb(FILE *f, uint64_t session, const char *dir,
 		       bool json, struct ptd_response *ret);
 
 /* Ask for @session's bundle in @dir (@wait: answered once it is written). */
-static int send_record(FILE *f, uint64_t session, const char *dir, bool wait,
-		       bool json, struct ptd_response *ret)
+int send_record(FILE *f, uint64_t session, const char *dir, bool wait,
+		bool json, struct ptd_response *ret)
 {
 	struct ptd_request req;
 

@@ -40,6 +40,8 @@ static const struct verb {
 	  "JSON" },
 	{ "flamegraph", verb_flamegraph,
 	  "an SVG flame graph of a trace's instructions by stack" },
+	{ "coverage", verb_coverage,
+	  "what a saved trace ran, per function, as text or lcov" },
 	{ "verify", verb_verify,
 	  "check a capture's decode against its ground truth" },
 	{ "attach", verb_attach, "ask ptd to trace a running process" },

@@ -6,8 +6,9 @@
  *   decode.c   decode: a saved trace or raw PT bytes to JSON lines, and
  *              the options and output every decoding verb shares
  *   capture.c  trace, verify, export: the software source's captures
- *   views.c    export --format perfetto, flamegraph: a trace's calls as a
- *              timeline and its instructions by stack (lib/views/)
+ *   views.c    export --format perfetto, flamegraph, coverage: a trace's
+ *              calls as a timeline, its instructions by stack, what it
+ *              ran per function (lib/views/)
  *   client.c   talking to ptd: connect, requests out and responses in
  *              through the protocol module ptd uses (daemon/proto.h), a
  *              stream followed to its bye
@@ -127,6 +128,8 @@ int verb_verify(int argc, char **argv);
 /* `export --format perfetto ...` (argv as verb_export's). */
 int verb_export_perfetto(int argc, char **argv);
 int verb_flamegraph(int argc, char **argv);
+/* coverage [--format text|lcov]: lib/views/coverage.h */
+int verb_coverage(int argc, char **argv);
 
 /* ---- client.c ---- */
 
@@ -186,6 +189,10 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 
 int verb_attach(int argc, char **argv);
 int verb_record(int argc, char **argv);
+/* Ask ptd for @session's bundle in the directory @dir (@wait: answered
+ * once written); 0 or an exit status, the message printed. */
+int send_record(FILE *f, uint64_t session, const char *dir, bool wait,
+		bool json, struct ptd_response *ret);
 int verb_stream(int argc, char **argv);
 int verb_replay(int argc, char **argv);
 int verb_snapshot(int argc, char **argv);

@@ -4,7 +4,9 @@
  * calls as a Chrome JSON trace (one track per thread, nested call slices)
  * and its instructions by stack as an SVG flame graph.  Both decode with
  * symbols and call records, feed them to lib/views/stacks.h and write
- * what it makes (doc/views.md).
+ * what it makes (doc/views.md).  ptctl coverage: the trace's exact
+ * execution counts (decode/counters.h) per module and function, as text
+ * or lcov (lib/views/coverage.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,16 +15,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/diag.h"
+#include "common/fileio.h"
 #include "common/strutil.h"
+#include "decode/counters.h"
+#include "views/coverage.h"
 #include "views/flamegraph.h"
 #include "views/perfetto.h"
 #include "views/stacks.h"
 #include "ptctl.h"
 
-enum view_kind { VIEW_PERFETTO, VIEW_FLAMEGRAPH };
+enum view_kind { VIEW_PERFETTO, VIEW_FLAMEGRAPH, VIEW_COVERAGE };
 
 struct view_args {
 	struct decode_args d;
@@ -30,6 +36,8 @@ struct view_args {
 	const char *title;
 	double min_width;
 	bool insns_axis;	/* --time insns */
+	bool lcov;		/* coverage --format lcov */
+	const char *test_name;	/* coverage --test-name */
 };
 
 /* The sink of the decode: records into the stacks. */
@@ -52,7 +60,7 @@ static int view_info(void *ctx, const struct ptd_input_info *info)
 static int view_record(void *ctx, const struct ptd_record *rec)
 {
 	struct view_run *v = ctx;
-	int r = ptd_stacks_feed(v->stacks, rec);
+	int r = v->stacks ? ptd_stacks_feed(v->stacks, rec) : 0;
 
 	if (r)
 		v->err = r;
@@ -71,7 +79,7 @@ static void view_thread_done(void *ctx, pid_t tid,
 		decode_thread_failed(tid, err, diag);
 		v->failed = true;
 	}
-	r = ptd_stacks_thread_end(v->stacks, tid);
+	r = v->stacks ? ptd_stacks_thread_end(v->stacks, tid) : 0;
 	if (r && !v->err)
 		v->err = r;
 }
@@ -97,6 +105,133 @@ static FILE *open_out(const char *path)
 		(void)unlink(path);
 	}
 	return f;
+}
+
+/* ptctl coverage: decode counting every execution, then write; @label
+ * names the input in the text's header. */
+static int coverage_write(const char *in, const char *label,
+			  struct view_args *va)
+{
+	struct ptd_counters *counters = NULL;
+	struct ptd_coverage *cov = NULL;
+	struct ptd_input_sink sink;
+	struct ptd_input_opts o;
+	struct ptd_diag diag = { "" };
+	struct view_run v;
+	size_t thread_errors = 0;
+	const char *msg;
+	FILE *f;
+	int r, ret = 0;
+
+	memset(&v, 0, sizeof(v));
+	f = open_out(va->out);
+	if (!f)
+		return EXIT_INPUT;
+	r = ptd_counters_new(0, &counters);
+	if (r < 0) {
+		errx_msg("%s", ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	va->d.opts.counters = counters;
+	decode_input_opts(&va->d, &o);
+	memset(&sink, 0, sizeof(sink));
+	sink.info = view_info;
+	sink.record = view_record;
+	sink.thread_done = view_thread_done;
+	sink.ctx = &v;
+	sink.notice = decode_notice;
+	r = ptd_input_decode(in, &o, &sink, &thread_errors, &diag);
+	if (r < 0) {
+		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	r = ptd_coverage_new(counters, va->d.opts.symbols, &cov);
+	if (r == 0)
+		r = va->lcov ? ptd_coverage_write_lcov(f, cov, va->test_name)
+			     : ptd_coverage_write_text(f, cov, label);
+	if (r < 0) {
+		errx_msg("writing %s: %s", va->out ? va->out : "stdout",
+			 ptd_strerror(r));
+		ret = EXIT_INPUT;
+		goto out;
+	}
+	for (size_t i = 0; (msg = ptd_coverage_note(cov, i)); i++)
+		errx_msg("note: %s", msg);
+	{
+		uint64_t execs, distinct, uncounted;
+
+		ptd_counters_totals(counters, &execs, &distinct, &uncounted);
+		if (uncounted)
+			errx_msg("%" PRIu64 " executions not counted: more "
+				 "than %u distinct instructions",
+				 uncounted, PTD_COUNTERS_DEFAULT_MAX);
+	}
+	if (thread_errors || v.failed)
+		ret = EXIT_INPUT;
+	else if (v.errors) {
+		errx_msg("%" PRIu64 " decode errors (what ran after each, up "
+			 "to where decoding resumed, is not counted)",
+			 v.errors);
+		ret = EXIT_DECODE_ERRORS;
+	}
+out:
+	ptd_coverage_free(cov);
+	if (f != stdout && fclose(f) != 0 && !ret) {
+		errx_msg("writing %s: %s", va->out, strerror(errno));
+		ret = EXIT_INPUT;
+	}
+	if (va->out && (ret == EXIT_INPUT || ret == EXIT_USAGE))
+		(void)unlink(va->out);
+	/* after the symbols' last use (coverage_new's lookups) */
+	ptd_counters_free(counters);
+	va->d.opts.counters = NULL;
+	return ret;
+}
+
+/* A SESSION argument: digits, and no file of that name here. */
+static bool is_session_arg(const char *s)
+{
+	struct stat st;
+
+	if (!*s || strspn(s, "0123456789") != strlen(s))
+		return false;
+	return lstat(s, &st) < 0 && errno == ENOENT;
+}
+
+/* ptctl coverage SESSION: the session's trace, recorded by ptd into a
+ * directory of ours (it must have been attached with --record; ptd
+ * answers once the session has ended and the bundle is written), then
+ * read as any bundle. */
+static int coverage_session(const char *arg, struct view_args *va)
+{
+	char dir[] = "/tmp/ptctl-coverage-XXXXXX", label[64];
+	struct ptd_response resp;
+	uint64_t session;
+	FILE *f = NULL;
+	int r;
+
+	memset(&resp, 0, sizeof(resp));
+	r = parse_session_arg(arg, &session);
+	if (r)
+		return r;
+	if (!mkdtemp(dir)) {
+		errx_msg("a directory for the session's bundle: %s",
+			 strerror(errno));
+		return EXIT_INPUT;
+	}
+	r = client_connect(&f);
+	if (!r)
+		r = send_record(f, session, dir, true, false, &resp);
+	ptd_response_fini(&resp);
+	if (f)
+		fclose(f);
+	(void)snprintf(label, sizeof(label), "session %" PRIu64, session);
+	if (!r)
+		r = coverage_write(dir, label, va);
+	(void)ptd_rm_rf(dir);
+	return r;
 }
 
 static int view_write(enum view_kind kind, const char *in,
@@ -191,7 +326,23 @@ out:
 
 static void help_view(enum view_kind kind, FILE *f)
 {
-	if (kind == VIEW_PERFETTO)
+	if (kind == VIEW_COVERAGE)
+		fprintf(f, "Usage: ptctl coverage [OPTIONS] TRACE|SESSION\n\n"
+			   "Write what a saved trace ran, per module and "
+			   "function: distinct instructions\nexecuted, their "
+			   "executions, and where the symbol has a size the "
+			   "function's\ninstructions by disassembly of its "
+			   "bytes (doc/views.md says what is counted).\n"
+			   "  --format text|lcov text (the default), or an "
+			   "lcov tracefile with source\n"
+			   "                    lines from DWARF (genhtml "
+			   "reads it)\n"
+			   "  --output FILE     as --out\n"
+			   "  --test-name NAME  lcov's TN: (default empty)\n"
+			   "SESSION: a ptd session attached with --record: "
+			   "ptd records it once it\nhas ended (waiting for "
+			   "that), and its bundle is read.\n");
+	else if (kind == VIEW_PERFETTO)
 		fprintf(f, "Usage: ptctl export --format perfetto [OPTIONS] "
 			   "TRACE\n\n"
 			   "Write the calls of a saved trace as a Chrome JSON "
@@ -234,6 +385,8 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 		{ "title", required_argument, NULL, 'T' },
 		{ "min-width", required_argument, NULL, 'w' },
 		{ "time", required_argument, NULL, 'X' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "test-name", required_argument, NULL, 'N' },
 		{ "tid", required_argument, NULL, 't' },
 		{ "sysroot", required_argument, NULL, 'S' },
 		{ "buildid-dir", required_argument, NULL, 'B' },
@@ -249,18 +402,26 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 
 	memset(&va, 0, sizeof(va));
 	decode_args_init(&va.d);
-	va.d.opts.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_CALL);
+	if (kind == VIEW_COVERAGE)
+		/* counted into a table of ours; no record is rendered */
+		va.d.opts.want = PTD_REC_BIT(PTD_REC_COUNTERS) |
+				 PTD_REC_BIT(PTD_REC_ERROR);
+	else
+		va.d.opts.want = PTD_REC_BIT(PTD_REC_INSN) |
+				 PTD_REC_BIT(PTD_REC_CALL);
 	va.d.opts.json_bodies = false;
 	va.d.symbols = true;
 	va.min_width = 0.1;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", longopts, &li)) != -1) {
 		if ((kind == VIEW_FLAMEGRAPH && c == 'f') ||
-		    (kind == VIEW_FLAMEGRAPH && c == 'X') ||
-		    (kind == VIEW_PERFETTO && (c == 'T' || c == 'w'))) {
+		    (kind != VIEW_PERFETTO && c == 'X') ||
+		    (kind != VIEW_FLAMEGRAPH && (c == 'T' || c == 'w')) ||
+		    (kind != VIEW_COVERAGE && c == 'N')) {
 			errx_msg("--%s is for %s", longopts[li].name,
 				 c == 'f' || c == 'X' ? "ptctl export"
-						      : "ptctl flamegraph");
+				 : c == 'N'	     ? "ptctl coverage"
+						     : "ptctl flamegraph");
 			return EXIT_USAGE;
 		}
 		r = c == 't' ? decode_option(&va.d, c, optarg) : 0;
@@ -270,6 +431,17 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'f':
+			if (kind == VIEW_COVERAGE) {
+				if (strcmp(optarg, "text") &&
+				    strcmp(optarg, "lcov")) {
+					errx_msg("--format: expected 'text' or "
+						 "'lcov', got '%s'",
+						 optarg);
+					return EXIT_USAGE;
+				}
+				va.lcov = !strcmp(optarg, "lcov");
+				break;
+			}
 			/* verb_export sent us here for "perfetto" */
 			if (strcmp(optarg, "perfetto")) {
 				errx_msg("--format perfetto is not combined "
@@ -291,6 +463,9 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 			break;
 		case 'T':
 			va.title = optarg;
+			break;
+		case 'N':
+			va.test_name = optarg;
 			break;
 		case 'w':
 			errno = 0;
@@ -328,13 +503,23 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	}
 	if (optind + 1 != argc) {
 		errx_msg("expected one TRACE (see ptctl %s --help)",
-			 kind == VIEW_PERFETTO ? "export --format perfetto"
-					       : "flamegraph");
+			 kind == VIEW_PERFETTO	   ? "export --format perfetto"
+			 : kind == VIEW_COVERAGE ? "coverage"
+						 : "flamegraph");
+		return EXIT_USAGE;
+	}
+	if (va.lcov && !ptd_coverage_have_lcov()) {
+		errx_msg("--format lcov needs DWARF line tables, and this "
+			 "ptctl was built without libdw (Debian's libdw-dev); "
+			 "--format text works without it");
 		return EXIT_USAGE;
 	}
 	r = decode_symbols_open(&va.d);
 	if (r == 0)
-		r = view_write(kind, argv[optind], &va);
+		r = kind != VIEW_COVERAGE ? view_write(kind, argv[optind], &va)
+		    : is_session_arg(argv[optind])
+			    ? coverage_session(argv[optind], &va)
+			    : coverage_write(argv[optind], argv[optind], &va);
 	decode_symbols_close(&va.d);
 	return r;
 }
@@ -347,4 +532,9 @@ int verb_export_perfetto(int argc, char **argv)
 int verb_flamegraph(int argc, char **argv)
 {
 	return view_main(VIEW_FLAMEGRAPH, argc, argv);
+}
+
+int verb_coverage(int argc, char **argv)
+{
+	return view_main(VIEW_COVERAGE, argc, argv);
 }

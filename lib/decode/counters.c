@@ -314,6 +314,21 @@ void ptd_counters_totals(const struct ptd_counters *t, uint64_t *ret_execs,
 		*ret_uncounted = t ? t->uncounted : 0;
 }
 
+size_t ptd_counters_nentries(const struct ptd_counters *t)
+{
+	return t ? t->nent : 0;
+}
+
+const struct ptd_rec_insn *ptd_counters_entry(const struct ptd_counters *t,
+					      size_t i, uint64_t *ret_count)
+{
+	if (!t || i >= t->nent)
+		return NULL;
+	if (ret_count)
+		*ret_count = t->cnt[i];
+	return &t->ent[i].in;
+}
+
 /* --- Taking the counts. --- */
 
 /* A ranked item: an instruction, a block or a function. */

@@ -92,6 +92,15 @@ uint64_t ptd_counters_get(const struct ptd_counters *t,
 void ptd_counters_totals(const struct ptd_counters *t, uint64_t *ret_execs,
 			 uint64_t *ret_distinct, uint64_t *ret_uncounted);
 
+/* The distinct instructions of the table, in the order they were first
+ * seen: @i below ptd_counters_nentries.  Returns the instruction (module
+ * and sym copies owned by the table; json_body, flags and cslot cleared)
+ * and its count in *@ret_count (may be NULL), or NULL past the end.  For
+ * views that walk every instruction (views/coverage.h). */
+size_t ptd_counters_nentries(const struct ptd_counters *t);
+const struct ptd_rec_insn *ptd_counters_entry(const struct ptd_counters *t,
+					      size_t i, uint64_t *ret_count);
+
 /*
  * The counts as they are now, as counters records to @fn: one "total",
  * then the @top most executed instructions, blocks and functions (each

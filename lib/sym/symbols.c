@@ -35,6 +35,8 @@ struct symfile {
 	char *key;
 	struct ptd_symtab *t;	/* NULL: unusable (see failure) */
 	char *debug_file;	/* "" if none */
+	char *path;		/* the file (NULL: a perf map) */
+	char *name;		/* the first module name it resolved for */
 };
 
 struct ptd_symbols {
@@ -93,6 +95,8 @@ void ptd_symbols_free(struct ptd_symbols *s)
 			ptd_symtab_free(f->t);
 			free(f->key);
 			free(f->debug_file);
+			free(f->path);
+			free(f->name);
 			free(f);
 			f = n;
 		}
@@ -457,6 +461,17 @@ const char *ptd_symbols_resolve(struct ptd_symbols *s,
 			f = get(s, fkey, m->path, m->name[0] == '[', 0);
 			free(fkey);
 		}
+		if (f && !f->name) {
+			/* views/coverage.h finds the file by the name
+			 * records carry (ptd_symbols_module_file) */
+			f->name = strdup(m->name);
+			f->path = strdup(m->path);
+			if (!f->name || !f->path) {
+				free(f->name);
+				free(f->path);
+				f->name = f->path = NULL;
+			}
+		}
 		if (f && f->t &&
 		    ip - m->vaddr < m->size &&
 		    ptd_symtab_vaddr_of(f->t, m->offset + (ip - m->vaddr),
@@ -532,4 +547,31 @@ const char *ptd_symbols_debug_file(struct ptd_symbols *s, const char *path)
 	if (!f)
 		return NULL;
 	return f->debug_file ? f->debug_file : "";
+}
+
+int ptd_symbols_module_file(struct ptd_symbols *s, const char *name,
+			    const char **ret_path,
+			    const struct ptd_symtab **ret_table,
+			    const char **ret_debug)
+{
+	const struct symfile *best = NULL;
+
+	if (!s || !name)
+		return -ENOENT;
+	(void)pthread_mutex_lock(&s->lock);
+	for (size_t b = 0; b < NBUCKETS; b++)
+		for (const struct symfile *f = s->bucket[b]; f; f = f->next)
+			if (f->name && !strcmp(f->name, name) &&
+			    (!best || strcmp(f->key, best->key) < 0))
+				best = f;
+	(void)pthread_mutex_unlock(&s->lock);
+	if (!best)
+		return -ENOENT;
+	if (ret_path)
+		*ret_path = best->path;
+	if (ret_table)
+		*ret_table = best->t;
+	if (ret_debug)
+		*ret_debug = best->debug_file ? best->debug_file : "";
+	return 0;
 }

@@ -33,6 +33,7 @@
 #include "common/diag.h"
 
 struct ptd_symbols;
+struct ptd_symtab;
 
 struct ptd_symbols_opts {
 	const char *debug_root;		/* NULL: /usr/lib/debug */
@@ -104,5 +105,18 @@ size_t ptd_symbols_nfailures(struct ptd_symbols *s);
 /* The debug file used for @path's symbols, "" if none (for tests and
  * messages): valid while @s lives.  NULL if @path was not loaded. */
 const char *ptd_symbols_debug_file(struct ptd_symbols *s, const char *path);
+
+/* The file whose symbols named the code of module @name (as records name
+ * it: ptd_module.name, the traced path or "[vdso]"; when several files
+ * did, the one whose path sorts first): its path (*@ret_path: the file
+ * the bytes came from, a bundle's copy, a --sysroot's), its sealed table (*@ret_table, NULL when
+ * its symbols could not be read) and the separate debug file its symbols
+ * came from (*@ret_debug, "" if none).  Any of them may be NULL.  Only
+ * files already loaded by ptd_symbols_resolve; valid while @s lives and
+ * nothing resolves concurrently.  Returns 0, or -ENOENT. */
+int ptd_symbols_module_file(struct ptd_symbols *s, const char *name,
+			    const char **ret_path,
+			    const struct ptd_symtab **ret_table,
+			    const char **ret_debug);
 
 #endif
