@@ -448,6 +448,7 @@ void stream_filter_init(struct ptd_filter_spec *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->kinds = PTD_FILTER_DEFAULT_KINDS;
+	f->counters_top = PTD_PROTO_COUNTERS_TOP_DEFAULT;
 }
 
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
@@ -472,6 +473,28 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		return parse_format(arg, &f->binary) < 0 ? -EINVAL : 1;
 	case PTCTL_OUTPUT_OPT:
 		stream_output = arg;
+		return 1;
+	case PTCTL_TOP_OPT:	/* (ptd checks the bounds too) */
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 ||
+		    v > PTD_PROTO_COUNTERS_TOP_MAX) {
+			errx_msg("--top: expected 1 to %u, got '%s'",
+				 PTD_PROTO_COUNTERS_TOP_MAX, arg);
+			return -EINVAL;
+		}
+		f->counters_top = (uint32_t)v;
+		f->kinds |= PTD_REC_BIT(PTD_REC_COUNTERS);
+		return 1;
+	case PTCTL_EVERY_OPT:
+		if (ptd_parse_u64(arg, 10, &v) < 0 ||
+		    v < PTD_PROTO_COUNTERS_EVERY_MIN ||
+		    v > PTD_PROTO_COUNTERS_EVERY_MAX) {
+			errx_msg("--every: expected %u to %u ms, got '%s'",
+				 PTD_PROTO_COUNTERS_EVERY_MIN,
+				 PTD_PROTO_COUNTERS_EVERY_MAX, arg);
+			return -EINVAL;
+		}
+		f->counters_every_ms = (uint32_t)v;
+		f->kinds |= PTD_REC_BIT(PTD_REC_COUNTERS);
 		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {

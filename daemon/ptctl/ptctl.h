@@ -82,6 +82,11 @@ int parse_fields(const char *s, uint32_t *ret);
 #define PTCTL_FORMAT_OPT 0x200
 /* --output FILE (stream, replay: where a binary stream's frames go) */
 #define PTCTL_OUTPUT_OPT 0x202
+/* --top K, --every MS (stream options: subscribe's "counters") */
+#define PTCTL_TOP_OPT 0x203
+#define PTCTL_EVERY_OPT 0x204
+/* --counters (attach): options.counters */
+#define PTCTL_COUNTERS_OPT 0x205
 /* "json" or "binary" into *@binary; 0, or -EINVAL with the message
  * printed */
 int parse_format(const char *s, bool *binary);
@@ -164,7 +169,9 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }, \
 	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT },  \
 	{ "format", required_argument, NULL, PTCTL_FORMAT_OPT }, \
-	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }
+	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }, \
+	{ "top", required_argument, NULL, PTCTL_TOP_OPT }, \
+	{ "every", required_argument, NULL, PTCTL_EVERY_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,

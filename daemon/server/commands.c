@@ -239,6 +239,22 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			srv_rulesub_subscribe(s, c, req, &f);
 		return;
 	}
+	/* counts are kept by a session asked to count from its start
+	 * (attach's options.counters, replay's "counters"): a subscriber
+	 * cannot start them later, the first executions before it came
+	 * are gone */
+	if ((spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+			   PTD_REC_BIT(PTD_REC_COUNTERS))) && !ss->xt) {
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"kinds: %s: session %" PRIu64 " does not "
+				"count (attach with options.counters, replay "
+				"with \"counters\": true)",
+				(spec.kinds & PTD_REC_BIT(PTD_REC_FIRST_EXEC))
+					? "first_exec"
+					: "counters",
+				ss->id);
+		return;
+	}
 	if ((spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) && !ss->had_symbols) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 				"%s: session %" PRIu64 " decodes without "

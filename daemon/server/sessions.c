@@ -14,6 +14,7 @@
 #include "daemon/log.h"
 #include "common/strutil.h"
 #include "daemon/server/srv.h"
+#include "decode/counters.h"
 #include "record/jsonw.h"
 
 /* Wake the loop (its eventfd); any thread. */
@@ -34,9 +35,54 @@ void srv_wake(void *ctx)
  * queue instead, cutting off one that reads nothing for stall_ms; a stop
  * cancels the wait (srv_session_stop).  A live full-mode session's
  * records are not: they drop rather than hold the target back. */
+static int counters_out(void *ctx, const struct ptd_record *rec)
+{
+	struct srv_session *ss = ctx;
+
+	/* paced where the session's other records are */
+	if (ss->pacing || (ss->rp && ss->lossless))
+		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
+					   ss->stall_ms,
+					   ss->pacing ? PTD_STALL_CUT
+						      : PTD_STALL_DROP);
+	ptd_fanout_record(ss->fan, rec);
+	return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Decode thread: a counters snapshot to the subscribers due one (the
+ * last: to every one asking for counters).  The table is this thread's,
+ * so the counts are those of every record handed to the fan-out so far. */
+static void counters_snapshot(struct srv_session *ss, bool final)
+{
+	uint32_t top;
+
+	if (!ss->xt || !ptd_fanout_counters_due(ss->fan, mono_ms(), final,
+						&top))
+		return;
+	(void)ptd_counters_emit(ss->xt, top, ss->pid, 0, counters_out, ss);
+}
+
+/* Every this many instructions the decode thread looks at the clock for
+ * the periodic counters snapshots. */
+#define SRV_COUNTERS_TICK 4096u
+
 static void sink_record(void *ctx, const struct ptd_record *rec)
 {
 	struct srv_session *ss = ctx;
+
+	if (ss->xt && rec->type == PTD_REC_INSN &&
+	    ++ss->xt_tick >= SRV_COUNTERS_TICK) {
+		ss->xt_tick = 0;
+		counters_snapshot(ss, false);
+	}
 
 	if (atomic_load_explicit(&ss->gate_init, memory_order_acquire) &&
 	    atomic_load(&ss->ngates) &&
@@ -199,6 +245,7 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 	struct srv_session *ss = ctx;
 
 	srv_children_report(ss);
+	counters_snapshot(ss, true);	/* the last one, before bye */
 
 	ss->end = *end;
 	atomic_store_explicit(&ss->ended, true, memory_order_release);
@@ -387,6 +434,8 @@ void srv_session_release(struct srv_session *ss)
 	/* (after the threads that resolve through them; their charges go
 	 * back with the session's) */
 	srv_symbols_free(ss);
+	ptd_counters_free(ss->xt);
+	ss->xt = NULL;
 	ptd_memacct_release(&ss->acct);
 	/* a rule's process: continued by now (its session thread is gone);
 	 * the pidfd need not outlive the session's threads */
@@ -411,6 +460,8 @@ void srv_session_free(struct srv_session *ss)
 	ptd_session_free(ss->s);
 	ptd_replay_free(ss->rp);
 	srv_symbols_free(ss);
+	ptd_counters_free(ss->xt);
+	ss->xt = NULL;
 	ptd_memacct_release(&ss->acct);
 	srv_record_forget(ss);
 	ptd_fanout_free(ss->fan);

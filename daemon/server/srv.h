@@ -133,6 +133,13 @@ struct srv_session {
 	enum ptd_source_kind source;	/* in use */
 	struct ptd_session *s;		/* NULL once ended and freed */
 	struct ptd_fanout *fan;
+	/* options.counters (attach), "counters" (replay): the exact counts
+	 * its decode thread keeps over all its threads (NULL: none); that
+	 * thread alone touches it, and gives the counters snapshots its
+	 * subscribers ask for (sessions.c), xt_tick counting instructions
+	 * between two looks at the clock */
+	struct ptd_counters *xt;
+	unsigned xt_tick;
 	bool stopping;			/* detach/shutdown asked */
 	/* A detach waiting for the session's end, i.e. for every thread to
 	 * be released (loop only). */
