@@ -249,20 +249,37 @@ int parse_session_arg(const char *s, uint64_t *ret)
 	return 0;
 }
 
+/* Copy a line to stdout (follow_stream's). */
+static int write_line(void *ctx, const char *line, size_t n)
+{
+	(void)ctx;
+	if (fwrite(line, 1, n, stdout) != n || putchar('\n') == EOF) {
+		errx_msg("writing to stdout: %s", strerror(errno));
+		return EXIT_STREAM;
+	}
+	return 0;
+}
+
 /* Follow a stream: copy JSON lines to stdout until bye. */
 static int follow_stream(FILE *f)
+{
+	return follow_lines(f, write_line, NULL);
+}
+
+int follow_lines(FILE *f, int (*fn)(void *ctx, const char *line, size_t n),
+		 void *ctx)
 {
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	int ret = EXIT_STREAM;
+	int ret = EXIT_STREAM, r;
 
 	while ((n = read_line(f, &line, &cap)) >= 0) {
-		if (fwrite(line, 1, (size_t)n, stdout) != (size_t)n ||
-		    putchar('\n') == EOF) {
-			errx_msg("writing to stdout: %s", strerror(errno));
-			return EXIT_STREAM;
-		}
+		r = fn(ctx, line, (size_t)n);
+		if (r < 0)	/* done early: a normal end */
+			return 0;
+		if (r)
+			return r;
 		/* a rule's stream never ends by itself: each session is
 		 * out once it has ended, whatever stdout's buffering */
 		if (!strncmp(line, "{\"type\":\"session_end\"", 21) &&
@@ -408,6 +425,27 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 		return r;
 	ptd_response_fini(&resp);
 	return spec->binary ? follow_binary(f) : follow_stream(f);
+}
+
+int subscribe_and_follow_lines(FILE *f, uint64_t session,
+			       const struct ptd_filter_spec *spec,
+			       int (*fn)(void *ctx, const char *line,
+					 size_t n),
+			       void *ctx)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	int r;
+
+	client_request(&req, PTD_CMD_SUBSCRIBE);
+	req.has_session = true;
+	req.session = session;
+	req.filter = *spec;
+	r = client_call(f, &req, false, &resp);
+	if (r)
+		return r;
+	ptd_response_fini(&resp);
+	return follow_lines(f, fn, ctx);
 }
 
 int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,

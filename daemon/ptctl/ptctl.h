@@ -156,6 +156,17 @@ int client_send_record(FILE *f, const struct ptd_request *req,
 /* A number or string field of a result (0 / "" when absent). */
 double num_of(const cJSON *o, const char *key);
 const char *str_of(const cJSON *o, const char *key);
+/* Follow a subscribed stream: each line (without its newline) to @fn,
+ * until the bye line (given to @fn too; its reason gives the status, as
+ * ptctl stream's).  @fn returns 0 to go on, a negative value to stop
+ * (status 0), or an exit status to stop with. */
+int subscribe_and_follow_lines(FILE *f, uint64_t session,
+			       const struct ptd_filter_spec *spec,
+			       int (*fn)(void *ctx, const char *line,
+					 size_t n),
+			       void *ctx);
+int follow_lines(FILE *f, int (*fn)(void *ctx, const char *line, size_t n),
+		 void *ctx);
 /* A SESSION argument; 0 or EXIT_USAGE with the message printed. */
 int parse_session_arg(const char *s, uint64_t *ret);
 /* The stream options (--kinds, --tid, --range, --iclass, --module) as
@@ -194,6 +205,7 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 int verb_attach(int argc, char **argv);
 int verb_record(int argc, char **argv);
 int verb_stream(int argc, char **argv);
+int verb_top(int argc, char **argv);
 int verb_replay(int argc, char **argv);
 int verb_snapshot(int argc, char **argv);
 int verb_detach(int argc, char **argv);
