@@ -44,6 +44,8 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "unwatch";
 	case PTD_CMD_TRIGGER:
 		return "trigger";
+	case PTD_CMD_COUNTERS:
+		return "counters";
 	case PTD_CMD_COUNT:
 		break;
 	}
@@ -440,6 +442,23 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req);
 
+/* counters: session, top (default PTD_PROTO_COUNTERS_TOP_DEFAULT, into
+ * filter.counters_top). */
+static int parse_counters_cmd(const struct ptd_json_reader *r,
+			      const cJSON *o, struct ptd_request *req)
+{
+	uint64_t v;
+	int e = parse_session(r, o, true, req);
+
+	if (e < 0)
+		return e;
+	e = ptd_json_get_u64(r, o, "", "top", INT, 1,
+			     PTD_PROTO_COUNTERS_TOP_MAX, &v);
+	if (e == 0)
+		req->filter.counters_top = (uint32_t)v;
+	return optional(e);
+}
+
 /* subscribe's "counters": {"every_ms": N, "top": K}, both optional;
  * given, the kinds include counters.  every_ms 0 or absent: the session's
  * last snapshot only. */
@@ -784,6 +803,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const unwatch[] = { "id", "cmd", "rule", NULL };
 	static const char *const trigger[] = { "id", "cmd", "session", "add",
 					       "remove", NULL };
+	static const char *const counters[] = { "id", "cmd", "session", "top",
+						NULL };
 
 	switch (c) {
 	case PTD_CMD_ATTACH:
@@ -804,6 +825,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return unwatch;
 	case PTD_CMD_TRIGGER:
 		return trigger;
+	case PTD_CMD_COUNTERS:
+		return counters;
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -892,6 +915,8 @@ static int parse_object(const struct ptd_json *doc, struct ptd_request *req,
 						 INT_MAX_JSON, &req->rule));
 	case PTD_CMD_TRIGGER:
 		return parse_trigger(&r, o, req);
+	case PTD_CMD_COUNTERS:
+		return parse_counters_cmd(&r, o, req);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -1237,6 +1262,11 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 							  req->ntriggers
 								  ? req->triggers[0]
 								  : ""));
+	case PTD_CMD_COUNTERS:
+		return cJSON_AddNumberToObject(o, "session",
+					       (double)req->session) &&
+		       cJSON_AddNumberToObject(o, "top",
+					       (double)req->filter.counters_top);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:

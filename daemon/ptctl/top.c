@@ -106,6 +106,36 @@ static int top_line(void *ctx, const char *line, size_t n)
 	return r;
 }
 
+/* --once: the counts as they are now (the counters request), one view. */
+static int top_once(FILE *f, struct top *t)
+{
+	struct ptd_request req;
+	struct ptd_response resp;
+	const cJSON *a, *v;
+	int r;
+
+	client_request(&req, PTD_CMD_COUNTERS);
+	req.has_session = true;
+	req.session = t->session;
+	req.filter.counters_top = t->k;
+	r = client_call(f, &req, false, &resp);
+	if (r)
+		return r;
+	a = cJSON_GetObjectItemCaseSensitive(resp.result, "records");
+	cJSON_ArrayForEach(v, a) {
+		char *line = cJSON_PrintUnformatted(v);
+
+		r = line ? top_line(t, line, strlen(line)) : EXIT_STREAM;
+		free(line);
+		if (r)
+			break;
+	}
+	if (r >= 0)
+		r = top_print(t);
+	ptd_response_fini(&resp);
+	return r < 0 ? 0 : r;
+}
+
 static const struct option top_long[] = {
 	{ "interval", required_argument, NULL, 'i' },
 	{ "top", required_argument, NULL, 'k' },
@@ -157,9 +187,9 @@ int verb_top(int argc, char **argv)
 			       "redrawn every MS ms\n(default 1000) until the "
 			       "session ends.  On a terminal the screen is "
 			       "redrawn;\notherwise each view is a block of "
-			       "lines ending in an empty one.  --once:\nthe "
-			       "first view only (the last one, if the session "
-			       "ends first).\n");
+			       "lines ending in an empty one.  --once:\none "
+			       "view of the counts as they are now, at "
+			       "once.\n");
 			return 0;
 		default:
 			return EXIT_USAGE;
@@ -200,7 +230,9 @@ int verb_top(int argc, char **argv)
 			ptd_response_fini(&resp);
 		}
 	}
-	if (!r)
+	if (!r && t.once)
+		r = top_once(f, &t);
+	else if (!r)
 		r = subscribe_and_follow_lines(f, t.session, &spec, top_line,
 					       &t);
 	if (f)
