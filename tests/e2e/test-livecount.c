@@ -541,6 +541,27 @@ static void test_refused(void)
 		      strstr(dc_err_msg(r), "kinds: first_exec") &&
 		      strstr(dc_err_msg(r), "options.counters"));
 		cJSON_Delete(r);
+		(void)snprintf(req, sizeof(req),
+			       "{\"id\":1,\"cmd\":\"counters\",\"session\":"
+			       "%ld}\n", sid);
+		r = dc_call1(&dm, req);
+		CHECK(r && !dc_ok(r) && !strcmp(dc_err_code(r), "bad_request"));
+		CHECK(r && dc_err_msg(r) &&
+		      strstr(dc_err_msg(r), "does not count"));
+		cJSON_Delete(r);
+	}
+	/* ptctl top says so too, as a refusal (exit 6) */
+	{
+		char sidarg[32], out[700];
+		const char *args[] = { "top", sidarg, "--once", NULL };
+		const char *bad_args[] = { "top", sidarg, "--interval", "50",
+					   NULL };
+
+		(void)snprintf(sidarg, sizeof(sidarg), "%ld", sid);
+		(void)snprintf(out, sizeof(out), "%s/top.out", dm.dir);
+		CHECK_EQ_INT(wait_exit(ptctl_spawn(&dm, out, out, args)), 6);
+		CHECK_EQ_INT(wait_exit(ptctl_spawn(&dm, out, out, bad_args)),
+			     1);
 	}
 	CHECK(dc_detach(&dm, sid));
 	release(&go);
