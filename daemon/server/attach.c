@@ -297,7 +297,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 		o.symbols = srv_symbols_of(ss);
 	}
 	if (req->counters) {
-		r = ptd_counters_new(0, &ss->xt);
+		r = srv_counters_new(ss);
 		if (r < 0) {
 			srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
 					"counters: %s", ptd_strerror(r));

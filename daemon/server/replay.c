@@ -142,7 +142,7 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 	/* one table over every thread of the trace, as ptctl decode keeps;
 	 * the session's sink takes its counters records (sessions.c) */
 	if (req->counters) {
-		r = ptd_counters_new(0, &ss->xt);
+		r = srv_counters_new(ss);
 		if (r < 0) {
 			free(groups);
 			srv_session_free(ss);

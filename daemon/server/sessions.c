@@ -90,6 +90,20 @@ static int counters_text(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+static int counters_charge(void *ctx, uint64_t bytes)
+{
+	return ptd_memacct_charge(ctx, bytes, NULL);
+}
+
+int srv_counters_new(struct srv_session *ss)
+{
+	int r = ptd_counters_new(0, &ss->xt);
+
+	if (r == 0)
+		ptd_counters_set_grow(ss->xt, counters_charge, &ss->acct);
+	return r;
+}
+
 int srv_counters_render(struct srv_session *ss, uint32_t top)
 {
 	ss->xt_len = 0;

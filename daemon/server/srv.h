@@ -488,6 +488,10 @@ void srv_snapshots_answer(struct ptd_server *s);
 /* sessions.c: a session's counts as counters lines into ss->xt_text, on
  * its decode thread (or the loop's, once it has ended) */
 int srv_counters_render(struct srv_session *ss, uint32_t top);
+/* ss->xt for options.counters, its growth charged to ss->acct (a growth
+ * refused: the instructions past it are uncounted, as in a full table).
+ * 0 or -ENOMEM. */
+int srv_counters_new(struct srv_session *ss);
 void srv_counters_answer(struct ptd_server *s);
 
 /* attach.c; srv_attach_begin: the attach of @req->pid for @peer (@c:

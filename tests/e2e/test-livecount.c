@@ -153,6 +153,51 @@ static void test_replay(void)
 	CHECK_EQ_INT(daemon_stop(&dm), 0);
 }
 
+/* The table's growth is charged to the user's memory limit: a replay
+ * left 128 KiB under it counts what fits and says how much it did not
+ * ("uncounted"), all executions accounted for. */
+static void test_limit(void)
+{
+	char dir[1100], out[1100];
+	const char *decode[] = { "decode", "--records", "counters", "--top",
+				 "1", dir, NULL };
+	const char *replay[] = { "replay", "--kinds", "counters", "--top", "1",
+				 dir, NULL };
+	struct daemon dm;
+	char *off, *text = NULL, *a, *b;
+	cJSON *ta, *tb;
+	size_t len;
+
+	(void)snprintf(dir, sizeof(dir), "%s/threads", tmpdir);
+	(void)snprintf(out, sizeof(out), "%s/limit.out", tmpdir);
+	off = run_out(decode);
+	REQUIRE(off);
+	/* the replay's decoder (64 MiB) and one subscriber's two queues
+	 * (2 x 1 MiB), and 128 KiB */
+	REQUIRE(daemon_start(&dm, "limit", "subscriber_queue_size = 1048576\n"
+			     "user_memory_limit = 69337088\n"));
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&dm, out, NULL, replay)), 0);
+	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+	a = last_snapshot(off);
+	b = last_snapshot(text);
+	ta = cJSON_Parse(a);	/* (the total line: the first) */
+	tb = cJSON_ParseWithLength(b, strcspn(b, "\n"));
+	REQUIRE(ta && tb);
+	CHECK_EQ_U64(hexkey(ta, "uncounted"), 0);
+	CHECK(hexkey(tb, "uncounted") > 0);
+	CHECK(cJSON_GetObjectItem(tb, "ninsn")->valuedouble <
+	      cJSON_GetObjectItem(ta, "ninsn")->valuedouble);
+	CHECK_EQ_U64(hexkey(tb, "count") + hexkey(tb, "uncounted"),
+		     hexkey(ta, "count"));
+	cJSON_Delete(ta);
+	cJSON_Delete(tb);
+	free(a);
+	free(b);
+	free(off);
+	free(text);
+	CHECK_EQ_INT(daemon_stop(&dm), 0);
+}
+
 /* --- a small map of counts by ip --- */
 
 struct ent {
@@ -575,6 +620,7 @@ int main(void)
 	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
 	RUN(test_refused);
 	RUN(test_replay);
+	RUN(test_limit);
 	RUN(test_live);
 	return harness_done();
 }
