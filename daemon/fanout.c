@@ -574,6 +574,43 @@ static bool stage_record(struct ptd_fanout *f)
 	return true;
 }
 
+bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
+			     bool final, uint32_t *ret_top)
+{
+	uint32_t top = 0;
+	bool any = false;
+
+	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
+	    f->roster_gen)
+		roster_sync(f);
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_filter *flt = &f->roster[i]->filter;
+		uint32_t every = flt->spec.counters_every_ms;
+
+		flt->counters_due = false;
+		if (!(flt->spec.kinds & PTD_REC_BIT(PTD_REC_COUNTERS)))
+			continue;
+		if (!final) {
+			if (!every)
+				continue;
+			if (!flt->counters_next_ms) {
+				flt->counters_next_ms = now_ms + every;
+				continue;
+			}
+			if (now_ms < flt->counters_next_ms)
+				continue;
+			flt->counters_next_ms = now_ms + every;
+		}
+		flt->counters_due = true;
+		any = true;
+		if (flt->spec.counters_top > top)
+			top = flt->spec.counters_top;
+	}
+	if (ret_top)
+		*ret_top = top;
+	return any;
+}
+
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 {
 	size_t used = 0;	/* the most bytes queued for one subscriber */

@@ -119,6 +119,16 @@ void ptd_fanout_unsubscribe(struct ptd_fanout *f, struct ptd_subscriber *s);
 
 /* Decode thread: one record; one end (after it records are ignored). */
 void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r);
+/* Decode thread, before a counters snapshot: mark the subscribers that
+ * take it -- every one asking for counters records when @final (the
+ * session's last snapshot), else those whose every_ms has passed since
+ * their last one (their next one is then due every_ms from @now_ms; a
+ * subscriber's first period starts when it is first seen here) -- and
+ * give the largest top among them in *@ret_top.  Returns whether any
+ * takes it; the counters records fanned out until the next call go to
+ * those only, each to its top. */
+bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
+			     bool final, uint32_t *ret_top);
 /* Records rendered so far: one per record and distinct field set among the
  * subscribers that match it, however many subscribers share the set.  Any
  * thread. */

@@ -144,6 +144,12 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 	if ((unsigned)r->type >= PTD_REC_NTYPES ||
 	    !(f->spec.kinds & PTD_REC_BIT(r->type)))
 		return false;
+	/* the session's counts, whatever its threads and code: the
+	 * snapshots this subscriber is due, to its top */
+	if (r->type == PTD_REC_COUNTERS)
+		return f->counters_due &&
+		       (r->u.counters.of == PTD_COUNTERS_TOTAL ||
+			r->u.counters.rank <= f->spec.counters_top);
 	if (f->spec.ntids && !tid_match(f, r->tid))
 		return false;
 	if (!f->code_filter)

@@ -57,6 +57,11 @@ struct ptd_filter_spec {
 	 * (record/binframe.h; subscribe's "format": "binary"), not JSON
 	 * lines. */
 	bool binary;
+	/* Not conditions: counters snapshots (subscribe's "counters":
+	 * {"every_ms", "top"}): the @counters_top most executed of each
+	 * kind, every @counters_every_ms (0: the last one only). */
+	uint32_t counters_top;
+	uint32_t counters_every_ms;
 };
 
 /* The default kinds of a subscription: insn, event, error. */
@@ -77,6 +82,11 @@ struct ptd_filter {
 	size_t mod_len;
 	char mod_name[PTD_FILTER_MAX_MODULE];
 	bool mod_match;
+	/* Decode thread: this subscriber takes the counters snapshot being
+	 * fanned out (daemon/fanout.h ptd_fanout_counters_due), and when its
+	 * next periodic one is due (CLOCK_MONOTONIC ms; 0: not yet set). */
+	bool counters_due;
+	uint64_t counters_next_ms;
 };
 
 /* Compile @spec into @ret.  Returns 0, or -EINVAL if @spec has more tids

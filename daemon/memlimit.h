@@ -19,6 +19,11 @@
  *  - in a session with symbols: each file's symbol table, when it is
  *    loaded (server/symbols.c; a table refused is not kept, and an error
  *    record says so).
+ *  - in a session that counts (options.counters): the counters table's
+ *    entries and index as they grow (decode/counters.h
+ *    ptd_counters_set_grow; a growth refused holds the table at its
+ *    size, later new instructions uncounted: the counters total's
+ *    "uncounted").
  * Everything a session charged is given back when its threads are freed
  * (the session ended), a subscriber's when it unsubscribes.
  *

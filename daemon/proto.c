@@ -44,6 +44,8 @@ const char *ptd_cmd_name(enum ptd_cmd c)
 		return "unwatch";
 	case PTD_CMD_TRIGGER:
 		return "trigger";
+	case PTD_CMD_COUNTERS:
+		return "counters";
 	case PTD_CMD_COUNT:
 		break;
 	}
@@ -143,6 +145,10 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 	if (optional(e) < 0)
 		return e;
 	e = optional(ptd_json_get_bool(r, o, "", "symbols", 0, &req->symbols));
+	if (e < 0)
+		return e;
+	e = optional(ptd_json_get_bool(r, o, "", "counters", 0,
+				       &req->counters));
 	if (e < 0)
 		return e;
 	return parse_wait_ms(r, o, req);
@@ -317,7 +323,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    "step", "capture", "mode",
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", "triggers",
-					    "symbols", "children", NULL };
+					    "symbols", "children", "counters",
+					    NULL };
 	const char *s;
 	int e;
 
@@ -370,6 +377,8 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    &req->symbols))) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "options", "children", 0,
 					    &req->children))) < 0 ||
+	    (e = optional(ptd_json_get_bool(r, o, "options", "counters", 0,
+					    &req->counters))) < 0 ||
 	    (e = parse_addr_filter(r, o, req)) < 0 ||
 	    (e = parse_triggers(r, o, req)) < 0)
 		return e;
@@ -418,14 +427,14 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 								   "kinds", i),
 					    "expected one of \"insn\", "
 					    "\"block\", \"event\", \"error\", "
-					    "\"call\"");
+					    "\"call\", \"first_exec\", "
+					    "\"counters\"");
 		/* offline only so far (ptctl decode --records) */
-		if (t == PTD_REC_FIRST_EXEC || t == PTD_REC_COUNTERS ||
-		    t == PTD_REC_TRACE || t == PTD_REC_TRACE_WITHDRAWN)
+		if (t == PTD_REC_TRACE || t == PTD_REC_TRACE_WITHDRAWN)
 			return ptd_json_bad(
 				r, ptd_json_path_index(path, "", "kinds", i),
-				"first_exec, counters and trace records come "
-				"from ptctl decode only, not from ptd yet");
+				"trace records come from ptctl decode only, "
+				"not from ptd yet");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}
@@ -438,6 +447,60 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 
 static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req);
+
+/* counters: session, top (default PTD_PROTO_COUNTERS_TOP_DEFAULT, into
+ * filter.counters_top). */
+static int parse_counters_cmd(const struct ptd_json_reader *r,
+			      const cJSON *o, struct ptd_request *req)
+{
+	uint64_t v;
+	int e = parse_session(r, o, true, req);
+
+	if (e < 0)
+		return e;
+	e = ptd_json_get_u64(r, o, "", "top", INT, 1,
+			     PTD_PROTO_COUNTERS_TOP_MAX, &v);
+	if (e == 0)
+		req->filter.counters_top = (uint32_t)v;
+	return optional(e);
+}
+
+/* subscribe's "counters": {"every_ms": N, "top": K}, both optional;
+ * given, the kinds include counters.  every_ms 0 or absent: the session's
+ * last snapshot only. */
+static int parse_counters(const struct ptd_json_reader *r, const cJSON *o,
+			  struct ptd_request *req)
+{
+	static const char *const keys[] = { "every_ms", "top", NULL };
+	const cJSON *c;
+	uint64_t v;
+	int e = ptd_json_get_object(r, o, "", "counters", 0, &c);
+
+	if (e < 0)
+		return optional(e);
+	if ((e = ptd_json_check_keys(r, c, "counters", keys)) < 0)
+		return e;
+	req->filter.kinds |= PTD_REC_BIT(PTD_REC_COUNTERS);
+	e = ptd_json_get_u64(r, c, "counters", "every_ms", INT, 0,
+			     PTD_PROTO_COUNTERS_EVERY_MAX, &v);
+	if (e == 0) {
+		if (v && v < PTD_PROTO_COUNTERS_EVERY_MIN)
+			return ptd_json_badf(r, -PTD_EFORMAT,
+					     "counters.every_ms",
+					     "%" PRIu64 " is below the least "
+					     "period, %u ms (0: the last "
+					     "snapshot only)",
+					     v, PTD_PROTO_COUNTERS_EVERY_MIN);
+		req->filter.counters_every_ms = (uint32_t)v;
+	} else if (e != -ENOENT) {
+		return e;
+	}
+	e = ptd_json_get_u64(r, c, "counters", "top", INT, 1,
+			     PTD_PROTO_COUNTERS_TOP_MAX, &v);
+	if (e == 0)
+		req->filter.counters_top = (uint32_t)v;
+	return optional(e);
+}
 
 /* "fields": names of record fields (record.h, enum ptd_field), each at
  * most once; absent: every field but sym ("symbols": true adds it). */
@@ -693,7 +756,8 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 	    (e = parse_fields(r, o, req)) < 0 ||
 	    (e = optional(ptd_json_get_bool(r, o, "", "symbols", 0,
 					    &req->filter.symbols))) < 0 ||
-	    (e = parse_format(r, o, req)) < 0)
+	    (e = parse_format(r, o, req)) < 0 ||
+	    (e = parse_counters(r, o, req)) < 0)
 		return e;
 	return parse_filter(r, o, req);
 }
@@ -733,10 +797,10 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const subscribe[] = { "id", "cmd", "session",
 						 "rule", "running", "kinds",
 						 "filter", "fields", "symbols",
-						 "format", NULL };
+						 "format", "counters", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
 					      "lossy", "tid", "wait_ms",
-					      "symbols", NULL };
+					      "symbols", "counters", NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 	static const char *const watch[] = { "id", "cmd", "exe", "comm",
@@ -745,6 +809,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 	static const char *const unwatch[] = { "id", "cmd", "rule", NULL };
 	static const char *const trigger[] = { "id", "cmd", "session", "add",
 					       "remove", NULL };
+	static const char *const counters[] = { "id", "cmd", "session", "top",
+						NULL };
 
 	switch (c) {
 	case PTD_CMD_ATTACH:
@@ -765,6 +831,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 		return unwatch;
 	case PTD_CMD_TRIGGER:
 		return trigger;
+	case PTD_CMD_COUNTERS:
+		return counters;
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -853,6 +921,8 @@ static int parse_object(const struct ptd_json *doc, struct ptd_request *req,
 						 INT_MAX_JSON, &req->rule));
 	case PTD_CMD_TRIGGER:
 		return parse_trigger(&r, o, req);
+	case PTD_CMD_COUNTERS:
+		return parse_counters_cmd(&r, o, req);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:
@@ -869,6 +939,7 @@ void ptd_request_init(struct ptd_request *req, enum ptd_cmd cmd)
 	req->source = PTD_SOURCE_AUTO;
 	req->mode = PTD_MODE_FULL;
 	req->filter.kinds = PTD_FILTER_DEFAULT_KINDS;
+	req->filter.counters_top = PTD_PROTO_COUNTERS_TOP_DEFAULT;
 	req->record_wait = true;
 	req->lossless = true;	/* replay: no live producer to protect */
 }
@@ -987,6 +1058,21 @@ static bool add_hex(cJSON *a, uint64_t v)
 
 /* subscribe's "kinds", "fields" and "filter", where they differ from the
  * defaults */
+/* subscribe's "counters", when counters records are asked for */
+static bool build_counters(cJSON *o, const struct ptd_filter_spec *f)
+{
+	cJSON *c;
+
+	if (!(f->kinds & PTD_REC_BIT(PTD_REC_COUNTERS)))
+		return true;
+	if (!(c = cJSON_AddObjectToObject(o, "counters")))
+		return false;
+	return (!f->counters_every_ms ||
+		cJSON_AddNumberToObject(c, "every_ms",
+					(double)f->counters_every_ms)) &&
+	       cJSON_AddNumberToObject(c, "top", (double)f->counters_top);
+}
+
 static bool build_filter(cJSON *o, const struct ptd_filter_spec *f)
 {
 	cJSON *fo, *a, *pair;
@@ -1097,6 +1183,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 		return false;
 	if (req->children && !cJSON_AddBoolToObject(op, "children", true))
 		return false;
+	if (req->counters && !cJSON_AddBoolToObject(op, "counters", true))
+		return false;
 	return !req->record || cJSON_AddBoolToObject(op, "record", true);
 }
 
@@ -1132,7 +1220,8 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		       (!req->filter.symbols ||
 			cJSON_AddBoolToObject(o, "symbols", true)) &&
 		       (!req->filter.binary ||
-			cJSON_AddStringToObject(o, "format", "binary"));
+			cJSON_AddStringToObject(o, "format", "binary")) &&
+		       build_counters(o, &req->filter);
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&
 		       (req->lossless == def.lossless ||
@@ -1143,7 +1232,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 			cJSON_AddNumberToObject(o, "wait_ms",
 						(double)req->wait_ms)) &&
 		       (!req->symbols ||
-			cJSON_AddBoolToObject(o, "symbols", true));
+			cJSON_AddBoolToObject(o, "symbols", true)) &&
+		       (!req->counters ||
+			cJSON_AddBoolToObject(o, "counters", true));
 	case PTD_CMD_RECORD:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&
@@ -1177,6 +1268,11 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 							  req->ntriggers
 								  ? req->triggers[0]
 								  : ""));
+	case PTD_CMD_COUNTERS:
+		return cJSON_AddNumberToObject(o, "session",
+					       (double)req->session) &&
+		       cJSON_AddNumberToObject(o, "top",
+					       (double)req->filter.counters_top);
 	case PTD_CMD_PING:
 	case PTD_CMD_VERSION:
 	case PTD_CMD_LIST:

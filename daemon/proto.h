@@ -49,6 +49,7 @@ enum ptd_cmd {
 	PTD_CMD_WATCH,
 	PTD_CMD_UNWATCH,
 	PTD_CMD_TRIGGER,
+	PTD_CMD_COUNTERS,
 	PTD_CMD_COUNT,
 };
 
@@ -87,6 +88,12 @@ const char *ptd_cmd_name(enum ptd_cmd c);
 /* Longest replay wait_ms. */
 #define PTD_PROTO_WAIT_MS_MAX 60000
 #define PTD_PROTO_TRIGGERS_MAX 8	/* in one attach's options */
+/* subscribe's "counters": {"every_ms": N, "top": K} bounds and
+ * defaults (doc/protocol.md, "first_exec and counters") */
+#define PTD_PROTO_COUNTERS_TOP_DEFAULT 20
+#define PTD_PROTO_COUNTERS_TOP_MAX 1000
+#define PTD_PROTO_COUNTERS_EVERY_MIN 100
+#define PTD_PROTO_COUNTERS_EVERY_MAX 3600000
 
 struct ptd_request {
 	cJSON *id;		/* the request's id (a copy), or NULL */
@@ -124,6 +131,10 @@ struct ptd_request {
 	 * with symbols, so that its insn records can carry "sym" (subscribe's
 	 * "symbols" is filter.symbols) */
 	bool symbols;
+	/* options.counters (attach), "counters" (replay): the session keeps
+	 * exact execution counts over all its threads, so that subscribers
+	 * may ask for first_exec and counters records */
+	bool counters;
 	/* options.children (attach, watch): every process the traced one
 	 * creates (fork, vfork, clone without CLONE_THREAD), recursively,
 	 * becomes a session of its own with the same options */

@@ -460,6 +460,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.wake_fd = s->wake_fd;
 	p.stop = &s->stop;
 	p.symbols = s->o.symbols;
+	p.counters = s->o.counters;
 	p.signo = PTD_SESSION_SIGNAL;
 	p.host.ctx = s;
 	p.host.record = deliver;

@@ -146,6 +146,12 @@ struct ptd_session_opts {
 	 * instruction of the session's instruction cache, from the start.
 	 * Borrowed: must outlive the session (ptd_session_free). */
 	struct ptd_symbols *symbols;
+	/* Exact counts (decode/counters.h; NULL: none): every thread's
+	 * executions counted into this one table on the decode thread, and
+	 * first_exec records given; the sink takes the counts when it likes
+	 * (on the decode thread: the table is that thread's).  Borrowed:
+	 * must outlive the session. */
+	struct ptd_counters *counters;
 	/* May be NULL: follow the process's children (source/source.h,
 	 * host.child: the software source hands each one over stopped by a
 	 * SIGSTOP, for the caller to trace or continue; intel_pt refuses,

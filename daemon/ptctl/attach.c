@@ -36,6 +36,7 @@ static const struct option attach_long[] = {
 	{ "filter", required_argument, NULL, 'F' },
 	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
 	{ "children", no_argument, NULL, PTCTL_CHILDREN_OPT },
+	{ "counters", no_argument, NULL, PTCTL_COUNTERS_OPT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -169,6 +170,9 @@ int verb_attach(int argc, char **argv)
 		case PTCTL_CHILDREN_OPT:
 			req.children = true;
 			break;
+		case PTCTL_COUNTERS_OPT:
+			req.counters = true;
+			break;
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */
 			break;
@@ -205,7 +209,7 @@ int verb_attach(int argc, char **argv)
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
 			       "FILE:0xOFFSET|snapshot:tracepoint:CAT:NAME]...\n"
-			       "       [--symbols] [--children] "
+			       "       [--symbols] [--children] [--counters] "
 			       "[--follow [stream options]] [--json]\n\n"
 			       "Start tracing process PID; print the session "
 			       "id (with --follow, stream it\nlike ptctl "
@@ -230,6 +234,10 @@ int verb_attach(int argc, char **argv)
 			       "becomes a session too, traced from its first "
 			       "instruction\n(software source; each is stopped "
 			       "(SIGSTOP) until ptd has seized it).  "
+			       "--counters: the\nsession keeps exact execution "
+			       "counts (ptctl top, ptctl stream --kinds\n"
+			       "first_exec,counters [--top K] [--every MS]; "
+			       "implied by --follow asking for them).  "
 			       "--filter: trace only inside address ranges,\n"
 			       "perf record's --filter syntax: 'filter "
 			       "OFFSET/SIZE@FILE' (also 'tracestop'),\n"
@@ -294,6 +302,10 @@ int verb_attach(int argc, char **argv)
 	/* --symbols: the session decodes with them (read with your rights),
 	 * and --follow's subscription asks for them */
 	req.symbols = spec.symbols;
+	/* --follow asking for first_exec or counters: the session counts */
+	if (follow && (spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				     PTD_REC_BIT(PTD_REC_COUNTERS))))
+		req.counters = true;
 	if (snapshot)
 		req.mode = PTD_MODE_SNAPSHOT;
 	req.record = record != NULL;

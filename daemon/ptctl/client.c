@@ -270,20 +270,37 @@ static int bye_status(const char *line, size_t n)
 	return ret;
 }
 
+/* Copy a line to stdout (follow_stream's). */
+static int write_line(void *ctx, const char *line, size_t n)
+{
+	(void)ctx;
+	if (fwrite(line, 1, n, stdout) != n || putchar('\n') == EOF) {
+		errx_msg("writing to stdout: %s", strerror(errno));
+		return EXIT_STREAM;
+	}
+	return 0;
+}
+
 /* Follow a stream: copy JSON lines to stdout until bye. */
 static int follow_stream(FILE *f)
+{
+	return follow_lines(f, write_line, NULL);
+}
+
+int follow_lines(FILE *f, int (*fn)(void *ctx, const char *line, size_t n),
+		 void *ctx)
 {
 	_cleanup_free_ char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
-	int ret = EXIT_STREAM;
+	int ret = EXIT_STREAM, r;
 
 	while ((n = read_line(f, &line, &cap)) >= 0) {
-		if (fwrite(line, 1, (size_t)n, stdout) != (size_t)n ||
-		    putchar('\n') == EOF) {
-			errx_msg("writing to stdout: %s", strerror(errno));
-			return EXIT_STREAM;
-		}
+		r = fn(ctx, line, (size_t)n);
+		if (r < 0)	/* done early: a normal end */
+			return 0;
+		if (r)
+			return r;
 		/* a rule's stream never ends by itself: each session is
 		 * out once it has ended, whatever stdout's buffering */
 		if (!strncmp(line, "{\"type\":\"session_end\"", 21) &&
@@ -402,6 +419,27 @@ int subscribe_and_follow(FILE *f, uint64_t session,
 	return subscribe_follow(f, &req);
 }
 
+int subscribe_and_follow_lines(FILE *f, uint64_t session,
+			       const struct ptd_filter_spec *spec,
+			       int (*fn)(void *ctx, const char *line,
+					 size_t n),
+			       void *ctx)
+{
+	struct ptd_response resp;
+	struct ptd_request req;
+	int r;
+
+	client_request(&req, PTD_CMD_SUBSCRIBE);
+	req.has_session = true;
+	req.session = session;
+	req.filter = *spec;
+	r = client_call(f, &req, false, &resp);
+	if (r)
+		return r;
+	ptd_response_fini(&resp);
+	return follow_lines(f, fn, ctx);
+}
+
 int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 			      const struct ptd_filter_spec *spec)
 {
@@ -434,6 +472,7 @@ void stream_filter_init(struct ptd_filter_spec *f)
 {
 	memset(f, 0, sizeof(*f));
 	f->kinds = PTD_FILTER_DEFAULT_KINDS;
+	f->counters_top = PTD_PROTO_COUNTERS_TOP_DEFAULT;
 }
 
 int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
@@ -458,6 +497,28 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		return parse_format(arg, &f->binary) < 0 ? -EINVAL : 1;
 	case PTCTL_OUTPUT_OPT:
 		stream_output = arg;
+		return 1;
+	case PTCTL_TOP_OPT:	/* (ptd checks the bounds too) */
+		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 ||
+		    v > PTD_PROTO_COUNTERS_TOP_MAX) {
+			errx_msg("--top: expected 1 to %u, got '%s'",
+				 PTD_PROTO_COUNTERS_TOP_MAX, arg);
+			return -EINVAL;
+		}
+		f->counters_top = (uint32_t)v;
+		f->kinds |= PTD_REC_BIT(PTD_REC_COUNTERS);
+		return 1;
+	case PTCTL_EVERY_OPT:
+		if (ptd_parse_u64(arg, 10, &v) < 0 ||
+		    v < PTD_PROTO_COUNTERS_EVERY_MIN ||
+		    v > PTD_PROTO_COUNTERS_EVERY_MAX) {
+			errx_msg("--every: expected %u to %u ms, got '%s'",
+				 PTD_PROTO_COUNTERS_EVERY_MIN,
+				 PTD_PROTO_COUNTERS_EVERY_MAX, arg);
+			return -EINVAL;
+		}
+		f->counters_every_ms = (uint32_t)v;
+		f->kinds |= PTD_REC_BIT(PTD_REC_COUNTERS);
 		return 1;
 	case 't':
 		if (ptd_parse_u64(arg, 10, &v) < 0 || v == 0 || v > INT32_MAX) {

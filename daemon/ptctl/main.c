@@ -51,6 +51,8 @@ static const struct verb {
 	{ "list", verb_list, "list your sessions and watch rules" },
 	{ "status", verb_status, "ptd's status, or one session's" },
 	{ "stream", verb_stream, "a session's records as JSON lines" },
+	{ "top", verb_top,
+	  "a session's hottest functions, exact counts, live" },
 	{ "replay", verb_replay,
 	  "ptd decodes a saved trace as a session; stream it" },
 	{ "record", verb_record,

@@ -83,6 +83,11 @@ int parse_fields(const char *s, uint32_t *ret);
 #define PTCTL_FORMAT_OPT 0x200
 /* --output FILE (stream, replay: where a binary stream's frames go) */
 #define PTCTL_OUTPUT_OPT 0x202
+/* --top K, --every MS (stream options: subscribe's "counters") */
+#define PTCTL_TOP_OPT 0x203
+#define PTCTL_EVERY_OPT 0x204
+/* --counters (attach): options.counters */
+#define PTCTL_COUNTERS_OPT 0x205
 /* "json" or "binary" into *@binary; 0, or -EINVAL with the message
  * printed */
 int parse_format(const char *s, bool *binary);
@@ -154,6 +159,17 @@ int client_send_record(FILE *f, const struct ptd_request *req,
 /* A number or string field of a result (0 / "" when absent). */
 double num_of(const cJSON *o, const char *key);
 const char *str_of(const cJSON *o, const char *key);
+/* Follow a subscribed stream: each line (without its newline) to @fn,
+ * until the bye line (given to @fn too; its reason gives the status, as
+ * ptctl stream's).  @fn returns 0 to go on, a negative value to stop
+ * (status 0), or an exit status to stop with. */
+int subscribe_and_follow_lines(FILE *f, uint64_t session,
+			       const struct ptd_filter_spec *spec,
+			       int (*fn)(void *ctx, const char *line,
+					 size_t n),
+			       void *ctx);
+int follow_lines(FILE *f, int (*fn)(void *ctx, const char *line, size_t n),
+		 void *ctx);
 /* A SESSION argument; 0 or EXIT_USAGE with the message printed. */
 int parse_session_arg(const char *s, uint64_t *ret);
 /* The stream options (--kinds, --tid, --range, --iclass, --module) as
@@ -167,7 +183,9 @@ int parse_session_arg(const char *s, uint64_t *ret);
 	{ "fields", required_argument, NULL, PTCTL_FIELDS_OPT }, \
 	{ "symbols", no_argument, NULL, PTCTL_SYMBOLS_OPT },  \
 	{ "format", required_argument, NULL, PTCTL_FORMAT_OPT }, \
-	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }
+	{ "output", required_argument, NULL, PTCTL_OUTPUT_OPT }, \
+	{ "top", required_argument, NULL, PTCTL_TOP_OPT }, \
+	{ "every", required_argument, NULL, PTCTL_EVERY_OPT }
 /* A subscription filter at the protocol's defaults. */
 void stream_filter_init(struct ptd_filter_spec *f);
 /* One of the stream options (getopt value @c) into @f: 1 if it was one,
@@ -194,6 +212,7 @@ int verb_record(int argc, char **argv);
 int send_record(FILE *f, uint64_t session, const char *dir, bool wait,
 		bool json, struct ptd_response *ret);
 int verb_stream(int argc, char **argv);
+int verb_top(int argc, char **argv);
 int verb_replay(int argc, char **argv);
 int verb_snapshot(int argc, char **argv);
 int verb_detach(int argc, char **argv);

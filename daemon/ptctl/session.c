@@ -52,7 +52,8 @@ int verb_stream(int argc, char **argv)
 		}
 		if (c == 'h') {
 			printf("Usage: ptctl stream SESSION [--kinds "
-			       "insn,block,event,error,call] [--tid N]...\n"
+			       "insn,event,error,call,first_exec,counters]\n"
+			       "       [--top K] [--every MS] [--tid N]...\n"
 			       "       [--range START-END]... [--iclass C]... "
 			       "[--module M]\n"
 			       "       [--fields ip,tid,...] [--symbols] "
@@ -77,7 +78,12 @@ int verb_stream(int argc, char **argv)
 			       "\"session\" and\n\"pid\", each session "
 			       "between session_start and session_end; the "
 			       "bye comes\nonce the rule has ended and its "
-			       "sessions in the stream with it.\n");
+			       "sessions in the stream with it.\n"
+			       "--top K, --every MS: counters records (the "
+			       "session must count: attach\n--counters): "
+			       "the total and the K (default 20) most executed "
+			       "instructions,\nblocks and functions every MS "
+			       "ms and at the end (default: at the end).\n");
 			return 0;
 		}
 		return EXIT_USAGE;
@@ -150,7 +156,9 @@ int verb_replay(int argc, char **argv)
 			       "when it reads too slowly.\n--symbols: records "
 			       "name their function (\"sym\"), from the "
 			       "files the trace\nnames, read with your "
-			       "rights.\n");
+			       "rights.  --kinds with first_exec or counters: "
+			       "ptd counts\nthe replay (--top K, --every MS as "
+			       "ptctl stream's).\n");
 		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
 	}
 	if (optind + 1 != argc) {
@@ -172,6 +180,9 @@ int verb_replay(int argc, char **argv)
 	}
 	req.lossless = !lossy;
 	req.symbols = spec.symbols;
+	/* first_exec or counters asked for: ptd counts the replay */
+	req.counters = (spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				      PTD_REC_BIT(PTD_REC_COUNTERS))) != 0;
 	r = client_connect(&f);
 	if (r)
 		return r;

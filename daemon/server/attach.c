@@ -15,6 +15,7 @@
 #include "common/strutil.h"
 #include "daemon/log.h"
 #include "daemon/server/srv.h"
+#include "decode/counters.h"
 
 /* options.capture: ptd creates the directory itself (lib/swpt/tracer.c),
  * in its own view of the file system, which ptd.service makes read-only
@@ -294,6 +295,16 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 			return NULL;
 		}
 		o.symbols = srv_symbols_of(ss);
+	}
+	if (req->counters) {
+		r = srv_counters_new(ss);
+		if (r < 0) {
+			srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
+					"counters: %s", ptd_strerror(r));
+			attach_drop(ss);
+			return NULL;
+		}
+		o.counters = ss->xt;
 	}
 	srv_session_sink(ss, true, &sink);
 	/* the rule's subscribers follow it from its first record: they

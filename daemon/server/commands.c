@@ -239,6 +239,22 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 			srv_rulesub_subscribe(s, c, req, &f);
 		return;
 	}
+	/* counts are kept by a session asked to count from its start
+	 * (attach's options.counters, replay's "counters"): a subscriber
+	 * cannot start them later, the first executions before it came
+	 * are gone */
+	if ((spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+			   PTD_REC_BIT(PTD_REC_COUNTERS))) && !ss->xt) {
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"kinds: %s: session %" PRIu64 " does not "
+				"count (attach with options.counters, replay "
+				"with \"counters\": true)",
+				(spec.kinds & PTD_REC_BIT(PTD_REC_FIRST_EXEC))
+					? "first_exec"
+					: "counters",
+				ss->id);
+		return;
+	}
 	if ((spec.fields & PTD_FIELD_BIT(PTD_FIELD_SYM)) && !ss->had_symbols) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 				"%s: session %" PRIu64 " decodes without "
@@ -383,6 +399,81 @@ void srv_snapshots_answer(struct ptd_server *s)
 	}
 }
 
+/* The counts as they are now: asked of the decode thread (the table is
+ * its own), answered by srv_counters_answer; an ended session's from the
+ * loop at once.  One request at a time per session. */
+static void cmd_counters(struct ptd_server *s, struct conn *c,
+			 const struct ptd_request *req)
+{
+	struct srv_session *ss = srv_session_find_ready(s, c, req);
+
+	if (!ss)
+		return;
+	if (!ss->xt) {
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"session %" PRIu64 " does not count (attach "
+				"with options.counters, replay with "
+				"\"counters\": true)", ss->id);
+		return;
+	}
+	if (ss->xt_busy) {
+		srv_reply_error(c, req->id, PTD_ERR_LIMIT,
+				"a counters request of session %" PRIu64
+				" is being answered", ss->id);
+		return;
+	}
+	ss->xt_busy = true;
+	srv_pending_wait(&ss->xt_wait, c, req->id);
+	ss->xt_top = req->filter.counters_top;
+	atomic_store_explicit(&ss->xt_asked, true, memory_order_release);
+	/* Ended (now, or since the ask: its last look may have come
+	 * before), the decode thread is done with the table: the loop
+	 * renders it, unless the thread took the ask. */
+	if (atomic_load_explicit(&ss->ended, memory_order_acquire) &&
+	    atomic_exchange(&ss->xt_asked, false)) {
+		ss->xt_err = srv_counters_render(ss, ss->xt_top);
+		/* answered by the loop's next pass, as the others: not
+		 * from inside this request's handling */
+		atomic_store(&ss->xt_ready, true);
+		srv_wake(s);
+	}
+}
+
+static cJSON *counters_result(const struct srv_session *ss)
+{
+	cJSON *res = cJSON_CreateObject();
+	cJSON *a = cJSON_AddArrayToObject(res, "records");
+	const char *p = ss->xt_text, *end = p + ss->xt_len;
+
+	cJSON_AddNumberToObject(res, "session", (double)ss->id);
+	while (a && p && p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+
+		cJSON_AddItemToArray(a, cJSON_ParseWithLength(p, n));
+		p += n + 1;
+	}
+	return res;
+}
+
+void srv_counters_answer(struct ptd_server *s)
+{
+	struct srv_session *ss;
+
+	for (ss = s->sessions; ss; ss = ss->next) {
+		if (!atomic_load_explicit(&ss->xt_ready, memory_order_acquire))
+			continue;
+		atomic_store(&ss->xt_ready, false);
+		ss->xt_busy = false;
+		if (ss->xt_err)
+			srv_pending_error(s, &ss->xt_wait, PTD_ERR_INTERNAL,
+					  "session %" PRIu64 ": counters: %s",
+					  ss->id, ptd_strerror(ss->xt_err));
+		else
+			srv_pending_ok(s, &ss->xt_wait, counters_result(ss));
+	}
+}
+
 static void cmd_ping(struct ptd_server *s, struct conn *c,
 		     const struct ptd_request *req)
 {
@@ -398,6 +489,7 @@ static srv_cmd_fn *const cmd_handlers[PTD_CMD_COUNT] = {
 	[PTD_CMD_STATUS] = cmd_status,
 	[PTD_CMD_SUBSCRIBE] = cmd_subscribe,
 	[PTD_CMD_SNAPSHOT] = cmd_snapshot,
+	[PTD_CMD_COUNTERS] = cmd_counters,
 	[PTD_CMD_REPLAY] = srv_cmd_replay,
 	[PTD_CMD_RECORD] = srv_cmd_record,
 	[PTD_CMD_WATCH] = srv_cmd_watch,

@@ -50,6 +50,7 @@ static void answer_pending(struct ptd_server *s)
 {
 	srv_children_start(s);	/* (a child's session is answered later) */
 	srv_snapshots_answer(s);
+	srv_counters_answer(s);
 	srv_records_answer(s);
 	srv_replays_answer(s);
 	srv_attaches_answer(s);

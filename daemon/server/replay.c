@@ -10,6 +10,7 @@
 
 #include "daemon/log.h"
 #include "daemon/server/srv.h"
+#include "decode/counters.h"
 
 /* The response code of a refused replay. */
 static const char *replay_error_code(int err)
@@ -137,6 +138,21 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 			return;
 		}
 		o.input.decode.symbols = srv_symbols_of(ss);
+	}
+	/* one table over every thread of the trace, as ptctl decode keeps;
+	 * the session's sink takes its counters records (sessions.c) */
+	if (req->counters) {
+		r = srv_counters_new(ss);
+		if (r < 0) {
+			free(groups);
+			srv_session_free(ss);
+			srv_reply_error(c, req->id, PTD_ERR_INTERNAL,
+					"counters: %s", ptd_strerror(r));
+			return;
+		}
+		o.input.decode.counters = ss->xt;
+		o.input.decode.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				       PTD_REC_BIT(PTD_REC_COUNTERS);
 	}
 	o.creds.groups = groups;
 	o.creds.ngroups = (size_t)r;

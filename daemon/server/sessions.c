@@ -14,6 +14,7 @@
 #include "daemon/log.h"
 #include "common/strutil.h"
 #include "daemon/server/srv.h"
+#include "decode/counters.h"
 #include "record/jsonw.h"
 
 /* Wake the loop (its eventfd); any thread. */
@@ -34,9 +35,109 @@ void srv_wake(void *ctx)
  * queue instead, cutting off one that reads nothing for stall_ms; a stop
  * cancels the wait (srv_session_stop).  A live full-mode session's
  * records are not: they drop rather than hold the target back. */
+static int counters_out(void *ctx, const struct ptd_record *rec)
+{
+	struct srv_session *ss = ctx;
+
+	/* paced where the session's other records are */
+	if (ss->pacing || (ss->rp && ss->lossless))
+		(void)ptd_fanout_wait_room(ss->fan, PTD_JSON_MAX_RECORD,
+					   ss->stall_ms,
+					   ss->pacing ? PTD_STALL_CUT
+						      : PTD_STALL_DROP);
+	ptd_fanout_record(ss->fan, rec);
+	return 0;
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Decode thread: a counters snapshot to the subscribers due one (the
+ * last: to every one asking for counters).  The table is this thread's,
+ * so the counts are those of every record handed to the fan-out so far. */
+static void counters_snapshot(struct srv_session *ss, bool final)
+{
+	uint32_t top;
+
+	if (!ss->xt || !ptd_fanout_counters_due(ss->fan, mono_ms(), final,
+						&top))
+		return;
+	(void)ptd_counters_emit(ss->xt, top, ss->pid, 0, counters_out, ss);
+}
+
+static int counters_text(void *ctx, const struct ptd_record *rec)
+{
+	struct srv_session *ss = ctx;
+	size_t n;
+
+	if (ss->xt_cap - ss->xt_len < PTD_JSON_MAX_RECORD) {
+		size_t cap = ss->xt_cap ? 2 * ss->xt_cap : 65536;
+		char *p = realloc(ss->xt_text, cap);
+
+		if (!p)
+			return -ENOMEM;
+		ss->xt_text = p;
+		ss->xt_cap = cap;
+	}
+	n = ptd_json_record(ss->xt_text + ss->xt_len,
+			    ss->xt_cap - ss->xt_len, rec);
+	ss->xt_len += n;
+	return 0;
+}
+
+static int counters_charge(void *ctx, uint64_t bytes)
+{
+	return ptd_memacct_charge(ctx, bytes, NULL);
+}
+
+int srv_counters_new(struct srv_session *ss)
+{
+	int r = ptd_counters_new(0, &ss->xt);
+
+	if (r == 0)
+		ptd_counters_set_grow(ss->xt, counters_charge, &ss->acct);
+	return r;
+}
+
+int srv_counters_render(struct srv_session *ss, uint32_t top)
+{
+	ss->xt_len = 0;
+	return ptd_counters_emit(ss->xt, top, ss->pid, 0, counters_text, ss);
+}
+
+/* Decode thread: a counters request waiting is answered with the counts
+ * as they are now. */
+static void counters_asked(struct srv_session *ss)
+{
+	/* (taken back by exchange: the loop may take it at the end) */
+	if (!ss->xt || !atomic_load_explicit(&ss->xt_asked,
+					     memory_order_relaxed) ||
+	    !atomic_exchange(&ss->xt_asked, false))
+		return;
+	ss->xt_err = srv_counters_render(ss, ss->xt_top);
+	atomic_store_explicit(&ss->xt_ready, true, memory_order_release);
+	srv_wake(ss->srv);
+}
+
+/* Every this many instructions the decode thread looks at the clock for
+ * the periodic counters snapshots. */
+#define SRV_COUNTERS_TICK 4096u
+
 static void sink_record(void *ctx, const struct ptd_record *rec)
 {
 	struct srv_session *ss = ctx;
+
+	if (ss->xt && rec->type == PTD_REC_INSN &&
+	    ++ss->xt_tick >= SRV_COUNTERS_TICK) {
+		ss->xt_tick = 0;
+		counters_snapshot(ss, false);
+		counters_asked(ss);
+	}
 
 	if (atomic_load_explicit(&ss->gate_init, memory_order_acquire) &&
 	    atomic_load(&ss->ngates) &&
@@ -199,6 +300,8 @@ static void sink_ended(void *ctx, const struct ptd_session_end *end)
 	struct srv_session *ss = ctx;
 
 	srv_children_report(ss);
+	counters_snapshot(ss, true);	/* the last one, before bye */
+	counters_asked(ss);
 
 	ss->end = *end;
 	atomic_store_explicit(&ss->ended, true, memory_order_release);
@@ -211,6 +314,8 @@ static void sink_flush(void *ctx)
 	struct srv_session *ss = ctx;
 
 	srv_children_report(ss);	/* children refused meanwhile */
+	counters_snapshot(ss, false);	/* (an idle target: no records) */
+	counters_asked(ss);
 
 	ptd_fanout_flush(ss->fan);
 }
@@ -387,6 +492,7 @@ void srv_session_release(struct srv_session *ss)
 	/* (after the threads that resolve through them; their charges go
 	 * back with the session's) */
 	srv_symbols_free(ss);
+	/* (the counts stay: an ended session still answers counters) */
 	ptd_memacct_release(&ss->acct);
 	/* a rule's process: continued by now (its session thread is gone);
 	 * the pidfd need not outlive the session's threads */
@@ -411,6 +517,8 @@ void srv_session_free(struct srv_session *ss)
 	ptd_session_free(ss->s);
 	ptd_replay_free(ss->rp);
 	srv_symbols_free(ss);
+	ptd_counters_free(ss->xt);
+	ss->xt = NULL;
 	ptd_memacct_release(&ss->acct);
 	srv_record_forget(ss);
 	ptd_fanout_free(ss->fan);
@@ -423,6 +531,8 @@ void srv_session_free(struct srv_session *ss)
 	srv_pending_clear(&ss->attach);
 	srv_pending_clear(&ss->detach);
 	srv_pending_clear(&ss->snap);
+	srv_pending_clear(&ss->xt_wait);
+	free(ss->xt_text);
 	srv_pending_clear(&ss->start);
 	if (atomic_load(&ss->gate_init))
 		(void)pthread_mutex_destroy(&ss->gate_lock);
@@ -464,6 +574,7 @@ void srv_sessions_forget_conn(struct ptd_server *s, const struct conn *c)
 		}
 		/* a snapshot it waits for is answered to nobody */
 		srv_pending_drop(&ss->snap, c);
+		srv_pending_drop(&ss->xt_wait, c);
 		srv_pending_drop(&ss->detach, c);
 		srv_record_drop_conn(ss, c);
 	}

@@ -133,6 +133,24 @@ struct srv_session {
 	enum ptd_source_kind source;	/* in use */
 	struct ptd_session *s;		/* NULL once ended and freed */
 	struct ptd_fanout *fan;
+	/* options.counters (attach), "counters" (replay): the exact counts
+	 * its decode thread keeps over all its threads (NULL: none); that
+	 * thread alone touches it, and gives the counters snapshots its
+	 * subscribers ask for (sessions.c), xt_tick counting instructions
+	 * between two looks at the clock */
+	struct ptd_counters *xt;
+	unsigned xt_tick;
+	/* A counters request waiting for the decode thread (loop: xt_busy,
+	 * xt_wait; xt_top set before xt_asked is, release): the thread
+	 * renders the lines into xt_text (xt_len bytes, xt_err) and sets
+	 * xt_ready (release); srv_counters_answer answers. */
+	bool xt_busy;
+	struct srv_pending xt_wait;
+	uint32_t xt_top;
+	atomic_bool xt_asked, xt_ready;
+	char *xt_text;
+	size_t xt_len, xt_cap;
+	int xt_err;
 	bool stopping;			/* detach/shutdown asked */
 	/* A detach waiting for the session's end, i.e. for every thread to
 	 * be released (loop only). */
@@ -467,6 +485,14 @@ void srv_sessions_forget_conn(struct ptd_server *s, const struct conn *c);
 void srv_dispatch(struct ptd_server *s, struct conn *c,
 		  const struct ptd_request *req);
 void srv_snapshots_answer(struct ptd_server *s);
+/* sessions.c: a session's counts as counters lines into ss->xt_text, on
+ * its decode thread (or the loop's, once it has ended) */
+int srv_counters_render(struct srv_session *ss, uint32_t top);
+/* ss->xt for options.counters, its growth charged to ss->acct (a growth
+ * refused: the instructions past it are uncounted, as in a full table).
+ * 0 or -ENOMEM. */
+int srv_counters_new(struct srv_session *ss);
+void srv_counters_answer(struct ptd_server *s);
 
 /* attach.c; srv_attach_begin: the attach of @req->pid for @peer (@c:
  * the connection waiting for its answer, NULL for a rule's or a child's;

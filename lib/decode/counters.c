@@ -40,7 +40,27 @@ struct ptd_counters {
 	uint64_t execs, uncounted;
 	struct strpool names;
 	struct ptd_traces *traces;	/* NULL: no traces built */
+	ptd_counters_grow_fn grow;	/* NULL: none */
+	void *grow_ctx;
 };
+
+void ptd_counters_set_grow(struct ptd_counters *t, ptd_counters_grow_fn fn,
+			   void *ctx)
+{
+	if (!t)
+		return;
+	t->grow = fn;
+	t->grow_ctx = ctx;
+}
+
+/* May the table take @bytes more?  A refusal holds it at its size. */
+static bool may_grow(struct ptd_counters *t, uint64_t bytes)
+{
+	if (!t->grow || t->grow(t->grow_ctx, bytes) == 0)
+		return true;
+	t->max = t->nent;
+	return false;
+}
 
 static uint64_t str_hash(const char *s)
 {
@@ -213,6 +233,9 @@ uint32_t ptd_counters_slot(struct ptd_counters *t,
 
 		if (cap > t->max)
 			cap = t->max;
+		if (!may_grow(t, (uint64_t)(cap - t->cap) *
+					 (sizeof(*c) + sizeof(*v))))
+			return 0;
 		c = reallocarray(t->cnt, cap, sizeof(*c));
 		if (!c)
 			return 0;
@@ -224,7 +247,8 @@ uint32_t ptd_counters_slot(struct ptd_counters *t,
 		t->cap = cap;
 	}
 	if ((t->nent + 1) * 2 > t->nslots) {
-		if (grow_index(t) < 0)
+		if (!may_grow(t, (uint64_t)t->nslots * sizeof(*t->slot)) ||
+		    grow_index(t) < 0)
 			return 0;
 		i = find(t, in);
 	}

@@ -56,6 +56,16 @@ typedef int (*ptd_counters_fn)(void *ctx, const struct ptd_record *rec);
 int ptd_counters_new(size_t max_entries, struct ptd_counters **ret);
 void ptd_counters_free(struct ptd_counters *t);
 
+/* Called on the table's thread before it takes @bytes more memory for
+ * its entries and index (the names it copies are not counted); a
+ * non-zero return refuses them: the table then stays the size it is,
+ * new instructions uncounted (the total's "uncounted"), as when full.
+ * ptd charges a session's table to its user's memory limit so.  NULL
+ * @fn: no check (the default). */
+typedef int (*ptd_counters_grow_fn)(void *ctx, uint64_t bytes);
+void ptd_counters_set_grow(struct ptd_counters *t, ptd_counters_grow_fn fn,
+			   void *ctx);
+
 /* The slot of the instruction @in describes (its ip, isid, mode, size,
  * raw; the rest -- iclass, module, offset, symbol -- is kept from the
  * first time), added if new.  Returns the slot (> 0), or 0 when the table

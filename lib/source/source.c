@@ -89,10 +89,16 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 {
 	memset(so, 0, sizeof(*so));
 	so->decode.path = PTD_PATH_BLOCK;
-	/* block records are offline only; so, for now, are counts and
-	 * first executions (ptctl decode --records first_exec,counters) */
+	/* block records are offline only; counts and first executions
+	 * where the session keeps a table (its counters records are the
+	 * host's to take: the streams give none of their own) */
 	so->decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
 					  PTD_COUNTERS_KINDS);
+	if (s->p.counters) {
+		so->decode.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				   PTD_REC_BIT(PTD_REC_COUNTERS);
+		so->decode.counters = s->p.counters;
+	}
 	so->decode.json_bodies = true;
 	if (s->ops->decode_opts)
 		s->ops->decode_opts(s, &so->decode);

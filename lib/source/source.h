@@ -124,6 +124,7 @@ struct ptd_source_host {
 };
 
 struct ptd_symbols;
+struct ptd_counters;
 
 struct ptd_source_params {
 	pid_t pid;		/* the process (thread group) to trace */
@@ -149,6 +150,10 @@ struct ptd_source_params {
 	atomic_int *stop;	/* set by the host: detach (borrowed) */
 	struct ptd_symbols *symbols;	/* the decoders' (decode.symbols);
 					 * NULL: none; borrowed */
+	/* Exact counts (decode/counters.h; NULL: none): every thread's
+	 * decoder counts into this one table (decode.counters), all on the
+	 * decode thread, and gives first_exec records; borrowed */
+	struct ptd_counters *counters;
 	int signo;		/* software: the signal that gets its tracer
 				 * out of waitpid (a handler installed) */
 	struct ptd_source_host host;

@@ -163,6 +163,63 @@ static void test_full(void)
 	free(g);
 }
 
+/* A grow callback that refuses stops the table where it is: the
+ * instructions it would need memory for are uncounted, the ones it has
+ * go on counting; what it asked for is what it took. */
+struct budget {
+	uint64_t left, asked;
+	unsigned calls, refused;
+};
+
+static int budget_grow(void *ctx, uint64_t bytes)
+{
+	struct budget *b = ctx;
+
+	b->calls++;
+	if (bytes > b->left) {
+		b->refused++;
+		return -1;
+	}
+	b->left -= bytes;
+	b->asked += bytes;
+	return 0;
+}
+
+static void test_grow_refused(void)
+{
+	struct ptd_counters *t;
+	struct budget b = { 64 * 1024, 0, 0, 0 };
+	uint64_t execs, distinct, uncounted;
+	const uint32_t n = 20000;
+	uint32_t counted = 0;
+
+	REQUIRE(ptd_counters_new(0, &t) == 0);
+	ptd_counters_set_grow(t, budget_grow, &b);
+	for (uint32_t i = 0; i < n; i++) {
+		struct ptd_rec_insn in = insn(0x400000 + 3 * (uint64_t)i, 1,
+					      "4889e5");
+		uint32_t s = ptd_counters_slot(t, &in);
+
+		counted += s != 0;
+		(void)ptd_counters_hit(t, s);
+	}
+	CHECK(b.calls >= 2);
+	CHECK_EQ_INT(b.refused, 1);	/* then held: no more asking */
+	CHECK(counted > 0 && counted < n);
+	ptd_counters_totals(t, &execs, &distinct, &uncounted);
+	CHECK_EQ_U64(distinct, counted);
+	CHECK_EQ_U64(execs, counted);
+	CHECK_EQ_U64(uncounted, n - counted);
+	CHECK(b.asked <= 64 * 1024);
+	/* an instruction it has still counts */
+	{
+		struct ptd_rec_insn in = insn(0x400000, 1, "4889e5");
+
+		CHECK(ptd_counters_slot(t, &in) != 0);
+	}
+	ptd_counters_free(t);
+}
+
 /* Slots stay what they were while the index grows many times. */
 static void test_grow(void)
 {
@@ -447,6 +504,7 @@ int main(void)
 	RUN(test_hits);
 	RUN(test_full);
 	RUN(test_grow);
+	RUN(test_grow_refused);
 	RUN(test_feed);
 	RUN(test_feed_traces);
 	RUN(test_names_copied);

@@ -256,14 +256,40 @@ static void test_subscribe(void)
 	bad(SUB("\"kinds\":[]"), -PTD_EFORMAT, "at least one kind");
 	bad(SUB("\"kinds\":[\"insn\",\"calls\"]"), -PTD_EFORMAT, "kinds[1]");
 	bad(SUB("\"kinds\":[1]"), -PTD_EFORMAT, "kinds[0]");
-	/* offline only so far: a live session makes none */
-	bad(SUB("\"kinds\":[\"insn\",\"first_exec\"]"), -PTD_EFORMAT,
-	    "kinds[1]: first_exec, counters and trace records come from "
-	    "ptctl decode only");
-	bad(SUB("\"kinds\":[\"counters\"]"), -PTD_EFORMAT, "kinds[0]");
-	bad(SUB("\"kinds\":[\"trace\"]"), -PTD_EFORMAT, "kinds[0]: first_exec");
+	/* offline only so far: a live session builds no traces */
+	bad(SUB("\"kinds\":[\"trace\"]"), -PTD_EFORMAT,
+	    "kinds[0]: trace records come from ptctl decode only");
 	bad(SUB("\"kinds\":[\"insn\",\"trace_withdrawn\"]"), -PTD_EFORMAT,
-	    "kinds[1]: first_exec");
+	    "kinds[1]: trace records");
+	/* counters snapshots: bounded, each refusal naming its field */
+	bad(SUB("\"counters\":5"), -PTD_EFORMAT,
+	    "subscribe: counters: expected an object");
+	bad(SUB("\"counters\":{\"every\":100}"), -PTD_EFORMAT,
+	    "subscribe: counters: unknown field \"every\"");
+	bad(SUB("\"counters\":{\"every_ms\":99}"), -PTD_EFORMAT,
+	    "subscribe: counters.every_ms: 99 is below the least period, "
+	    "100 ms");
+	bad(SUB("\"counters\":{\"every_ms\":3600001}"), -PTD_EFORMAT,
+	    "subscribe: counters.every_ms");
+	bad(SUB("\"counters\":{\"top\":0}"), -PTD_EFORMAT,
+	    "subscribe: counters.top: 0 out of range");
+	bad(SUB("\"counters\":{\"top\":1001}"), -PTD_EFORMAT,
+	    "subscribe: counters.top: 1001 out of range");
+	bad(SUB("\"counters\":{\"top\":1.5}"), -PTD_EFORMAT,
+	    "subscribe: counters.top");
+	bad("{\"id\":1,\"cmd\":\"counters\",\"session\":1,\"top\":0}",
+	    -PTD_EFORMAT, "counters: top: 0 out of range");
+	bad("{\"id\":1,\"cmd\":\"counters\",\"top\":3}", -PTD_EFORMAT,
+	    "counters: session");
+	bad("{\"id\":1,\"cmd\":\"counters\",\"session\":1,\"every_ms\":1}",
+	    -PTD_EFORMAT, "counters: unknown field \"every_ms\"");
+	REQUIRE(parse(SUB("\"kinds\":[\"first_exec\"],\"counters\":"
+			  "{\"every_ms\":250}"), &req, &d) == 0);
+	CHECK_EQ_INT(req.filter.kinds, PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
+				       PTD_REC_BIT(PTD_REC_COUNTERS));
+	CHECK_EQ_INT(req.filter.counters_every_ms, 250);
+	CHECK_EQ_INT(req.filter.counters_top, PTD_PROTO_COUNTERS_TOP_DEFAULT);
+	ptd_request_fini(&req);
 	bad(SUB("\"filter\":3"), -PTD_EFORMAT, "subscribe: filter: expected an object");
 	bad(SUB("\"filter\":{\"cpu\":1}"), -PTD_EFORMAT,
 	    "subscribe: filter: unknown field \"cpu\"");
@@ -516,7 +542,7 @@ static void test_request_lines(void)
 		"\"step\":\"single\",\"capture\":\"/tmp/c\",\"mode\":\"snapshot\","
 		"\"snapshot_size\":65536,\"per_cpu\":true,"
 		"\"filter\":\"filter 0x10/0x20@/bin/true\",\"symbols\":true,"
-		"\"children\":true,\"record\":true}}",
+		"\"children\":true,\"counters\":true,\"record\":true}}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"rule\":2,\"running\":true}",
@@ -533,6 +559,11 @@ static void test_request_lines(void)
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
 		"[\"type\",\"ip\"],\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"symbols\":true}",
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"counters\":true}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
+		"[\"insn\",\"first_exec\",\"counters\"],\"counters\":"
+		"{\"every_ms\":500,\"top\":7}}",
+		"{\"id\":1,\"cmd\":\"counters\",\"session\":2,\"top\":20}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\"}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x\",\"lossy\":true,"
 		"\"tid\":7,\"wait_ms\":0}",
