@@ -428,13 +428,8 @@ static int parse_kinds(const struct ptd_json_reader *r, const cJSON *o,
 					    "expected one of \"insn\", "
 					    "\"block\", \"event\", \"error\", "
 					    "\"call\", \"first_exec\", "
-					    "\"counters\"");
-		/* offline only so far (ptctl decode --records) */
-		if (t == PTD_REC_TRACE || t == PTD_REC_TRACE_WITHDRAWN)
-			return ptd_json_bad(
-				r, ptd_json_path_index(path, "", "kinds", i),
-				"trace records come from ptctl decode only, "
-				"not from ptd yet");
+					    "\"counters\", \"trace\", "
+					    "\"trace_withdrawn\"");
 		kinds |= PTD_REC_BIT(t);
 		i++;
 	}

@@ -302,9 +302,9 @@ int verb_attach(int argc, char **argv)
 	/* --symbols: the session decodes with them (read with your rights),
 	 * and --follow's subscription asks for them */
 	req.symbols = spec.symbols;
-	/* --follow asking for first_exec or counters: the session counts */
-	if (follow && (spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				     PTD_REC_BIT(PTD_REC_COUNTERS))))
+	/* --follow asking for first_exec, counters or traces: the session
+	 * counts */
+	if (follow && (spec.kinds & PTD_COUNTERS_KINDS))
 		req.counters = true;
 	if (snapshot)
 		req.mode = PTD_MODE_SNAPSHOT;

@@ -180,9 +180,8 @@ int verb_replay(int argc, char **argv)
 	}
 	req.lossless = !lossy;
 	req.symbols = spec.symbols;
-	/* first_exec or counters asked for: ptd counts the replay */
-	req.counters = (spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				      PTD_REC_BIT(PTD_REC_COUNTERS))) != 0;
+	/* first_exec, counters or traces asked for: ptd counts the replay */
+	req.counters = (spec.kinds & PTD_COUNTERS_KINDS) != 0;
 	r = client_connect(&f);
 	if (r)
 		return r;

@@ -243,15 +243,13 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	 * (attach's options.counters, replay's "counters"): a subscriber
 	 * cannot start them later, the first executions before it came
 	 * are gone */
-	if ((spec.kinds & (PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-			   PTD_REC_BIT(PTD_REC_COUNTERS))) && !ss->xt) {
+	if ((spec.kinds & PTD_COUNTERS_KINDS) && !ss->xt) {
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
 				"kinds: %s: session %" PRIu64 " does not "
 				"count (attach with options.counters, replay "
 				"with \"counters\": true)",
-				(spec.kinds & PTD_REC_BIT(PTD_REC_FIRST_EXEC))
-					? "first_exec"
-					: "counters",
+				ptd_rec_type_name((enum ptd_rec_type)__builtin_ctz(
+					spec.kinds & PTD_COUNTERS_KINDS)),
 				ss->id);
 		return;
 	}

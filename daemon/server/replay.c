@@ -151,8 +151,7 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 			return;
 		}
 		o.input.decode.counters = ss->xt;
-		o.input.decode.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				       PTD_REC_BIT(PTD_REC_COUNTERS);
+		o.input.decode.want |= PTD_COUNTERS_KINDS;
 	}
 	o.creds.groups = groups;
 	o.creds.ngroups = (size_t)r;

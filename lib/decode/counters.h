@@ -41,11 +41,6 @@ struct ptd_counters;
 #define PTD_COUNTERS_DEFAULT_MAX (1u << 22)
 #define PTD_COUNTERS_MAX_MAX (1u << 28)
 
-/* The record kinds counted through a table: a decode asked for any of
- * them keeps one. */
-#define PTD_COUNTERS_KINDS                                                    \
-	(PTD_REC_BIT(PTD_REC_FIRST_EXEC) | PTD_REC_BIT(PTD_REC_COUNTERS) |    \
-	 PTD_REC_BIT(PTD_REC_TRACE) | PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN))
 
 typedef int (*ptd_counters_fn)(void *ctx, const struct ptd_record *rec);
 

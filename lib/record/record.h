@@ -51,6 +51,12 @@ enum ptd_rec_type {
 
 #define PTD_REC_BIT(t) (1u << (t))
 #define PTD_REC_ALL ((1u << PTD_REC_NTYPES) - 1)
+/* The record kinds counted through a counter table (decode/counters.h):
+ * a decode asked for any of them keeps one; a live session or replay
+ * gives them only when it counts. */
+#define PTD_COUNTERS_KINDS                                                    \
+	(PTD_REC_BIT(PTD_REC_FIRST_EXEC) | PTD_REC_BIT(PTD_REC_COUNTERS) |    \
+	 PTD_REC_BIT(PTD_REC_TRACE) | PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN))
 
 /* "insn", "block", "event", "error", "call", "first_exec", "counters",
  * "trace", "trace_withdrawn";

@@ -95,8 +95,7 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 	so->decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
 					  PTD_COUNTERS_KINDS);
 	if (s->p.counters) {
-		so->decode.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				   PTD_REC_BIT(PTD_REC_COUNTERS);
+		so->decode.want |= PTD_COUNTERS_KINDS;
 		so->decode.counters = s->p.counters;
 	}
 	so->decode.json_bodies = true;

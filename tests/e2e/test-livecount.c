@@ -153,6 +153,52 @@ static void test_replay(void)
 	CHECK_EQ_INT(daemon_stop(&dm), 0);
 }
 
+/* Hot traces through ptd: a replay that counts builds them as the offline
+ * decode does -- prog-jitloop's loops form traces, and the JIT loop's
+ * trace is withdrawn when its code is rewritten, then forms again. */
+static void test_replay_traces(void)
+{
+	char prog[1100], dir[1100], out[1100];
+	const char *trace[] = { "trace", "--out", dir, "--start", "entry",
+				"--no-decode", "--quiet-target", "--", prog,
+				NULL };
+	const char *decode[] = { "decode", "--records", "insn,trace", dir,
+				 NULL };
+	const char *replay[] = { "replay", "--kinds", "insn,trace,"
+				 "trace_withdrawn", dir, NULL };
+	struct daemon dm;
+	char *off, *text = NULL, *a, *b;
+	size_t len;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-jitloop", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/jitloop", tmpdir);
+	(void)snprintf(out, sizeof(out), "%s/traces.out", tmpdir);
+	free(run_out(trace));
+	off = run_out(decode);
+	REQUIRE(off);
+	REQUIRE(daemon_start(&dm, "traces", ""));
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&dm, out, NULL, replay)), 0);
+	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+	a = lines_of(off, "trace");
+	b = lines_of(text, "trace");
+	CHECK(strstr(a, "\"type\":\"trace\"") != NULL);
+	if (strcmp(a, b))
+		CHECK_FAIL_("replay's traces:\n%s\noffline:\n%s", b, a);
+	fprintf(stderr, "  %zu bytes of trace lines, the same through ptd\n",
+		strlen(a));
+	free(a);
+	free(b);
+	a = lines_of(off, "trace_withdrawn");
+	b = lines_of(text, "trace_withdrawn");
+	CHECK(strlen(a) > 0);
+	CHECK(!strcmp(a, b));
+	free(a);
+	free(b);
+	free(off);
+	free(text);
+	CHECK_EQ_INT(daemon_stop(&dm), 0);
+}
+
 /* The table's growth is charged to the user's memory limit: a replay
  * left 128 KiB under it counts what fits and says how much it did not
  * ("uncounted"), all executions accounted for. */
@@ -595,6 +641,19 @@ static void test_refused(void)
 		      strstr(dc_err_msg(r), "does not count"));
 		cJSON_Delete(r);
 	}
+	/* nor traces, which the counter table builds */
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"subscribe\",\"session\":%ld,"
+		       "\"kinds\":[\"insn\",\"trace_withdrawn\"]}\n", sid);
+	{
+		cJSON *r = dc_call1(&dm, req);
+
+		CHECK(r && !dc_ok(r));
+		CHECK(r && dc_err_msg(r) &&
+		      strstr(dc_err_msg(r), "kinds: trace_withdrawn") &&
+		      strstr(dc_err_msg(r), "does not count"));
+		cJSON_Delete(r);
+	}
 	/* ptctl top says so too, as a refusal (exit 6) */
 	{
 		char sidarg[32], out[700];
@@ -620,6 +679,7 @@ int main(void)
 	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
 	RUN(test_refused);
 	RUN(test_replay);
+	RUN(test_replay_traces);
 	RUN(test_limit);
 	RUN(test_live);
 	return harness_done();

@@ -256,11 +256,15 @@ static void test_subscribe(void)
 	bad(SUB("\"kinds\":[]"), -PTD_EFORMAT, "at least one kind");
 	bad(SUB("\"kinds\":[\"insn\",\"calls\"]"), -PTD_EFORMAT, "kinds[1]");
 	bad(SUB("\"kinds\":[1]"), -PTD_EFORMAT, "kinds[0]");
-	/* offline only so far: a live session builds no traces */
-	bad(SUB("\"kinds\":[\"trace\"]"), -PTD_EFORMAT,
-	    "kinds[0]: trace records come from ptctl decode only");
-	bad(SUB("\"kinds\":[\"insn\",\"trace_withdrawn\"]"), -PTD_EFORMAT,
-	    "kinds[1]: trace records");
+	/* trace kinds: from a session that counts (ptd checks that) */
+	REQUIRE(parse(SUB("\"kinds\":[\"insn\",\"trace\","
+			  "\"trace_withdrawn\"]"), &req, &d) == 0);
+	CHECK_EQ_INT(req.filter.kinds, PTD_REC_BIT(PTD_REC_INSN) |
+				       PTD_REC_BIT(PTD_REC_TRACE) |
+				       PTD_REC_BIT(PTD_REC_TRACE_WITHDRAWN));
+	ptd_request_fini(&req);
+	bad(SUB("\"kinds\":[\"traces\"]"), -PTD_EFORMAT,
+	    "kinds[0]: expected one of");
 	/* counters snapshots: bounded, each refusal naming its field */
 	bad(SUB("\"counters\":5"), -PTD_EFORMAT,
 	    "subscribe: counters: expected an object");
