@@ -123,8 +123,7 @@ static void compare(struct collect *c, const char *dir)
 	o.path = PTD_PATH_BLOCK;
 	/* what a live session decodes (ptd_source_stream_opts) */
 	o.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
-				 PTD_REC_BIT(PTD_REC_FIRST_EXEC) |
-				 PTD_REC_BIT(PTD_REC_COUNTERS));
+				 PTD_COUNTERS_KINDS);
 	o.json_bodies = true;
 	o.cpu.vendor = pcv_unknown;
 	/* the capture keeps the clock the live buffers published and the

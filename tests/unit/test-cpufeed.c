@@ -56,7 +56,8 @@ static int ob_new(void *ctx, pid_t pid, pid_t tid, struct ptd_stream **ret)
 		struct ptd_stream_opts so = { 0 };
 
 		so.decode.path = PTD_PATH_BLOCK;
-		so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+		so.decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
+						 PTD_COUNTERS_KINDS);
 		so.decode.cpu.vendor = pcv_unknown;
 		so.pid = getpid();
 		so.tid = tid;

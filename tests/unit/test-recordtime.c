@@ -253,7 +253,10 @@ static int decode_buf(struct ptd_livesink_thread *lt, struct ptd_iscache *isc,
 		return -errno;
 	memset(&so, 0, sizeof(so));
 	so.decode.path = PTD_PATH_BLOCK;
-	so.decode.want = PTD_REC_ALL & ~PTD_REC_BIT(PTD_REC_BLOCK);
+	/* (not the kinds of a counter table: records are kept past the
+	 * decode, and theirs point into its table) */
+	so.decode.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
+					 PTD_COUNTERS_KINDS);
 	so.decode.cpu.vendor = pcv_unknown;
 	if (ref) {
 		so.decode.has_wallref = true;
