@@ -1122,7 +1122,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		r->modoff = e->modoff;
 		r->sym = e->sym;
 		r->symoff = e->symoff;
-		if (d->xt)
+		if (d->xt || d->o->counter_slots)
 			r->cslot = e->cslot;
 		if (d->o->json_bodies) {
 			r->json_body = ptd_insncache_json(d->ic, e,
@@ -1481,7 +1481,9 @@ static int open_decoder(struct dec *d)
 	/* the block path's counts: a slot per cached instruction (the
 	 * instruction path looks each one up); none: a cache a decode with
 	 * counts used before resolves no slots into that table */
-	ptd_insncache_set_counters(d->ic, d->blk ? d->xt : NULL);
+	ptd_insncache_set_counters(d->ic, !d->blk ? NULL
+					  : d->xt ? d->xt
+						  : d->o->counter_slots);
 	ptd_insncache_set_lock(d->ic, d->lock);
 	return 0;
 }

@@ -98,6 +98,12 @@ struct ptd_decode_opts {
 	 * keeps them past the decode: the table must outlive the cache, or
 	 * the cache's next decode (which lets go of it). */
 	struct ptd_counters *counters;
+	/* Without @counters' kinds in @want: on the block path, give each
+	 * insn record its instruction's slot in this table (ptd_rec_insn.
+	 * cslot), resolved once per cached instruction, counting nothing:
+	 * for a caller that counts the records itself (decode/stream.c), at
+	 * an increment an execution, not a lookup.  NULL: none. */
+	struct ptd_counters *counter_slots;
 	uint32_t counters_top;
 	/* PTD_REC_TRACE in @want: hot traces (decode/traces.h) built from
 	 * the counted executions, heads hot at @trace_threshold executions

@@ -697,7 +697,11 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 			ptd_stream_free(s);
 			return err;
 		}
+		/* the records are counted here, as delivered (held back
+		 * ones only once delivered); the decoder gives each its
+		 * slot in the table, resolved once per cached instruction */
 		s->o.decode.counters = NULL;
+		s->o.decode.counter_slots = s->xt;
 		s->o.decode.want &= ~PTD_COUNTERS_KINDS;
 		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN);
 	}

@@ -578,6 +578,26 @@ static void test_first_exec(void)
 			for (size_t i = 0; i < want.n; i++)
 				nfe += want.r[i].type == PTD_REC_FIRST_EXEC;
 			CHECK(nfe > 0);
+			/* the block path counts by the slot the decoder
+			 * resolved once per cached instruction (code of a
+			 * section), not by a lookup per record */
+			if (block) {
+				size_t slotted = 0, unslotted = 0;
+
+				for (size_t i = 0; i < got.n; i++) {
+					const struct ptd_record *r = &got.r[i];
+
+					if (r->type != PTD_REC_INSN ||
+					    !r->u.insn.isid)
+						continue;
+					if (r->u.insn.cslot)
+						slotted++;
+					else
+						unslotted++;
+				}
+				CHECK(slotted > 0);
+				CHECK_EQ_U64(unslotted, 0);
+			}
 			CHECK_EQ_INT(ptd_counters_emit(a, 0, 1, 2, reclist_add,
 						       &cw),
 				     0);
