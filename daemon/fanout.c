@@ -445,6 +445,22 @@ static bool sub_urgent(const struct ptd_subscriber *s)
 	return sub_pending(s) >= at;
 }
 
+/* Under the lock: records were queued (@queued), and a queue is full
+ * enough to be written now (@urgent).  A wake-up is owed until one is on
+ * its way; it is paid (returns true: wake the loop) once a queue is
+ * urgent. */
+static bool wake_due(struct ptd_fanout *f, bool queued, bool urgent)
+{
+	if (queued && !f->wake_pending) {
+		f->wake_pending = true;
+		f->wake_owed = true;
+	}
+	if (!f->wake_owed || !urgent)
+		return false;
+	f->wake_owed = false;
+	return true;
+}
+
 /* Queue every subscriber's staged records (lock held, decode thread): as
  * ptd_fanout_record would have one by one -- matched, then sent or lost
  * -- in their order, before whatever the caller queues next.  Returns
@@ -481,13 +497,7 @@ static bool stage_flush(struct ptd_fanout *f)
 		}
 		urgent = urgent || sub_urgent(s);
 	}
-	if (wake && !f->wake_pending) {
-		f->wake_pending = true;
-		f->wake_owed = true;
-	}
-	wake = f->wake_owed && urgent;
-	if (wake)
-		f->wake_owed = false;
+	wake = wake_due(f, wake, urgent);
 	return wake;
 }
 
@@ -701,13 +711,7 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	}
 	f->credit = f->credit > used ? f->credit - used : 0;
 	/* a wake-up owed until the flush, or a queue fills */
-	if (wake && !f->wake_pending) {
-		f->wake_pending = true;
-		f->wake_owed = true;
-	}
-	wake = f->wake_owed && urgent;
-	if (wake)
-		f->wake_owed = false;
+	wake = wake_due(f, wake, urgent);
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
