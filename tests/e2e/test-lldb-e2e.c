@@ -768,7 +768,9 @@ static void test_threads_percpu(void)
 	size_t i, t;
 	int r;
 
-	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
+	/* threads that enter the kernel again and again: the layout's cuts
+	 * (cut_thread) fall in every thread whatever the scheduler did */
+	(void)snprintf(prog, sizeof(prog), "%s/prog-switches", progs_dir);
 	(void)snprintf(cdir, sizeof(cdir), "%s/percpu-cap", workdir);
 	(void)snprintf(bdir, sizeof(bdir), "%s/percpu-lldb", workdir);
 	(void)snprintf(tbdir, sizeof(tbdir), "%s/perthread-lldb", workdir);
