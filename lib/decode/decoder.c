@@ -671,6 +671,18 @@ static int on_event_record(struct dec *d, const struct pt_event *ev,
 	return r == &one ? deliver(d, r) : 0;
 }
 
+/* A PSB+'s status update, with @ip, fetched at offset @off: the probes
+ * of args.probes it is in step with (struct ptd_psb_probe). */
+static void probe_psbs(struct dec *d, uint64_t off, uint64_t ip)
+{
+	for (size_t i = 0; i < d->a->nprobes; i++) {
+		struct ptd_psb_probe *p = &d->a->probes[i];
+
+		if (off >= p->at && off <= p->end && ip == p->ip)
+			p->in_step = true;
+	}
+}
+
 /* Fetch and handle the events libipt says are pending.  Returns the new
  * status, a libipt error, or DEC_STOP. */
 static int drain_events(struct dec *d, int status)
@@ -694,6 +706,9 @@ static int drain_events(struct dec *d, int status)
 			d->err_ip_valid = false;
 			return status;
 		}
+		if (ev.status_update && ev.type == ptev_exec_mode &&
+		    !ev.ip_suppressed)
+			probe_psbs(d, off, ev.variant.exec_mode.ip);
 		/* The PSB+ that ends a part: its events are status updates.
 		 * Events before them may come with an offset past the PSB
 		 * (libipt reads ahead to find out whether another event is
@@ -1333,8 +1348,10 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 	/* More trace may follow: where decoding resumes (and so how many
 	 * bytes the error skips) is not known yet.  Hold the error and what
 	 * is pending back; a later decode with more trace reports them. */
-	if (status == -pte_eos && d->a->more)
+	if (status == -pte_eos && d->a->more) {
+		d->st.held_at_error = true;
 		return HOLD;
+	}
 	if (status >= 0)
 		(void)d_sync_offset(d, &soff);
 	else if (status != -pte_eos)
@@ -1354,8 +1371,10 @@ static int recover(struct dec *d, int err, const char *ctx, bool ip_valid,
 	if (d->have_sync && soff <= d->last_sync) {
 		/* The bytes skipped run to the end of the stream, not known
 		 * yet while more may follow. */
-		if (d->a->more)
+		if (d->a->more) {
+			d->st.held_at_error = true;
 			return HOLD;
+		}
 		rc = emit_error(d, -pte_nosync, false, soff, false, 0, "sync",
 				end_offset(d) > soff ? end_offset(d) - soff
 						     : 0);

@@ -138,6 +138,24 @@ struct ptd_decode_stats {
 	 * first was (a static string; NULL: none was). */
 	uint64_t serial_parts;
 	const char *serial_why;
+	/* args.more: the decode stopped at an error whose resync point is
+	 * not in the trace yet, holding back what followed it: it ended
+	 * there, not at the end of the trace. */
+	bool held_at_error;
+};
+
+/*
+ * A PSB+ with a FUP, from @at (the PSB) to @end (just past its PSBEND),
+ * stream offsets; @ip: its FUP's IP.  A decode that passes it sets
+ * @in_step when it was in step with the trace there: the status update of
+ * its MODE.Exec came within the PSB+, at @ip.  libipt holds a status
+ * update back until the decoder reaches its IP, so a decode that corrupt
+ * trace sent elsewhere gets it later or never (decode/stream.c: a decode
+ * starting at that PSB would not be in the same state).
+ */
+struct ptd_psb_probe {
+	uint64_t at, end, ip;
+	bool in_step;
 };
 
 struct ptd_decode_thread_args {
@@ -162,6 +180,9 @@ struct ptd_decode_thread_args {
 	bool more;
 	/* The parallel decoder's own (decode/parallel.c); zero otherwise. */
 	const struct ptd_decode_part *part;
+	/* PSBs to report on (struct ptd_psb_probe); may be NULL. */
+	struct ptd_psb_probe *probes;
+	size_t nprobes;
 };
 
 /*

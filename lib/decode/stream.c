@@ -245,20 +245,33 @@ static void trim_timeline(struct ptd_stream *s)
 
 /* --- Finding the next anchor. --- */
 
+/* The IP of a FUP in a PSB+: last-IP is 0 after a PSB, so an update is
+ * its payload. */
+static uint64_t psb_fup_ip(const struct pt_packet_ip *p)
+{
+	const uint64_t low48 = (1ull << 48) - 1;
+
+	if (p->ipc == pt_ipc_sext_48)
+		return (p->ip & (1ull << 47)) ? p->ip | ~low48 : p->ip & low48;
+	return p->ip;
+}
+
 /*
  * Whether the PSB at @off of @g can be an anchor: its PSB+ ends (PSBEND)
  * before the end of the buffer, every packet in it well-formed, and it
- * holds a FUP, i.e. tracing is enabled there.  Where tracing is disabled
- * the decoder carries state across the PSB that a decode starting there
- * lacks (the IP it was disabled at, which decides "resumed" on the next
- * enabled event).
+ * holds a FUP with an IP, i.e. tracing is enabled there.  Where tracing is
+ * disabled the decoder carries state across the PSB that a decode
+ * starting there lacks (the IP it was disabled at, which decides
+ * "resumed" on the next enabled event).  *@probe gets its stream offsets
+ * and IP (and in_step already set where it has no MODE.Exec: nothing to
+ * probe it with).
  */
 static bool psb_plus_complete(const struct ptd_stream *s, const struct seg *g,
-			      size_t off)
+			      size_t off, struct ptd_psb_probe *probe)
 {
 	struct pt_packet_decoder *pd;
 	struct pt_config cfg;
-	bool ok = false, fup = false;
+	bool ok = false, fup = false, exec = false;
 
 	pt_config_init(&cfg);
 	cfg.begin = g->buf;
@@ -275,10 +288,23 @@ static bool psb_plus_complete(const struct ptd_stream *s, const struct seg *g,
 				break;
 			if (i == 0 && pkt.type != ppt_psb)
 				break;
-			if (pkt.type == ppt_fup)
+			if (pkt.type == ppt_mode &&
+			    pkt.payload.mode.leaf == pt_mol_exec)
+				exec = true;
+			if (pkt.type == ppt_fup &&
+			    pkt.payload.ip.ipc != pt_ipc_suppressed) {
 				fup = true;
+				probe->ip = psb_fup_ip(&pkt.payload.ip);
+			}
 			if (pkt.type == ppt_psbend) {
-				ok = fup;
+				uint64_t end = 0;
+
+				ok = fup && pt_pkt_get_offset(pd, &end) >= 0;
+				probe->at = g->base + off;
+				probe->end = g->base + end;
+				/* No MODE.Exec, no status update to probe
+				 * with: the records alone decide. */
+				probe->in_step = !exec;
 				break;
 			}
 		}
@@ -287,10 +313,10 @@ static bool psb_plus_complete(const struct ptd_stream *s, const struct seg *g,
 	return ok;
 }
 
-/* Offset in @g of the last PSB in (0, @below) that can be an anchor, or 0
- * if there is none. */
+/* Offset in @g of the last PSB in (0, @below) that can be an anchor (and
+ * its *@probe), or 0 if there is none. */
 static size_t find_anchor(const struct ptd_stream *s, const struct seg *g,
-			  size_t below)
+			  size_t below, struct ptd_psb_probe *probe)
 {
 	static const uint8_t psb[PSB_LEN] = {
 		0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
@@ -304,7 +330,7 @@ static size_t find_anchor(const struct ptd_stream *s, const struct seg *g,
 	for (size_t i = below - PSB_LEN; i > 0; i--) {
 		if (g->buf[i] != 0x02 || memcmp(g->buf + i, psb, PSB_LEN))
 			continue;
-		if (psb_plus_complete(s, g, i))
+		if (psb_plus_complete(s, g, i, probe))
 			return i;
 	}
 	return 0;
@@ -326,6 +352,14 @@ struct round {
 	void *ctx;
 	int cb_rc;		/* fn's stopping value */
 	bool nomem;
+	/* The decode stopped at an error, before the end of the trace
+	 * (ptd_decode_stats.held_at_error). */
+	bool held_at_error;
+	/* The decode at the old anchor: the candidate new anchors (buffer
+	 * offsets, last first) and whether it passed each in step. */
+	size_t cand[MAX_CANDIDATES];
+	struct ptd_psb_probe probes[MAX_CANDIDATES];
+	size_t ncand;
 	/* The last WINDOW records seen: record seen-1-i is at
 	 * win[(seen - 1 - i) % WINDOW]. */
 	struct ptd_record win[WINDOW];
@@ -380,6 +414,7 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 		       struct round *rd)
 {
 	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
 	struct ptd_tl_cursor c;
 	int r;
 
@@ -402,8 +437,12 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	a.img = img;
 	a.cursor = &c;
 	a.icache = s->o.icache;
+	a.probes = rd->ncand ? rd->probes : NULL;
+	a.nprobes = rd->ncand;
 	s->st.decoded_bytes += a.len;
-	r = ptd_decode_thread(&s->o.decode, &a, round_fn, rd, NULL);
+	memset(&st, 0, sizeof(st));
+	r = ptd_decode_thread(&s->o.decode, &a, round_fn, rd, &st);
+	rd->held_at_error = st.held_at_error;
 	/* what the cursor applied, its decode reported */
 	if (c.next > 0 && c.next <= s->tl.n &&
 	    s->tl.ev[c.next - 1].seq >= s->seq_told)
@@ -506,7 +545,7 @@ static int try_anchor(struct ptd_stream *s, struct seg *g,
 		goto out;
 	r = decode_from(s, g, p, work, tl_p, true, rp);
 	s->st.redecoded += g->len - p;
-	if (r < 0 || !windows_match(ra, rp, diff_flags(s)))
+	if (r < 0 || rp->held_at_error || !windows_match(ra, rp, diff_flags(s)))
 		goto out;
 	if (s->o.check_anchor &&
 	    !tails_match(ra, rp, s->o.decode.path == PTD_PATH_BLOCK,
@@ -537,23 +576,47 @@ out:
 	return r;
 }
 
+/* The candidate new anchors of @g: its last PSBs that can be one, for
+ * the decode at the old anchor (@rd) to probe. */
+static void find_candidates(const struct ptd_stream *s, const struct seg *g,
+			    struct round *rd)
+{
+	size_t below = g->len;
+
+	rd->ncand = 0;
+	while (rd->ncand < MAX_CANDIDATES) {
+		size_t p = find_anchor(s, g, below, &rd->probes[rd->ncand]);
+
+		if (!p)
+			return;
+		rd->cand[rd->ncand++] = p;
+		below = p + PSB_LEN - 1;
+	}
+}
+
 /* Move @g's anchor to one of its last PSBs, if one is good (try_anchor).
  * Returns 0 or a negative error. */
 static int move_anchor(struct ptd_stream *s, struct seg *g,
 		       const struct round *ra)
 {
-	size_t below = g->len;
-
-	for (int i = 0; i < MAX_CANDIDATES; i++) {
-		size_t p = find_anchor(s, g, below);
+	/* The decodes compared must stop at the same place, the end: one
+	 * held back at an error stopped before it, and its last records
+	 * may agree with those of a decode elsewhere (code that repeats)
+	 * whose state differs. */
+	if (ra->held_at_error)
+		return 0;
+	for (size_t i = 0; i < ra->ncand; i++) {
 		int r;
 
-		if (!p)
-			return 0;
-		r = try_anchor(s, g, ra, p);
+		/* The decode at the old anchor passed the PSB out of step
+		 * with the trace (corrupt trace sent it elsewhere): a decode
+		 * starting there would not be in its state, whatever their
+		 * last records say. */
+		if (!ra->probes[i].in_step)
+			continue;
+		r = try_anchor(s, g, ra, ra->cand[i]);
 		if (r)
 			return r < 0 ? r : 0;
-		below = p + PSB_LEN - 1;
 	}
 	return 0;
 }
@@ -585,6 +648,8 @@ static int64_t seg_round(struct ptd_stream *s, struct seg *g, bool final,
 	/* Bytes up to the last round's end were decoded before. */
 	s->st.redecoded += g->decoded_to > g->base ? g->decoded_to - g->base
 						   : 0;
+	if (!final)
+		find_candidates(s, g, ra);
 	r = report_pending(s, fn, ctx);
 	if (r == 0)
 		r = decode_from(s, g, 0, work, g->tl_next, !final, ra);

@@ -15,9 +15,13 @@
  *  - Then the anchor moves to P, one of the last PSBs after A whose PSB+
  *    is complete and has a FUP (tracing on: no state from before the PSB
  *    matters): [P, end) is decoded the same way and its records counted.
- *    Both decodes stop at the same place; when their last 32 records agree
- *    they are in the same state, so A = P, done = that count, and the
- *    bytes before P are dropped.  Otherwise A stays (exact, slower).  With
+ *    Both decodes stop at the same place, the end of the trace (the
+ *    anchor does not move while either is held back at an error whose
+ *    resync point has not arrived: it stopped before the end, and code
+ *    that repeats can make its last records look like those of a decode
+ *    in another state); when their last 32 records agree they are in the
+ *    same state, so A = P, done = that count, and the bytes before P are
+ *    dropped.  Otherwise A stays (exact, slower).  With
  *    opts.check_anchor every record after the first instruction/block of
  *    the decode at P is compared (tests, debugging).
  *  - Known limit: a corrupt byte after P can send a decode through P down

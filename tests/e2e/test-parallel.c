@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include "e2e/run-cmd.h"
+#include "unit/ptdamage.h"
 #include "unit/ptenc.h"
 #include "common/fileio.h"
 #include "decode/psbsplit.h"
@@ -240,7 +241,7 @@ static void test_captures(void)
  * of bytes): errors and resynchronisations wherever they fall, also
  * across part boundaries, give the serial bytes on both paths (decoded in
  * parallel or, where a part cannot be stitched, serially).  Adds to
- * *@errors how many of the 4 copies gave error records. */
+ * *@errors how many of the 5 copies gave error records. */
 static void damaged(const char *name, const char *prog, const char *period,
 		    unsigned *errors)
 {
@@ -261,10 +262,15 @@ static void damaged(const char *name, const char *prog, const char *period,
 	REQUIRE(len > 1024);
 	buf = malloc(len);
 	REQUIRE(buf);
-	for (unsigned seed = 0; seed < 4; seed++) {
-		unsigned flips = seed < 1 ? 1 : seed < 2 ? 5 : 30;
+	for (unsigned seed = 0; seed < 5; seed++) {
+		unsigned flips = seed < 1 ? 1 : seed < 2 ? 5 : seed < 4 ? 30 : 0;
 
 		memcpy(buf, orig, len);
+		/* the last: every TIP before a PSB, so that a part's decoder
+		 * reaches the next part's PSB out of step */
+		if (seed == 4)
+			CHECK(ptdamage_tips_before_psbs((uint8_t *)buf, len,
+							NULL) > 0);
 		for (unsigned i = 0; i < flips; i++) {
 			x ^= x << 13;
 			x ^= x >> 7;
@@ -314,7 +320,7 @@ static void test_damaged(void)
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
 		damaged(caps[i][0], caps[i][1], caps[i][2], &errors);
 	/* The damage must have shown: error records in most decodes. */
-	fprintf(stderr, "damaged traces with error records: %u of 12\n",
+	fprintf(stderr, "damaged traces with error records: %u of 15\n",
 		errors);
 	CHECK(errors >= 6);
 }

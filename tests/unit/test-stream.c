@@ -17,7 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
+
 #include "check.h"
+#include "ptdamage.h"
 #include "reccmp.h"
 #include "aspace/iscache.h"
 #include "common/fileio.h"
@@ -871,10 +873,13 @@ static void corrupt_compare(const struct reclist *want,
 	CHECK(got->n > first + 1);	/* decoding went on after it */
 }
 
-/* Flipped bytes: error records and resyncs, the same chunked as whole.
- * Without return compression: with it, a corrupt byte can send a decode
- * that passes a PSB down a wrong path that pops a return-stack entry from
- * before the PSB, which a decode starting at the PSB does not have. */
+/* Flipped bytes: error records and resyncs, the same chunked as whole,
+ * and the stream never moves its anchor to a PSB the decode at the old
+ * one passed out of step (check_anchor would count it).  Round 0 flips
+ * the TIPs before PSBs, the others random bytes.  Without return
+ * compression: with it, a corrupt byte can send a decode that passes a
+ * PSB down a wrong path that pops a return-stack entry from before the
+ * PSB, which a decode starting at the PSB does not have. */
 static void test_corrupt(void)
 {
 	static const size_t chunks[] = { 1000, 37, 5000 };
@@ -884,11 +889,23 @@ static void test_corrupt(void)
 	REQUIRE(small_len > 4000);
 	pt = malloc(small_len);
 	REQUIRE(pt);
-	for (unsigned seed = 1; seed <= 3; seed++) {
+	for (unsigned seed = 0; seed <= 3; seed++) {
 		memcpy(pt, small_pt, small_len);
 		rnd_state = seed * 0x2545f4914f6cdd1dull;
-		for (int i = 0; i < 4; i++)
-			pt[rnd() % small_len] ^= (uint8_t)(1 + rnd() % 255);
+		if (seed == 0) {
+			long n = ptdamage_tips_before_psbs(pt, small_len,
+							   &small.cpu);
+
+			fprintf(stderr, "  corrupt: %ld TIPs before PSBs\n",
+				n);
+			CHECK(n > 0);
+		}
+		for (int i = 0; seed && i < 4; i++) {
+			/* in this order: one statement, one sequence */
+			uint8_t x = (uint8_t)(1 + rnd() % 255);
+
+			pt[rnd() % small_len] ^= x;
+		}
 		for (int block = 0; block < 2; block++) {
 			struct ptd_decode_opts o = path_opts(&small, block);
 			struct reclist want = { 0 };
@@ -899,9 +916,9 @@ static void test_corrupt(void)
 
 			for (size_t i = 0; i < want.n; i++)
 				errors += want.r[i].type == PTD_REC_ERROR;
-			if (seed == 1 && !block)
-				fprintf(stderr, "  corrupt: %zu error records\n",
-					errors);
+			if (!block)
+				fprintf(stderr, "  corrupt round %u: %zu error "
+					"records\n", seed, errors);
 			for (size_t k = 0; k < 3; k++) {
 				struct feed f = { .max_chunk = chunks[k],
 						  .check_anchor = true };
@@ -910,8 +927,10 @@ static void test_corrupt(void)
 
 				rnd_state = 77 + k;
 				if (feed_stream(&small, 0, &o, pt, small_len, &f,
-						&got, &st) == 0)
+						&got, &st) == 0) {
 					corrupt_compare(&want, &got, block);
+					CHECK_EQ_U64(st.anchor_mismatches, 0);
+				}
 				reclist_free(&got);
 			}
 			reclist_free(&want);
