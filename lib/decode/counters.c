@@ -51,6 +51,8 @@ void ptd_counters_set_grow(struct ptd_counters *t, ptd_counters_grow_fn fn,
 		return;
 	t->grow = fn;
 	t->grow_ctx = ctx;
+	/* its trace builder's memory is the table's too */
+	ptd_traces_set_grow(t->traces, fn, ctx);
 }
 
 /* May the table take @bytes more?  A refusal holds it at its size. */
@@ -281,9 +283,14 @@ int ptd_counters_enable_traces(struct ptd_counters *t, uint32_t threshold)
 {
 	if (!t)
 		return -EINVAL;
+	int r;
+
 	if (t->traces)
 		return 0;
-	return ptd_traces_new(threshold, &t->traces);
+	r = ptd_traces_new(threshold, &t->traces);
+	if (r == 0)
+		ptd_traces_set_grow(t->traces, t->grow, t->grow_ctx);
+	return r;
 }
 
 struct ptd_traces *ptd_counters_traces(const struct ptd_counters *t)

@@ -55,8 +55,9 @@ void ptd_counters_free(struct ptd_counters *t);
  * its entries and index (the names it copies are not counted); a
  * non-zero return refuses them: the table then stays the size it is,
  * new instructions uncounted (the total's "uncounted"), as when full.
- * ptd charges a session's table to its user's memory limit so.  NULL
- * @fn: no check (the default). */
+ * ptd charges a session's table to its user's memory limit so.  Its
+ * trace builder (ptd_counters_enable_traces) asks the same function
+ * (ptd_traces_set_grow).  NULL @fn: no check (the default). */
 typedef int (*ptd_counters_grow_fn)(void *ctx, uint64_t bytes);
 void ptd_counters_set_grow(struct ptd_counters *t, ptd_counters_grow_fn fn,
 			   void *ctx);

@@ -60,6 +60,9 @@ struct thr {
 	struct blk *rec;
 	uint32_t nrec;
 	struct ptd_rec_insn rec_head;	/* module, sym: copies */
+	/* its room for a recording was charged (ptd_traces_set_grow): one
+	 * recording a thread at a time */
+	bool rec_charged;
 	/* executing trace @in_trace (0: none), at block @pos */
 	uint32_t in_trace, pos;
 };
@@ -82,7 +85,31 @@ struct ptd_traces {
 	struct page *pages;
 	size_t npages, pages_cap;
 	uint64_t formed, withdrawn, dropped;
+	ptd_traces_grow_fn grow;	/* NULL: none */
+	void *grow_ctx;
+	bool refused;			/* grow said no: no more growth */
 };
+
+void ptd_traces_set_grow(struct ptd_traces *t, ptd_traces_grow_fn fn,
+			 void *ctx)
+{
+	if (!t)
+		return;
+	t->grow = fn;
+	t->grow_ctx = ctx;
+}
+
+/* May the builder take @bytes more?  After a refusal it stays the size it
+ * is: what would need more is dropped (counted). */
+static bool may_grow(struct ptd_traces *t, uint64_t bytes)
+{
+	if (t->refused)
+		return false;
+	if (!t->grow || t->grow(t->grow_ctx, bytes) == 0)
+		return true;
+	t->refused = true;
+	return false;
+}
 
 static uint64_t mix(uint64_t h)
 {
@@ -173,8 +200,11 @@ static struct thr *thr_get(struct ptd_traces *t, pid_t pid, pid_t tid)
 		return NULL;
 	if (t->nthr == t->thr_cap) {
 		uint32_t cap = t->thr_cap ? 2 * t->thr_cap : 8;
-		struct thr *v = reallocarray(t->thr, cap, sizeof(*v));
+		struct thr *v;
 
+		if (!may_grow(t, (uint64_t)(cap - t->thr_cap) * sizeof(*v)))
+			return NULL;
+		v = reallocarray(t->thr, cap, sizeof(*v));
 		if (!v)
 			return NULL;
 		t->thr = v;
@@ -215,8 +245,11 @@ static struct head *head_find(const struct ptd_traces *t, uint32_t thr,
 static int heads_grow(struct ptd_traces *t)
 {
 	size_t cap = t->heads_cap ? 2 * t->heads_cap : 1024;
-	struct head *v = calloc(cap, sizeof(*v));
+	struct head *v;
 
+	if (!may_grow(t, (uint64_t)(cap - t->heads_cap) * sizeof(*v)))
+		return -ENOMEM;
+	v = calloc(cap, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	for (size_t k = 0; k < t->heads_cap; k++) {
@@ -287,10 +320,12 @@ static struct page *page_find(const struct ptd_traces *t, uint64_t page)
 static int pages_grow(struct ptd_traces *t)
 {
 	size_t cap = t->pages_cap ? 2 * t->pages_cap : 256;
-	struct page *v = calloc(cap, sizeof(*v));
-	struct page *old = t->pages;
+	struct page *v, *old = t->pages;
 	size_t ocap = t->pages_cap;
 
+	if (!may_grow(t, (uint64_t)(cap - ocap) * sizeof(*v)))
+		return -ENOMEM;
+	v = calloc(cap, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	t->pages = v;
@@ -318,8 +353,11 @@ static int page_add(struct ptd_traces *t, uint64_t page, uint32_t id)
 		return 0;
 	if (p->n == p->cap) {
 		uint32_t cap = p->cap ? 2 * p->cap : 4;
-		uint32_t *v = reallocarray(p->ids, cap, sizeof(*v));
+		uint32_t *v;
 
+		if (!may_grow(t, (uint64_t)(cap - p->cap) * sizeof(*v)))
+			return -ENOMEM;
+		v = reallocarray(p->ids, cap, sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		p->ids = v;
@@ -386,8 +424,11 @@ static int finish(struct ptd_traces *t, struct thr *th, const char *end,
 		goto dropped;
 	if (t->ntr == t->tr_cap) {
 		uint32_t cap = t->tr_cap ? 2 * t->tr_cap : 64;
-		struct trace *v = reallocarray(t->tr, cap, sizeof(*v));
+		struct trace *v;
 
+		if (!may_grow(t, (uint64_t)(cap - t->tr_cap) * sizeof(*v)))
+			goto dropped;
+		v = reallocarray(t->tr, cap, sizeof(*v));
 		if (!v)
 			goto dropped;
 		t->tr = v;
@@ -395,6 +436,11 @@ static int finish(struct ptd_traces *t, struct thr *th, const char *end,
 	}
 	tr = &t->tr[t->ntr];
 	memset(tr, 0, sizeof(*tr));
+	/* its blocks (taken over from the recording, whose room the thread
+	 * was charged for, and cut to size) and their starts */
+	if (!may_grow(t, (uint64_t)th->nrec *
+				 (sizeof(*tr->b) + sizeof(*tr->starts))))
+		goto dropped;
 	tr->starts = calloc(th->nrec, sizeof(*tr->starts));
 	if (!tr->starts)
 		goto dropped;
@@ -538,6 +584,11 @@ static void end_block(struct ptd_traces *t, struct thr *th, bool branch)
 static int start_recording(struct ptd_traces *t, struct thr *th,
 			   const struct ptd_rec_insn *in, uint32_t slot)
 {
+	if (!th->rec_charged) {
+		if (!may_grow(t, PTD_TRACES_MAX_BBS * sizeof(*th->rec)))
+			goto nomem;
+		th->rec_charged = true;
+	}
 	th->rec = calloc(PTD_TRACES_MAX_BBS, sizeof(*th->rec));
 	if (!th->rec)
 		goto nomem;

@@ -65,8 +65,20 @@ void ptd_traces_free(struct ptd_traces *t);
 int ptd_traces_feed(struct ptd_traces *t, const struct ptd_record *r,
 		    uint32_t slot, bool first, ptd_traces_fn fn, void *ctx);
 
+/* Called on the builder's thread before it takes @bytes more memory (its
+ * tables, each thread's room for one recording, each trace's blocks); a
+ * non-zero return refuses them, and the builder then stays the size it
+ * is: heads, recordings and traces that would need more are dropped
+ * (counted in ptd_traces_totals).  ptd charges it to the session's user's
+ * memory limit so, as the counter table (decode/counters.h).  NULL @fn:
+ * no check (the default). */
+typedef int (*ptd_traces_grow_fn)(void *ctx, uint64_t bytes);
+void ptd_traces_set_grow(struct ptd_traces *t, ptd_traces_grow_fn fn,
+			 void *ctx);
+
 /* Traces formed, withdrawn, and heads or traces not kept because a bound
- * was reached. */
+ * was reached (or memory: a refusal by the grow function, an allocation
+ * that failed). */
 void ptd_traces_totals(const struct ptd_traces *t, uint64_t *ret_formed,
 		       uint64_t *ret_withdrawn, uint64_t *ret_dropped);
 

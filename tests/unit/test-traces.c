@@ -172,6 +172,69 @@ static void test_loop_threshold(void)
 	sim_free(s);
 }
 
+/* What the builder asked for, and the most it may have. */
+struct budget {
+	uint64_t asked, granted, limit;
+	unsigned refusals;
+};
+
+static int budget_grow(void *ctx, uint64_t bytes)
+{
+	struct budget *b = ctx;
+
+	b->asked += bytes;
+	if (b->granted + bytes > b->limit) {
+		b->refusals++;
+		return -ENOMEM;
+	}
+	b->granted += bytes;
+	return 0;
+}
+
+/* Its memory is asked for before it is taken: with room, the loop's trace
+ * forms and what it took was asked for; with none past the tables that
+ * made A a head, no recording starts and nothing forms, the loss is
+ * counted, and it asks no more after the refusal. */
+static void test_grow(void)
+{
+	struct budget b = { .limit = UINT64_MAX };
+	struct sim *s = sim_new(3);
+	uint64_t f, w, d;
+
+	REQUIRE(s);
+	ptd_traces_set_grow(s->t, budget_grow, &b);
+	for (unsigned i = 0; i < 6; i++)
+		loop_iter(s, 1);
+	CHECK_EQ_INT(s->nrec, 1);
+	/* the thread table, the heads, a recording's room, the trace's
+	 * blocks, the page index */
+	CHECK(b.granted >= 128 * 16);
+	CHECK_EQ_INT(b.refusals, 0);
+	fprintf(stderr, "  grow: %" PRIu64 " bytes asked for one trace\n",
+		b.granted);
+	sim_free(s);
+
+	memset(&b, 0, sizeof(b));
+	s = sim_new(3);
+	REQUIRE(s);
+	ptd_traces_set_grow(s->t, budget_grow, &b);
+	b.limit = UINT64_MAX;
+	loop_iter(s, 1);
+	loop_iter(s, 1);	/* A is a head now: its tables are there */
+	CHECK(b.granted > 0);
+	b.limit = b.granted;	/* no room for a recording */
+	for (unsigned i = 0; i < 200; i++)
+		loop_iter(s, 1);
+	CHECK_EQ_INT(s->nrec, 0);
+	ptd_traces_totals(s->t, &f, &w, &d);
+	CHECK_EQ_U64(f, 0);
+	CHECK(d > 0);
+	CHECK_EQ_INT(b.refusals, 1);
+	CHECK(b.granted <= b.limit);
+	ptd_traces_set_grow(NULL, budget_grow, &b);	/* NULL is fine */
+	sim_free(s);
+}
+
 /* B's second byte rewritten: the trace is withdrawn when the new code
  * first runs, and forms again (id 2) on it after the threshold. */
 static void test_withdraw(void)
@@ -304,6 +367,7 @@ int main(void)
 {
 	RUN(test_args);
 	RUN(test_loop_threshold);
+	RUN(test_grow);
 	RUN(test_withdraw);
 	RUN(test_max_bbs);
 	RUN(test_per_thread);
