@@ -107,6 +107,54 @@ static FILE *open_out(const char *path)
 	return f;
 }
 
+/* Decode @in (options from @va) into @v.  Returns what
+ * ptd_input_decode returns, its failure described in @diag. */
+static int view_decode(const char *in, struct view_args *va,
+		       struct view_run *v, size_t *ret_thread_errors,
+		       struct ptd_diag *diag)
+{
+	struct ptd_input_sink sink;
+	struct ptd_input_opts o;
+
+	decode_input_opts(&va->d, &o);
+	memset(&sink, 0, sizeof(sink));
+	sink.info = view_info;
+	sink.record = view_record;
+	sink.thread_done = view_thread_done;
+	sink.ctx = v;
+	sink.notice = decode_notice;
+	return ptd_input_decode(in, &o, &sink, ret_thread_errors, diag);
+}
+
+/* The exit status of a view written from @v's decode: a thread that could
+ * not be decoded is a failure of the input; decode errors are said, with
+ * what each cost the view (@cost). */
+static int view_status(const struct view_run *v, size_t thread_errors,
+		       const char *cost)
+{
+	if (thread_errors || v->failed)
+		return EXIT_INPUT;
+	if (v->errors) {
+		errx_msg("%" PRIu64 " decode errors (%s)", v->errors, cost);
+		return EXIT_DECODE_ERRORS;
+	}
+	return 0;
+}
+
+/* Close the view's output @f; a file left half-written (@ret a failure
+ * of the input or the usage) is no view.  Returns @ret, or EXIT_INPUT if
+ * closing failed. */
+static int view_close(FILE *f, const struct view_args *va, int ret)
+{
+	if (f != stdout && fclose(f) != 0 && !ret) {
+		errx_msg("writing %s: %s", va->out, strerror(errno));
+		ret = EXIT_INPUT;
+	}
+	if (va->out && (ret == EXIT_INPUT || ret == EXIT_USAGE))
+		(void)unlink(va->out);
+	return ret;
+}
+
 /* ptctl coverage: decode counting every execution, then write; @label
  * names the input in the text's header. */
 static int coverage_write(const char *in, const char *label,
@@ -114,8 +162,6 @@ static int coverage_write(const char *in, const char *label,
 {
 	struct ptd_counters *counters = NULL;
 	struct ptd_coverage *cov = NULL;
-	struct ptd_input_sink sink;
-	struct ptd_input_opts o;
 	struct ptd_diag diag = { "" };
 	struct view_run v;
 	size_t thread_errors = 0;
@@ -134,14 +180,7 @@ static int coverage_write(const char *in, const char *label,
 		goto out;
 	}
 	va->d.opts.counters = counters;
-	decode_input_opts(&va->d, &o);
-	memset(&sink, 0, sizeof(sink));
-	sink.info = view_info;
-	sink.record = view_record;
-	sink.thread_done = view_thread_done;
-	sink.ctx = &v;
-	sink.notice = decode_notice;
-	r = ptd_input_decode(in, &o, &sink, &thread_errors, &diag);
+	r = view_decode(in, va, &v, &thread_errors, &diag);
 	if (r < 0) {
 		errx_msg("%s", diag.msg[0] ? diag.msg : ptd_strerror(r));
 		ret = EXIT_INPUT;
@@ -168,22 +207,12 @@ static int coverage_write(const char *in, const char *label,
 				 "than %u distinct instructions",
 				 uncounted, PTD_COUNTERS_DEFAULT_MAX);
 	}
-	if (thread_errors || v.failed)
-		ret = EXIT_INPUT;
-	else if (v.errors) {
-		errx_msg("%" PRIu64 " decode errors (what ran after each, up "
-			 "to where decoding resumed, is not counted)",
-			 v.errors);
-		ret = EXIT_DECODE_ERRORS;
-	}
+	ret = view_status(&v, thread_errors,
+			  "what ran after each, up to where decoding "
+			  "resumed, is not counted");
 out:
 	ptd_coverage_free(cov);
-	if (f != stdout && fclose(f) != 0 && !ret) {
-		errx_msg("writing %s: %s", va->out, strerror(errno));
-		ret = EXIT_INPUT;
-	}
-	if (va->out && (ret == EXIT_INPUT || ret == EXIT_USAGE))
-		(void)unlink(va->out);
+	ret = view_close(f, va, ret);
 	/* after the symbols' last use (coverage_new's lookups) */
 	ptd_counters_free(counters);
 	va->d.opts.counters = NULL;
@@ -239,8 +268,6 @@ static int view_write(enum view_kind kind, const char *in,
 {
 	struct ptd_stacks_ops ops, *opsp = NULL;
 	struct ptd_perfetto *pf = NULL;
-	struct ptd_input_sink sink;
-	struct ptd_input_opts o;
 	struct ptd_diag diag = { "" };
 	struct view_run v;
 	size_t thread_errors = 0;
@@ -268,14 +295,7 @@ static int view_write(enum view_kind kind, const char *in,
 		ptd_perfetto_set_stacks(pf, v.stacks);
 	if (va->insns_axis)
 		ptd_stacks_set_clock(v.stacks, PTD_STACKS_CLOCK_INSNS);
-	decode_input_opts(&va->d, &o);
-	memset(&sink, 0, sizeof(sink));
-	sink.info = view_info;
-	sink.record = view_record;
-	sink.thread_done = view_thread_done;
-	sink.ctx = &v;
-	sink.notice = decode_notice;
-	r = ptd_input_decode(in, &o, &sink, &thread_errors, &diag);
+	r = view_decode(in, va, &v, &thread_errors, &diag);
 	if (r < 0 || v.err) {
 		errx_msg("%s", v.err ? ptd_strerror(v.err)
 			 : diag.msg[0] ? diag.msg : ptd_strerror(r));
@@ -303,25 +323,12 @@ static int view_write(enum view_kind kind, const char *in,
 		ret = EXIT_INPUT;
 		goto out;
 	}
-	if (thread_errors || v.failed)
-		ret = EXIT_INPUT;
-	else if (v.errors) {
-		errx_msg("%" PRIu64 " decode errors (the thread's stack "
-			 "starts again after each)",
-			 v.errors);
-		ret = EXIT_DECODE_ERRORS;
-	}
+	ret = view_status(&v, thread_errors,
+			  "the thread's stack starts again after each");
 out:
 	ptd_stacks_free(v.stacks);
 	ptd_perfetto_free(pf);
-	if (f != stdout && fclose(f) != 0 && !ret) {
-		errx_msg("writing %s: %s", va->out, strerror(errno));
-		ret = EXIT_INPUT;
-	}
-	/* a file left half-written is no view */
-	if (va->out && (ret == EXIT_INPUT || ret == EXIT_USAGE))
-		(void)unlink(va->out);
-	return ret;
+	return view_close(f, va, ret);
 }
 
 static void help_view(enum view_kind kind, FILE *f)
