@@ -257,8 +257,31 @@ static uint64_t psb_fup_ip(const struct pt_packet_ip *p)
 }
 
 /*
+ * Where libipt's read ahead stops after a PSB+ (@pd is just past its
+ * PSBEND): at the first packet that is not a status packet it decodes on
+ * the way (padding, timing).  The PSB+'s status updates are fetched with
+ * the decoder there.  *@ret: its offset.  False if the buffer ends first.
+ */
+static bool after_status(struct pt_packet_decoder *pd, uint64_t *ret)
+{
+	for (int i = 0; i < PSB_PLUS_MAX_PACKETS; i++) {
+		struct pt_packet pkt;
+
+		if (pt_pkt_get_offset(pd, ret) < 0 ||
+		    pt_pkt_next(pd, &pkt, sizeof(pkt)) < 0)
+			return false;
+		if (pkt.type != ppt_pad && pkt.type != ppt_mtc &&
+		    pkt.type != ppt_cyc && pkt.type != ppt_tsc &&
+		    pkt.type != ppt_tma && pkt.type != ppt_cbr)
+			return true;
+	}
+	return false;
+}
+
+/*
  * Whether the PSB at @off of @g can be an anchor: its PSB+ ends (PSBEND)
- * before the end of the buffer, every packet in it well-formed, and it
+ * before the end of the buffer, and so does the padding and timing after
+ * it (after_status), every packet in it well-formed, and it
  * holds a FUP with an IP, i.e. tracing is enabled there.  Where tracing is
  * disabled the decoder carries state across the PSB that a decode
  * starting there lacks (the IP it was disabled at, which decides
@@ -299,7 +322,7 @@ static bool psb_plus_complete(const struct ptd_stream *s, const struct seg *g,
 			if (pkt.type == ppt_psbend) {
 				uint64_t end = 0;
 
-				ok = fup && pt_pkt_get_offset(pd, &end) >= 0;
+				ok = fup && after_status(pd, &end);
 				probe->at = g->base + off;
 				probe->end = g->base + end;
 				/* No MODE.Exec, no status update to probe
