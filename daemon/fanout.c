@@ -497,8 +497,7 @@ static bool stage_flush(struct ptd_fanout *f)
 		}
 		urgent = urgent || sub_urgent(s);
 	}
-	wake = wake_due(f, wake, urgent);
-	return wake;
+	return wake_due(f, wake, urgent);
 }
 
 /* stage_flush taking the lock, and waking the loop if it must. */

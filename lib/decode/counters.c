@@ -281,10 +281,10 @@ bool ptd_counters_hit(struct ptd_counters *t, uint32_t slot)
 
 int ptd_counters_enable_traces(struct ptd_counters *t, uint32_t threshold)
 {
-	if (!t)
-		return -EINVAL;
 	int r;
 
+	if (!t)
+		return -EINVAL;
 	if (t->traces)
 		return 0;
 	r = ptd_traces_new(threshold, &t->traces);

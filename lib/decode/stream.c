@@ -378,9 +378,8 @@ struct round {
 	/* The decode stopped at an error, before the end of the trace
 	 * (ptd_decode_stats.held_at_error). */
 	bool held_at_error;
-	/* The decode at the old anchor: the candidate new anchors (buffer
-	 * offsets, last first) and whether it passed each in step. */
-	size_t cand[MAX_CANDIDATES];
+	/* The decode at the old anchor: the candidate new anchors (last
+	 * first) and whether it passed each in step. */
 	struct ptd_psb_probe probes[MAX_CANDIDATES];
 	size_t ncand;
 	/* The last WINDOW records seen: record seen-1-i is at
@@ -612,7 +611,7 @@ static void find_candidates(const struct ptd_stream *s, const struct seg *g,
 
 		if (!p)
 			return;
-		rd->cand[rd->ncand++] = p;
+		rd->ncand++;
 		below = p + PSB_LEN - 1;
 	}
 }
@@ -637,7 +636,7 @@ static int move_anchor(struct ptd_stream *s, struct seg *g,
 		 * last records say. */
 		if (!ra->probes[i].in_step)
 			continue;
-		r = try_anchor(s, g, ra, ra->cand[i]);
+		r = try_anchor(s, g, ra, ra->probes[i].at - g->base);
 		if (r)
 			return r < 0 ? r : 0;
 	}

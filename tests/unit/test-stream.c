@@ -939,55 +939,6 @@ static void test_corrupt(void)
 	free(pt);
 }
 
-/* PADs (0x00) after every PSBEND at or after @from in @pt: a copy, its
- * length in *@ret_len; *@ret_first: the first PSB padded (0: none). */
-static uint8_t *pad_after_psbend(const uint8_t *pt, size_t len,
-				 const struct pt_cpu *cpu, uint64_t from,
-				 unsigned pads, size_t *ret_len,
-				 uint64_t *ret_first)
-{
-	struct pt_packet_decoder *pd;
-	struct pt_config cfg;
-	uint8_t *out = malloc(len + (len / 16 + 1) * pads);
-	uint64_t psb = 0, done = 0;
-	size_t n = 0;
-
-	*ret_first = 0;
-	pt_config_init(&cfg);
-	cfg.begin = (uint8_t *)(uintptr_t)pt;
-	cfg.end = cfg.begin + len;
-	cfg.cpu = *cpu;
-	pd = pt_pkt_alloc_decoder(&cfg);
-	if (!out || !pd || pt_pkt_sync_set(pd, 0) < 0) {
-		pt_pkt_free_decoder(pd);
-		free(out);
-		return NULL;
-	}
-	for (;;) {
-		struct pt_packet p;
-		uint64_t off;
-
-		if (pt_pkt_get_offset(pd, &off) < 0 ||
-		    pt_pkt_next(pd, &p, sizeof(p)) < 0)
-			break;
-		if (p.type == ppt_psb)
-			psb = off;
-		if (p.type != ppt_psbend || psb < from)
-			continue;
-		memcpy(out + n, pt + done, off + p.size - done);
-		n += off + p.size - done;
-		done = off + p.size;
-		memset(out + n, 0, pads);
-		n += pads;
-		if (!*ret_first)
-			*ret_first = psb;
-	}
-	pt_pkt_free_decoder(pd);
-	memcpy(out + n, pt + done, len - done);
-	*ret_len = n + len - done;
-	return out;
-}
-
 /* Hardware traces have padding and timing packets after a PSB+: libipt's
  * read ahead decodes them before it fetches the PSB+'s status updates,
  * and the anchor moves past such PSBs all the same (decode/stream.c,
@@ -1007,8 +958,8 @@ static void test_padded(void)
 	for (size_t i = 0; i < nev; i++)
 		last = evs[i].pos > last ? evs[i].pos : last;
 	free(evs);
-	pt = pad_after_psbend(small_pt, small_len, &small.cpu, last + 1, 3,
-			      &len, &first);
+	pt = ptdamage_pad_after_psbend(small_pt, small_len, &small.cpu,
+				       last + 1, 3, &len, &first);
 	REQUIRE(pt);
 	REQUIRE(first > 0 && first + 2048 < len);
 	for (int block = 0; block < 2; block++) {
