@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +36,10 @@ struct ptd_image {
 	size_t n, cap;
 	pid_t pid;			/* live process, 0: none */
 	struct ptd_image_stats stats;
+	/* gen[isid]: the mapping of section isid (ptd_image_gen); isids
+	 * at or above ngen have 0 */
+	uint32_t *gen;
+	size_t ngen;
 };
 
 static struct ptd_image *image_alloc(struct ptd_iscache *ic, const char *name)
@@ -72,6 +77,7 @@ void ptd_image_free(struct ptd_image *img)
 	if (img->pt)
 		pt_image_free(img->pt);
 	free(img->r);
+	free(img->gen);
 	free(img->name);
 	free(img);
 }
@@ -296,12 +302,40 @@ static int map_refused(struct ptd_image *img, const char *path,
 			 ": %s", path, vaddr, rd->msg);
 }
 
+uint32_t ptd_image_gen(const struct ptd_image *img, int isid)
+{
+	return img && isid > 0 && (size_t)isid < img->ngen ? img->gen[isid]
+							   : 0;
+}
+
+/* Section @isid was mapped where it was not: a new mapping of it. */
+static int gen_bump(struct ptd_image *img, int isid)
+{
+	if ((size_t)isid >= img->ngen) {
+		size_t n = img->ngen ? img->ngen : 64;
+		uint32_t *v;
+
+		while (n <= (size_t)isid)
+			n *= 2;
+		v = reallocarray(img->gen, n, sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + img->ngen, 0, (n - img->ngen) * sizeof(*v));
+		img->gen = v;
+		img->ngen = n;
+	}
+	img->gen[isid]++;
+	return 0;
+}
+
 int ptd_image_map_file_id(struct ptd_image *img, const char *path,
 			  uint64_t offset, uint64_t size, uint64_t vaddr,
 			  const char *name, const struct ptd_file_id *want,
 			  struct ptd_diag *diag)
 {
+	const struct ptd_image_region *was;
 	int isid, r, fallback = 0;
+	bool remapped;
 
 	if (!img || !path)
 		return -EINVAL;
@@ -335,6 +369,10 @@ int ptd_image_map_file_id(struct ptd_image *img, const char *path,
 		return ptd_diagf(diag, isid,
 				 "cannot map '%s' at 0x%" PRIx64 ": %s", path,
 				 vaddr, ptd_strerror(isid));
+	/* The same section where it already is (a repeated report of one
+	 * mapping) is the same mapping; anywhere else it is a new one. */
+	was = ptd_image_find(img, vaddr);
+	remapped = was && was->isid == isid;
 	r = ptd_image_unmap(img, vaddr, vaddr + size);
 	if (r < 0)
 		return ptd_diagf(diag, r,
@@ -342,6 +380,8 @@ int ptd_image_map_file_id(struct ptd_image *img, const char *path,
 				 ": removing what was there: %s",
 				 path, vaddr, ptd_strerror(r));
 	r = add_section(img, isid);
+	if (r == 0 && !remapped)
+		r = gen_bump(img, isid);
 	if (r < 0)
 		return ptd_diagf(diag, r,
 				 "cannot map '%s' at 0x%" PRIx64 ": %s", path,
@@ -519,6 +559,20 @@ int ptd_image_copy(struct ptd_image *dst, const struct ptd_image *src)
 	r = ptd_image_clear(dst);
 	if (r < 0)
 		return r;
+	if (src->ngen > dst->ngen) {
+		uint32_t *v = reallocarray(dst->gen, src->ngen, sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		dst->gen = v;
+		dst->ngen = src->ngen;
+	}
+	if (dst->ngen) {
+		memset(dst->gen, 0, dst->ngen * sizeof(*dst->gen));
+		if (src->ngen)
+			memcpy(dst->gen, src->gen,
+			       src->ngen * sizeof(*dst->gen));
+	}
 	for (size_t i = 0; i < src->n; i++) {
 		r = add_section(dst, src->r[i].isid);
 		if (r < 0 && err == 0)

@@ -78,6 +78,16 @@ int ptd_image_map_file_id(struct ptd_image *img, const char *path,
 			  const char *name, const struct ptd_file_id *want,
 			  struct ptd_diag *diag);
 
+/* Which mapping of section @isid the image holds: 1 for its first, one
+ * more each time it is mapped again where it was not (after an unmap or
+ * an exec: dlopen of a library dlclose'd, a program exec'd again), the
+ * same for a repeated report of a mapping already there; 0 for isid 0 or
+ * a section never mapped.  Images that apply the same changes in the same
+ * order (each thread's, along a timeline) agree, and a copy takes its
+ * source's.  libipt gives one file at one address the same isid every
+ * time; this tells its mappings apart (decode/counters.h). */
+uint32_t ptd_image_gen(const struct ptd_image *img, int isid);
+
 /* Remove [@start, @end) from the image; parts of regions outside it stay.
  * Returns 0 or a negative error. */
 int ptd_image_unmap(struct ptd_image *img, uint64_t start, uint64_t end);

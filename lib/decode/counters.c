@@ -132,7 +132,8 @@ found:
 static size_t hash_of(const struct ptd_rec_insn *in, size_t mask)
 {
 	uint64_t h = in->ip ^ ((uint64_t)(uint32_t)in->isid << 47) ^
-		     ((uint64_t)in->mode << 40) ^ ((uint64_t)in->size << 32);
+		     ((uint64_t)in->mode << 40) ^ ((uint64_t)in->size << 32) ^
+		     ((uint64_t)in->gen << 20);
 
 	/* the bytes matter where no section names them (isid 0) */
 	for (uint8_t i = 0; i < in->size && i < pt_max_insn_size; i++)
@@ -143,8 +144,9 @@ static size_t hash_of(const struct ptd_rec_insn *in, size_t mask)
 
 static bool same(const struct ptd_rec_insn *a, const struct ptd_rec_insn *b)
 {
-	return a->ip == b->ip && a->isid == b->isid && a->mode == b->mode &&
-	       a->size == b->size && !memcmp(a->raw, b->raw, a->size);
+	return a->ip == b->ip && a->isid == b->isid && a->gen == b->gen &&
+	       a->mode == b->mode && a->size == b->size &&
+	       !memcmp(a->raw, b->raw, a->size);
 }
 
 int ptd_counters_new(size_t max_entries, struct ptd_counters **ret)
@@ -396,10 +398,15 @@ static int item_cmp(const void *x, const void *y)
 		return c;
 	if (a->first->in.ip != b->first->in.ip)
 		return a->first->in.ip < b->first->in.ip ? -1 : 1;
-	return (int)a->first->in.mode - (int)b->first->in.mode;
+	if (a->first->in.mode != b->first->in.mode)
+		return (int)a->first->in.mode - (int)b->first->in.mode;
+	if (a->first->in.gen != b->first->in.gen)
+		return a->first->in.gen < b->first->in.gen ? -1 : 1;
+	return 0;
 }
 
-/* By section, mode, address: blocks are runs of this order. */
+/* By section, its mapping, mode, address: blocks are runs of this
+ * order. */
 static int addr_cmp(const void *x, const void *y)
 {
 	const struct cent *a = *(const struct cent *const *)x;
@@ -407,6 +414,8 @@ static int addr_cmp(const void *x, const void *y)
 
 	if (a->in.isid != b->in.isid)
 		return a->in.isid < b->in.isid ? -1 : 1;
+	if (a->in.gen != b->in.gen)
+		return a->in.gen < b->in.gen ? -1 : 1;
 	if (a->in.mode != b->in.mode)
 		return a->in.mode < b->in.mode ? -1 : 1;
 	if (a->in.ip != b->in.ip)
@@ -423,6 +432,36 @@ static int func_cmp(const void *x, const void *y)
 	int c = str_cmp(a->in.module, b->in.module);
 
 	return c ? c : str_cmp(a->in.sym, b->in.sym);
+}
+
+/* The same instruction of a section, from two of its mappings. */
+static bool same_but_gen(const struct cent *a, const struct cent *b)
+{
+	return a->in.isid == b->in.isid && a->in.ip == b->in.ip &&
+	       a->in.mode == b->in.mode && a->in.size == b->in.size &&
+	       !memcmp(a->in.raw, b->in.raw, a->in.size);
+}
+
+/* By function, then section, address, mode and mapping: an
+ * instruction's mappings side by side. */
+static int func_addr_cmp(const void *x, const void *y)
+{
+	const struct cent *a = *(const struct cent *const *)x;
+	const struct cent *b = *(const struct cent *const *)y;
+	int c = func_cmp(x, y);
+
+	if (c)
+		return c;
+	if (a->in.isid != b->in.isid)
+		return a->in.isid < b->in.isid ? -1 : 1;
+	if (a->in.ip != b->in.ip)
+		return a->in.ip < b->in.ip ? -1 : 1;
+	if (a->in.mode != b->in.mode)
+		return a->in.mode < b->in.mode ? -1 : 1;
+	if (a->in.gen != b->in.gen)
+		return a->in.gen < b->in.gen ? -1 : 1;
+	/* isid 0: other bytes at one address, in order of first use */
+	return a < b ? -1 : a > b;
 }
 
 static void rec_base(struct ptd_record *r, enum ptd_counters_of of,
@@ -514,7 +553,8 @@ int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 		const struct cent *e = ord[i], *p = i ? ord[i - 1] : NULL;
 
 		if (k && p && p->in.isid == e->in.isid &&
-		    p->in.mode == e->in.mode && CNT(p) == CNT(e) &&
+		    p->in.gen == e->in.gen && p->in.mode == e->in.mode &&
+		    CNT(p) == CNT(e) &&
 		    p->in.iclass == ptic_other &&
 		    p->in.ip + p->in.size == e->in.ip) {
 			it[k - 1].ninsn++;
@@ -531,15 +571,17 @@ int ptd_counters_emit(const struct ptd_counters *t, uint32_t top, pid_t pid,
 	if (rc)
 		goto out;
 
-	/* functions: module and symbol name (without one: the module) */
-	qsort(ord, n, sizeof(*ord), func_cmp);
+	/* functions: module and symbol name (without one: the module);
+	 * ninsn counts an instruction once however many mappings ran it */
+	qsort(ord, n, sizeof(*ord), func_addr_cmp);
 	k = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct cent *e = ord[i];
 
 		if (k && !func_cmp(&ord[i - 1], &ord[i])) {
 			it[k - 1].count += CNT(e);
-			it[k - 1].ninsn++;
+			if (!same_but_gen(ord[i - 1], e))
+				it[k - 1].ninsn++;
 			continue;
 		}
 		it[k].count = CNT(e);

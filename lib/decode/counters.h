@@ -3,12 +3,15 @@
  * Exact execution counts and first executions (Simics' add_counter and
  * cached-instruction callback), kept over a decode.
  *
- * The table has one slot per distinct instruction: (isid, ip, mode, size,
- * bytes).  An isid names one immutable section, so new code at an address
- * (a new mapping, an exec, a dlopen after dlclose) is a new slot; code no
- * section covers (isid 0: the vDSO read live, JIT, anonymous memory) is
- * told apart by its bytes, so a JIT rewrite is a new slot too.  Slots are
- * never removed: the table outlives the instruction cache's clears.
+ * The table has one slot per distinct instruction: (isid, gen, ip, mode,
+ * size, bytes).  An isid names one immutable section, and gen which
+ * mapping of it ran the instruction (aspace/image.h, ptd_image_gen), so
+ * new code at an address is a new slot: another file mapped there, and
+ * the same file mapped there again (a dlopen after a dlclose, a program
+ * exec'd again), which libipt gives the same isid; code no section covers
+ * (isid 0: the vDSO read live, JIT, anonymous memory) is told apart by its
+ * bytes, so a JIT rewrite is a new slot too.  Slots are never removed: the
+ * table outlives the instruction cache's clears.
  *
  * Per execution, a count is one increment: the instruction cache resolves
  * each instruction's slot once, as it decodes it (insncache.h,
@@ -62,8 +65,8 @@ typedef int (*ptd_counters_grow_fn)(void *ctx, uint64_t bytes);
 void ptd_counters_set_grow(struct ptd_counters *t, ptd_counters_grow_fn fn,
 			   void *ctx);
 
-/* The slot of the instruction @in describes (its ip, isid, mode, size,
- * raw; the rest -- iclass, module, offset, symbol -- is kept from the
+/* The slot of the instruction @in describes (its ip, isid, gen, mode,
+ * size, raw; the rest -- iclass, module, offset, symbol -- is kept from the
  * first time), added if new.  Returns the slot (> 0), or 0 when the table
  * is full or memory runs out (its executions are then uncounted). */
 uint32_t ptd_counters_slot(struct ptd_counters *t,

@@ -503,6 +503,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	r->u.insn.json_body_nosym_len = 0;
 	r->u.insn.sym = NULL;
 	r->u.insn.cslot = 0;
+	r->u.insn.gen = 0;
 	d->next_flags = 0;
 	d->have_insn = true;
 	return &r->u.insn;
@@ -869,6 +870,7 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 		return rc;
 	r->ip = in->ip;
 	r->isid = in->isid;
+	r->gen = ptd_image_gen(d->a->img, in->isid);
 	r->mode = in->mode;
 	r->iclass = in->iclass;
 	r->size = in->size <= pt_max_insn_size ? in->size : pt_max_insn_size;
@@ -981,6 +983,7 @@ static int emit_truncated(struct dec *d, const struct pt_block *b,
 		return DEC_STOP;
 	r->ip = ip;
 	r->isid = b->isid;
+	r->gen = ptd_image_gen(d->a->img, b->isid);
 	r->mode = b->mode;
 	r->size = b->size <= pt_max_insn_size ? b->size : pt_max_insn_size;
 	memcpy(r->raw, b->raw, r->size);
@@ -1094,6 +1097,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 {
 	const struct ptd_icache_entry *e = NULL;
 	uint64_t ip = d->run_open ? d->run_ip : b->ip;
+	uint32_t gen = ptd_image_gen(d->a->img, b->isid);
 
 	*ret_last = NULL;
 	if (d->run_drop)
@@ -1127,6 +1131,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 			return DEC_STOP;
 		r->ip = ip;
 		r->isid = b->isid;
+		r->gen = gen;
 		r->mode = b->mode;
 		r->iclass = e->iclass;
 		r->size = e->size;
@@ -1138,7 +1143,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		r->sym = e->sym;
 		r->symoff = e->symoff;
 		if (d->xt || d->o->counter_slots)
-			r->cslot = e->cslot;
+			r->cslot = ptd_insncache_cslot(d->ic, e, gen);
 		if (d->o->json_bodies) {
 			r->json_body = ptd_insncache_json(d->ic, e,
 							  &r->json_body_len);

@@ -237,6 +237,35 @@ static int src_read(const struct ptd_insncache *c,
 	return n;
 }
 
+/* The insn record fields @e fixes (all but flags, time, json_body,
+ * cslot, gen). */
+static void entry_rec(const struct ptd_icache_entry *e,
+		      struct ptd_rec_insn *in)
+{
+	memset(in, 0, sizeof(*in));
+	in->ip = e->ip;
+	in->modoff = e->modoff;
+	in->module = e->module;
+	in->sym = e->sym;
+	in->symoff = e->symoff;
+	in->isid = e->isid;
+	in->mode = (enum pt_exec_mode)e->mode;
+	in->iclass = e->iclass;
+	in->size = e->size;
+	memcpy(in->raw, e->raw, e->size);
+}
+
+/* @e's slot in counter table @t, run from mapping @gen of its section. */
+static uint32_t entry_slot(struct ptd_counters *t,
+			   const struct ptd_icache_entry *e, uint32_t gen)
+{
+	struct ptd_rec_insn in;
+
+	entry_rec(e, &in);
+	in.gen = gen;
+	return ptd_counters_slot(t, &in);
+}
+
 static int fill(const struct ptd_insncache *c, const struct code_src *src,
 		struct ptd_icache_entry *e,
 		int isid, uint64_t ip, enum pt_exec_mode mode,
@@ -301,20 +330,8 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	/* Once per cached instruction too: the per-execution cost of a
 	 * count is an increment of this slot's. */
 	if (c->counters) {
-		struct ptd_rec_insn in;
-
-		memset(&in, 0, sizeof(in));
-		in.ip = ip;
-		in.isid = isid;
-		in.mode = mode;
-		in.iclass = e->iclass;
-		in.size = e->size;
-		memcpy(in.raw, e->raw, e->size);
-		in.module = e->module;
-		in.modoff = e->modoff;
-		in.sym = e->sym;
-		in.symoff = e->symoff;
-		e->cslot = ptd_counters_slot(c->counters, &in);
+		e->cgen = ptd_image_gen(src->img, isid);
+		e->cslot = entry_slot(c->counters, e, e->cgen);
 	}
 	/* Bytes from a second region are not part of section @isid: such an
 	 * entry could go stale, so it is not kept. */
@@ -454,6 +471,24 @@ static ptrdiff_t entry_index(const struct ptd_insncache *c,
 	return e - c->ent;
 }
 
+uint32_t ptd_insncache_reslot(struct ptd_insncache *c,
+			      const struct ptd_icache_entry *e, uint32_t gen)
+{
+	ptrdiff_t i;
+	uint32_t slot;
+
+	if (!c->counters)
+		return 0;
+	slot = entry_slot(c->counters, e, gen);
+	/* A cached entry keeps it; the scratch entry is used once. */
+	i = entry_index(c, e);
+	if (i >= 0) {
+		c->ent[i].cslot = slot;
+		c->ent[i].cgen = gen;
+	}
+	return slot;
+}
+
 const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
 						  struct ptd_image *img,
 						  const struct ptd_icache_entry *e,
@@ -521,17 +556,7 @@ const char *ptd_insncache_json(struct ptd_insncache *c,
 		k->next = c->chunks;
 		c->chunks = k;
 	}
-	memset(&in, 0, sizeof(in));
-	in.ip = e->ip;
-	in.modoff = e->modoff;
-	in.module = e->module;
-	in.sym = e->sym;
-	in.symoff = e->symoff;
-	in.isid = e->isid;
-	in.mode = (enum pt_exec_mode)e->mode;
-	in.iclass = e->iclass;
-	in.size = e->size;
-	memcpy(in.raw, e->raw, e->size);
+	entry_rec(e, &in);
 	/* without the symbol first: its length is where sym begins */
 	in.sym = NULL;
 	nosym = ptd_json_insn_body(k->data + k->used, CHUNK_SIZE - k->used,

@@ -58,8 +58,10 @@ struct ptd_icache_entry {
 	uint32_t json_len;
 	uint32_t json_nosym_len;	/* of its part before "sym" */
 	/* Its slot in the counter table (ptd_insncache_set_counters),
-	 * resolved when it is decoded; 0: no table (or the table is full). */
+	 * resolved when it is decoded, for the mapping @cgen of its section
+	 * (ptd_image_gen); 0: no table (or the table is full). */
 	uint32_t cslot;
+	uint32_t cgen;
 };
 
 struct ptd_insncache_stats {
@@ -111,6 +113,19 @@ void ptd_insncache_set_symbols(struct ptd_insncache *c,
 struct ptd_counters;
 void ptd_insncache_set_counters(struct ptd_insncache *c,
 				struct ptd_counters *t);
+
+/* The counter slot of @e's instruction run from mapping @gen of its
+ * section (ptd_image_gen): @e->cslot when it was resolved for @gen, else
+ * resolved again for it, once (a library mapped again where it was: the
+ * same entry, new code to the counter table). */
+uint32_t ptd_insncache_reslot(struct ptd_insncache *c,
+			      const struct ptd_icache_entry *e, uint32_t gen);
+static inline uint32_t ptd_insncache_cslot(struct ptd_insncache *c,
+					   const struct ptd_icache_entry *e,
+					   uint32_t gen)
+{
+	return e->cgen == gen ? e->cslot : ptd_insncache_reslot(c, e, gen);
+}
 
 /* Hold @lock (NULL: none) while decoding an instruction the cache does not
  * have: reading its bytes and module from the image's section cache,

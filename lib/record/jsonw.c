@@ -898,6 +898,18 @@ static char *put_call(char *p, const struct ptd_record *r,
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
+/* ,"map":N where code ran from the Nth mapping of its section, N > 1
+ * (record.h, ptd_rec_insn.gen): the same isid at the same address, new
+ * code to the counter table.  At most 17 bytes, in the room kept for an
+ * insn record's flags, which first_exec and counters lines have not. */
+static char *put_map(char *p, uint32_t gen)
+{
+	if (gen <= 1)
+		return p;
+	PUT_LIT(p, ",\"map\":");
+	return put_u64(p, gen);
+}
+
 /* A first_exec record: the instruction's fields as its insn record has
  * them (the pre-rendered body copied where it can be), without flags,
  * written whole whatever the fields but for "sym": only where the fields
@@ -910,6 +922,7 @@ static char *put_first_exec(char *p, const struct ptd_record *r,
 	fl |= fields_of(w) & PTD_FIELD_BIT(PTD_FIELD_SYM);
 	p = put_head(p, "{\"type\":\"first_exec\"", 20, r, PTD_FIELDS_ALL);
 	p = put_insn_body_or_copy(p, &r->u.insn, fl, w);
+	p = put_map(p, r->u.insn.gen);
 	return put_tail(p, r, PTD_FIELDS_ALL, w);
 }
 
@@ -993,6 +1006,7 @@ static char *put_counters(char *p, const struct ptd_record *r,
 		p = put_hex64(p, in->modoff);
 		if (sym)
 			p = put_sym(p, in->sym, in->symoff);
+		p = put_map(p, in->gen);
 		break;
 	case PTD_COUNTERS_FUNC:
 		PUT_LIT(p, ",\"module\":");

@@ -88,6 +88,11 @@ struct ptd_rec_insn {
 	uint64_t modoff;	/* offset of ip in module's file */
 	const char *module;	/* path or "[vdso]"...; never NULL */
 	int isid;
+	/* Which mapping of section isid ran it (aspace/image.h,
+	 * ptd_image_gen): a library mapped again where it was has the same
+	 * isid and another gen.  Not written in any format: the counter
+	 * table (decode/counters.h) tells code apart by it. */
+	uint32_t gen;
 	enum pt_exec_mode mode;
 	enum pt_insn_class iclass;
 	uint32_t flags;		/* PTD_F_* */

@@ -50,6 +50,7 @@ struct expect {
 	bool once;		/* code never changes: one first_exec an IP */
 	bool jit;		/* prog-jit: the rewritten mov */
 	int exit_code;
+	bool remap;		/* prog-dlopen: its library mapped again */
 };
 
 static const struct expect cases[] = {
@@ -59,13 +60,14 @@ static const struct expect cases[] = {
 	{ "signal", NULL, true, false, 0 },
 	{ "vdso", NULL, true, false, 0 },
 	{ "threads", NULL, true, false, 0 },
-	/* the library mapped again where it was: libipt gives the same
-	 * file at the same address the same isid (the same code), so its
-	 * instructions are first executed once */
-	{ "dlopen", "LIB", true, false, 0 },
+	/* the library mapped again where it was: the same file at the same
+	 * address is the same isid, but another mapping of it, so its
+	 * instructions are first executed again ("map":2), each of them,
+	 * since both rounds run the same library code */
+	{ "dlopen", "LIB", false, false, 0, true },
 	/* the code rewritten in place, snapshotted again: new sections,
 	 * new first executions (the new mov's bytes, and the ret's) */
-	{ "jit", NULL, false, true, 0 },
+	{ "jit", NULL, false, true, 0, false },
 };
 
 /* --- A small open hash by 64-bit key. --- */
@@ -172,6 +174,15 @@ static uint64_t ikey(const cJSON *o)
 	return mix(h ^ (uint64_t)num(o, "isid"));
 }
 
+/* Which code a counter's ip is of: its isid and mapping, to xor with
+ * the ip. */
+static uint64_t at(const cJSON *o)
+{
+	long m = num(o, "map");
+
+	return (uint64_t)num(o, "isid") << 56 ^ (uint64_t)(m < 0 ? 1 : m) << 48;
+}
+
 /* A function: module and symbol name (@off: @sym ends in +0xOFF, which
  * is cut; a name may hold a '+' itself: "*ABS*+0x9f1c0@plt"). */
 static uint64_t fkey(const char *module, const char *sym, bool off)
@@ -191,10 +202,13 @@ struct seen {
 	struct map fe_ip;	/* by ip: first_exec records */
 	struct map cnt_ikey;	/* by ikey: the instruction counters */
 	struct map cnt_ip;	/* by ip: the instruction counters, summed */
-	struct map cnt_at;	/* by ip ^ isid: the instruction counters */
+	struct map cnt_at;	/* by ip ^ at(): the instruction counters */
 	struct map fn_insn;	/* by fkey: insn records */
 	struct map fn_cnt;	/* by fkey: the function counters */
 	uint64_t ninsn, nfe, total, jit_movs;
+	/* first_exec records of a second mapping ("map" > 1), of the test
+	 * library's first mapping, and of a second mapping elsewhere */
+	uint64_t nfe_remap, nfe_lib, remap_bad;
 	unsigned order_bad, blocks_bad, ncnt_insn, nblocks, nfuncs;
 	uint64_t *fe_seq;	/* first_exec IPs in order */
 	size_t nfe_seq, capfe;
@@ -228,7 +242,7 @@ static void parse(struct seen *s, char *text)
 	cJSON *prev = NULL;
 	char *line = text;
 	struct {
-		uint64_t ip, end_ip, count;
+		uint64_t ip, end_ip, count, at;
 		long isid;
 	} *blk = NULL;
 	size_t nblk = 0;
@@ -250,10 +264,22 @@ static void parse(struct seen *s, char *text)
 		type = str(o, "type");
 		if (type && !strcmp(type, "first_exec")) {
 			struct cnt *c = map_get(&s->insn, ikey(o));
+			long m = num(o, "map");
+			bool lib = str(o, "module") &&
+				   strstr(str(o, "module"), "libptdtarget");
 
-			/* before the first execution only, once */
-			if (c->n || c->fe)
+			/* before the first execution only, once a mapping
+			 * of its code (the insn record right after it is
+			 * checked below) */
+			if (m < 0 ? c->n || c->fe : m <= 1 || c->fe != (uint64_t)m - 1)
 				s->order_bad++;
+			if (m > 1) {
+				s->nfe_remap++;
+				if (!lib)
+					s->remap_bad++;
+			} else if (lib) {
+				s->nfe_lib++;
+			}
 			c->fe++;
 			map_get(&s->fe_ip, hex(o, "ip"))->fe++;
 			fe_push(s, hex(o, "ip"));
@@ -266,8 +292,13 @@ static void parse(struct seen *s, char *text)
 					!strcmp(str(prev, "type"), "first_exec") &&
 					ikey(prev) == ikey(o);
 
-			/* the first execution right after its first_exec */
-			if (!c->n != after_fe)
+			/* the first execution right after its first_exec (of
+			 * a later mapping: an execution after it) */
+			if (!c->n ? !after_fe : after_fe && c->fe < 2)
+				s->order_bad++;
+			/* a first_exec right before another instruction */
+			if (!after_fe && prev && str(prev, "type") &&
+			    !strcmp(str(prev, "type"), "first_exec"))
 				s->order_bad++;
 			c->n++;
 			s->ninsn++;
@@ -285,9 +316,7 @@ static void parse(struct seen *s, char *text)
 			} else if (!strcmp(of, "insn")) {
 				map_get(&s->cnt_ikey, ikey(o))->n += n;
 				map_get(&s->cnt_ip, hex(o, "ip"))->n += n;
-				map_get(&s->cnt_at, hex(o, "ip") ^
-						    (uint64_t)num(o, "isid")
-							    << 56)->n = n;
+				map_get(&s->cnt_at, hex(o, "ip") ^ at(o))->n = n;
 				s->ncnt_insn++;
 			} else if (!strcmp(of, "block")) {
 				blk = realloc(blk, (nblk + 1) * sizeof(*blk));
@@ -297,6 +326,7 @@ static void parse(struct seen *s, char *text)
 				blk[nblk].end_ip = hex(o, "end_ip");
 				blk[nblk].count = n;
 				blk[nblk].isid = num(o, "isid");
+				blk[nblk].at = at(o);
 				nblk++;
 			} else if (!strcmp(of, "function")) {
 				map_get(&s->fn_cnt,
@@ -312,7 +342,7 @@ static void parse(struct seen *s, char *text)
 	/* a block: its first and last instruction executed as often */
 	s->nblocks = (unsigned)nblk;
 	for (size_t i = 0; i < nblk; i++) {
-		uint64_t isid = (uint64_t)blk[i].isid << 56;
+		uint64_t isid = blk[i].at;
 		const struct cnt *a = map_find(&s->cnt_at, blk[i].ip ^ isid);
 		const struct cnt *b = map_find(&s->cnt_at, blk[i].end_ip ^ isid);
 
@@ -326,13 +356,16 @@ static void parse(struct seen *s, char *text)
 /* The decoded records against each other. */
 static void check_self(const struct seen *s)
 {
+	uint64_t nlater = 0;
+
 	CHECK_EQ_U64(s->order_bad, 0);
 	CHECK_EQ_U64(s->blocks_bad, 0);
 	CHECK(s->nblocks > 0);
 	CHECK_EQ_U64(s->total, s->ninsn);
-	CHECK_EQ_U64(s->ncnt_insn, s->insn.n);
-	/* each instruction's counter is its insn records; each has one
-	 * first_exec */
+	/* a counter per mapping of an instruction */
+	CHECK_EQ_U64(s->ncnt_insn, s->insn.n + s->nfe_remap);
+	/* each instruction's counters sum its insn records; each has a
+	 * first_exec per mapping */
 	for (size_t i = 0; i < s->insn.cap; i++) {
 		const struct cnt *c = &s->insn.v[i];
 		const struct cnt *k;
@@ -341,8 +374,10 @@ static void check_self(const struct seen *s)
 			continue;
 		k = map_find(&s->cnt_ikey, c->key);
 		CHECK(k && k->n == c->n);
-		CHECK_EQ_U64(c->fe, 1);
+		CHECK(c->fe >= 1);
+		nlater += c->fe - 1;
 	}
+	CHECK_EQ_U64(nlater, s->nfe_remap);
 	/* each function's counter sums its insn records */
 	CHECK_EQ_U64(s->nfuncs, s->fn_insn.n);
 	for (size_t i = 0; i < s->fn_insn.cap; i++) {
@@ -392,14 +427,18 @@ static uint64_t truth_counts(const struct expect *ex, const char *dir,
  * truth's (@truth). */
 static void check_truth(const struct expect *ex, const struct map *truth,
 			const struct map *by_ip, const struct map *fe_ip,
-			uint64_t nfe)
+			uint64_t nfe, uint64_t nremap)
 {
 	CHECK_EQ_U64(by_ip->n, truth->n);
 	CHECK_EQ_U64(fe_ip->n, truth->n);
 	if (ex->once)
 		CHECK_EQ_U64(nfe, truth->n);
+	else if (ex->remap)	/* one more for each of a second mapping */
+		CHECK(nremap > 0 && nfe == truth->n + nremap);
 	else
 		CHECK(nfe > truth->n);	/* new code, new first_exec */
+	if (!ex->remap)
+		CHECK_EQ_U64(nremap, 0);
 	for (size_t i = 0; i < truth->cap; i++) {
 		const struct cnt *c = &truth->v[i];
 		const struct cnt *k, *f;
@@ -423,7 +462,7 @@ static void check_truth(const struct expect *ex, const struct map *truth,
 
 struct libsink {
 	uint64_t *seq;
-	size_t n, cap;
+	size_t n, cap, nremap;
 	struct ptd_counters *t;
 	struct map by_ip;
 };
@@ -440,6 +479,8 @@ static int lib_record(void *ctx, const struct ptd_record *r)
 				abort();
 		}
 		ls->seq[ls->n++] = r->u.insn.ip;
+		if (r->u.insn.gen > 1)
+			ls->nremap++;
 	}
 	if (r->type == PTD_REC_COUNTERS &&
 	    r->u.counters.of == PTD_COUNTERS_INSN)
@@ -491,7 +532,7 @@ static void check_tiny_cache(const struct expect *ex, const char *dir,
 	      !memcmp(ls.seq, s->fe_seq, ls.n * sizeof(uint64_t)));
 	for (size_t i = 0; i < ls.n; i++)
 		map_get(&fe, ls.seq[i])->fe++;
-	check_truth(ex, truth, &ls.by_ip, &fe, ls.n);
+	check_truth(ex, truth, &ls.by_ip, &fe, ls.n, ls.nremap);
 	free(fe.v);
 	free(ls.by_ip.v);
 	free(ls.seq);
@@ -656,7 +697,11 @@ static void run_case(const struct expect *ex)
 	check_self(&s);
 	ntruth = truth_counts(ex, dir, &truth);
 	CHECK_EQ_U64(s.ninsn, ntruth);
-	check_truth(ex, &truth, &s.cnt_ip, &s.fe_ip, s.nfe);
+	check_truth(ex, &truth, &s.cnt_ip, &s.fe_ip, s.nfe, s.nfe_remap);
+	/* a second mapping only of the library, each of its instructions */
+	CHECK_EQ_U64(s.remap_bad, 0);
+	if (ex->remap)
+		CHECK_EQ_U64(s.nfe_remap, s.nfe_lib);
 	if (ex->jit) {	/* the rewritten mov $7,%eax ran as new code */
 		CHECK_EQ_U64(s.jit_movs, 1);
 		CHECK_EQ_U64(s.nfe, truth.n + 2);

@@ -22,6 +22,7 @@ static struct ptd_rec_insn insn(uint64_t ip, int isid, const char *raw_hex)
 	memset(&in, 0xcd, sizeof(in));	/* poison: only the key counts */
 	in.ip = ip;
 	in.isid = isid;
+	in.gen = isid ? 1 : 0;	/* the section's first mapping */
 	in.mode = ptem_64bit;
 	in.iclass = ptic_other;
 	in.size = (uint8_t)n;
@@ -80,6 +81,12 @@ static void test_keys(void)
 	/* another section at the same address: new code */
 	c.isid = 2;
 	CHECK(ptd_counters_slot(t, &c) != sa);
+	/* the same section mapped there again (a dlopen after a dlclose):
+	 * new code */
+	b = a;
+	b.gen = 2;
+	CHECK(ptd_counters_slot(t, &b) != sa);
+	CHECK(ptd_counters_slot(t, &b) != ptd_counters_slot(t, &c));
 	/* another mode */
 	m.mode = ptem_32bit;
 	CHECK(ptd_counters_slot(t, &m) != sa);
@@ -287,6 +294,21 @@ static void test_feed(void)
 	o = cJSON_Parse(g->line[0]);
 	CHECK(o != NULL);
 	cJSON_Delete(o);
+	/* its section mapped there again: a first execution again, the
+	 * line saying which mapping */
+	r.type = PTD_REC_INSN;
+	r.u.insn.gen = 2;
+	CHECK_EQ_INT(ptd_counters_feed(t, &r, fe, got_record, g), 0);
+	REQUIRE(g->n == 2);
+	CHECK_EQ_STR(g->line[1],
+		     "{\"type\":\"first_exec\",\"pid\":10,\"tid\":11,"
+		     "\"ip\":\"0x401000\",\"size\":3,\"raw\":\"4889e5\","
+		     "\"iclass\":\"other\",\"mode\":\"64bit\",\"isid\":1,"
+		     "\"module\":\"/bin/prog\",\"offset\":\"0x1000\","
+		     "\"sym\":\"main+0x4\",\"map\":2}");
+	CHECK_EQ_U64(ptd_counters_get(t, &r.u.insn), 1);
+	g->n = 1;
+	r.u.insn.gen = 1;
 	/* counted both times; first_exec off: counted, nothing given */
 	r.type = PTD_REC_INSN;
 	CHECK_EQ_U64(ptd_counters_get(t, &r.u.insn), 2);
@@ -424,6 +446,59 @@ static void test_emit(void)
 	free(g);
 }
 
+/* A function's code run from two mappings of its file: an instruction
+ * and a block per mapping, each line saying which ("map" from the
+ * second), one function whose instructions are counted once. */
+static void test_mappings(void)
+{
+	struct ptd_counters *t;
+	struct got *g = calloc(1, sizeof(*g));
+	const struct ptd_rec_counters *c;
+
+	REQUIRE(g);
+	REQUIRE(ptd_counters_new(0, &t) == 0);
+	for (uint32_t gen = 1; gen <= 2; gen++) {
+		for (uint64_t ip = 0x1000; ip < 0x1002; ip++) {
+			struct ptd_rec_insn in = insn(ip, 1, ip == 0x1000
+							     ? "90"
+							     : "c3");
+			uint32_t s;
+
+			in.iclass = ip == 0x1000 ? ptic_other : ptic_return;
+			in.sym = "f";
+			in.symoff = ip & 0xfff;
+			in.gen = gen;
+			s = ptd_counters_slot(t, &in);
+			for (unsigned k = 0; k < gen * 3; k++)
+				(void)ptd_counters_hit(t, s);
+		}
+	}
+	CHECK_EQ_INT(ptd_counters_emit(t, 0, 7, 8, got_record, g), 0);
+	/* total, 4 insns, 2 blocks, 1 function */
+	REQUIRE(g->n == 8);
+	CHECK_EQ_U64(g->r[0].u.counters.ninsn, 4);
+	/* the second mapping's (6 each) rank first */
+	c = &g->r[1].u.counters;
+	CHECK_EQ_U64(c->insn.ip, 0x1000);
+	CHECK_EQ_U64(c->insn.gen, 2);
+	CHECK_EQ_U64(c->count, 6);
+	CHECK_EQ_U64(g->r[3].u.counters.insn.gen, 1);
+	c = &g->r[5].u.counters;
+	CHECK_EQ_U64(c->of, PTD_COUNTERS_BLOCK);
+	CHECK_EQ_U64(c->ninsn, 2);
+	CHECK_EQ_U64(c->count, 6);
+	CHECK(strstr(g->line[5], ",\"map\":2}") != NULL);
+	CHECK_EQ_U64(g->r[6].u.counters.ninsn, 2);
+	CHECK_EQ_U64(g->r[6].u.counters.count, 3);
+	CHECK(strstr(g->line[6], "\"map\"") == NULL);
+	c = &g->r[7].u.counters;
+	CHECK_EQ_U64(c->of, PTD_COUNTERS_FUNC);
+	CHECK_EQ_U64(c->count, 18);
+	CHECK_EQ_U64(c->ninsn, 2);
+	ptd_counters_free(t);
+	free(g);
+}
+
 /* A long module name and symbol still make a line within the bound. */
 static void test_long_names(void)
 {
@@ -509,6 +584,7 @@ int main(void)
 	RUN(test_feed_traces);
 	RUN(test_names_copied);
 	RUN(test_emit);
+	RUN(test_mappings);
 	RUN(test_long_names);
 	return check_done();
 }

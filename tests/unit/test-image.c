@@ -707,6 +707,60 @@ static void test_clear_and_copy(void)
 	ptd_iscache_free(ic);
 }
 
+/* Which mapping of a section the image holds: the same file at the same
+ * address mapped again after an unmap or an exec is the same isid and the
+ * next mapping; a repeated report of a mapping there is not; a partial
+ * unmap leaves the rest the mapping it was; a copy agrees. */
+static void test_mapping_gen(void)
+{
+	struct ptd_iscache *ic;
+	(void)ptd_iscache_new(&ic);
+	struct ptd_image *img;
+	(void)ptd_image_new(ic, "a", &img);
+	struct ptd_image *cp;
+	(void)ptd_image_new(ic, "b", &cp);
+	const struct ptd_image_region *r;
+	int isid, other;
+
+	REQUIRE(ic && img && cp);
+	CHECK_EQ_U64(ptd_image_gen(img, 0), 0);
+	CHECK_EQ_U64(ptd_image_gen(NULL, 1), 0);
+	isid = ptd_image_map_file(img, pattern_path, 0, PAGE, VA, NULL, NULL);
+	other = ptd_image_map_file(img, pattern_path, PAGE, 4 * PAGE,
+				   VA + 8 * PAGE, NULL, NULL);
+	REQUIRE(isid > 0 && other > 0);
+	CHECK_EQ_U64(ptd_image_gen(img, isid), 1);
+	CHECK_EQ_U64(ptd_image_gen(img, 1000), 0);
+	/* reported again where it is: the same mapping */
+	CHECK_EQ_INT(ptd_image_map_file(img, pattern_path, 0, PAGE, VA, NULL,
+					NULL), isid);
+	CHECK_EQ_U64(ptd_image_gen(img, isid), 1);
+	/* dlclose, dlopen: the same section, its second mapping */
+	CHECK_EQ_INT(ptd_image_unmap(img, VA, VA + PAGE), 0);
+	CHECK_EQ_INT(ptd_image_map_file(img, pattern_path, 0, PAGE, VA, NULL,
+					NULL), isid);
+	CHECK_EQ_U64(ptd_image_gen(img, isid), 2);
+	/* part of the other unmapped: what is left is a piece of its own,
+	 * the file's first mapping still */
+	CHECK_EQ_INT(ptd_image_unmap(img, VA + 8 * PAGE, VA + 9 * PAGE), 0);
+	r = ptd_image_find(img, VA + 9 * PAGE);
+	REQUIRE(r);
+	CHECK(ptd_image_gen(img, r->isid) <= 1);
+	CHECK_EQ_U64(ptd_image_gen(img, other), 1);
+	/* a copy agrees */
+	CHECK_EQ_INT(ptd_image_copy(cp, img), 0);
+	CHECK_EQ_U64(ptd_image_gen(cp, isid), 2);
+	/* exec, and the same program again: its third */
+	CHECK_EQ_INT(ptd_image_clear(img), 0);
+	CHECK_EQ_INT(ptd_image_map_file(img, pattern_path, 0, PAGE, VA, NULL,
+					NULL), isid);
+	CHECK_EQ_U64(ptd_image_gen(img, isid), 3);
+	CHECK_EQ_U64(ptd_image_gen(cp, isid), 2);
+	ptd_image_free(cp);
+	ptd_image_free(img);
+	ptd_iscache_free(ic);
+}
+
 static void test_load_maps(void)
 {
 	struct ptd_iscache *ic;
@@ -928,6 +982,7 @@ int main(void)
 	RUN(test_unmap_edges_and_span);
 	RUN(test_map_replaces);
 	RUN(test_clear_and_copy);
+	RUN(test_mapping_gen);
 	RUN(test_load_maps);
 	RUN(test_live);
 	RUN(test_decoder_agrees);
