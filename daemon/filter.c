@@ -172,6 +172,7 @@ bool ptd_filter_match(struct ptd_filter *f, const struct ptd_record *r)
 	case PTD_REC_TRACE:
 	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		break;
 	}
 	return true;

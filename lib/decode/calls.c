@@ -331,6 +331,7 @@ int ptd_calls_feed(struct ptd_calls *c, const struct ptd_record *r,
 	case PTD_REC_TRACE:
 	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		return 0;
 	}
 	in = &r->u.insn;

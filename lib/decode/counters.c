@@ -308,6 +308,12 @@ int ptd_counters_feed(struct ptd_counters *t, const struct ptd_record *r,
 	bool first;
 	int rc = 0;
 
+	/* code gone (an unmap, an exec): the traces over it go */
+	if (t && r && r->type == PTD_REC_IMAGE)
+		return t->traces && (want & PTD_REC_BIT(PTD_REC_TRACE))
+			       ? ptd_traces_feed(t->traces, r, 0, false, fn,
+						 ctx)
+			       : 0;
 	if (!t || !r || r->type != PTD_REC_INSN)
 		return 0;
 	slot = r->u.insn.cslot;

@@ -87,8 +87,9 @@ struct ptd_traces *ptd_counters_traces(const struct ptd_counters *t);
  * else looked up); if it is its instruction's first execution and @want
  * has PTD_REC_FIRST_EXEC, give a first_exec record to @fn; with
  * PTD_REC_TRACE and traces enabled, feed it to the trace builder, whose
- * records (after the first_exec) go to @fn too.  Returns 0 or @fn's
- * non-zero value. */
+ * records (after the first_exec) go to @fn too.  A PTD_REC_IMAGE record
+ * goes to the trace builder only (code gone: traces withdrawn).  Returns
+ * 0 or @fn's non-zero value. */
 int ptd_counters_feed(struct ptd_counters *t, const struct ptd_record *r,
 		      unsigned want, ptd_counters_fn fn, void *ctx);
 

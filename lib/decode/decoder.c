@@ -86,6 +86,7 @@ struct dec {
 	bool own_ic;
 
 	bool want_insn, want_block, want_event;
+	bool want_image;	/* PTD_REC_IMAGE (o->image_records, traces) */
 	/* Call records (decode/calls.h) from the records delivered, which
 	 * then include insn and event records the caller may not want:
 	 * @user_want says which go on. */
@@ -648,6 +649,29 @@ static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 	return rc;
 }
 
+/* Where a record made now goes: behind the pending instruction or block
+ * (in the queue of events, in order), or, nothing pending, @one, which
+ * the caller delivers (queued_end).  NULL: the queue could not be
+ * flushed (*@ret_rc). */
+static struct ptd_record *queued(struct dec *d, struct ptd_record *one,
+				 int *ret_rc)
+{
+	*ret_rc = 0;
+	if (d->nevq == MAX_QUEUED_EVENTS) {
+		*ret_rc = flush_pending(d);
+		if (*ret_rc)
+			return NULL;
+	}
+	return (d->have_insn || d->have_blk) ? &d->evq[d->nevq++] : one;
+}
+
+/* @r, filled, from queued(): nothing pending, nothing it must wait for. */
+static int queued_end(struct dec *d, struct ptd_record *r,
+		      struct ptd_record *one)
+{
+	return r == one ? deliver(d, r) : 0;
+}
+
 static int on_event_record(struct dec *d, const struct pt_event *ev,
 			   uint64_t off)
 {
@@ -656,20 +680,36 @@ static int on_event_record(struct dec *d, const struct pt_event *ev,
 
 	if (!d->want_event)
 		return 0;
-	if (d->nevq == MAX_QUEUED_EVENTS) {
-		rc = flush_pending(d);
-		if (rc)
-			return rc;
-	}
-	r = (d->have_insn || d->have_blk) ? &d->evq[d->nevq++] : &one;
+	r = queued(d, &one, &rc);
+	if (!r)
+		return rc;
 	rec_init(d, r, PTD_REC_EVENT);
 	r->u.event.ev = *ev;
 	r->u.event.offset = off;
 	r->has_tsc = ev->has_tsc;
 	r->tsc = ev->has_tsc ? ev->tsc : 0;
 	rec_time(d, r);
-	/* Nothing pending: nothing the record must wait for. */
-	return r == &one ? deliver(d, r) : 0;
+	return queued_end(d, r, &one);
+}
+
+/* The decode applied @ev, which was @op over [@start, @end): an unmap
+ * or exec is a PTD_REC_IMAGE record. */
+static int on_image_record(struct dec *d, enum ptd_tl_op op, uint64_t start,
+			   uint64_t end)
+{
+	struct ptd_record one, *r;
+	int rc;
+
+	if (!d->want_image || (op != PTD_TL_UNMAP && op != PTD_TL_EXEC))
+		return 0;
+	r = queued(d, &one, &rc);
+	if (!r)
+		return rc;
+	rec_init(d, r, PTD_REC_IMAGE);
+	r->u.image.exec = op == PTD_TL_EXEC;
+	r->u.image.start = r->u.image.exec ? 0 : start;
+	r->u.image.end = r->u.image.exec ? UINT64_MAX : end;
+	return queued_end(d, r, &one);
 }
 
 /* A PSB+'s status update, with @ip, fetched at offset @off: the probes
@@ -752,11 +792,13 @@ static int apply_timeline(struct dec *d)
 	if (!c || d_offset(d, &off) < 0 || !ptd_tl_cursor_due(c, off))
 		return 0;
 	while (ptd_tl_cursor_due(c, off) && (ev = ptd_tl_cursor_peek(c))) {
+		enum ptd_tl_op op = ev->op;
+		uint64_t start = ev->start, end = ev->end;
 		struct ptd_diag diag;
-		int n;
+		int n, rc;
 
 		if (!d->tracing_off && !d->in_kernel &&
-		    (ev->op == PTD_TL_UNMAP || ev->op == PTD_TL_EXEC))
+		    (op == PTD_TL_UNMAP || op == PTD_TL_EXEC))
 			break;
 		diag.msg[0] = '\0';
 		lock(d);
@@ -765,7 +807,6 @@ static int apply_timeline(struct dec *d)
 			const char *msg = ptd_iscache_intern(
 				ptd_image_iscache(d->a->img),
 				diag.msg[0] ? diag.msg : NULL);
-			int rc;
 
 			unlock(d);
 			rc = emit_error_detail(d, n, off, "image", msg);
@@ -777,6 +818,9 @@ static int apply_timeline(struct dec *d)
 		if (!n)
 			break;
 		d->st.tl_applied++;
+		rc = on_image_record(d, op, start, end);
+		if (rc)
+			return rc;
 	}
 	return 0;
 }
@@ -1579,6 +1623,8 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		}
 		d->want_insn = true;
 	}
+	d->want_image = o->image_records ||
+			(d->xwant & PTD_REC_BIT(PTD_REC_TRACE));
 	d->hold = a->more;
 	d->st.bytes = a->len;
 	d->part = a->part;

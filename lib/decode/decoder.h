@@ -111,6 +111,12 @@ struct ptd_decode_opts {
 	 * gets them (ptd_counters_enable_traces).  trace_withdrawn records
 	 * come with them. */
 	uint32_t trace_threshold;
+	/* Give PTD_REC_IMAGE records (record.h: internal, for a caller that
+	 * builds traces from the records itself, decode/stream.c and
+	 * parallel.c): each unmap and exec of the timeline as the decode
+	 * applies it, in order with the records.  A decode that builds
+	 * traces (PTD_REC_TRACE in @want) makes and takes them itself. */
+	bool image_records;
 	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
 	 * the serial decode; more: the trace cut at its PSBs, the parts
 	 * decoded at once and stitched into the records the serial decode

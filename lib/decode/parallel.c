@@ -342,6 +342,7 @@ static bool same_but_history(const struct ptd_record *x,
 	case PTD_REC_TRACE:
 	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		break;
 	}
 	return !ptd_record_diff(&a, &b, 0);
@@ -556,6 +557,8 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 		if (!w.xt)
 			w.xt = w.own_xt;
 		w.xwant = o->want & xkinds;
+		/* the unmaps and execs, in order, for the traces */
+		po.image_records = o->want & PTD_REC_BIT(PTD_REC_TRACE);
 		if ((o->want & PTD_REC_BIT(PTD_REC_TRACE)) &&
 		    (r = ptd_counters_enable_traces(w.xt,
 						    o->trace_threshold)) < 0) {

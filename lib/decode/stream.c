@@ -789,6 +789,9 @@ int ptd_stream_new(const struct ptd_stream_opts *o, struct ptd_stream **ret)
 		 * slot in the table, resolved once per cached instruction */
 		s->o.decode.counters = NULL;
 		s->o.decode.counter_slots = s->xt;
+		/* the unmaps and execs, in order, for the traces */
+		s->o.decode.image_records =
+			s->want & PTD_REC_BIT(PTD_REC_TRACE);
 		s->o.decode.want &= ~PTD_COUNTERS_KINDS;
 		s->o.decode.want |= PTD_REC_BIT(PTD_REC_INSN);
 	}

@@ -502,6 +502,40 @@ static bool overlaps(const struct blk *b, uint32_t n, uint64_t lo,
 	return false;
 }
 
+/* Trace @id goes (@reason, @at): its pages, the threads in it and its
+ * head forget it; its trace_withdrawn record to @fn. */
+static int withdraw(struct ptd_traces *t, uint32_t id, const char *reason,
+		    uint64_t at, const struct ptd_record *now,
+		    ptd_traces_fn fn, void *ctx)
+{
+	struct trace *tr = &t->tr[id - 1];
+	struct ptd_record out;
+	struct head *h;
+
+	tr->live = false;
+	t->withdrawn++;
+	for (uint32_t b = 0; b < tr->nblocks; b++) {
+		for (uint64_t q = tr->b[b].ip >> PAGE_SHIFT;
+		     q <= (tr->b[b].end - 1) >> PAGE_SHIFT; q++)
+			page_remove(t, q, id);
+	}
+	for (uint32_t k = 0; k < t->nthr; k++) {
+		if (t->thr[k].in_trace == id)
+			t->thr[k].in_trace = 0;
+	}
+	for (uint32_t k = 0; k < t->nthr; k++) {
+		if (t->thr[k].tid != tr->tid || t->thr[k].pid != tr->pid)
+			continue;
+		h = head_find(t, k + 1, tr->b[0].ip, tr->b[0].slot);
+		if (h && h->trace == id)
+			h->trace = 0;
+	}
+	fill_rec(&out, tr, id, now, PTD_REC_TRACE_WITHDRAWN);
+	out.u.trace.reason = reason;
+	out.u.trace.at = at;
+	return fn(ctx, &out);
+}
+
 /* New code ran at [lo, hi) in process @pid: the traces and recordings
  * over it go. */
 static int code_changed(struct ptd_traces *t, pid_t pid, uint64_t lo,
@@ -523,9 +557,7 @@ static int code_changed(struct ptd_traces *t, pid_t pid, uint64_t lo,
 
 		for (uint32_t i = 0; p && i < p->n && rc == 0;) {
 			uint32_t id = p->ids[i];
-			struct trace *tr;
-			struct ptd_record out;
-			struct head *h;
+			const struct trace *tr;
 
 			if (id > t->ntr) {	/* a trace that did not form */
 				i++;
@@ -537,33 +569,43 @@ static int code_changed(struct ptd_traces *t, pid_t pid, uint64_t lo,
 				i++;
 				continue;
 			}
-			tr->live = false;
-			t->withdrawn++;
-			for (uint32_t b = 0; b < tr->nblocks; b++) {
-				for (uint64_t q = tr->b[b].ip >> PAGE_SHIFT;
-				     q <= (tr->b[b].end - 1) >> PAGE_SHIFT;
-				     q++)
-					page_remove(t, q, id);
-			}
-			for (uint32_t k = 0; k < t->nthr; k++) {
-				if (t->thr[k].in_trace == id)
-					t->thr[k].in_trace = 0;
-			}
-			for (uint32_t k = 0; k < t->nthr; k++) {
-				if (t->thr[k].tid != tr->tid ||
-				    t->thr[k].pid != tr->pid)
-					continue;
-				h = head_find(t, k + 1, tr->b[0].ip,
-					      tr->b[0].slot);
-				if (h && h->trace == id)
-					h->trace = 0;
-			}
-			fill_rec(&out, tr, id, now, PTD_REC_TRACE_WITHDRAWN);
-			out.u.trace.reason = "code_changed";
-			out.u.trace.at = lo;
-			rc = fn(ctx, &out);
+			rc = withdraw(t, id, "code_changed", lo, now, fn, ctx);
 			/* page_remove moved another id into i: look again */
 		}
+	}
+	return rc;
+}
+
+/* Image change @r (PTD_REC_IMAGE) in its thread's decode: the thread's
+ * traces and recording over the code that went go.  Only the thread's:
+ * each thread's decode passes the change, and another thread's traces
+ * may, in the order the threads are decoded, be of code mapped there
+ * after it. */
+static int code_gone(struct ptd_traces *t, const struct ptd_record *r,
+		     ptd_traces_fn fn, void *ctx)
+{
+	const struct ptd_rec_image *im = &r->u.image;
+	const char *reason = im->exec ? "exec" : "unmapped";
+	int rc = 0;
+
+	for (uint32_t k = 0; t->nrecording && k < t->nthr; k++) {
+		struct thr *th = &t->thr[k];
+
+		/* its last block's end is not known yet: its start */
+		if (th->rec && th->pid == r->pid && th->tid == r->tid &&
+		    (im->exec ||
+		     overlaps(th->rec, th->nrec, im->start, im->end) ||
+		     (th->rec[th->nrec - 1].ip >= im->start &&
+		      th->rec[th->nrec - 1].ip < im->end)))
+			rec_drop(t, th);
+	}
+	for (uint32_t id = 1; id <= t->ntr && rc == 0; id++) {
+		const struct trace *tr = &t->tr[id - 1];
+
+		if (tr->live && tr->pid == r->pid && tr->tid == r->tid &&
+		    overlaps(tr->b, tr->nblocks, im->start, im->end))
+			rc = withdraw(t, id, reason, im->start, r, fn,
+				      ctx);
 	}
 	return rc;
 }
@@ -687,6 +729,8 @@ int ptd_traces_feed(struct ptd_traces *t, const struct ptd_record *r,
 	struct thr *th;
 	int rc;
 
+	if (t && r && r->type == PTD_REC_IMAGE)
+		return t->ntr + t->nrecording ? code_gone(t, r, fn, ctx) : 0;
 	if (!t || !r || r->type != PTD_REC_INSN)
 		return 0;
 	in = &r->u.insn;

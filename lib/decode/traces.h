@@ -24,7 +24,12 @@
  * formed trace's blocks means the code there changed (a new mapping, a
  * JIT rewrite): every trace of that process covering it is withdrawn, a
  * trace_withdrawn record, and a trace may form again on the new code,
- * whose heads count afresh.
+ * whose heads count afresh.  Code that goes away withdraws the traces
+ * over it at once, with no new code run there: a PTD_REC_IMAGE record
+ * (an unmap, an exec, as the thread's decode applied it) withdraws that
+ * thread's traces over the range (its own only: another thread's traces
+ * may, in the order threads are decoded, be of code mapped there after
+ * the change, and every thread's decode passes the change itself).
  *
  * One object is used by one thread at a time.
  */
@@ -57,9 +62,10 @@ typedef int (*ptd_traces_fn)(void *ctx, const struct ptd_record *rec);
 int ptd_traces_new(uint32_t threshold, struct ptd_traces **ret);
 void ptd_traces_free(struct ptd_traces *t);
 
-/* Take the execution of instruction @r (an insn record; others are
- * ignored) whose code is counter slot @slot (0: unknown, taken as code
- * that never matches), @first if it is the slot's first execution.
+/* Take the execution of instruction @r (an insn record; a PTD_REC_IMAGE
+ * record withdraws as said above; others are ignored) whose code is
+ * counter slot @slot (0: unknown, taken as code that never matches),
+ * @first if it is the slot's first execution.
  * trace and trace_withdrawn records go to @fn, right away.  Returns 0 or
  * @fn's non-zero value. */
 int ptd_traces_feed(struct ptd_traces *t, const struct ptd_record *r,

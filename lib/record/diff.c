@@ -189,6 +189,11 @@ const char *ptd_record_diff(const struct ptd_record *a,
 		if (!str_eq(a->u.error.detail, b->u.error.detail))
 			return "u.error.detail";
 		return NULL;
+	case PTD_REC_IMAGE:
+		RC_FIELD(u.image.start);
+		RC_FIELD(u.image.end);
+		RC_FIELD(u.image.exec);
+		return NULL;
 	case PTD_REC_NTYPES:
 		break;
 	}

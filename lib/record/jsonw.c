@@ -1118,6 +1118,7 @@ static size_t write_record(char *buf, const struct ptd_record *r,
 		p = put_trace(p, r, w);
 		break;
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		return 0;
 	}
 	return (size_t)(p - buf);

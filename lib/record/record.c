@@ -29,6 +29,7 @@ const char *ptd_rec_type_name(enum ptd_rec_type t)
 	case PTD_REC_TRACE_WITHDRAWN:
 		return "trace_withdrawn";
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		break;
 	}
 	return NULL;

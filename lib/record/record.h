@@ -47,6 +47,14 @@ enum ptd_rec_type {
 	PTD_REC_TRACE,
 	PTD_REC_TRACE_WITHDRAWN,
 	PTD_REC_NTYPES,
+	/* Internal, never streamed (not in PTD_REC_ALL, no name, no line):
+	 * code the thread's image held went away, as its decode applied an
+	 * unmap or an exec of the timeline (aspace/timeline.h), in order with
+	 * the thread's records.  The counter table's trace builder withdraws
+	 * the thread's traces over it (decode/traces.h).  Given only by a
+	 * decode asked for it (ptd_decode_opts.image_records, or one that
+	 * builds traces itself). */
+	PTD_REC_IMAGE,
 };
 
 #define PTD_REC_BIT(t) (1u << (t))
@@ -240,6 +248,13 @@ struct ptd_rec_trace {
 	uint64_t at;
 };
 
+/* PTD_REC_IMAGE: [start, end) no longer holds the code it held (exec:
+ * the whole address space). */
+struct ptd_rec_image {
+	uint64_t start, end;
+	bool exec;
+};
+
 struct ptd_record {
 	enum ptd_rec_type type;
 	pid_t pid;
@@ -264,6 +279,7 @@ struct ptd_record {
 		struct ptd_rec_call call;
 		struct ptd_rec_counters counters;
 		struct ptd_rec_trace trace;
+		struct ptd_rec_image image;
 	} u;
 };
 

@@ -523,6 +523,7 @@ int ptd_stacks_feed(void *ctx, const struct ptd_record *r)
 	case PTD_REC_TRACE:
 	case PTD_REC_TRACE_WITHDRAWN:
 	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
 		break;
 	}
 	return 0;

@@ -13,9 +13,12 @@
  *  - the program's loop and the JIT loop form their traces exactly when
  *    their head is entered by its backward branch for the threshold + 1st
  *    time (the threshold-th counted execution is recorded);
- *  - the JIT trace is withdrawn once, right after the first_exec of the
- *    rewritten instruction and before its insn record, and forms again
- *    on the new code after the threshold;
+ *  - the JIT trace is withdrawn once, when its page stops being
+ *    executable (the mprotect before the rewrite), and forms again on
+ *    the new code (its first execution right after its first_exec) after
+ *    the threshold;
+ *  - prog-dlopen's library loop forms a trace, withdrawn at the dlclose
+ *    ("unmapped"), and forms again on the library mapped again;
  *  - the instruction path, and the parallel decoder on both paths, give
  *    the same bytes.
  */
@@ -50,7 +53,7 @@ struct trec {
 	size_t line;	/* its line number */
 	uint32_t ninsn, nblocks;
 	uint64_t blocks[128];
-	char end[32];
+	char end[32], reason[32];
 	char module[256];
 };
 
@@ -146,6 +149,8 @@ static void parse(struct seen *s, char *text)
 			t->line = line;
 			(void)snprintf(t->end, sizeof(t->end), "%s",
 				       str(o, "end"));
+			(void)snprintf(t->reason, sizeof(t->reason), "%s",
+				       str(o, "reason"));
 			(void)snprintf(t->module, sizeof(t->module), "%s",
 				       str(o, "module"));
 			if (!t->withdrawn) {
@@ -344,20 +349,24 @@ static void run_threshold(const char *dir, const char *arg,
 	CHECK_EQ_INT(jit->nblocks, 1);
 	CHECK_EQ_INT(jit->ninsn, 3);
 	check_formed_at(&s, jit, 0, threshold);
-	/* withdrawn when the rewritten add first ran: right after its
-	 * first_exec, before its insn record */
+	/* withdrawn when its page stopped being executable (the mprotect
+	 * that lets the program write it: W^X), not later when the
+	 * rewritten add first ran; that add's first execution is right
+	 * after its first_exec */
 	CHECK_EQ_INT(wd->id, jit->id);
 	CHECK_EQ_U64(wd->head, jit->head);
-	CHECK_EQ_U64(wd->at, jit->head);
-	REQUIRE(wd->pos < s.n);
-	CHECK_EQ_U64(s.in[wd->pos].ip, wd->at);
-	CHECK_EQ_INT(s.insn_line[wd->pos], wd->line + 1);
+	CHECK_EQ_STR(wd->reason, "unmapped");
+	CHECK(wd->at <= jit->head && jit->head - wd->at < 4096);
 	{
+		size_t k = wd->pos;
 		bool fe = false;
 
+		while (k < s.n && s.in[k].ip != jit->head)
+			k++;
+		REQUIRE(k < s.n);
 		for (size_t i = 0; i < s.nfe; i++)
-			fe |= s.fe_ip[i] == wd->at && s.fe_line[i] + 1 ==
-							      wd->line;
+			fe |= s.fe_ip[i] == jit->head &&
+			      s.fe_line[i] + 1 == s.insn_line[k];
 		CHECK(fe);
 	}
 	/* formed again on the new code, counted from the withdrawal */
@@ -413,6 +422,96 @@ static void test_jitloop(void)
 	}
 }
 
+/* prog-dlopen: its library's loop forms a trace, which its dlclose
+ * withdraws ("unmapped": no new code needs to run there for it), before
+ * the library is mapped again and its loop forms a trace anew. */
+static void test_dlopen(void)
+{
+	static const char *const insn_path[] = { "--path", "insn", NULL };
+	static const char *const par_insn[] = { "--jobs", "2", "--part-size",
+						"1", "--path", "insn", NULL };
+	const char *const *other[] = { insn_path, par_insn };
+	char prog[700], lib[700], dir[600];
+	const struct trec *wd = NULL;
+	size_t nlib = 0, nafter = 0;
+	struct seen s = { 0 };
+	struct run r;
+	char *out;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-dlopen", progs);
+	(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs);
+	(void)snprintf(dir, sizeof(dir), "%s/dlopen", workdir);
+	{
+		const char *args[] = { "trace", "--out", dir, "--start",
+				       "entry", "--no-decode",
+				       "--quiet-target", "--", prog, lib,
+				       NULL };
+
+		r = run_cmd(ptctl, args, workdir);
+	}
+	if (r.status != 0) {
+		CHECK_FAIL_("ptctl trace: %d: %s", r.status,
+			    r.err ? r.err : "");
+		run_free(&r);
+		return;
+	}
+	run_free(&r);
+	out = decode(dir, NULL, "3");
+	REQUIRE(out);
+	for (size_t i = 0; i < 2; i++) {
+		char *o2 = decode(dir, other[i], "3");
+
+		if (!o2 || strcmp(out, o2))
+			CHECK_FAIL_("%s %s gives other records", other[i][0],
+				    other[i][1]);
+		free(o2);
+	}
+	parse(&s, out);
+	free(out);
+	check_truth(dir, &s);
+	for (size_t i = 0; i < s.nt; i++) {
+		const struct trec *t = &s.t[i];
+		const struct trec *f = NULL;
+
+		if (!t->withdrawn) {
+			check_blocks(&s, t);
+			if (strstr(t->module, "libptdtarget")) {
+				nlib++;
+				nafter += wd != NULL;
+			}
+			continue;
+		}
+		for (size_t k = 0; k < i; k++)
+			if (!s.t[k].withdrawn && s.t[k].id == t->id)
+				f = &s.t[k];
+		/* only the library's traces, at its unmap */
+		CHECK(f && strstr(f->module, "libptdtarget"));
+		CHECK_EQ_STR(t->reason, "unmapped");
+		CHECK(t->at <= t->head);
+		wd = wd ? wd : t;
+	}
+	REQUIRE(wd);
+	/* every library trace formed before the first dlclose went then,
+	 * before any instruction ran again */
+	for (size_t i = 0; i < s.nt; i++) {
+		const struct trec *t = &s.t[i], *w = NULL;
+
+		if (t->withdrawn || !strstr(t->module, "libptdtarget") ||
+		    t->line > wd->line)
+			continue;
+		for (size_t k = i + 1; k < s.nt; k++)
+			if (s.t[k].withdrawn && s.t[k].id == t->id)
+				w = &s.t[k];
+		CHECK(w && w->pos == wd->pos);
+	}
+	/* and formed again on the library's second mapping */
+	CHECK(nafter > 0);
+	fprintf(stderr, "dlopen: %zu insns, %zu library traces (%zu after "
+		"the first dlclose), first withdrawal at insn %zu\n", s.n,
+		nlib, nafter, wd->pos);
+	seen_free(&s);
+}
+
 /* A threshold out of range is refused, naming the option. */
 static void test_bad_threshold(void)
 {
@@ -445,6 +544,7 @@ int main(void)
 	if (!mkdtemp(workdir))
 		return 1;
 	RUN(test_jitloop);
+	RUN(test_dlopen);
 	RUN(test_bad_threshold);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);

@@ -283,6 +283,77 @@ static void test_withdraw(void)
 	sim_free(s);
 }
 
+/* Thread @tid's decode passed an unmap of [@lo, @hi) (@exec: an exec). */
+static int image_change(struct sim *s, pid_t tid, uint64_t lo, uint64_t hi,
+			bool exec)
+{
+	struct ptd_record r;
+
+	memset(&r, 0, sizeof(r));
+	r.type = PTD_REC_IMAGE;
+	r.pid = 7;
+	r.tid = tid;
+	r.u.image.start = exec ? 0 : lo;
+	r.u.image.end = exec ? UINT64_MAX : hi;
+	r.u.image.exec = exec;
+	return ptd_traces_feed(s->t, &r, 0, false, got, s);
+}
+
+/* Code unmapped under a trace withdraws it, with no new code run there
+ * (a dlclose); only the thread's whose decode passed the unmap (another
+ * thread's decode passes it itself); an exec withdraws all the thread's
+ * traces, and a recording over the code goes. */
+static void test_withdraw_unmapped(void)
+{
+	struct sim *s = sim_new(5);
+
+	REQUIRE(s);
+	for (unsigned i = 0; i < 20; i++) {
+		loop_iter(s, 1);
+		loop_iter(s, 2);
+	}
+	REQUIRE(s->nrec == 2);
+	/* elsewhere: nothing */
+	CHECK_EQ_INT(image_change(s, 1, 0x2000, 0x3000, false), 0);
+	CHECK_EQ_INT(s->nrec, 2);
+	/* the page of B, thread 1: its trace */
+	CHECK_EQ_INT(image_change(s, 1, 0x1010, 0x1011, false), 0);
+	REQUIRE(s->nrec == 3);
+	CHECK_EQ_INT(s->rec[2].type, PTD_REC_TRACE_WITHDRAWN);
+	CHECK_EQ_INT(s->rec[2].tid, 1);
+	CHECK_EQ_INT(s->rec[2].u.trace.id, 1);
+	CHECK_CONTAINS(s->line[2], "\"reason\":\"unmapped\",\"at\":"
+				   "\"0x1010\"}");
+	/* again: nothing left of thread 1's */
+	CHECK_EQ_INT(image_change(s, 1, 0x1000, 0x2000, false), 0);
+	CHECK_EQ_INT(s->nrec, 3);
+	/* thread 2 starts recording a new loop elsewhere (its head entered
+	 * from the trace, then backward: 5 times), then execs: its trace
+	 * goes, its recording forms nothing */
+	for (unsigned i = 0; i < 4; i++) {
+		CHECK_EQ_INT(run_block(s, 2, 0x3000, 2, ptic_jump), 0);
+		CHECK_EQ_INT(run_block(s, 2, 0x3010, 2, ptic_cond_jump), 0);
+	}
+	CHECK_EQ_INT(run_block(s, 2, 0x3000, 2, ptic_jump), 0);
+	CHECK_EQ_INT(s->nrec, 3);
+	CHECK_EQ_INT(image_change(s, 2, 0, 0, true), 0);
+	REQUIRE(s->nrec == 4);
+	CHECK_EQ_INT(s->rec[3].tid, 2);
+	CHECK_EQ_INT(s->rec[3].u.trace.id, 2);
+	CHECK_EQ_STR(s->rec[3].u.trace.reason, "exec");
+	CHECK_EQ_INT(run_block(s, 2, 0x3010, 2, ptic_cond_jump), 0);
+	CHECK_EQ_INT(run_block(s, 2, 0x3000, 2, ptic_jump), 0);
+	CHECK_EQ_INT(s->nrec, 4);
+	{
+		uint64_t f, w, d;
+
+		ptd_traces_totals(s->t, &f, &w, &d);
+		CHECK_EQ_U64(f, 2);
+		CHECK_EQ_U64(w, 2);
+	}
+	sim_free(s);
+}
+
 /* A loop of 200 forward blocks: the trace stops at 128. */
 static void test_max_bbs(void)
 {
@@ -369,6 +440,7 @@ int main(void)
 	RUN(test_loop_threshold);
 	RUN(test_grow);
 	RUN(test_withdraw);
+	RUN(test_withdraw_unmapped);
 	RUN(test_max_bbs);
 	RUN(test_per_thread);
 	RUN(test_exit_head);
