@@ -23,9 +23,11 @@ pkgs=(gcc g++ meson ninja-build pkg-config python3
 # its source lines; lcov's genhtml is the independent reader test-coverage
 # holds those tracefiles to.  Without them lcov is refused / not checked.
 # valgrind's callgrind counts the test programs' instructions per function,
-# which test-views holds ptd's flame graph to.
+# which test-views holds ptd's flame graph to; headless Chromium renders
+# and parses its SVG, and python3-jsonschema holds `ptctl export --format
+# perfetto` to a JSON Schema of the Trace Event Format.
 optional=(linux-perf lldb-22 debootstrap systemd-container libclang-rt-dev
-	  valgrind libdw-dev lcov)
+	  valgrind libdw-dev lcov chromium python3-jsonschema)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -27,7 +27,10 @@
  *  - against an independent tool: the flame graph's own count of each of
  *    the program's functions equals valgrind callgrind's Ir for it, in a
  *    run of callgrind's own (the programs are deterministic).
- * Where headless Chromium is installed, it renders the SVG to a PNG.
+ * Where headless Chromium is installed, it renders the SVG to a PNG and
+ * reads it as SVG (no parse error in its DOM); where python3-jsonschema
+ * is, the Perfetto JSON is valid against a JSON Schema of the Trace Event
+ * Format (tests/data/schema/), and invalid documents are not.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -496,6 +499,68 @@ static void check_svg(const char *path, struct prog *p, uint64_t total)
 	free(svg);
 }
 
+/* The Perfetto JSON against a JSON Schema of the Trace Event Format
+ * (tests/data/schema/, written from the format's document), read by
+ * Debian's python3-jsonschema, not by ptd: @valid says whether it must
+ * pass.  Skips, saying so, where python3-jsonschema is missing. */
+static void schema_check(const char *json, bool valid)
+{
+	const char *data = getenv("PTD_TEST_DATA");
+	char script[700], schema[700];
+	struct run r;
+
+	if (!data) {
+		fprintf(stderr, "SKIP schema: PTD_TEST_DATA not set\n");
+		return;
+	}
+	(void)snprintf(script, sizeof(script), "%s/../schema-check.py", data);
+	(void)snprintf(schema, sizeof(schema),
+		       "%s/schema/trace-event-format.schema.json", data);
+	{
+		const char *args[] = { script, schema, json, NULL };
+
+		/* Debian's python, which python3-jsonschema is for */
+		r = run_cmd("/usr/bin/python3", args, tmpdir);
+	}
+	if (r.status == 77) {
+		fprintf(stderr, "SKIP schema: %s", r.err ? r.err : "");
+		run_free(&r);
+		return;
+	}
+	if (valid && r.status != 0)
+		CHECK_FAIL_("%s: not of the Trace Event Format: %s", json,
+			    r.err ? r.err : "");
+	if (!valid)
+		CHECK_EQ_INT(r.status, 1);
+	run_free(&r);
+}
+
+/* The schema check can fail: events a reader of the format refuses. */
+static void test_schema_refuses(void)
+{
+	static const char *const bad[] = {
+		/* no phase */
+		"{\"traceEvents\":[{\"name\":\"f\",\"ts\":0,\"pid\":1,"
+		"\"tid\":1}]}",
+		/* a begin without its thread */
+		"{\"traceEvents\":[{\"ph\":\"B\",\"name\":\"f\",\"ts\":0,"
+		"\"pid\":1}]}",
+		/* a thread name that is not a string */
+		"{\"traceEvents\":[{\"ph\":\"M\",\"name\":\"thread_name\","
+		"\"pid\":1,\"tid\":1,\"args\":{\"name\":7}}]}",
+		/* no events at all */
+		"{\"displayTimeUnit\":\"ns\"}",
+	};
+	char path[700];
+
+	(void)snprintf(path, sizeof(path), "%s/bad.json", tmpdir);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		REQUIRE(ptd_file_write_atomic(path, bad[i], strlen(bad[i])) ==
+			0);
+		schema_check(path, false);
+	}
+}
+
 /* Headless Chromium renders the SVG, where it is installed. */
 static void render_svg(const char *svg)
 {
@@ -530,6 +595,19 @@ static void render_svg(const char *svg)
 	CHECK(ptd_file_read_all(shot, 1u << 28, &png, &len) == 0 &&
 	      len > 100 && !memcmp(png, "\x89PNG", 4));
 	free(png);
+	/* and parsed it as SVG: its DOM, with no parsererror (what
+	 * Chromium shows for XML it cannot read) */
+	{
+		const char *args[] = { "--headless", "--no-sandbox",
+				       "--disable-gpu", "--dump-dom", url,
+				       NULL };
+		struct run r = run_cmd(chrome, args, tmpdir);
+
+		CHECK_EQ_INT(r.status, 0);
+		CHECK(r.out && !strstr(r.out, "parsererror") &&
+		      strstr(r.out, "<svg") && strstr(r.out, "<rect"));
+		run_free(&r);
+	}
 }
 
 /* The same trace as a perf.data, a ptd bundle and an LLDB bundle gives
@@ -720,6 +798,7 @@ static void run_case(const struct vcase *vc, bool tsc)
 	load_insns(&it, p, dir, exe);
 	check_perfetto(json, p, th, &nth, tsc ? "time" : "insns", &deepest,
 		       vc->deep);
+	schema_check(json, true);
 	if (tsc) {
 		/* the same trace on the instruction axis (--time insns):
 		 * what follows checks that one */
@@ -823,5 +902,6 @@ int main(void)
 	RUN(test_signal);
 	RUN(test_except);
 	RUN(test_recursion_tsc);
+	RUN(test_schema_refuses);
 	return harness_done();
 }
