@@ -71,6 +71,10 @@ struct modent {
 	const char *name;
 	uint64_t delta;		/* module offset = ip + delta (mod 2^64) */
 	bool valid;
+	/* ptd_image_gen of the isid, as of image change @gen_at - 1 of the
+	 * decode (dec.img_changes); gen_at 0: not known */
+	uint32_t gen;
+	uint64_t gen_at;
 };
 
 struct dec {
@@ -154,6 +158,14 @@ struct dec {
 	 * loop error's: @loop_off), when @err_off_valid. */
 	bool have_loop_off, loop_recheck;
 	uint64_t loop_off, loop_still;
+	/* The offset after the last step (loop_after), if it could be read;
+	 * still the decoder's offset until loop_recheck is set. */
+	bool step_off_ok;
+	uint64_t step_off;
+	/* The offset at which the time (has_tsc, tsc) was last read, if
+	 * known (step_time). */
+	bool time_ok;
+	uint64_t time_off;
 	bool err_off_valid, loop_err;
 	uint64_t err_off;
 	/* The offset moved during the last step. */
@@ -172,6 +184,7 @@ struct dec {
 
 	struct modent *mods;
 	size_t nmods;
+	uint64_t img_changes;	/* timeline events applied or tried */
 
 	struct ptd_decode_stats st;
 
@@ -249,6 +262,21 @@ static uint64_t cur_offset(const struct dec *d)
 
 	(void)d_offset(d, &off);
 	return off;
+}
+
+static void d_time(struct dec *d);
+
+/* After a step (loop_after): the decoder's time, read again only where
+ * the offset moved since it was last read -- libipt's time changes only
+ * as it reads timing packets, which moves the offset; most steps read
+ * none (an instruction that is no branch, a TNT bit already fetched). */
+static void step_time(struct dec *d)
+{
+	if (d->time_ok && d->step_off_ok && d->step_off == d->time_off)
+		return;
+	d_time(d);
+	d->time_ok = d->step_off_ok;
+	d->time_off = d->step_off;
 }
 
 static void d_time(struct dec *d)
@@ -400,31 +428,81 @@ static int flush_pending(struct dec *d)
 
 /* Module name and offset of @ip in section @isid, cached per isid: an isid
  * names one immutable section, and the names live as long as the iscache. */
+/* modent_of, growing the cache. */
+static struct modent *modent_grow(struct dec *d, int isid)
+{
+	size_t n = d->nmods ? d->nmods : 64;
+	struct modent *mods;
+
+	if (isid < 0 || isid >= MODCACHE_MAX)
+		return NULL;
+	while (n <= (size_t)isid)
+		n *= 2;
+	mods = realloc(d->mods, n * sizeof(*mods));
+	if (!mods)
+		return NULL;
+	memset(mods + d->nmods, 0, (n - d->nmods) * sizeof(*mods));
+	d->mods = mods;
+	d->nmods = n;
+	return &d->mods[isid];
+}
+
+/* The per-isid cache entry of @isid, or NULL (an isid too large, or no
+ * memory: the caller goes without). */
+static inline struct modent *modent_of(struct dec *d, int isid)
+{
+	if (isid >= 0 && (size_t)isid < d->nmods)
+		return &d->mods[isid];
+	return modent_grow(d, isid);
+}
+
+/* Which mapping of section @isid the image holds (ptd_image_gen), kept
+ * in its cache entry @m (may be NULL) until the image changes. */
+static inline uint32_t gen_in(struct dec *d, struct modent *m, int isid)
+{
+	if (isid <= 0)
+		return 0;
+	if (!m || m->gen_at != d->img_changes + 1) {
+		uint32_t g = ptd_image_gen(d->a->img, isid);
+
+		if (!m)
+			return g;
+		m->gen = g;
+		m->gen_at = d->img_changes + 1;
+	}
+	return m->gen;
+}
+
+static uint32_t gen_of(struct dec *d, int isid)
+{
+	return gen_in(d, modent_of(d, isid), isid);
+}
+
+/* An insn record's module, module offset and mapping (ptd_image_gen) of
+ * @ip in section @isid. */
+static void module_of(struct dec *d, int isid, uint64_t ip,
+		      const char **ret_name, uint64_t *ret_off);
+static inline void insn_module(struct dec *d, struct ptd_rec_insn *r)
+{
+	struct modent *m = modent_of(d, r->isid);
+
+	if (m && m->valid) {
+		r->module = m->name;
+		r->modoff = r->ip + m->delta;
+	} else {
+		module_of(d, r->isid, r->ip, &r->module, &r->modoff);
+		m = modent_of(d, r->isid);	/* may have moved */
+	}
+	r->gen = gen_in(d, m, r->isid);
+}
+
 static void module_of(struct dec *d, int isid, uint64_t ip,
 		      const char **ret_name, uint64_t *ret_off)
 {
-	struct modent *m = NULL;
+	struct modent *m = modent_of(d, isid);
 	const char *name;
 	uint64_t off;
 
-	if (isid >= 0 && isid < MODCACHE_MAX) {
-		if ((size_t)isid >= d->nmods) {
-			size_t n = d->nmods ? d->nmods : 64;
-			struct modent *mods;
-
-			while (n <= (size_t)isid)
-				n *= 2;
-			mods = realloc(d->mods, n * sizeof(*mods));
-			if (mods) {
-				memset(mods + d->nmods, 0,
-				       (n - d->nmods) * sizeof(*mods));
-				d->mods = mods;
-				d->nmods = n;
-			}
-		}
-		if ((size_t)isid < d->nmods)
-			m = &d->mods[isid];
-	}
 	if (m && m->valid) {
 		*ret_name = m->name;
 		*ret_off = ip + m->delta;
@@ -614,7 +692,7 @@ static void event_flags(const struct pt_event *ev, uint32_t *ret_prev,
 	*ret_next = next;
 }
 
-static int apply_timeline(struct dec *d);
+static int apply_timeline(struct dec *d, bool after_step);
 static int run_end(struct dec *d, bool check);
 static int on_event_record(struct dec *d, const struct pt_event *ev,
 			   uint64_t off);
@@ -645,7 +723,7 @@ static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 	 * (and any removal deferred so far) apply, before an enable that
 	 * libipt may report right after this event. */
 	if (rc == 0 && d->tracing_off)
-		rc = apply_timeline(d);
+		rc = apply_timeline(d, false);
 	return rc;
 }
 
@@ -783,13 +861,21 @@ static int drain_events(struct dec *d, int status)
  * a trace of kernel code too, until the decoder is in the kernel (the
  * syscall's own kernel code: user code before it has been reported).
  */
-static int apply_timeline(struct dec *d)
+static int apply_timeline(struct dec *d, bool after_step)
 {
 	struct ptd_tl_cursor *c = d->a->cursor;
 	const struct ptd_tl_event *ev;
 	uint64_t off;
 
-	if (!c || d_offset(d, &off) < 0 || !ptd_tl_cursor_due(c, off))
+	/* Once per step: nothing left is the common case, and the step's
+	 * own offset is the decoder's until events are fetched. */
+	if (!c || c->next_pos == UINT64_MAX)
+		return 0;
+	if (after_step && d->step_off_ok && !d->loop_recheck)
+		off = d->step_off;
+	else if (d_offset(d, &off) < 0)
+		return 0;
+	if (!ptd_tl_cursor_due(c, off))
 		return 0;
 	while (ptd_tl_cursor_due(c, off) && (ev = ptd_tl_cursor_peek(c))) {
 		enum ptd_tl_op op = ev->op;
@@ -802,6 +888,7 @@ static int apply_timeline(struct dec *d)
 			break;
 		diag.msg[0] = '\0';
 		lock(d);
+		d->img_changes++;	/* even a failure may change it */
 		n = ptd_tl_cursor_apply_next(c, d->a->img, &diag);
 		if (n < 0) {
 			const char *msg = ptd_iscache_intern(
@@ -838,6 +925,7 @@ static void loop_before(struct dec *d)
 	uint64_t off;
 
 	d->err_off_valid = false;
+	d->step_off_ok = false;
 	if (d->have_loop_off && !d->loop_recheck)
 		return;
 	d->loop_recheck = false;
@@ -864,8 +952,11 @@ static void loop_before(struct dec *d)
 static uint64_t loop_after(struct dec *d, uint64_t n, bool *ret_loop)
 {
 	uint64_t off, allow = MAX_INSNS_WITHOUT_TRACE - d->loop_still;
-	bool moved = d_offset(d, &off) < 0 || !d->have_loop_off ||
-		     off != d->loop_off;
+	bool moved;
+
+	d->step_off_ok = d_offset(d, &off) >= 0;
+	d->step_off = off;
+	moved = !d->step_off_ok || !d->have_loop_off || off != d->loop_off;
 	uint64_t still = moved && n ? n - 1 : n;
 
 	d->step_moved = moved;
@@ -914,7 +1005,6 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 		return rc;
 	r->ip = in->ip;
 	r->isid = in->isid;
-	r->gen = ptd_image_gen(d->a->img, in->isid);
 	r->mode = in->mode;
 	r->iclass = in->iclass;
 	r->size = in->size <= pt_max_insn_size ? in->size : pt_max_insn_size;
@@ -923,7 +1013,7 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 		r->flags |= PTD_F_SPECULATIVE;
 	if (in->truncated)
 		r->flags |= PTD_F_TRUNCATED;
-	module_of(d, in->isid, in->ip, &r->module, &r->modoff);
+	insn_module(d, r);
 	sym_of(d, in->isid, in->ip, in->mode, &r->sym, &r->symoff);
 	return 0;
 }
@@ -984,11 +1074,11 @@ static int step_insn(struct dec *d)
 	loop_before(d);
 	memset(&in, 0, sizeof(in));
 	status = pt_insn_next(d->insn, &in, sizeof(in));
-	d_time(d);
 	/* On error the instruction may still have been decoded (the error
 	 * came while finding its successor): it executed. */
 	decoded = status >= 0 || (in.iclass != ptic_error && in.size);
 	(void)loop_after(d, decoded, &loop);
+	step_time(d);
 	if (decoded) {
 		d->in_kernel = (int64_t)in.ip < 0;
 		rc = emit_pt_insn(d, &in);
@@ -1027,7 +1117,6 @@ static int emit_truncated(struct dec *d, const struct pt_block *b,
 		return DEC_STOP;
 	r->ip = ip;
 	r->isid = b->isid;
-	r->gen = ptd_image_gen(d->a->img, b->isid);
 	r->mode = b->mode;
 	r->size = b->size <= pt_max_insn_size ? b->size : pt_max_insn_size;
 	memcpy(r->raw, b->raw, r->size);
@@ -1036,7 +1125,7 @@ static int emit_truncated(struct dec *d, const struct pt_block *b,
 	    ptd_x86_decode(r->raw, r->size, ip, b->mode, &x) == 0)
 		r->iclass = x.iclass;
 	r->flags |= PTD_F_TRUNCATED | (b->speculative ? PTD_F_SPECULATIVE : 0);
-	module_of(d, b->isid, ip, &r->module, &r->modoff);
+	insn_module(d, r);
 	sym_of(d, b->isid, ip, b->mode, &r->sym, &r->symoff);
 	return 0;
 }
@@ -1141,7 +1230,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 {
 	const struct ptd_icache_entry *e = NULL;
 	uint64_t ip = d->run_open ? d->run_ip : b->ip;
-	uint32_t gen = ptd_image_gen(d->a->img, b->isid);
+	uint32_t gen = gen_of(d, b->isid);
 
 	*ret_last = NULL;
 	if (d->run_drop)
@@ -1321,8 +1410,8 @@ static int step_block(struct dec *d)
 	loop_before(d);
 	memset(&b, 0, sizeof(b));
 	status = pt_blk_next(d->blk, &b, sizeof(b));
-	d_time(d);
 	n = loop_after(d, b.ninsn, &loop);
+	step_time(d);
 	/* Even on error the block's instructions executed. */
 	if (b.ninsn) {
 		d->in_kernel = (int64_t)b.ip < 0;
@@ -1355,9 +1444,12 @@ static int decode_segment(struct dec *d, int status)
 			return status;
 		if (status & pts_eos)
 			return -pte_eos;
-		rc = apply_timeline(d);
-		if (rc)
-			return rc;
+		/* nothing left to apply: the common case, without a call */
+		if (d->a->cursor && d->a->cursor->next_pos != UINT64_MAX) {
+			rc = apply_timeline(d, true);
+			if (rc)
+				return rc;
+		}
 		status = d->insn ? step_insn(d) : step_block(d);
 		if (status < 0)
 			return status;
