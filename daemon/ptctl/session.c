@@ -321,7 +321,7 @@ static void print_status(const cJSON *res)
 		printf("  buffers: %s\n", str_of(res, "buffers"));
 	if (num_of(res, "jobs") > 0)	/* replay --jobs */
 		printf("  decode: %s path, %.0f job(s), traces cut into %.0f "
-		       "part(s)\n", str_of(res, "path"), num_of(res, "jobs"),
+		       "part(s)\n", str_of(res, "decoder"), num_of(res, "jobs"),
 		       num_of(res, "parts"));
 	if (num_of(res, "serial_parts") > 0)
 		printf("  note: %.0f of those parts decoded serially: %s\n",

@@ -86,10 +86,11 @@ static cJSON *replay_result(const struct srv_session *ss,
 	return res;
 }
 
-/* How a replay decodes: "path" (of decoder.h), and "jobs" if asked. */
+/* How a replay decodes: "decoder", the path of decoder.h ("path" is the
+ * trace's), and "jobs" if asked. */
 void srv_replay_decode_summary(const struct srv_session *ss, cJSON *o)
 {
-	cJSON_AddStringToObject(o, "path", ss->jobs ? "insn" : "block");
+	cJSON_AddStringToObject(o, "decoder", ss->jobs ? "insn" : "block");
 	if (ss->jobs)
 		cJSON_AddNumberToObject(o, "jobs", ss->jobs);
 }

@@ -514,7 +514,7 @@ void srv_detaches_answer(struct ptd_server *s);
 srv_cmd_fn srv_cmd_replay;
 void srv_replays_answer(struct ptd_server *s);
 int srv_replays_timeout(const struct ptd_server *s);
-/* A replay's "path" and "jobs" into @o (replay response, list, status). */
+/* A replay's "decoder" and "jobs" into @o (replay response, list, status). */
 void srv_replay_decode_summary(const struct srv_session *ss, cJSON *o);
 
 /* record.c: options.record's spool (attach), the record command; start:

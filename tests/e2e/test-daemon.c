@@ -1209,8 +1209,8 @@ static void test_ptctl_replay(void)
 	REQUIRE(ptd_file_read_all(out, 1u << 20, &text, &len) == 0);
 	CHECK_CONTAINS(text, "\"lossless\":true");
 	CHECK_CONTAINS(text, "\"lossless\":false");
-	CHECK_CONTAINS(text, "\"path\":\"insn\",\"jobs\":2");
-	CHECK_CONTAINS(text, "\"path\":\"block\"");
+	CHECK_CONTAINS(text, "\"decoder\":\"insn\",\"jobs\":2");
+	CHECK_CONTAINS(text, "\"decoder\":\"block\"");
 	free(text);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }

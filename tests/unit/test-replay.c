@@ -1585,7 +1585,7 @@ static void replay_jobs(const char *path, unsigned jobs, struct lines *got,
 	REQUIRE(resp_ok(r));
 	res = cJSON_GetObjectItemCaseSensitive(r, "result");
 	CHECK_EQ_STR(cJSON_GetStringValue(
-			     cJSON_GetObjectItemCaseSensitive(res, "path")),
+			     cJSON_GetObjectItemCaseSensitive(res, "decoder")),
 		     jobs ? "insn" : "block");
 	CHECK_EQ_INT(num(res, "jobs"), jobs ? (int)jobs : -1);
 	id = res_num(r, "session");
