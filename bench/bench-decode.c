@@ -32,6 +32,13 @@
  *                                  "binary"): 12 bytes a record; the
  *                                  subscriber thread counts the records
  *                                  from the frame headers
+ *   ... binary, jobs 1 / jobs 2    the same replay with "jobs" 1 and 2
+ *                                  (daemon/server/replay.c: the insn path,
+ *                                  each thread on that many threads, the
+ *                                  same records for any jobs): jobs 1
+ *                                  against the replay without jobs (the
+ *                                  block path), jobs 2 against jobs 1 and
+ *                                  against the replay without jobs
  *   ptd first_exec + counters      first executions and exact counts
  *                                  (decode/counters.h; the top 20 of each
  *                                  kind at the end), alone and beside insn
@@ -347,7 +354,7 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
 	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
 	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, PTD_TRACES, PTD_INSN_TRACES,
-	     NWHICH };
+	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, NWHICH };
 static const char *const names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -372,6 +379,8 @@ static const char *const names[NWHICH] = {
 	"ptd insn + first_exec + counters, JSON",
 	"ptd trace records, JSON",
 	"ptd insn + trace records, JSON",
+	"via ptd replay, ip,tid binary, jobs 1",
+	"via ptd replay, ip,tid binary, jobs 2",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
@@ -379,17 +388,25 @@ static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
 	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
-	PTD_INSN,
+	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "", "", "", "", "", "", "",
+	"", "", "1 thread", "", "", "", "no jobs", "", "", "", "", "jobs 1",
+	"",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
 {
-	return (w >= PTD_D1 && w <= PTD_D4_IPTID) || w == PTD_D1_BIN_IPTID;
+	return (w >= PTD_D1 && w <= PTD_D4_IPTID) || w == PTD_D1_BIN_IPTID ||
+	       w == PTD_D1_BIN_J1 || w == PTD_D1_BIN_J2;
+}
+
+/* The replay's "jobs" of the rows through ptd (0: none). */
+static unsigned jobs_of(enum which w)
+{
+	return w == PTD_D1_BIN_J1 ? 1 : w == PTD_D1_BIN_J2 ? 2 : 0;
 }
 
 /* Subscribers of the rows through ptd (1 elsewhere). */
@@ -619,10 +636,11 @@ static void *reader_main(void *arg)
  * the records all received and *ret_slowest the slowest one's rate
  * (M/s). */
 static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
-			  bool binary, uint64_t *ret_insns, uint64_t *ret_bytes,
-			  double *ret_slowest, double *ret_cpu)
+			  bool binary, unsigned jobs, uint64_t *ret_insns,
+			  uint64_t *ret_bytes, double *ret_slowest,
+			  double *ret_cpu)
 {
-	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX];
+	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX], jobs_key[32] = "";
 	struct reader rd[4];
 	const char *sp;
 	double t0, tend = 0, cpu0 = ptd_cpu();
@@ -633,9 +651,12 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 	*ret_slowest = 0;
 	if (!realpath(cache, abs) || (ctl = sock_connect()) < 0)
 		return 0;
+	if (jobs)
+		(void)snprintf(jobs_key, sizeof(jobs_key), ",\"jobs\":%u",
+			       jobs);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
-		       "\"wait_ms\":10000}\n", abs);
+		       "\"wait_ms\":10000%s}\n", abs, jobs_key);
 	t0 = now();
 	if (!call_line(ctl, req, resp, sizeof(resp)) ||
 	    !(sp = strstr(resp, "\"session\":"))) {
@@ -763,12 +784,14 @@ static double measure(const struct ptd_capture *c, enum which w,
 	if (via_ptd(w)) {
 		ptd_insncache_free(icache);
 		ptd_iscache_free(ic);
+		bool bin = w == PTD_D1_BIN_IPTID || jobs_of(w);
+
 		return through_ptd(arg_cache, nsubs_of(w),
-				   w == PTD_D1_IPTID || w == PTD_D4_IPTID ||
-						   w == PTD_D1_BIN_IPTID
+				   w == PTD_D1_IPTID || w == PTD_D4_IPTID || bin
 					   ? IPTID
 					   : 0,
-				   w == PTD_D1_BIN_IPTID, ret_insns, ret_bytes, ret_slowest, ret_cpu);
+				   bin, jobs_of(w), ret_insns, ret_bytes,
+				   ret_slowest, ret_cpu);
 	}
 	for (size_t i = 0; i < c->nthreads; i++) {
 		struct ptd_capture_stream rs;
@@ -869,6 +892,8 @@ static double measure(const struct ptd_capture *c, enum which w,
 			bytes += b;
 			break;
 		case PTD_D1_BIN_IPTID:
+		case PTD_D1_BIN_J1:
+		case PTD_D1_BIN_J2:
 		case PTD_D1:
 		case PTD_D1_IPTID:
 		case PTD_D4:
@@ -1110,7 +1135,11 @@ int main(int argc, char **argv)
 	if (HAVE(PTD_INSN_BIN_IPTID) && HAVE(PTD_INSN_IPTID))
 		printf("  offline ip,tid to a pipe: binary / JSON      %5.2fx\n",
 		       RATE(PTD_INSN_BIN_IPTID) / RATE(PTD_INSN_IPTID));
-	if (best[PTD_PAR2] != 1e30 || best[PTD_PAR2_INSN] != 1e30) {
+	if (HAVE(PTD_D1_BIN_J2) && HAVE(PTD_D1_BIN_IPTID))
+		printf("  via ptd, 1 sub ip,tid binary: jobs 2 / no jobs %5.2fx"
+		       "\n", RATE(PTD_D1_BIN_J2) / RATE(PTD_D1_BIN_IPTID));
+	if (best[PTD_PAR2] != 1e30 || best[PTD_PAR2_INSN] != 1e30 ||
+	    HAVE(PTD_D1_BIN_J2)) {
 		printf("  2 threads of plain arithmetic vs 1: %.2fx (the cores "
 		       "2 threads got in this run)\n",
 		       two_thread_cores());

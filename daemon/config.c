@@ -13,6 +13,7 @@
 #include "daemon/bpf/trigger-abi.h"
 #include "daemon/bpf/watch-abi.h"
 #include "daemon/memlimit.h"
+#include "decode/decoder.h"
 
 #define CONF_LINE_MAX 4096
 #define CONF_FILE_MAX (1024 * 1024)
@@ -35,6 +36,7 @@ void ptd_config_defaults(struct ptd_config *c)
 	c->max_sessions_per_user = 8;
 	c->max_watch_rules_per_user = 4;
 	c->max_triggers_per_user = 8;
+	c->max_decode_jobs = 4;
 	c->max_subscribers_per_session = 16;
 	c->max_connections = 128;
 	c->subscriber_queue_size = 4u << 20;
@@ -252,6 +254,7 @@ enum conf_key {
 	K_USER_MEMORY_LIMIT,
 	K_MAX_WATCH_RULES_PER_USER,
 	K_MAX_TRIGGERS_PER_USER,
+	K_MAX_DECODE_JOBS,
 	K_DEBUG_DIR,
 	K_PERF_MAP_DIR,
 	K_COUNT,
@@ -275,6 +278,7 @@ static const char *const key_names[K_COUNT] = {
 	[K_USER_MEMORY_LIMIT] = "user_memory_limit",
 	[K_MAX_WATCH_RULES_PER_USER] = "max_watch_rules_per_user",
 	[K_MAX_TRIGGERS_PER_USER] = "max_triggers_per_user",
+	[K_MAX_DECODE_JOBS] = "max_decode_jobs",
 	[K_DEBUG_DIR] = "debug_dir",
 	[K_PERF_MAP_DIR] = "perf_map_dir",
 };
@@ -347,6 +351,9 @@ static int set_key(const struct conf_ctx *x, enum conf_key k, const char *v,
 	case K_MAX_TRIGGERS_PER_USER:
 		return parse_uint(x, n, v, 1, PTD_TRIGGERS_MAX,
 				  &c->max_triggers_per_user);
+	case K_MAX_DECODE_JOBS:
+		return parse_uint(x, n, v, 1, PTD_DECODE_MAX_JOBS,
+				  &c->max_decode_jobs);
 	case K_COUNT:
 		break;
 	}

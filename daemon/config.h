@@ -64,6 +64,10 @@ struct ptd_config {
 	/* max_triggers_per_user (default 8, 1 to PTD_TRIGGERS_MAX): triggers
 	 * (uprobes on the sessions' processes) one user may have at once */
 	unsigned max_triggers_per_user;
+	/* max_decode_jobs (default 4, 1 to PTD_DECODE_MAX_JOBS): the most
+	 * threads one replay may decode each of its threads' trace on (the
+	 * replay request's "jobs", decode/parallel.h) */
+	unsigned max_decode_jobs;
 	unsigned max_subscribers_per_session;
 	unsigned max_connections;
 	/* subscriber_queue_size: queued record bytes per subscriber before

@@ -15,7 +15,9 @@
  *    and the session says so in an error record and its stats);
  *  - at subscribe: the subscriber's two queue buffers (fanout.h);
  *  - at replay: PTD_MEMLIMIT_REPLAY_BYTES for the decoder of the saved
- *    trace.
+ *    trace, and with "jobs" N, PTD_MEMLIMIT_REPLAY_PART_BYTES for each
+ *    of the N + 2 parts whose records a parallel decode holds at once
+ *    (decode/parallel.h).
  *  - in a session with symbols: each file's symbol table, when it is
  *    loaded (server/symbols.c; a table refused is not kept, and an error
  *    record says so).
@@ -44,6 +46,10 @@
 
 /* A replay's decoder and input buffers, charged at the replay request. */
 #define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
+/* A replay's parallel decode, for each part held: up to 16 KiB of trace's
+ * records (parallel.c: about 8 a byte, 136 bytes each: 18M), its image
+ * copy and instruction cache. */
+#define PTD_MEMLIMIT_REPLAY_PART_BYTES (24ull << 20)
 /* The bound a live session's stream decoder keeps past its anchor for one
  * thread (ptd_stream_opts.max_buffered): the AUX area's size, at least
  * this. */

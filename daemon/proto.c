@@ -12,6 +12,7 @@
 #include "common/strutil.h"
 #include "daemon/proto.h"
 #include "daemon/trigger.h"
+#include "decode/decoder.h"
 #include "perf/addrfilter.h"
 #include "x86/insn.h"
 
@@ -104,7 +105,7 @@ static int parse_wait_ms(const struct ptd_json_reader *r, const cJSON *o,
 }
 
 /* replay: path (absolute), lossless or lossy (lossless unless asked),
- * tid, wait_ms. */
+ * tid, symbols, counters, jobs, wait_ms. */
 static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req)
 {
@@ -150,6 +151,12 @@ static int parse_replay(const struct ptd_json_reader *r, const cJSON *o,
 	e = optional(ptd_json_get_bool(r, o, "", "counters", 0,
 				       &req->counters));
 	if (e < 0)
+		return e;
+	e = ptd_json_get_u64(r, o, "", "jobs", INT, 1, PTD_DECODE_MAX_JOBS,
+			     &n);
+	if (e == 0)
+		req->jobs = (unsigned)n;
+	if (optional(e) < 0)
 		return e;
 	return parse_wait_ms(r, o, req);
 }
@@ -795,7 +802,8 @@ static const char *const *cmd_keys(enum ptd_cmd c)
 						 "format", "counters", NULL };
 	static const char *const replay[] = { "id", "cmd", "path", "lossless",
 					      "lossy", "tid", "wait_ms",
-					      "symbols", "counters", NULL };
+					      "symbols", "counters", "jobs",
+					      NULL };
 	static const char *const record[] = { "id", "cmd", "session", "wait",
 					      NULL };
 	static const char *const watch[] = { "id", "cmd", "exe", "comm",
@@ -1229,7 +1237,9 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		       (!req->symbols ||
 			cJSON_AddBoolToObject(o, "symbols", true)) &&
 		       (!req->counters ||
-			cJSON_AddBoolToObject(o, "counters", true));
+			cJSON_AddBoolToObject(o, "counters", true)) &&
+		       (!req->jobs ||
+			cJSON_AddNumberToObject(o, "jobs", req->jobs));
 	case PTD_CMD_RECORD:
 		return cJSON_AddNumberToObject(o, "session",
 					       (double)req->session) &&

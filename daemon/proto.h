@@ -151,6 +151,11 @@ struct ptd_request {
 	pid_t tid;
 	bool has_wait_ms;
 	uint64_t wait_ms;
+	/* replay: "jobs":N (1 to PTD_DECODE_MAX_JOBS here; the server
+	 * holds it to max_decode_jobs): decode on the instruction path,
+	 * each thread on N threads (decode/parallel.h); 0: absent, the
+	 * block path, serially */
+	unsigned jobs;
 	/* record: {"session":N,"wait":B}; wait defaults to true */
 	bool record_wait;
 	/* watch: {"exe":ABS}, {"comm":NAME} or {"cgroup":ABS} (one of

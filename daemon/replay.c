@@ -60,6 +60,10 @@ struct ptd_replay {
 	atomic_bool abandoned;		/* its subscribers all left */
 	atomic_bool unwatched;		/* none came within wait_ms */
 	atomic_uint_fast64_t bytes, insns, records;
+	/* in.decode.jobs > 1: ptd_decode_stats.parts and serial_parts
+	 * summed, and the first serial_why (a static string) */
+	atomic_uint_fast64_t parts, serial_parts;
+	_Atomic(const char *) serial_why;
 };
 
 static uint64_t now_ms(void)
@@ -195,6 +199,15 @@ static void on_thread_done(void *ctx, pid_t tid,
 	(void)diag;
 	atomic_fetch_add(&r->threads, 1);
 	atomic_fetch_add(&r->bytes, st->bytes);
+	atomic_fetch_add(&r->parts, st->parts);
+	if (st->serial_parts) {
+		const char *none = NULL;
+
+		atomic_fetch_add(&r->serial_parts, st->serial_parts);
+		(void)atomic_compare_exchange_strong(&r->serial_why, &none,
+						     st->serial_why ? st->serial_why
+								    : "?");
+	}
 }
 
 static void on_notice(void *ctx, const struct ptd_diag *diag)
@@ -504,6 +517,9 @@ void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret)
 	ret->trace_bytes = atomic_load(&r->bytes);
 	ret->insns = atomic_load(&r->insns);
 	ret->records = atomic_load(&r->records);
+	ret->parts = atomic_load(&r->parts);
+	ret->serial_parts = atomic_load(&r->serial_parts);
+	ret->serial_why = atomic_load(&r->serial_why);
 }
 
 void ptd_replay_free(struct ptd_replay *r)

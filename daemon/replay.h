@@ -9,7 +9,9 @@
  * replay thread, before it opens anything, takes the client's file-system
  * rights (ptd_cred_become_reader, cred.h).  Every file of the decode --
  * the input, the images it maps, opened lazily -- is opened by that
- * thread.
+ * thread, or (input.decode.jobs > 1) by the decode threads it starts,
+ * which Linux gives a copy of its credentials (per thread, copied at
+ * clone): the client's rights too.
  *
  * Life of a replay:
  *  1. ptd_replay_begin: the thread takes the client's credentials and

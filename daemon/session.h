@@ -243,6 +243,13 @@ struct ptd_session_stats {
 					 * another file when read (each
 					 * once; its error records say
 					 * which) */
+	/* A replay with "jobs": parts its threads' traces were cut into,
+	 * those the parallel decoder gave to the serial one, summed over the
+	 * threads decoded (ptd_decode_stats), and why the first was (a
+	 * static string; NULL: none was).  0 otherwise. */
+	uint64_t serial_parts;
+	const char *serial_why;
+	uint64_t parts;		/* ptd_decode_stats.parts, summed */
 };
 
 struct ptd_session;

@@ -113,6 +113,7 @@ int verb_stream(int argc, char **argv)
 static const struct option replay_long[] = {
 	{ "lossless", no_argument, NULL, 'L' },
 	{ "lossy", no_argument, NULL, 'y' },
+	{ "jobs", required_argument, NULL, 'j' },
 	PTCTL_STREAM_OPTIONS,
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -127,7 +128,7 @@ int verb_replay(int argc, char **argv)
 	struct ptd_request req;
 	_cleanup_free_ char *path = NULL;
 	bool lossy = false;
-	uint64_t session;
+	uint64_t session, jobs = 0;
 	FILE *f = NULL;
 	int c, r = 0;
 
@@ -144,9 +145,20 @@ int verb_replay(int argc, char **argv)
 			lossy = c == 'y';
 			continue;
 		}
+		if (c == 'j') {
+			/* ptd holds it to its max_decode_jobs */
+			if (ptd_parse_u64(optarg, 10, &jobs) < 0 ||
+			    jobs == 0 || jobs > PTD_DECODE_MAX_JOBS) {
+				errx_msg("--jobs: expected a number of threads "
+					 "from 1 to %u, got '%s'",
+					 PTD_DECODE_MAX_JOBS, optarg);
+				return EXIT_USAGE;
+			}
+			continue;
+		}
 		if (c == 'h')
 			printf("Usage: ptctl replay [--lossy] [--symbols] "
-			       "[stream options] TRACE\n\n"
+			       "[--jobs N] [stream options] TRACE\n\n"
 			       "ptd decodes the saved TRACE (a capture, "
 			       "bundle, perf.data or LLDB bundle,\nread with "
 			       "your permissions) as a session; its records "
@@ -158,7 +170,11 @@ int verb_replay(int argc, char **argv)
 			       "files the trace\nnames, read with your "
 			       "rights.  --kinds with first_exec or counters: "
 			       "ptd counts\nthe replay (--top K, --every MS as "
-			       "ptctl stream's).\n");
+			       "ptctl stream's).\n--jobs N: ptd decodes on "
+			       "the instruction path, each thread's trace on "
+			       "N\nthreads (at most ptd.conf's "
+			       "max_decode_jobs); the records are the same "
+			       "for any N.\n");
 		return c == 'h' ? 0 : r ? r : EXIT_USAGE;
 	}
 	if (optind + 1 != argc) {
@@ -179,6 +195,7 @@ int verb_replay(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	req.lossless = !lossy;
+	req.jobs = (unsigned)jobs;
 	req.symbols = spec.symbols;
 	/* first_exec, counters or traces asked for: ptd counts the replay */
 	req.counters = (spec.kinds & PTD_COUNTERS_KINDS) != 0;
@@ -302,6 +319,13 @@ static void print_status(const cJSON *res)
 	       str_of(res, "state"));
 	if (*str_of(res, "buffers"))	/* live sessions */
 		printf("  buffers: %s\n", str_of(res, "buffers"));
+	if (num_of(res, "jobs") > 0)	/* replay --jobs */
+		printf("  decode: %s path, %.0f job(s), traces cut into %.0f "
+		       "part(s)\n", str_of(res, "decoder"), num_of(res, "jobs"),
+		       num_of(res, "parts"));
+	if (num_of(res, "serial_parts") > 0)
+		printf("  note: %.0f of those parts decoded serially: %s\n",
+		       num_of(res, "serial_parts"), str_of(res, "serial_why"));
 	if (*str_of(res, "record_state"))	/* attached with --record */
 		printf("  record: %s%s%s\n", str_of(res, "record_state"),
 		       *str_of(res, "record_error") ? ": " : "",

@@ -58,6 +58,7 @@ static cJSON *session_summary(struct srv_session *ss)
 					ptd_input_kind_name(ss->input_kind));
 		cJSON_AddStringToObject(o, "path", ss->path);
 		cJSON_AddBoolToObject(o, "lossless", ss->lossless);
+		srv_replay_decode_summary(ss, o);
 	} else {
 		cJSON_AddStringToObject(o, "source",
 					ptd_source_name(ss->source));
@@ -153,6 +154,17 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 	cJSON_AddNumberToObject(res, "threads_refused", st.threads_refused);
 	cJSON_AddNumberToObject(res, "identity_mismatches",
 				(double)st.identity_mismatches);
+	if (ss->jobs > 1) {
+		/* the parts the threads' traces were cut into; those a
+		 * parallel decode could not prove the records of it decoded
+		 * serially (the records are the same) */
+		cJSON_AddNumberToObject(res, "parts", (double)st.parts);
+		cJSON_AddNumberToObject(res, "serial_parts",
+					(double)st.serial_parts);
+		if (st.serial_why)
+			cJSON_AddStringToObject(res, "serial_why",
+						st.serial_why);
+	}
 	srv_children_counts(ss, res);
 	cJSON_AddNumberToObject(res, "memory",
 				(double)atomic_load(&ss->acct.charged));

@@ -45,10 +45,18 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 	memset(o, 0, sizeof(*o));
 	o->path = req->path;
 	/* The block path: the same insn records as the instruction path
-	 * (the differential tests hold both to it), each block's
-	 * instructions from the instruction cache instead of one
-	 * pt_insn_next each: what ptctl decode does by default. */
-	o->input.decode.path = PTD_PATH_BLOCK;
+	 * on clean, untimed traces (the differential tests hold both to
+	 * it), each block's instructions from the instruction cache instead
+	 * of one pt_insn_next each: what ptctl decode does by default.
+	 * "jobs": the instruction path, each thread on that many threads.
+	 * The block path is always decoded serially (decode/parallel.h: its
+	 * block cache), and its records are not the instruction path's
+	 * everywhere: an insn record's time is its block's, and around a
+	 * decode error it drops the rest of a run.  So any "jobs", 1
+	 * included, means the instruction path: the records of a replay
+	 * are then the same bytes whatever the number (doc/protocol.md). */
+	o->input.decode.path = req->jobs ? PTD_PATH_INSN : PTD_PATH_BLOCK;
+	o->input.decode.jobs = req->jobs;
 	o->input.decode.want =
 		PTD_FILTER_DEFAULT_KINDS | PTD_REC_BIT(PTD_REC_CALL);
 	o->input.have_tid = req->has_tid;
@@ -74,7 +82,17 @@ static cJSON *replay_result(const struct srv_session *ss,
 	cJSON_AddNumberToObject(res, "pid", (double)info->pid);
 	cJSON_AddNumberToObject(res, "threads", (double)info->nthreads);
 	cJSON_AddBoolToObject(res, "lossless", ss->lossless);
+	srv_replay_decode_summary(ss, res);
 	return res;
+}
+
+/* How a replay decodes: "decoder", the path of decoder.h ("path" is the
+ * trace's), and "jobs" if asked. */
+void srv_replay_decode_summary(const struct srv_session *ss, cJSON *o)
+{
+	cJSON_AddStringToObject(o, "decoder", ss->jobs ? "insn" : "block");
+	if (ss->jobs)
+		cJSON_AddNumberToObject(o, "jobs", ss->jobs);
 }
 
 /* Refuse @ss's replay (logged; answered if its client is still there)
@@ -121,7 +139,20 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 				ptd_strerror(r < 0 ? r : -ENOMEM));
 		return;
 	}
-	if (srv_memory_refused(s, c, &c->peer, req, &ss->acct, PTD_MEMLIMIT_REPLAY_BYTES,
+	if (req->jobs > s->cfg.max_decode_jobs) {
+		srv_session_free(ss);
+		free(groups);
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"jobs: %u is more than this ptd allows "
+				"(max_decode_jobs = %u)", req->jobs,
+				s->cfg.max_decode_jobs);
+		return;
+	}
+	if (srv_memory_refused(s, c, &c->peer, req, &ss->acct,
+			       PTD_MEMLIMIT_REPLAY_BYTES +
+				       (req->jobs > 1 ? (req->jobs + 2ull) *
+							PTD_MEMLIMIT_REPLAY_PART_BYTES
+						      : 0),
 			       "a replay")) {
 		free(groups);
 		srv_session_free(ss);
@@ -160,6 +191,7 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 	ss->srv = s;
 	ss->owner = c->peer.uid;
 	ss->lossless = req->lossless;
+	ss->jobs = req->jobs;
 	srv_session_sink(ss, false, &sink);
 	r = ptd_replay_begin(&o, &sink, &ss->rp, &diag);
 	free(groups);

@@ -195,6 +195,7 @@ struct srv_session {
 	struct srv_pending start;
 	enum ptd_input_kind input_kind;
 	bool lossless;
+	unsigned jobs;			/* replay: the request's "jobs"; 0 none */
 	/* options.record: where the session's capture is spooled (ptd's own
 	 * directory, removed with the session), and the record request
 	 * (loop only; record.c). */
@@ -513,6 +514,8 @@ void srv_detaches_answer(struct ptd_server *s);
 srv_cmd_fn srv_cmd_replay;
 void srv_replays_answer(struct ptd_server *s);
 int srv_replays_timeout(const struct ptd_server *s);
+/* A replay's "decoder" and "jobs" into @o (replay response, list, status). */
+void srv_replay_decode_summary(const struct srv_session *ss, cJSON *o);
 
 /* record.c: options.record's spool (attach), the record command; start:
  * @ss has ended, write its bundle if asked; settled: no record request

@@ -144,6 +144,10 @@ struct ptd_decode_stats {
 	 * first was (a static string; NULL: none was). */
 	uint64_t serial_parts;
 	const char *serial_why;
+	/* opts.jobs > 1: parts the trace was cut into (0: it was not, a
+	 * trace too short for two parts, or one the parallel decoder does
+	 * not cut: decoded serially without a serial_why) */
+	uint64_t parts;
 	/* args.more: the decode stopped at an error whose resync point is
 	 * not in the trace yet, holding back what followed it: it ended
 	 * there, not at the end of the trace. */

@@ -630,6 +630,7 @@ static int par_decode(const struct ptd_decode_opts *o,
 		r = ptd_decode_thread(&p.po, a, fn, ctx, stats);
 		if (stats && r >= 0) {
 			stats->serial_parts = n;
+			stats->parts = n;
 			stats->serial_why =
 				(o->want & PTD_REC_BIT(PTD_REC_BLOCK))
 					? "block records: where libipt ends a "
@@ -735,12 +736,14 @@ out:
 		memset(&st, 0, sizeof(st));
 		r = serial(&p.po, a, fn, ctx, delivered, &st);
 		st.serial_parts = p.nparts - bad;
+		st.parts = p.nparts;
 		st.serial_why = why;
 		if (stats)
 			*stats = st;
 		par_fini(&p);
 		return r;
 	}
+	tot.parts = p.nparts;
 	par_fini(&p);
 	if (rc) {
 		if (stats) {

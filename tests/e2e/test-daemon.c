@@ -1138,7 +1138,10 @@ static size_t count_lines(const char *text, const char *prefix)
 /* `ptctl replay TRACE > file` loses nothing by default, however small
  * the subscriber queue and however the reader keeps up (it lost 26-72%
  * of a trace before: replays were lossy unless asked); --lossy asks for
- * a live session's dropping, which the session then shows. */
+ * a live session's dropping, which the session then shows.  --jobs N
+ * reaches ptd (list shows it), the same records; over ptd's
+ * max_decode_jobs it is refused by ptd naming the setting, and a bad N
+ * by ptctl. */
 static void test_ptctl_replay(void)
 {
 	struct daemon d;
@@ -1149,11 +1152,16 @@ static void test_ptctl_replay(void)
 				     "60000", "--", prog, "1", NULL };
 	const char *replay_args[] = { "replay", capdir, NULL };
 	const char *lossy_args[] = { "replay", "--lossy", capdir, NULL };
+	const char *jobs_args[] = { "replay", "--jobs", "2", capdir, NULL };
+	const char *over_args[] = { "replay", "--jobs", "3", capdir, NULL };
+	const char *bad_args[] = { "replay", "--jobs", "0", capdir, NULL };
 	const char *list_args[] = { "list", "--json", NULL };
+	char err[700];
 	uint64_t truth = 0;
 	size_t len = 0;
 
-	REQUIRE(daemon_start(&d, "replay", "subscriber_queue_size = 16k\n"));
+	REQUIRE(daemon_start(&d, "replay", "subscriber_queue_size = 16k\n"
+					   "max_decode_jobs = 2\n"));
 	(void)snprintf(prog, sizeof(prog), "%s/prog-loop", progs);
 	(void)snprintf(capdir, sizeof(capdir), "%s/cap", d.dir);
 	(void)snprintf(out, sizeof(out), "%s/trace.out", d.dir);
@@ -1177,11 +1185,32 @@ static void test_ptctl_replay(void)
 	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
 	CHECK(strstr(text, "\"type\":\"bye\"") != NULL);
 	free(text);
+
+	(void)snprintf(out, sizeof(out), "%s/jobs.out", d.dir);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, out, NULL, jobs_args)), 0);
+	REQUIRE(ptd_file_read_all(out, 1u << 30, &text, &len) == 0);
+	CHECK_EQ_U64(count_lines(text, "{\"type\":\"insn\""), truth);
+	free(text);
+	(void)snprintf(out, sizeof(out), "%s/over.out", d.dir);
+	(void)snprintf(err, sizeof(err), "%s/over.err", d.dir);
+	CHECK(wait_exit(ptctl_spawn(&d, out, err, over_args)) != 0);
+	REQUIRE(ptd_file_read_all(err, 1u << 20, &text, &len) == 0);
+	CHECK_CONTAINS(text, "jobs: 3 is more than this ptd allows "
+			     "(max_decode_jobs = 2)");
+	free(text);
+	(void)snprintf(err, sizeof(err), "%s/bad.err", d.dir);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, out, err, bad_args)), 1);
+	REQUIRE(ptd_file_read_all(err, 1u << 20, &text, &len) == 0);
+	CHECK_CONTAINS(text, "--jobs: expected a number of threads from 1 "
+			     "to 64, got '0'");
+	free(text);
 	(void)snprintf(out, sizeof(out), "%s/list.out", d.dir);
 	CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, out, NULL, list_args)), 0);
 	REQUIRE(ptd_file_read_all(out, 1u << 20, &text, &len) == 0);
 	CHECK_CONTAINS(text, "\"lossless\":true");
 	CHECK_CONTAINS(text, "\"lossless\":false");
+	CHECK_CONTAINS(text, "\"decoder\":\"insn\",\"jobs\":2");
+	CHECK_CONTAINS(text, "\"decoder\":\"block\"");
 	free(text);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }

@@ -37,6 +37,7 @@ static const char *config_diff(const struct ptd_config *a,
 	F(user_memory_limit);
 	F(max_watch_rules_per_user);
 	F(max_triggers_per_user);
+	F(max_decode_jobs);
 #undef F
 #undef S
 	return NULL;
@@ -65,6 +66,7 @@ static void config_poison(struct ptd_config *c)
 	c->user_memory_limit = 99999999;
 	c->max_watch_rules_per_user = 63;
 	c->max_triggers_per_user = 255;
+	c->max_decode_jobs = 63;
 }
 
 static int parse_str(const char *text, struct ptd_config *c,
@@ -98,6 +100,7 @@ static void test_defaults(void)
 	CHECK_EQ_U64(c.user_memory_limit, 1ull << 30);
 	CHECK_EQ_INT(c.max_watch_rules_per_user, 4);
 	CHECK_EQ_INT(c.max_triggers_per_user, 8);
+	CHECK_EQ_INT(c.max_decode_jobs, 4);
 	/* The poison really differs everywhere (else the shipped-file test
 	 * below would prove nothing for that field). */
 	config_poison(&p);
@@ -108,7 +111,7 @@ static void test_defaults(void)
 	D(subscriber_queue_size); D(subscriber_stall_ms);
 	D(max_request_size); D(log_level);
 	D(user_memory_limit); D(max_watch_rules_per_user);
-	D(max_triggers_per_user);
+	D(max_triggers_per_user); D(max_decode_jobs);
 #undef D
 	CHECK(strcmp(p.socket_path, c.socket_path) != 0);
 	CHECK(strcmp(p.socket_group, c.socket_group) != 0);
@@ -186,7 +189,7 @@ static void test_shipped_conf_is_defaults(void)
 	if (why)
 		CHECK_FAIL_("conf/ptd.conf disagrees with the defaults on %s",
 			    why);
-	CHECK_EQ_INT(settings, 19);
+	CHECK_EQ_INT(settings, 20);
 }
 
 static void test_all_keys(void)
@@ -215,6 +218,7 @@ static void test_all_keys(void)
 		"user_memory_limit = 3G\n"
 		"max_watch_rules_per_user = 64\n"
 		"max_triggers_per_user = 256\n"
+		"max_decode_jobs = 64\n"
 		"log_level = debug";	/* no final newline */
 
 	ptd_config_defaults(&c);
@@ -238,6 +242,7 @@ static void test_all_keys(void)
 	CHECK_EQ_U64(c.user_memory_limit, 3ull << 30);
 	CHECK_EQ_INT(c.max_watch_rules_per_user, 64);
 	CHECK_EQ_INT(c.max_triggers_per_user, 256);
+	CHECK_EQ_INT(c.max_decode_jobs, 64);
 }
 
 static void test_booleans_and_levels(void)
@@ -312,6 +317,13 @@ static const struct {
 	  "max_watch_rules_per_user: 65 is out of range (1..64)" },
 	{ "max_triggers_per_user = 0\n", -PTD_EFORMAT,
 	  "max_triggers_per_user: 0 is out of range (1..256)" },
+	{ "max_decode_jobs = 0\n", -PTD_EFORMAT,
+	  "max_decode_jobs: 0 is out of range (1..64)" },
+	{ "max_decode_jobs = 65\n", -PTD_EFORMAT,
+	  "max_decode_jobs: 65 is out of range (1..64)" },
+	{ "max_decode_jobs = -1\n", -PTD_EFORMAT, "max_decode_jobs: " },
+	{ "max_decode_jobs = two\n", -PTD_EFORMAT,
+	  "max_decode_jobs: 'two' is not a number" },
 	{ "max_connections = 65537\n", -PTD_EFORMAT,
 	  "max_connections: 65537 is out of range (1..65536)" },
 	{ "max_connections = 4294967297\n", -PTD_EFORMAT, "out of range" },

@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "daemon/proto.h"
+#include "decode/decoder.h"
 
 static int parse(const char *s, struct ptd_request *req, struct ptd_diag *d)
 {
@@ -242,6 +243,49 @@ static void test_replay(void)
 	bad("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\",\"lossy\":false,"
 	    "\"lossless\":false}", -PTD_EFORMAT,
 	    "replay: lossy: contradicts \"lossless\"");
+}
+
+/* replay's "jobs": an integer from 1 to PTD_DECODE_MAX_JOBS (the server
+ * holds it to max_decode_jobs: test-replay); absent: 0. */
+static void test_replay_jobs(void)
+{
+	static const struct {
+		const char *v, *msg;
+	} badv[] = {
+		{ "0", "replay: jobs: 0 out of range" },
+		{ "-1", "replay: jobs: expected a non-negative integer" },
+		{ "65", "replay: jobs: 65 out of range" },
+		{ "1.5", "replay: jobs: expected an integer, not a fraction" },
+		{ "\"2\"", "replay: jobs: expected an integer, not a string" },
+		{ "true", "replay: jobs: expected an integer" },
+		{ "null", "replay: jobs: expected an integer" },
+	};
+	static const unsigned good[] = { 1, 2, PTD_DECODE_MAX_JOBS };
+	struct ptd_request req;
+	struct ptd_diag d;
+	char line[160];
+
+	REQUIRE(parse("{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\"}", &req,
+		      &d) == 0);
+	CHECK_EQ_INT(req.jobs, 0);
+	ptd_request_fini(&req);
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		(void)snprintf(line, sizeof(line),
+			       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\","
+			       "\"jobs\":%u}", good[i]);
+		REQUIRE(parse(line, &req, &d) == 0);
+		CHECK_EQ_INT(req.jobs, good[i]);
+		ptd_request_fini(&req);
+	}
+	for (size_t i = 0; i < sizeof(badv) / sizeof(badv[0]); i++) {
+		(void)snprintf(line, sizeof(line),
+			       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"/t\","
+			       "\"jobs\":%s}", badv[i].v);
+		bad(line, -PTD_EFORMAT, badv[i].msg);
+	}
+	/* not a field of other commands */
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"jobs\":2}",
+	    -PTD_EFORMAT, "unknown field \"jobs\"");
 }
 
 #define SUB(rest) "{\"id\":1,\"cmd\":\"subscribe\",\"session\":1," rest "}"
@@ -564,6 +608,7 @@ static void test_request_lines(void)
 		"[\"type\",\"ip\"],\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"counters\":true}",
+		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"jobs\":3}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"kinds\":"
 		"[\"insn\",\"first_exec\",\"counters\"],\"counters\":"
 		"{\"every_ms\":500,\"top\":7}}",
@@ -725,6 +770,7 @@ int main(void)
 	RUN(test_session_cmds);
 	RUN(test_subscribe);
 	RUN(test_replay);
+	RUN(test_replay_jobs);
 	RUN(test_responses);
 	RUN(test_request_lines);
 	RUN(test_triggers);
