@@ -6,7 +6,8 @@
  * symbols and call records, feed them to lib/views/stacks.h and write
  * what it makes (doc/views.md).  ptctl coverage: the trace's exact
  * execution counts (decode/counters.h) per module and function, as text
- * or lcov (lib/views/coverage.h).
+ * or lcov (lib/views/coverage.h).  Each takes a session of ptd's too,
+ * recorded by ptd once it ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -229,13 +230,25 @@ static bool is_session_arg(const char *s)
 	return lstat(s, &st) < 0 && errno == ENOENT;
 }
 
-/* ptctl coverage SESSION: the session's trace, recorded by ptd into a
+static int view_write(enum view_kind kind, const char *in,
+		      const char *label, struct view_args *va);
+
+/* A view of @in, named @label where the view names its input. */
+static int view_of(enum view_kind kind, const char *in, const char *label,
+		   struct view_args *va)
+{
+	return kind == VIEW_COVERAGE ? coverage_write(in, label, va)
+				     : view_write(kind, in, label, va);
+}
+
+/* A view of SESSION: the session's trace, recorded by ptd into a
  * directory of ours (it must have been attached with --record; ptd
  * answers once the session has ended and the bundle is written), then
  * read as any bundle. */
-static int coverage_session(const char *arg, struct view_args *va)
+static int view_session(enum view_kind kind, const char *arg,
+			struct view_args *va)
 {
-	char dir[] = "/tmp/ptctl-coverage-XXXXXX", label[64];
+	char dir[] = "/tmp/ptctl-view-XXXXXX", label[64];
 	struct ptd_response resp;
 	uint64_t session;
 	FILE *f = NULL;
@@ -258,13 +271,13 @@ static int coverage_session(const char *arg, struct view_args *va)
 		fclose(f);
 	(void)snprintf(label, sizeof(label), "session %" PRIu64, session);
 	if (!r)
-		r = coverage_write(dir, label, va);
+		r = view_of(kind, dir, label, va);
 	(void)ptd_rm_rf(dir);
 	return r;
 }
 
 static int view_write(enum view_kind kind, const char *in,
-		      struct view_args *va)
+		      const char *label, struct view_args *va)
 {
 	struct ptd_stacks_ops ops, *opsp = NULL;
 	struct ptd_perfetto *pf = NULL;
@@ -304,7 +317,7 @@ static int view_write(enum view_kind kind, const char *in,
 	}
 	r = ptd_stacks_finish(v.stacks);
 	if (r == 0 && pf) {
-		r = ptd_perfetto_finish(pf, in, v.source);
+		r = ptd_perfetto_finish(pf, label, v.source);
 	} else if (r == 0) {
 		struct ptd_flamegraph_opts fo = { va->title, NULL, 0,
 						  va->min_width };
@@ -345,13 +358,10 @@ static void help_view(enum view_kind kind, FILE *f)
 			   "                    lines from DWARF (genhtml "
 			   "reads it)\n"
 			   "  --output FILE     as --out\n"
-			   "  --test-name NAME  lcov's TN: (default empty)\n"
-			   "SESSION: a ptd session attached with --record: "
-			   "ptd records it once it\nhas ended (waiting for "
-			   "that), and its bundle is read.\n");
+			   "  --test-name NAME  lcov's TN: (default empty)\n");
 	else if (kind == VIEW_PERFETTO)
 		fprintf(f, "Usage: ptctl export --format perfetto [OPTIONS] "
-			   "TRACE\n\n"
+			   "TRACE|SESSION\n\n"
 			   "Write the calls of a saved trace as a Chrome JSON "
 			   "trace (Perfetto's UI,\nchrome://tracing): one "
 			   "track per thread, a slice per function call, "
@@ -365,7 +375,7 @@ static void help_view(enum view_kind kind, FILE *f)
 			   "                    tell calls apart: a PSB's TSC "
 			   "alone)\n");
 	else
-		fprintf(f, "Usage: ptctl flamegraph [OPTIONS] TRACE\n\n"
+		fprintf(f, "Usage: ptctl flamegraph [OPTIONS] TRACE|SESSION\n\n"
 			   "Write an SVG flame graph of a saved trace's "
 			   "exact instruction counts by\nstack (every "
 			   "thread's, merged).\n"
@@ -375,6 +385,9 @@ static void help_view(enum view_kind kind, FILE *f)
 	fprintf(f,
 		"TRACE: what ptctl decode reads (capture, bundle, perf.data, "
 		"LLDB bundle).\n"
+		"SESSION: a ptd session attached with --record: ptd records "
+		"it once it has\nended (waiting for that), and its bundle is "
+		"read.\n"
 		"  --out FILE        write to FILE (not replaced if it "
 		"exists; default stdout)\n"
 		"  --tid TID         one thread only\n"
@@ -509,7 +522,7 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc) {
-		errx_msg("expected one TRACE (see ptctl %s --help)",
+		errx_msg("expected one TRACE or SESSION (see ptctl %s --help)",
 			 kind == VIEW_PERFETTO	   ? "export --format perfetto"
 			 : kind == VIEW_COVERAGE ? "coverage"
 						 : "flamegraph");
@@ -523,10 +536,9 @@ static int view_main(enum view_kind kind, int argc, char **argv)
 	}
 	r = decode_symbols_open(&va.d);
 	if (r == 0)
-		r = kind != VIEW_COVERAGE ? view_write(kind, argv[optind], &va)
-		    : is_session_arg(argv[optind])
-			    ? coverage_session(argv[optind], &va)
-			    : coverage_write(argv[optind], argv[optind], &va);
+		r = is_session_arg(argv[optind])
+			    ? view_session(kind, argv[optind], &va)
+			    : view_of(kind, argv[optind], argv[optind], &va);
 	decode_symbols_close(&va.d);
 	return r;
 }

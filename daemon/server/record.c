@@ -86,22 +86,29 @@ void srv_record_start(struct srv_session *ss)
 	}
 }
 
+/* Forget @ss's record request (its thread, if any, joined). */
+static void record_free(struct srv_session *ss)
+{
+	struct srv_record *rc = ss->rec;
+
+	if (!rc)
+		return;
+	if (rc->started)
+		(void)pthread_join(rc->th, NULL);
+	if (rc->fd >= 0)
+		close(rc->fd);
+	srv_pending_clear(&rc->wait);
+	free(rc->groups);
+	free(rc);
+	ss->rec = NULL;
+}
+
 /* Forget @ss's record request and spool (the session is being freed). */
 void srv_record_forget(struct srv_session *ss)
 {
-	struct srv_record *rc = ss->rec;
 	int r;
 
-	if (rc) {
-		if (rc->started)
-			(void)pthread_join(rc->th, NULL);
-		if (rc->fd >= 0)
-			close(rc->fd);
-		srv_pending_clear(&rc->wait);
-		free(rc->groups);
-		free(rc);
-		ss->rec = NULL;
-	}
+	record_free(ss);
 	if (ss->spool) {
 		r = ptd_rm_rf(ss->spool);
 		if (r < 0)
@@ -259,7 +266,7 @@ void srv_cmd_record(struct ptd_server *s, struct conn *c,
 				"the request (SCM_RIGHTS)");
 		return;
 	}
-	if (ss->rec) {
+	if (ss->rec && !ss->rec->answered) {
 		srv_reply_error(c, req->id, PTD_ERR_LIMIT,
 				"session %" PRIu64 " is already being recorded",
 				ss->id);
@@ -283,6 +290,9 @@ void srv_cmd_record(struct ptd_server *s, struct conn *c,
 		return;
 	}
 	rc->ngroups = (size_t)r;
+	/* a bundle written before: the spool is still there to write
+	 * another (a second view of the session, as long as it lingers) */
+	record_free(ss);
 	rc->srv = s;
 	rc->spool = ss->spool;
 	rc->fd = c->pass_fd;

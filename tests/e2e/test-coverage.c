@@ -23,7 +23,8 @@
  *    the text as before and lcov without its lines, naming the file;
  *  - a session of ptd's (attached with record) as SESSION: ptd records it
  *    into ptctl's directory once it has ended, and its coverage is the
- *    coverage of that bundle (the program's loop function among it);
+ *    coverage of that bundle (the program's loop function among it); its
+ *    Perfetto export and flame graph likewise (recorded again);
  *  - bad usage and missing inputs are refused, naming them.
  * Without libdw in the build, the lcov checks skip, saying so, and the
  * refusal of --format lcov is checked instead.
@@ -688,6 +689,33 @@ static void test_session(void)
 	free(text);
 	free(msg);
 	msg = NULL;
+	/* the other views of the same session, recorded again */
+	{
+		const char *pf[] = { "export", "--format", "perfetto", sid,
+				     NULL };
+		const char *fg[] = { "flamegraph", sid, NULL };
+		const char *const *views[] = { pf, fg };
+		static const char *const want_in[] = {
+			"\"input\":\"session ", "<svg" };
+
+		for (size_t i = 0; i < 2; i++) {
+			p = ptctl_spawn(&d, out, err, views[i]);
+			REQUIRE(p > 0);
+			rc = wait_target(p, 300000);
+			(void)ptd_file_read_all(err, 1 << 16, &msg, &len);
+			if (rc != 0)
+				fprintf(stderr, "  %s %s: exit %d: %s\n",
+					views[i][0], sid, rc, msg ? msg : "");
+			CHECK_EQ_INT(rc, 0);
+			free(msg);
+			msg = NULL;
+			REQUIRE(ptd_file_read_all(out, 1 << 24, &text, &len) ==
+				0);
+			CHECK_CONTAINS(text, want_in[i]);
+			CHECK_CONTAINS(text, "collatz");
+			free(text);
+		}
+	}
 	/* no such session: refused, saying so */
 	p = ptctl_spawn(&d, out, err, bad);
 	REQUIRE(p > 0);
