@@ -302,28 +302,64 @@ static char *decode(const char *dir, const char *const *extra,
 	return out;
 }
 
-static void run_threshold(const char *dir, const char *arg,
-			  unsigned threshold)
+/* decode() of @dir at threshold @arg, checked to give the same bytes on
+ * the instruction path and through the parallel decoder on both paths;
+ * NULL if it failed. */
+static char *decode_all_ways(const char *dir, const char *arg)
 {
 	static const char *const insn_path[] = { "--path", "insn", NULL };
 	static const char *const par_insn[] = { "--jobs", "2", "--part-size",
 						"1", "--path", "insn", NULL };
 	static const char *const par_blk[] = { "--jobs", "2", NULL };
 	const char *const *other[] = { insn_path, par_insn, par_blk };
-	const struct trec *prog = NULL, *jit = NULL, *wd = NULL,
-			  *again = NULL;
-	struct seen s = { 0 };
 	char *out = decode(dir, NULL, arg);
 
-	REQUIRE(out);
-	for (size_t i = 0; i < 3; i++) {
+	for (size_t i = 0; out && i < 3; i++) {
 		char *o2 = decode(dir, other[i], arg);
 
 		if (!o2 || strcmp(out, o2))
-			CHECK_FAIL_("threshold %u: %s %s gives other records",
-				    threshold, other[i][0], other[i][1]);
+			CHECK_FAIL_("%s, threshold %s: %s %s gives other "
+				    "records", dir, arg ? arg : "default",
+				    other[i][0], other[i][1]);
 		free(o2);
 	}
+	return out;
+}
+
+/* ptctl trace of @prog (@arg: its argument, or NULL) from its entry into
+ * workdir/@name, whose path goes to @dir.  Returns whether it worked. */
+static bool capture(const char *name, const char *prog, const char *arg,
+		    char *dir, size_t dirsz)
+{
+	const char *args[] = { "trace", "--out", dir, "--start", "entry",
+			       "--no-decode", "--quiet-target", "--", prog,
+			       arg, NULL };
+	struct run r;
+	bool ok;
+
+	(void)snprintf(dir, dirsz, "%s/%s", workdir, name);
+	if (access(prog, X_OK) != 0) {
+		CHECK_FAIL_("%s is not built", prog);
+		return false;
+	}
+	r = run_cmd(ptctl, args, workdir);
+	ok = r.status == 0;
+	if (!ok)
+		CHECK_FAIL_("ptctl trace %s: %d: %s", prog, r.status,
+			    r.err ? r.err : "");
+	run_free(&r);
+	return ok;
+}
+
+static void run_threshold(const char *dir, const char *arg,
+			  unsigned threshold)
+{
+	const struct trec *prog = NULL, *jit = NULL, *wd = NULL,
+			  *again = NULL;
+	struct seen s = { 0 };
+	char *out = decode_all_ways(dir, arg);
+
+	REQUIRE(out);
 	parse(&s, out);
 	free(out);
 	check_truth(dir, &s);
@@ -385,28 +421,10 @@ static void run_threshold(const char *dir, const char *arg,
 static void test_jitloop(void)
 {
 	char prog[700], dir[600];
-	struct run r;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-jitloop", progs);
-	if (access(prog, X_OK) != 0) {
-		CHECK_FAIL_("%s is not built", prog);
+	if (!capture("jitloop", prog, NULL, dir, sizeof(dir)))
 		return;
-	}
-	(void)snprintf(dir, sizeof(dir), "%s/jitloop", workdir);
-	{
-		const char *args[] = { "trace", "--out", dir, "--start",
-				       "entry", "--no-decode",
-				       "--quiet-target", "--", prog, NULL };
-
-		r = run_cmd(ptctl, args, workdir);
-	}
-	if (r.status != 0) {
-		CHECK_FAIL_("ptctl trace: %d: %s", r.status,
-			    r.err ? r.err : "");
-		run_free(&r);
-		return;
-	}
-	run_free(&r);
 	run_threshold(dir, NULL, 50);
 	run_threshold(dir, "10", 10);
 	/* with symbols, the head's: the program's loop is in main */
@@ -427,45 +445,18 @@ static void test_jitloop(void)
  * the library is mapped again and its loop forms a trace anew. */
 static void test_dlopen(void)
 {
-	static const char *const insn_path[] = { "--path", "insn", NULL };
-	static const char *const par_insn[] = { "--jobs", "2", "--part-size",
-						"1", "--path", "insn", NULL };
-	const char *const *other[] = { insn_path, par_insn };
 	char prog[700], lib[700], dir[600];
 	const struct trec *wd = NULL;
 	size_t nlib = 0, nafter = 0;
 	struct seen s = { 0 };
-	struct run r;
 	char *out;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-dlopen", progs);
 	(void)snprintf(lib, sizeof(lib), "%s/libptdtarget.so", progs);
-	(void)snprintf(dir, sizeof(dir), "%s/dlopen", workdir);
-	{
-		const char *args[] = { "trace", "--out", dir, "--start",
-				       "entry", "--no-decode",
-				       "--quiet-target", "--", prog, lib,
-				       NULL };
-
-		r = run_cmd(ptctl, args, workdir);
-	}
-	if (r.status != 0) {
-		CHECK_FAIL_("ptctl trace: %d: %s", r.status,
-			    r.err ? r.err : "");
-		run_free(&r);
+	if (!capture("dlopen", prog, lib, dir, sizeof(dir)))
 		return;
-	}
-	run_free(&r);
-	out = decode(dir, NULL, "3");
+	out = decode_all_ways(dir, "3");
 	REQUIRE(out);
-	for (size_t i = 0; i < 2; i++) {
-		char *o2 = decode(dir, other[i], "3");
-
-		if (!o2 || strcmp(out, o2))
-			CHECK_FAIL_("%s %s gives other records", other[i][0],
-				    other[i][1]);
-		free(o2);
-	}
 	parse(&s, out);
 	free(out);
 	check_truth(dir, &s);

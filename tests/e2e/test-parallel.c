@@ -251,7 +251,7 @@ static void damaged(const char *name, const char *prog, const char *period,
 	struct ptd_diag diag = { "" };
 	char *orig = NULL, *buf;
 	size_t len = 0;
-	uint64_t x = 0x9e3779b97f4a7c15ull;
+	uint64_t x = PTDAMAGE_SEED;
 
 	(void)snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
 	capture(dir, prog, opts);
@@ -271,12 +271,7 @@ static void damaged(const char *name, const char *prog, const char *period,
 		if (seed == 4)
 			CHECK(ptdamage_tips_before_psbs((uint8_t *)buf, len,
 							NULL) > 0);
-		for (unsigned i = 0; i < flips; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			buf[(x >> 8) % len] = (char)(x >> 40);
-		}
+		ptdamage_flip_bytes((uint8_t *)buf, len, flips, &x);
 		REQUIRE(ptd_file_write_atomic(ptpath, buf, len) == 0);
 		{
 			struct run r = decode("insn", NULL, NULL, NULL, dir);

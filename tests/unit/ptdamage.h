@@ -118,4 +118,24 @@ static inline uint8_t *ptdamage_pad_after_psbend(const uint8_t *pt,
 	return out;
 }
 
+/* Set @n bytes of @buf (@len > 0) chosen by xorshift64 from *@state (go
+ * on with the same state for the next choice) to values it chooses: the
+ * same damage for the same state, run after run. */
+static inline void ptdamage_flip_bytes(uint8_t *buf, size_t len, unsigned n,
+				       uint64_t *state)
+{
+	uint64_t x = *state;
+
+	for (unsigned i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[(x >> 8) % len] = (uint8_t)(x >> 40);
+	}
+	*state = x;
+}
+
+/* The state ptdamage_flip_bytes starts from in the tests. */
+#define PTDAMAGE_SEED 0x9e3779b97f4a7c15ull
+
 #endif

@@ -1544,19 +1544,14 @@ static size_t capture_pt_bytes(const char *dir, char *ptpath, size_t size)
 static void damage_capture(const char *dir, unsigned flips)
 {
 	char ptpath[300];
-	uint64_t x = 0x9e3779b97f4a7c15ull;
+	uint64_t x = PTDAMAGE_SEED;
 	char *buf = NULL;
 	size_t len = 0;
 
 	REQUIRE(capture_pt_bytes(dir, ptpath, sizeof(ptpath)) > 1024);
 	REQUIRE(ptd_file_read_all(ptpath, 1u << 30, &buf, &len) == 0);
 	CHECK(ptdamage_tips_before_psbs((uint8_t *)buf, len, NULL) > 0);
-	for (unsigned i = 0; i < flips; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		buf[(x >> 8) % len] = (char)(x >> 40);
-	}
+	ptdamage_flip_bytes((uint8_t *)buf, len, flips, &x);
 	REQUIRE(ptd_file_write_atomic(ptpath, buf, len) == 0);
 	free(buf);
 }
