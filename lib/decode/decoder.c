@@ -581,6 +581,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	r->u.insn.json_body_len = 0;
 	r->u.insn.json_body_nosym_len = 0;
 	r->u.insn.sym = NULL;
+	r->u.insn.symoff = 0;
 	r->u.insn.cslot = 0;
 	r->u.insn.gen = 0;
 	d->next_flags = 0;
@@ -1008,13 +1009,15 @@ static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
 	r->mode = in->mode;
 	r->iclass = in->iclass;
 	r->size = in->size <= pt_max_insn_size ? in->size : pt_max_insn_size;
-	memcpy(r->raw, in->raw, r->size);
+	/* all of it: a copy of fixed size is two moves, not a call */
+	memcpy(r->raw, in->raw, sizeof(r->raw));
 	if (in->speculative)
 		r->flags |= PTD_F_SPECULATIVE;
 	if (in->truncated)
 		r->flags |= PTD_F_TRUNCATED;
 	insn_module(d, r);
-	sym_of(d, in->isid, in->ip, in->mode, &r->sym, &r->symoff);
+	if (d->o->symbols)
+		sym_of(d, in->isid, in->ip, in->mode, &r->sym, &r->symoff);
 	return 0;
 }
 
@@ -1268,7 +1271,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		r->mode = b->mode;
 		r->iclass = e->iclass;
 		r->size = e->size;
-		memcpy(r->raw, e->raw, e->size);
+		memcpy(r->raw, e->raw, sizeof(r->raw));
 		if (b->speculative)
 			r->flags |= PTD_F_SPECULATIVE;
 		r->module = e->module;
