@@ -1,11 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Loading ptd's BPF programs (bpfload.h). */
 #include <errno.h>
-#include <linux/capability.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -84,16 +82,4 @@ int ptd_bpf_refusal(int err, const char *what, struct ptd_diag *diag)
 	return ptd_diagf(diag, err, "ptd may not load BPF programs (%s; it "
 			 "needs CAP_BPF and CAP_PERFMON, or root): %s need "
 			 "them", strerror(-err), what);
-}
-
-bool ptd_bpf_has_cap(int cap)
-{
-	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
-	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
-
-	memset(d, 0, sizeof(d));
-	if (cap < 0 || CAP_TO_INDEX(cap) >= _LINUX_CAPABILITY_U32S_3 ||
-	    syscall(SYS_capget, &h, d) < 0)
-		return false;
-	return d[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
 }

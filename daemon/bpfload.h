@@ -36,10 +36,6 @@ int ptd_bpf_check(const char *what, struct ptd_bpf_pidns *ret,
  * capabilities; returns @err. */
 int ptd_bpf_refusal(int err, const char *what, struct ptd_diag *diag);
 
-/* Whether this thread holds capability @cap (CAP_*) in its effective
- * set. */
-bool ptd_bpf_has_cap(int cap);
-
 struct ring_buffer;
 /* A libbpf ring buffer over the BPF_MAP_TYPE_RINGBUF map @map_fd, each
  * sample handed to @fn(@ctx, data, size), into *@ret.  Returns 0, or

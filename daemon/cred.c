@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A thread taking a client's file-system rights (see cred.h).
+ * A thread taking a client's file-system rights, and its capabilities
+ * (see cred.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,26 @@
 #include "common/strutil.h"
 #include "daemon/cred.h"
 
+/* The calling thread's capability sets (capget), into @d.  Returns 0 or
+ * -errno. */
+static int caps_get(struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3])
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+
+	memset(d, 0, sizeof(*d) * _LINUX_CAPABILITY_U32S_3);
+	return syscall(SYS_capget, &h, d) < 0 ? -errno : 0;
+}
+
+bool ptd_cred_has_cap(int cap)
+{
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (cap < 0 || CAP_TO_INDEX(cap) >= _LINUX_CAPABILITY_U32S_3 ||
+	    caps_get(d) < 0)
+		return false;
+	return d[CAP_TO_INDEX(cap)].effective & CAP_TO_MASK(cap);
+}
+
 /* Drop the capabilities that bypass file permissions from this thread's
  * effective and permitted sets (capset acts on the calling thread).  With
  * @keep_read, CAP_DAC_READ_SEARCH stays and is made effective again (the
@@ -26,11 +47,10 @@ static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
 	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
 	size_t i;
+	int r = caps_get(d);
 
-	memset(d, 0, sizeof(d));
-	if (syscall(SYS_capget, &h, d) < 0)
-		return ptd_diagf(diag, -errno, "capget failed: %s",
-				 strerror(errno));
+	if (r < 0)
+		return ptd_diagf(diag, r, "capget failed: %s", strerror(-r));
 	for (i = 0; i < PTD_ARRAY_SIZE(caps); i++) {
 		if (keep_read && caps[i] == CAP_DAC_READ_SEARCH) {
 			if (d[CAP_TO_INDEX(caps[i])].permitted &
@@ -42,7 +62,6 @@ static int drop_dac_caps(bool keep_read, struct ptd_diag *diag)
 		d[CAP_TO_INDEX(caps[i])].effective &= ~CAP_TO_MASK(caps[i]);
 		d[CAP_TO_INDEX(caps[i])].permitted &= ~CAP_TO_MASK(caps[i]);
 	}
-	h.pid = 0;
 	if (syscall(SYS_capset, &h, d) < 0)
 		return ptd_diagf(diag, -errno, "capset failed: %s",
 				 strerror(errno));

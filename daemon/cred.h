@@ -16,6 +16,7 @@
 #ifndef PTD_DAEMON_CRED_H
 #define PTD_DAEMON_CRED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -46,6 +47,10 @@ int ptd_cred_become_reader(const struct ptd_cred *c, struct ptd_diag *diag);
  * what it reads is read with ptd's CAP_DAC_READ_SEARCH, kept effective.
  * Returns as ptd_cred_become_reader. */
 int ptd_cred_become_writer(const struct ptd_cred *c, struct ptd_diag *diag);
+
+/* Whether the calling thread holds capability @cap (CAP_*) in its
+ * effective set (false if it cannot tell). */
+bool ptd_cred_has_cap(int cap);
 
 /* Open @path as ptd_file_open_regular(AT_FDCWD, @path, 0, @ret_st, @diag)
  * does, with @c's file-system rights: on a thread made for it, which takes

@@ -13,6 +13,7 @@
 
 #include "common/strutil.h"
 #include "daemon/bpfload.h"
+#include "daemon/cred.h"
 #include "daemon/trigger.h"
 
 const char *ptd_trigger_action_name(enum ptd_trigger_action a)
@@ -287,7 +288,7 @@ int ptd_triggers_attach(struct ptd_triggers *t, const char *path,
 		 * refuses the uprobe itself, as it has since "perf: Require
 		 * CAP_SYS_ADMIN for uprobes" (2025, backported to the
 		 * stable kernels). */
-		if (r == -EACCES && !ptd_bpf_has_cap(CAP_SYS_ADMIN))
+		if (r == -EACCES && !ptd_cred_has_cap(CAP_SYS_ADMIN))
 			return ptd_diagf(diag, -EPERM, "the kernel refused the "
 					 "uprobe: placing one needs "
 					 "CAP_SYS_ADMIN (kernels with the "

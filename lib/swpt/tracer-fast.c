@@ -822,17 +822,22 @@ int tr_fast_stopped(struct tracer *tr, struct tthread *t, int status,
 	return run_end(tr, t, regs->rip, regs);
 }
 
-/* A SIGTRAP with si_code SI_KERNEL outside a run: a thread stepped onto a
- * breakpoint (a signal injected where it stood was ignored).  Put it back:
+/* A SIGTRAP with si_code SI_KERNEL outside a run, the thread just past its
+ * ip: it stepped onto one of our breakpoints (single-stepped there, or a
+ * signal injected where it stood was ignored).  The instruction at ip is
+ * decoded from the bytes without our breakpoints: if it is no INT of the
+ * program's, the INT3 that ran was ours -- standing, or taken away since
+ * the thread trapped on it (every breakpoint goes at a detach or a park
+ * once no thread is on a run, and the trapped thread's stop may still wait
+ * in the kernel's queue: another thread shares the code).  Put it back:
  * nothing ran. */
 int tr_fast_trap(struct tracer *tr, struct tthread *t,
 		 struct user_regs_struct *regs, bool *handled)
 {
-	const struct tr_bp *bp = bp_find(tr, regs->rip - 1);
 	int r;
 
 	*handled = false;
-	if (!bp || bp->gone || regs->rip - 1 != t->ip)
+	if (regs->rip - 1 != t->ip || t->insn.kind == PTD_X86_INT)
 		return 0;
 	regs->rip = t->ip;
 	r = set_regs(tr, t, regs);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,6 +43,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "daemon/config.h"
+#include "daemon/cred.h"
 #include "daemon/replay.h"
 #include "daemon/server.h"
 #include "input/input.h"
@@ -2045,6 +2047,7 @@ struct become_args {
 	bool writer;
 	int read_err, create_root_err, create_own_err;
 	uid_t own_uid;
+	bool dac_override, dac_read;	/* effective after (ptd_cred_has_cap) */
 };
 
 static void *become_main(void *arg)
@@ -2063,6 +2066,8 @@ static void *become_main(void *arg)
 		a->read_err = a->create_root_err = a->create_own_err = r;
 		return NULL;
 	}
+	a->dac_override = ptd_cred_has_cap(CAP_DAC_OVERRIDE);
+	a->dac_read = ptd_cred_has_cap(CAP_DAC_READ_SEARCH);
 	(void)snprintf(path, sizeof(path), "%s/become/secret", workdir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	a->read_err = fd < 0 ? -errno : 0;
@@ -2110,13 +2115,18 @@ static void test_become_writer(void)
 	CHECK_EQ_INT(w.create_root_err, -EACCES); /* not where ptd may */
 	CHECK_EQ_INT(w.create_own_err, 0);	/* where the client may */
 	CHECK_EQ_INT((int)w.own_uid, 65534);	/* and it is the client's */
+	CHECK(!w.dac_override && w.dac_read);	/* as its capabilities say */
 
 	CHECK(pthread_create(&th, NULL, become_main, &rd) == 0);
 	CHECK(pthread_join(th, NULL) == 0);
 	CHECK_EQ_INT(rd.read_err, -EACCES);	/* a replay reads as the client */
 	CHECK_EQ_INT(rd.create_root_err, -EACCES);
+	CHECK(!rd.dac_override && !rd.dac_read);
 	/* the main thread kept its own credentials */
 	CHECK_EQ_INT((int)setfsuid((uid_t)-1), 0);
+	CHECK(ptd_cred_has_cap(CAP_DAC_OVERRIDE) &&
+	      ptd_cred_has_cap(CAP_DAC_READ_SEARCH));
+	CHECK(!ptd_cred_has_cap(-1) && !ptd_cred_has_cap(64));
 }
 
 int main(void)
