@@ -158,7 +158,13 @@ int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 	r = tr_prepare(tr, t, next, regs->rax);
 	if (r < 0)
 		return r;
-	return ptd_ptgen_step(t->gen, ip, &cur, next);
+	r = ptd_ptgen_step(t->gen, ip, &cur, next);
+	if (r == -EINVAL)	/* the step is no way that instruction goes */
+		return tr_failf(tr, r, "thread %d: the instruction at %#" PRIx64
+				" (%u bytes) went on at %#" PRIx64 ", where it "
+				"cannot lead", (int)t->tid, ip,
+				(unsigned)cur.size, next);
+	return r;
 }
 
 /* A step stop: the pending instruction ran (or, for TRAP_BRKPT after a
