@@ -264,7 +264,17 @@ static uint64_t cur_offset(const struct dec *d)
 	return off;
 }
 
-static void d_time(struct dec *d);
+static void d_time(struct dec *d)
+{
+	uint32_t lost_mtc, lost_cyc;
+	uint64_t tsc;
+	int err;
+
+	err = d->insn ? pt_insn_time(d->insn, &tsc, &lost_mtc, &lost_cyc)
+		      : pt_blk_time(d->blk, &tsc, &lost_mtc, &lost_cyc);
+	d->has_tsc = err >= 0;
+	d->tsc = d->has_tsc ? tsc : 0;
+}
 
 /* After a step (loop_after): the decoder's time, read again only where
  * the offset moved since it was last read -- libipt's time changes only
@@ -277,18 +287,6 @@ static void step_time(struct dec *d)
 	d_time(d);
 	d->time_ok = d->step_off_ok;
 	d->time_off = d->step_off;
-}
-
-static void d_time(struct dec *d)
-{
-	uint32_t lost_mtc, lost_cyc;
-	uint64_t tsc;
-	int err;
-
-	err = d->insn ? pt_insn_time(d->insn, &tsc, &lost_mtc, &lost_cyc)
-		      : pt_blk_time(d->blk, &tsc, &lost_mtc, &lost_cyc);
-	d->has_tsc = err >= 0;
-	d->tsc = d->has_tsc ? tsc : 0;
 }
 
 /* --- Records and delivery. --- */
@@ -426,8 +424,6 @@ static int flush_pending(struct dec *d)
 	return 0;
 }
 
-/* Module name and offset of @ip in section @isid, cached per isid: an isid
- * names one immutable section, and the names live as long as the iscache. */
 /* modent_of, growing the cache. */
 static struct modent *modent_grow(struct dec *d, int isid)
 {
@@ -478,24 +474,8 @@ static uint32_t gen_of(struct dec *d, int isid)
 	return gen_in(d, modent_of(d, isid), isid);
 }
 
-/* An insn record's module, module offset and mapping (ptd_image_gen) of
- * @ip in section @isid. */
-static void module_of(struct dec *d, int isid, uint64_t ip,
-		      const char **ret_name, uint64_t *ret_off);
-static inline void insn_module(struct dec *d, struct ptd_rec_insn *r)
-{
-	struct modent *m = modent_of(d, r->isid);
-
-	if (m && m->valid) {
-		r->module = m->name;
-		r->modoff = r->ip + m->delta;
-	} else {
-		module_of(d, r->isid, r->ip, &r->module, &r->modoff);
-		m = modent_of(d, r->isid);	/* may have moved */
-	}
-	r->gen = gen_in(d, m, r->isid);
-}
-
+/* Module name and offset of @ip in section @isid, cached per isid: an isid
+ * names one immutable section, and the names live as long as the iscache. */
 static void module_of(struct dec *d, int isid, uint64_t ip,
 		      const char **ret_name, uint64_t *ret_off)
 {
@@ -522,6 +502,22 @@ static void module_of(struct dec *d, int isid, uint64_t ip,
 	}
 	*ret_name = name;
 	*ret_off = off;
+}
+
+/* An insn record's module, module offset and mapping (ptd_image_gen) of
+ * @ip in section @isid. */
+static inline void insn_module(struct dec *d, struct ptd_rec_insn *r)
+{
+	struct modent *m = modent_of(d, r->isid);
+
+	if (m && m->valid) {
+		r->module = m->name;
+		r->modoff = r->ip + m->delta;
+	} else {
+		module_of(d, r->isid, r->ip, &r->module, &r->modoff);
+		m = modent_of(d, r->isid);	/* may have moved */
+	}
+	r->gen = gen_in(d, m, r->isid);
 }
 
 /* The symbol of @ip (section @isid, @mode) when symbols are wanted: from
