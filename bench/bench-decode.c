@@ -10,11 +10,12 @@
  *   ptd block path, records counted  pt_insn_next / pt_blk_next, no output
  *   ... ip,tid                     insn records with only "ip" and "tid"
  *                                  (subscribe "fields"), both paths
- *   through ptd, 1 / 4 subscribers the trace replayed by a ptd started
+ *   through ptd, 1 / 4 / 16 subs   the trace replayed by a ptd started
  *                                  for the run (lossless replay, insn
  *                                  records, full or ip,tid), each
  *                                  subscriber a thread reading its socket;
- *                                  4: aggregate, and the slowest one.
+ *                                  4 and 16: aggregate, and the slowest
+ *                                  one.
  *                                  A replay decodes on the block path
  *                                  (daemon/server/replay.c): compare with
  *                                  the offline block path rows.  Its time
@@ -32,12 +33,12 @@
  *                                  "binary"): 12 bytes a record; the
  *                                  subscriber thread counts the records
  *                                  from the frame headers
- *   ... binary, jobs 1 / jobs 2    the same replay with "jobs" 1 and 2
+ *   ... binary, jobs 1 / jobs N    the same replay with "jobs" 1 and N
  *                                  (daemon/server/replay.c: the insn path,
  *                                  each thread on that many threads, the
  *                                  same records for any jobs): jobs 1
  *                                  against the replay without jobs (the
- *                                  block path), jobs 2 against jobs 1 and
+ *                                  block path), jobs N against jobs 1 and
  *                                  against the replay without jobs
  *   ptd first_exec + counters      first executions and exact counts
  *                                  (decode/counters.h; the top 20 of each
@@ -48,12 +49,12 @@
  *                                  default threshold), alone and beside
  *                                  insn records: each against plain insn
  *                                  records
- *   parallel decoder, 1 / 2 threads the block path's insn records counted,
- *                                  serially and with opts.jobs 2
+ *   parallel decoder, 1 / N threads the block path's insn records counted,
+ *                                  serially and with opts.jobs N
  *                                  (decode/parallel.h: the block path is
  *                                  decoded serially, so about 1x: what
  *                                  deciding that costs), the ratio of the
- *                                  two; and the insn path with 2 threads
+ *                                  two; and the insn path with N threads
  *                                  beside the insn path alone
  *
  * The JSON goes through a pipe to a child process that reads and discards
@@ -65,7 +66,10 @@
  * (branch mode, the default, runs at ~260 k instructions/s: the first run
  * takes about half a minute).
  *
- *   bench-decode [--cache DIR] [--repeat N] [--only ROW] [-- PROGRAM ARGS...]
+ *   bench-decode [--cache DIR] [--repeat N] [--only ROW] [--jobs N]
+ *                [-- PROGRAM ARGS...]
+ *
+ * --jobs N (2..64, default 2) the threads of the parallel rows.
  *
  * --only ROW measures one row (0-based, in the order printed) beside its
  * baseline: for a profiler.
@@ -354,8 +358,8 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
 	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
 	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, PTD_TRACES, PTD_INSN_TRACES,
-	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, NWHICH };
-static const char *const names[NWHICH] = {
+	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, PTD_D16, NWHICH };
+static const char *names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
 	"ptd insn path, insn records counted",
@@ -381,6 +385,7 @@ static const char *const names[NWHICH] = {
 	"ptd insn + trace records, JSON",
 	"via ptd replay, ip,tid binary, jobs 1",
 	"via ptd replay, ip,tid binary, jobs 2",
+	"via ptd replay, 16 subs (aggregate)",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
@@ -388,31 +393,34 @@ static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
 	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
-	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1,
+	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1, PTD_D1,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
-	"block records", "insn path", "", "", "", "", "", "", "", "", "",
-	"", "", "1 thread", "", "", "", "no jobs", "", "", "", "", "jobs 1",
-	"",
+	"block records", "insn path", "", "", "", "", "1 sub", "", "", "",
+	"", "", "", "1 thread", "", "", "", "no jobs", "", "", "", "", "jobs 1",
+	"", "",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
 {
 	return (w >= PTD_D1 && w <= PTD_D4_IPTID) || w == PTD_D1_BIN_IPTID ||
-	       w == PTD_D1_BIN_J1 || w == PTD_D1_BIN_J2;
+	       w == PTD_D1_BIN_J1 || w == PTD_D1_BIN_J2 || w == PTD_D16;
 }
+
+/* The threads of the parallel rows (--jobs). */
+static unsigned arg_jobs = 2;
 
 /* The replay's "jobs" of the rows through ptd (0: none). */
 static unsigned jobs_of(enum which w)
 {
-	return w == PTD_D1_BIN_J1 ? 1 : w == PTD_D1_BIN_J2 ? 2 : 0;
+	return w == PTD_D1_BIN_J1 ? 1 : w == PTD_D1_BIN_J2 ? arg_jobs : 0;
 }
 
 /* Subscribers of the rows through ptd (1 elsewhere). */
 static unsigned nsubs_of(enum which w)
 {
-	return w == PTD_D4 || w == PTD_D4_IPTID ? 4 : 1;
+	return w == PTD_D4 || w == PTD_D4_IPTID ? 4 : w == PTD_D16 ? 16 : 1;
 }
 
 #define IPTID (PTD_FIELD_BIT(PTD_FIELD_IP) | PTD_FIELD_BIT(PTD_FIELD_TID))
@@ -641,7 +649,7 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 			  double *ret_cpu)
 {
 	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX], jobs_key[32] = "";
-	struct reader rd[4];
+	struct reader rd[16];
 	const char *sp;
 	double t0, tend = 0, cpu0 = ptd_cpu();
 	long session;
@@ -736,30 +744,33 @@ static void *spin(void *arg)
 	return NULL;
 }
 
-/* The cores 2 threads get here now: 2 threads of plain arithmetic against
- * 1 doing half the work, each the best of 2 (2.00: two free cores; the
- * parallel rows cannot beat this). */
-static double two_thread_cores(void)
+/* The cores @n threads get here now: @n threads of plain arithmetic
+ * against 1, each doing the same work, each the best of 2 (@n: @n free
+ * cores; the parallel rows cannot beat this). */
+static double threads_cores(unsigned n)
 {
-	double t1 = 1e30, t2 = 1e30;
+	double t1 = 1e30, tn = 1e30;
+	pthread_t t[64];
 
 	for (int k = 0; k < 2; k++) {
-		pthread_t t[2];
+		unsigned started = 0;
 		double t0 = now();
 
 		spin(NULL);
 		if (now() - t0 < t1)
 			t1 = now() - t0;
 		t0 = now();
-		for (int i = 0; i < 2; i++)
-			if (pthread_create(&t[i], NULL, spin, NULL) != 0)
-				return 0;
-		for (int i = 0; i < 2; i++)
+		while (started < n &&
+		       pthread_create(&t[started], NULL, spin, NULL) == 0)
+			started++;
+		for (unsigned i = 0; i < started; i++)
 			(void)pthread_join(t[i], NULL);
-		if (now() - t0 < t2)
-			t2 = now() - t0;
+		if (started < n)
+			return 0;
+		if (now() - t0 < tn)
+			tn = now() - t0;
 	}
-	return 2 * t1 / t2;
+	return n * t1 / tn;
 }
 
 /* Run one measurement over every thread; returns seconds. */
@@ -880,10 +891,12 @@ static double measure(const struct ptd_capture *c, enum which w,
 			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 1);
 			break;
 		case PTD_PAR2:
-			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 2);
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache,
+					   arg_jobs);
 			break;
 		case PTD_PAR2_INSN:
-			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 2);
+			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache,
+					   arg_jobs);
 			break;
 		case PTD_INSN_BIN_IPTID:
 			insns += ptd_bin(c, &rs, IPTID |
@@ -898,6 +911,7 @@ static double measure(const struct ptd_capture *c, enum which w,
 		case PTD_D1_IPTID:
 		case PTD_D4:
 		case PTD_D4_IPTID:
+		case PTD_D16:
 		case NWHICH:
 			break;
 		}
@@ -919,6 +933,7 @@ int main(int argc, char **argv)
 		{ "repeat", required_argument, NULL, 'r' },
 		{ "only", required_argument, NULL, 'o' },
 		{ "ptd", required_argument, NULL, 'p' },
+		{ "jobs", required_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char ptd_exe[PATH_MAX] = "";
@@ -927,7 +942,8 @@ int main(int argc, char **argv)
 	const char *cache = "bench-cache/ls-lR-linux";
 	char *default_argv[] = { "/bin/ls", "-lR", "/usr/include/linux", NULL };
 	char **prog = default_argv;
-	uint64_t repeat = 3, only = NWHICH;
+	uint64_t repeat = 3, only = NWHICH, jobs = 2;
+	static char name_par[2][64], name_j[64];
 	struct ptd_capture c;
 	struct ptd_diag diag = { "" };
 	double best[NWHICH];
@@ -949,6 +965,14 @@ int main(int argc, char **argv)
 		case 'p':
 			(void)snprintf(ptd_exe, sizeof(ptd_exe), "%s", optarg);
 			break;
+		case 'j':
+			if (ptd_parse_u64(optarg, 10, &jobs) < 0 || jobs < 2 ||
+			    jobs > 64) {
+				fprintf(stderr, "bench: --jobs 2..64\n");
+				return 1;
+			}
+			arg_jobs = (unsigned)jobs;
+			break;
 		case 'o':
 			if (ptd_parse_u64(optarg, 10, &only) < 0 ||
 			    only >= NWHICH) {
@@ -963,6 +987,15 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		prog = argv + optind;
+	(void)snprintf(name_par[0], sizeof(name_par[0]),
+		       "parallel decoder, %u threads", arg_jobs);
+	(void)snprintf(name_par[1], sizeof(name_par[1]),
+		       "parallel decoder, %u threads, insn path", arg_jobs);
+	(void)snprintf(name_j, sizeof(name_j),
+		       "via ptd replay, ip,tid binary, jobs %u", arg_jobs);
+	names[PTD_PAR2] = name_par[0];
+	names[PTD_PAR2_INSN] = name_par[1];
+	names[PTD_D1_BIN_J2] = name_j;
 
 	if (access(cache, F_OK) != 0) {
 		struct ptd_swpt_options so;
@@ -1135,14 +1168,24 @@ int main(int argc, char **argv)
 	if (HAVE(PTD_INSN_BIN_IPTID) && HAVE(PTD_INSN_IPTID))
 		printf("  offline ip,tid to a pipe: binary / JSON      %5.2fx\n",
 		       RATE(PTD_INSN_BIN_IPTID) / RATE(PTD_INSN_IPTID));
+	if (HAVE(PTD_D16) && HAVE(PTD_D1))
+		printf("  16 subs: aggregate / 1 sub %5.2fx, slowest / 1 sub "
+		       "%5.2fx\n", RATE(PTD_D16) / RATE(PTD_D1),
+		       slowest[PTD_D16] / RATE(PTD_D1));
 	if (HAVE(PTD_D1_BIN_J2) && HAVE(PTD_D1_BIN_IPTID))
-		printf("  via ptd, 1 sub ip,tid binary: jobs 2 / no jobs %5.2fx"
-		       "\n", RATE(PTD_D1_BIN_J2) / RATE(PTD_D1_BIN_IPTID));
-	if (best[PTD_PAR2] != 1e30 || best[PTD_PAR2_INSN] != 1e30 ||
-	    HAVE(PTD_D1_BIN_J2)) {
-		printf("  2 threads of plain arithmetic vs 1: %.2fx (the cores "
-		       "2 threads got in this run)\n",
-		       two_thread_cores());
+		printf("  via ptd, 1 sub ip,tid binary: jobs %u / no jobs "
+		       "%5.2fx\n", arg_jobs,
+		       RATE(PTD_D1_BIN_J2) / RATE(PTD_D1_BIN_IPTID));
+	if (HAVE(PTD_D1_BIN_J2) && HAVE(BARE_INSN))
+		printf("  via ptd, 1 sub ip,tid binary, jobs %u / bare "
+		       "pt_insn_next %5.2fx\n", arg_jobs,
+		       RATE(PTD_D1_BIN_J2) / RATE(BARE_INSN));
+	if (HAVE(PTD_PAR2) || HAVE(PTD_PAR2_INSN) || HAVE(PTD_D1_BIN_J2) ||
+	    HAVE(PTD_D4) || HAVE(PTD_D16)) {
+		printf("  %u threads of plain arithmetic vs 1: %.2fx (the "
+		       "cores %u threads got in this run; %ld online)\n",
+		       arg_jobs, threads_cores(arg_jobs), arg_jobs,
+		       sysconf(_SC_NPROCESSORS_ONLN));
 	}
 	ptd_stop();
 	ptd_capture_fini(&c);
