@@ -465,8 +465,9 @@ static bool ptd_start(const char *exe)
 	(void)snprintf(ptd_sock, sizeof(ptd_sock), "%s/run/ptd.sock", dir);
 	(void)snprintf(text, sizeof(text),
 		       "socket_path = %s\nsocket_mode = 0600\n"
-		       "log_level = warning\nuser_memory_limit = 64G\n",
-		       ptd_sock);
+		       "log_level = warning\nuser_memory_limit = 64G\n"
+		       "max_decode_jobs = %u\n",
+		       ptd_sock, arg_jobs);
 	{
 		FILE *f = fopen(conf, "we");
 		bool ok;
