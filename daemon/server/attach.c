@@ -154,16 +154,14 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 				     uint64_t rule, int stop_pidfd,
 				     uint64_t parent)
 {
-	struct ptd_diag diag = { "" };
+	struct ptd_diag diag = { "" }, pmu_diag = { "" };
+	enum ptd_source_kind source = req->source;
 	struct ptd_session_opts o;
 	struct ptd_session_sink sink;
 	struct ptd_session_stats st;
+	struct ptd_pt_pmu pmu;
 	struct srv_session *ss;
 	int r, pidfd = -1;
-
-	enum ptd_source_kind source = req->source;
-	struct ptd_diag pmu_diag = { "" };
-	struct ptd_pt_pmu pmu;
 
 	/* children: which source decides how they are stopped (intel_pt:
 	 * the fork stopper); "auto" is decided here, as the session would */

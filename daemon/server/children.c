@@ -210,7 +210,7 @@ int srv_children_follow(struct ptd_server *s, struct srv_session *ss,
 	int r = ptd_forkstop_follow(s->forkstop, ss->pid, ss->id);
 
 	if (r == -EEXIST)
-		return ptd_diagf(diag, r, "children: the children of pid %d "
+		return ptd_diagf(diag, -PTD_ELIMIT, "children: the children of pid %d "
 				 "are followed by another session already "
 				 "(one intel_pt session with children per "
 				 "process)", (int)ss->pid);

@@ -600,7 +600,8 @@ void srv_children_free(struct srv_session *ss);
 bool srv_children_intelpt_ready(struct ptd_server *s, struct conn *c,
 				const struct ptd_request *req);
 /* @ss (intel_pt, with children) follows its pid's children from now:
- * 0, or refused with a message in @diag (-EEXIST: another session does). */
+ * 0, or refused with a message in @diag (-PTD_ELIMIT: another session
+ * does, or too many are followed). */
 int srv_children_follow(struct ptd_server *s, struct srv_session *ss,
 			struct ptd_diag *diag);
 /* @ss's process is no longer followed (its end; idempotent). */

@@ -795,7 +795,8 @@ static void test_intelpt_no_bpf(void)
  * children: its 3 children, the grandchild and the vfork child are each
  * a session (intel_pt) naming its parent session, stopped by the fork
  * stopper and continued; the output and exit status are an untraced
- * run's; the root's status counts the children it started. */
+ * run's; the root's status counts the children it started; a second
+ * such session on the same process is refused. */
 static void test_intelpt_tree(void)
 {
 	struct daemon d;
@@ -828,6 +829,12 @@ static void test_intelpt_tree(void)
 	root = (long)dc_num(r, "session");
 	CHECK(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(r,
 			"result"), "stop")));
+	cJSON_Delete(r);
+	/* one intel_pt session with children per process */
+	r = dc_call1(&d, req);
+	CHECK(r && !dc_ok(r));
+	CHECK_EQ_STR(dc_err_code(r), "limit");
+	CHECK_CONTAINS(dc_err_msg(r), "followed by another session");
 	cJSON_Delete(r);
 	CHECK_EQ_INT(tree_finish(&t, out, sizeof(out)), 0);
 	CHECK_EQ_STR(out, want_out);
