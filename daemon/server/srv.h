@@ -258,9 +258,8 @@ struct srv_session {
 	 * this one's (0: none); the request its children's attaches copy
 	 * (NULL: children are not followed); under kid_lock (kid_init:
 	 * made): the children the source (intel_pt: the fork stopper)
-	 * reported, not yet taken by the
-	 * loop, and the refusals waiting for the decode thread (notes); the
-	 * loop's counts. */
+	 * reported, not yet taken by the loop, and the refusals waiting for
+	 * the decode thread (notes); the loop's counts. */
 	uint64_t parent;
 	struct ptd_request *creq;
 	pthread_mutex_t kid_lock;
