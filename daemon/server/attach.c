@@ -154,18 +154,23 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 				     uint64_t rule, int stop_pidfd,
 				     uint64_t parent)
 {
-	struct ptd_diag diag = { "" };
+	struct ptd_diag diag = { "" }, pmu_diag = { "" };
+	enum ptd_source_kind source = req->source;
 	struct ptd_session_opts o;
 	struct ptd_session_sink sink;
 	struct ptd_session_stats st;
+	struct ptd_pt_pmu pmu;
 	struct srv_session *ss;
 	int r, pidfd = -1;
 
-	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
-		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
-				ptd_source_intelpt_no_children);
+	/* children: which source decides how they are stopped (intel_pt:
+	 * the fork stopper); "auto" is decided here, as the session would */
+	if (req->children && source == PTD_SOURCE_AUTO &&
+	    ptd_pt_pmu_probe(s->cfg.intel_pt_sysfs, &pmu, &pmu_diag) == 0)
+		source = PTD_SOURCE_INTEL_PT;
+	if (req->children && source == PTD_SOURCE_INTEL_PT &&
+	    !srv_children_intelpt_ready(s, c, req))
 		return NULL;
-	}
 	if (srv_refuse_over_session_limit(s, c, peer, req))
 		return NULL;
 	if (req->pid == getpid()) {
@@ -219,7 +224,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	ss->pid = req->pid;
 	memset(&o, 0, sizeof(o));
 	o.pid = req->pid;
-	o.source = req->source;
+	o.source = source;
 	o.tsc = req->tsc;
 	o.max_insns = req->max_insns;
 	o.single_step = req->single_step;
@@ -305,6 +310,14 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 			return NULL;
 		}
 		o.counters = ss->xt;
+	}
+	/* its children are stopped from before its trace starts */
+	if (ss->creq && source == PTD_SOURCE_INTEL_PT &&
+	    (r = srv_children_follow(s, ss, &diag)) < 0) {
+		srv_reply_error(c, req->id, ptd_proto_error_code(r), "%s",
+				diag.msg);
+		attach_drop(ss);
+		return NULL;
 	}
 	srv_session_sink(ss, true, &sink);
 	/* the rule's subscribers follow it from its first record: they

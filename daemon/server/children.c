@@ -7,7 +7,17 @@
  * A ptrace tracer is one thread, so a child cannot stay with its parent's
  * tracer: the software source (swpt/tracer.h, opt->child) detaches it at
  * its first stop with a SIGSTOP queued, which holds it before its first
- * instruction, and reports its pid here, on its own thread.  The loop
+ * instruction, and reports its pid here, on its own thread.  The intel_pt
+ * source's per-thread events do not follow a fork (and cannot: the kernel
+ * refuses to map an inherited per-task event), so for it the BPF fork
+ * stopper (daemon/forkstop.h, loaded by the first such session) stops
+ * the child with a SIGSTOP before its first user-space instruction and
+ * reports it through its ring buffer: the session's process is followed
+ * there from before its trace starts until the session ends, and the
+ * loop hands each report to the same queue.  Per-CPU buffers cannot be
+ * had with children on intel_pt: a child's session needs intel_pt
+ * events of its own, and per-CPU events hold each CPU's intel_pt and
+ * inherit into the parent's buffers; refused, saying so.  The loop
  * then starts a session on it exactly as a watch rule's match is started
  * (watch.c): srv_attach_begin with the owner's rights and limits, its
  * start thread waits for the stop (srv_watch_wait_stopped), seizes it,
@@ -27,10 +37,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/pidfd.h"
+#include "daemon/bpfload.h"
 #include "common/strutil.h"
 #include "daemon/log.h"
 #include "daemon/server/srv.h"
@@ -141,10 +153,117 @@ static void child_reported(void *ctx, pid_t pid)
 
 void srv_children_opts(struct srv_session *ss, struct ptd_session_opts *o)
 {
-	if (!ss->creq)
+	/* (intel_pt: the fork stopper reports them, srv_children_follow) */
+	if (!ss->creq || o->source == PTD_SOURCE_INTEL_PT)
 		return;
 	o->child = child_reported;
 	o->child_ctx = ss;
+}
+
+static const char intelpt_what[] = "children with the intel_pt source";
+
+bool srv_children_intelpt_ready(struct ptd_server *s, struct conn *c,
+				const struct ptd_request *req)
+{
+	struct ptd_diag diag = { "" };
+	int r;
+
+	if (req->per_cpu) {
+		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED,
+				"children with the intel_pt source cannot have "
+				"per_cpu buffers: a child's session needs "
+				"intel_pt events of its own, and per-CPU "
+				"events hold each CPU's intel_pt and inherit "
+				"into the parent's buffers; leave per_cpu out");
+		return false;
+	}
+	if (s->forkstop)
+		return true;
+	r = ptd_forkstop_new(intelpt_what, &s->forkstop, &diag);
+	if (r < 0) {
+		ptd_log_info("uid %u: %s refused: %s",
+			     c ? (unsigned)c->peer.uid : 0u, intelpt_what,
+			     diag.msg);
+		srv_reply_error(c, req->id, r == -EPERM ? PTD_ERR_PERMISSION
+						       : PTD_ERR_UNSUPPORTED,
+				"%s", diag.msg);
+		return false;
+	}
+	s->forkstop_ep.kind = EP_FORKSTOP;
+	s->forkstop_ep.fd = ptd_forkstop_fd(s->forkstop);
+	r = srv_ep_add(s, &s->forkstop_ep, EPOLLIN);
+	if (r < 0) {
+		ptd_forkstop_free(s->forkstop, NULL, NULL);
+		s->forkstop = NULL;
+		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "epoll: %s",
+				strerror(-r));
+		return false;
+	}
+	ptd_log_info("fork stopper loaded (BPF, sched_process_fork and "
+		     "sys_exit): %s", intelpt_what);
+	return true;
+}
+
+int srv_children_follow(struct ptd_server *s, struct srv_session *ss,
+			struct ptd_diag *diag)
+{
+	int r = ptd_forkstop_follow(s->forkstop, ss->pid, ss->id);
+
+	if (r == -EEXIST)
+		return ptd_diagf(diag, -PTD_ELIMIT, "children: the children of pid %d "
+				 "are followed by another session already "
+				 "(one intel_pt session with children per "
+				 "process)", (int)ss->pid);
+	if (r == -E2BIG)
+		return ptd_diagf(diag, -PTD_ELIMIT, "children: ptd follows "
+				 "the children of %u processes already: no "
+				 "more fit", PTD_FORKSTOP_FOLLOWED);
+	if (r < 0)
+		return ptd_diagf(diag, r, "children: cannot follow pid %d: %s",
+				 (int)ss->pid, strerror(-r));
+	ss->forkstop_followed = true;
+	return 0;
+}
+
+void srv_children_unfollow(struct srv_session *ss)
+{
+	if (!ss->forkstop_followed)
+		return;
+	(void)ptd_forkstop_unfollow(ss->srv->forkstop, ss->pid, ss->id);
+	ss->forkstop_followed = false;
+}
+
+/* Child @ev->pid of session @ev->cookie, stopped: queued as the software
+ * source's reports are; a session gone (or ended) has it continued. */
+static void on_forkstop(void *ctx, const struct ptd_forkstop_event *ev)
+{
+	struct ptd_server *s = ctx;
+	struct srv_session *ss;
+
+	for (ss = s ? s->sessions : NULL; ss; ss = ss->next)
+		if (ss->id == ev->cookie)
+			break;
+	if (ss && ss->creq && ss->forkstop_followed) {
+		child_reported(ss, (pid_t)ev->pid);
+		return;
+	}
+	ptd_log_info("session %" PRIu64 ": child process %u of pid %u not "
+		     "traced: the session has ended; it runs on untraced",
+		     (uint64_t)ev->cookie, ev->pid, ev->parent);
+	(void)kill((pid_t)ev->pid, SIGCONT);
+}
+
+void srv_forkstop_readable(struct ptd_server *s)
+{
+	if (s->forkstop)
+		(void)ptd_forkstop_drain(s->forkstop, on_forkstop, s);
+}
+
+void srv_forkstop_unload(struct ptd_server *s)
+{
+	/* (every session is gone: each report is continued) */
+	ptd_forkstop_free(s->forkstop, on_forkstop, NULL);
+	s->forkstop = NULL;
 }
 
 /* The error a refusal's message names ("limit: ...", srv_reply_error's
@@ -349,6 +468,7 @@ void srv_children_free(struct srv_session *ss)
 		(void)pthread_mutex_destroy(&ss->kid_lock);
 		ss->kid_init = false;
 	}
+	srv_children_unfollow(ss);
 	free(ss->kids);
 	ss->kids = NULL;
 	ss->nkids = 0;

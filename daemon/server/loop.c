@@ -231,6 +231,9 @@ int ptd_server_run(struct ptd_server *s)
 			case EP_TRIGGER:
 				srv_trigger_readable(s);
 				break;
+			case EP_FORKSTOP:
+				srv_forkstop_readable(s);
+				break;
 			case EP_CONN:
 				c = (struct conn *)t;
 				if (evs[i].events & (EPOLLERR | EPOLLHUP) &&
@@ -361,6 +364,7 @@ void ptd_server_free(struct ptd_server *s)
 		srv_session_free(ss);
 	}
 	srv_triggers_unload(s);
+	srv_forkstop_unload(s);
 	for (i = 0; i < s->nlisten; i++)
 		if (s->listen[i].fd >= 0)
 			close(s->listen[i].fd);

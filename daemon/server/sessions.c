@@ -492,6 +492,8 @@ void srv_session_release(struct srv_session *ss)
 	/* (after the threads that resolve through them; their charges go
 	 * back with the session's) */
 	srv_symbols_free(ss);
+	/* its process is gone or let go: its pid may name another */
+	srv_children_unfollow(ss);
 	/* (the counts stay: an ended session still answers counters) */
 	ptd_memacct_release(&ss->acct);
 	/* a rule's process: continued by now (its session thread is gone);

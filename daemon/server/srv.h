@@ -25,7 +25,9 @@
  *   symbols.c   a session's symbols: read with its client's rights,
  *               charged to its memory, failures as error records
  *   children.c  options.children: a traced process's children become
- *               sessions of their own, started as a rule's match is
+ *               sessions of their own, started as a rule's match is;
+ *               for intel_pt, stopped by the BPF fork stopper
+ *               (daemon/forkstop.h)
  */
 #ifndef PTD_DAEMON_SERVER_SRV_H
 #define PTD_DAEMON_SERVER_SRV_H
@@ -44,6 +46,7 @@
 #include "daemon/auth.h"
 #include "daemon/config.h"
 #include "daemon/fanout.h"
+#include "daemon/forkstop.h"
 #include "daemon/memlimit.h"
 #include "daemon/proto.h"
 #include "daemon/replay.h"
@@ -57,7 +60,7 @@
 #define MAX_LISTEN 4
 
 enum ep_kind { EP_LISTEN, EP_SIGNAL, EP_EVENT, EP_CONN, EP_WATCH,
-	       EP_TRIGGER };
+	       EP_TRIGGER, EP_FORKSTOP };
 
 struct ep_tag {
 	enum ep_kind kind;
@@ -254,9 +257,9 @@ struct srv_session {
 	/* options.children (children.c): the session whose process created
 	 * this one's (0: none); the request its children's attaches copy
 	 * (NULL: children are not followed); under kid_lock (kid_init:
-	 * made): the children the source reported, not yet taken by the
-	 * loop, and the refusals waiting for the decode thread (notes); the
-	 * loop's counts. */
+	 * made): the children the source (intel_pt: the fork stopper)
+	 * reported, not yet taken by the loop, and the refusals waiting for
+	 * the decode thread (notes); the loop's counts. */
 	uint64_t parent;
 	struct ptd_request *creq;
 	pthread_mutex_t kid_lock;
@@ -268,6 +271,10 @@ struct srv_session {
 	size_t nnotes;
 	uint64_t notes_dropped;
 	uint64_t children_started, children_refused;
+	/* intel_pt: its pid is followed by the fork stopper (the loop's
+	 * forkstop, cookie: the session's id) from before its trace starts
+	 * until it ends */
+	bool forkstop_followed;
 	char last_child_refusal[PTD_DIAG_MAX + 512];
 	/* With symbols: its owner's groups, which its children's symbols
 	 * are read with (symbols.c; the connection they came from may be
@@ -399,6 +406,11 @@ struct ptd_server {
 	 * epoll, and every session's triggers. */
 	struct ptd_triggers *trig;
 	struct ep_tag trig_ep;
+	/* The fork stopper (children with the intel_pt source), loaded by
+	 * the first session that needs it (NULL until then, or where it
+	 * cannot be loaded), its ring buffer in epoll; kept until exit. */
+	struct ptd_forkstop *forkstop;
+	struct ep_tag forkstop_ep;
 	struct srv_trigger *triggers;
 	uint32_t next_trigger_id;
 };
@@ -582,6 +594,22 @@ void srv_children_report(struct srv_session *ss);
 void srv_children_status(const struct srv_session *ss, cJSON *o);
 void srv_children_counts(const struct srv_session *ss, cJSON *o);
 void srv_children_free(struct srv_session *ss);
+/* intel_pt with children (attach and watch): refused (answered, false)
+ * with per_cpu, or where the fork stopper cannot be loaded; else it is
+ * loaded. */
+bool srv_children_intelpt_ready(struct ptd_server *s, struct conn *c,
+				const struct ptd_request *req);
+/* @ss (intel_pt, with children) follows its pid's children from now:
+ * 0, or refused with a message in @diag (-PTD_ELIMIT: another session
+ * does, or too many are followed). */
+int srv_children_follow(struct ptd_server *s, struct srv_session *ss,
+			struct ptd_diag *diag);
+/* @ss's process is no longer followed (its end; idempotent). */
+void srv_children_unfollow(struct srv_session *ss);
+/* The fork stopper's reports, each a child for its session (loop). */
+void srv_forkstop_readable(struct ptd_server *s);
+/* At exit: the fork stopper goes, the children it stopped continued. */
+void srv_forkstop_unload(struct ptd_server *s);
 
 /* rulesub.c: subscribe {"rule":N} (@f compiled from the request); join:
  * a new session of a rule, before its decode thread starts; forget: @ss

@@ -403,11 +403,10 @@ void srv_cmd_watch(struct ptd_server *s, struct conn *c,
 				"only root may ask for options.capture");
 		return;
 	}
-	if (req->children && req->source == PTD_SOURCE_INTEL_PT) {
-		srv_reply_error(c, req->id, PTD_ERR_UNSUPPORTED, "%s",
-				ptd_source_intelpt_no_children);
+	/* (its fork stopper loaded now: each match needs it) */
+	if (req->children && req->source == PTD_SOURCE_INTEL_PT &&
+	    !srv_children_intelpt_ready(s, c, req))
 		return;
-	}
 	/* each session's triggers are resolved at its exec; what can be
 	 * decided now is refused now, not once per match */
 	for (unsigned i = 0; i < req->ntriggers; i++) {

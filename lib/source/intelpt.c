@@ -588,10 +588,10 @@ static const struct ptd_source_ops intelpt_ops = {
 };
 
 const char ptd_source_intelpt_no_children[] =
-	"children: the intel_pt source cannot trace a child process from its "
-	"first instruction after the fork (ptd's per-thread intel_pt events "
-	"do not follow a fork, and one opened on the child later misses its "
-	"start); use \"source\": \"software\"";
+	"children: the intel_pt source does not follow a child process itself "
+	"(its per-thread intel_pt events do not follow a fork): its host must "
+	"stop each child before its first instruction and trace it as a "
+	"process of its own (ptd does, with its BPF fork stopper)";
 
 int ptd_source_intelpt_new(const struct ptd_source_params *p,
 			   const struct ptd_pt_pmu *pmu,
@@ -603,13 +603,15 @@ int ptd_source_intelpt_new(const struct ptd_source_params *p,
 		return -EINVAL;
 	/* A child would have to be traced from its first instruction after
 	 * the fork, into a session of its own.  ptd's per-thread events
-	 * are opened without inherit, so they do not follow a fork, and an
-	 * event opened on the child once ptd hears of it (its FORK record)
-	 * misses what it ran before; the per-CPU events inherit, but into
-	 * this session's buffers, not the child's.  Stopping the child at
-	 * its fork to open its events first (as the software source does)
-	 * needs a tracer in the fork path that the intel_pt source does not
-	 * have.  Refused rather than traced late. */
+	 * are opened without inherit (the kernel refuses to map an
+	 * inherited per-task event), so they do not follow a fork, and an
+	 * event opened on the child once the source hears of it (its FORK
+	 * record) misses what it ran before; the per-CPU events inherit,
+	 * but into this session's buffers, not the child's.  The child must
+	 * be stopped in the fork path before its first instruction, which
+	 * the source cannot do: its host does (the daemon's BPF fork
+	 * stopper, daemon/forkstop.h) and traces the child with a source of
+	 * its own.  A host that asks the source is refused. */
 	if (p->host.child)
 		return ptd_diagf(diag, -PTD_EUNSUPPORTED, "%s",
 				 ptd_source_intelpt_no_children);

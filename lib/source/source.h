@@ -119,7 +119,8 @@ struct ptd_source_host {
 	 * first stop, left stopped by a SIGSTOP for the host to trace (from
 	 * its first instruction) or continue: swpt/tracer.h, opt->child.
 	 * On the tracer's thread.  intel_pt refuses a host that asks
-	 * (-PTD_EUNSUPPORTED, intelpt.c says why). */
+	 * (-PTD_EUNSUPPORTED, intelpt.c says why): its host stops children
+	 * itself (the daemon: daemon/forkstop.h). */
 	void (*child)(void *ctx, pid_t pid);
 };
 
@@ -162,8 +163,8 @@ struct ptd_source_params {
 struct ptd_source;
 
 /* intel_pt, on @pmu (perf/pmu.h, probed by the caller).  A host that
- * follows children (host.child) is refused, -PTD_EUNSUPPORTED with this
- * message (also the daemon's, for a request that names intel_pt). */
+ * asks it to follow children (host.child) is refused, -PTD_EUNSUPPORTED
+ * with this message. */
 extern const char ptd_source_intelpt_no_children[];
 
 int ptd_source_intelpt_new(const struct ptd_source_params *p,

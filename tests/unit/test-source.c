@@ -202,15 +202,15 @@ static void test_intelpt_fake_pmu(void)
 		fprintf(stderr, "  %s\n", diag.msg);
 		ptd_source_free(s);
 	}
-	/* children: refused by name, with why (intelpt.c), before any
-	 * event is opened */
+	/* children: refused by name, with why (intelpt.c: the host stops
+	 * them, as ptd's fork stopper does), before any event is opened */
 	p.per_cpu = false;
 	p.host.child = on_child;
 	s = (struct ptd_source *)&h;
 	CHECK_EQ_INT(ptd_source_intelpt_new(&p, &pmu, &s, &diag),
 		     -PTD_EUNSUPPORTED);
-	CHECK_CONTAINS(diag.msg, "children: the intel_pt source cannot "
-		       "trace a child process from its first instruction");
+	CHECK_CONTAINS(diag.msg, "children: the intel_pt source does not "
+		       "follow a child process itself");
 	CHECK(s == (struct ptd_source *)&h);	/* *ret untouched */
 	p.host.child = NULL;
 	pmu.nr_addr_filters = 0;
