@@ -43,8 +43,8 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 
 static int on_event(void *ctx, void *data, size_t len);
 
-int ptd_forkstop_new(const char *what, struct ptd_forkstop **ret,
-		     struct ptd_diag *diag)
+int ptd_forkstop_new(const char *what, uint32_t ring_bytes,
+		     struct ptd_forkstop **ret, struct ptd_diag *diag)
 {
 	struct ptd_bpf_pidns ns;
 	struct ptd_forkstop *f;
@@ -68,7 +68,11 @@ int ptd_forkstop_new(const char *what, struct ptd_forkstop **ret,
 	f->skel->rodata->pidns_translate = !ns.initial;
 	f->skel->rodata->pidns_dev = ns.dev;
 	f->skel->rodata->pidns_ino = ns.ino;
-	r = forkstop_bpf__load(f->skel);
+	r = ring_bytes ? bpf_map__set_max_entries(f->skel->maps.events,
+						   ring_bytes)
+		       : 0;
+	if (r == 0)
+		r = forkstop_bpf__load(f->skel);
 	if (r == 0) {
 		f->fork_link = bpf_program__attach(f->skel->progs.ptd_on_fork);
 		if (!f->fork_link)
@@ -151,7 +155,7 @@ int ptd_forkstop_follow(struct ptd_forkstop *f, pid_t pid, uint64_t cookie)
 {
 	int fd = bpf_map__fd(f->skel->maps.followed);
 	__u32 key = (__u32)pid;
-	__u64 v = cookie;
+	struct ptd_forkstop_follow v = { .cookie = cookie };
 	int r;
 
 	if (pid <= 0)
@@ -169,17 +173,34 @@ int ptd_forkstop_follow(struct ptd_forkstop *f, pid_t pid, uint64_t cookie)
 	return r;
 }
 
-int ptd_forkstop_unfollow(struct ptd_forkstop *f, pid_t pid,
-			  uint64_t cookie)
+int ptd_forkstop_missed(const struct ptd_forkstop *f, pid_t pid,
+			uint64_t cookie, uint64_t *ret)
 {
 	int fd = bpf_map__fd(f->skel->maps.followed);
 	__u32 key = (__u32)pid;
-	__u64 v;
+	struct ptd_forkstop_follow v;
 
-	if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v != cookie)
+	if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v.cookie != cookie)
+		return -ENOENT;
+	*ret = v.missed;
+	return 0;
+}
+
+int ptd_forkstop_unfollow(struct ptd_forkstop *f, pid_t pid,
+			  uint64_t cookie, uint64_t *ret_missed)
+{
+	int fd = bpf_map__fd(f->skel->maps.followed);
+	__u32 key = (__u32)pid;
+	struct ptd_forkstop_follow v;
+
+	if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v.cookie != cookie)
 		return -ENOENT;
 	if (bpf_map_delete_elem(fd, &key) < 0)
 		return -errno;
+	/* (a miss counted between the lookup and the delete is not seen:
+	 * at most the children forked in that instant) */
+	if (ret_missed)
+		*ret_missed = v.missed;
 	if (--f->nfollowed == 0) {
 		bpf_link__destroy(f->child_link);
 		f->child_link = NULL;
@@ -214,8 +235,8 @@ int ptd_forkstop_drain(struct ptd_forkstop *f,
 
 #else /* !PTD_HAVE_BPF */
 
-int ptd_forkstop_new(const char *what, struct ptd_forkstop **ret,
-		     struct ptd_diag *diag)
+int ptd_forkstop_new(const char *what, uint32_t ring_bytes,
+		     struct ptd_forkstop **ret, struct ptd_diag *diag)
 {
 	*ret = NULL;
 	return ptd_diagf(diag, -PTD_EUNSUPPORTED,
@@ -242,7 +263,13 @@ int ptd_forkstop_follow(struct ptd_forkstop *f, pid_t pid, uint64_t cookie)
 }
 
 int ptd_forkstop_unfollow(struct ptd_forkstop *f, pid_t pid,
-			  uint64_t cookie)
+			  uint64_t cookie, uint64_t *ret_missed)
+{
+	return -ENOSYS;
+}
+
+int ptd_forkstop_missed(const struct ptd_forkstop *f, pid_t pid,
+			uint64_t cookie, uint64_t *ret)
 {
 	return -ENOSYS;
 }

@@ -91,14 +91,21 @@ int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 	*ret = w;
 	return 0;
 err:
-	ptd_watcher_free(w);
+	ptd_watcher_free(w, NULL, NULL);
 	return r;
 }
 
-void ptd_watcher_free(struct ptd_watcher *w)
+void ptd_watcher_free(struct ptd_watcher *w,
+		      void (*fn)(void *ctx, const struct ptd_watch_event *ev),
+		      void *ctx)
 {
 	if (!w)
 		return;
+	/* no process is stopped once the program is detached: those
+	 * stopped before are in the ring buffer, for @fn */
+	watch_bpf__detach(w->skel);
+	if (w->rb && fn)
+		(void)ptd_watcher_drain(w, fn, ctx);
 	ring_buffer__free(w->rb);
 	watch_bpf__destroy(w->skel);
 	free(w);
@@ -181,7 +188,9 @@ int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag)
 			 "-Dbpf=disabled): watch rules need them");
 }
 
-void ptd_watcher_free(struct ptd_watcher *w)
+void ptd_watcher_free(struct ptd_watcher *w,
+		      void (*fn)(void *ctx, const struct ptd_watch_event *ev),
+		      void *ctx)
 {
 }
 

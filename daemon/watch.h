@@ -25,7 +25,11 @@ bool ptd_watcher_built(void);
  * CAP_BPF/CAP_PERFMON, or the kernel's lockdown forbids it: the message
  * says which), -errno. */
 int ptd_watcher_new(struct ptd_watcher **ret, struct ptd_diag *diag);
-void ptd_watcher_free(struct ptd_watcher *w);
+/* Detach the program, hand the matches still queued to @fn (if any: each
+ * such process is stopped and must be traced or continued), free. */
+void ptd_watcher_free(struct ptd_watcher *w,
+		      void (*fn)(void *ctx, const struct ptd_watch_event *ev),
+		      void *ctx);
 
 /* The ring buffer's epoll fd: readable when matches wait. */
 int ptd_watcher_fd(const struct ptd_watcher *w);

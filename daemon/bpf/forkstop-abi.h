@@ -25,6 +25,15 @@ struct ptd_forkstop_count {
 	__u64 missed;
 };
 
+/* What ptd keeps for each process followed (the `followed` map's value):
+ * its cookie, and the children of it the programs let go untraced (as
+ * `missed` above, counted here too where the process is known), so that
+ * its session can say how many it lost. */
+struct ptd_forkstop_follow {
+	__u64 cookie;
+	__u64 missed;
+};
+
 struct ptd_forkstop_event {
 	__u64 cookie;			/* the parent's, as ptd set it */
 	__u32 parent;			/* the process that forked */

@@ -41,12 +41,12 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* followed process (ptd's namespace) -> its cookie */
+/* followed process (ptd's namespace) -> its cookie and misses */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, PTD_FORKSTOP_FOLLOWED);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct ptd_forkstop_follow);
 } followed SEC(".maps");
 
 struct pending {
@@ -75,6 +75,17 @@ struct {
 	__uint(max_entries, 256 * 1024);
 } events SEC(".maps");
 
+/* A child of @parent (cookie @cookie) let go untraced: counted for the
+ * process too while it is still followed with that cookie. */
+static void missed(__u32 parent, __u64 cookie)
+{
+	struct ptd_forkstop_follow *fw = bpf_map_lookup_elem(&followed,
+							     &parent);
+
+	if (fw && fw->cookie == cookie)
+		__sync_fetch_and_add(&fw->missed, 1);
+}
+
 static void count(bool stopped)
 {
 	__u32 key = 0;
@@ -92,23 +103,25 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ptd_on_fork, struct task_struct *parent,
 	     struct task_struct *child)
 {
+	struct ptd_forkstop_follow *fw;
 	struct pending p = {};
 	__u32 tgid, tid, key;
-	__u64 *cookie;
 
 	/* (runs in the parent: current) */
 	if (!ptd_current_ids(&tgid, &tid))
 		return 0;
-	cookie = bpf_map_lookup_elem(&followed, &tgid);
-	if (!cookie)
+	fw = bpf_map_lookup_elem(&followed, &tgid);
+	if (!fw)
 		return 0;
 	key = BPF_CORE_READ(child, pid);
 	if (key != (__u32)BPF_CORE_READ(child, tgid))
 		return 0;		/* a thread: its process's session's */
-	p.cookie = *cookie;
+	p.cookie = fw->cookie;
 	p.parent = tgid;
-	if (bpf_map_update_elem(&pending, &key, &p, 0 /* BPF_ANY */) < 0)
+	if (bpf_map_update_elem(&pending, &key, &p, 0 /* BPF_ANY */) < 0) {
+		__sync_fetch_and_add(&fw->missed, 1);
 		count(false);
+	}
 	return 0;
 }
 
@@ -128,16 +141,19 @@ int BPF_PROG(ptd_on_child, struct pt_regs *regs, long ret)
 	p = *pp;
 	(void)bpf_map_delete_elem(&pending, &key);
 	if (!ptd_current_ids(&tgid, &tid)) {
+		missed(p.parent, p.cookie);
 		count(false);
 		return 0;
 	}
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
+		missed(p.parent, p.cookie);
 		count(false);
 		return 0;
 	}
 	if (bpf_send_signal_thread(SIGSTOP) < 0) {
 		bpf_ringbuf_discard(ev, 0);
+		missed(p.parent, p.cookie);
 		count(false);
 		return 0;
 	}

@@ -348,6 +348,10 @@ static void print_status(const cJSON *res)
 		       num_of(res, "children_refused"),
 		       *str_of(res, "last_child_refusal") ? "; last: " : "",
 		       str_of(res, "last_child_refusal"));
+	if (num_of(res, "children_missed") > 0)
+		printf("  children: %.0f not stopped by the fork stopper (its "
+		       "tables or ring buffer full): ran untraced\n",
+		       num_of(res, "children_missed"));
 	if (num_of(res, "identity_mismatches") > 0)
 		printf("  %.0f mapped file(s) replaced at their path: not "
 		       "decoded from that path (the stream's error records "

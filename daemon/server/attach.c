@@ -168,10 +168,11 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	if (req->children && source == PTD_SOURCE_AUTO &&
 	    ptd_pt_pmu_probe(s->cfg.intel_pt_sysfs, &pmu, &pmu_diag) == 0)
 		source = PTD_SOURCE_INTEL_PT;
+	if (srv_refuse_over_session_limit(s, c, peer, req))
+		return NULL;
+	/* (after the limit: a client over it loads nothing) */
 	if (req->children && source == PTD_SOURCE_INTEL_PT &&
 	    !srv_children_intelpt_ready(s, c, req))
-		return NULL;
-	if (srv_refuse_over_session_limit(s, c, peer, req))
 		return NULL;
 	if (req->pid == getpid()) {
 		srv_reply_error(c, req->id, PTD_ERR_PERMISSION,

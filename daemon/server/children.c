@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,9 @@
 #include "common/strutil.h"
 #include "daemon/log.h"
 #include "daemon/server/srv.h"
+
+static void __attribute__((format(printf, 4, 5)))
+child_note(struct srv_session *ss, pid_t pid, int code, const char *fmt, ...);
 
 const char srv_children_stop_note[] =
 	"with children: each child process is stopped (SIGSTOP) before its "
@@ -179,7 +183,7 @@ bool srv_children_intelpt_ready(struct ptd_server *s, struct conn *c,
 	}
 	if (s->forkstop)
 		return true;
-	r = ptd_forkstop_new(intelpt_what, &s->forkstop, &diag);
+	r = ptd_forkstop_new(intelpt_what, 0, &s->forkstop, &diag);
 	if (r < 0) {
 		ptd_log_info("uid %u: %s refused: %s",
 			     c ? (unsigned)c->peer.uid : 0u, intelpt_what,
@@ -225,11 +229,36 @@ int srv_children_follow(struct ptd_server *s, struct srv_session *ss,
 	return 0;
 }
 
+/* The fork stopper let @missed children of @ss's process go untraced so
+ * far: said (log, status, stream) where that grew. */
+static void missed_seen(struct srv_session *ss, uint64_t missed)
+{
+	uint64_t n;
+
+	if (missed <= ss->children_missed)
+		return;
+	n = missed - ss->children_missed;
+	ss->children_missed = missed;
+	ptd_log_warning("session %" PRIu64 ": %" PRIu64 " child process(es) "
+			"of pid %d not traced: the fork stopper could not "
+			"stop them (its tables or ring buffer full, or a "
+			"signal refused); they ran untraced", ss->id, n,
+			(int)ss->pid);
+	child_note(ss, ss->pid, -PTD_ELIMIT, "%" PRIu64 " child process(es) "
+		   "not traced: the fork stopper could not stop them (its "
+		   "tables or ring buffer full, or a signal refused); they "
+		   "ran untraced", n);
+}
+
 void srv_children_unfollow(struct srv_session *ss)
 {
+	uint64_t missed = 0;
+
 	if (!ss->forkstop_followed)
 		return;
-	(void)ptd_forkstop_unfollow(ss->srv->forkstop, ss->pid, ss->id);
+	if (ptd_forkstop_unfollow(ss->srv->forkstop, ss->pid, ss->id,
+				  &missed) == 0)
+		missed_seen(ss, missed);
 	ss->forkstop_followed = false;
 }
 
@@ -244,7 +273,14 @@ static void on_forkstop(void *ctx, const struct ptd_forkstop_event *ev)
 		if (ss->id == ev->cookie)
 			break;
 	if (ss && ss->creq && ss->forkstop_followed) {
+		uint64_t missed;
+
 		child_reported(ss, (pid_t)ev->pid);
+		/* (misses come with no report of their own: looked at with
+		 * each report, at status and at the end) */
+		if (ptd_forkstop_missed(s->forkstop, ss->pid, ss->id,
+					&missed) == 0)
+			missed_seen(ss, missed);
 		return;
 	}
 	ptd_log_info("session %" PRIu64 ": child process %u of pid %u not "
@@ -291,11 +327,31 @@ static int refusal_code(const char *why)
 	return -ECANCELED;
 }
 
+/* A note for @ss's stream, while it decodes (sink_flush reports them). */
+static void __attribute__((format(printf, 4, 5)))
+child_note(struct srv_session *ss, pid_t pid, int code, const char *fmt, ...)
+{
+	struct srv_child_note *n;
+	va_list ap;
+
+	(void)pthread_mutex_lock(&ss->kid_lock);
+	if (ss->nnotes < SRV_CHILD_NOTES) {
+		n = &ss->notes[ss->nnotes++];
+		n->pid = pid;
+		n->code = code;
+		va_start(ap, fmt);
+		(void)vsnprintf(n->detail, sizeof(n->detail), fmt, ap);
+		va_end(ap);
+	} else {
+		ss->notes_dropped++;
+	}
+	(void)pthread_mutex_unlock(&ss->kid_lock);
+}
+
 void srv_child_refused(struct ptd_server *s, uint64_t parent, pid_t pid,
 		       int err, const char *why)
 {
 	struct srv_session *ss;
-	struct srv_child_note *n;
 
 	for (ss = s->sessions; ss; ss = ss->next)
 		if (ss->id == parent)
@@ -307,19 +363,8 @@ void srv_child_refused(struct ptd_server *s, uint64_t parent, pid_t pid,
 	ss->children_refused++;
 	(void)snprintf(ss->last_child_refusal, sizeof(ss->last_child_refusal),
 		       "pid %d: %s", (int)pid, why);
-	/* for its stream, while it decodes (sink_flush reports them) */
-	(void)pthread_mutex_lock(&ss->kid_lock);
-	if (ss->nnotes < SRV_CHILD_NOTES) {
-		n = &ss->notes[ss->nnotes++];
-		n->pid = pid;
-		n->code = err ? err : refusal_code(why);
-		(void)snprintf(n->detail, sizeof(n->detail), "child process "
-			       "%d not traced: %s; it runs on untraced",
-			       (int)pid, why);
-	} else {
-		ss->notes_dropped++;
-	}
-	(void)pthread_mutex_unlock(&ss->kid_lock);
+	child_note(ss, pid, err ? err : refusal_code(why), "child process "
+		   "%d not traced: %s; it runs on untraced", (int)pid, why);
 }
 
 static void send_cont(int pidfd)
@@ -447,6 +492,15 @@ void srv_children_counts(const struct srv_session *ss, cJSON *o)
 				(double)ss->children_started);
 	cJSON_AddNumberToObject(o, "children_refused",
 				(double)ss->children_refused);
+	if (ss->forkstop_followed || ss->children_missed) {
+		uint64_t missed = ss->children_missed, now;
+
+		if (ss->forkstop_followed &&
+		    ptd_forkstop_missed(ss->srv->forkstop, ss->pid, ss->id,
+					&now) == 0 && now > missed)
+			missed = now;
+		cJSON_AddNumberToObject(o, "children_missed", (double)missed);
+	}
 	if (ss->last_child_refusal[0])
 		cJSON_AddStringToObject(o, "last_child_refusal",
 					ss->last_child_refusal);
@@ -454,6 +508,8 @@ void srv_children_counts(const struct srv_session *ss, cJSON *o)
 
 void srv_children_free(struct srv_session *ss)
 {
+	/* (before kid_lock goes: a miss seen last is noted under it) */
+	srv_children_unfollow(ss);
 	if (ss->kid_init) {
 		/* reported and never taken (the loop takes them before it
 		 * frees a session, but at shutdown; a start that failed
@@ -468,7 +524,6 @@ void srv_children_free(struct srv_session *ss)
 		(void)pthread_mutex_destroy(&ss->kid_lock);
 		ss->kid_init = false;
 	}
-	srv_children_unfollow(ss);
 	free(ss->kids);
 	ss->kids = NULL;
 	ss->nkids = 0;

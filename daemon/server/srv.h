@@ -275,6 +275,8 @@ struct srv_session {
 	 * forkstop, cookie: the session's id) from before its trace starts
 	 * until it ends */
 	bool forkstop_followed;
+	/* ... and the children it let go untraced, as last seen */
+	uint64_t children_missed;
 	char last_child_refusal[PTD_DIAG_MAX + 512];
 	/* With symbols: its owner's groups, which its children's symbols
 	 * are read with (symbols.c; the connection they came from may be

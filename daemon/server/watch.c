@@ -242,7 +242,7 @@ static bool watcher_ready(struct ptd_server *s, struct conn *c,
 	s->watch.fd = ptd_watcher_fd(s->watcher);
 	r = srv_ep_add(s, &s->watch, EPOLLIN);
 	if (r < 0) {
-		ptd_watcher_free(s->watcher);
+		ptd_watcher_free(s->watcher, NULL, NULL);
 		s->watcher = NULL;
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "epoll: %s",
 				strerror(-r));
@@ -258,9 +258,11 @@ static void watcher_maybe_unload(struct ptd_server *s)
 {
 	if (s->rules || !s->watcher)
 		return;
-	/* events still queued are for rules gone: continue them */
-	srv_watch_readable(s);
-	ptd_watcher_free(s->watcher);
+	/* events still queued are for rules gone: continue them, the
+	 * program detached first (a match in flight on another CPU would
+	 * otherwise be queued after the last read, its process stopped for
+	 * good) */
+	ptd_watcher_free(s->watcher, on_match, s);
 	s->watcher = NULL;
 	ptd_log_info("exec watcher unloaded (no rule left)");
 }

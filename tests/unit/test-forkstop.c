@@ -15,9 +15,13 @@
  *  - a process not followed, and P once unfollowed, fork children that
  *    are never stopped nor reported;
  *  - a storm of 300 forks from four threads: 300 reports, none missed,
- *    every child continued and reaped with its status.
+ *    every child continued and reaped with its status;
+ *  - the same storm with a one-page ring buffer nobody reads: the
+ *    children without room are let go unstopped and counted for P, every
+ *    fork reported or counted.
  * Root, with BPF; skipped saying why elsewhere.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -333,8 +337,8 @@ static void test_threads(void)
 	CHECK_EQ_INT(proc_result(&p), 0);
 	/* the threads P made were not reported (nor stopped) */
 	CHECK_EQ_INT(collect(&e, 0, 0), NTHREADS);
-	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 112), -ENOENT);
-	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 111), 0);
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 112, NULL), -ENOENT);
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 111, NULL), 0);
 	proc_end(&p);
 }
 
@@ -357,7 +361,7 @@ static void test_vfork(void)
 	CHECK_EQ_INT(proc_result(&p), 0);
 	/* the exec'd echo forked nothing, and P nothing more */
 	CHECK_EQ_INT(collect(&e, 0, 0), 1);
-	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 5), 0);
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 5, NULL), 0);
 	proc_end(&p);
 }
 
@@ -388,8 +392,8 @@ static void test_grandchild(void)
 	CHECK_EQ_INT(await_written(buf, 2), 2);
 	CHECK(!memcmp(buf, "gc", 2));
 	CHECK_EQ_INT(proc_result(&p), 0);
-	(void)ptd_forkstop_unfollow(fs, c, 2);	/* (gone: either way) */
-	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 1), 0);
+	(void)ptd_forkstop_unfollow(fs, c, 2, NULL);	/* (gone: either way) */
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 1, NULL), 0);
 	proc_end(&p);
 }
 
@@ -412,7 +416,7 @@ static void test_not_followed(void)
 	CHECK_EQ_INT(collect(&e, 0, 0), 0);
 	proc_end(&q);
 	/* P forks after the follow ended */
-	REQUIRE(ptd_forkstop_unfollow(fs, p.pid, 9) == 0);
+	REQUIRE(ptd_forkstop_unfollow(fs, p.pid, 9, NULL) == 0);
 	proc_ask(&p, 'u');
 	CHECK_EQ_INT(await_written(buf, 1), 1);
 	CHECK_EQ_INT(proc_result(&p), 0);
@@ -426,6 +430,7 @@ static void test_storm(void)
 	struct ptd_forkstop_count before, after;
 	struct proc p;
 	unsigned done = 0;
+	uint64_t missed = 1;
 
 	e.n = 0;
 	REQUIRE(ptd_forkstop_counts(fs, &before) == 0);
@@ -449,7 +454,77 @@ static void test_storm(void)
 	CHECK_EQ_U64(after.missed, 0);
 	fprintf(stderr, "  storm: %u forks reported, %llu missed\n", done,
 		(unsigned long long)after.missed);
-	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 77), 0);
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 77, &missed), 0);
+	CHECK_EQ_U64(missed, 0);
+	proc_end(&p);
+}
+
+/* Continue every child of @parent that is stopped now (found in /proc,
+ * not from the reports). */
+static void cont_stopped_children(pid_t parent)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char path[300], buf[512], *p;
+		int ppid = 0;
+		FILE *f;
+		size_t n;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%s/stat",
+			       de->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		p = strrchr(buf, ')');
+		if (p && sscanf(p, ") %*c %d", &ppid) == 1 &&
+		    ppid == parent && p[2] == 'T')
+			(void)kill(atoi(de->d_name), SIGCONT);
+	}
+	closedir(d);
+}
+
+/* A ring buffer that is not read fills: the children it has no room for
+ * are not stopped (nothing would continue them) and are counted for
+ * their parent, every fork either reported or counted missed. */
+static void test_missed(void)
+{
+	static struct evs e;
+	struct ptd_diag diag = { "" };
+	struct pollfd pf;
+	struct proc p;
+	uint64_t missed = 0, at_end = 0;
+	char r = -1;
+
+	ptd_forkstop_free(fs, NULL, NULL);
+	/* one page: room for 128 reports */
+	REQUIRE(ptd_forkstop_new("the test", 4096, &fs, &diag) == 0);
+	e.n = 0;
+	proc_start(&p);
+	REQUIRE(ptd_forkstop_follow(fs, p.pid, 55) == 0);
+	proc_ask(&p, 's');
+	pf = (struct pollfd){ .fd = p.res, .events = POLLIN };
+	for (int i = 0; i < 60000 && poll(&pf, 1, 1) == 0; i++)
+		cont_stopped_children(p.pid);
+	REQUIRE(read(p.res, &r, 1) == 1);
+	CHECK_EQ_INT(r, 0);		/* every exit status as chosen */
+	REQUIRE(ptd_forkstop_missed(fs, p.pid, 55, &missed) == 0);
+	CHECK_EQ_INT(ptd_forkstop_missed(fs, p.pid, 56, &at_end), -ENOENT);
+	(void)collect(&e, 0, 0);
+	fprintf(stderr, "  unread ring: %u reported, %llu missed of %d\n",
+		e.n, (unsigned long long)missed, STORM);
+	CHECK(e.n > 0);
+	CHECK(missed > 0);
+	CHECK_EQ_U64(e.n + missed, STORM);
+	CHECK_EQ_INT(ptd_forkstop_unfollow(fs, p.pid, 55, &at_end), 0);
+	CHECK_EQ_U64(at_end, missed);
 	proc_end(&p);
 }
 
@@ -460,7 +535,8 @@ int main(void)
 
 	if (geteuid() != 0)
 		SKIP_ALL("the fork stopper loads BPF programs: run as root");
-	r = ptd_forkstop_new("children with the intel_pt source", &fs, &diag);
+	r = ptd_forkstop_new("children with the intel_pt source", 0, &fs,
+			     &diag);
 	if (r == -PTD_EUNSUPPORTED || r == -EPERM)
 		SKIP_ALL("%s", diag.msg);
 	if (r < 0) {
@@ -478,6 +554,7 @@ int main(void)
 	RUN(test_grandchild);
 	RUN(test_not_followed);
 	RUN(test_storm);
+	RUN(test_missed);
 	ptd_forkstop_free(fs, NULL, NULL);
 	return check_done();
 }
