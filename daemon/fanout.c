@@ -113,6 +113,7 @@ struct ptd_fanout {
 	bool had_subs;			/* someone subscribed once */
 	bool waits_cancelled;
 	atomic_bool abandoned;		/* had subscribers, has none now */
+	atomic_uint kinds_seen;		/* every subscriber's kinds, OR'ed */
 	struct ptd_session_end end;
 	char bye[BYE_MAX];		/* scratch for bye records */
 	/* Bumped (under lock) whenever f->subs changes. */
@@ -926,6 +927,8 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 	f->nsubs++;
 	atomic_fetch_add_explicit(&f->gen, 1, memory_order_release);
 	f->had_subs = true;
+	atomic_fetch_or_explicit(&f->kinds_seen, filter->spec.kinds,
+				 memory_order_relaxed);
 	pthread_cond_broadcast(&f->room);	/* wait_subscriber */
 	atomic_store_explicit(&f->abandoned, false, memory_order_relaxed);
 	pthread_mutex_unlock(&f->lock);
@@ -1079,6 +1082,11 @@ unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
 		sub_stats(s, &ret[n++]);
 	pthread_mutex_unlock(&f->lock);
 	return n;
+}
+
+unsigned ptd_fanout_kinds_seen(struct ptd_fanout *f)
+{
+	return atomic_load_explicit(&f->kinds_seen, memory_order_relaxed);
 }
 
 bool ptd_fanout_abandoned(struct ptd_fanout *f)

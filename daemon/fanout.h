@@ -172,6 +172,11 @@ void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
  * cheap enough for every record.) */
 bool ptd_fanout_abandoned(struct ptd_fanout *f);
 
+/* The kinds (PTD_REC_BIT()s) any subscriber of @f has asked for, left or
+ * not: a producer that can spare work nobody wants (a replay's call
+ * stack) looks here.  Any thread, lock-free. */
+unsigned ptd_fanout_kinds_seen(struct ptd_fanout *f);
+
 /* What a paced producer's wait does with a subscriber that stalls. */
 enum ptd_stall {
 	PTD_STALL_DROP,		/* drop its records until it reads again */
