@@ -1149,9 +1149,9 @@ unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
 	return n;
 }
 
-unsigned ptd_fanout_kinds_seen(struct ptd_fanout *f)
+const atomic_uint *ptd_fanout_kinds_seen(struct ptd_fanout *f)
 {
-	return atomic_load_explicit(&f->kinds_seen, memory_order_relaxed);
+	return &f->kinds_seen;
 }
 
 bool ptd_fanout_abandoned(struct ptd_fanout *f)

@@ -60,6 +60,7 @@
 #ifndef PTD_DAEMON_FANOUT_H
 #define PTD_DAEMON_FANOUT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -173,10 +174,11 @@ void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
  * cheap enough for every record.) */
 bool ptd_fanout_abandoned(struct ptd_fanout *f);
 
-/* The kinds (PTD_REC_BIT()s) any subscriber of @f has asked for, left or
- * not: a producer that can spare work nobody wants (a replay's call
- * stack) looks here.  Any thread, lock-free. */
-unsigned ptd_fanout_kinds_seen(struct ptd_fanout *f);
+/* Where the kinds (PTD_REC_BIT()s) any subscriber of @f has asked for,
+ * left or not, are kept, for as long as @f: a producer that can spare
+ * work nobody wants (a replay's call stack) looks there, as often as a
+ * record.  Any thread, lock-free (relaxed loads). */
+const atomic_uint *ptd_fanout_kinds_seen(struct ptd_fanout *f);
 
 /* What a paced producer's wait does with a subscriber that stalls. */
 enum ptd_stall {

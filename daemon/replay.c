@@ -58,6 +58,7 @@ struct ptd_replay {
 	 * once it is open. */
 	atomic_bool calls_gate;
 	bool calls_open;
+	const atomic_uint *kinds_seen;	/* ptd_fanout_kinds_seen(fan) */
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
 	struct ptd_diag notice;
@@ -151,8 +152,11 @@ static bool wait_subscriber(struct ptd_replay *r)
  * (replay thread). */
 static void calls_check(struct ptd_replay *r)
 {
-	if (r->calls_open || !(ptd_fanout_kinds_seen(r->fan) &
-			       PTD_REC_BIT(PTD_REC_CALL)))
+	if (!r->kinds_seen)
+		r->kinds_seen = ptd_fanout_kinds_seen(r->fan);
+	if (r->calls_open ||
+	    !(atomic_load_explicit(r->kinds_seen, memory_order_relaxed) &
+	      PTD_REC_BIT(PTD_REC_CALL)))
 		return;
 	r->calls_open = true;
 	atomic_store_explicit(&r->calls_gate, true, memory_order_relaxed);
@@ -201,7 +205,10 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 		atomic_store(&r->abandoned, !stop_reason(r));
 		return 1;
 	}
-	if (!r->calls_open)
+	if (!r->calls_open &&
+	    (!r->kinds_seen ||
+	     (atomic_load_explicit(r->kinds_seen, memory_order_relaxed) &
+	      PTD_REC_BIT(PTD_REC_CALL))))
 		calls_check(r);
 	if (rec->type == PTD_REC_INSN)
 		bump(&r->insns);
