@@ -27,7 +27,30 @@
 /* ,"session":N after a tagged record's type: at most 31 bytes. */
 #define TAG_MAX 32
 
+/* Stage entries a subscriber holds at most: then they are queued (a
+ * largest entry always fits beside what is below the mark). */
+#define STAGE_BYTES (32u << 10)
+#define STAGE_ENTRY_MAX (sizeof(uint32_t) + PTD_JSON_MAX_RECORD + TAG_MAX)
+
 struct ptd_subscriber {
+	/* Decode thread only, read for every record (first, on one cache
+	 * line: between two records the decode has pushed most of the
+	 * fan-out out of the cache): its renderer in the roster
+	 * (fan_view), and whether the record being fanned out passes its
+	 * filter. */
+	unsigned view;
+	bool want;
+	/* its filter passes every record of its kinds (but counters
+	 * snapshots): no thread, no code condition */
+	bool by_kind;
+	unsigned kinds;			/* filter.spec.kinds */
+	/* Decode thread only: records matched but not yet queued (stage_n
+	 * of them, stage_len bytes of stage entries: a header, then the
+	 * line or fixed-width record), so that a batch takes the lock
+	 * once, not each record (stage_flush). */
+	uint32_t stage_n;
+	uint8_t *stage;
+	size_t stage_len;
 	struct ptd_subscriber *next;
 	struct ptd_fanout *fan;
 	struct ptd_filter filter;	/* decode thread only (its cache) */
@@ -37,16 +60,6 @@ struct ptd_subscriber {
 	size_t limit;			/* queue_size */
 	bool binary;			/* frames (record/binframe.h), not
 					 * JSON lines */
-	/* Decode thread only: its renderer in the roster (fan_view), and
-	 * whether the record being fanned out passes its filter. */
-	unsigned view;
-	bool want;
-	/* Decode thread only, binary: fixed-width records matched but not
-	 * yet queued (stage_n of them, stage_len bytes), so that a batch
-	 * takes the lock once, not each record (stage_flush). */
-	uint8_t *stage;
-	size_t stage_len;
-	uint32_t stage_n;
 	/* Guarded by the fan-out lock: */
 	unsigned refs;			/* f->subs holds one, the roster one */
 	bool gone;			/* unsubscribed: out of f->subs, its
@@ -74,17 +87,19 @@ struct ptd_subscriber {
  * thread only): each record is rendered once per set, not once per
  * subscriber, through the renderer's caches. */
 struct fan_view {
-	struct ptd_jsonr jr;
+	/* read for every record: first, with rec, away from the renderer's
+	 * caches */
+	uint64_t rendered;		/* the rec_seq it last rendered */
+	bool is_rec;			/* this record went into rec */
 	bool tagged;			/* ,"session":N after the type */
 	/* binary frames: insn records of a fixed field set are encoded
 	 * into rec (is_rec), the others rendered into line as for JSON */
 	bool binary;
 	bool fixed;			/* binary and jr.fields fixed-width */
 	unsigned recsize;		/* fixed: ptd_bin_recsize */
-	bool is_rec;			/* this record went into rec */
 	size_t len;			/* of line; 0: did not render */
-	bool rendered;			/* for the record being fanned out */
 	uint8_t rec[PTD_BIN_MAX_REC];
+	struct ptd_jsonr jr;
 	char line[PTD_JSON_MAX_RECORD + TAG_MAX];
 };
 
@@ -113,6 +128,7 @@ struct ptd_fanout {
 	bool had_subs;			/* someone subscribed once */
 	bool waits_cancelled;
 	atomic_bool abandoned;		/* had subscribers, has none now */
+	atomic_uint kinds_seen;		/* every subscriber's kinds, OR'ed */
 	struct ptd_session_end end;
 	char bye[BYE_MAX];		/* scratch for bye records */
 	/* Bumped (under lock) whenever f->subs changes. */
@@ -138,6 +154,10 @@ struct ptd_fanout {
 	size_t credit;
 	unsigned credit_gen;
 	bool staged;			/* a subscriber has staged records */
+	/* every subscriber of the roster has its stage: records are
+	 * staged (else, short of memory, queued one by one) */
+	bool can_stage;
+	uint64_t rec_seq;		/* records fanned out (fan_view) */
 	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
@@ -396,6 +416,12 @@ static void roster_sync(struct ptd_fanout *f)
 		next = s->next;
 		sub_free(s);
 	}
+	/* (the stage is the decode thread's: taken without the lock) */
+	f->can_stage = true;
+	for (i = 0; i < f->nroster; i++)
+		if (!f->roster[i]->stage &&
+		    !(f->roster[i]->stage = malloc(STAGE_BYTES)))
+			f->can_stage = false;
 	/* The renderers: one per distinct field set, caches fresh. */
 	f->nviews = 0;
 	for (i = 0; i < f->nroster; i++) {
@@ -422,6 +448,7 @@ static void roster_sync(struct ptd_fanout *f)
 			struct fan_view *nv = &f->views[f->nviews++];
 
 			ptd_jsonr_init(&nv->jr, fields);
+			nv->rendered = 0;	/* not for this record */
 			nv->tagged = tagged;
 			nv->binary = binary;
 			nv->fixed = binary && ptd_bin_fields_fixed(fields);
@@ -435,7 +462,7 @@ static void roster_sync(struct ptd_fanout *f)
  * below them a record's wake-up waits for the producer's ptd_fanout_flush
  * (the end of its decode round), so that the loop writes many records a
  * send instead of one, and is woken once for them. */
-#define WAKE_BATCH_BYTES (64u << 10)
+#define WAKE_BATCH_BYTES (256u << 10)
 
 static bool sub_urgent(const struct ptd_subscriber *s)
 {
@@ -461,6 +488,18 @@ static bool wake_due(struct ptd_fanout *f, bool queued, bool urgent)
 	return true;
 }
 
+/* A stage entry's header (host order, unaligned): the length of what
+ * follows (a JSON line, a fixed-width record, nothing), the record's type
+ * and which of the three it is. */
+enum { STAGE_LINE, STAGE_REC, STAGE_LOST };
+#define STAGE_HDR(len, type, what)                                            \
+	((uint32_t)(len) | (uint32_t)(type) << 16 | (uint32_t)(what) << 24)
+#define STAGE_LEN(h) ((size_t)((h) & 0xffffu))
+#define STAGE_TYPE(h) ((enum ptd_rec_type)(((h) >> 16) & 0xffu))
+#define STAGE_WHAT(h) ((h) >> 24)
+_Static_assert(PTD_JSON_MAX_RECORD + TAG_MAX <= 0xffffu,
+	       "a stage entry's length takes 16 bits");
+
 /* Queue every subscriber's staged records (lock held, decode thread): as
  * ptd_fanout_record would have one by one -- matched, then sent or lost
  * -- in their order, before whatever the caller queues next.  Returns
@@ -475,9 +514,9 @@ static bool stage_flush(struct ptd_fanout *f)
 	for (unsigned i = 0; i < f->nroster; i++) {
 		struct ptd_subscriber *s = f->roster[i];
 		const struct fan_view *v = &f->views[s->view];
-		uint32_t n = s->stage_n;
+		size_t len = s->stage_len, off = 0;
 
-		if (!n)
+		if (!s->stage_n)
 			continue;
 		s->stage_n = 0;
 		s->stage_len = 0;
@@ -485,14 +524,26 @@ static bool stage_flush(struct ptd_fanout *f)
 		 * record fanned out after that would have) */
 		if (s->gone || s->bye_queued || f->ended)
 			continue;
-		for (uint32_t k = 0; k < n; k++) {
+		while (off < len) {
+			const uint8_t *p;
+			uint32_t h;
+			size_t n;
+			enum ptd_rec_type t;
+
+			memcpy(&h, s->stage + off, sizeof(h));
+			n = STAGE_LEN(h);
+			t = STAGE_TYPE(h);
+			p = s->stage + off + sizeof(h);
+			off += sizeof(h) + n;
 			s->matched++;
-			if (s->cut) {
-				count_lost(s, PTD_REC_INSN);
+			if (s->cut || STAGE_WHAT(h) == STAGE_LOST) {
+				count_lost(s, t);
 				continue;
 			}
-			if (sub_enqueue_rec(s, s->stage + (size_t)k * v->recsize,
-					    v->jr.fields, v->recsize))
+			if (STAGE_WHAT(h) == STAGE_REC ?
+				    sub_enqueue_rec(s, p, v->jr.fields,
+						    (unsigned)n) :
+				    sub_enqueue(s, (const char *)p, n, t))
 				wake = true;
 		}
 		urgent = urgent || sub_urgent(s);
@@ -519,8 +570,8 @@ void ptd_fanout_flush(struct ptd_fanout *f)
 	bool wake;
 
 	pthread_mutex_lock(&f->lock);
-	(void)stage_flush(f);
-	wake = f->wake_owed;
+	/* (a wake-up stage_flush says is due is no longer owed: paid here) */
+	wake = stage_flush(f) || f->wake_owed;
 	f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
@@ -544,43 +595,52 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 	return len + f->tag_len;
 }
 
-/* Records staged a subscriber at most: then they are queued. */
-#define STAGE_BYTES (16u << 10)
 
-/* Stage the record being fanned out for each subscriber that wants it, if
- * each of them takes it as a fixed-width record (decode thread, no lock).
- * False: nothing staged (the caller queues it under the lock). */
-static bool stage_record(struct ptd_fanout *f)
+/* Stage the record being fanned out for @s, which wants it (decode
+ * thread, no lock; f->can_stage): its line, its fixed-width record, or
+ * that it is lost (it did not render).  *@used: the most bytes one
+ * subscriber's queue will take for it; *@full: a stage is to be queued
+ * (stage_done). */
+static inline void stage_one(struct ptd_subscriber *s,
+			     const struct fan_view *v, enum ptd_rec_type t,
+			     size_t *used, bool *full)
 {
-	bool full = false;
-	size_t used = 0;
+	const void *p = v->line;
+	size_t n = v->len, extra = sub_frame_extra(s), q;
+	uint32_t h;
 
-	for (unsigned i = 0; i < f->nroster; i++) {
-		struct ptd_subscriber *s = f->roster[i];
-
-		if (s->want && (!f->views[s->view].is_rec ||
-				(!s->stage && !(s->stage = malloc(STAGE_BYTES)))))
-			return false;
+	if (v->is_rec) {
+		p = v->rec;
+		n = v->recsize;
+		extra = PTD_BIN_HDR;	/* a new frame at worst */
+		h = STAGE_HDR(n, t, STAGE_REC);
+	} else if (n) {
+		h = STAGE_HDR(n, t, STAGE_LINE);
+	} else {
+		h = STAGE_HDR(0, t, STAGE_LOST);
 	}
-	for (unsigned i = 0; i < f->nroster; i++) {
-		struct ptd_subscriber *s = f->roster[i];
-		const struct fan_view *v = &f->views[s->view];
+	memcpy(s->stage + s->stage_len, &h, sizeof(h));
+	memcpy(s->stage + s->stage_len + sizeof(h), p, n);
+	s->stage_len += sizeof(h) + n;
+	s->stage_n++;
+	if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
+		*full = true;
+	/* what it will add to the queue: its lost record first if one is
+	 * pending (only this thread makes them) */
+	q = n ? n + extra : 0;
+	if (q && s->lost_pending)
+		q += LOST_MAX + extra;
+	if (q > *used)
+		*used = q;
+}
 
-		if (!s->want)
-			continue;
-		memcpy(s->stage + s->stage_len, v->rec, v->recsize);
-		s->stage_len += v->recsize;
-		s->stage_n++;
-		full = full || s->stage_len + PTD_BIN_MAX_REC > STAGE_BYTES;
-		/* what it will add to the queue, a frame header at worst */
-		if (v->recsize + PTD_BIN_HDR > used)
-			used = v->recsize + PTD_BIN_HDR;
-	}
+/* After a record's stage_one()s. */
+static void stage_done(struct ptd_fanout *f, size_t used, bool full)
+{
 	f->staged = true;
 	f->credit = f->credit > used ? f->credit - used : 0;
 	if (full)
 		stage_flush_locking(f);
-	return true;
 }
 
 bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
@@ -625,7 +685,7 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	size_t used = 0;	/* the most bytes queued for one subscriber */
 	bool urgent = false;
 	struct ptd_subscriber *s;
-	bool any = false, wake = false;
+	bool any = false, wake = false, full = false, staged_wake;
 	unsigned i;
 
 	if ((unsigned)r->type >= PTD_REC_NTYPES ||
@@ -634,20 +694,23 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
 	    f->roster_gen)
 		roster_sync(f);
-	/* Without the lock: match, and render once per field set that a
-	 * matching subscriber has. */
-	for (i = 0; i < f->nviews; i++)
-		f->views[i].rendered = false;
+	/* Without the lock: match, render once per field set that a
+	 * matching subscriber has, and stage it for each (queued a batch
+	 * at a time). */
+	f->rec_seq++;
 	for (i = 0; i < f->nroster; i++) {
 		struct fan_view *v;
 
 		s = f->roster[i];
-		s->want = ptd_filter_match(&s->filter, r);
+		if (s->by_kind && r->type != PTD_REC_COUNTERS)
+			s->want = s->kinds & PTD_REC_BIT(r->type);
+		else
+			s->want = ptd_filter_match(&s->filter, r);
 		if (!s->want)
 			continue;
 		any = true;
 		v = &f->views[s->view];
-		if (!v->rendered) {
+		if (v->rendered != f->rec_seq) {
 			/* a binary view's insn records straight into their
 			 * fixed-width form: no JSON */
 			v->is_rec = v->fixed && r->type == PTD_REC_INSN;
@@ -659,7 +722,7 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 				if (v->tagged)
 					v->len = tag_line(f, v->line, v->len);
 			}
-			v->rendered = true;
+			v->rendered = f->rec_seq;
 			/* only this thread writes it: no locked add */
 			atomic_store_explicit(
 				&f->renders,
@@ -667,18 +730,18 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 						     memory_order_relaxed) + 1,
 				memory_order_relaxed);
 		}
+		if (f->can_stage)
+			stage_one(s, v, r->type, &used, &full);
 	}
 	if (!any)
 		return;
-	/* Binary records: staged without the lock while every subscriber
-	 * that wants this record takes it that way, queued a batch at a
-	 * time. */
-	if (stage_record(f))
+	if (f->can_stage) {
+		stage_done(f, used, full);
 		return;
+	}
 	/* One lock to queue the lines (after what is staged). */
 	pthread_mutex_lock(&f->lock);
-	if (stage_flush(f))
-		urgent = true;
+	staged_wake = stage_flush(f);
 	for (i = 0; i < f->nroster && !f->ended; i++) {
 		const struct fan_view *v;
 		size_t before;
@@ -710,7 +773,7 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	}
 	f->credit = f->credit > used ? f->credit - used : 0;
 	/* a wake-up owed until the flush, or a queue fills */
-	wake = wake_due(f, wake, urgent);
+	wake = wake_due(f, wake, urgent) || staged_wake;
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
@@ -724,10 +787,10 @@ uint64_t ptd_fanout_renders(struct ptd_fanout *f)
 void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 {
 	struct ptd_subscriber *s;
-	bool wake = false;
+	bool wake = false, staged_wake;
 
 	pthread_mutex_lock(&f->lock);
-	(void)stage_flush(f);	/* woken below, with what was owed */
+	staged_wake = stage_flush(f);	/* woken below */
 	f->credit = 0;
 	for (s = f->subs; s && !f->ended; s = s->next) {
 		if (s->bye_queued || s->cut)
@@ -744,6 +807,7 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)
 		f->wake_pending = true;
 	else
 		wake = f->wake_owed;
+	wake = wake || staged_wake;
 	f->wake_owed = false;
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
@@ -901,6 +965,8 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 		return -ENOMEM;
 	s->filter = *filter;
 	s->filter.mod_ptr = NULL;
+	s->by_kind = !filter->spec.ntids && !filter->code_filter;
+	s->kinds = filter->spec.kinds;
 	s->limit = queue_size;
 	s->rule = rule;
 	/* a rule's stream is JSON lines (proto.c refuses binary there) */
@@ -926,6 +992,8 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 	f->nsubs++;
 	atomic_fetch_add_explicit(&f->gen, 1, memory_order_release);
 	f->had_subs = true;
+	atomic_fetch_or_explicit(&f->kinds_seen, filter->spec.kinds,
+				 memory_order_relaxed);
 	pthread_cond_broadcast(&f->room);	/* wait_subscriber */
 	atomic_store_explicit(&f->abandoned, false, memory_order_relaxed);
 	pthread_mutex_unlock(&f->lock);
@@ -1079,6 +1147,11 @@ unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
 		sub_stats(s, &ret[n++]);
 	pthread_mutex_unlock(&f->lock);
 	return n;
+}
+
+const atomic_uint *ptd_fanout_kinds_seen(struct ptd_fanout *f)
+{
+	return &f->kinds_seen;
 }
 
 bool ptd_fanout_abandoned(struct ptd_fanout *f)

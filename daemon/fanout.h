@@ -19,10 +19,13 @@
  * decode thread matches and renders without it, against its own roster of
  * the subscribers (refreshed when the list changes; a subscriber that
  * joins while a record is being rendered starts with the next one), and
- * holds it only to append the rendered lines -- not at all for a record
- * nobody wants; the loop holds it while it swaps a queue out (O(1)) or
- * counts written bytes.  The loop writes the bytes it took without the
- * lock.
+ * stages each rendered line (or binary record) per subscriber, also
+ * without it: the staged records are queued a batch at a time, under one
+ * lock (32 KiB of them, or before anything else is queued: a line, the
+ * end, a flush, a wait, a roster change), as if one by one -- matched,
+ * then sent or lost, in their order.  The loop holds it while it swaps a
+ * queue out (O(1)) or counts written bytes, and writes the bytes it took
+ * without it.
  *
  * Each subscriber has two buffers: the queue the decode thread appends to,
  * and the one the loop is writing from; they are swapped when the loop has
@@ -44,13 +47,10 @@
  * record and a bye of reason "stalled", while the others go on.
  *
  * Binary subscribers (filter.h, spec.binary): insn records of a
- * fixed-width field set are encoded once per field set and, while every
- * subscriber that wants a record takes it that way, staged per
- * subscriber by the decode thread without the lock and queued a batch at
- * a time (16 KiB, or before anything else is queued: a line, a JSON
- * record, the end, a flush, a wait, a roster change), as if one by one.
- * A paced producer's wait takes no lock while the room it saw last, less
- * what it queued since, still covers it.
+ * fixed-width field set are encoded once per field set, and staged as
+ * the JSON lines are.  A paced producer's wait takes no lock while the
+ * room it saw last, less what it queued and staged since, still covers
+ * it.
  *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
@@ -60,6 +60,7 @@
 #ifndef PTD_DAEMON_FANOUT_H
 #define PTD_DAEMON_FANOUT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,11 +146,12 @@ void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len);
  * record appended after this wakes the loop again. */
 void ptd_fanout_clear_wake(struct ptd_fanout *f);
 
-/* The producer's decode round is over: wake the loop for the records
- * ptd_fanout_record queued since the last wake-up (it wakes it itself only
- * once a queue holds 64 KiB, or half its size).  Every producer calls it
- * before it waits for more trace; ptd_fanout_wait_room pays the wake-up
- * before it waits, ptd_fanout_end and ptd_fanout_line with theirs. */
+/* The producer's decode round is over: queue what ptd_fanout_record
+ * staged and wake the loop for the records queued since the last wake-up
+ * (it wakes it itself only once a queue holds 256 KiB, or half its size).
+ * Every producer calls it before it waits for more trace;
+ * ptd_fanout_wait_room pays the wake-up before it waits, ptd_fanout_end
+ * and ptd_fanout_line with theirs. */
 void ptd_fanout_flush(struct ptd_fanout *f);
 unsigned ptd_fanout_count(struct ptd_fanout *f);
 bool ptd_fanout_ended(struct ptd_fanout *f);
@@ -171,6 +173,12 @@ void ptd_subscriber_consume(struct ptd_subscriber *s, size_t n);
 /* Decode thread: was there a subscriber once and none now?  (Lock-free;
  * cheap enough for every record.) */
 bool ptd_fanout_abandoned(struct ptd_fanout *f);
+
+/* Where the kinds (PTD_REC_BIT()s) any subscriber of @f has asked for,
+ * left or not, are kept, for as long as @f: a producer that can spare
+ * work nobody wants (a replay's call stack) looks there, as often as a
+ * record.  Any thread, lock-free (relaxed loads). */
+const atomic_uint *ptd_fanout_kinds_seen(struct ptd_fanout *f);
 
 /* What a paced producer's wait does with a subscriber that stalls. */
 enum ptd_stall {
@@ -226,7 +234,8 @@ struct ptd_subscriber_stats {
 void ptd_subscriber_get_stats(struct ptd_subscriber *s,
 			      struct ptd_subscriber_stats *ret);
 /* Stats of up to @max subscribers of @f, in subscription order; returns how
- * many were written. */
+ * many were written.  Records the decode thread has staged are counted
+ * once queued (ptd_fanout_flush). */
 unsigned ptd_fanout_get_stats(struct ptd_fanout *f,
 			      struct ptd_subscriber_stats *ret, unsigned max);
 

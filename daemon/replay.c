@@ -51,6 +51,14 @@ struct ptd_replay {
 	int stop_reason;		/* 0, or a ptd_session_end_reason + 1 */
 	atomic_bool stopping;		/* stop_reason is set: read without
 					 * the lock for every record */
+	/* The decode's calls_gate (decoder.h): opened for good once a
+	 * subscriber has asked for call records, from the first that
+	 * does; until then the call stack is not kept.  calls_open: this
+	 * thread's copy, so that a record costs no look at the fan-out
+	 * once it is open. */
+	atomic_bool calls_gate;
+	bool calls_open;
+	const atomic_uint *kinds_seen;	/* ptd_fanout_kinds_seen(fan) */
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
 	struct ptd_diag notice;
@@ -140,6 +148,20 @@ static bool wait_subscriber(struct ptd_replay *r)
 	return false;
 }
 
+/* Open the decode's call stack once a subscriber wants call records
+ * (replay thread). */
+static void calls_check(struct ptd_replay *r)
+{
+	if (!r->kinds_seen)
+		r->kinds_seen = ptd_fanout_kinds_seen(r->fan);
+	if (r->calls_open ||
+	    !(atomic_load_explicit(r->kinds_seen, memory_order_relaxed) &
+	      PTD_REC_BIT(PTD_REC_CALL)))
+		return;
+	r->calls_open = true;
+	atomic_store_explicit(&r->calls_gate, true, memory_order_relaxed);
+}
+
 static int on_info(void *ctx, const struct ptd_input_info *info)
 {
 	struct ptd_replay *r = ctx;
@@ -152,6 +174,8 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	(void)set_state(r, 0, NULL);
 	if (!wait_go(r) || !wait_subscriber(r))
 		return 1;
+	/* the first subscriber's call records start with the trace */
+	calls_check(r);
 	return stop_reason(r) ? 1 : 0;
 }
 
@@ -181,6 +205,11 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 		atomic_store(&r->abandoned, !stop_reason(r));
 		return 1;
 	}
+	if (!r->calls_open &&
+	    (!r->kinds_seen ||
+	     (atomic_load_explicit(r->kinds_seen, memory_order_relaxed) &
+	      PTD_REC_BIT(PTD_REC_CALL))))
+		calls_check(r);
 	if (rec->type == PTD_REC_INSN)
 		bump(&r->insns);
 	bump(&r->records);
@@ -332,6 +361,7 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->in.cancel.fn = cancelled;
 	r->in.cancel.ctx = r;
 	r->in.streams = false;	/* a client's files: regular files only */
+	r->in.decode.calls_gate = &r->calls_gate;
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;

@@ -169,6 +169,8 @@ static bool snap_counts_begin(struct srv_session *ss)
 			return false;
 		}
 	}
+	/* the records staged before the snapshot are counted before it */
+	ptd_fanout_flush(ss->fan);
 	ss->snap_nbase = ptd_fanout_get_stats(ss->fan, ss->snap_base,
 					      ss->max_subs);
 	return true;

@@ -95,6 +95,7 @@ struct dec {
 	 * then include insn and event records the caller may not want:
 	 * @user_want says which go on. */
 	struct ptd_calls *calls;
+	bool calls_live;		/* o->calls_gate seen open (or none) */
 	unsigned user_want;
 	/* Counts and first executions (decode/counters.h): @xt, the
 	 * caller's table or @own_xt; also fed insn records the caller may
@@ -291,11 +292,21 @@ static void step_time(struct dec *d)
 
 /* --- Records and delivery. --- */
 
+/* Is the call stack kept from this record on (decoder.h calls_gate)? */
+static bool calls_open(struct dec *d)
+{
+	if (!d->calls_live && (!d->o->calls_gate ||
+			       atomic_load_explicit(d->o->calls_gate,
+						    memory_order_relaxed)))
+		d->calls_live = true;
+	return d->calls_live;
+}
+
 static int call_fn(struct dec *d, const struct ptd_record *r)
 {
 	int rc = 0;
 
-	if (d->calls)
+	if (d->calls && calls_open(d))
 		rc = ptd_calls_feed(d->calls, r, d->fn, d->ctx);
 	/* after the calls it completes, right before the instruction */
 	if (d->xt && rc == 0)

@@ -21,6 +21,7 @@
 #ifndef PTD_DECODE_DECODER_H
 #define PTD_DECODE_DECODER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +55,14 @@ struct ptd_decode_opts {
 	 * insn and event records made whether or not they are wanted (a
 	 * stream kept across decodes: decode/stream.h does it). */
 	unsigned want;
+	/* With PTD_REC_CALL in @want: while *@calls_gate is false the stack
+	 * is not kept and no call record is made; it is kept (from an empty
+	 * stack, as at a trace's start) from the first record that sees it
+	 * true.  For a caller that knows when nobody can want call records
+	 * (a replay before a subscriber asks for them, daemon/replay.c):
+	 * the stack costs about as much as the rest of the fan-out.  Set it
+	 * once, never back to false.  NULL: always kept. */
+	const atomic_bool *calls_gate;
 	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
 	/* Decoder-side address filter (pt_config.addr_filter), for traces
 	 * recorded with hardware filters; all zero: none. */

@@ -510,6 +510,8 @@ struct callwrap {
 	ptd_record_fn fn;
 	void *ctx;
 	unsigned want;		/* what the caller asked for */
+	const atomic_bool *calls_gate;	/* decoder.h */
+	bool calls_live;	/* ... seen open (or none) */
 };
 
 static int callwrap_record(void *ctx, const struct ptd_record *r)
@@ -517,7 +519,11 @@ static int callwrap_record(void *ctx, const struct ptd_record *r)
 	struct callwrap *w = ctx;
 	int rc = 0;
 
-	if (w->calls)
+	if (w->calls && !w->calls_live &&
+	    (!w->calls_gate ||
+	     atomic_load_explicit(w->calls_gate, memory_order_relaxed)))
+		w->calls_live = true;
+	if (w->calls && w->calls_live)
 		rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
 	if (rc == 0 && w->xt)
 		rc = ptd_counters_feed(w->xt, r, w->xwant, w->fn, w->ctx);
@@ -570,6 +576,7 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	w.fn = fn;
 	w.ctx = ctx;
 	w.want = o->want;
+	w.calls_gate = o->calls_gate;
 	r = par_decode(&po, a, callwrap_record, &w, stats);
 	/* a table of its own: its counts end the decode (decoder.h) */
 	if (r == 0 && w.own_xt && (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))

@@ -6,6 +6,7 @@
  * callback can stop it.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 #include <intel-pt.h>
@@ -1248,6 +1249,102 @@ static void test_loop_unexpandable(void)
  * capture that differed from the serial one.  Now the stretch up to the
  * next instruction that needs trace (the ret) is dropped either way.
  */
+/* decoder.h calls_gate: no call stack while it is shut; from the record
+ * after it opens, one kept from empty, as at the trace's start. */
+struct gated {
+	struct reclist l;
+	atomic_bool gate;
+	size_t open_at;			/* insn records before it opens */
+	size_t insns;
+	size_t calls_before;		/* call records while it was shut */
+};
+
+static int gated_add(void *ctx, const struct ptd_record *rec)
+{
+	struct gated *g = ctx;
+
+	if (rec->type == PTD_REC_CALL && !atomic_load(&g->gate))
+		g->calls_before++;
+	if (rec->type == PTD_REC_INSN && ++g->insns == g->open_at)
+		atomic_store(&g->gate, true);
+	return reclist_add(&g->l, rec);
+}
+
+static void gated_decode(enum ptd_decode_path path, const struct trace *t,
+			 struct gated *g, size_t open_at)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+
+	memset(g, 0, sizeof(*g));
+	atomic_init(&g->gate, open_at == 0);
+	g->open_at = open_at;
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = WANT_IE | PTD_REC_BIT(PTD_REC_CALL);
+	o.cpu.vendor = pcv_unknown;
+	o.calls_gate = &g->gate;
+	memset(&a, 0, sizeof(a));
+	a.pt = t->buf;
+	a.len = t->len;
+	a.pid = 100;
+	a.tid = 101;
+	a.img = img;
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, gated_add, g, &st), 0);
+}
+
+static void test_calls_gate(void)
+{
+	static const enum ptd_decode_path paths[] = { PTD_PATH_INSN,
+						      PTD_PATH_BLOCK };
+	struct trace t;
+	struct gated g;
+	struct reclist ungated;
+
+	tr_begin(&t);
+	main_trace(&t);
+	tr_end(&t);
+	for (size_t p = 0; p < 2; p++) {
+		memset(&ungated, 0, sizeof(ungated));
+		REQUIRE(decode(paths[p], WANT_IE | PTD_REC_BIT(PTD_REC_CALL),
+			       t.buf, t.len, NULL, &ungated, NULL) == 0);
+		/* two calls, two returns */
+		CHECK_EQ_U64(count_type(&ungated, PTD_REC_CALL), 4);
+
+		/* open from the start: as without a gate */
+		gated_decode(paths[p], &t, &g, 0);
+		CHECK_EQ_U64(g.l.n, ungated.n);
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_CALL), 4);
+		reclist_free(&g.l);
+
+		/* never opened: the same insn and event records, no call
+		 * records */
+		gated_decode(paths[p], &t, &g, SIZE_MAX);
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_CALL), 0);
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_INSN),
+			     count_type(&ungated, PTD_REC_INSN));
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_EVENT),
+			     count_type(&ungated, PTD_REC_EVENT));
+		reclist_free(&g.l);
+
+		/* opened at the second loop's first instruction (the 8th
+		 * record opens it for the 9th, 0x400000): its call and
+		 * return only, the call at depth 1 as if it were the
+		 * first */
+		gated_decode(paths[p], &t, &g, 8);
+		CHECK_EQ_U64(g.calls_before, 0);
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_CALL), 2);
+		for (size_t i = 0; i < g.l.n; i++)
+			if (g.l.r[i].type == PTD_REC_CALL) {
+				CHECK_EQ_INT(g.l.r[i].u.call.depth, 1);
+				break;
+			}
+		reclist_free(&g.l);
+		reclist_free(&ungated);
+	}
+}
+
 static void test_block_cache(void)
 {
 	static const uint8_t bytes[0x12] = {
@@ -1327,6 +1424,7 @@ int main(void)
 	RUN(test_loop_without_trace);
 	RUN(test_loop_unexpandable);
 	RUN(test_block_cache);
+	RUN(test_calls_gate);
 	cleanup();
 	return check_done();
 }

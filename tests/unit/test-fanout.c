@@ -310,14 +310,19 @@ static void test_fast_slow_filtered(void)
 }
 
 /* Drain everything queued now into @buf (NUL-terminated). */
-static enum ptd_sub_state drain(struct ptd_subscriber *s, char *buf,
-				size_t cap)
+/* What the loop writes of @s after the producer of @f has flushed (the
+ * end of its round: ptd_fanout_flush queues what it staged); NULL @f: a
+ * producer of another thread, not flushed here. */
+static enum ptd_sub_state drain(struct ptd_fanout *f, struct ptd_subscriber *s,
+				char *buf, size_t cap)
 {
 	size_t len = strlen(buf);
 	enum ptd_sub_state st;
 	const char *d;
 	size_t n;
 
+	if (f)
+		ptd_fanout_flush(f);
 	while ((st = ptd_subscriber_peek(s, &d, &n)) == PTD_SUB_DATA) {
 		if (len + n >= cap)
 			abort();
@@ -331,8 +336,9 @@ static enum ptd_sub_state drain(struct ptd_subscriber *s, char *buf,
 
 /* The loop is woken once for many records: a record's wake-up waits for
  * the producer's flush (the end of its round) or for a queue holding
- * 64 KiB (half of a smaller queue); a line pays what is owed at once; a
- * paced producer pays it before it waits. */
+ * 256 KiB (half of a smaller queue), which records reach a stage (32 KiB
+ * at most) at a time; a line pays what is owed at once; a paced producer
+ * pays it before it waits. */
 static void test_wake_batched(void)
 {
 	struct ptd_fanout *f;
@@ -347,7 +353,7 @@ static void test_wake_batched(void)
 	REQUIRE(f);
 	REQUIRE(ptd_fanout_subscribe(f, &all, 64u << 20, 1, &s) == 0);
 	buf[0] = 0;
-	(void)drain(s, buf, sizeof(buf));	/* its hello */
+	(void)drain(f, s, buf, sizeof(buf));	/* its hello */
 	ptd_fanout_clear_wake(f);		/* as the loop does */
 	w0 = atomic_load(&wakes);
 	r = mkinsn(0);
@@ -358,10 +364,10 @@ static void test_wake_batched(void)
 	ptd_fanout_flush(f);			/* nothing more owed */
 	CHECK_EQ_INT(atomic_load(&wakes), w0 + 1);
 	buf[0] = 0;
-	(void)drain(s, buf, sizeof(buf));
+	(void)drain(f, s, buf, sizeof(buf));
 	ptd_fanout_clear_wake(f);
-	/* a queue filling: one wake-up, when it holds 64 KiB */
-	for (i = 1; atomic_load(&wakes) == w0 + 1 && i < 10000; i++) {
+	/* a queue filling: one wake-up, when it holds 256 KiB */
+	for (i = 1; atomic_load(&wakes) == w0 + 1 && i < 100000; i++) {
 		r = mkinsn(i);
 		ptd_fanout_record(f, &r);
 	}
@@ -374,7 +380,8 @@ static void test_wake_batched(void)
 			total += n;
 			ptd_subscriber_consume(s, n);
 		}
-		CHECK(total >= 64u << 10 && total < (64u << 10) + 1024);
+		CHECK(total >= 256u << 10 &&
+		      total < (256u << 10) + (32u << 10));
 		fprintf(stderr, "  woken at %zu bytes queued (%" PRIu64
 			" records)\n", total, i - 1);
 	}
@@ -385,6 +392,116 @@ static void test_wake_batched(void)
 	CHECK_EQ_INT(atomic_load(&wakes), w0 + 2);
 	ptd_fanout_line(f, "{\"type\":\"snapshot\"}\n", 20);
 	CHECK_EQ_INT(atomic_load(&wakes), w0 + 3);
+	ptd_fanout_free(f);	/* frees s */
+}
+
+/* Records are staged by the decode thread and queued a batch at a time
+ * (one lock a batch): none is in the queue, nor counted, before the
+ * producer flushes, a line or the end goes, or a stage fills (32 KiB);
+ * then all, in their order, before what went after them. */
+static void test_stage_batches(void)
+{
+	struct ptd_fanout *f;
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *s;
+	struct ptd_subscriber_stats st;
+	struct ptd_record r;
+	static char buf[1 << 22];
+	const char *d, *p, *snap;
+	size_t n = 0;
+	uint64_t i, k;
+
+	(void)ptd_fanout_new(4, 100, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &all, 64u << 20, 1, &s) == 0);
+	buf[0] = 0;
+	(void)drain(f, s, buf, sizeof(buf));	/* its hello */
+	r = mkinsn(0);
+	ptd_fanout_record(f, &r);
+	CHECK_EQ_INT(ptd_subscriber_peek(s, &d, &n), PTD_SUB_IDLE);
+	ptd_subscriber_get_stats(s, &st);
+	CHECK_EQ_U64(st.matched, 0);
+	/* a line goes after the record staged before it */
+	ptd_fanout_line(f, "{\"type\":\"snapshot\"}\n", 20);
+	buf[0] = 0;
+	(void)drain(NULL, s, buf, sizeof(buf));
+	p = strstr(buf, "\"ip\":\"0x400000\"");
+	snap = strstr(buf, "snapshot");
+	CHECK(p && snap && p < snap);
+	ptd_subscriber_get_stats(s, &st);
+	CHECK_EQ_U64(st.matched, 1);
+	CHECK_EQ_U64(st.sent, 1);
+	/* a full stage is queued without a flush: a batch, not a record */
+	for (i = 1; i < 10000; i++) {
+		r = mkinsn(i);
+		ptd_fanout_record(f, &r);
+		if (ptd_subscriber_peek(s, &d, &n) == PTD_SUB_DATA)
+			break;
+	}
+	CHECK(i > 20 && i < 10000);
+	CHECK(n <= 32u << 10);
+	ptd_subscriber_get_stats(s, &st);
+	CHECK(st.sent > 20 && st.sent <= i + 1);
+	CHECK_EQ_U64(st.sent, st.matched);
+	/* the rest at the flush: every record once, in order */
+	buf[0] = 0;
+	(void)drain(f, s, buf, sizeof(buf));
+	ptd_subscriber_get_stats(s, &st);
+	CHECK_EQ_U64(st.sent, i + 1);
+	CHECK_EQ_U64(st.lost, 0);
+	for (k = 1, p = buf; k <= i; k++) {
+		char ip[48];
+
+		(void)snprintf(ip, sizeof(ip), "\"ip\":\"%#" PRIx64 "\"",
+			       (uint64_t)0x400000 + k);
+		p = strstr(p, ip);
+		if (!p) {
+			CHECK_FAIL_("record %" PRIu64 " missing or out of "
+				    "order", k);
+			break;
+		}
+	}
+	ptd_fanout_free(f);	/* frees s */
+}
+
+/* A flush whose staged records fill a queue past the wake-up mark wakes
+ * the loop (the stage's own wake-up is paid, not dropped: the loop would
+ * sleep on, the queue full, the wake-up thought on its way). */
+static void test_stage_flush_wakes(void)
+{
+	struct ptd_fanout *f;
+	struct ptd_filter all = filter_of(PTD_REC_ALL, 0);
+	struct ptd_subscriber *s;
+	struct ptd_subscriber_stats st;
+	struct ptd_record r;
+	static char buf[1 << 20];
+	const char *d;
+	size_t n;
+	unsigned w0;
+
+	(void)ptd_fanout_new(3, 100, wake, NULL, &f);
+	REQUIRE(f);
+	/* woken at half of 32 KiB, below what a stage holds */
+	REQUIRE(ptd_fanout_subscribe(f, &all, 4 * PTD_JSON_MAX_RECORD, 1,
+				     &s) == 0);
+	buf[0] = 0;
+	(void)drain(f, s, buf, sizeof(buf));	/* its hello */
+	ptd_fanout_clear_wake(f);
+	w0 = atomic_load(&wakes);
+	for (uint64_t i = 0; ; i++) {
+		r = mkinsn(i);
+		ptd_fanout_record(f, &r);
+		ptd_subscriber_get_stats(s, &st);
+		REQUIRE(st.matched == 0);	/* all staged */
+		if (i * 180 > 20u << 10)	/* about 180 bytes a line */
+			break;
+	}
+	CHECK_EQ_INT(ptd_subscriber_peek(s, &d, &n), PTD_SUB_IDLE);
+	CHECK_EQ_INT(atomic_load(&wakes), w0);
+	ptd_fanout_flush(f);
+	CHECK_EQ_INT(atomic_load(&wakes), w0 + 1);
+	CHECK_EQ_INT(ptd_subscriber_peek(s, &d, &n), PTD_SUB_DATA);
+	CHECK(n >= 2 * PTD_JSON_MAX_RECORD);
 	ptd_fanout_free(f);	/* frees s */
 }
 
@@ -409,7 +526,7 @@ static void test_lost_before_next_and_bye(void)
 		ptd_fanout_record(f, &r);
 	}
 	buf[0] = 0;
-	CHECK_EQ_INT(drain(s, buf, sizeof(buf)), PTD_SUB_IDLE);
+	CHECK_EQ_INT(drain(f, s, buf, sizeof(buf)), PTD_SUB_IDLE);
 	CHECK(strstr(buf, "\"type\":\"lost\"") == NULL);
 	for (p = buf; (p = strstr(p, "\"type\":\"insn\"")); p++)
 		n++;
@@ -419,7 +536,7 @@ static void test_lost_before_next_and_bye(void)
 
 	ptd_fanout_record(f, &r);
 	buf[0] = 0;
-	drain(s, buf, sizeof(buf));
+	drain(f, s, buf, sizeof(buf));
 	lost = strstr(buf, "{\"type\":\"lost\"");
 	REQUIRE(lost == buf);
 	char want[128];
@@ -444,7 +561,7 @@ static void test_lost_before_next_and_bye(void)
 	r = mkinsn(9999);
 	ptd_fanout_record(f, &r);
 	buf[0] = 0;
-	CHECK_EQ_INT(drain(s, buf, sizeof(buf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, s, buf, sizeof(buf)), PTD_SUB_DONE);
 	char *l = strstr(buf, "{\"type\":\"lost\"");
 	char *b = strstr(buf, "{\"type\":\"bye\"");
 
@@ -481,7 +598,7 @@ static void test_subscribe_rules(void)
 	CHECK_EQ_INT(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &c), -PTD_ELIMIT);
 	CHECK(c == (void *)0xcd);
 	buf[0] = 0;
-	CHECK_EQ_INT(drain(a, buf, sizeof(buf)), PTD_SUB_IDLE);
+	CHECK_EQ_INT(drain(f, a, buf, sizeof(buf)), PTD_SUB_IDLE);
 	CHECK_EQ_STR(buf, "{\"type\":\"hello\",\"version\":1,\"session\":3,"
 			  "\"pid\":42,\"subscriber\":1,\"kinds\":[\"insn\","
 			  "\"event\"]}\n");
@@ -498,13 +615,13 @@ static void test_subscribe_rules(void)
 	/* A subscriber joining an ended session gets hello and bye. */
 	REQUIRE(ptd_fanout_subscribe(f, &ev, 1 << 16, 2, &c) == 0);
 	buf[0] = 0;
-	CHECK_EQ_INT(drain(c, buf, sizeof(buf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, c, buf, sizeof(buf)), PTD_SUB_DONE);
 	CHECK_CONTAINS(buf, "\"subscriber\":3");
 	CHECK_CONTAINS(buf, "{\"type\":\"bye\",\"reason\":\"exited\","
 			    "\"session\":3,\"pid\":42,\"sent\":0,\"lost\":0,"
 			    "\"signal\":9}\n");
 	buf[0] = 0;
-	CHECK_EQ_INT(drain(a, buf, sizeof(buf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, a, buf, sizeof(buf)), PTD_SUB_DONE);
 	CHECK_CONTAINS(buf, "\"signal\":9");
 	ptd_fanout_free(f);
 	ptd_fanout_free(NULL);
@@ -570,10 +687,10 @@ static void test_render_once(void)
 		want_renders += 1 + (r.tid == 1);
 	}
 	CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
-	drain(a, ba, sizeof(ba));
-	drain(b, bb, sizeof(bb));
-	drain(c, bc, sizeof(bc));
-	drain(d, bd, sizeof(bd));
+	drain(f, a, ba, sizeof(ba));
+	drain(f, b, bb, sizeof(bb));
+	drain(f, c, bc, sizeof(bc));
+	drain(f, d, bd, sizeof(bd));
 	/* every kind (PTD_REC_ALL, whatever kinds there are), then the
 	 * fields asked for */
 	CHECK_CONTAINS(ba, "\"kinds\":[\"insn\",\"block\",\"event\","
@@ -605,7 +722,7 @@ static void test_render_once(void)
 		want_renders += 2 + (r.tid == 1);
 	}
 	CHECK_EQ_U64(ptd_fanout_renders(f), want_renders);
-	drain(e, be, sizeof(be));
+	drain(f, e, be, sizeof(be));
 	CHECK_CONTAINS(be, "{\"type\":\"insn\",\"ip\":\"0x400191\"}\n");
 	/* a record nobody wants is not rendered */
 	ptd_fanout_unsubscribe(f, a);
@@ -675,7 +792,7 @@ static void test_churn(void)
 			REQUIRE(ptd_fanout_subscribe(ch.f, &fl[(j + k) % 3],
 						     1 << 16, 8, &s[j]) == 0);
 		buf[0] = 0;
-		(void)drain(s[k % 3], buf, sizeof(buf));
+		(void)drain(NULL, s[k % 3], buf, sizeof(buf));
 		ptd_subscriber_get_stats(s[k % 3], &st);
 		CHECK_EQ_U64(st.sent + st.lost, st.matched);
 		for (unsigned j = 0; j < 3; j++)
@@ -721,7 +838,7 @@ static void test_cut_stalled(void)
 						  PTD_STALL_CUT),
 			     PTD_ROOM_OK);
 		ptd_fanout_record(f, &r);
-		CHECK_EQ_INT(drain(a, abuf, sizeof(abuf)), PTD_SUB_IDLE);
+		CHECK_EQ_INT(drain(f, a, abuf, sizeof(abuf)), PTD_SUB_IDLE);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ms = (t1.tv_sec - t0.tv_sec) * 1000 +
@@ -736,7 +853,7 @@ static void test_cut_stalled(void)
 	/* nothing of the cut shows before cut_end, b's records stay in
 	 * order; a marker line is not for b */
 	ptd_fanout_line(f, "{\"type\":\"mark\"}\n", 16);
-	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_IDLE);
+	CHECK_EQ_INT(drain(f, b, bbuf, sizeof(bbuf)), PTD_SUB_IDLE);
 	CHECK(strstr(bbuf, "{\"type\":\"lost\"") == NULL &&
 	      strstr(bbuf, "mark") == NULL);
 	for (p = bbuf; (p = strstr(p, "\"type\":\"insn\"")); p++)
@@ -745,7 +862,7 @@ static void test_cut_stalled(void)
 	CHECK_EQ_INT(ptd_fanout_cut_end(f, "read nothing"), 1);
 	CHECK_EQ_INT(ptd_fanout_cut_end(f, "again"), 0);
 	bbuf[0] = 0;
-	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
 	(void)snprintf(want, sizeof(want),
 		       "{\"type\":\"lost\",\"records\":%" PRIu64
 		       ",\"insn\":%" PRIu64 "}\n{\"type\":\"bye\",\"reason\":"
@@ -765,7 +882,7 @@ static void test_cut_stalled(void)
 	memset(&end, 0, sizeof(end));
 	end.reason = PTD_END_DETACHED;
 	ptd_fanout_end(f, &end);
-	CHECK_EQ_INT(drain(a, abuf, sizeof(abuf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, a, abuf, sizeof(abuf)), PTD_SUB_DONE);
 	CHECK(strstr(abuf, "{\"type\":\"lost\"") == NULL);
 	CHECK_CONTAINS(abuf, "{\"type\":\"mark\"}\n");
 	CHECK_CONTAINS(abuf, "\"reason\":\"detached\",\"session\":7,"
@@ -777,7 +894,7 @@ static void test_cut_stalled(void)
 	ptd_subscriber_get_stats(b, &st);
 	CHECK_EQ_U64(st.matched, 300);
 	bbuf[0] = 0;
-	CHECK_EQ_INT(drain(b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, b, bbuf, sizeof(bbuf)), PTD_SUB_DONE);
 	CHECK_EQ_STR(bbuf, "");
 	ptd_fanout_free(f);
 }
@@ -824,9 +941,9 @@ static void test_tagged(void)
 	end.reason = PTD_END_EXITED;
 	end.exit_code = 3;
 	ptd_fanout_end(f, &end);
-	CHECK_EQ_INT(drain(t, bt, sizeof(bt)), PTD_SUB_DONE);
-	CHECK_EQ_INT(drain(u, bu, sizeof(bu)), PTD_SUB_DONE);
-	CHECK_EQ_INT(drain(small, bs, sizeof(bs)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, t, bt, sizeof(bt)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, u, bu, sizeof(bu)), PTD_SUB_DONE);
+	CHECK_EQ_INT(drain(f, small, bs, sizeof(bs)), PTD_SUB_DONE);
 	CHECK(!strncmp(bt, "{\"type\":\"session_start\",\"session\":77,"
 		       "\"pid\":4242,\"rule\":5}\n", 56));
 	CHECK_CONTAINS(bt, "\n{\"type\":\"insn\",\"session\":77,\"pid\":100,"
@@ -899,7 +1016,7 @@ static void test_tagged_longest(void)
 	r.tsc = r.time = r.wall = UINT64_MAX;
 	ptd_fanout_record(f, &r);
 	buf[0] = 0;
-	drain(t, buf, sizeof(buf));
+	drain(f, t, buf, sizeof(buf));
 	line = strchr(buf, '\n');
 	REQUIRE(line);
 	line++;
@@ -1003,8 +1120,8 @@ static void test_binary(void)
 	uint64_t matched = 0, got = 0, lost = 0;
 	const char *p;
 
-	/* two fan-outs fed alike: binary subscribers alone stage their
-	 * records (a JSON one beside them would take each under the lock) */
+	/* two fan-outs fed alike, the JSON subscribers in one, the binary
+	 * ones in the other */
 	(void)ptd_fanout_new(1, 100, NULL, NULL, &fj);
 	(void)ptd_fanout_new(1, 100, NULL, NULL, &f);
 	REQUIRE(f && fj);
@@ -1097,6 +1214,8 @@ int main(void)
 	RUN(test_tagged_longest);
 	RUN(test_churn);
 	RUN(test_wake_batched);
+	RUN(test_stage_batches);
+	RUN(test_stage_flush_wakes);
 	RUN(test_binary);
 	return check_done();
 }

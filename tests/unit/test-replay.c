@@ -322,7 +322,8 @@ static void server_stop(void)
 
 /* ---- tests ---- */
 
-static bool make_capture(void)
+/* prog-loop's first @max_insns instructions, captured into @dir. */
+static bool make_capture_of(const char *dir, uint64_t max_insns)
 {
 	char prog[512];
 	char *argv[] = { prog, "1", NULL };
@@ -331,16 +332,21 @@ static bool make_capture(void)
 	int r;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-loop", progs_dir);
-	(void)snprintf(capdir, sizeof(capdir), "%s/cap", workdir);
 	memset(&o, 0, sizeof(o));
 	o.gen.psb_period = 4096;
-	o.outdir = capdir;
-	o.max_insns = 15000;
+	o.outdir = dir;
+	o.max_insns = max_insns;
 	o.quiet_target = true;
 	r = ptd_swpt_run(argv, &o, NULL, &diag);
 	if (r < 0)
 		fprintf(stderr, "capture: %s\n", diag.msg);
 	return r == 0;
+}
+
+static bool make_capture(void)
+{
+	(void)snprintf(capdir, sizeof(capdir), "%s/cap", workdir);
+	return make_capture_of(capdir, 15000);
 }
 
 /* What the daemon must stream for the capture: ptd_input_decode's
@@ -497,6 +503,92 @@ static void test_lossless_vs_lossy(void)
 	CHECK_EQ_U64(got.n + lost, exp.n);
 	cJSON_Delete(bye);
 	lines_free(&got);
+	lines_free(&exp);
+}
+
+/* A replay keeps the call stack (daemon/replay.c calls_gate) only once a
+ * subscriber has asked for call records -- and then from that moment:
+ * one that joins the replay of a first that did not still gets its call
+ * records, and the first's stream is untouched. */
+struct call_reader {
+	pthread_t th;
+	struct client c;
+	struct lines got;
+	uint64_t lost;
+	cJSON *bye;
+};
+
+static void *call_reader_main(void *arg)
+{
+	struct call_reader *b = arg;
+
+	b->bye = read_stream(&b->c, &b->got, &b->lost, false, NULL);
+	return NULL;
+}
+
+static void test_replay_calls_join(void)
+{
+	struct lines exp = { 0 }, got = { 0 };
+	struct call_reader b;
+	struct client a;
+	char req[600], dir[160];
+	uint64_t lost = 0;
+	size_t calls = 0;
+	double id;
+	cJSON *r, *bye;
+
+	/* calls all through: the first 15000 instructions make their last
+	 * call by about the 1100th, before the second subscriber comes */
+	(void)snprintf(dir, sizeof(dir), "%s/cap-calls", workdir);
+	REQUIRE(make_capture_of(dir, 60000));
+	expected_lines_of(dir, &exp);
+	memset(&b, 0, sizeof(b));
+	REQUIRE(cl_open(&a));
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\"}",
+		       dir);
+	r = cl_call(&a, req);
+	REQUIRE(resp_ok(r));
+	id = res_num(r, "session");
+	cJSON_Delete(r);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%.0f}",
+		       id);
+	r = cl_call(&a, req);
+	REQUIRE(resp_ok(r));
+	cJSON_Delete(r);
+	/* a holds the lossless replay back (it reads nothing yet) while
+	 * the second subscriber, of call records only, joins */
+	msleep(100);
+	REQUIRE(cl_open(&b.c));
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"subscribe\",\"session\":%.0f,"
+		       "\"kinds\":[\"call\"]}", id);
+	r = cl_call(&b.c, req);
+	REQUIRE(resp_ok(r));
+	cJSON_Delete(r);
+	REQUIRE(pthread_create(&b.th, NULL, call_reader_main, &b) == 0);
+	bye = read_stream(&a, &got, &lost, false, NULL);
+	CHECK(pthread_join(b.th, NULL) == 0);
+	REQUIRE(bye && b.bye);
+	CHECK_EQ_U64(lost, 0);
+	compare_lines(&got, &exp);
+	/* its stack kept from when it came: call records, nothing else */
+	for (size_t i = 0; i < b.got.n; i++) {
+		if (is_type(b.got.l[i], "call"))
+			calls++;
+		else
+			CHECK(is_type(b.got.l[i], "return") ||
+			      is_type(b.got.l[i], "stack_reset"));
+	}
+	CHECK(calls > 0);
+	CHECK_EQ_U64(b.lost, 0);
+	cJSON_Delete(bye);
+	cJSON_Delete(b.bye);
+	cl_close(&a);
+	cl_close(&b.c);
+	lines_free(&got);
+	lines_free(&b.got);
 	lines_free(&exp);
 }
 
@@ -2152,6 +2244,7 @@ int main(void)
 	RUN(test_replay_equals_decode);
 	RUN(test_lossless_vs_lossy);
 	RUN(test_default_lossless);
+	RUN(test_replay_calls_join);
 	RUN(test_replay_refusals);
 	RUN(test_replay_slow_input);
 	RUN(test_replay_stop_verifying);
