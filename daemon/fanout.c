@@ -29,7 +29,7 @@
 
 /* Stage entries a subscriber holds at most: then they are queued (a
  * largest entry always fits beside what is below the mark). */
-#define STAGE_BYTES (32u << 10)
+#define STAGE_BYTES PTD_FANOUT_STAGE_BYTES
 #define STAGE_ENTRY_MAX (sizeof(uint32_t) + PTD_JSON_MAX_RECORD + TAG_MAX)
 
 struct ptd_subscriber {

@@ -90,6 +90,17 @@ int ptd_fanout_new(uint64_t session_id, pid_t pid, ptd_fanout_wake_fn wake,
  * NULL is fine. */
 void ptd_fanout_free(struct ptd_fanout *f);
 
+/* The records a subscriber's decode thread holds before it queues them
+ * under the lock a batch at a time (fanout.c: its stage). */
+#define PTD_FANOUT_STAGE_BYTES (32u << 10)
+
+/* The memory one subscriber with a queue limit of @queue_size may hold:
+ * its two buffers and its stage (what ptd charges to its owner). */
+static inline uint64_t ptd_fanout_sub_bytes(size_t queue_size)
+{
+	return 2 * (uint64_t)queue_size + PTD_FANOUT_STAGE_BYTES;
+}
+
 /* Add a subscriber with filter @filter (copied) and a queue limit of
  * @queue_size bytes; its stream starts with a hello record (and holds the
  * bye at once if the session has already ended).  With

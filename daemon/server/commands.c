@@ -278,9 +278,9 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST, "bad filter");
 		return;
 	}
-	/* its queue and the buffer being written: fanout.h */
+	/* its queue, the buffer being written and its stage: fanout.h */
 	if (srv_memory_refused(s, c, &c->peer, req, &c->sub_acct,
-			       2 * (uint64_t)s->cfg.subscriber_queue_size,
+			       ptd_fanout_sub_bytes(s->cfg.subscriber_queue_size),
 			       "subscribing"))
 		return;
 	r = ptd_fanout_subscribe(ss->fan, &f, s->cfg.subscriber_queue_size,

@@ -83,17 +83,17 @@ static void member_add(struct ptd_server *s, struct srv_rulesub *rs,
 	m->ss = ss;
 	m->acct.m = s->mem;
 	m->acct.uid = rs->c->peer.uid;
-	/* its queue and the buffer being written, as a session
-	 * subscriber's */
+	/* its queue, the buffer being written and its stage, as a
+	 * session subscriber's */
 	r = ptd_memacct_charge(&m->acct,
-			       2 * (uint64_t)s->cfg.subscriber_queue_size,
+			       ptd_fanout_sub_bytes(s->cfg.subscriber_queue_size),
 			       &used);
 	if (r < 0) {
 		(void)snprintf(why, sizeof(why), "uid %u has %" PRIu64 " bytes "
 			       "in use; following one more session needs %"
 			       PRIu64 " more (user_memory_limit)",
 			       (unsigned)rs->c->peer.uid, used,
-			       2 * (uint64_t)s->cfg.subscriber_queue_size);
+			       ptd_fanout_sub_bytes(s->cfg.subscriber_queue_size));
 		put_not_followed(rs, ss, why);
 		free(m);
 		return;

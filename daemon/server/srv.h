@@ -307,6 +307,8 @@ struct srv_trigger {
 	uint64_t vaddr;			/* start/stop: the instruction's
 					 * address when resolved */
 	bool told_source;		/* ptd_session_uprobe added it */
+	bool gated;			/* start/stop: its gate is in its
+					 * session (trigger.c gate_set) */
 	uint64_t hits, snapshots, dropped;
 };
 

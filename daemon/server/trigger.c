@@ -464,7 +464,7 @@ static int gate_set(struct srv_trigger *t, bool add, struct ptd_diag *diag)
 	unsigned n, i;
 	int r = 0;
 
-	if (t->action == PTD_TRIGGER_SNAPSHOT)
+	if (t->action == PTD_TRIGGER_SNAPSHOT || add == t->gated)
 		return 0;
 	if (!atomic_load(&ss->gate_init)) {
 		if (!add)
@@ -484,7 +484,9 @@ static int gate_set(struct srv_trigger *t, bool add, struct ptd_diag *diag)
 						  t->action ==
 							  PTD_TRIGGER_START };
 		atomic_store(&ss->ngates, n + 1);
+		t->gated = true;
 	} else {
+		t->gated = false;
 		for (i = 0; i < n; i++)
 			if (ss->gates[i].trigger == t->id) {
 				ss->gates[i] = ss->gates[n - 1];
@@ -705,6 +707,12 @@ bool srv_triggers_attach_check(struct ptd_server *s, struct conn *c,
 				    &diag);
 		if (r == 0)
 			trigger_link(s, t);
+		/* The gates before the session begins: its decode thread
+		 * may deliver records before the loop installs the uprobes
+		 * (a rule's process runs on at once), and a thread's first
+		 * record decides whether it starts gated. */
+		if (r == 0 && !t->tracepoint)
+			r = gate_set(t, true, &diag);
 	}
 	if (r == 0)
 		return true;

@@ -30,7 +30,8 @@
 #define BUFS "aux_buffer_size = 64k\ndata_buffer_size = 64k\n" \
 	     "subscriber_queue_size = 64k\n"
 #define THREAD_BYTES (4096.0 + 65536 + 65536 + (1 << 20))
-#define SUB_BYTES (2.0 * 65536)
+/* two queue buffers and the batch its records wait in (fanout.h) */
+#define SUB_BYTES (2.0 * 65536 + 32768)
 
 /* status (daemon): memory.used and memory.limit */
 static void mem_status(const struct daemon *d, double *used, double *limit)
