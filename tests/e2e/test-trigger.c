@@ -46,8 +46,6 @@
 #include "swpt/capdecode.h"
 #include "swpt/capture.h"
 
-#define NOBODY 65534
-
 static char prog[1100];
 
 /* prog-trigger, its stdin and stdout piped to us. */
@@ -898,56 +896,13 @@ static void test_limit(void)
 
 /* ptd run as nobody may not load BPF: a trigger is refused, saying why,
  * before anything is done to the process; the rest answers. */
-/* Start ptd (a copy other users may run) as user nobody (@nobody) or as
- * root without CAP_SYS_ADMIN in its bounding set, as ptd.service runs it;
- * its log in @name's directory. */
-static bool start_restricted(struct daemon *d, const char *name, bool nobody)
-{
-	char ptd[1100], conf[2048], log[700];
-	int i;
-
-	memset(d, 0, sizeof(*d));
-	(void)snprintf(d->dir, sizeof(d->dir), "%s/%s", tmpdir, name);
-	REQUIRE_OR_FALSE(mkdir(d->dir, 0777) == 0 && chmod(d->dir, 0777) == 0 &&
-			 chmod(tmpdir, 0755) == 0);
-	(void)snprintf(d->conf, sizeof(d->conf), "%s/ptd.conf", d->dir);
-	(void)snprintf(d->sock, sizeof(d->sock), "%s/ptd.sock", d->dir);
-	(void)snprintf(conf, sizeof(conf), "socket_path = %s\n"
-		       "socket_mode = 0666\nlog_level = debug\n", d->sock);
-	REQUIRE_OR_FALSE(write_file(d->conf, conf) == 0 &&
-			 chmod(d->conf, 0644) == 0);
-	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
-	(void)snprintf(log, sizeof(log), "%s/ptd", d->dir);
-	REQUIRE_OR_FALSE(copy_prog(ptd, log, 0755));
-	(void)snprintf(ptd, sizeof(ptd), "%s", log);
-	(void)snprintf(log, sizeof(log), "%s/ptd.log", d->dir);
-	d->pid = fork();
-	if (d->pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-
-		dup2(fd, 2);
-		if (nobody ? setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
-				     setuid(NOBODY) < 0
-			   : prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0)
-			_exit(126);
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl(ptd, ptd, "-c", d->conf, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 500 && access(d->sock, F_OK) < 0; i++)
-		msleep(10);
-	REQUIRE_OR_FALSE(i < 500);
-	msleep(50);
-	return true;
-}
-
 static void test_unprivileged(void)
 {
 	struct daemon d;
 	struct target t;
 	cJSON *r;
 
-	REQUIRE(start_restricted(&d, "unpriv", true));
+	REQUIRE(daemon_start_restricted(&d, "unpriv", true));
 	REQUIRE(target_start(&t));
 	(void)attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":["
 		     "\"snapshot:prog-trigger:hit\"]", &r);
@@ -970,7 +925,7 @@ static void test_without_sys_admin(void)
 	cJSON *r;
 	long sid;
 
-	REQUIRE(start_restricted(&d, "nosysadmin", false));
+	REQUIRE(daemon_start_restricted(&d, "nosysadmin", false));
 	REQUIRE(target_start(&t));
 	sid = attach(&d, t.pid, "\"mode\":\"snapshot\",\"triggers\":["
 		     "\"snapshot:prog-trigger:hit\"]", &r);

@@ -1685,43 +1685,10 @@ static void test_not_stopped(void)
  * rest answers. */
 static void test_unprivileged(void)
 {
-	struct daemon d = { 0 };
-	char ptd[1100], conf[2048], log[700];
+	struct daemon d;
 	cJSON *r;
-	int i;
 
-	(void)snprintf(d.dir, sizeof(d.dir), "%s/unpriv", tmpdir);
-	REQUIRE(mkdir(d.dir, 0777) == 0 && chmod(d.dir, 0777) == 0 &&
-		chmod(tmpdir, 0755) == 0);
-	(void)snprintf(d.conf, sizeof(d.conf), "%s/ptd.conf", d.dir);
-	(void)snprintf(d.sock, sizeof(d.sock), "%s/ptd.sock", d.dir);
-	(void)snprintf(conf, sizeof(conf), "socket_path = %s\n"
-		       "socket_mode = 0666\nlog_level = debug\n", d.sock);
-	REQUIRE(write_file(d.conf, conf) == 0 && chmod(d.conf, 0644) == 0);
-	/* nobody runs a copy in our directory: the build's may lie under
-	 * one only its owner can enter (a clone in a mktemp -d) */
-	(void)snprintf(ptd, sizeof(ptd), "%s/daemon/ptd", build_root);
-	(void)snprintf(log, sizeof(log), "%s/ptd", d.dir);
-	REQUIRE(copy_prog(ptd, log, 0755));
-	(void)snprintf(ptd, sizeof(ptd), "%s", log);
-	(void)snprintf(log, sizeof(log), "%s/ptd.log", d.dir);
-	d.pid = fork();
-	if (d.pid == 0) {
-		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-
-		dup2(fd, 2);
-		if (setgroups(0, NULL) < 0 || setgid(NOBODY) < 0 ||
-		    setuid(NOBODY) < 0)
-			_exit(126);
-		/* as daemon_start: never outlive the test */
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl(ptd, ptd, "-c", d.conf, (char *)NULL);
-		_exit(127);
-	}
-	for (i = 0; i < 500 && access(d.sock, F_OK) < 0; i++)
-		msleep(10);
-	REQUIRE(i < 500);
-	msleep(50);
+	REQUIRE(daemon_start_restricted(&d, "unpriv", true));
 	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"watch\",\"comm\":\"tiny\"}\n");
 	REQUIRE(r);
 	CHECK(!dc_ok(r));
