@@ -26,7 +26,6 @@
  *    rest of ptd answers.
  */
 #include <errno.h>
-#include <grp.h>
 #include <linux/capability.h>
 #include <inttypes.h>
 #include <poll.h>
