@@ -191,16 +191,17 @@ int ptd_forkstop_unfollow(struct ptd_forkstop *f, pid_t pid,
 {
 	int fd = bpf_map__fd(f->skel->maps.followed);
 	__u32 key = (__u32)pid;
-	struct ptd_forkstop_follow v;
+	uint64_t missed;
+	int r = ptd_forkstop_missed(f, pid, cookie, &missed);
 
-	if (bpf_map_lookup_elem(fd, &key, &v) < 0 || v.cookie != cookie)
-		return -ENOENT;
+	if (r < 0)
+		return r;
 	if (bpf_map_delete_elem(fd, &key) < 0)
 		return -errno;
 	/* (a miss counted between the lookup and the delete is not seen:
 	 * at most the children forked in that instant) */
 	if (ret_missed)
-		*ret_missed = v.missed;
+		*ret_missed = missed;
 	if (--f->nfollowed == 0) {
 		bpf_link__destroy(f->child_link);
 		f->child_link = NULL;
