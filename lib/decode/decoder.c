@@ -384,18 +384,23 @@ static int release(struct dec *d)
 
 /* Give @r, whose has_tsc/tsc are set, the times of its TSC (decoder.h:
  * has_clock, has_wallref). */
-static void rec_time(const struct dec *d, struct ptd_record *r)
+static void rec_times(const struct dec *d, struct ptd_record *r)
 {
 	const struct ptd_decode_opts *o = d->o;
 
-	if (!r->has_tsc || !o->has_clock)
-		return;
 	r->has_time = true;
 	r->time = ptd_perf_tsc_to_time(&o->clock, r->tsc);
 	if (o->has_wallref) {
 		r->has_wall = true;
 		r->wall = ptd_perf_time_to_wall(&o->wallref, r->time);
 	}
+}
+
+/* (the test inline: it is made for every instruction) */
+static inline void rec_time(const struct dec *d, struct ptd_record *r)
+{
+	if (r->has_tsc && d->o->has_clock)
+		rec_times(d, r);
 }
 
 static void rec_init(const struct dec *d, struct ptd_record *r,
@@ -946,24 +951,14 @@ static void loop_before(struct dec *d)
 	}
 }
 
-/*
- * After a step that decoded @n instructions.  Only a step's last
- * instruction reads trace (a pt_blk_next block ends at the first one that
- * needs it), so if the offset moved, the first n - 1 did not move it.
- * Returns how many of the @n come before the loop error: @n, or, with
- * *ret_loop set, the count up to the one that reaches the limit.  So the
- * error comes after the same instruction however libipt cut the
- * instructions into blocks (its block cache decides that), and a decode
- * started at a PSB counts as one that read on across it: reading the
- * PSB+ moves the offset.
- */
-static uint64_t loop_after(struct dec *d, uint64_t n, bool *ret_loop)
+/* The loop guard's count after a step that decoded @n instructions and
+ * left the decoder at offset @off (d->step_off_ok: it could be read);
+ * @allow: how many more may decode without trace.  See loop_after. */
+static uint64_t loop_count(struct dec *d, uint64_t n, uint64_t off,
+			   uint64_t allow, bool *ret_loop)
 {
-	uint64_t off, allow = MAX_INSNS_WITHOUT_TRACE - d->loop_still;
 	bool moved;
 
-	d->step_off_ok = d_offset(d, &off) >= 0;
-	d->step_off = off;
 	moved = !d->step_off_ok || !d->have_loop_off || off != d->loop_off;
 	uint64_t still = moved && n ? n - 1 : n;
 
@@ -984,6 +979,43 @@ static uint64_t loop_after(struct dec *d, uint64_t n, bool *ret_loop)
 		d->loop_still += n;
 	}
 	return n;
+}
+
+/*
+ * After a step that decoded @n instructions.  Only a step's last
+ * instruction reads trace (a pt_blk_next block ends at the first one that
+ * needs it), so if the offset moved, the first n - 1 did not move it.
+ * Returns how many of the @n come before the loop error: @n, or, with
+ * *ret_loop set, the count up to the one that reaches the limit.  So the
+ * error comes after the same instruction however libipt cut the
+ * instructions into blocks (its block cache decides that), and a decode
+ * started at a PSB counts as one that read on across it: reading the
+ * PSB+ moves the offset.
+ */
+static uint64_t loop_after(struct dec *d, uint64_t n, bool *ret_loop)
+{
+	uint64_t off, allow = MAX_INSNS_WITHOUT_TRACE - d->loop_still;
+
+	d->step_off_ok = d_offset(d, &off) >= 0;
+	d->step_off = off;
+	return loop_count(d, n, off, allow, ret_loop);
+}
+
+/*
+ * loop_after for a step of pt_insn_next that read no trace, so that the
+ * offset is the one the step before left (@off; the caller knows).
+ * libipt 2.0.5 reads trace in pt_insn_next only to fetch an event the
+ * last query announced -- which that step's own check of its next IP
+ * fetched already, so none is left announced -- and to find where a
+ * branch goes: an instruction of class ptic_other, stepped without error,
+ * read none.  This saves two calls into libipt for most instructions.
+ */
+static uint64_t loop_after_still(struct dec *d, uint64_t off, bool *ret_loop)
+{
+	d->step_off_ok = true;
+	d->step_off = off;
+	return loop_count(d, 1, off, MAX_INSNS_WITHOUT_TRACE - d->loop_still,
+			  ret_loop);
 }
 
 static void loop_error(struct dec *d)
@@ -1065,6 +1097,7 @@ static int disable_at_branch(struct dec *d, const struct pt_insn *in,
 		return err;
 	}
 	(void)d_offset(d, &off);
+	d->loop_recheck = true;
 	status = pt_insn_event(d->insn, &ev, sizeof(ev));
 	if (status < 0 || ev.type != ptev_disabled || !ev.ip_suppressed)
 		return err;	/* none, or not this case: decoding resyncs */
@@ -1080,6 +1113,9 @@ static int step_insn(struct dec *d)
 	struct pt_insn in;
 	int status, rc;
 	bool decoded, loop;
+	/* the offset the last step left, if nothing read trace since */
+	bool known = d->step_off_ok && !d->loop_recheck && d->have_loop_off;
+	uint64_t known_off = d->step_off;
 
 	loop_before(d);
 	memset(&in, 0, sizeof(in));
@@ -1087,7 +1123,10 @@ static int step_insn(struct dec *d)
 	/* On error the instruction may still have been decoded (the error
 	 * came while finding its successor): it executed. */
 	decoded = status >= 0 || (in.iclass != ptic_error && in.size);
-	(void)loop_after(d, decoded, &loop);
+	if (known && status >= 0 && in.iclass == ptic_other)
+		(void)loop_after_still(d, known_off, &loop);
+	else
+		(void)loop_after(d, decoded, &loop);
 	step_time(d);
 	if (decoded) {
 		d->in_kernel = (int64_t)in.ip < 0;
