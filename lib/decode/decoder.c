@@ -147,6 +147,10 @@ struct dec {
 	 * so the next enable is not a resume. */
 	bool resume_unknown;
 
+	/* The last instruction of the last block expanded, where the next
+	 * block's first is looked for (ptd_insncache_get_from). */
+	struct ptd_icache_ref blk_last;
+
 	/* Resync progress guard. */
 	uint64_t last_sync;
 	bool have_sync;
@@ -1293,10 +1297,12 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 			d->run_walk_ip = ip;
 			return emit_truncated(d, b, ip);
 		}
-		/* One hash lookup a block; successors follow links. */
+		/* Successors follow links, and so does the first
+		 * instruction where the block follows the last one as
+		 * before (no hash lookup). */
 		e = e ? ptd_insncache_next(d->ic, d->a->img, e, &err)
-		      : ptd_insncache_get(d->ic, d->a->img, b->isid, ip,
-					  b->mode, &err);
+		      : ptd_insncache_get_from(d->ic, d->a->img, &d->blk_last,
+					       b->isid, ip, b->mode, &err);
 		if (!e) {
 			/* Its error record comes at the run's end; what
 			 * is pending is final now. */
@@ -1338,6 +1344,7 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		ip = e->next;
 	}
 	d->run_ip = ip;
+	ptd_insncache_ref(d->ic, e, &d->blk_last);
 	return 0;
 }
 

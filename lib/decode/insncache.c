@@ -531,6 +531,72 @@ const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
 	return n;
 }
 
+void ptd_insncache_ref(const struct ptd_insncache *c,
+		       const struct ptd_icache_entry *e,
+		       struct ptd_icache_ref *ret)
+{
+	ptrdiff_t i = c && e ? entry_index(c, e) : -1;
+
+	ret->idx = i >= 0 ? (uint32_t)i + 1 : 0;
+	ret->isid = i >= 0 ? e->isid : 0;
+	ret->ip = i >= 0 ? e->ip : 0;
+}
+
+/* The entry @ref refers to, if it is still there. */
+static struct ptd_icache_entry *deref(struct ptd_insncache *c,
+				      const struct ptd_icache_ref *ref)
+{
+	struct ptd_icache_entry *e;
+
+	if (!ref || !ref->idx || ref->idx > c->nent)
+		return NULL;
+	e = &c->ent[ref->idx - 1];
+	return e->ip == ref->ip && e->isid == ref->isid ? e : NULL;
+}
+
+const struct ptd_icache_entry *
+ptd_insncache_get_from(struct ptd_insncache *c, struct ptd_image *img,
+		       const struct ptd_icache_ref *from, int isid,
+		       uint64_t ip, enum pt_exec_mode mode, int *ret_err)
+{
+	const struct ptd_icache_entry *f, *n;
+	uint32_t link;
+	bool fall;
+
+	if (!c || !img) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	f = deref(c, from);
+	if (!f || isid <= 0)
+		return ptd_insncache_get(c, img, isid, ip, mode, ret_err);
+	fall = ip == f->next;
+	link = fall ? f->succ : f->bsucc;
+	if (link && link <= c->nent) {
+		n = &c->ent[link - 1];
+		if (n->ip == ip && n->isid == isid &&
+		    n->mode == (uint8_t)mode) {
+			c->stats.hits++;
+			return n;
+		}
+	}
+	/* the lookup may move or clear the table: @from says where f was */
+	n = ptd_insncache_get(c, img, isid, ip, mode, ret_err);
+	if (n) {
+		struct ptd_icache_entry *g = deref(c, from);
+		ptrdiff_t to = entry_index(c, n);
+
+		if (g && to >= 0) {
+			if (fall)
+				g->succ = (uint32_t)to + 1;
+			else
+				g->bsucc = (uint32_t)to + 1;
+		}
+	}
+	return n;
+}
+
 const char *ptd_insncache_json(struct ptd_insncache *c,
 			       const struct ptd_icache_entry *e,
 			       uint32_t *ret_len)

@@ -52,6 +52,10 @@ struct ptd_icache_entry {
 	 * block is expanded with one hash lookup, not one per instruction.
 	 * Checked before use: entries are only ever cleared all at once. */
 	uint32_t succ;
+	/* The same for the instruction control reached last from this one
+	 * other than e->next (a conditional branch taken, an indirect
+	 * branch's target): ptd_insncache_get_from. */
+	uint32_t bsucc;
 	/* The static part of its JSON line (ptd_json_insn_body, with its
 	 * symbol), rendered on first request; NULL until then. */
 	const char *json;
@@ -81,6 +85,29 @@ const struct ptd_icache_entry *ptd_insncache_get(struct ptd_insncache *c,
 						 int isid, uint64_t ip,
 						 enum pt_exec_mode mode,
 						 int *ret_err);
+
+/* Where an entry is, to find it again after lookups that may move or
+ * clear the table (ptd_insncache_get_from). */
+struct ptd_icache_ref {
+	uint32_t idx;		/* entry index + 1; 0: none */
+	int isid;
+	uint64_t ip;
+};
+
+/* A reference to @e (a cached entry, or none for the scratch one). */
+void ptd_insncache_ref(const struct ptd_insncache *c,
+		       const struct ptd_icache_entry *e,
+		       struct ptd_icache_ref *ret);
+
+/* ptd_insncache_get for the instruction at @ip that control reached from
+ * the one @from refers to (may be NULL or stale): the block after a block.
+ * Its successor is linked (e->succ, e->bsucc) as ptd_insncache_next links
+ * the next one, so a run of blocks that follow each other as before is
+ * expanded without a hash lookup. */
+const struct ptd_icache_entry *
+ptd_insncache_get_from(struct ptd_insncache *c, struct ptd_image *img,
+		       const struct ptd_icache_ref *from, int isid,
+		       uint64_t ip, enum pt_exec_mode mode, int *ret_err);
 
 /* Reads up to @len bytes of code at @ip into @buf: returns how many (short
  * where readable memory ends), or <= 0 if none. */

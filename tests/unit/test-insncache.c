@@ -270,6 +270,79 @@ static void test_next_links(void)
 	ptd_insncache_free(c);
 }
 
+/* ptd_insncache_get_from: the block after a branch, linked by where
+ * control went (fall-through: succ; else bsucc), checked before use:
+ * another target, or a reference into a table cleared since, gives the
+ * instruction asked for, never the linked one. */
+static void test_block_links(void)
+{
+	struct ptd_insncache *c;
+	(void)ptd_insncache_new(4, &c);
+	struct ptd_insncache_stats st;
+	struct ptd_icache_ref ref;
+	const struct ptd_icache_entry *e, *n;
+	uint64_t misses;
+	int err = 0;
+
+	REQUIRE(c);
+	/* je at 0x40000a: not taken 0x40000c, taken 0x400011 */
+	e = get(c, isid, BASE + 0xa, &err);
+	REQUIRE(e);
+	ptd_insncache_ref(c, e, &ref);
+	CHECK(ref.idx != 0);
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xc, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0xc);
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xe, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0xe);
+	e = get(c, isid, BASE + 0xa, &err);
+	REQUIRE(e);
+	CHECK(e->succ != 0 && e->bsucc != 0);
+	/* both again: linked, no miss */
+	ptd_insncache_get_stats(c, &st);
+	misses = st.misses;
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xc, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0xc);
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xe, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0xe);
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, misses);
+	/* another target than the linked one (an indirect branch's) */
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE, ptem_64bit, &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE);
+	CHECK_EQ_U64(n->size, 3);
+	/* in another mode: not the 64-bit entry */
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xe, ptem_32bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_INT(n->mode, ptem_32bit);
+	/* Fill past the bound of 4: the table is cleared and refilled; the
+	 * stale reference is not followed. */
+	for (uint64_t off = 0; off <= 0xe; off += 2)
+		(void)get(c, isid, BASE + off, &err);
+	ptd_insncache_get_stats(c, &st);
+	CHECK(st.clears >= 1);
+	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0x3, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0x3);
+	CHECK_EQ_U64(n->size, 5);
+	/* no reference: a plain lookup */
+	n = ptd_insncache_get_from(c, img, NULL, isid, BASE + 0x8, ptem_64bit,
+				   &err);
+	REQUIRE(n);
+	CHECK_EQ_U64(n->ip, BASE + 0x8);
+	ptd_insncache_free(c);
+}
+
 /* The rendered JSON body: made once, then the same bytes back. */
 static void test_json_body(void)
 {
@@ -465,6 +538,7 @@ int main(void)
 	RUN(test_hits);
 	RUN(test_reader);
 	RUN(test_next_links);
+	RUN(test_block_links);
 	RUN(test_json_body);
 	RUN(test_isid0);
 	RUN(test_errors);
