@@ -680,7 +680,22 @@ bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
 	return any;
 }
 
-void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
+/* Room for @need bytes known without the lock (ptd_fanout_wait_room):
+ * only the decode thread adds to the queues (and the credit counts what
+ * it added), the loop only takes from them; a subscriber that joined or
+ * left since voids it. */
+static inline bool room_known(struct ptd_fanout *f, size_t need)
+{
+	return f->credit >= need &&
+	       f->credit_gen ==
+		       atomic_load_explicit(&f->gen, memory_order_acquire) &&
+	       !atomic_load(&f->cancelled_hint) &&
+	       !atomic_load_explicit(&f->abandoned, memory_order_relaxed);
+}
+
+/* ptd_fanout_record's work, inlined in the loop of ptd_fanout_records. */
+static inline __attribute__((always_inline)) void
+fan_one(struct ptd_fanout *f, const struct ptd_record *r)
 {
 	size_t used = 0;	/* the most bytes queued for one subscriber */
 	bool urgent = false;
@@ -777,6 +792,24 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	pthread_mutex_unlock(&f->lock);
 	if (wake && f->wake)
 		f->wake(f->wake_ctx);
+}
+
+void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
+{
+	fan_one(f, r);
+}
+
+size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
+			  size_t n, const struct ptd_fanout_pace *pace)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (pace && !room_known(f, pace->need) &&
+		    ptd_fanout_wait_room(f, pace->need, pace->stall_ms,
+					 pace->stall) != PTD_ROOM_OK)
+			return i;
+		fan_one(f, &recs[i]);
+	}
+	return n;
 }
 
 uint64_t ptd_fanout_renders(struct ptd_fanout *f)
@@ -1220,13 +1253,8 @@ enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 	enum ptd_room res = PTD_ROOM_OK;
 	unsigned watch_id = 0;
 	uint64_t watch_taken = 0, since = 0;
-	unsigned gen = atomic_load_explicit(&f->gen, memory_order_acquire);
 
-	/* Room known without the lock: only this thread adds to the
-	 * queues (and the credit counts what it added), the loop only takes
-	 * from them; a subscriber that joined or left since voids it. */
-	if (f->credit >= need && f->credit_gen == gen &&
-	    !atomic_load(&f->cancelled_hint) && !ptd_fanout_abandoned(f))
+	if (room_known(f, need))
 		return PTD_ROOM_OK;
 	/* what is staged is in the queues before they are looked at */
 	stage_flush_locking(f);

@@ -4,7 +4,8 @@
  *
  * Two sides, two threads:
  *  - the session's decode thread calls ptd_fanout_record for every record
- *    and ptd_fanout_end once at the end.  These never block on a client
+ *    (or ptd_fanout_records for a run of them: a replay's, decoder.h's
+ *    opts.batch) and ptd_fanout_end once at the end.  These never block on a client
  *    (a paced producer waits before, in ptd_fanout_wait_room): each
  *    record is matched against every subscriber's filter, rendered to JSON
  *    once per distinct field set (filter.h, spec.fields) among those that
@@ -215,6 +216,22 @@ enum ptd_room {
  * starts with its hello only. */
 enum ptd_room ptd_fanout_wait_room(struct ptd_fanout *f, size_t need,
 				   unsigned stall_ms, enum ptd_stall stall);
+
+/* How a paced producer waits before each record (ptd_fanout_wait_room's
+ * arguments). */
+struct ptd_fanout_pace {
+	size_t need;
+	unsigned stall_ms;
+	enum ptd_stall stall;
+};
+
+/* Decode thread: ptd_fanout_record for each of @recs in order, a run
+ * handed over at once (what a record costs beside its matching and
+ * rendering is paid once a run); with @pace, each waits for room first.
+ * Returns how many were fanned out: @n, or, where a wait ended without
+ * room (cancelled, abandoned), the records before it. */
+size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
+			  size_t n, const struct ptd_fanout_pace *pace);
 /* Decode thread: end the stream of every subscriber cut off by
  * PTD_STALL_CUT: its pending lost record, then a bye with reason
  * "stalled" (PTD_END_STALLED), its sent and lost counts and the message

@@ -179,12 +179,17 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-/* One more in a counter only this thread writes (others read it): a
+/* @n more in a counter only this thread writes (others read it): a
  * plain store, not a locked read-modify-write per record. */
-static void bump(atomic_uint_fast64_t *c)
+static void add(atomic_uint_fast64_t *c, uint64_t n)
 {
 	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) +
-				      1, memory_order_relaxed);
+				      n, memory_order_relaxed);
+}
+
+static void bump(atomic_uint_fast64_t *c)
+{
+	add(c, 1);
 }
 
 static int on_record(void *ctx, const struct ptd_record *rec)
@@ -214,6 +219,53 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 		bump(&r->insns);
 	bump(&r->records);
 	r->sink.record(r->sink.ctx, rec);
+	return 0;
+}
+
+/* A run of records (decoder.h, opts.batch): what on_record does once a
+ * slice of them, the fan-out's wait for room (lossless) in the sink, per
+ * record. */
+static int on_records(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	struct ptd_replay *r = ctx;
+
+	if (!r->sink.records) {
+		for (size_t i = 0; i < n; i++)
+			if (on_record(ctx, &recs[i]))
+				return 1;
+		return 0;
+	}
+	/* a stop is seen within a slice, however many a part holds */
+	for (size_t at = 0; at < n; at += PTD_DECODE_BATCH) {
+		size_t k = n - at < PTD_DECODE_BATCH ? n - at
+						     : PTD_DECODE_BATCH;
+		size_t done, insns = 0;
+
+		if (atomic_load_explicit(&r->stopping, memory_order_relaxed) &&
+		    stop_reason(r))
+			return 1;
+		if (ptd_fanout_abandoned(r->fan)) {
+			atomic_store(&r->abandoned, !stop_reason(r));
+			return 1;
+		}
+		if (!r->calls_open &&
+		    (!r->kinds_seen ||
+		     (atomic_load_explicit(r->kinds_seen,
+					   memory_order_relaxed) &
+		      PTD_REC_BIT(PTD_REC_CALL))))
+			calls_check(r);
+		done = r->sink.records(r->sink.ctx, recs + at, k,
+				       r->lossless ? r->stall_ms : 0);
+		for (size_t i = 0; i < done; i++)
+			insns += recs[at + i].type == PTD_REC_INSN;
+		add(&r->insns, insns);
+		add(&r->records, done);
+		if (done < k) {
+			/* cancelled: stop_reason is set; else abandoned */
+			atomic_store(&r->abandoned, !stop_reason(r));
+			return 1;
+		}
+	}
 	return 0;
 }
 
@@ -362,6 +414,8 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->in.cancel.ctx = r;
 	r->in.streams = false;	/* a client's files: regular files only */
 	r->in.decode.calls_gate = &r->calls_gate;
+	r->in.decode.batch = on_records;
+	r->in.decode.batch_of = on_record;
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;

@@ -214,6 +214,14 @@ struct ptd_session_sink {
 	/* May be NULL: a decode round is over (the records so far may go
 	 * out together); called before the decode thread waits for more. */
 	void (*flush)(void *ctx);
+	/* May be NULL: @n records at once, as many calls of `record` would
+	 * take them; with @stall_ms > 0 (a lossless replay) each first waits
+	 * for room in every subscriber's queue, one that takes nothing for
+	 * @stall_ms no longer waited for (its records dropped, counted).
+	 * Returns how many it took: fewer than @n where such a wait ended
+	 * without room (a stop cancelled it, or no subscriber is left). */
+	size_t (*records)(void *ctx, const struct ptd_record *recs, size_t n,
+			  unsigned stall_ms);
 };
 
 struct ptd_session_stats {

@@ -151,6 +151,34 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 	ptd_fanout_record(ss->fan, rec);
 }
 
+/* Is there more to do with @rec than fan it out (sink_record)? */
+static bool sink_busy(struct srv_session *ss)
+{
+	return ss->xt || ss->pacing || ss->sym ||
+	       (atomic_load_explicit(&ss->gate_init, memory_order_acquire) &&
+		atomic_load(&ss->ngates));
+}
+
+static size_t sink_records(void *ctx, const struct ptd_record *recs,
+			   size_t n, unsigned stall_ms)
+{
+	struct srv_session *ss = ctx;
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, stall_ms,
+					PTD_STALL_DROP };
+
+	if (!sink_busy(ss))
+		return ptd_fanout_records(ss->fan, recs, n,
+					  stall_ms ? &pace : NULL);
+	for (size_t i = 0; i < n; i++) {
+		if (stall_ms && ptd_fanout_wait_room(ss->fan, pace.need,
+						     stall_ms, pace.stall) !=
+					PTD_ROOM_OK)
+			return i;
+		sink_record(ss, &recs[i]);
+	}
+	return n;
+}
+
 /* Decode thread: the per-subscriber counts at a snapshot's begin; false
  * if they cannot be kept (no memory: the response lists none, the
  * records are paced all the same). */
@@ -335,6 +363,7 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 {
 	memset(ret_sink, 0, sizeof(*ret_sink));
 	ret_sink->record = sink_record;
+	ret_sink->records = sink_records;
 	ret_sink->ended = sink_ended;
 	ret_sink->wait_subscriber = sink_wait_subscriber;
 	ret_sink->flush = sink_flush;

@@ -83,6 +83,13 @@ struct dec {
 	ptd_record_fn fn;
 	void *ctx;
 	int cb_rc;
+	/* Where records go: fn/ctx, or (o->batch) out_record/this, which
+	 * gathers them in @out, handed to o->batch when full and at the end
+	 * (out_flush). */
+	ptd_record_fn efn;
+	void *ectx;
+	struct ptd_record *out;
+	size_t nout;
 
 	struct pt_insn_decoder *insn;
 	struct pt_block_decoder *blk;
@@ -306,18 +313,36 @@ static bool calls_open(struct dec *d)
 	return d->calls_live;
 }
 
+/* The gathered records to o->batch.  Returns its value. */
+static int out_flush(struct dec *d)
+{
+	size_t n = d->nout;
+
+	d->nout = 0;
+	return n ? d->o->batch(d->ctx, d->out, n) : 0;
+}
+
+/* The record fn of a decode that hands records over in runs. */
+static int out_record(void *ctx, const struct ptd_record *r)
+{
+	struct dec *d = ctx;
+
+	d->out[d->nout++] = *r;
+	return d->nout == PTD_DECODE_BATCH ? out_flush(d) : 0;
+}
+
 static int call_fn(struct dec *d, const struct ptd_record *r)
 {
 	int rc = 0;
 
 	if (d->calls && calls_open(d))
-		rc = ptd_calls_feed(d->calls, r, d->fn, d->ctx);
+		rc = ptd_calls_feed(d->calls, r, d->efn, d->ectx);
 	/* after the calls it completes, right before the instruction */
 	if (d->xt && rc == 0)
-		rc = ptd_counters_feed(d->xt, r, d->xwant, d->fn, d->ctx);
+		rc = ptd_counters_feed(d->xt, r, d->xwant, d->efn, d->ectx);
 	if (rc == 0 && (!(d->calls || d->xt) ||
 			(d->user_want & PTD_REC_BIT(r->type))))
-		rc = d->fn(d->ctx, r);
+		rc = d->efn(d->ectx, r);
 
 	if (rc) {
 		d->cb_rc = rc;
@@ -1725,7 +1750,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		      struct ptd_decode_stats *stats)
 {
 	struct dec *d;
-	int err;
+	int err, rc;
 
 	err = check_args(o, a, fn);
 	if (err)
@@ -1738,6 +1763,8 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	d->o = o;
 	d->a = a;
 	d->fn = fn;
+	d->efn = fn;
+	d->ectx = ctx;
 	d->ctx = ctx;
 	d->want_insn = o->want & PTD_REC_BIT(PTD_REC_INSN);
 	d->want_block = o->want & PTD_REC_BIT(PTD_REC_BLOCK);
@@ -1773,6 +1800,15 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	}
 	d->want_image = o->image_records ||
 			(d->xwant & PTD_REC_BIT(PTD_REC_TRACE));
+	/* (not a part of a parallel decode: its records are the part's;
+	 * without the memory, one by one) */
+	if (o->batch && fn == o->batch_of && !a->part) {
+		d->out = malloc(PTD_DECODE_BATCH * sizeof(*d->out));
+		if (d->out) {
+			d->efn = out_record;
+			d->ectx = d;
+		}
+	}
 	d->hold = a->more;
 	d->st.bytes = a->len;
 	d->part = a->part;
@@ -1789,6 +1825,12 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 				      ? (d->nomem ? -ENOMEM : d->cb_rc)
 				      : 0;
 	}
+	/* what was made before a stop too (a stop by the consumer left
+	 * none) */
+	if (d->out && (rc = out_flush(d)) != 0 && err >= 0 && !d->cb_rc) {
+		d->cb_rc = rc;
+		err = rc;
+	}
 	/* A table of its own: its counts end the decode. */
 	if (err == 0 && d->own_xt && !a->more &&
 	    (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))
@@ -1799,6 +1841,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	close_decoder(d);
 	ptd_counters_free(d->own_xt);
 	ptd_calls_free(d->calls);
+	free(d->out);
 	free(d);
 	return err;
 }

@@ -45,6 +45,17 @@ enum ptd_decode_path {
  * by ptd_decode_thread. */
 typedef int (*ptd_record_fn)(void *ctx, const struct ptd_record *rec);
 
+/* Receives @n >= 1 records in stream order (ptd_decode_opts.batch), valid
+ * only during the call.  A non-zero return stops decoding as
+ * ptd_record_fn's does; every one of the @n was made (the consumer may
+ * have taken fewer). */
+typedef int (*ptd_records_fn)(void *ctx, const struct ptd_record *recs,
+			      size_t n);
+
+/* The most records one call of a ptd_records_fn gets from a serial decode
+ * (a parallel decode hands over a part's records at once). */
+#define PTD_DECODE_BATCH 256u
+
 struct ptd_symbols;
 
 struct ptd_decode_opts {
@@ -63,6 +74,17 @@ struct ptd_decode_opts {
 	 * the stack costs about as much as the rest of the fan-out.  Set it
 	 * once, never back to false.  NULL: always kept. */
 	const atomic_bool *calls_gate;
+	/* Records in runs, for a consumer with a cost per call (a check of
+	 * its state, a wait for room): where the decode's callback is
+	 * @batch_of, the decoder may hand records to @batch instead (with the
+	 * same ctx), never out of order with those it gives @batch_of.  A
+	 * callback that wraps another (its own fn) gets every record one by
+	 * one, so opts can be passed on as they are.  The records of a
+	 * serial decode are handed over at the latest when it returns: a
+	 * consumer that needs each as it is made (a live stream) leaves
+	 * these NULL. */
+	ptd_records_fn batch;
+	ptd_record_fn batch_of;
 	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
 	/* Decoder-side address filter (pt_config.addr_filter), for traces
 	 * recorded with hardware filters; all zero: none. */

@@ -597,11 +597,13 @@ static int par_decode(const struct ptd_decode_opts *o,
 	struct ptd_decode_stats tot, st;
 	size_t nth = 0, delivered = 0, k, bad = SIZE_MAX;
 	const char *why = NULL;
-	bool timed = false;
+	bool timed = false, batch;
 	int r = 0, rc = 0;
 
 	if (!o || !a || !fn || !a->img || o->jobs > PTD_DECODE_MAX_JOBS)
 		return -EINVAL;
+	/* the parts' records at once, where the caller takes runs */
+	batch = o->batch && fn == o->batch_of;
 	memset(&p, 0, sizeof(p));
 	p.a = a;
 	p.po = *o;
@@ -703,7 +705,9 @@ static int par_decode(const struct ptd_decode_opts *o,
 			bad = k;
 			break;
 		}
-		for (size_t i = 0; i < pt->rec->n && !rc; i++)
+		if (batch && pt->rec->n)
+			rc = o->batch(ctx, pt->rec->v, pt->rec->n);
+		for (size_t i = 0; !batch && i < pt->rec->n && !rc; i++)
 			rc = fn(ctx, &pt->rec->v[i]);
 		if (rc)
 			break;

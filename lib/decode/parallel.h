@@ -8,7 +8,8 @@
  * own libipt decoder synchronized at the part's PSB, its own copy of the
  * image with the timeline events before the PSB applied, and its own
  * instruction cache; the calling thread hands the parts' records to the
- * callback in stream order.  A part's decoder does not stop at the part's
+ * callback in stream order (all of a part's at once where the caller
+ * takes runs: opts.batch).  A part's decoder does not stop at the part's
  * end: it runs on as the serial decoder would, which gives two things.
  * The records made before it handles the next part's PSB+ are the part's
  * (so an instruction before the PSB takes the flags of events after it,

@@ -1118,6 +1118,115 @@ static void test_loop_without_trace(void)
 	}
 }
 
+/* What test_batch's consumer got: the records (through either call),
+ * the calls of each kind, and the most records one batch held. */
+struct batch_got {
+	struct reclist l;
+	size_t ones, batches, most, stop_at_batch;
+};
+
+static int batch_one(void *ctx, const struct ptd_record *r)
+{
+	struct batch_got *g = ctx;
+
+	g->ones++;
+	return reclist_add(&g->l, r);
+}
+
+static int batch_many(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	struct batch_got *g = ctx;
+
+	g->batches++;
+	if (n > g->most)
+		g->most = n;
+	for (size_t i = 0; i < n; i++)
+		(void)reclist_add(&g->l, &recs[i]);
+	return g->stop_at_batch && g->batches == g->stop_at_batch ? 42 : 0;
+}
+
+/* ptd_decode_thread with opts.batch: @batch_of names @fn (runs) or not (a
+ * wrapper: one by one). */
+static int decode_batch(enum ptd_decode_path path, unsigned want,
+			const struct trace *t, bool paired,
+			struct batch_got *g)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+
+	memset(&o, 0, sizeof(o));
+	o.path = path;
+	o.want = want;
+	o.batch = batch_many;
+	o.batch_of = paired ? batch_one : reclist_add;
+	memset(&a, 0, sizeof(a));
+	a.pt = t->buf;
+	a.len = t->len;
+	a.pid = 100;
+	a.tid = 101;
+	a.img = img;
+	return ptd_decode_thread(&o, &a, batch_one, g, &st);
+}
+
+/* Records handed over in runs (opts.batch) are those handed over one by
+ * one, in order -- call records made between them included -- at most
+ * PTD_DECODE_BATCH a call; a non-zero return stops the decode with its
+ * value; a callback that is not batch_of gets every record itself. */
+static void test_batch(void)
+{
+	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
+	const unsigned want = WANT_IE | PTD_REC_BIT(PTD_REC_CALL);
+	struct trace tm, tl;
+
+	tr_begin(&tm);
+	main_trace(&tm);
+	tr_end(&tm);
+	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
+	tr_begin(&tl);
+	psb(&tl);
+	ippkt(&tl, ppt_tip_pge, LOOP);
+	(void)psb_plus(&tl, false, 0, BASE + 0x20);
+	ippkt(&tl, ppt_tip_pgd, 0);
+	tr_end(&tl);
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		enum ptd_decode_path path = (enum ptd_decode_path)p;
+		const struct trace *ts[] = { &tm, &tl };
+
+		for (size_t k = 0; k < 2; k++) {
+			struct batch_got one = {0}, many = {0};
+
+			CHECK_EQ_INT(decode_batch(path, want, ts[k], false,
+						  &one), 0);
+			CHECK_EQ_U64(one.batches, 0);
+			CHECK_EQ_U64(one.ones, one.l.n);
+			CHECK_EQ_INT(decode_batch(path, want, ts[k], true,
+						  &many), 0);
+			CHECK_EQ_U64(many.ones, 0);
+			CHECK(many.batches >=
+			      (many.l.n + PTD_DECODE_BATCH - 1) /
+				      PTD_DECODE_BATCH);
+			CHECK(many.most <= PTD_DECODE_BATCH);
+			CHECK(reccmp_lists(stderr, "one by one: ", &one.l,
+					   "in runs: ", &many.l));
+			if (k == 0)
+				CHECK(count_type(&many.l, PTD_REC_CALL) > 0);
+			else
+				CHECK(many.l.n > (1u << 20));
+			reclist_free(&one.l);
+			reclist_free(&many.l);
+		}
+		{
+			struct batch_got g = { .stop_at_batch = 2 };
+
+			CHECK_EQ_INT(decode_batch(path, want, &tl, true, &g), 42);
+			CHECK_EQ_U64(g.batches, 2);
+			CHECK_EQ_U64(g.l.n, 2 * PTD_DECODE_BATCH);
+			reclist_free(&g.l);
+		}
+	}
+}
+
 /* What test_loop_unexpandable counts; stops the decode at @limit errors. */
 struct unexp_count {
 	uint64_t insns, insns_at_loop, insns_after_loop;
@@ -1422,6 +1531,7 @@ int main(void)
 	RUN(test_args);
 	RUN(test_timeline);
 	RUN(test_loop_without_trace);
+	RUN(test_batch);
 	RUN(test_loop_unexpandable);
 	RUN(test_block_cache);
 	RUN(test_calls_gate);

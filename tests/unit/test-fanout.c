@@ -1203,6 +1203,127 @@ static void test_binary(void)
 	ptd_fanout_free(f);
 }
 
+/* ptd_fanout_records hands a run over as ptd_fanout_record one by one
+ * would: the same bytes for JSON, projected, filtered and binary
+ * subscribers, and the same counts where a small queue loses records;
+ * with a pace, a cancelled or abandoned wait hands over nothing more and
+ * says so, a reader that keeps up gets every record. */
+static void test_records_run(void)
+{
+	uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			 PTD_FIELD_BIT(PTD_FIELD_TID);
+	unsigned all = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
+	struct ptd_filter flt[4] = {
+		filter_of(all, 0), filter_fmt(0, iptid, false),
+		filter_fmt(0, iptid, true), filter_of(all, 2),
+	};
+	enum { NSUB = 5, N = 20000 };
+	struct ptd_fanout *f[2];	/* one by one, in runs */
+	struct ptd_subscriber *sub[2][NSUB];
+	struct ptd_buf out[2][NSUB] = { { { 0 } } };
+	static struct ptd_record recs[N];
+	struct ptd_session_end end;
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, 50,
+					PTD_STALL_DROP };
+
+	for (size_t k = 0; k < N; k++) {
+		recs[k] = mkinsn(k);
+		if (k % 89 == 3) {
+			recs[k].type = PTD_REC_EVENT;
+			memset(&recs[k].u, 0, sizeof(recs[k].u));
+			recs[k].u.event.ev.type = ptev_enabled;
+			recs[k].u.event.ev.variant.enabled.ip = k;
+		}
+	}
+	for (int w = 0; w < 2; w++) {
+		(void)ptd_fanout_new(1, 100, NULL, NULL, &f[w]);
+		REQUIRE(f[w]);
+		for (unsigned i = 0; i < NSUB; i++)
+			REQUIRE(ptd_fanout_subscribe(
+					f[w], &flt[i < 4 ? i : 0],
+					i == 4 ? 4 * PTD_JSON_MAX_RECORD
+					       : 64u << 20,
+					NSUB, &sub[w][i]) == 0);
+	}
+	for (size_t at = 0, run = 1; at < N; at += run, run = run * 3 % 997) {
+		size_t k = N - at < run ? N - at : run;
+
+		for (size_t i = 0; i < k; i++)
+			ptd_fanout_record(f[0], &recs[at + i]);
+		CHECK_EQ_U64(ptd_fanout_records(f[1], recs + at, k, NULL), k);
+		if ((at / 1000) % 2) {
+			for (int w = 0; w < 2; w++) {
+				ptd_fanout_flush(f[w]);
+				for (unsigned i = 0; i < 4; i++)
+					(void)drain_buf(sub[w][i],
+							&out[w][i]);
+			}
+		}
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	for (int w = 0; w < 2; w++) {
+		ptd_fanout_end(f[w], &end);
+		for (unsigned i = 0; i < NSUB; i++)
+			CHECK_EQ_INT(drain_buf(sub[w][i], &out[w][i]),
+				     PTD_SUB_DONE);
+	}
+	for (unsigned i = 0; i < NSUB; i++) {
+		struct ptd_subscriber_stats a, b;
+
+		CHECK(out[0][i].len > 0);
+		if (out[0][i].len != out[1][i].len ||
+		    memcmp(out[0][i].data, out[1][i].data, out[0][i].len))
+			CHECK_FAIL_("subscriber %u: a run's bytes differ from "
+				    "one by one (%zu vs %zu bytes)", i,
+				    out[1][i].len, out[0][i].len);
+		ptd_subscriber_get_stats(sub[0][i], &a);
+		ptd_subscriber_get_stats(sub[1][i], &b);
+		CHECK_EQ_U64(b.matched, a.matched);
+		CHECK_EQ_U64(b.sent, a.sent);
+		CHECK_EQ_U64(b.lost, a.lost);
+		if (i == 4)
+			CHECK(b.lost > 0);
+		ptd_buf_fini(&out[0][i]);
+		ptd_buf_fini(&out[1][i]);
+	}
+	ptd_fanout_free(f[0]);
+	ptd_fanout_free(f[1]);
+
+	/* paced: a reader that keeps up; a cancelled wait; no one left */
+	(void)ptd_fanout_new(2, 100, NULL, NULL, &f[0]);
+	REQUIRE(f[0]);
+	REQUIRE(ptd_fanout_subscribe(f[0], &flt[0], 8 * PTD_JSON_MAX_RECORD,
+				     1, &sub[0][0]) == 0);
+	for (size_t at = 0; at < N; at += 100) {
+		CHECK_EQ_U64(ptd_fanout_records(f[0], recs + at, 100, &pace),
+			     100);
+		ptd_fanout_flush(f[0]);
+		(void)drain_buf(sub[0][0], &out[0][0]);
+	}
+	{
+		struct ptd_subscriber_stats st;
+
+		ptd_subscriber_get_stats(sub[0][0], &st);
+		CHECK_EQ_U64(st.sent, N);
+		CHECK_EQ_U64(st.lost, 0);
+	}
+	/* not drained: the queue fills, the wait is cancelled */
+	ptd_fanout_cancel_waits(f[0]);
+	CHECK(ptd_fanout_records(f[0], recs, N, &pace) < N);
+	ptd_fanout_unsubscribe(f[0], sub[0][0]);
+	ptd_fanout_free(f[0]);
+	ptd_buf_fini(&out[0][0]);
+
+	(void)ptd_fanout_new(3, 100, NULL, NULL, &f[0]);
+	REQUIRE(f[0]);
+	REQUIRE(ptd_fanout_subscribe(f[0], &flt[0], 64u << 20, 1,
+				     &sub[0][0]) == 0);
+	ptd_fanout_unsubscribe(f[0], sub[0][0]);
+	CHECK_EQ_U64(ptd_fanout_records(f[0], recs, 10, &pace), 0);
+	ptd_fanout_free(f[0]);
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
@@ -1217,5 +1338,6 @@ int main(void)
 	RUN(test_stage_batches);
 	RUN(test_stage_flush_wakes);
 	RUN(test_binary);
+	RUN(test_records_run);
 	return check_done();
 }
