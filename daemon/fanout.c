@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/counter.h"
 #include "common/diag.h"
 #include "common/fileio.h"
 #include "daemon/fanout.h"
@@ -738,12 +739,7 @@ fan_one(struct ptd_fanout *f, const struct ptd_record *r)
 					v->len = tag_line(f, v->line, v->len);
 			}
 			v->rendered = f->rec_seq;
-			/* only this thread writes it: no locked add */
-			atomic_store_explicit(
-				&f->renders,
-				atomic_load_explicit(&f->renders,
-						     memory_order_relaxed) + 1,
-				memory_order_relaxed);
+			ptd_counter_add(&f->renders, 1);
 		}
 		if (f->can_stage)
 			stage_one(s, v, r->type, &used, &full);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/counter.h"
 #include "common/strutil.h"
 #include "daemon/replay.h"
 #include "record/jsonw.h"
@@ -67,7 +68,7 @@ struct ptd_replay {
 	atomic_bool decoding;
 	atomic_bool abandoned;		/* its subscribers all left */
 	atomic_bool unwatched;		/* none came within wait_ms */
-	atomic_uint_fast64_t bytes, insns, records;
+	_Atomic uint64_t bytes, insns, records;
 	/* in.decode.jobs > 1: ptd_decode_stats.parts and serial_parts
 	 * summed, and the first serial_why (a static string) */
 	atomic_uint_fast64_t parts, serial_parts;
@@ -179,18 +180,6 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-/* @n more in a counter only this thread writes (others read it): a
- * plain store, not a locked read-modify-write per record. */
-static void add(atomic_uint_fast64_t *c, uint64_t n)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) +
-				      n, memory_order_relaxed);
-}
-
-static void bump(atomic_uint_fast64_t *c)
-{
-	add(c, 1);
-}
 
 static int on_record(void *ctx, const struct ptd_record *rec)
 {
@@ -216,8 +205,8 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 	      PTD_REC_BIT(PTD_REC_CALL))))
 		calls_check(r);
 	if (rec->type == PTD_REC_INSN)
-		bump(&r->insns);
-	bump(&r->records);
+		ptd_counter_add(&r->insns, 1);
+	ptd_counter_add(&r->records, 1);
 	r->sink.record(r->sink.ctx, rec);
 	return 0;
 }
@@ -258,8 +247,8 @@ static int on_records(void *ctx, const struct ptd_record *recs, size_t n)
 				       r->lossless ? r->stall_ms : 0);
 		for (size_t i = 0; i < done; i++)
 			insns += recs[at + i].type == PTD_REC_INSN;
-		add(&r->insns, insns);
-		add(&r->records, done);
+		ptd_counter_add(&r->insns, insns);
+		ptd_counter_add(&r->records, done);
 		if (done < k) {
 			/* cancelled: stop_reason is set; else abandoned */
 			atomic_store(&r->abandoned, !stop_reason(r));

@@ -18,6 +18,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/counter.h"
 #include "common/fileio.h"
 #include "perf/pmu.h"
 #include "source/source.h"
@@ -70,7 +71,7 @@ struct ptd_session {
 	size_t nrefused;
 
 	/* counters */
-	atomic_uint_fast64_t insns, records;
+	_Atomic uint64_t insns, records;
 	atomic_bool ended;
 	atomic_bool end_called;
 };
@@ -227,9 +228,10 @@ static int deliver(void *ctx, const struct ptd_record *rec)
 		s->snap_stopped = true;
 		return 1;
 	}
+	/* (only this thread writes them) */
 	if (rec->type == PTD_REC_INSN)
-		atomic_fetch_add(&s->insns, 1);
-	atomic_fetch_add(&s->records, 1);
+		ptd_counter_add(&s->insns, 1);
+	ptd_counter_add(&s->records, 1);
 	s->sink.record(s->sink.ctx, rec);
 	return 0;
 }
