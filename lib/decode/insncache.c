@@ -489,48 +489,6 @@ uint32_t ptd_insncache_reslot(struct ptd_insncache *c,
 	return slot;
 }
 
-const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
-						  struct ptd_image *img,
-						  const struct ptd_icache_entry *e,
-						  int *ret_err)
-{
-	const struct ptd_icache_entry *n;
-	ptrdiff_t from;
-	uint64_t ip, next;
-	int isid;
-	uint8_t mode;
-
-	if (!c || !e) {
-		if (ret_err)
-			*ret_err = -EINVAL;
-		return NULL;
-	}
-	from = entry_index(c, e);
-	if (from >= 0 && e->succ && e->succ <= c->nent) {
-		n = &c->ent[e->succ - 1];
-		if (n->ip == e->next && n->isid == e->isid &&
-		    n->mode == e->mode) {
-			c->stats.hits++;
-			return n;
-		}
-	}
-	/* The lookup may move or clear the table: keep what we need. */
-	ip = e->ip;
-	next = e->next;
-	isid = e->isid;
-	mode = e->mode;
-	n = ptd_insncache_get(c, img, isid, next, (enum pt_exec_mode)mode,
-			      ret_err);
-	if (n && from >= 0 && (size_t)from < c->nent &&
-	    c->ent[from].ip == ip && c->ent[from].isid == isid) {
-		ptrdiff_t to = entry_index(c, n);
-
-		if (to >= 0)
-			c->ent[from].succ = (uint32_t)to + 1;
-	}
-	return n;
-}
-
 void ptd_insncache_ref(const struct ptd_insncache *c,
 		       const struct ptd_icache_entry *e,
 		       struct ptd_icache_ref *ret)
@@ -554,13 +512,80 @@ static struct ptd_icache_entry *deref(struct ptd_insncache *c,
 	return e->ip == ref->ip && e->isid == ref->isid ? e : NULL;
 }
 
+/* follow's miss: look the instruction up, and link the entry @from
+ * refers to (if the lookup left it there) to it. */
+static const struct ptd_icache_entry *
+look_link(struct ptd_insncache *c, struct ptd_image *img,
+	  const struct ptd_icache_ref *from, bool fall, int isid, uint64_t ip,
+	  enum pt_exec_mode mode, int *ret_err)
+{
+	const struct ptd_icache_entry *n;
+	struct ptd_icache_entry *g;
+	ptrdiff_t to;
+
+	/* the lookup may move or clear the table: @from says where f was */
+	n = ptd_insncache_get(c, img, isid, ip, mode, ret_err);
+	if (!n)
+		return NULL;
+	g = deref(c, from);
+	to = entry_index(c, n);
+	if (g && to >= 0) {
+		if (fall)
+			g->succ = (uint32_t)to + 1;
+		else
+			g->bsucc = (uint32_t)to + 1;
+	}
+	return n;
+}
+
+/* The entry a link (index + 1) leads to, if it is still the one for
+ * (@isid, @ip, @mode). */
+static inline const struct ptd_icache_entry *
+linked(struct ptd_insncache *c, uint32_t link, int isid, uint64_t ip,
+       uint8_t mode)
+{
+	const struct ptd_icache_entry *n;
+
+	if (!link || link > c->nent)
+		return NULL;
+	n = &c->ent[link - 1];
+	if (n->ip != ip || n->isid != isid || n->mode != mode)
+		return NULL;
+	c->stats.hits++;
+	return n;
+}
+
+const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
+						  struct ptd_image *img,
+						  const struct ptd_icache_entry *e,
+						  int *ret_err)
+{
+	const struct ptd_icache_entry *n;
+	struct ptd_icache_ref from;
+
+	if (!c || !e) {
+		if (ret_err)
+			*ret_err = -EINVAL;
+		return NULL;
+	}
+	/* (once per instruction: the link first, without a reference) */
+	n = linked(c, e->succ, e->isid, e->next, e->mode);
+	if (n)
+		return n;
+	ptd_insncache_ref(c, e, &from);
+	if (!from.idx)	/* the scratch entry: links to nothing */
+		return ptd_insncache_get(c, img, e->isid, e->next,
+					 (enum pt_exec_mode)e->mode, ret_err);
+	return look_link(c, img, &from, true, e->isid, e->next,
+			 (enum pt_exec_mode)e->mode, ret_err);
+}
+
 const struct ptd_icache_entry *
 ptd_insncache_get_from(struct ptd_insncache *c, struct ptd_image *img,
 		       const struct ptd_icache_ref *from, int isid,
 		       uint64_t ip, enum pt_exec_mode mode, int *ret_err)
 {
 	const struct ptd_icache_entry *f, *n;
-	uint32_t link;
 	bool fall;
 
 	if (!c || !img) {
@@ -572,29 +597,8 @@ ptd_insncache_get_from(struct ptd_insncache *c, struct ptd_image *img,
 	if (!f || isid <= 0)
 		return ptd_insncache_get(c, img, isid, ip, mode, ret_err);
 	fall = ip == f->next;
-	link = fall ? f->succ : f->bsucc;
-	if (link && link <= c->nent) {
-		n = &c->ent[link - 1];
-		if (n->ip == ip && n->isid == isid &&
-		    n->mode == (uint8_t)mode) {
-			c->stats.hits++;
-			return n;
-		}
-	}
-	/* the lookup may move or clear the table: @from says where f was */
-	n = ptd_insncache_get(c, img, isid, ip, mode, ret_err);
-	if (n) {
-		struct ptd_icache_entry *g = deref(c, from);
-		ptrdiff_t to = entry_index(c, n);
-
-		if (g && to >= 0) {
-			if (fall)
-				g->succ = (uint32_t)to + 1;
-			else
-				g->bsucc = (uint32_t)to + 1;
-		}
-	}
-	return n;
+	n = linked(c, fall ? f->succ : f->bsucc, isid, ip, (uint8_t)mode);
+	return n ? n : look_link(c, img, from, fall, isid, ip, mode, ret_err);
 }
 
 const char *ptd_insncache_json(struct ptd_insncache *c,

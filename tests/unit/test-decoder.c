@@ -142,6 +142,24 @@ static void main_trace(struct trace *t)
 
 /* --- Decoding. --- */
 
+/* Options for @path and @want, and the arguments of thread 100/101 of
+ * @pt with the test image. */
+static void opts_args(enum ptd_decode_path path, unsigned want,
+		      const uint8_t *pt, size_t len,
+		      struct ptd_decode_opts *o, struct ptd_decode_thread_args *a)
+{
+	memset(o, 0, sizeof(*o));
+	o->path = path;
+	o->want = want;
+	o->cpu.vendor = pcv_unknown;
+	memset(a, 0, sizeof(*a));
+	a->pt = pt;
+	a->len = len;
+	a->pid = 100;
+	a->tid = 101;
+	a->img = img;
+}
+
 static int decode(enum ptd_decode_path path, unsigned want,
 		  const uint8_t *pt, size_t len, struct ptd_tl_cursor *cursor,
 		  struct reclist *out, struct ptd_decode_stats *st)
@@ -150,16 +168,7 @@ static int decode(enum ptd_decode_path path, unsigned want,
 	struct ptd_decode_thread_args a;
 	struct ptd_decode_stats dummy;
 
-	memset(&o, 0, sizeof(o));
-	o.path = path;
-	o.want = want;
-	o.cpu.vendor = pcv_unknown;
-	memset(&a, 0, sizeof(a));
-	a.pt = pt;
-	a.len = len;
-	a.pid = 100;
-	a.tid = 101;
-	a.img = img;
+	opts_args(path, want, pt, len, &o, &a);
 	a.cursor = cursor;
 	return ptd_decode_thread(&o, &a, reclist_add, out, st ? st : &dummy);
 }
@@ -1155,17 +1164,9 @@ static int decode_batch(enum ptd_decode_path path, unsigned want,
 	struct ptd_decode_thread_args a;
 	struct ptd_decode_stats st;
 
-	memset(&o, 0, sizeof(o));
-	o.path = path;
-	o.want = want;
+	opts_args(path, want, t->buf, t->len, &o, &a);
 	o.batch = batch_many;
 	o.batch_of = paired ? batch_one : reclist_add;
-	memset(&a, 0, sizeof(a));
-	a.pt = t->buf;
-	a.len = t->len;
-	a.pid = 100;
-	a.tid = 101;
-	a.img = img;
 	return ptd_decode_thread(&o, &a, batch_one, g, &st);
 }
 

@@ -270,6 +270,22 @@ static void test_next_links(void)
 	ptd_insncache_free(c);
 }
 
+/* ptd_insncache_get_from @ref of the 64-bit instruction at @ip: it, or a
+ * failed check (NULL). */
+static const struct ptd_icache_entry *from(struct ptd_insncache *c,
+					   const struct ptd_icache_ref *ref,
+					   uint64_t ip)
+{
+	int err = 0;
+	const struct ptd_icache_entry *n =
+		ptd_insncache_get_from(c, img, ref, isid, ip, ptem_64bit, &err);
+
+	CHECK(n != NULL);
+	if (n)
+		CHECK_EQ_U64(n->ip, ip);
+	return n;
+}
+
 /* ptd_insncache_get_from: the block after a branch, linked by where
  * control went (fall-through: succ; else bsucc), checked before use:
  * another target, or a reference into a table cleared since, gives the
@@ -290,28 +306,16 @@ static void test_block_links(void)
 	REQUIRE(e);
 	ptd_insncache_ref(c, e, &ref);
 	CHECK(ref.idx != 0);
-	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xc, ptem_64bit,
-				   &err);
-	REQUIRE(n);
-	CHECK_EQ_U64(n->ip, BASE + 0xc);
-	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xe, ptem_64bit,
-				   &err);
-	REQUIRE(n);
-	CHECK_EQ_U64(n->ip, BASE + 0xe);
+	(void)from(c, &ref, BASE + 0xc);
+	(void)from(c, &ref, BASE + 0xe);
 	e = get(c, isid, BASE + 0xa, &err);
 	REQUIRE(e);
 	CHECK(e->succ != 0 && e->bsucc != 0);
 	/* both again: linked, no miss */
 	ptd_insncache_get_stats(c, &st);
 	misses = st.misses;
-	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xc, ptem_64bit,
-				   &err);
-	REQUIRE(n);
-	CHECK_EQ_U64(n->ip, BASE + 0xc);
-	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0xe, ptem_64bit,
-				   &err);
-	REQUIRE(n);
-	CHECK_EQ_U64(n->ip, BASE + 0xe);
+	(void)from(c, &ref, BASE + 0xc);
+	(void)from(c, &ref, BASE + 0xe);
 	ptd_insncache_get_stats(c, &st);
 	CHECK_EQ_U64(st.misses, misses);
 	/* another target than the linked one (an indirect branch's) */
@@ -330,10 +334,8 @@ static void test_block_links(void)
 		(void)get(c, isid, BASE + off, &err);
 	ptd_insncache_get_stats(c, &st);
 	CHECK(st.clears >= 1);
-	n = ptd_insncache_get_from(c, img, &ref, isid, BASE + 0x3, ptem_64bit,
-				   &err);
+	n = from(c, &ref, BASE + 0x3);
 	REQUIRE(n);
-	CHECK_EQ_U64(n->ip, BASE + 0x3);
 	CHECK_EQ_U64(n->size, 5);
 	/* no reference: a plain lookup */
 	n = ptd_insncache_get_from(c, img, NULL, isid, BASE + 0x8, ptem_64bit,
