@@ -52,6 +52,9 @@ struct ptd_subscriber {
 	uint32_t stage_n;
 	uint8_t *stage;
 	size_t stage_len;
+	/* The last entry, when it holds fixed-width records that the next
+	 * one joins (offset + 1; 0: none): a run is one entry. */
+	size_t stage_run;
 	struct ptd_subscriber *next;
 	struct ptd_fanout *fan;
 	struct ptd_filter filter;	/* decode thread only (its cache) */
@@ -351,6 +354,37 @@ static bool sub_enqueue_rec(struct ptd_subscriber *s, const uint8_t *rec,
 	return was_empty;
 }
 
+/* sub_enqueue_rec for @k records one after another at @recs: at once
+ * where all fit in the open frame (as each would have), else one by one.
+ * Returns true if the queue was empty before one of them. */
+static bool sub_enqueue_recs(struct ptd_subscriber *s, const uint8_t *recs,
+			     uint32_t fields, unsigned rs, uint32_t k)
+{
+	bool wake = false;
+
+	for (uint32_t i = 0; i < k; i++) {
+		size_t bytes = (size_t)(k - i) * rs;
+
+		/* the rest at once: room in the queue and its open frame */
+		if (!s->lost_pending &&
+		    sub_pending(s) + bytes + PTD_BIN_HDR <= s->limit &&
+		    ptd_buf_reserve(&s->q, bytes) == 0) {
+			bool empty = s->q.len == 0;
+
+			if (ptd_bin_buf_records_fast(&s->q, s->open, fields,
+						     recs + (size_t)i * rs,
+						     k - i, rs)) {
+				s->sent += k - i;
+				return wake || empty;
+			}
+		}
+		/* else one (it may open a frame, or drop), then again */
+		if (sub_enqueue_rec(s, recs + (size_t)i * rs, fields, rs))
+			wake = true;
+	}
+	return wake;
+}
+
 /* Grow @arr (of *@cap elements of @size) to hold @n; false on ENOMEM. */
 static bool grow(void **arr, unsigned *cap, unsigned n, size_t size)
 {
@@ -500,6 +534,8 @@ enum { STAGE_LINE, STAGE_REC, STAGE_LOST };
 #define STAGE_WHAT(h) ((h) >> 24)
 _Static_assert(PTD_JSON_MAX_RECORD + TAG_MAX <= 0xffffu,
 	       "a stage entry's length takes 16 bits");
+_Static_assert(STAGE_BYTES <= 0xffffu,
+	       "a run of records (one entry) fits in 16 bits");
 
 /* Queue every subscriber's staged records (lock held, decode thread): as
  * ptd_fanout_record would have one by one -- matched, then sent or lost
@@ -521,6 +557,7 @@ static bool stage_flush(struct ptd_fanout *f)
 			continue;
 		s->stage_n = 0;
 		s->stage_len = 0;
+		s->stage_run = 0;
 		/* one that left, or whose stream ended, took none (as a
 		 * record fanned out after that would have) */
 		if (s->gone || s->bye_queued || f->ended)
@@ -536,15 +573,27 @@ static bool stage_flush(struct ptd_fanout *f)
 			t = STAGE_TYPE(h);
 			p = s->stage + off + sizeof(h);
 			off += sizeof(h) + n;
+			if (STAGE_WHAT(h) == STAGE_REC) {
+				/* a run of fixed-width records */
+				uint32_t k = v->recsize
+						     ? (uint32_t)(n / v->recsize)
+						     : 1;
+
+				s->matched += k;
+				for (uint32_t j = 0; s->cut && j < k; j++)
+					count_lost(s, t);
+				if (!s->cut &&
+				    sub_enqueue_recs(s, p, v->jr.fields,
+						     v->recsize, k))
+					wake = true;
+				continue;
+			}
 			s->matched++;
 			if (s->cut || STAGE_WHAT(h) == STAGE_LOST) {
 				count_lost(s, t);
 				continue;
 			}
-			if (STAGE_WHAT(h) == STAGE_REC ?
-				    sub_enqueue_rec(s, p, v->jr.fields,
-						    (unsigned)n) :
-				    sub_enqueue(s, (const char *)p, n, t))
+			if (sub_enqueue(s, (const char *)p, n, t))
 				wake = true;
 		}
 		urgent = urgent || sub_urgent(s);
@@ -620,9 +669,25 @@ static inline void stage_one(struct ptd_subscriber *s,
 	} else {
 		h = STAGE_HDR(0, t, STAGE_LOST);
 	}
-	memcpy(s->stage + s->stage_len, &h, sizeof(h));
-	memcpy(s->stage + s->stage_len + sizeof(h), p, n);
-	s->stage_len += sizeof(h) + n;
+	if (v->is_rec && s->stage_run && n) {
+		/* joins the run before it: its header counts the bytes
+		 * (a stage is far smaller than 64 KiB) */
+		uint8_t *rh = s->stage + s->stage_run - 1;
+		uint32_t rl;
+
+		memcpy(&rl, rh, sizeof(rl));
+		rl += (uint32_t)n;
+		memcpy(rh, &rl, sizeof(rl));
+		memcpy(s->stage + s->stage_len, p, n);
+		s->stage_len += n;
+	} else {
+		/* (a record of no bytes, fields "type" alone, is one
+		 * entry each: a run counts its records by their bytes) */
+		s->stage_run = v->is_rec && n ? s->stage_len + 1 : 0;
+		memcpy(s->stage + s->stage_len, &h, sizeof(h));
+		memcpy(s->stage + s->stage_len + sizeof(h), p, n);
+		s->stage_len += sizeof(h) + n;
+	}
 	s->stage_n++;
 	if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
 		*full = true;

@@ -89,17 +89,19 @@ size_t ptd_bin_buf_record_need(const struct ptd_buf *b, size_t open,
 /* Returns 0 or -ENOMEM (nothing appended). */
 int ptd_bin_buf_record(struct ptd_buf *b, size_t *open, uint32_t fields,
 		       const uint8_t *rec);
-/* The hot path of ptd_bin_buf_record: true if the open frame took @rec
- * (@rs bytes, ptd_bin_recsize(@fields)) in room @b already has; false:
- * nothing done (call ptd_bin_buf_record). */
-static inline bool ptd_bin_buf_record_fast(struct ptd_buf *b, size_t open,
-					   uint32_t fields, const uint8_t *rec,
-					   unsigned rs)
+/* The hot path of ptd_bin_buf_record for @k records one after another
+ * at @recs (@rs bytes each, ptd_bin_recsize(@fields)): true if the open
+ * frame took them all in room @b already has; false: nothing done. */
+static inline bool ptd_bin_buf_records_fast(struct ptd_buf *b, size_t open,
+					    uint32_t fields,
+					    const uint8_t *recs, uint32_t k,
+					    unsigned rs)
 {
+	size_t bytes = (size_t)k * rs;
 	uint8_t *h;
 	uint32_t count, len, fl;
 
-	if (open == PTD_BIN_NONE || b->cap - b->len < rs)
+	if (open == PTD_BIN_NONE || b->cap - b->len < bytes)
 		return false;
 	h = b->data + open;
 	memcpy(&count, h + 8, 4);
@@ -107,18 +109,27 @@ static inline bool ptd_bin_buf_record_fast(struct ptd_buf *b, size_t open,
 	memcpy(&len, h + 16, 4);
 	/* the header's fields as stored: a little-endian host */
 	_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-		       "ptd_bin_buf_record_fast reads the header natively");
+		       "ptd_bin_buf_records_fast reads the header natively");
 	if (fl != fields || open + PTD_BIN_HDR + len != b->len ||
-	    len + rs > PTD_BIN_MAX_RECORDS_PAYLOAD ||
-	    count >= PTD_BIN_MAX_RECORDS_PAYLOAD || h[5] != PTD_BIN_RECORDS)
+	    len + bytes > PTD_BIN_MAX_RECORDS_PAYLOAD ||
+	    count + (uint64_t)k > PTD_BIN_MAX_RECORDS_PAYLOAD ||
+	    h[5] != PTD_BIN_RECORDS)
 		return false;
-	memcpy(b->data + b->len, rec, rs);
-	b->len += rs;
-	count++;
-	len += rs;
+	memcpy(b->data + b->len, recs, bytes);
+	b->len += bytes;
+	count += k;
+	len += (uint32_t)bytes;
 	memcpy(h + 8, &count, 4);
 	memcpy(h + 16, &len, 4);
 	return true;
+}
+
+/* The same for one record (ptd_bin_buf_record's hot path). */
+static inline bool ptd_bin_buf_record_fast(struct ptd_buf *b, size_t open,
+					   uint32_t fields, const uint8_t *rec,
+					   unsigned rs)
+{
+	return ptd_bin_buf_records_fast(b, open, fields, rec, 1, rs);
 }
 
 /* @n bytes of JSON lines (each ending in '\n', @n <=

@@ -1213,11 +1213,14 @@ static void test_records_run(void)
 	uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
 			 PTD_FIELD_BIT(PTD_FIELD_TID);
 	unsigned all = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
-	struct ptd_filter flt[4] = {
+	/* the last: binary records of no bytes (fields "type" alone) */
+	struct ptd_filter flt[5] = {
 		filter_of(all, 0), filter_fmt(0, iptid, false),
 		filter_fmt(0, iptid, true), filter_of(all, 2),
+		filter_fmt(0, PTD_FIELD_BIT(PTD_FIELD_TYPE), true),
 	};
-	enum { NSUB = 5, N = 20000 };
+	/* subscriber 4: filter 0 with a small queue; 5: filter 4 */
+	enum { NSUB = 6, N = 20000 };
 	struct ptd_fanout *f[2];	/* one by one, in runs */
 	struct ptd_subscriber *sub[2][NSUB];
 	struct ptd_buf out[2][NSUB] = { { { 0 } } };
@@ -1240,7 +1243,7 @@ static void test_records_run(void)
 		REQUIRE(f[w]);
 		for (unsigned i = 0; i < NSUB; i++)
 			REQUIRE(ptd_fanout_subscribe(
-					f[w], &flt[i < 4 ? i : 0],
+					f[w], &flt[i < 4 ? i : i == 4 ? 0 : 4],
 					i == 4 ? 4 * PTD_JSON_MAX_RECORD
 					       : 64u << 20,
 					NSUB, &sub[w][i]) == 0);
@@ -1254,9 +1257,10 @@ static void test_records_run(void)
 		if ((at / 1000) % 2) {
 			for (int w = 0; w < 2; w++) {
 				ptd_fanout_flush(f[w]);
-				for (unsigned i = 0; i < 4; i++)
-					(void)drain_buf(sub[w][i],
-							&out[w][i]);
+				for (unsigned i = 0; i < NSUB; i++)
+					if (i != 4)
+						(void)drain_buf(sub[w][i],
+								&out[w][i]);
 			}
 		}
 	}
