@@ -180,7 +180,6 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-
 static int on_record(void *ctx, const struct ptd_record *rec)
 {
 	struct ptd_replay *r = ctx;

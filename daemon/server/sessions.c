@@ -151,7 +151,7 @@ static void sink_record(void *ctx, const struct ptd_record *rec)
 	ptd_fanout_record(ss->fan, rec);
 }
 
-/* Is there more to do with @rec than fan it out (sink_record)? */
+/* Is there more to do with a record than fan it out (sink_record)? */
 static bool sink_busy(struct srv_session *ss)
 {
 	return ss->xt || ss->pacing || ss->sym ||
