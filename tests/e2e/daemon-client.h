@@ -146,16 +146,17 @@ static inline double dc_num(const cJSON *r, const char *key)
  * id, or SKIPs the whole test when ptd cannot trace here. *ret_resp (may
  * be NULL) gets the response when the attach is refused otherwise; the
  * return is then -1. */
-static inline long dc_attach(const struct daemon *d, pid_t pid,
-			     cJSON **ret_resp)
+static inline long dc_attach_opts(const struct daemon *d, pid_t pid,
+				  const char *opts, cJSON **ret_resp)
 {
-	char req[128];
+	char req[512];
 	cJSON *r;
 	long id;
 
 	(void)snprintf(req, sizeof(req),
-		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld}\n",
-		       (long)pid);
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld%s%s}\n",
+		       (long)pid, opts ? ",\"options\":" : "",
+		       opts ? opts : "");
 	r = dc_call1(d, req);
 	if (r && !dc_ok(r) &&
 	    (!strcmp(dc_err_code(r), "permission_denied") ||
@@ -178,18 +179,29 @@ static inline long dc_attach(const struct daemon *d, pid_t pid,
 	return id;
 }
 
-/* Detach session @id; true once answered ok. */
-static inline bool dc_detach(const struct daemon *d, long id)
+static inline long dc_attach(const struct daemon *d, pid_t pid,
+			     cJSON **ret_resp)
+{
+	return dc_attach_opts(d, pid, NULL, ret_resp);
+}
+
+/* Detach session @id: its response (NULL: none). */
+static inline cJSON *dc_detach_call(const struct daemon *d, long id)
 {
 	char req[128];
-	cJSON *r;
-	bool ok;
 
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":\"d\",\"cmd\":\"detach\",\"session\":%ld}\n",
 		       id);
-	r = dc_call1(d, req);
-	ok = dc_ok(r);
+	return dc_call1(d, req);
+}
+
+/* Detach session @id; true once answered ok. */
+static inline bool dc_detach(const struct daemon *d, long id)
+{
+	cJSON *r = dc_detach_call(d, id);
+	bool ok = dc_ok(r);
+
 	cJSON_Delete(r);
 	return ok;
 }
