@@ -58,18 +58,21 @@ static void answer_pending(struct ptd_server *s)
 }
 
 /* Sessions whose end the decode thread reported: free their threads; drop
- * ended sessions nobody follows once their linger time is over. */
+ * ended sessions nobody follows once their linger time is over.  The
+ * requests waiting on a session are answered between the two passes: a
+ * session whose end the first pass saw has its detach answered before
+ * the second frees it (answered before the first pass, a detach whose
+ * session ended in between went unanswered with its session). */
 static void sessions_reap(struct ptd_server *s)
 {
-	struct srv_session **p = &s->sessions, *ss;
+	struct srv_session **p, *ss;
 	uint64_t now = srv_now_ms();
 	bool freed = false, kids = false;
 
-	answer_pending(s);
-	while ((ss = *p)) {
-		/* One still attaching is answered first (next time round):
-		 * its attach can be decided and the session end after
-		 * answer_pending looked -- a rule's short program does. */
+	for (ss = s->sessions; ss; ss = ss->next) {
+		/* One still attaching is left to answer_pending (below) and
+		 * reaped next time round: its attach can be decided and the
+		 * session end at once -- a rule's short program does. */
 		if (!ss->reaped && !ss->attaching &&
 		    atomic_load_explicit(&ss->ended, memory_order_acquire)) {
 			srv_session_release(ss);
@@ -85,6 +88,9 @@ static void sessions_reap(struct ptd_server *s)
 				     ss->end.message[0] ? ": " : "",
 				     ss->end.message);
 		}
+	}
+	answer_pending(s);
+	for (p = &s->sessions; (ss = *p);) {
 		/* children its source reported since answer_pending took
 		 * them: started after this pass (which adds sessions at the
 		 * list's head), the session kept until they are */
