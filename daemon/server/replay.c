@@ -59,6 +59,10 @@ static void replay_opts(const struct ptd_server *s, const struct conn *c,
 	o->input.decode.jobs = req->jobs;
 	o->input.decode.want =
 		PTD_FILTER_DEFAULT_KINDS | PTD_REC_BIT(PTD_REC_CALL);
+	/* each instruction's fields rendered once, by the instruction
+	 * cache, as live sessions and ptctl decode do: the fan-out's JSON
+	 * views copy them */
+	o->input.decode.json_bodies = true;
 	o->input.have_tid = req->has_tid;
 	o->input.tid = req->tid;
 	o->lossless = req->lossless;
