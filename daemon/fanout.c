@@ -31,7 +31,8 @@
 /* Stage entries a subscriber holds at most: then they are queued (a
  * largest entry always fits beside what is below the mark). */
 #define STAGE_BYTES PTD_FANOUT_STAGE_BYTES
-#define STAGE_ENTRY_MAX (sizeof(uint32_t) + PTD_JSON_MAX_RECORD + TAG_MAX)
+#define STAGE_ENTRY_MAX \
+	(2 * sizeof(uint32_t) + PTD_JSON_MAX_RECORD + TAG_MAX)
 
 struct ptd_subscriber {
 	/* Decode thread only, read for every record (first, on one cache
@@ -52,8 +53,9 @@ struct ptd_subscriber {
 	uint32_t stage_n;
 	uint8_t *stage;
 	size_t stage_len;
-	/* The last entry, when it holds fixed-width records that the next
-	 * one joins (offset + 1; 0: none): a run is one entry. */
+	/* The last entry, when it holds fixed-width records or JSON insn
+	 * lines that the next one joins (offset + 1; 0: none): a run is one
+	 * entry. */
 	size_t stage_run;
 	struct ptd_subscriber *next;
 	struct ptd_fanout *fan;
@@ -385,6 +387,34 @@ static bool sub_enqueue_recs(struct ptd_subscriber *s, const uint8_t *recs,
 	return wake;
 }
 
+/* sub_enqueue for @k JSON lines of records of type @t, @n bytes at @p
+ * (a JSON subscriber's; each record one line): at once where all fit (as
+ * each would have), else one by one.  Returns true if the queue was empty
+ * before one of them. */
+static bool sub_enqueue_lines(struct ptd_subscriber *s, const char *p,
+			      size_t n, uint32_t k, enum ptd_rec_type t)
+{
+	const char *e = p + n;
+	bool wake = false;
+
+	if (!s->lost_pending && sub_pending(s) + n <= s->limit &&
+	    ptd_buf_reserve(&s->q, n) == 0) {
+		wake = s->q.len == 0;
+		(void)ptd_buf_append(&s->q, p, n);	/* reserved */
+		s->sent += k;
+		return wake;
+	}
+	while (p < e) {
+		const char *nl = memchr(p, '\n', (size_t)(e - p));
+		size_t len = nl ? (size_t)(nl + 1 - p) : (size_t)(e - p);
+
+		if (sub_enqueue(s, p, len, t))
+			wake = true;
+		p += len;
+	}
+	return wake;
+}
+
 /* Grow @arr (of *@cap elements of @size) to hold @n; false on ENOMEM. */
 static bool grow(void **arr, unsigned *cap, unsigned n, size_t size)
 {
@@ -524,9 +554,11 @@ static bool wake_due(struct ptd_fanout *f, bool queued, bool urgent)
 }
 
 /* A stage entry's header (host order, unaligned): the length of what
- * follows (a JSON line, a fixed-width record, nothing), the record's type
- * and which of the three it is. */
-enum { STAGE_LINE, STAGE_REC, STAGE_LOST };
+ * follows (a JSON line, fixed-width records, nothing, JSON lines), the
+ * records' type and which of the four it is.  STAGE_LINES (a JSON
+ * subscriber's insn lines, one per record) has their count (uint32_t)
+ * between the header and the lines. */
+enum { STAGE_LINE, STAGE_REC, STAGE_LOST, STAGE_LINES };
 #define STAGE_HDR(len, type, what)                                            \
 	((uint32_t)(len) | (uint32_t)(type) << 16 | (uint32_t)(what) << 24)
 #define STAGE_LEN(h) ((size_t)((h) & 0xffffu))
@@ -573,6 +605,21 @@ static bool stage_flush(struct ptd_fanout *f)
 			t = STAGE_TYPE(h);
 			p = s->stage + off + sizeof(h);
 			off += sizeof(h) + n;
+			if (STAGE_WHAT(h) == STAGE_LINES) {
+				uint32_t k;
+
+				memcpy(&k, p, sizeof(k));
+				p += sizeof(k);
+				off += sizeof(k);
+				s->matched += k;
+				for (uint32_t j = 0; s->cut && j < k; j++)
+					count_lost(s, t);
+				if (!s->cut &&
+				    sub_enqueue_lines(s, (const char *)p, n, k,
+						      t))
+					wake = true;
+				continue;
+			}
 			if (STAGE_WHAT(h) == STAGE_REC) {
 				/* a run of fixed-width records */
 				uint32_t k = v->recsize
@@ -657,36 +704,58 @@ static inline void stage_one(struct ptd_subscriber *s,
 {
 	const void *p = v->line;
 	size_t n = v->len, extra = sub_frame_extra(s), q;
-	uint32_t h;
+	uint32_t h, what = STAGE_LOST, rh;
 
 	if (v->is_rec) {
 		p = v->rec;
 		n = v->recsize;
 		extra = PTD_BIN_HDR;	/* a new frame at worst */
-		h = STAGE_HDR(n, t, STAGE_REC);
+		what = STAGE_REC;
 	} else if (n) {
-		h = STAGE_HDR(n, t, STAGE_LINE);
-	} else {
-		h = STAGE_HDR(0, t, STAGE_LOST);
+		/* a JSON subscriber's insn lines run (one line a record:
+		 * a run that does not fit is split at its newlines) */
+		what = t == PTD_REC_INSN && !s->binary ? STAGE_LINES
+						       : STAGE_LINE;
 	}
-	if (v->is_rec && s->stage_run && n) {
-		/* joins the run before it: its header counts the bytes
-		 * (a stage is far smaller than 64 KiB) */
-		uint8_t *rh = s->stage + s->stage_run - 1;
-		uint32_t rl;
+	h = STAGE_HDR(n, t, what);
+	if (s->stage_run && n &&
+	    (memcpy(&rh, s->stage + s->stage_run - 1, sizeof(rh)),
+	     STAGE_WHAT(rh) == what)) {
+		/* joins the run before it (of this type: both kinds of
+		 * run are insn records): its header counts the bytes (a
+		 * stage is far smaller than 64 KiB), a run of lines its
+		 * records */
+		uint8_t *at = s->stage + s->stage_run - 1;
 
-		memcpy(&rl, rh, sizeof(rl));
-		rl += (uint32_t)n;
-		memcpy(rh, &rl, sizeof(rl));
+		rh += (uint32_t)n;
+		memcpy(at, &rh, sizeof(rh));
+		if (what == STAGE_LINES) {
+			uint32_t k;
+
+			memcpy(&k, at + sizeof(rh), sizeof(k));
+			k++;
+			memcpy(at + sizeof(rh), &k, sizeof(k));
+		}
 		memcpy(s->stage + s->stage_len, p, n);
 		s->stage_len += n;
 	} else {
 		/* (a record of no bytes, fields "type" alone, is one
 		 * entry each: a run counts its records by their bytes) */
-		s->stage_run = v->is_rec && n ? s->stage_len + 1 : 0;
-		memcpy(s->stage + s->stage_len, &h, sizeof(h));
-		memcpy(s->stage + s->stage_len + sizeof(h), p, n);
-		s->stage_len += sizeof(h) + n;
+		uint8_t *at = s->stage + s->stage_len;
+
+		s->stage_run = (what == STAGE_REC || what == STAGE_LINES) && n
+				       ? s->stage_len + 1
+				       : 0;
+		memcpy(at, &h, sizeof(h));
+		at += sizeof(h);
+		if (what == STAGE_LINES) {
+			uint32_t one = 1;
+
+			memcpy(at, &one, sizeof(one));
+			at += sizeof(one);
+		}
+		memcpy(at, p, n);
+		s->stage_len = (size_t)(at + n - s->stage);
 	}
 	s->stage_n++;
 	if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
