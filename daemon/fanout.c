@@ -164,6 +164,12 @@ struct ptd_fanout {
 	 * staged (else, short of memory, queued one by one) */
 	bool can_stage;
 	uint64_t rec_seq;		/* records fanned out (fan_view) */
+	/* every subscriber of the roster takes records by kind and, if it
+	 * takes insn records, in fixed width (of some bytes): runs of insn
+	 * records are fanned out whole (fan_fixed_run), encoded into run
+	 * (STAGE_BYTES) once per view */
+	bool fixed_run;
+	uint8_t *run;
 	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
@@ -240,6 +246,7 @@ void ptd_fanout_free(struct ptd_fanout *f)
 	}
 	free(f->roster);
 	free(f->views);
+	free(f->run);
 	pthread_cond_destroy(&f->room);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -521,6 +528,18 @@ static void roster_sync(struct ptd_fanout *f)
 		}
 		f->roster[i]->view = v;
 	}
+	f->fixed_run = f->can_stage && f->nroster > 0;
+	for (i = 0; i < f->nroster && f->fixed_run; i++) {
+		const struct ptd_subscriber *rs = f->roster[i];
+		const struct fan_view *rv = &f->views[rs->view];
+
+		if (!rs->by_kind ||
+		    ((rs->kinds & PTD_REC_BIT(PTD_REC_INSN)) &&
+		     (!rv->fixed || !rv->recsize)))
+			f->fixed_run = false;
+	}
+	if (f->fixed_run && !f->run && !(f->run = malloc(STAGE_BYTES)))
+		f->fixed_run = false;
 }
 
 /* Queued bytes that wake the loop at once (half the queue when smaller):
@@ -929,15 +948,126 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	fan_one(f, r);
 }
 
+/* The leading insn records of @recs (at most @n) fanned out at once, as
+ * fan_one would one by one, where f->fixed_run: each view encodes them
+ * once into f->run, each subscriber that takes insn records stages them
+ * as one run -- as many as its stage takes before it is full (then
+ * queued, as after the record that filled it), and with @pace, as many
+ * as the credit covers, each with @pace->need to spare before it (as
+ * its wait would have found).  Returns the records taken; 0: none, the
+ * next is fan_one's (which waits for room if it must). */
+static size_t fan_fixed_run(struct ptd_fanout *f,
+			    const struct ptd_record *recs, size_t n,
+			    const struct ptd_fanout_pace *pace)
+{
+	size_t m = 0, u = 0, lostx = 0, used;
+	bool any = false, full = false;
+
+	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
+	    f->roster_gen)
+		roster_sync(f);
+	if (!f->fixed_run ||
+	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
+		return 0;
+	while (m < n && recs[m].type == PTD_REC_INSN)
+		m++;
+	/* what every stage takes, and the most one record adds to a
+	 * queue (stage_one's used: a new frame at worst; a pending lost
+	 * record before the first) */
+	for (unsigned i = 0; i < f->nroster && m; i++) {
+		const struct ptd_subscriber *s = f->roster[i];
+		size_t rs = f->views[s->view].recsize, start, k;
+
+		if (!(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
+			continue;
+		any = true;
+		start = s->stage_len + (s->stage_run ? 0 : sizeof(uint32_t));
+		k = start + STAGE_ENTRY_MAX <= STAGE_BYTES
+			    ? (STAGE_BYTES - STAGE_ENTRY_MAX - start) / rs + 1
+			    : 1;
+		if (k < m)
+			m = k;
+		if (rs + PTD_BIN_HDR > u)
+			u = rs + PTD_BIN_HDR;
+		if (s->lost_pending)
+			lostx = LOST_MAX + PTD_BIN_HDR;
+	}
+	if (!any) {
+		/* nobody takes them: as fan_one, nothing but the count */
+		f->rec_seq += m;
+		return m;
+	}
+	if (pace) {
+		size_t before = pace->need + lostx;
+
+		if (!room_known(f, before + u))
+			return 0;
+		if (f->credit < before + m * u)
+			m = (f->credit - before) / u;
+	}
+	if (!m)
+		return 0;
+	f->rec_seq += m;
+	for (unsigned v = 0; v < f->nviews; v++) {
+		struct fan_view *fv = &f->views[v];
+		size_t bytes = m * fv->recsize;
+		bool encoded = false;
+
+		for (unsigned i = 0; i < f->nroster; i++) {
+			struct ptd_subscriber *s = f->roster[i];
+			uint8_t *at;
+			uint32_t h;
+
+			if (s->view != v ||
+			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
+				continue;
+			if (!encoded) {
+				for (size_t j = 0; j < m; j++)
+					(void)ptd_bin_encode(
+						f->run + j * fv->recsize,
+						fv->jr.fields, &recs[j]);
+				ptd_counter_add(&f->renders, m);
+				encoded = true;
+			}
+			if (s->stage_run) {
+				/* joins the run before it (stage_one) */
+				at = s->stage + s->stage_run - 1;
+				memcpy(&h, at, sizeof(h));
+				h += (uint32_t)bytes;
+				memcpy(at, &h, sizeof(h));
+			} else {
+				h = STAGE_HDR(bytes, PTD_REC_INSN, STAGE_REC);
+				memcpy(s->stage + s->stage_len, &h, sizeof(h));
+				s->stage_len += sizeof(h);
+				s->stage_run = s->stage_len - sizeof(h) + 1;
+			}
+			memcpy(s->stage + s->stage_len, f->run, bytes);
+			s->stage_len += bytes;
+			s->stage_n += (uint32_t)m;
+			if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
+				full = true;
+		}
+	}
+	used = m * u + lostx;
+	stage_done(f, used, full);
+	return m;
+}
+
 size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 			  size_t n, const struct ptd_fanout_pace *pace)
 {
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n;) {
+		size_t k = fan_fixed_run(f, recs + i, n - i, pace);
+
+		if (k) {
+			i += k;
+			continue;
+		}
 		if (pace && !room_known(f, pace->need) &&
 		    ptd_fanout_wait_room(f, pace->need, pace->stall_ms,
 					 pace->stall) != PTD_ROOM_OK)
 			return i;
-		fan_one(f, &recs[i]);
+		fan_one(f, &recs[i++]);
 	}
 	return n;
 }

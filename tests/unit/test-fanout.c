@@ -1203,55 +1203,33 @@ static void test_binary(void)
 	ptd_fanout_free(f);
 }
 
-/* ptd_fanout_records hands a run over as ptd_fanout_record one by one,
- * each queued at once (flushed: no stage holds two records, so no run of
- * fixed-width records or JSON lines is made), would: the same bytes for
- * JSON, projected, filtered and binary subscribers, and the same counts
- * where a small queue loses records;
- * with a pace, a cancelled or abandoned wait hands over nothing more and
- * says so, a reader that keeps up gets every record. */
-static void test_records_run(void)
+/* ptd_fanout_records hands @recs (@n) over in runs to subscribers of
+ * filters @flt with queues of @qsize bytes (@nsub of each) as
+ * ptd_fanout_record would one by one, each queued at once (flushed: no
+ * stage holds two records, so no run of fixed-width records or JSON
+ * lines is made): the same bytes and counts; subscriber @lossy loses
+ * records (its queue is small and never drained before the end). */
+static void runs_as_one_by_one(const struct ptd_filter *flt,
+			       const size_t *qsize, unsigned nsub,
+			       const struct ptd_record *recs, size_t n,
+			       unsigned lossy)
 {
-	uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
-			 PTD_FIELD_BIT(PTD_FIELD_TID);
-	unsigned all = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
-	/* the last: binary records of no bytes (fields "type" alone) */
-	struct ptd_filter flt[5] = {
-		filter_of(all, 0), filter_fmt(0, iptid, false),
-		filter_fmt(0, iptid, true), filter_of(all, 2),
-		filter_fmt(0, PTD_FIELD_BIT(PTD_FIELD_TYPE), true),
-	};
-	/* subscriber 4: filter 0 with a small queue; 5: filter 4 */
-	enum { NSUB = 6, N = 20000 };
+	enum { NSUB = 8 };
 	struct ptd_fanout *f[2];	/* one by one, in runs */
 	struct ptd_subscriber *sub[2][NSUB];
 	struct ptd_buf out[2][NSUB] = { { { 0 } } };
-	static struct ptd_record recs[N];
 	struct ptd_session_end end;
-	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, 50,
-					PTD_STALL_DROP };
 
-	for (size_t k = 0; k < N; k++) {
-		recs[k] = mkinsn(k);
-		if (k % 89 == 3) {
-			recs[k].type = PTD_REC_EVENT;
-			memset(&recs[k].u, 0, sizeof(recs[k].u));
-			recs[k].u.event.ev.type = ptev_enabled;
-			recs[k].u.event.ev.variant.enabled.ip = k;
-		}
-	}
+	REQUIRE(nsub <= NSUB);
 	for (int w = 0; w < 2; w++) {
 		(void)ptd_fanout_new(1, 100, NULL, NULL, &f[w]);
 		REQUIRE(f[w]);
-		for (unsigned i = 0; i < NSUB; i++)
-			REQUIRE(ptd_fanout_subscribe(
-					f[w], &flt[i < 4 ? i : i == 4 ? 0 : 4],
-					i == 4 ? 4 * PTD_JSON_MAX_RECORD
-					       : 64u << 20,
-					NSUB, &sub[w][i]) == 0);
+		for (unsigned i = 0; i < nsub; i++)
+			REQUIRE(ptd_fanout_subscribe(f[w], &flt[i], qsize[i],
+						     NSUB, &sub[w][i]) == 0);
 	}
-	for (size_t at = 0, run = 1; at < N; at += run, run = run * 3 % 997) {
-		size_t k = N - at < run ? N - at : run;
+	for (size_t at = 0, run = 1; at < n; at += run, run = run * 3 % 997) {
+		size_t k = n - at < run ? n - at : run;
 
 		for (size_t i = 0; i < k; i++) {
 			ptd_fanout_record(f[0], &recs[at + i]);
@@ -1261,8 +1239,8 @@ static void test_records_run(void)
 		if ((at / 1000) % 2) {
 			for (int w = 0; w < 2; w++) {
 				ptd_fanout_flush(f[w]);
-				for (unsigned i = 0; i < NSUB; i++)
-					if (i != 4)
+				for (unsigned i = 0; i < nsub; i++)
+					if (i != lossy)
 						(void)drain_buf(sub[w][i],
 								&out[w][i]);
 			}
@@ -1272,11 +1250,11 @@ static void test_records_run(void)
 	end.reason = PTD_END_EXITED;
 	for (int w = 0; w < 2; w++) {
 		ptd_fanout_end(f[w], &end);
-		for (unsigned i = 0; i < NSUB; i++)
+		for (unsigned i = 0; i < nsub; i++)
 			CHECK_EQ_INT(drain_buf(sub[w][i], &out[w][i]),
 				     PTD_SUB_DONE);
 	}
-	for (unsigned i = 0; i < NSUB; i++) {
+	for (unsigned i = 0; i < nsub; i++) {
 		struct ptd_subscriber_stats a, b;
 
 		CHECK(out[0][i].len > 0);
@@ -1290,13 +1268,85 @@ static void test_records_run(void)
 		CHECK_EQ_U64(b.matched, a.matched);
 		CHECK_EQ_U64(b.sent, a.sent);
 		CHECK_EQ_U64(b.lost, a.lost);
-		if (i == 4)
+		if (i == lossy)
 			CHECK(b.lost > 0);
 		ptd_buf_fini(&out[0][i]);
 		ptd_buf_fini(&out[1][i]);
 	}
 	ptd_fanout_free(f[0]);
 	ptd_fanout_free(f[1]);
+}
+
+/* ptd_fanout_records hands runs over as ptd_fanout_record one by one
+ * would (runs_as_one_by_one): to JSON, projected, filtered and binary
+ * subscribers (records of some bytes, and of none: fields "type"); to
+ * subscribers that all take their records by kind, insn records in fixed
+ * width (each view encodes a run once), one of them events only; with a
+ * pace, a cancelled or abandoned wait hands over nothing more and says
+ * so, a reader that keeps up gets every record, fixed-width ones too. */
+static void test_records_run(void)
+{
+	uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			 PTD_FIELD_BIT(PTD_FIELD_TID);
+	unsigned all = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
+	size_t big = 64u << 20, small = 4 * PTD_JSON_MAX_RECORD;
+	/* the last: binary records of no bytes (fields "type" alone) */
+	struct ptd_filter flt[6] = {
+		filter_of(all, 0), filter_fmt(0, iptid, false),
+		filter_fmt(0, iptid, true), filter_of(all, 2),
+		filter_of(all, 0),
+		filter_fmt(0, PTD_FIELD_BIT(PTD_FIELD_TYPE), true),
+	};
+	size_t qsize[6] = { big, big, big, big, small, big };
+	/* by kind, fixed width where insn: ip,tid twice (one small), ip,
+	 * events as JSON */
+	struct ptd_filter fixed[4] = {
+		filter_fmt(0, iptid, true), filter_fmt(0, iptid, true),
+		filter_fmt(0, PTD_FIELD_BIT(PTD_FIELD_IP), true),
+		filter_of(PTD_REC_BIT(PTD_REC_EVENT), 0),
+	};
+	size_t fqsize[4] = { big, small, big, big };
+	enum { N = 20000 };
+	struct ptd_fanout *f[2];
+	struct ptd_subscriber *sub[2][1];
+	struct ptd_buf out[2][1] = { { { 0 } } };
+	static struct ptd_record recs[N];
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, 50,
+					PTD_STALL_DROP };
+
+	for (size_t k = 0; k < N; k++) {
+		recs[k] = mkinsn(k);
+		if (k % 89 == 3) {
+			recs[k].type = PTD_REC_EVENT;
+			memset(&recs[k].u, 0, sizeof(recs[k].u));
+			recs[k].u.event.ev.type = ptev_enabled;
+			recs[k].u.event.ev.variant.enabled.ip = k;
+		}
+	}
+	runs_as_one_by_one(flt, qsize, 6, recs, N, 4);
+	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1);
+
+	/* paced, fixed width: a small queue drained as it goes */
+	(void)ptd_fanout_new(2, 100, NULL, NULL, &f[0]);
+	REQUIRE(f[0]);
+	REQUIRE(ptd_fanout_subscribe(f[0], &fixed[0], 8 * PTD_JSON_MAX_RECORD,
+				     1, &sub[0][0]) == 0);
+	for (size_t at = 0; at < N; at += 1000) {
+		CHECK_EQ_U64(ptd_fanout_records(f[0], recs + at, 1000, &pace),
+			     1000);
+		ptd_fanout_flush(f[0]);
+		(void)drain_buf(sub[0][0], &out[0][0]);
+	}
+	{
+		struct ptd_subscriber_stats st;
+
+		ptd_subscriber_get_stats(sub[0][0], &st);
+		CHECK_EQ_U64(st.sent, N);
+		CHECK_EQ_U64(st.lost, 0);
+	}
+	ptd_fanout_unsubscribe(f[0], sub[0][0]);
+	ptd_fanout_free(f[0]);
+	ptd_buf_fini(&out[0][0]);
 
 	/* paced: a reader that keeps up; a cancelled wait; no one left */
 	(void)ptd_fanout_new(2, 100, NULL, NULL, &f[0]);
