@@ -3,6 +3,7 @@
  * Binary framing of record streams (binframe.h; doc/protocol.md, "Binary
  * framing", has the byte layout).
  */
+#include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -42,41 +43,52 @@ unsigned ptd_bin_recsize(uint32_t fl)
 	return n;
 }
 
+/* Little-endian fields at any alignment: one store or load each (the
+ * byte-by-byte shifts these replaced compiled to loops, a sixth of ptd's
+ * CPU for ip,tid binary subscribers). */
 static uint8_t *put16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	v = htole16(v);
+	memcpy(p, &v, sizeof(v));
 	return p + 2;
 }
 
 static uint8_t *put32(uint8_t *p, uint32_t v)
 {
-	for (unsigned i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(p, &v, sizeof(v));
 	return p + 4;
 }
 
 static uint8_t *put64(uint8_t *p, uint64_t v)
 {
-	for (unsigned i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, sizeof(v));
 	return p + 8;
 }
 
 static uint16_t get16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+	uint16_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le16toh(v);
 }
 
 static uint32_t get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
 }
 
 size_t ptd_bin_encode(uint8_t *dst, uint32_t fl, const struct ptd_record *r)
