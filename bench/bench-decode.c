@@ -1145,6 +1145,9 @@ int main(int argc, char **argv)
 	if (HAVE(PTD_INSN_JSON_IPTID) && HAVE(PTD_INSN_JSON))
 		printf("  the same on the insn path                    %5.2fx\n",
 		       RATE(PTD_INSN_JSON_IPTID) / RATE(PTD_INSN_JSON));
+	if (HAVE(PTD_D1) && HAVE(PTD_INSN))
+		printf("  via ptd, 1 sub / offline decoder to a pipe   %5.2fx\n",
+		       RATE(PTD_D1) / RATE(PTD_INSN));
 	if (HAVE(PTD_D1) && HAVE(PTD_INSN_JSON))
 		printf("  via ptd, 1 sub / offline insn path to a pipe %5.2fx\n",
 		       RATE(PTD_D1) / RATE(PTD_INSN_JSON));
