@@ -508,27 +508,63 @@ struct callwrap {
 	struct ptd_counters *xt, *own_xt;	/* NULL: no counts */
 	unsigned xwant;		/* PTD_COUNTERS_KINDS asked for */
 	ptd_record_fn fn;
+	ptd_records_fn batch;	/* the caller's, where fn is its batch_of */
 	void *ctx;
 	unsigned want;		/* what the caller asked for */
 	const atomic_bool *calls_gate;	/* decoder.h */
 	bool calls_live;	/* ... seen open (or none) */
 };
 
+/* Whether the call stack is kept from now on. */
+static bool callwrap_calls(struct callwrap *w)
+{
+	if (w->calls && !w->calls_live &&
+	    (!w->calls_gate ||
+	     atomic_load_explicit(w->calls_gate, memory_order_relaxed)))
+		w->calls_live = true;
+	return w->calls && w->calls_live;
+}
+
 static int callwrap_record(void *ctx, const struct ptd_record *r)
 {
 	struct callwrap *w = ctx;
 	int rc = 0;
 
-	if (w->calls && !w->calls_live &&
-	    (!w->calls_gate ||
-	     atomic_load_explicit(w->calls_gate, memory_order_relaxed)))
-		w->calls_live = true;
-	if (w->calls && w->calls_live)
+	if (callwrap_calls(w))
 		rc = ptd_calls_feed(w->calls, r, w->fn, w->ctx);
 	if (rc == 0 && w->xt)
 		rc = ptd_counters_feed(w->xt, r, w->xwant, w->fn, w->ctx);
 	if (rc == 0 && (w->want & PTD_REC_BIT(r->type)))
 		rc = w->fn(w->ctx, r);
+	return rc;
+}
+
+/* callwrap_record for a run (opts.batch): while no stack is kept (its
+ * gate, looked at once a run, is closed) and nothing is counted, the
+ * records the caller wants go on to its batch in runs, not one by one
+ * (a replay with jobs asks for call records in case a subscriber comes
+ * for them). */
+static int callwrap_records(void *ctx, const struct ptd_record *recs,
+			    size_t n)
+{
+	struct callwrap *w = ctx;
+	size_t i = 0;
+	int rc = 0;
+
+	if (callwrap_calls(w) || w->xt) {
+		for (; i < n && !rc; i++)
+			rc = callwrap_record(w, &recs[i]);
+		return rc;
+	}
+	while (i < n && !rc) {
+		size_t k = i;
+
+		while (k < n && (w->want & PTD_REC_BIT(recs[k].type)))
+			k++;
+		if (k > i)
+			rc = w->batch(w->ctx, recs + i, k - i);
+		i = k + 1;	/* (past one it does not want) */
+	}
 	return rc;
 }
 
@@ -577,6 +613,10 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	w.ctx = ctx;
 	w.want = o->want;
 	w.calls_gate = o->calls_gate;
+	/* the stitched records in runs where the caller takes them so */
+	w.batch = o->batch && fn == o->batch_of ? o->batch : NULL;
+	po.batch = w.batch ? callwrap_records : NULL;
+	po.batch_of = w.batch ? callwrap_record : NULL;
 	r = par_decode(&po, a, callwrap_record, &w, stats);
 	/* a table of its own: its counts end the decode (decoder.h) */
 	if (r == 0 && w.own_xt && (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))
