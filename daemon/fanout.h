@@ -53,6 +53,13 @@
  * room it saw last, less what it queued and staged since, still covers
  * it.
  *
+ * Runs: consecutive fixed-width records, and a JSON subscriber's
+ * consecutive insn lines, are one stage entry each, queued with one copy
+ * where all fit (else one by one, as they would have been).  Where every
+ * subscriber takes its records by kind and insn records in a fixed width
+ * of some bytes, ptd_fanout_records fans a run of insn records out
+ * whole: encoded once per field set, staged once per subscriber.
+ *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
  * `lost` (dropped, reported by a lost record): sent + lost == matched at
