@@ -180,21 +180,16 @@ static int on_info(void *ctx, const struct ptd_input_info *info)
 	return stop_reason(r) ? 1 : 0;
 }
 
-static int on_record(void *ctx, const struct ptd_record *rec)
+/* What goes before records are handed on (on_record, each slice of
+ * on_records): a stop asked for; nobody left to deliver to (a replay has
+ * no live producer to keep up with, so it ends rather than decode into
+ * the void); a subscriber come for call records.  Returns 1 to stop. */
+static int replay_gate(struct ptd_replay *r)
 {
-	struct ptd_replay *r = ctx;
-
 	if (atomic_load_explicit(&r->stopping, memory_order_relaxed) &&
 	    stop_reason(r))
 		return 1;
-	/* Nobody left to deliver to: a replay has no live producer to keep
-	 * up with, so it ends rather than decode into the void. */
-	if (ptd_fanout_abandoned(r->fan) ||
-	    (r->lossless &&
-	     ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms,
-				  PTD_STALL_DROP) !=
-		     PTD_ROOM_OK)) {
-		/* cancelled: stop_reason is set; else abandoned */
+	if (ptd_fanout_abandoned(r->fan)) {
 		atomic_store(&r->abandoned, !stop_reason(r));
 		return 1;
 	}
@@ -203,6 +198,22 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 	     (atomic_load_explicit(r->kinds_seen, memory_order_relaxed) &
 	      PTD_REC_BIT(PTD_REC_CALL))))
 		calls_check(r);
+	return 0;
+}
+
+static int on_record(void *ctx, const struct ptd_record *rec)
+{
+	struct ptd_replay *r = ctx;
+
+	if (replay_gate(r))
+		return 1;
+	if (r->lossless &&
+	    ptd_fanout_wait_room(r->fan, PTD_JSON_MAX_RECORD, r->stall_ms,
+				 PTD_STALL_DROP) != PTD_ROOM_OK) {
+		/* cancelled: stop_reason is set; else abandoned */
+		atomic_store(&r->abandoned, !stop_reason(r));
+		return 1;
+	}
 	if (rec->type == PTD_REC_INSN)
 		ptd_counter_add(&r->insns, 1);
 	ptd_counter_add(&r->records, 1);
@@ -229,19 +240,8 @@ static int on_records(void *ctx, const struct ptd_record *recs, size_t n)
 						     : PTD_DECODE_BATCH;
 		size_t done, insns = 0;
 
-		if (atomic_load_explicit(&r->stopping, memory_order_relaxed) &&
-		    stop_reason(r))
+		if (replay_gate(r))
 			return 1;
-		if (ptd_fanout_abandoned(r->fan)) {
-			atomic_store(&r->abandoned, !stop_reason(r));
-			return 1;
-		}
-		if (!r->calls_open &&
-		    (!r->kinds_seen ||
-		     (atomic_load_explicit(r->kinds_seen,
-					   memory_order_relaxed) &
-		      PTD_REC_BIT(PTD_REC_CALL))))
-			calls_check(r);
 		done = r->sink.records(r->sink.ctx, recs + at, k,
 				       r->lossless ? r->stall_ms : 0);
 		for (size_t i = 0; i < done; i++)

@@ -523,7 +523,8 @@ look_link(struct ptd_insncache *c, struct ptd_image *img,
 	struct ptd_icache_entry *g;
 	ptrdiff_t to;
 
-	/* the lookup may move or clear the table: @from says where f was */
+	/* the lookup may move or clear the table: @from says where the
+	 * entry to link from was */
 	n = ptd_insncache_get(c, img, isid, ip, mode, ret_err);
 	if (!n)
 		return NULL;
