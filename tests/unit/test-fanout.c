@@ -1277,6 +1277,36 @@ static void runs_as_one_by_one(const struct ptd_filter *flt,
 	ptd_fanout_free(f[1]);
 }
 
+/* A paced producer handing @recs (@n) over @step at a time to one
+ * subscriber of @flt whose small queue is drained after each: every
+ * record sent, none lost.  *@ret_f is the fan-out, *@ret_sub its
+ * subscriber, @out what it read. */
+static void paced_drained(const struct ptd_filter *flt,
+			  const struct ptd_record *recs, size_t n, size_t step,
+			  struct ptd_fanout **ret_f,
+			  struct ptd_subscriber **ret_sub, struct ptd_buf *out)
+{
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, 50,
+					PTD_STALL_DROP };
+	struct ptd_subscriber_stats st;
+	struct ptd_fanout *f;
+
+	(void)ptd_fanout_new(2, 100, NULL, NULL, &f);
+	REQUIRE(f);
+	*ret_f = f;
+	REQUIRE(ptd_fanout_subscribe(f, flt, 8 * PTD_JSON_MAX_RECORD, 1,
+				     ret_sub) == 0);
+	for (size_t at = 0; at < n; at += step) {
+		CHECK_EQ_U64(ptd_fanout_records(f, recs + at, step, &pace),
+			     step);
+		ptd_fanout_flush(f);
+		(void)drain_buf(*ret_sub, out);
+	}
+	ptd_subscriber_get_stats(*ret_sub, &st);
+	CHECK_EQ_U64(st.sent, n);
+	CHECK_EQ_U64(st.lost, 0);
+}
+
 /* ptd_fanout_records hands runs over as ptd_fanout_record one by one
  * would (runs_as_one_by_one): to JSON, projected, filtered and binary
  * subscribers (records of some bytes, and of none: fields "type"); to
@@ -1327,45 +1357,13 @@ static void test_records_run(void)
 	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1);
 
 	/* paced, fixed width: a small queue drained as it goes */
-	(void)ptd_fanout_new(2, 100, NULL, NULL, &f[0]);
-	REQUIRE(f[0]);
-	REQUIRE(ptd_fanout_subscribe(f[0], &fixed[0], 8 * PTD_JSON_MAX_RECORD,
-				     1, &sub[0][0]) == 0);
-	for (size_t at = 0; at < N; at += 1000) {
-		CHECK_EQ_U64(ptd_fanout_records(f[0], recs + at, 1000, &pace),
-			     1000);
-		ptd_fanout_flush(f[0]);
-		(void)drain_buf(sub[0][0], &out[0][0]);
-	}
-	{
-		struct ptd_subscriber_stats st;
-
-		ptd_subscriber_get_stats(sub[0][0], &st);
-		CHECK_EQ_U64(st.sent, N);
-		CHECK_EQ_U64(st.lost, 0);
-	}
+	paced_drained(&fixed[0], recs, N, 1000, &f[0], &sub[0][0], &out[0][0]);
 	ptd_fanout_unsubscribe(f[0], sub[0][0]);
 	ptd_fanout_free(f[0]);
 	ptd_buf_fini(&out[0][0]);
 
 	/* paced: a reader that keeps up; a cancelled wait; no one left */
-	(void)ptd_fanout_new(2, 100, NULL, NULL, &f[0]);
-	REQUIRE(f[0]);
-	REQUIRE(ptd_fanout_subscribe(f[0], &flt[0], 8 * PTD_JSON_MAX_RECORD,
-				     1, &sub[0][0]) == 0);
-	for (size_t at = 0; at < N; at += 100) {
-		CHECK_EQ_U64(ptd_fanout_records(f[0], recs + at, 100, &pace),
-			     100);
-		ptd_fanout_flush(f[0]);
-		(void)drain_buf(sub[0][0], &out[0][0]);
-	}
-	{
-		struct ptd_subscriber_stats st;
-
-		ptd_subscriber_get_stats(sub[0][0], &st);
-		CHECK_EQ_U64(st.sent, N);
-		CHECK_EQ_U64(st.lost, 0);
-	}
+	paced_drained(&flt[0], recs, N, 100, &f[0], &sub[0][0], &out[0][0]);
 	/* not drained: the queue fills, the wait is cancelled */
 	ptd_fanout_cancel_waits(f[0]);
 	CHECK(ptd_fanout_records(f[0], recs, N, &pace) < N);
