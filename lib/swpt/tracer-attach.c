@@ -260,13 +260,62 @@ static int stop_signal(int status)
 							 : 0;
 }
 
+/* Thread @tid, stopped by a SIGTRAP: if it stands just past one of
+ * branch mode's breakpoints (an INT3 the kernel reported, si_code
+ * SI_KERNEL), put it back on the instruction (the bytes are the
+ * original ones again: tr_fast_abandon). */
+static void undo_int3(struct tracer *tr, pid_t tid)
+{
+	struct user_regs_struct regs;
+	siginfo_t si;
+
+	if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) == 0 &&
+	    si.si_signo == SIGTRAP && si.si_code == SI_KERNEL &&
+	    ptrace(PTRACE_GETREGS, tid, NULL, &regs) == 0 &&
+	    tr_fast_was_bp(tr, regs.rip - 1)) {
+		regs.rip--;
+		(void)ptrace(PTRACE_SETREGS, tid, NULL, &regs);
+	}
+}
+
+/* Let thread @t go from a stop (or end) of @status the tracer had not
+ * taken: a trap still queued is taken first (a step's, an INT3's: it must
+ * not outlive us), a breakpoint's INT3 it stands past is undone, then it
+ * is detached.  Returns true if it is to be waited for again. */
+static bool release_stop(struct tracer *tr, struct tthread *t, int status)
+{
+	int sig;
+
+	if (WIFSTOPPED(status) && status >> 16 == PTRACE_EVENT_STOP &&
+	    t->started && tr_trap_pending(t->tid) &&
+	    ptrace(PTRACE_CONT, t->tid, NULL, NULL) == 0)
+		return true;
+	if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
+	    !(status >> 16))
+		undo_int3(tr, t->tid);
+	/* a thread never stepped stops for signals of its own, not for a
+	 * step's SIGTRAP: it keeps them */
+	sig = t->started ? 0 : stop_signal(status);
+	if (WIFSTOPPED(status) &&
+	    ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)sig) < 0 &&
+	    errno != ESRCH)
+		return true;
+	t->reaped = true;
+	return false;
+}
+
 /* On an error after the attach: let every thread go, untouched.  A held
  * thread goes at once (with the signal it was to get); one tracing is
- * interrupted, waited for, and detached at its stop.  One seized that
- * never stopped (one in vfork() waiting for its child) cannot be detached
- * before it stops and has run nothing under us: the kernel lets it go
- * when the tracing thread exits (ptd_swpt_wait_released), unless it stops
- * first. */
+ * interrupted, waited for, and detached at its stop -- one already
+ * stopped goes now: from the stop the tracer failed at (past a
+ * breakpoint's INT3 it had not undone yet, put back), or from one the
+ * tracer had not taken (release_stop: branch mode's threads run into
+ * breakpoints all the time, and one detached past an INT3 ran on from
+ * the middle of an instruction: test-live's test_attach_output_fails).
+ * One seized that never stopped (one in vfork() waiting for its child)
+ * cannot be detached before it stops and has run nothing under us: the
+ * kernel lets it go when the tracing thread exits
+ * (ptd_swpt_wait_released), unless it stops first. */
 static void release_all(struct tracer *tr)
 {
 	size_t left = 0;
@@ -277,10 +326,21 @@ static void release_all(struct tracer *tr)
 	for (size_t i = 0; i < tr->nth; i++) {
 		struct tthread *t = tr->th[i];
 		int sig = t->held ? stop_signal(t->held_status) : 0;
+		int status;
 
 		t->stop_sent = false;	/* now: waited for below */
 		if (t->reaped || (!t->started && !t->held))
 			continue;
+		if (!t->held &&
+		    waitpid(t->tid, &status, WAIT_FLAGS | WNOHANG) == t->tid) {
+			if (release_stop(tr, t, status)) {
+				t->stop_sent = true;
+				left++;
+			}
+			continue;
+		}
+		if (!t->held && t->trap_unrewound)
+			undo_int3(tr, t->tid);
 		/* stopped already (the error came at its stop): go now */
 		if (ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(long)sig) == 0) {
 			t->reaped = true;
@@ -292,7 +352,7 @@ static void release_all(struct tracer *tr)
 		}
 	}
 	while (left > 0) {
-		int status, sig;
+		int status;
 		pid_t pid = waitpid(-1, &status, WAIT_FLAGS);
 		struct tthread *t;
 
@@ -308,33 +368,8 @@ static void release_all(struct tracer *tr)
 				(void)ptrace(PTRACE_DETACH, pid, NULL, NULL);
 			continue;
 		}
-		/* a trap still queued (a step's, an INT3's) must not outlive
-		 * us: take it first */
-		if (WIFSTOPPED(status) && status >> 16 == PTRACE_EVENT_STOP &&
-		    t->started && tr_trap_pending(pid) &&
-		    ptrace(PTRACE_CONT, pid, NULL, NULL) == 0)
+		if (release_stop(tr, t, status))
 			continue;
-		if (WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
-		    !(status >> 16)) {
-			struct user_regs_struct regs;
-			siginfo_t si;
-
-			if (ptrace(PTRACE_GETSIGINFO, pid, NULL, &si) == 0 &&
-			    si.si_code == SI_KERNEL &&
-			    ptrace(PTRACE_GETREGS, pid, NULL, &regs) == 0 &&
-			    tr_fast_was_bp(tr, regs.rip - 1)) {
-				regs.rip--;
-				(void)ptrace(PTRACE_SETREGS, pid, NULL, &regs);
-			}
-		}
-		/* a thread never stepped stops for signals of its own, not
-		 * for a step's SIGTRAP: it keeps them */
-		sig = t->started ? 0 : stop_signal(status);
-		if (WIFSTOPPED(status) &&
-		    ptrace(PTRACE_DETACH, pid, NULL, (void *)(long)sig) < 0 &&
-		    errno != ESRCH)
-			continue;
-		t->reaped = true;
 		if (t->stop_sent)
 			left--;
 	}

@@ -812,8 +812,10 @@ int tr_fast_stopped(struct tracer *tr, struct tthread *t, int status,
 	if (hit) {
 		regs->rip = b->term;
 		r = set_regs(tr, t, regs);
-		if (r == 0)
+		if (r == 0) {
+			t->trap_unrewound = false;
 			r = run_end(tr, t, b->term, regs);
+		}
 		if (r < 0 || event != 0 || sig != SIGTRAP)
 			return r;	/* on to what else the stop says */
 		*handled = true;
@@ -843,6 +845,7 @@ int tr_fast_trap(struct tracer *tr, struct tthread *t,
 	r = set_regs(tr, t, regs);
 	if (r < 0)
 		return r;
+	t->trap_unrewound = false;
 	*handled = true;
 	return tr_step_on(tr, t, regs, false);
 }

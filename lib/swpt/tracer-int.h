@@ -120,6 +120,10 @@ struct tthread {
 	bool restart;		/* last syscall returned -ERESTART* ... */
 	uint64_t restart_ip;	/* ... from the SYSCALL here */
 	bool stop_sent;		/* detaching: SIGSTOP sent, not yet seen */
+	/* its stop taken last is a SIGTRAP that has not been handled as
+	 * one of branch mode's breakpoints (the INT3 undone) yet: where the
+	 * tracer fails there, release_all undoes it if it was one */
+	bool trap_unrewound;
 	uint32_t filter_seq;	/* the tracer's filter_seq its generator has */
 	bool after_exec;	/* resumed from the first exec event: the
 				 * syscall-exit stop at ip comes first */

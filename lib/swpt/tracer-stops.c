@@ -795,6 +795,9 @@ int tr_on_wait(struct tracer *tr, pid_t pid, int status)
 	}
 	if (!WIFSTOPPED(status))
 		return 0;
+	if (t)
+		t->trap_unrewound = WSTOPSIG(status) == SIGTRAP &&
+				    !(status >> 16);
 	tr->steps++;
 	r = tr_get_regs(tr, pid, &regs);
 	if (r == -ESRCH)	/* killed meanwhile: its exit comes next */

@@ -123,12 +123,14 @@ struct attach_job {
 	int r;
 	atomic_int stop;
 	atomic_int done;
+	pid_t tid;		/* the tracing thread's */
 };
 
 static void *attach_thread(void *arg)
 {
 	struct attach_job *j = arg;
 
+	j->tid = gettid();
 	j->r = ptd_swpt_attach(j->pid, &j->so, &j->res, &j->diag);
 	atomic_store(&j->done, 1);
 	return NULL;
@@ -629,6 +631,84 @@ static void test_attach_thread_born_detaching(void)
 	free(s);
 }
 
+/* A live output that fails its Nth batch of trace bytes. */
+struct failing_out {
+	atomic_int left;
+};
+
+static int fo_begin(void *ctx, pid_t tid)
+{
+	(void)ctx;
+	(void)tid;
+	return 0;
+}
+
+static int fo_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
+{
+	struct failing_out *o = ctx;
+
+	(void)tid;
+	(void)data;
+	(void)len;
+	return atomic_fetch_sub(&o->left, 1) <= 1 ? -EIO : 0;
+}
+
+static int fo_image(void *ctx, const struct ptd_tl_event *ev,
+		    const uint8_t *code, size_t ncode)
+{
+	(void)ctx;
+	(void)ev;
+	(void)code;
+	(void)ncode;
+	return 0;
+}
+
+/*
+ * The tracer fails while the target runs on (its live output refuses
+ * bytes, after a few batches or many), ATTEMPTS times on one target, each
+ * from a thread of its own as ptd's sessions trace (the kernel lets go of
+ * a thread the tracer met but never stopped when that thread exits):
+ * every attach returns that error, and the target, let go each time with
+ * its original code, runs on unharmed -- every thread resumed where it
+ * stood, none past one of the breakpoints branch mode had placed (its
+ * threads run through them all the time: one in a stop the tracer had not
+ * yet taken when it failed must be put back before it goes).
+ */
+static void test_attach_output_fails(void)
+{
+	enum { ATTEMPTS = 12 };
+	struct target t;
+
+	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
+	for (int i = 0; i < ATTEMPTS; i++) {
+		struct failing_out fo;
+		struct ptd_swpt_out out = { 0 };
+		struct attach_job j = { 0 };
+		pthread_t th;
+
+		atomic_init(&fo.left, 2 + i * 7);
+		out.thread_begin = fo_begin;
+		out.pt = fo_pt;
+		out.image = fo_image;
+		out.thread_end = fo_begin;
+		out.ctx = &fo;
+		j.pid = t.pid;
+		j.so.out = &out;
+		REQUIRE(pthread_create(&th, NULL, attach_thread, &j) == 0);
+		(void)pthread_join(th, NULL);
+		if (j.r != -EIO)
+			CHECK_FAIL_("attempt %d: attach returned %d (%s), not "
+				    "the output's -EIO", i, j.r, j.diag.msg);
+		CHECK_EQ_INT(ptd_swpt_wait_released(t.pid, j.tid), 0);
+		if (kill(t.pid, 0) < 0) {
+			CHECK_FAIL_("attempt %d: the target is gone", i);
+			break;
+		}
+	}
+	CHECK(target_tell(t.pid) == 0);
+	target_finish(&t);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/ptd-live-XXXXXX";
@@ -646,6 +726,7 @@ int main(void)
 	RUN(test_attach_to_exit);
 	RUN(test_attach_killed);
 	RUN(test_attach_thread_born_detaching);
+	RUN(test_attach_output_fails);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	return check_done();
