@@ -712,6 +712,52 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 }
 
 
+/* Append @k records of type @t, @n bytes at @p, to @s's stage (decode
+ * thread) as an entry of kind @what: joining the run before it where
+ * @what is a run's kind (STAGE_REC, STAGE_LINES) and that run is of it
+ * (both kinds hold insn records only), its header counting the bytes (a
+ * stage is far smaller than 64 KiB) and a run of lines its records; else
+ * as a new entry, which the next may join if it is a run of some bytes.
+ * (A record of no bytes, fields "type" alone, is one entry each: a run
+ * counts its records by their bytes.) */
+static inline void stage_put(struct ptd_subscriber *s, uint32_t what,
+			     enum ptd_rec_type t, const void *p, size_t n,
+			     uint32_t k)
+{
+	bool run = (what == STAGE_REC || what == STAGE_LINES) && n;
+	uint8_t *at;
+	uint32_t h;
+
+	if (run && s->stage_run &&
+	    (memcpy(&h, s->stage + s->stage_run - 1, sizeof(h)),
+	     STAGE_WHAT(h) == what)) {
+		at = s->stage + s->stage_run - 1;
+		h += (uint32_t)n;
+		memcpy(at, &h, sizeof(h));
+		if (what == STAGE_LINES) {
+			uint32_t c;
+
+			memcpy(&c, at + sizeof(h), sizeof(c));
+			c += k;
+			memcpy(at + sizeof(h), &c, sizeof(c));
+		}
+		at = s->stage + s->stage_len;
+	} else {
+		at = s->stage + s->stage_len;
+		s->stage_run = run ? s->stage_len + 1 : 0;
+		h = STAGE_HDR(n, t, what);
+		memcpy(at, &h, sizeof(h));
+		at += sizeof(h);
+		if (what == STAGE_LINES) {
+			memcpy(at, &k, sizeof(k));
+			at += sizeof(k);
+		}
+	}
+	memcpy(at, p, n);
+	s->stage_len = (size_t)(at + n - s->stage);
+	s->stage_n += k;
+}
+
 /* Stage the record being fanned out for @s, which wants it (decode
  * thread, no lock; f->can_stage): its line, its fixed-width record, or
  * that it is lost (it did not render).  *@used: the most bytes one
@@ -723,7 +769,7 @@ static inline void stage_one(struct ptd_subscriber *s,
 {
 	const void *p = v->line;
 	size_t n = v->len, extra = sub_frame_extra(s), q;
-	uint32_t h, what = STAGE_LOST, rh;
+	uint32_t what = STAGE_LOST;
 
 	if (v->is_rec) {
 		p = v->rec;
@@ -736,47 +782,7 @@ static inline void stage_one(struct ptd_subscriber *s,
 		what = t == PTD_REC_INSN && !s->binary ? STAGE_LINES
 						       : STAGE_LINE;
 	}
-	h = STAGE_HDR(n, t, what);
-	if (s->stage_run && n &&
-	    (memcpy(&rh, s->stage + s->stage_run - 1, sizeof(rh)),
-	     STAGE_WHAT(rh) == what)) {
-		/* joins the run before it (of this type: both kinds of
-		 * run are insn records): its header counts the bytes (a
-		 * stage is far smaller than 64 KiB), a run of lines its
-		 * records */
-		uint8_t *at = s->stage + s->stage_run - 1;
-
-		rh += (uint32_t)n;
-		memcpy(at, &rh, sizeof(rh));
-		if (what == STAGE_LINES) {
-			uint32_t k;
-
-			memcpy(&k, at + sizeof(rh), sizeof(k));
-			k++;
-			memcpy(at + sizeof(rh), &k, sizeof(k));
-		}
-		memcpy(s->stage + s->stage_len, p, n);
-		s->stage_len += n;
-	} else {
-		/* (a record of no bytes, fields "type" alone, is one
-		 * entry each: a run counts its records by their bytes) */
-		uint8_t *at = s->stage + s->stage_len;
-
-		s->stage_run = (what == STAGE_REC || what == STAGE_LINES) && n
-				       ? s->stage_len + 1
-				       : 0;
-		memcpy(at, &h, sizeof(h));
-		at += sizeof(h);
-		if (what == STAGE_LINES) {
-			uint32_t one = 1;
-
-			memcpy(at, &one, sizeof(one));
-			at += sizeof(one);
-		}
-		memcpy(at, p, n);
-		s->stage_len = (size_t)(at + n - s->stage);
-	}
-	s->stage_n++;
+	stage_put(s, what, t, p, n, 1);
 	if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
 		*full = true;
 	/* what it will add to the queue: its lost record first if one is
@@ -1015,8 +1021,6 @@ static size_t fan_fixed_run(struct ptd_fanout *f,
 
 		for (unsigned i = 0; i < f->nroster; i++) {
 			struct ptd_subscriber *s = f->roster[i];
-			uint8_t *at;
-			uint32_t h;
 
 			if (s->view != v ||
 			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
@@ -1029,21 +1033,8 @@ static size_t fan_fixed_run(struct ptd_fanout *f,
 				ptd_counter_add(&f->renders, m);
 				encoded = true;
 			}
-			if (s->stage_run) {
-				/* joins the run before it (stage_one) */
-				at = s->stage + s->stage_run - 1;
-				memcpy(&h, at, sizeof(h));
-				h += (uint32_t)bytes;
-				memcpy(at, &h, sizeof(h));
-			} else {
-				h = STAGE_HDR(bytes, PTD_REC_INSN, STAGE_REC);
-				memcpy(s->stage + s->stage_len, &h, sizeof(h));
-				s->stage_len += sizeof(h);
-				s->stage_run = s->stage_len - sizeof(h) + 1;
-			}
-			memcpy(s->stage + s->stage_len, f->run, bytes);
-			s->stage_len += bytes;
-			s->stage_n += (uint32_t)m;
+			stage_put(s, STAGE_REC, PTD_REC_INSN, f->run, bytes,
+				  (uint32_t)m);
 			if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
 				full = true;
 		}

@@ -520,8 +520,9 @@ static int st_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
 	return 0;
 }
 
-static int st_image(void *ctx, const struct ptd_tl_event *ev,
-		    const uint8_t *code, size_t ncode)
+/* An image event: nothing to keep (st_*, fo_*). */
+static int ignore_image(void *ctx, const struct ptd_tl_event *ev,
+			const uint8_t *code, size_t ncode)
 {
 	(void)ctx;
 	(void)ev;
@@ -560,7 +561,8 @@ static void st_started(void *ctx)
 static void test_attach_thread_born_detaching(void)
 {
 	struct streams *s = calloc(1, sizeof(*s));
-	struct ptd_swpt_out out = { st_begin, st_pt, st_image, st_end, NULL };
+	struct ptd_swpt_out out = { st_begin, st_pt, ignore_image, st_end,
+				    NULL };
 	struct watchdog w = { .pid = start_churn(), .tracer = gettid() };
 	size_t doubled = 0;
 	uint64_t most_steps = 0;
@@ -653,16 +655,6 @@ static int fo_pt(void *ctx, pid_t tid, const uint8_t *data, size_t len)
 	return atomic_fetch_sub(&o->left, 1) <= 1 ? -EIO : 0;
 }
 
-static int fo_image(void *ctx, const struct ptd_tl_event *ev,
-		    const uint8_t *code, size_t ncode)
-{
-	(void)ctx;
-	(void)ev;
-	(void)code;
-	(void)ncode;
-	return 0;
-}
-
 /*
  * The tracer fails while the target runs on (its live output refuses
  * bytes, after a few batches or many), ATTEMPTS times on one target, each
@@ -689,7 +681,7 @@ static void test_attach_output_fails(void)
 		atomic_init(&fo.left, 2 + i * 7);
 		out.thread_begin = fo_begin;
 		out.pt = fo_pt;
-		out.image = fo_image;
+		out.image = ignore_image;
 		out.thread_end = fo_begin;
 		out.ctx = &fo;
 		j.pid = t.pid;
