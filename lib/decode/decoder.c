@@ -119,6 +119,9 @@ struct dec {
 	 * events after the last instruction are queued or not depending on
 	 * what came before.  The next decode, with more trace, gives them. */
 	bool hold;
+	/* Records go straight to efn: no call stack, counters or hold
+	 * between (call_fn's common case, taken by new_insn). */
+	bool direct;
 	struct ptd_record *tail;
 	size_t ntail, captail;
 	bool nomem;
@@ -603,8 +606,20 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	struct ptd_record *r = &d->pend_insn;
 
 	d->st.insns++;
-	if (flush_pending(d))
+	/* flush_pending's common case, without its calls: the last
+	 * instruction alone is pending */
+	if (d->have_insn && d->direct && !d->have_blk && !d->nevq &&
+	    !d->cut_left) {
+		int rc = d->efn(d->ectx, r);
+
+		d->have_insn = false;
+		if (rc) {
+			d->cb_rc = rc;
+			return NULL;
+		}
+	} else if (flush_pending(d)) {
 		return NULL;
+	}
 	/* Field by field, not rec_init's memset of the whole record (the
 	 * largest union member is not this one): this runs once per
 	 * instruction.  The caller sets what the instruction says; raw
@@ -1810,6 +1825,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		}
 	}
 	d->hold = a->more;
+	d->direct = !d->hold && !d->calls && !d->xt;
 	d->st.bytes = a->len;
 	d->part = a->part;
 	if (d->part) {
