@@ -119,8 +119,9 @@ struct dec {
 	 * events after the last instruction are queued or not depending on
 	 * what came before.  The next decode, with more trace, gives them. */
 	bool hold;
-	/* Records go straight to efn: no call stack, counters or hold
-	 * between (call_fn's common case, taken by new_insn). */
+	/* Insn records go straight to efn while no call stack is kept:
+	 * no counters or hold between, and the caller wants them (call_fn's
+	 * common case, taken by new_insn). */
 	bool direct;
 	struct ptd_record *tail;
 	size_t ntail, captail;
@@ -609,7 +610,7 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	/* flush_pending's common case, without its calls: the last
 	 * instruction alone is pending */
 	if (d->have_insn && d->direct && !d->have_blk && !d->nevq &&
-	    !d->cut_left) {
+	    !d->cut_left && !(d->calls && calls_open(d))) {
 		int rc = d->efn(d->ectx, r);
 
 		d->have_insn = false;
@@ -1825,7 +1826,8 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		}
 	}
 	d->hold = a->more;
-	d->direct = !d->hold && !d->calls && !d->xt;
+	d->direct = !d->hold && !d->xt &&
+		    (d->user_want & PTD_REC_BIT(PTD_REC_INSN));
 	d->st.bytes = a->len;
 	d->part = a->part;
 	if (d->part) {

@@ -511,6 +511,7 @@ struct callwrap {
 	ptd_records_fn batch;	/* the caller's, where fn is its batch_of */
 	void *ctx;
 	unsigned want;		/* what the caller asked for */
+	bool want_all;		/* ... every kind the parts make */
 	const atomic_bool *calls_gate;	/* decoder.h */
 	bool calls_live;	/* ... seen open (or none) */
 };
@@ -556,6 +557,8 @@ static int callwrap_records(void *ctx, const struct ptd_record *recs,
 			rc = callwrap_record(w, &recs[i]);
 		return rc;
 	}
+	if (w->want_all)
+		return w->batch(w->ctx, recs, n);
 	while (i < n && !rc) {
 		size_t k = i;
 
@@ -612,6 +615,11 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	w.fn = fn;
 	w.ctx = ctx;
 	w.want = o->want;
+	/* what the parts make: what they were asked for, error records
+	 * always, image records where asked (decoder.h) */
+	w.want_all = !((po.want | PTD_REC_BIT(PTD_REC_ERROR) |
+			(po.image_records ? PTD_REC_BIT(PTD_REC_IMAGE) : 0)) &
+		       ~o->want);
 	w.calls_gate = o->calls_gate;
 	/* the stitched records in runs where the caller takes them so */
 	w.batch = o->batch && fn == o->batch_of ? o->batch : NULL;
