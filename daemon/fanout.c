@@ -1026,10 +1026,8 @@ static size_t fan_fixed_run(struct ptd_fanout *f,
 			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 				continue;
 			if (!encoded) {
-				for (size_t j = 0; j < m; j++)
-					(void)ptd_bin_encode(
-						f->run + j * fv->recsize,
-						fv->jr.fields, &recs[j]);
+				(void)ptd_bin_encode_run(f->run, fv->jr.fields,
+							 recs, m);
 				ptd_counter_add(&f->renders, m);
 				encoded = true;
 			}

@@ -141,6 +141,26 @@ size_t ptd_bin_encode(uint8_t *dst, uint32_t fl, const struct ptd_record *r)
 	return (size_t)(p - dst);
 }
 
+size_t ptd_bin_encode_run(uint8_t *dst, uint32_t fl,
+			  const struct ptd_record *recs, size_t n)
+{
+	const uint32_t tid_ip =
+		PTD_FIELD_BIT(PTD_FIELD_TID) | PTD_FIELD_BIT(PTD_FIELD_IP);
+	uint8_t *p = dst;
+
+	/* what most compact readers take, without a test a field */
+	if ((fl & ~PTD_FIELD_BIT(PTD_FIELD_TYPE)) == tid_ip) {
+		for (size_t i = 0; i < n; i++) {
+			p = put32(p, (uint32_t)recs[i].tid);
+			p = put64(p, recs[i].u.insn.ip);
+		}
+		return (size_t)(p - dst);
+	}
+	for (size_t i = 0; i < n; i++)
+		p += ptd_bin_encode(p, fl, &recs[i]);
+	return (size_t)(p - dst);
+}
+
 static void put_header(uint8_t *p, enum ptd_bin_type type, unsigned recsize,
 		       uint32_t count, uint32_t fields, uint32_t len)
 {

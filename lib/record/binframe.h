@@ -73,6 +73,10 @@ unsigned ptd_bin_recsize(uint32_t fields);
  * returns ptd_bin_recsize(@fields). */
 size_t ptd_bin_encode(uint8_t *dst, uint32_t fields,
 		      const struct ptd_record *r);
+/* Encode the @n insn records @recs one after the other (as
+ * ptd_bin_encode each); returns @n * ptd_bin_recsize(@fields). */
+size_t ptd_bin_encode_run(uint8_t *dst, uint32_t fields,
+			  const struct ptd_record *recs, size_t n);
 
 /*
  * Appending frames to a buffer.  *@open is the offset of the frame still

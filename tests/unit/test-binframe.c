@@ -2,7 +2,8 @@
 /*
  * The binary framing (record/binframe.h): records of every fixed field set
  * written as frames and converted back equal the JSON writer's lines byte
- * for byte; the records frame closes at its payload limit; every header
+ * for byte; a run of records encoded at once equals them one by one;
+ * the records frame closes at its payload limit; every header
  * byte and record value the reader checks is refused with its offset; a
  * stream cut short, without its end frame or with bytes after it is
  * refused.
@@ -162,6 +163,47 @@ static void test_roundtrip_sets(void)
 		roundtrip(((uint32_t)rnd() & fixed) |
 				  PTD_FIELD_BIT(PTD_FIELD_TYPE),
 			  300);
+}
+
+/* ptd_bin_encode_run: the bytes of ptd_bin_encode one record after the
+ * other, for the ip,tid set it encodes on its own (with and without
+ * "type") and for others. */
+static void encode_run(uint32_t fields, unsigned n)
+{
+	struct ptd_record *recs = calloc(n, sizeof(*recs));
+	size_t rs = ptd_bin_recsize(fields);
+	uint8_t *one = calloc(n + 1, rs + 1), *run = calloc(n + 1, rs + 1);
+	size_t len = 0;
+
+	CHECK(recs && one && run);
+	for (unsigned i = 0; i < n; i++) {
+		do
+			make_record(&recs[i], (unsigned)rnd());
+		while (recs[i].type != PTD_REC_INSN);
+		len += ptd_bin_encode(one + len, fields, &recs[i]);
+	}
+	CHECK_EQ_U64(len, n * rs);
+	CHECK_EQ_U64(ptd_bin_encode_run(run, fields, recs, n), len);
+	if (memcmp(one, run, len))
+		CHECK_FAIL_("fields %#x: a run's bytes differ", fields);
+	free(recs);
+	free(one);
+	free(run);
+}
+
+static void test_encode_run(void)
+{
+	const uint32_t iptid =
+		PTD_FIELD_BIT(PTD_FIELD_IP) | PTD_FIELD_BIT(PTD_FIELD_TID);
+	const uint32_t type = PTD_FIELD_BIT(PTD_FIELD_TYPE);
+
+	encode_run(type | iptid, 1000);
+	encode_run(iptid, 1000);
+	encode_run(type | iptid | PTD_FIELD_BIT(PTD_FIELD_PID), 300);
+	encode_run(type | PTD_FIELD_BIT(PTD_FIELD_IP), 300);
+	encode_run(PTD_BIN_FIXED_FIELDS, 300);
+	encode_run(type, 10);
+	encode_run(type | iptid, 0);
 }
 
 /* A frame holds at most 64 KiB of records: the writer opens the next. */
@@ -372,6 +414,7 @@ static void test_not_frames(void)
 int main(void)
 {
 	RUN(test_roundtrip_sets);
+	RUN(test_encode_run);
 	RUN(test_frame_limit);
 	RUN(test_corrupt);
 	RUN(test_not_frames);
