@@ -348,6 +348,7 @@ static void *replay_main(void *arg)
 	size_t thread_errors = 0;
 	int res;
 
+	(void)pthread_setname_np(pthread_self(), "ptd-replay");
 	/* Every file the decode opens is opened on this thread, as the
 	 * client, and by ptd_file_open_regular (common/fileio.h): a FIFO or
 	 * device put anywhere, at any time, is refused by name rather than

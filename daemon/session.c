@@ -577,9 +577,10 @@ static void *start_main(void *arg)
 {
 	struct ptd_session *s = arg;
 	struct ptd_diag diag = { "" };
-	int r = s->o.prepare ? s->o.prepare(s->o.prepare_ctx, s->o.pid, &diag)
-			     : 0;
+	int r;
 
+	(void)pthread_setname_np(pthread_self(), "ptd-session");
+	r = s->o.prepare ? s->o.prepare(s->o.prepare_ctx, s->o.pid, &diag) : 0;
 	if (r == 0)
 		r = session_setup(s, &diag);
 

@@ -2,7 +2,7 @@
 /*
  * Test helper: a running prog-attach to trace (tests/progs/attach.c), or
  * another test program, the check that it finished unharmed, and who
- * traces its threads.  Header-only; include check.h first.
+ * traces its threads, what they are called.  Header-only; include check.h first.
  */
 #ifndef PTD_TESTS_TARGET_H
 #define PTD_TESTS_TARGET_H
@@ -134,6 +134,36 @@ static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
 static inline int target_traced_threads(pid_t pid)
 {
 	return target_threads_traced(pid, true, NULL);
+}
+
+/* How many threads of process @pid are named @name (their comm, as
+ * pthread_setname_np sets it); -1 if the process is gone. */
+static inline int threads_named(pid_t pid, const char *name)
+{
+	char path[PATH_MAX], *text = NULL;
+	struct dirent *e;
+	size_t len;
+	DIR *d;
+	int n = 0;
+
+	(void)snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/comm",
+			       (int)pid, e->d_name);
+		if (ptd_file_read_all(path, 256, &text, &len) < 0)
+			continue;	/* the thread has gone */
+		n += len == strlen(name) + 1 && !memcmp(text, name, len - 1) &&
+		     text[len - 1] == '\n';
+		free(text);
+		text = NULL;
+	}
+	(void)closedir(d);
+	return n;
 }
 
 /* Tell a prog-attach target (pid @pid) to end its run now: SIGUSR1 to its

@@ -282,6 +282,7 @@ static void *worker(void *arg)
 {
 	struct par *p = arg;
 
+	(void)pthread_setname_np(pthread_self(), "ptd-part");
 	for (;;) {
 		size_t k;
 

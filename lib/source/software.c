@@ -194,6 +194,7 @@ static void *tracer_main(void *arg)
 	struct ptd_swpt_options so;
 	sigset_t set;
 
+	(void)pthread_setname_np(pthread_self(), "ptd-swpt");
 	(void)sigemptyset(&set);
 	(void)sigaddset(&set, s->p.signo);
 	(void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);

@@ -740,6 +740,10 @@ static void test_detach(void)
 	sub_start(s);
 	release(&go);
 	msleep(500);
+	/* the session's decode thread and its software source's tracer,
+	 * by name (top -H, perf --sort comm) */
+	CHECK_EQ_INT(threads_named(d.pid, "ptd-session"), 1);
+	CHECK_EQ_INT(threads_named(d.pid, "ptd-swpt"), 1);
 	c = dc_connect(&d);
 	REQUIRE(c);
 	r = dc_call(c, "{\"id\":1,\"cmd\":\"list\"}\n");

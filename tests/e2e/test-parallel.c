@@ -18,9 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "target.h"
 #include "e2e/run-cmd.h"
 #include "unit/ptdamage.h"
 #include "unit/ptenc.h"
@@ -493,6 +497,41 @@ static void test_bad_jobs(void)
 	}
 }
 
+/* The decode workers are named "ptd-part" (top -H, perf --sort comm): two
+ * with --jobs 2, seen while ptctl decode is held back writing to a pipe
+ * nobody reads -- its workers wait for slots then, the trace being far
+ * from done (some 200 MB of lines). */
+static void test_worker_names(void)
+{
+	char dir[300];
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	int fds[2], named = 0, st = 0;
+	pid_t pid;
+
+	(void)snprintf(dir, sizeof(dir), "%s/loop256", workdir);
+	REQUIRE(pipe(fds) == 0);
+	pid = fork();
+	REQUIRE(pid >= 0);
+	if (pid == 0) {
+		(void)dup2(fds[1], STDOUT_FILENO);
+		(void)close(fds[0]);
+		(void)close(fds[1]);
+		execl(ptctl, "ptctl", "decode", "--jobs", "2", "--part-size",
+		      "1", "--path", "insn", dir, (char *)NULL);
+		_exit(127);
+	}
+	(void)close(fds[1]);
+	/* until the workers have named themselves (at most 30 s) */
+	for (int i = 0; i < 3000 && (named = threads_named(pid, "ptd-part")) !=
+					    2; i++)
+		(void)nanosleep(&tick, NULL);
+	CHECK_EQ_INT(named, 2);
+	(void)kill(pid, SIGKILL);
+	(void)close(fds[0]);
+	CHECK_EQ_INT(waitpid(pid, &st, 0), pid);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
 int main(void)
 {
 	const char *root = getenv("PTD_BUILD_ROOT");
@@ -515,6 +554,7 @@ int main(void)
 	RUN(test_real_perfdata);
 	RUN(test_retcomp_across_psb);
 	RUN(test_bad_jobs);
+	RUN(test_worker_names);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

@@ -36,6 +36,7 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "target.h"
 #include "unit/ptdamage.h"
 #include "unit/ptenc.h"
 #include "unit/lldb-unclaimed.h"
@@ -900,7 +901,8 @@ static void rig_free(struct rig *g)
 }
 
 /* The subscriber drains its queue: the replay goes on, to the end,
- * losing nothing. */
+ * losing nothing.  (Held back, the replay's thread is seen by its
+ * name.) */
 static void test_wait_drain(void)
 {
 	struct lines exp = { 0 };
@@ -912,6 +914,8 @@ static void test_wait_drain(void)
 	expected_lines(&exp);
 	if (!rig_start(&g, 0))
 		return;
+	/* the replay's thread, by name (top -H, perf --sort comm) */
+	CHECK_EQ_INT(threads_named(getpid(), "ptd-replay"), 1);
 	deadline = mono_ms() + 60000;
 	do {
 		const char *data;
