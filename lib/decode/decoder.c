@@ -624,10 +624,8 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	/* Field by field, not rec_init's memset of the whole record (the
 	 * largest union member is not this one): this runs once per
 	 * instruction.  The caller sets what the instruction says; raw
-	 * beyond its size is never read. */
-	r->type = PTD_REC_INSN;
-	r->pid = d->a->pid;
-	r->tid = d->a->tid;
+	 * beyond its size is never read.  Type, pid and tid were set
+	 * when the decode began: this record is never another. */
 	r->has_tsc = d->has_tsc;
 	r->tsc = d->tsc;
 	r->has_time = r->has_wall = false;
@@ -1826,6 +1824,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		}
 	}
 	d->hold = a->more;
+	rec_init(d, &d->pend_insn, PTD_REC_INSN);	/* (see new_insn) */
 	d->direct = !d->hold && !d->xt &&
 		    (d->user_want & PTD_REC_BIT(PTD_REC_INSN));
 	d->st.bytes = a->len;
