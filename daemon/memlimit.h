@@ -44,12 +44,20 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "decode/parallel.h"
+#include "record/record.h"
+
 /* A replay's decoder and input buffers, charged at the replay request. */
 #define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
-/* A replay's parallel decode, for each part held: up to 16 KiB of trace's
- * records (parallel.c: about 8 a byte, 136 bytes each: 18M), its image
- * copy and instruction cache. */
-#define PTD_MEMLIMIT_REPLAY_PART_BYTES (24ull << 20)
+/* A replay's parallel decode, for each part held: its records (up to
+ * PTD_DECODE_PART_MAX_BYTES of trace, PTD_DECODE_RECORDS_PER_BYTE records
+ * a byte: 24 MiB of 192-byte records), its image copy and instruction
+ * cache (8 MiB).  (Computed from the record's size: the constant this
+ * replaced, 24M in all, had not followed the record from 136 bytes.) */
+#define PTD_MEMLIMIT_REPLAY_PART_BYTES                                       \
+	((uint64_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE * \
+		 sizeof(struct ptd_record) +                                 \
+	 (8ull << 20))
 /* The bound a live session's stream decoder keeps past its anchor for one
  * thread (ptd_stream_opts.max_buffered): the AUX area's size, at least
  * this. */

@@ -67,6 +67,13 @@
 
 #include "decode/decoder.h"
 
+/* The most trace bytes a part holds (parallel.c), and about how many
+ * records a trace byte gives (bench-decode's `ls -lR` trace: 7.7; tight
+ * loops give more): what a part's records held take, for memory limits
+ * (daemon/memlimit.h). */
+#define PTD_DECODE_PART_MAX_BYTES (16u << 10)
+#define PTD_DECODE_RECORDS_PER_BYTE 8u
+
 /* ptd_decode_thread for o->jobs > 1 (it calls this).  Returns as
  * ptd_decode_thread; on return @a->img and @a->cursor stand where the
  * serial decode would have left them. */

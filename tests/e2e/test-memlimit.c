@@ -10,7 +10,8 @@
  *  - a subscriber is charged and given back;
  *  - a target that creates threads past the limit: each thread refused is
  *    not traced, gets an error record naming it, and is counted in
- *    status (threads_refused); the target itself runs on unharmed.
+ *    status (threads_refused); the target itself runs on unharmed;
+ *  - a replay with "jobs" is charged each part its decode holds.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -201,10 +202,46 @@ static void test_threads_past_the_limit(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* A replay is charged its decoder, and with "jobs" above 1 each part its
+ * parallel decode holds at once (jobs + 2 of them, each 32 MiB: 16 KiB of
+ * trace's records at 192 bytes, its image and instruction cache): the
+ * charge is checked before the path is even opened, so a path that does
+ * not exist shows it. */
+static void test_replay_jobs_charged(void)
+{
+	struct daemon d;
+	cJSON *r;
+
+	REQUIRE(daemon_start(&d, "replay",
+			     BUFS "user_memory_limit = 150M\n"
+				  "max_decode_jobs = 4\n"));
+	/* 64 MiB, and jobs 1 is serial: the same; both fit (the path then
+	 * fails) */
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
+			 "\"path\":\"/nonexistent/ptd-capture\"}\n");
+	CHECK(!dc_ok(r));
+	CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
+	cJSON_Delete(r);
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
+			 "\"path\":\"/nonexistent/ptd-capture\",\"jobs\":1}\n");
+	CHECK(!dc_ok(r));
+	CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
+	cJSON_Delete(r);
+	/* jobs 2: 64 + 4 x 32 MiB */
+	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
+			 "\"path\":\"/nonexistent/ptd-capture\",\"jobs\":2}\n");
+	CHECK_EQ_STR(dc_err_code(r), "memory_limit");
+	CHECK_CONTAINS(dc_err_msg(r), "needs 192 MiB more");
+	cJSON_Delete(r);
+	wait_used(&d, 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 int main(void)
 {
 	harness_setup("/tmp/ptdmem-XXXXXX");
 	RUN(test_refused_and_returned);
 	RUN(test_threads_past_the_limit);
+	RUN(test_replay_jobs_charged);
 	return harness_done();
 }
