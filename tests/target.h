@@ -90,12 +90,16 @@ static inline int target_start_as(const char *progs_dir, double secs,
 			    t);
 }
 
-/* How many threads of @pid are traced (a TracerPid in their status), and
- * (@ret_total, may be NULL) how many it has; -1 if the process is gone.
- * With @say, each traced one is named on stderr. */
-static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
+/* Of the threads of @pid, how many @fn says yes to, given each one's
+ * /proc/PID/task/TID/@file (NUL-terminated) and its TID; (@ret_total,
+ * may be NULL) how many were read; -1 if the process is gone.  A thread
+ * that ends meanwhile is left out. */
+static inline int tasks_matching(pid_t pid, const char *file,
+				 bool (*fn)(const char *tid, const char *text,
+					    size_t len, const void *arg),
+				 const void *arg, int *ret_total)
 {
-	char path[PATH_MAX], *text = NULL, *p;
+	char path[PATH_MAX], *text = NULL;
 	struct dirent *e;
 	size_t len;
 	DIR *d;
@@ -108,18 +112,12 @@ static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/status",
-			       (int)pid, e->d_name);
+		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/%s",
+			       (int)pid, e->d_name, file);
 		if (ptd_file_read_all(path, 1 << 16, &text, &len) < 0)
 			continue;	/* the thread has gone */
 		total++;
-		p = strstr(text, "\nTracerPid:");
-		if (p && strtol(p + 11, NULL, 10) != 0) {
-			if (say)
-				fprintf(stderr, "thread %s traced by %ld\n",
-					e->d_name, strtol(p + 11, NULL, 10));
-			n++;
-		}
+		n += fn(e->d_name, text, len, arg);
 		free(text);
 		text = NULL;
 	}
@@ -129,6 +127,30 @@ static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
 	return n;
 }
 
+/* (tasks_matching: a TracerPid in the status; @arg non-NULL: say so) */
+static inline bool task_traced(const char *tid, const char *text, size_t len,
+			       const void *say)
+{
+	const char *p = strstr(text, "\nTracerPid:");
+
+	(void)len;
+	if (!p || strtol(p + 11, NULL, 10) == 0)
+		return false;
+	if (say)
+		fprintf(stderr, "thread %s traced by %ld\n", tid,
+			strtol(p + 11, NULL, 10));
+	return true;
+}
+
+/* How many threads of @pid are traced (a TracerPid in their status), and
+ * (@ret_total, may be NULL) how many it has; -1 if the process is gone.
+ * With @say, each traced one is named on stderr. */
+static inline int target_threads_traced(pid_t pid, bool say, int *ret_total)
+{
+	return tasks_matching(pid, "status", task_traced, say ? "" : NULL,
+			      ret_total);
+}
+
 /* How many threads of @pid are traced, each named on stderr; -1 if the
  * process is gone. */
 static inline int target_traced_threads(pid_t pid)
@@ -136,34 +158,20 @@ static inline int target_traced_threads(pid_t pid)
 	return target_threads_traced(pid, true, NULL);
 }
 
+/* (tasks_matching: the comm is @name) */
+static inline bool task_named(const char *tid, const char *text, size_t len,
+			      const void *name)
+{
+	(void)tid;
+	return len == strlen(name) + 1 && !memcmp(text, name, len - 1) &&
+	       text[len - 1] == '\n';
+}
+
 /* How many threads of process @pid are named @name (their comm, as
  * pthread_setname_np sets it); -1 if the process is gone. */
 static inline int threads_named(pid_t pid, const char *name)
 {
-	char path[PATH_MAX], *text = NULL;
-	struct dirent *e;
-	size_t len;
-	DIR *d;
-	int n = 0;
-
-	(void)snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	d = opendir(path);
-	if (!d)
-		return -1;
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		(void)snprintf(path, sizeof(path), "/proc/%d/task/%s/comm",
-			       (int)pid, e->d_name);
-		if (ptd_file_read_all(path, 256, &text, &len) < 0)
-			continue;	/* the thread has gone */
-		n += len == strlen(name) + 1 && !memcmp(text, name, len - 1) &&
-		     text[len - 1] == '\n';
-		free(text);
-		text = NULL;
-	}
-	(void)closedir(d);
-	return n;
+	return tasks_matching(pid, "comm", task_named, name, NULL);
 }
 
 /* Tell a prog-attach target (pid @pid) to end its run now: SIGUSR1 to its
