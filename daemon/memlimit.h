@@ -51,9 +51,9 @@
 #define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
 /* A replay's parallel decode, for each part held: its records (up to
  * PTD_DECODE_PART_MAX_BYTES of trace, PTD_DECODE_RECORDS_PER_BYTE records
- * a byte: 24 MiB of 192-byte records), its image copy and instruction
- * cache (8 MiB).  (Computed from the record's size: the constant this
- * replaced, 24M in all, had not followed the record from 136 bytes.) */
+ * a byte: 24 MiB of 192-byte records; computed from the record's size,
+ * which a constant would not follow), its image copy and instruction
+ * cache (8 MiB). */
 #define PTD_MEMLIMIT_REPLAY_PART_BYTES                                       \
 	((uint64_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE * \
 		 sizeof(struct ptd_record) +                                 \

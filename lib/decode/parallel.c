@@ -30,9 +30,9 @@
  * per-part cost (an image copy, the records after the cut decoded twice)
  * small and the records held bounded: a part's records are held until it
  * is handed out, about PTD_DECODE_RECORDS_PER_BYTE a trace byte at 192
- * bytes each (16 KiB of trace: some 24 MB), in each of jobs + 2 slots -- fewer pages to fault in
- * and copy through the cache than bigger parts (measured on bench-decode's
- * trace: 64 KiB parts were slower). */
+ * bytes each (16 KiB of trace: some 24 MB), in each of jobs + 2 slots --
+ * fewer pages to fault in and copy through the cache than bigger parts
+ * (measured on bench-decode's trace: 64 KiB parts were slower). */
 #define PARTS_PER_JOB 16u
 #define PART_MIN_BYTES (4u << 10)
 #define PART_MAX_BYTES PTD_DECODE_PART_MAX_BYTES
