@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Test helper: a running prog-attach to trace (tests/progs/attach.c), or
- * another test program, the check that it finished unharmed, and who
- * traces its threads, what they are called.  Header-only; include check.h first.
+ * another test program, the check that it finished unharmed, who traces
+ * its threads and what they are called.  Header-only; include check.h
+ * first.
  */
 #ifndef PTD_TESTS_TARGET_H
 #define PTD_TESTS_TARGET_H

@@ -522,9 +522,12 @@ static void test_worker_names(void)
 	}
 	(void)close(fds[1]);
 	/* until the workers have named themselves (at most 30 s) */
-	for (int i = 0; i < 3000 && (named = threads_named(pid, "ptd-part")) !=
-					    2; i++)
+	for (int i = 0; i < 3000; i++) {
+		named = threads_named(pid, "ptd-part");
+		if (named == 2)
+			break;
 		(void)nanosleep(&tick, NULL);
+	}
 	CHECK_EQ_INT(named, 2);
 	(void)kill(pid, SIGKILL);
 	(void)close(fds[0]);
