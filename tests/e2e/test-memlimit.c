@@ -202,6 +202,18 @@ static void test_threads_past_the_limit(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* A replay request for a capture that does not exist, @jobs ("" or
+ * ,"jobs":N) after its path: the answer. */
+static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
+{
+	char req[160];
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"replay\","
+		       "\"path\":\"/nonexistent/ptd-capture\"%s}\n", jobs);
+	return dc_call1(d, req);
+}
+
 /* A replay is charged its decoder, and with "jobs" above 1 each part its
  * parallel decode holds at once (jobs + 2 of them, each 32 MiB: 16 KiB of
  * trace's records at 192 bytes, its image and instruction cache): the
@@ -209,6 +221,7 @@ static void test_threads_past_the_limit(void)
  * not exist shows it. */
 static void test_replay_jobs_charged(void)
 {
+	static const char *const fit[] = { "", ",\"jobs\":1" };
 	struct daemon d;
 	cJSON *r;
 
@@ -217,19 +230,14 @@ static void test_replay_jobs_charged(void)
 				  "max_decode_jobs = 4\n"));
 	/* 64 MiB, and jobs 1 is serial: the same; both fit (the path then
 	 * fails) */
-	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
-			 "\"path\":\"/nonexistent/ptd-capture\"}\n");
-	CHECK(!dc_ok(r));
-	CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
-	cJSON_Delete(r);
-	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
-			 "\"path\":\"/nonexistent/ptd-capture\",\"jobs\":1}\n");
-	CHECK(!dc_ok(r));
-	CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
-	cJSON_Delete(r);
+	for (size_t i = 0; i < sizeof(fit) / sizeof(fit[0]); i++) {
+		r = replay_nowhere(&d, fit[i]);
+		CHECK(!dc_ok(r));
+		CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
+		cJSON_Delete(r);
+	}
 	/* jobs 2: 64 + 4 x 32 MiB */
-	r = dc_call1(&d, "{\"id\":1,\"cmd\":\"replay\","
-			 "\"path\":\"/nonexistent/ptd-capture\",\"jobs\":2}\n");
+	r = replay_nowhere(&d, ",\"jobs\":2");
 	CHECK_EQ_STR(dc_err_code(r), "memory_limit");
 	CHECK_CONTAINS(dc_err_msg(r), "needs 192 MiB more");
 	cJSON_Delete(r);

@@ -508,6 +508,7 @@ static void test_worker_names(void)
 	int fds[2], named = 0, st = 0;
 	pid_t pid;
 
+	/* test_captures' capture, a PSB every 256 bytes */
 	(void)snprintf(dir, sizeof(dir), "%s/loop256", workdir);
 	REQUIRE(pipe(fds) == 0);
 	pid = fork();
