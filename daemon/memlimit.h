@@ -51,7 +51,7 @@
 #define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
 /* A replay's parallel decode, for each part held: its records (up to
  * PTD_DECODE_PART_MAX_BYTES of trace, PTD_DECODE_RECORDS_PER_BYTE records
- * a byte: 24 MiB of 192-byte records; computed from the record's size,
+ * a byte: 6 MiB of 192-byte records; computed from the record's size,
  * which a constant would not follow), its image copy and instruction
  * cache (8 MiB). */
 #define PTD_MEMLIMIT_REPLAY_PART_BYTES                                       \

@@ -156,7 +156,7 @@ struct ptd_decode_opts {
 	unsigned jobs;
 	/* Bytes of trace per part of a parallel decode, rounded up to whole
 	 * PSB blocks (1: every PSB starts a part); 0: about len / (jobs * 16),
-	 * from 4 KiB to 16 KiB. */
+	 * from 2 KiB to 4 KiB (PTD_DECODE_PART_MAX_BYTES). */
 	uint32_t part_bytes;
 };
 

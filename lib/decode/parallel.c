@@ -30,11 +30,17 @@
  * per-part cost (an image copy, the records after the cut decoded twice)
  * small and the records held bounded: a part's records are held until it
  * is handed out, about PTD_DECODE_RECORDS_PER_BYTE a trace byte at 192
- * bytes each (16 KiB of trace: some 24 MB), in each of jobs + 2 slots --
- * fewer pages to fault in and copy through the cache than bigger parts
- * (measured on bench-decode's trace: 64 KiB parts were slower). */
+ * bytes each (4 KiB of trace: some 6 MB), in each of jobs + 2 slots.
+ * Copying records into those buffers and faulting their pages in is most
+ * of what a worker does beyond the serial decode, and costs more the
+ * less of them the caches hold: on bench-decode's trace, 2 threads on 2
+ * cores, the decoder's CPU a record was 86 / 77 / 71 ns with parts of at
+ * most 64 / 16 / 4 KiB (the serial decode's: 51 ns), no better with 2
+ * KiB, where the cost per part grows.  (Holding an instruction's fields
+ * once a part and each record as 12 bytes, made whole again when
+ * stitched, cost more than it saved: 92 ns.) */
 #define PARTS_PER_JOB 16u
-#define PART_MIN_BYTES (4u << 10)
+#define PART_MIN_BYTES (2u << 10)
 #define PART_MAX_BYTES PTD_DECODE_PART_MAX_BYTES
 /* Records after a cut that may come before the first instruction (or
  * block): more, and the part is decoded serially. */

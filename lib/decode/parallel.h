@@ -71,7 +71,7 @@
  * records a trace byte gives (bench-decode's `ls -lR` trace: 7.7; tight
  * loops give more): what a part's records held take, for memory limits
  * (daemon/memlimit.h). */
-#define PTD_DECODE_PART_MAX_BYTES (16u << 10)
+#define PTD_DECODE_PART_MAX_BYTES (4u << 10)
 #define PTD_DECODE_RECORDS_PER_BYTE 8u
 
 /* ptd_decode_thread for o->jobs > 1 (it calls this).  Returns as

@@ -215,7 +215,7 @@ static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
 }
 
 /* A replay is charged its decoder, and with "jobs" above 1 each part its
- * parallel decode holds at once (jobs + 2 of them, each 32 MiB: 16 KiB of
+ * parallel decode holds at once (jobs + 2 of them, each 14 MiB: 4 KiB of
  * trace's records at 192 bytes, its image and instruction cache): the
  * charge is checked before the path is even opened, so a path that does
  * not exist shows it. */
@@ -226,7 +226,7 @@ static void test_replay_jobs_charged(void)
 	cJSON *r;
 
 	REQUIRE(daemon_start(&d, "replay",
-			     BUFS "user_memory_limit = 150M\n"
+			     BUFS "user_memory_limit = 100M\n"
 				  "max_decode_jobs = 4\n"));
 	/* 64 MiB, and jobs 1 is serial: the same; both fit (the path then
 	 * fails) */
@@ -236,10 +236,10 @@ static void test_replay_jobs_charged(void)
 		CHECK(strcmp(dc_err_code(r), "memory_limit") != 0);
 		cJSON_Delete(r);
 	}
-	/* jobs 2: 64 + 4 x 32 MiB */
+	/* jobs 2: 64 + 4 x 14 MiB */
 	r = replay_nowhere(&d, ",\"jobs\":2");
 	CHECK_EQ_STR(dc_err_code(r), "memory_limit");
-	CHECK_CONTAINS(dc_err_msg(r), "needs 192 MiB more");
+	CHECK_CONTAINS(dc_err_msg(r), "needs 120 MiB more");
 	cJSON_Delete(r);
 	wait_used(&d, 0);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
