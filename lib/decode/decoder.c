@@ -126,7 +126,11 @@ struct dec {
 	struct ptd_record *tail;
 	size_t ntail, captail;
 	bool nomem;
-	/* Pending records (see the top comment). */
+	/* Pending records (see the top comment).  The pending insn record
+	 * is *@pi: @pend_insn, or, where nothing stands between it and
+	 * @out (new_insn), the slot of @out it will take: made there, not
+	 * copied there. */
+	struct ptd_record *pi;
 	struct ptd_record pend_insn;
 	struct ptd_record pend_blk;
 	bool have_insn, have_blk;
@@ -331,8 +335,9 @@ static int out_record(void *ctx, const struct ptd_record *r)
 {
 	struct dec *d = ctx;
 
-	d->out[d->nout++] = *r;
-	return d->nout == PTD_DECODE_BATCH ? out_flush(d) : 0;
+	if (r != &d->out[d->nout])	/* (not made in place: new_insn) */
+		d->out[d->nout] = *r;
+	return ++d->nout == PTD_DECODE_BATCH ? out_flush(d) : 0;
 }
 
 static int call_fn(struct dec *d, const struct ptd_record *r)
@@ -455,7 +460,7 @@ static int flush_pending(struct dec *d)
 	d->nevq = 0;
 	if (d->have_insn) {
 		d->have_insn = false;
-		rc = deliver(d, &d->pend_insn);
+		rc = deliver(d, d->pi);
 		if (rc)
 			return rc;
 	}
@@ -604,14 +609,17 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
  */
 static struct ptd_rec_insn *new_insn(struct dec *d)
 {
-	struct ptd_record *r = &d->pend_insn;
+	struct ptd_record *r = d->pi;
+	/* nothing between the decoder and @out for an insn record now */
+	bool straight = d->direct && !(d->calls && calls_open(d));
 
 	d->st.insns++;
 	/* flush_pending's common case, without its calls: the last
 	 * instruction alone is pending */
-	if (d->have_insn && d->direct && !d->have_blk && !d->nevq &&
-	    !d->cut_left && !(d->calls && calls_open(d))) {
-		int rc = d->efn(d->ectx, r);
+	if (d->have_insn && straight && !d->have_blk && !d->nevq &&
+	    !d->cut_left) {
+		int rc = r == &d->pend_insn ? d->efn(d->ectx, r)
+					    : out_record(d, r);
 
 		d->have_insn = false;
 		if (rc) {
@@ -621,11 +629,25 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	} else if (flush_pending(d)) {
 		return NULL;
 	}
+	/* Where it will go straight to @out: made in the slot it takes
+	 * there.  No record can be delivered before it: events and blocks
+	 * wait behind it, an error record flushes it first, and if the
+	 * call stack's gate opens meanwhile, the stack starts empty with
+	 * this instruction, so it makes no call record before it. */
+	if (d->out && straight) {
+		r = &d->out[d->nout];
+		r->type = PTD_REC_INSN;
+		r->pid = d->a->pid;
+		r->tid = d->a->tid;
+	} else {
+		r = &d->pend_insn;
+	}
+	d->pi = r;
 	/* Field by field, not rec_init's memset of the whole record (the
 	 * largest union member is not this one): this runs once per
 	 * instruction.  The caller sets what the instruction says; raw
-	 * beyond its size is never read.  Type, pid and tid were set
-	 * when the decode began: this record is never another. */
+	 * beyond its size is never read.  Type, pid and tid of @pend_insn
+	 * were set when the decode began: it is never another record. */
 	r->has_tsc = d->has_tsc;
 	r->tsc = d->tsc;
 	r->has_time = r->has_wall = false;
@@ -760,7 +782,7 @@ static int on_event(struct dec *d, const struct pt_event *ev, uint64_t off)
 
 	event_flags(ev, &prev, &next);
 	if (d->have_insn)
-		d->pend_insn.u.insn.flags |= prev;
+		d->pi->u.insn.flags |= prev;
 	if (d->have_blk)
 		d->pend_blk.u.block.flags |= prev;
 	if (ev->type == ptev_disabled || ev->type == ptev_async_disabled)
@@ -1825,6 +1847,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	}
 	d->hold = a->more;
 	rec_init(d, &d->pend_insn, PTD_REC_INSN);	/* (see new_insn) */
+	d->pi = &d->pend_insn;
 	d->direct = !d->hold && !d->xt &&
 		    (d->user_want & PTD_REC_BIT(PTD_REC_INSN));
 	d->st.bytes = a->len;

@@ -602,9 +602,9 @@ ptd_insncache_get_from(struct ptd_insncache *c, struct ptd_image *img,
 	return n ? n : look_link(c, img, from, fall, isid, ip, mode, ret_err);
 }
 
-const char *ptd_insncache_json(struct ptd_insncache *c,
-			       const struct ptd_icache_entry *e,
-			       uint32_t *ret_len)
+const char *ptd_insncache_json_render(struct ptd_insncache *c,
+				      const struct ptd_icache_entry *e,
+				      uint32_t *ret_len)
 {
 	struct ptd_icache_entry *w;
 	struct ptd_rec_insn in;

@@ -175,13 +175,25 @@ const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
 
 /* The rendered JSON body of @e (see record/jsonw.h), made on first use and
  * kept with the entry (and the length of its part before "sym",
- * e->json_nosym_len, once this has returned it).  Returns NULL (the writer then renders the fields
- * itself) if memory runs out.  A body stays valid until the second clear of
- * the cache after it was made: a caller may hold one across the next few
- * lookups, as the decoder does with its pending instruction. */
-const char *ptd_insncache_json(struct ptd_insncache *c,
-			       const struct ptd_icache_entry *e,
-			       uint32_t *ret_len);
+ * e->json_nosym_len, once this has returned it).  Returns NULL (the writer
+ * then renders the fields itself) if memory runs out.  A body stays valid
+ * until the second clear of the cache after it was made: a caller may hold
+ * one across the next few lookups, as the decoder does with its pending
+ * instruction.  A body made already is returned inline, without a call:
+ * the decoder asks for one for every instruction it expands. */
+const char *ptd_insncache_json_render(struct ptd_insncache *c,
+				      const struct ptd_icache_entry *e,
+				      uint32_t *ret_len);
+static inline const char *ptd_insncache_json(struct ptd_insncache *c,
+					     const struct ptd_icache_entry *e,
+					     uint32_t *ret_len)
+{
+	if (e && e->json && ret_len) {
+		*ret_len = e->json_len;
+		return e->json;
+	}
+	return ptd_insncache_json_render(c, e, ret_len);
+}
 
 void ptd_insncache_get_stats(const struct ptd_insncache *c,
 			     struct ptd_insncache_stats *ret);

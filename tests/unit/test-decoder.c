@@ -1455,6 +1455,94 @@ static void test_calls_gate(void)
 	}
 }
 
+/* The gate opened by the consumer of runs when the first run reaches it,
+ * while the decoder holds the next instruction in the slot of its runs
+ * that instruction would take (decoder.c, new_insn): the call records the
+ * stack then makes go first, and the instruction after them -- the
+ * records of a consumer that takes them one by one and opens the gate at
+ * the same record. */
+struct gated_runs {
+	struct reclist l;
+	atomic_bool gate;
+	size_t open_after;		/* records */
+};
+
+static void gated_runs_open(struct gated_runs *g)
+{
+	if (g->l.n >= g->open_after)
+		atomic_store(&g->gate, true);
+}
+
+static int gated_runs_one(void *ctx, const struct ptd_record *r)
+{
+	struct gated_runs *g = ctx;
+	int rc = reclist_add(&g->l, r);
+
+	gated_runs_open(g);
+	return rc;
+}
+
+static int gated_runs_many(void *ctx, const struct ptd_record *recs,
+			   size_t n)
+{
+	struct gated_runs *g = ctx;
+
+	for (size_t i = 0; i < n; i++)
+		(void)reclist_add(&g->l, &recs[i]);
+	gated_runs_open(g);
+	return 0;
+}
+
+static void gated_runs_decode(enum ptd_decode_path path,
+			      const struct trace *t, bool runs,
+			      struct gated_runs *g)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+
+	memset(g, 0, sizeof(*g));
+	atomic_init(&g->gate, false);
+	g->open_after = PTD_DECODE_BATCH;
+	opts_args(path, WANT_IE | PTD_REC_BIT(PTD_REC_CALL), t->buf, t->len,
+		  &o, &a);
+	o.calls_gate = &g->gate;
+	if (runs) {
+		o.batch = gated_runs_many;
+		o.batch_of = gated_runs_one;
+	}
+	CHECK_EQ_INT(ptd_decode_thread(&o, &a, gated_runs_one, g, &st), 0);
+}
+
+static void test_calls_gate_runs(void)
+{
+	struct trace t;
+
+	/* the main trace's loop 100 times (8 instructions, a call and a
+	 * return each), then its end */
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, BASE);
+	for (int i = 0; i < 33; i++)
+		tnt(&t, "111111");
+	tnt(&t, "1110");
+	ippkt(&t, ppt_tip, 0x400020);
+	ippkt(&t, ppt_tip_pgd, 0);
+	tr_end(&t);
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		struct gated_runs one, many;
+
+		gated_runs_decode((enum ptd_decode_path)p, &t, false, &one);
+		gated_runs_decode((enum ptd_decode_path)p, &t, true, &many);
+		CHECK(count_type(&one.l, PTD_REC_INSN) > 800);
+		CHECK(count_type(&one.l, PTD_REC_CALL) > 100);
+		CHECK(reccmp_lists(stderr, "one by one: ", &one.l,
+				   "in runs: ", &many.l));
+		reclist_free(&one.l);
+		reclist_free(&many.l);
+	}
+}
+
 static void test_block_cache(void)
 {
 	static const uint8_t bytes[0x12] = {
@@ -1536,6 +1624,7 @@ int main(void)
 	RUN(test_loop_unexpandable);
 	RUN(test_block_cache);
 	RUN(test_calls_gate);
+	RUN(test_calls_gate_runs);
 	cleanup();
 	return check_done();
 }
