@@ -38,7 +38,10 @@
  * most 64 / 16 / 4 KiB (the serial decode's: 51 ns), no better with 2
  * KiB, where the cost per part grows.  (Holding an instruction's fields
  * once a part and each record as 12 bytes, made whole again when
- * stitched, cost more than it saved: 92 ns.) */
+ * stitched, cost more than it saved: 92 ns.  Making each insn record in
+ * the part's buffer instead of copying it there, as a replay's runs are
+ * made (decoder.c, new_insn), saved nothing: what costs is the memory
+ * written, not the copy.) */
 #define PARTS_PER_JOB 16u
 #define PART_MIN_BYTES (2u << 10)
 #define PART_MAX_BYTES PTD_DECODE_PART_MAX_BYTES
