@@ -821,8 +821,8 @@ static double measure(const struct ptd_capture *c, enum which w,
 			fprintf(stderr, "bench: %s\n", diag.msg);
 			exit(2);
 		}
-		t0 = now();
 		c0 = cpu_now();
+		t0 = now();
 		switch (w) {
 		case BARE_INSN:
 			insns += bare_insn(c, &rs);

@@ -618,8 +618,9 @@ static struct ptd_rec_insn *new_insn(struct dec *d)
 	 * instruction alone is pending */
 	if (d->have_insn && straight && !d->have_blk && !d->nevq &&
 	    !d->cut_left) {
-		int rc = r == &d->pend_insn ? d->efn(d->ectx, r)
-					    : out_record(d, r);
+		/* (made in @out's slot: efn is out_record, which keeps it
+		 * there) */
+		int rc = d->efn(d->ectx, r);
 
 		d->have_insn = false;
 		if (rc) {
