@@ -28,8 +28,9 @@
 #define MAX_MAX_ENTRIES (1u << 30)
 
 struct ptd_insncache {
-	struct ptd_icache_entry *ent;
-	size_t nent;		/* entries in use */
+	/* ent, nent (entries in use) and the hits of stats, which
+	 * ptd_insncache_next reads inline (insncache.h): first */
+	struct ptd_insncache_head h;
 	size_t ent_cap;		/* entries allocated */
 	size_t max_entries;
 	uint32_t *slot;		/* entry index + 1, 0: free */
@@ -108,7 +109,7 @@ void ptd_insncache_free(struct ptd_insncache *c)
 	if (!c)
 		return;
 	free(c->slot);
-	free(c->ent);
+	free(c->h.ent);
 	chunks_free(c->chunks);
 	chunks_free(c->retired);
 	free(c);
@@ -120,6 +121,7 @@ void ptd_insncache_get_stats(const struct ptd_insncache *c,
 	if (!c || !ret)
 		return;
 	*ret = c->stats;
+	ret->hits = c->h.hits;
 }
 
 /* Index of the slot holding (isid, ip), or of the free slot where it
@@ -135,7 +137,7 @@ static size_t find_slot(const struct ptd_insncache *c, int isid, uint64_t ip)
 
 		if (!s)
 			return i;
-		e = &c->ent[s - 1];
+		e = &c->h.ent[s - 1];
 		if (e->ip == ip && e->isid == isid)
 			return i;
 		i = (i + 1) & mask;
@@ -145,7 +147,7 @@ static size_t find_slot(const struct ptd_insncache *c, int isid, uint64_t ip)
 static void clear(struct ptd_insncache *c)
 {
 	memset(c->slot, 0, c->nslots * sizeof(*c->slot));
-	c->nent = 0;
+	c->h.nent = 0;
 	c->stats.clears++;
 	chunks_free(c->retired);
 	c->retired = c->chunks;
@@ -163,8 +165,8 @@ static int grow_index(struct ptd_insncache *c)
 		return -ENOMEM;
 	c->slot = s;
 	c->nslots = n;
-	for (size_t i = 0; i < c->nent; i++) {
-		const struct ptd_icache_entry *e = &c->ent[i];
+	for (size_t i = 0; i < c->h.nent; i++) {
+		const struct ptd_icache_entry *e = &c->h.ent[i];
 
 		c->slot[find_slot(c, e->isid, e->ip)] = (uint32_t)i + 1;
 	}
@@ -180,25 +182,25 @@ static int grow_index(struct ptd_insncache *c)
 static struct ptd_icache_entry *new_entry(struct ptd_insncache *c, int isid,
 					  uint64_t ip, size_t *pslot)
 {
-	if (c->nent >= c->max_entries)
+	if (c->h.nent >= c->max_entries)
 		clear(c);
-	if (c->nent == c->ent_cap) {
+	if (c->h.nent == c->ent_cap) {
 		size_t cap = c->ent_cap ? c->ent_cap * 2 : INITIAL_SLOTS / 2;
 		struct ptd_icache_entry *ent;
 
 		if (cap > c->max_entries)
 			cap = c->max_entries;
-		ent = realloc(c->ent, cap * sizeof(*ent));
+		ent = realloc(c->h.ent, cap * sizeof(*ent));
 		if (!ent)
 			return NULL;
-		c->ent = ent;
+		c->h.ent = ent;
 		c->ent_cap = cap;
 	}
 	/* Keep the index at most half full. */
-	if ((c->nent + 1) * 2 > c->nslots && grow_index(c) < 0)
+	if ((c->h.nent + 1) * 2 > c->nslots && grow_index(c) < 0)
 		return NULL;
 	*pslot = find_slot(c, isid, ip);
-	return &c->ent[c->nent];
+	return &c->h.ent[c->h.nent];
 }
 
 /* Where the bytes of an entry come from: an image (its sections, and the
@@ -353,9 +355,9 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 	if (isid > 0) {
 		uint32_t s = c->slot[find_slot(c, isid, ip)];
 
-		if (s && c->ent[s - 1].mode == (uint8_t)mode) {
-			c->stats.hits++;
-			return &c->ent[s - 1];
+		if (s && c->h.ent[s - 1].mode == (uint8_t)mode) {
+			c->h.hits++;
+			return &c->h.ent[s - 1];
 		}
 		if (s) {
 			/* Same bytes seen in another mode (rare): decode
@@ -370,8 +372,8 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 			}
 			if (!cacheable)
 				return &c->scratch;
-			c->ent[s - 1] = c->scratch;
-			return &c->ent[s - 1];
+			c->h.ent[s - 1] = c->scratch;
+			return &c->h.ent[s - 1];
 		}
 	}
 
@@ -392,8 +394,8 @@ static const struct ptd_icache_entry *get(struct ptd_insncache *c,
 		c->stats.uncached++;
 		return e;
 	}
-	c->slot[slot] = (uint32_t)c->nent + 1;
-	c->nent++;
+	c->slot[slot] = (uint32_t)c->h.nent + 1;
+	c->h.nent++;
 	c->stats.misses++;
 	return e;
 }
@@ -434,7 +436,7 @@ void ptd_insncache_set_symbols(struct ptd_insncache *c,
 {
 	if (!c)
 		return;
-	if (c->syms != syms && c->nent)
+	if (c->syms != syms && c->h.nent)
 		clear(c);
 	c->syms = syms;
 	c->sym_pid = pid;
@@ -445,7 +447,7 @@ void ptd_insncache_set_counters(struct ptd_insncache *c,
 {
 	if (!c)
 		return;
-	if (c->counters != t && c->nent)
+	if (c->counters != t && c->h.nent)
 		clear(c);
 	c->counters = t;
 }
@@ -466,9 +468,9 @@ void ptd_insncache_clear(struct ptd_insncache *c)
 static ptrdiff_t entry_index(const struct ptd_insncache *c,
 			     const struct ptd_icache_entry *e)
 {
-	if (e < c->ent || e >= c->ent + c->nent)
+	if (e < c->h.ent || e >= c->h.ent + c->h.nent)
 		return -1;
-	return e - c->ent;
+	return e - c->h.ent;
 }
 
 uint32_t ptd_insncache_reslot(struct ptd_insncache *c,
@@ -483,8 +485,8 @@ uint32_t ptd_insncache_reslot(struct ptd_insncache *c,
 	/* A cached entry keeps it; the scratch entry is used once. */
 	i = entry_index(c, e);
 	if (i >= 0) {
-		c->ent[i].cslot = slot;
-		c->ent[i].cgen = gen;
+		c->h.ent[i].cslot = slot;
+		c->h.ent[i].cgen = gen;
 	}
 	return slot;
 }
@@ -506,9 +508,9 @@ static struct ptd_icache_entry *deref(struct ptd_insncache *c,
 {
 	struct ptd_icache_entry *e;
 
-	if (!ref || !ref->idx || ref->idx > c->nent)
+	if (!ref || !ref->idx || ref->idx > c->h.nent)
 		return NULL;
-	e = &c->ent[ref->idx - 1];
+	e = &c->h.ent[ref->idx - 1];
 	return e->ip == ref->ip && e->isid == ref->isid ? e : NULL;
 }
 
@@ -547,19 +549,18 @@ linked(struct ptd_insncache *c, uint32_t link, int isid, uint64_t ip,
 {
 	const struct ptd_icache_entry *n;
 
-	if (!link || link > c->nent)
+	if (!link || link > c->h.nent)
 		return NULL;
-	n = &c->ent[link - 1];
+	n = &c->h.ent[link - 1];
 	if (n->ip != ip || n->isid != isid || n->mode != mode)
 		return NULL;
-	c->stats.hits++;
+	c->h.hits++;
 	return n;
 }
 
-const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
-						  struct ptd_image *img,
-						  const struct ptd_icache_entry *e,
-						  int *ret_err)
+const struct ptd_icache_entry *
+ptd_insncache_next_slow(struct ptd_insncache *c, struct ptd_image *img,
+			const struct ptd_icache_entry *e, int *ret_err)
 {
 	const struct ptd_icache_entry *n;
 	struct ptd_icache_ref from;
@@ -641,7 +642,7 @@ const char *ptd_insncache_json_render(struct ptd_insncache *c,
 	/* Only a cached entry keeps its body; the scratch entry's is used
 	 * once. */
 	i = entry_index(c, e);
-	w = i >= 0 ? &c->ent[i] : &c->scratch;
+	w = i >= 0 ? &c->h.ent[i] : &c->scratch;
 	w->json = k->data + k->used;
 	w->json_len = (uint32_t)n;
 	w->json_nosym_len = (uint32_t)nosym;

@@ -163,15 +163,41 @@ void ptd_insncache_set_lock(struct ptd_insncache *c, pthread_mutex_t *lock);
 /* Forget every entry (counted in stats.clears). */
 void ptd_insncache_clear(struct ptd_insncache *c);
 
+/* The cache's first member (insncache.c): what ptd_insncache_next reads
+ * inline -- it runs once per instruction of every block expanded. */
+struct ptd_insncache_head {
+	struct ptd_icache_entry *ent;
+	size_t nent;		/* entries in use */
+	uint64_t hits;		/* stats.hits */
+};
+
+/* ptd_insncache_next where @e's successor link does not lead to it. */
+const struct ptd_icache_entry *
+ptd_insncache_next_slow(struct ptd_insncache *c, struct ptd_image *img,
+			const struct ptd_icache_entry *e, int *ret_err);
+
 /* The instruction after @e when control falls through or follows a direct
  * jmp/call (@e->next), in the same section and mode: through @e's
  * successor link when it is set, else looked up and linked.  @e must come
  * from @c (a pointer returned by ptd_insncache_get/next).  Returns like
  * ptd_insncache_get. */
-const struct ptd_icache_entry *ptd_insncache_next(struct ptd_insncache *c,
-						  struct ptd_image *img,
-						  const struct ptd_icache_entry *e,
-						  int *ret_err);
+static inline const struct ptd_icache_entry *
+ptd_insncache_next(struct ptd_insncache *c, struct ptd_image *img,
+		   const struct ptd_icache_entry *e, int *ret_err)
+{
+	struct ptd_insncache_head *h = (struct ptd_insncache_head *)c;
+
+	if (c && e && e->succ && e->succ <= h->nent) {
+		const struct ptd_icache_entry *n = &h->ent[e->succ - 1];
+
+		if (n->ip == e->next && n->isid == e->isid &&
+		    n->mode == e->mode) {
+			h->hits++;
+			return n;
+		}
+	}
+	return ptd_insncache_next_slow(c, img, e, ret_err);
+}
 
 /* The rendered JSON body of @e (see record/jsonw.h), made on first use and
  * kept with the entry (and the length of its part before "sym",
