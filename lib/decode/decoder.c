@@ -90,6 +90,13 @@ struct dec {
 	void *ectx;
 	struct ptd_record *out;
 	size_t nout;
+	/* Runs of addresses (opts.ips): @nips instructions in @ips, handed
+	 * over before any later record (out_record) as @out's are before
+	 * any later address (put_ip); @ips_live: the gate as read after the
+	 * consumer's last call.  @ips NULL: no runs in this decode. */
+	uint64_t *ips;
+	size_t nips;
+	bool ips_live;
 
 	struct pt_insn_decoder *insn;
 	struct pt_block_decoder *blk;
@@ -321,13 +328,42 @@ static bool calls_open(struct dec *d)
 	return d->calls_live;
 }
 
+/* The consumer may have changed the gate of the runs of addresses in
+ * its last call (decoder.h, opts.ips): read it. */
+static void ips_gate_read(struct dec *d)
+{
+	d->ips_live = d->ips && atomic_load_explicit(d->o->ips_gate,
+						     memory_order_relaxed);
+}
+
 /* The gathered records to o->batch.  Returns its value. */
 static int out_flush(struct dec *d)
 {
 	size_t n = d->nout;
+	int rc;
 
 	d->nout = 0;
-	return n ? d->o->batch(d->ctx, d->out, n) : 0;
+	if (!n)
+		return 0;
+	rc = d->o->batch(d->ctx, d->out, n);
+	ips_gate_read(d);
+	return rc;
+}
+
+/* The gathered addresses to o->ips (counted here, not one by one).
+ * Returns its value. */
+static int ips_flush(struct dec *d)
+{
+	size_t n = d->nips;
+	int rc;
+
+	d->nips = 0;
+	if (!n)
+		return 0;
+	d->st.insns += n;
+	rc = d->o->ips(d->ctx, d->a->pid, d->a->tid, d->ips, n);
+	ips_gate_read(d);
+	return rc;
 }
 
 /* The record fn of a decode that hands records over in runs. */
@@ -335,6 +371,13 @@ static int out_record(void *ctx, const struct ptd_record *r)
 {
 	struct dec *d = ctx;
 
+	/* the addresses before it go first */
+	if (d->nips) {
+		int rc = ips_flush(d);
+
+		if (rc)
+			return rc;
+	}
 	if (r != &d->out[d->nout])	/* (not made in place: new_insn) */
 		d->out[d->nout] = *r;
 	return ++d->nout == PTD_DECODE_BATCH ? out_flush(d) : 0;
@@ -1333,6 +1376,52 @@ static int run_end(struct dec *d, bool check)
 	return 0;
 }
 
+/* Whether a block's instructions may go as addresses (decoder.h,
+ * opts.ips): the gate is open and nothing stands between the decoder and
+ * the consumer for insn records (new_insn's straight), nothing pending. */
+static bool ips_open(struct dec *d)
+{
+	return d->ips_live && d->direct && !d->want_block && !d->have_insn &&
+	       !d->have_blk && !d->nevq && !(d->calls && calls_open(d));
+}
+
+/*
+ * A block's instructions are about to go as addresses (ips_open held):
+ * the records made before them go first, which may close the gate; the
+ * flags of events before the first are not in an address.  Returns
+ * whether they go (0) or not (1: records instead), or DEC_STOP.
+ */
+static int ips_begin(struct dec *d)
+{
+	int rc;
+
+	if (d->nout && (rc = out_flush(d)) != 0) {
+		d->cb_rc = rc;
+		return DEC_STOP;
+	}
+	if (!d->ips_live)
+		return 1;
+	d->next_flags = 0;
+	return 0;
+}
+
+/* Instruction @ip as an address (after ips_begin).  Returns 0, DEC_STOP,
+ * or 1: handed over, and the gate is closed now (records from the
+ * next). */
+static inline int put_ip(struct dec *d, uint64_t ip)
+{
+	int rc;
+
+	d->ips[d->nips++] = ip;
+	if (d->nips < PTD_DECODE_IPS)
+		return 0;
+	if ((rc = ips_flush(d)) != 0) {
+		d->cb_rc = rc;
+		return DEC_STOP;
+	}
+	return d->ips_live ? 0 : 1;
+}
+
 /*
  * Expand the first @n of @b's instructions into insn records, going on
  * with ptd's walk of the run (each instruction followed by its successor:
@@ -1345,11 +1434,24 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 {
 	const struct ptd_icache_entry *e = NULL;
 	uint64_t ip = d->run_open ? d->run_ip : b->ip;
-	uint32_t gen = gen_of(d, b->isid);
+	/* its mapping's generation, for records only (looked up at the
+	 * first) */
+	uint32_t gen = 0;
+	bool have_gen = false;
+	/* its instructions as addresses, until the gate closes (on_block
+	 * left nothing pending) */
+	bool ips = false;
 
 	*ret_last = NULL;
 	if (d->run_drop)
 		return 0;
+	if (ips_open(d)) {
+		int rc = ips_begin(d);
+
+		if (rc == DEC_STOP)
+			return rc;
+		ips = rc == 0;
+	}
 	for (uint64_t i = 0; i < n; i++) {
 		struct ptd_rec_insn *r;
 		int err = 0, rc;
@@ -1376,9 +1478,25 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 			rc = flush_pending(d);
 			return rc;
 		}
+		if (ips) {
+			rc = put_ip(d, ip);
+			if (rc == DEC_STOP)
+				return rc;
+			/* 1: closed, records from the next on */
+			ips = rc == 0;
+			*ret_last = e;
+			d->run_walked = true;
+			d->run_walk_ip = ip;
+			ip = e->next;
+			continue;
+		}
 		r = new_insn(d);
 		if (!r)
 			return DEC_STOP;
+		if (!have_gen) {
+			gen = gen_of(d, b->isid);
+			have_gen = true;
+		}
 		r->ip = ip;
 		r->isid = b->isid;
 		r->gen = gen;
@@ -1845,6 +1963,11 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 			d->efn = out_record;
 			d->ectx = d;
 		}
+		/* (runs of addresses: see ips_open for the rest) */
+		if (d->out && o->ips && o->ips_gate && o->jobs <= 1 &&
+		    !a->more)
+			d->ips = malloc(PTD_DECODE_IPS * sizeof(*d->ips));
+		ips_gate_read(d);
 	}
 	d->hold = a->more;
 	rec_init(d, &d->pend_insn, PTD_REC_INSN);	/* (see new_insn) */
@@ -1868,7 +1991,9 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	}
 	/* what was made before a stop too (a stop by the consumer left
 	 * none) */
-	if (d->out && (rc = out_flush(d)) != 0 && err >= 0 && !d->cb_rc) {
+	/* (at most one of them holds any) */
+	if (d->out && (rc = d->nips ? ips_flush(d) : out_flush(d)) != 0 &&
+	    err >= 0 && !d->cb_rc) {
 		d->cb_rc = rc;
 		err = rc;
 	}
@@ -1883,6 +2008,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	ptd_counters_free(d->own_xt);
 	ptd_calls_free(d->calls);
 	free(d->out);
+	free(d->ips);
 	free(d);
 	return err;
 }

@@ -56,6 +56,17 @@ typedef int (*ptd_records_fn)(void *ctx, const struct ptd_record *recs,
  * (a parallel decode hands over a part's records at once). */
 #define PTD_DECODE_BATCH 256u
 
+/* Receives @n >= 1 instructions of thread @tid of process @pid, in stream
+ * order, as their addresses alone (ptd_decode_opts.ips): what insn
+ * records with those addresses would have been, for a consumer that
+ * reads nothing else of them.  Valid only during the call; a non-zero
+ * return stops decoding as ptd_record_fn's does. */
+typedef int (*ptd_ips_fn)(void *ctx, pid_t pid, pid_t tid,
+			  const uint64_t *ips, size_t n);
+
+/* The most addresses one call of a ptd_ips_fn gets. */
+#define PTD_DECODE_IPS 1024u
+
 struct ptd_symbols;
 
 struct ptd_decode_opts {
@@ -85,6 +96,24 @@ struct ptd_decode_opts {
 	 * these NULL. */
 	ptd_records_fn batch;
 	ptd_record_fn batch_of;
+	/* Runs of addresses: with @batch (and the decode's callback
+	 * @batch_of), while *@ips_gate is true, the block path hands the
+	 * instructions of its blocks to @ips (same ctx) as addresses, not
+	 * insn records: for a consumer that reads nothing of an insn record
+	 * but its address, thread and process (daemon/fanout.h: binary
+	 * ip,tid subscribers), whose records then cost next to nothing
+	 * each.  Never out of order with the records it gives @batch: every
+	 * address handed over before a later record is.  The gate is read
+	 * after every call of @batch or @ips (and at each block), which is
+	 * where a consumer may change it: so each address is decided after
+	 * the consumer's last call before it.  Only where nothing stands
+	 * between the decoder and @batch for insn records (no call stack
+	 * kept, no counters, no hold, no block records wanted, jobs at most
+	 * 1); otherwise, or with the gate false, records as ever.  The
+	 * flags events give an instruction and its time are not in an
+	 * address: a consumer of them does not open the gate. */
+	ptd_ips_fn ips;
+	const atomic_bool *ips_gate;
 	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
 	/* Decoder-side address filter (pt_config.addr_filter), for traces
 	 * recorded with hardware filters; all zero: none. */

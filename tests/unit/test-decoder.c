@@ -1543,6 +1543,244 @@ static void test_calls_gate_runs(void)
 	}
 }
 
+/* What test_ips_runs's consumer got: records and addresses as one list
+ * (an address as an insn record of its ip, pid and tid alone, what
+ * ips_project makes of a record), the calls of each kind; @toggle: the
+ * consumer flips the gate after every call; @stop_at_ips: the ips call
+ * that stops the decode (43). */
+struct ips_got {
+	struct reclist l;
+	atomic_bool gate;
+	bool toggle;
+	size_t ips_calls, rec_calls, most, stop_at_ips;
+	/* ips calls that found the gate closed: addresses decided while it
+	 * was (it changes only in the consumer's calls) */
+	size_t closed;
+};
+
+static void ips_project(const struct ptd_record *r, struct ptd_record *p)
+{
+	if (r->type != PTD_REC_INSN) {
+		*p = *r;
+		return;
+	}
+	memset(p, 0, sizeof(*p));
+	p->type = PTD_REC_INSN;
+	p->pid = r->pid;
+	p->tid = r->tid;
+	p->u.insn.ip = r->u.insn.ip;
+}
+
+static void ips_after(struct ips_got *g)
+{
+	if (g->toggle)
+		atomic_store(&g->gate, !atomic_load(&g->gate));
+}
+
+static int ips_recs(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	struct ips_got *g = ctx;
+
+	g->rec_calls++;
+	for (size_t i = 0; i < n; i++)
+		(void)reclist_add(&g->l, &recs[i]);
+	ips_after(g);
+	return 0;
+}
+
+static int ips_one(void *ctx, const struct ptd_record *r)
+{
+	return ips_recs(ctx, r, 1);
+}
+
+static int ips_run(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		   size_t n)
+{
+	struct ips_got *g = ctx;
+
+	g->ips_calls++;
+	g->closed += !atomic_load(&g->gate);
+	if (n > g->most)
+		g->most = n;
+	for (size_t i = 0; i < n; i++) {
+		struct ptd_record r;
+
+		memset(&r, 0, sizeof(r));
+		r.type = PTD_REC_INSN;
+		r.pid = pid;
+		r.tid = tid;
+		r.u.insn.ip = ips[i];
+		(void)reclist_add(&g->l, &r);
+	}
+	ips_after(g);
+	return g->stop_at_ips && g->ips_calls == g->stop_at_ips ? 43 : 0;
+}
+
+static int ips_decode(enum ptd_decode_path path, unsigned want,
+		      const struct trace *t, bool gate, bool toggle,
+		      struct ips_got *g)
+{
+	struct ptd_decode_opts o;
+	struct ptd_decode_thread_args a;
+	struct ptd_decode_stats st;
+
+	atomic_init(&g->gate, gate);
+	g->toggle = toggle;
+	opts_args(path, want, t->buf, t->len, &o, &a);
+	o.batch = ips_recs;
+	o.batch_of = ips_one;
+	o.ips = ips_run;
+	o.ips_gate = &g->gate;
+	return ptd_decode_thread(&o, &a, ips_one, g, &st);
+}
+
+/* Runs of addresses (opts.ips): while the gate is open, the block path
+ * hands its instructions over as addresses, in order with the records
+ * around them -- the records of the same decode without runs, each insn
+ * record reduced to its address, thread and process -- at most
+ * PTD_DECODE_IPS a call; a gate that the consumer flips at every call is
+ * obeyed from the instruction after each call (no address decided while
+ * it was closed); with the gate closed, on the instruction path
+ * or where a call stack is kept, records only; a non-zero return stops
+ * the decode with its value. */
+static void test_ips_runs(void)
+{
+	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
+	struct trace tm, tl, tc, tt;
+	size_t second;
+
+	tr_begin(&tm);
+	main_trace(&tm);
+	tr_end(&tm);
+	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
+	tr_begin(&tl);
+	psb(&tl);
+	ippkt(&tl, ppt_tip_pge, LOOP);
+	(void)psb_plus(&tl, false, 0, BASE + 0x20);
+	ippkt(&tl, ppt_tip_pgd, 0);
+	tr_end(&tl);
+	/* an error record between instructions: test_corrupt's bad
+	 * byte where the TNT was, then the second PSB's */
+	two_segments(&tc, &second);
+	{
+		struct trace h;
+
+		tr_begin(&h);
+		psb(&h);
+		ippkt(&h, ppt_tip_pge, BASE);
+		REQUIRE(h.len < second);
+		tc.buf[h.len] = 0xd9;
+		tr_end(&h);
+	}
+	/* test_calls_gate_runs's loop 400 times: blocks of a few
+	 * instructions, 3200 of them */
+	tr_begin(&tt);
+	psb(&tt);
+	ippkt(&tt, ppt_tip_pge, BASE);
+	for (int i = 0; i < 133; i++)
+		tnt(&tt, "111111");
+	tnt(&tt, "1110");
+	ippkt(&tt, ppt_tip, 0x400020);
+	ippkt(&tt, ppt_tip_pgd, 0);
+	tr_end(&tt);
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		enum ptd_decode_path path = (enum ptd_decode_path)p;
+		const struct trace *ts[] = { &tm, &tl, &tc, &tt };
+
+		for (size_t k = 0; k < 4; k++) {
+			struct batch_got ref = {0};
+			struct reclist proj = {0};
+
+			CHECK_EQ_INT(decode_batch(path, WANT_IE, ts[k], true,
+						  &ref), 0);
+			for (size_t i = 0; i < ref.l.n; i++) {
+				struct ptd_record r;
+
+				ips_project(&ref.l.r[i], &r);
+				(void)reclist_add(&proj, &r);
+			}
+			CHECK(count_type(&ref.l, PTD_REC_INSN) > 1);
+			if (k == 2)
+				CHECK(count_type(&ref.l, PTD_REC_ERROR) > 0);
+			for (int mode = 0; mode < 3; mode++) {
+				struct ips_got g = {0};
+
+				/* 0: open; 1: flipped at every call; 2:
+				 * closed */
+				CHECK_EQ_INT(ips_decode(path, WANT_IE, ts[k],
+							mode != 2, mode == 1,
+							&g), 0);
+				if (mode == 2 || path == PTD_PATH_INSN) {
+					CHECK_EQ_U64(g.ips_calls, 0);
+					CHECK(reccmp_lists(stderr, "records: ",
+							   &ref.l, "gate: ",
+							   &g.l));
+				} else if (mode == 0) {
+					/* every instruction an address */
+					CHECK(g.ips_calls > 0);
+					CHECK(g.most <= PTD_DECODE_IPS);
+					CHECK(reccmp_lists(stderr,
+							   "projected: ",
+							   &proj,
+							   "addresses: ",
+							   &g.l));
+				} else {
+					/* some of each */
+					struct reclist gp = {0};
+
+					for (size_t i = 0; i < g.l.n; i++) {
+						struct ptd_record r;
+
+						ips_project(&g.l.r[i], &r);
+						(void)reclist_add(&gp, &r);
+					}
+					CHECK(reccmp_lists(stderr,
+							   "projected: ",
+							   &proj, "mixed: ",
+							   &gp));
+					reclist_free(&gp);
+				}
+				/* (a block goes on in records once the
+				 * gate closed in it: the loop's are long) */
+				if (mode == 1 && path == PTD_PATH_BLOCK &&
+				    k == 3) {
+					CHECK(g.rec_calls > 2);
+					CHECK(g.ips_calls > 2);
+				}
+				if (mode == 0 && path == PTD_PATH_BLOCK &&
+				    k == 1)
+					CHECK(g.ips_calls >=
+					      (1u << 20) / PTD_DECODE_IPS);
+				CHECK_EQ_U64(g.closed, 0);
+				reclist_free(&g.l);
+			}
+			reclist_free(&ref.l);
+			reclist_free(&proj);
+		}
+	}
+	{
+		struct ips_got g = { .stop_at_ips = 2 };
+
+		CHECK_EQ_INT(ips_decode(PTD_PATH_BLOCK, WANT_IE, &tl, true,
+					false, &g), 43);
+		CHECK_EQ_U64(g.ips_calls, 2);
+		CHECK_EQ_U64(count_type(&g.l, PTD_REC_INSN),
+			     2 * PTD_DECODE_IPS);
+		reclist_free(&g.l);
+	}
+	{
+		/* a call stack kept (no gate): it needs every record */
+		struct ips_got g = {0};
+
+		CHECK_EQ_INT(ips_decode(PTD_PATH_BLOCK,
+					WANT_IE | PTD_REC_BIT(PTD_REC_CALL),
+					&tm, true, false, &g), 0);
+		CHECK_EQ_U64(g.ips_calls, 0);
+		CHECK(count_type(&g.l, PTD_REC_CALL) > 0);
+		reclist_free(&g.l);
+	}
+}
+
 static void test_block_cache(void)
 {
 	static const uint8_t bytes[0x12] = {
@@ -1621,6 +1859,7 @@ int main(void)
 	RUN(test_timeline);
 	RUN(test_loop_without_trace);
 	RUN(test_batch);
+	RUN(test_ips_runs);
 	RUN(test_loop_unexpandable);
 	RUN(test_block_cache);
 	RUN(test_calls_gate);
