@@ -170,6 +170,10 @@ struct ptd_fanout {
 	 * (STAGE_BYTES) once per view */
 	bool fixed_run;
 	uint8_t *run;
+	/* fixed_run, and every subscriber that takes insn records reads
+	 * nothing of them but what an address gives (PTD_BIN_IP_FIELDS):
+	 * runs of addresses can stand for them (ptd_fanout_ips) */
+	bool ips_ok;
 	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
@@ -540,6 +544,14 @@ static void roster_sync(struct ptd_fanout *f)
 	}
 	if (f->fixed_run && !f->run && !(f->run = malloc(STAGE_BYTES)))
 		f->fixed_run = false;
+	f->ips_ok = f->fixed_run;
+	for (i = 0; i < f->nroster && f->ips_ok; i++) {
+		const struct ptd_subscriber *rs = f->roster[i];
+
+		if ((rs->kinds & PTD_REC_BIT(PTD_REC_INSN)) &&
+		    (f->views[rs->view].jr.fields & ~PTD_BIN_IP_FIELDS))
+			f->ips_ok = false;
+	}
 }
 
 /* Queued bytes that wake the loop at once (half the queue when smaller):
@@ -954,28 +966,41 @@ void ptd_fanout_record(struct ptd_fanout *f, const struct ptd_record *r)
 	fan_one(f, r);
 }
 
-/* The leading insn records of @recs (at most @n) fanned out at once, as
- * fan_one would one by one, where f->fixed_run: each view encodes them
- * once into f->run, each subscriber that takes insn records stages them
- * as one run -- as many as its stage takes before it is full (then
- * queued, as after the record that filled it), and with @pace, as many
- * as the credit covers, each with @pace->need to spare before it (as
- * its wait would have found).  Returns the records taken; 0: none, the
- * next is fan_one's (which waits for room if it must). */
-static size_t fan_fixed_run(struct ptd_fanout *f,
-			    const struct ptd_record *recs, size_t n,
-			    const struct ptd_fanout_pace *pace)
+/* What fan_fixed_run fans out: insn records @recs, or (@ips non-NULL)
+ * the instructions at @ips of thread @tid of process @pid. */
+struct fan_src {
+	const struct ptd_record *recs;
+	const uint64_t *ips;
+	pid_t pid, tid;
+};
+
+/* The leading insn records of @src (at most @n) fanned out at once, as
+ * fan_one would one by one, where f->fixed_run (addresses: f->ips_ok):
+ * each view encodes them once into f->run, each subscriber that takes
+ * insn records stages them as one run -- as many as its stage takes
+ * before it is full (then queued, as after the record that filled it),
+ * and with @pace, as many as the credit covers, each with @pace->need to
+ * spare before it (as its wait would have found; one after a wait,
+ * @waited, as fan_one takes one).  Returns the records taken; 0: none,
+ * the next is fan_one's (which waits for room if it must), or for
+ * addresses, taken after a wait.  Addresses go to the roster they were
+ * decided against (ptd_fanout_ips_ready): it is not synced first. */
+static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
+			    size_t n, const struct ptd_fanout_pace *pace,
+			    bool waited)
 {
 	size_t m = 0, u = 0, lostx = 0, used;
 	bool any = false, full = false;
 
-	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
-	    f->roster_gen)
+	if (!src->ips && atomic_load_explicit(&f->gen, memory_order_acquire) !=
+				 f->roster_gen)
 		roster_sync(f);
-	if (!f->fixed_run ||
+	if (!(src->ips ? f->ips_ok : f->fixed_run) ||
 	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
 		return 0;
-	while (m < n && recs[m].type == PTD_REC_INSN)
+	if (src->ips)
+		m = n;
+	while (m < n && src->recs[m].type == PTD_REC_INSN)
 		m++;
 	/* what every stage takes, and the most one record adds to a
 	 * queue (stage_one's used: a new frame at worst; a pending lost
@@ -1007,9 +1032,11 @@ static size_t fan_fixed_run(struct ptd_fanout *f,
 		size_t before = pace->need + lostx;
 
 		if (!room_known(f, before + u))
-			return 0;
-		if (f->credit < before + m * u)
+			m = 0;
+		else if (f->credit < before + m * u)
 			m = (f->credit - before) / u;
+		if (!m && waited)
+			m = 1;
 	}
 	if (!m)
 		return 0;
@@ -1025,9 +1052,14 @@ static size_t fan_fixed_run(struct ptd_fanout *f,
 			if (s->view != v ||
 			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 				continue;
-			if (!encoded) {
+			if (!encoded && src->ips)
+				(void)ptd_bin_encode_ips(f->run, fv->jr.fields,
+							 src->pid, src->tid,
+							 src->ips, m);
+			else if (!encoded)
 				(void)ptd_bin_encode_run(f->run, fv->jr.fields,
-							 recs, m);
+							 src->recs, m);
+			if (!encoded) {
 				ptd_counter_add(&f->renders, m);
 				encoded = true;
 			}
@@ -1046,7 +1078,8 @@ size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 			  size_t n, const struct ptd_fanout_pace *pace)
 {
 	for (size_t i = 0; i < n;) {
-		size_t k = fan_fixed_run(f, recs + i, n - i, pace);
+		struct fan_src src = { recs + i, NULL, 0, 0 };
+		size_t k = fan_fixed_run(f, &src, n - i, pace, false);
 
 		if (k) {
 			i += k;
@@ -1057,6 +1090,44 @@ size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 					 pace->stall) != PTD_ROOM_OK)
 			return i;
 		fan_one(f, &recs[i++]);
+	}
+	return n;
+}
+
+bool ptd_fanout_ips_ready(struct ptd_fanout *f)
+{
+	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
+	    f->roster_gen)
+		roster_sync(f);
+	return f->ips_ok &&
+	       atomic_load_explicit(&f->gen, memory_order_relaxed) ==
+		       f->roster_gen &&
+	       !atomic_load_explicit(&f->ended_hint, memory_order_relaxed);
+}
+
+size_t ptd_fanout_ips(struct ptd_fanout *f, pid_t pid, pid_t tid,
+		      const uint64_t *ips, size_t n,
+		      const struct ptd_fanout_pace *pace)
+{
+	bool waited = false;
+
+	for (size_t i = 0; i < n;) {
+		struct fan_src src = { NULL, ips + i, pid, tid };
+		size_t k = fan_fixed_run(f, &src, n - i, pace, waited);
+
+		if (k) {
+			i += k;
+			waited = false;
+			continue;
+		}
+		/* after the end, nothing is fanned out (as fan_one) */
+		if (atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
+			return n;
+		if (!pace || waited || !f->ips_ok ||
+		    ptd_fanout_wait_room(f, pace->need, pace->stall_ms,
+					 pace->stall) != PTD_ROOM_OK)
+			return i;
+		waited = true;
 	}
 	return n;
 }

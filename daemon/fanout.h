@@ -239,6 +239,24 @@ struct ptd_fanout_pace {
  * room (cancelled, abandoned), the records before it. */
 size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 			  size_t n, const struct ptd_fanout_pace *pace);
+/*
+ * Runs of addresses (decode/decoder.h, opts.ips).  Decode thread: can a
+ * run of addresses stand for insn records now -- every subscriber takes
+ * its records by kind and, if it takes insn records, as fixed-width
+ * binary records of fields among PTD_BIN_IP_FIELDS (record/binframe.h)?
+ * Brings the roster up to date first (a subscriber that came or left).
+ * Addresses decided while it said so go to that roster, not synced again
+ * (ptd_fanout_ips): a subscriber that joins meanwhile starts after them.
+ */
+bool ptd_fanout_ips_ready(struct ptd_fanout *f);
+/* Decode thread: the instructions at @ips of thread @tid of process
+ * @pid, fanned out as the insn records they stand for would be -- after
+ * ptd_fanout_ips_ready said true, with no fan-out call between but other
+ * ptd_fanout_ips calls.  @pace as in ptd_fanout_records.  Returns how
+ * many were fanned out: @n, or fewer where a wait ended without room. */
+size_t ptd_fanout_ips(struct ptd_fanout *f, pid_t pid, pid_t tid,
+		      const uint64_t *ips, size_t n,
+		      const struct ptd_fanout_pace *pace);
 /* Decode thread: end the stream of every subscriber cut off by
  * PTD_STALL_CUT: its pending lost record, then a bye with reason
  * "stalled" (PTD_END_STALLED), its sent and lost counts and the message

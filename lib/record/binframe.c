@@ -161,6 +161,31 @@ size_t ptd_bin_encode_run(uint8_t *dst, uint32_t fl,
 	return (size_t)(p - dst);
 }
 
+size_t ptd_bin_encode_ips(uint8_t *dst, uint32_t fl, pid_t pid, pid_t tid,
+			  const uint64_t *ips, size_t n)
+{
+	const uint32_t tid_ip =
+		PTD_FIELD_BIT(PTD_FIELD_TID) | PTD_FIELD_BIT(PTD_FIELD_IP);
+	uint8_t *p = dst;
+
+	if ((fl & ~PTD_FIELD_BIT(PTD_FIELD_TYPE)) == tid_ip) {
+		for (size_t i = 0; i < n; i++) {
+			p = put32(p, (uint32_t)tid);
+			p = put64(p, ips[i]);
+		}
+		return (size_t)(p - dst);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (HAS(fl, PID))
+			p = put32(p, (uint32_t)pid);
+		if (HAS(fl, TID))
+			p = put32(p, (uint32_t)tid);
+		if (HAS(fl, IP))
+			p = put64(p, ips[i]);
+	}
+	return (size_t)(p - dst);
+}
+
 static void put_header(uint8_t *p, enum ptd_bin_type type, unsigned recsize,
 		       uint32_t count, uint32_t fields, uint32_t len)
 {

@@ -78,6 +78,18 @@ size_t ptd_bin_encode(uint8_t *dst, uint32_t fields,
 size_t ptd_bin_encode_run(uint8_t *dst, uint32_t fields,
 			  const struct ptd_record *recs, size_t n);
 
+/* The fields an insn record's address, thread and process give alone:
+ * what a run of addresses (decode/decoder.h, opts.ips) carries. */
+#define PTD_BIN_IP_FIELDS                                                     \
+	(PTD_FIELD_BIT(PTD_FIELD_TYPE) | PTD_FIELD_BIT(PTD_FIELD_PID) |       \
+	 PTD_FIELD_BIT(PTD_FIELD_TID) | PTD_FIELD_BIT(PTD_FIELD_IP))
+
+/* Encode, as ptd_bin_encode_run would the insn records they stand for,
+ * the @n instructions at @ips of thread @tid of process @pid; @fields
+ * among PTD_BIN_IP_FIELDS.  Returns @n * ptd_bin_recsize(@fields). */
+size_t ptd_bin_encode_ips(uint8_t *dst, uint32_t fields, pid_t pid,
+			  pid_t tid, const uint64_t *ips, size_t n);
+
 /*
  * Appending frames to a buffer.  *@open is the offset of the frame still
  * open at the buffer's end (SIZE_MAX: none): records of the same field

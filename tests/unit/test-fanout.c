@@ -1203,16 +1203,57 @@ static void test_binary(void)
 	ptd_fanout_free(f);
 }
 
+/* @recs (@n) to @f as a replay's decode hands them over with runs of
+ * addresses (decode/decoder.h, opts.ips): each stretch of insn records
+ * of one thread as its addresses where ptd_fanout_ips_ready says so
+ * (counted in *@ips_calls), else with ptd_fanout_records.  Returns how
+ * many were taken. */
+static size_t fan_with_ips(struct ptd_fanout *f, const struct ptd_record *recs,
+			   size_t n, const struct ptd_fanout_pace *pace,
+			   size_t *ips_calls)
+{
+	static uint64_t ips[1024];
+	size_t done = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t m = 0, k;
+
+		while (i + m < n && m < 1024 &&
+		       recs[i + m].type == PTD_REC_INSN &&
+		       recs[i + m].tid == recs[i].tid)
+			m++;
+		if (m && ptd_fanout_ips_ready(f)) {
+			for (size_t j = 0; j < m; j++)
+				ips[j] = recs[i + j].u.insn.ip;
+			k = ptd_fanout_ips(f, recs[i].pid, recs[i].tid, ips,
+					   m, pace);
+			(*ips_calls)++;
+		} else {
+			m = m ? m : 1;
+			k = ptd_fanout_records(f, recs + i, m, pace);
+		}
+		done += k;
+		if (k < m)
+			break;
+		i += m;
+	}
+	return done;
+}
+
 /* ptd_fanout_records hands @recs (@n) over in runs to subscribers of
  * filters @flt with queues of @qsize bytes (@nsub of each) as
  * ptd_fanout_record would one by one, each queued at once (flushed: no
  * stage holds two records, so no run of fixed-width records or JSON
  * lines is made): the same bytes and counts; subscriber @lossy loses
- * records (its queue is small and never drained before the end). */
+ * records (its queue is small and never drained before the end).  With
+ * @ips, runs of addresses stand for insn records where the fan-out
+ * takes them (fan_with_ips): the same again; *@ret_ips_calls counts
+ * them. */
 static void runs_as_one_by_one(const struct ptd_filter *flt,
 			       const size_t *qsize, unsigned nsub,
 			       const struct ptd_record *recs, size_t n,
-			       unsigned lossy)
+			       unsigned lossy, bool ips,
+			       size_t *ret_ips_calls)
 {
 	enum { NSUB = 8 };
 	struct ptd_fanout *f[2];	/* one by one, in runs */
@@ -1235,7 +1276,14 @@ static void runs_as_one_by_one(const struct ptd_filter *flt,
 			ptd_fanout_record(f[0], &recs[at + i]);
 			ptd_fanout_flush(f[0]);
 		}
-		CHECK_EQ_U64(ptd_fanout_records(f[1], recs + at, k, NULL), k);
+		if (ips)
+			CHECK_EQ_U64(fan_with_ips(f[1], recs + at, k, NULL,
+						  ret_ips_calls),
+				     k);
+		else
+			CHECK_EQ_U64(ptd_fanout_records(f[1], recs + at, k,
+							NULL),
+				     k);
 		if ((at / 1000) % 2) {
 			for (int w = 0; w < 2; w++) {
 				ptd_fanout_flush(f[w]);
@@ -1353,8 +1401,8 @@ static void test_records_run(void)
 			recs[k].u.event.ev.variant.enabled.ip = k;
 		}
 	}
-	runs_as_one_by_one(flt, qsize, 6, recs, N, 4);
-	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1);
+	runs_as_one_by_one(flt, qsize, 6, recs, N, 4, false, NULL);
+	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1, false, NULL);
 
 	/* paced, fixed width: a small queue drained as it goes */
 	paced_drained(&fixed[0], recs, N, 1000, &f[0], &sub[0][0], &out[0][0]);
@@ -1380,6 +1428,152 @@ static void test_records_run(void)
 	ptd_fanout_free(f[0]);
 }
 
+/* How many lines of @type (e.g. "insn") @b holds as JSON (NUL-terminated
+ * or not: up to its length). */
+static size_t count_lines(const struct ptd_buf *b, const char *type)
+{
+	char key[64];
+	size_t n = 0, kl;
+
+	kl = (size_t)snprintf(key, sizeof(key), "{\"type\":\"%s\"", type);
+	for (size_t i = 0; i + kl <= b->len; i++)
+		if (!memcmp(b->data + i, key, kl))
+			n++;
+	return n;
+}
+
+/* Runs of addresses (ptd_fanout_ips) stand for insn records where every
+ * subscriber takes its records by kind, insn records as binary records
+ * of fields among PTD_BIN_IP_FIELDS: the same bytes and counts as one by
+ * one, a small queue losing some; ptd_fanout_ips_ready says no where a
+ * subscriber reads more of an insn record (JSON lines, another field, a
+ * filter by thread), and then nothing changes; a subscriber that came
+ * after the roster said yes starts after the addresses decided against
+ * it, and the roster says no from then on; paced, a reader that keeps up
+ * gets every one, a cancelled wait hands over fewer. */
+static void test_ips_run(void)
+{
+	const uint32_t iptid = PTD_FIELD_BIT(PTD_FIELD_IP) |
+			       PTD_FIELD_BIT(PTD_FIELD_TID);
+	const uint32_t pidip = PTD_FIELD_BIT(PTD_FIELD_PID) |
+			       PTD_FIELD_BIT(PTD_FIELD_IP);
+	const unsigned all =
+		PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT);
+	size_t big = 64u << 20, small = 4 * PTD_JSON_MAX_RECORD;
+	struct ptd_filter ok[4] = {
+		filter_fmt(0, iptid, true), filter_fmt(0, iptid, true),
+		filter_fmt(0, pidip, true),
+		filter_of(PTD_REC_BIT(PTD_REC_EVENT), 0),
+	};
+	size_t okq[4] = { big, small, big, big };
+	struct ptd_filter no[4] = {
+		filter_of(all, 0),
+		filter_fmt(0, iptid | PTD_FIELD_BIT(PTD_FIELD_SIZE), true),
+		filter_fmt(0, iptid, false),
+		filter_fmt(1, iptid, true),
+	};
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, 50,
+					PTD_STALL_DROP };
+	enum { N = 20000 };
+	static struct ptd_record recs[N];
+	static uint64_t ips[10];
+	struct ptd_subscriber_stats st;
+	struct ptd_session_end end;
+	size_t calls = 0;
+
+	/* threads 1 and 2 in stretches of 50, an event now and then */
+	for (size_t k = 0; k < N; k++) {
+		recs[k] = mkinsn(k);
+		recs[k].tid = 1 + (pid_t)((k / 50) % 2);
+		if (k % 89 == 3) {
+			recs[k].type = PTD_REC_EVENT;
+			memset(&recs[k].u, 0, sizeof(recs[k].u));
+			recs[k].u.event.ev.type = ptev_enabled;
+			recs[k].u.event.ev.variant.enabled.ip = k;
+		}
+	}
+	runs_as_one_by_one(ok, okq, 4, recs, N, 1, true, &calls);
+	CHECK(calls > N / 100);
+	for (unsigned i = 0; i < 4; i++) {
+		struct ptd_fanout *f;
+		struct ptd_subscriber *sub;
+		size_t none = 0;
+
+		(void)ptd_fanout_new(1, 100, NULL, NULL, &f);
+		REQUIRE(f);
+		REQUIRE(ptd_fanout_subscribe(f, &ok[0], big, 2, &sub) == 0);
+		CHECK(ptd_fanout_ips_ready(f));
+		REQUIRE(ptd_fanout_subscribe(f, &no[i], big, 2, &sub) == 0);
+		CHECK(!ptd_fanout_ips_ready(f));
+		ptd_fanout_free(f);
+		runs_as_one_by_one(&no[i], &big, 1, recs, N, 99, true, &none);
+		CHECK_EQ_U64(none, 0);
+	}
+
+	/* a subscriber comes between the answer and the addresses */
+	{
+		struct ptd_fanout *f;
+		struct ptd_subscriber *a, *b;
+		struct ptd_buf out[2] = { { 0 } }, conv = { 0 };
+
+		(void)ptd_fanout_new(1, 100, NULL, NULL, &f);
+		REQUIRE(f);
+		REQUIRE(ptd_fanout_subscribe(f, &ok[0], big, 2, &a) == 0);
+		CHECK(ptd_fanout_ips_ready(f));
+		REQUIRE(ptd_fanout_subscribe(f, &no[0], big, 2, &b) == 0);
+		for (size_t j = 0; j < 10; j++)
+			ips[j] = 0x400000 + j;
+		CHECK_EQ_U64(ptd_fanout_ips(f, 100, 1, ips, 10, NULL), 10);
+		CHECK(!ptd_fanout_ips_ready(f));
+		CHECK_EQ_U64(ptd_fanout_records(f, recs, 5, NULL), 5);
+		memset(&end, 0, sizeof(end));
+		end.reason = PTD_END_EXITED;
+		ptd_fanout_end(f, &end);
+		CHECK_EQ_INT(drain_buf(a, &out[0]), PTD_SUB_DONE);
+		CHECK_EQ_INT(drain_buf(b, &out[1]), PTD_SUB_DONE);
+		REQUIRE(frames_to_json(&out[0], &conv));
+		/* (recs[3] is an event) */
+		CHECK_EQ_U64(count_lines(&conv, "insn"), 14);
+		CHECK_EQ_U64(count_lines(&out[1], "insn"), 4);
+		CHECK_EQ_U64(count_lines(&out[1], "event"), 1);
+		ptd_subscriber_get_stats(b, &st);
+		CHECK_EQ_U64(st.matched, 5);
+		ptd_buf_fini(&out[0]);
+		ptd_buf_fini(&out[1]);
+		ptd_buf_fini(&conv);
+		ptd_fanout_free(f);
+	}
+
+	/* paced: a small queue drained as it goes; then a cancelled wait */
+	{
+		struct ptd_fanout *f;
+		struct ptd_subscriber *sub;
+		struct ptd_buf out = { 0 };
+		size_t c = 0;
+
+		(void)ptd_fanout_new(2, 100, NULL, NULL, &f);
+		REQUIRE(f);
+		REQUIRE(ptd_fanout_subscribe(f, &ok[0], 8 * PTD_JSON_MAX_RECORD,
+					     1, &sub) == 0);
+		for (size_t at = 0; at < N; at += 1000) {
+			CHECK_EQ_U64(fan_with_ips(f, recs + at, 1000, &pace,
+						  &c),
+				     1000);
+			ptd_fanout_flush(f);
+			(void)drain_buf(sub, &out);
+		}
+		ptd_subscriber_get_stats(sub, &st);
+		CHECK(c > N / 100);
+		CHECK_EQ_U64(st.sent, N);
+		CHECK_EQ_U64(st.lost, 0);
+		ptd_fanout_cancel_waits(f);
+		CHECK(fan_with_ips(f, recs, N, &pace, &c) < N);
+		ptd_fanout_unsubscribe(f, sub);
+		ptd_fanout_free(f);
+		ptd_buf_fini(&out);
+	}
+}
+
 int main(void)
 {
 	RUN(test_subscribe_rules);
@@ -1395,5 +1589,6 @@ int main(void)
 	RUN(test_stage_flush_wakes);
 	RUN(test_binary);
 	RUN(test_records_run);
+	RUN(test_ips_run);
 	return check_done();
 }
