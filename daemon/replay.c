@@ -59,6 +59,9 @@ struct ptd_replay {
 	 * once it is open. */
 	atomic_bool calls_gate;
 	bool calls_open;
+	/* The decode's ips_gate (decoder.h, runs of addresses): what the
+	 * sink's ips_ready said after its last call. */
+	atomic_bool ips_gate;
 	const atomic_uint *kinds_seen;	/* ptd_fanout_kinds_seen(fan) */
 	/* replay thread only: what the input said of itself as a whole
 	 * (input.h notice), told again in the end message */
@@ -221,6 +224,39 @@ static int on_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+/* After a call of the sink: may addresses stand for insn records now?
+ * (the decoder reads the gate after each of its calls) */
+static void ips_refresh(struct ptd_replay *r)
+{
+	atomic_store_explicit(&r->ips_gate,
+			      r->sink.ips_ready &&
+				      r->sink.ips_ready(r->sink.ctx),
+			      memory_order_relaxed);
+}
+
+/* A run of addresses (decoder.h, opts.ips): what on_records does with
+ * the insn records they stand for. */
+static int on_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		  size_t n)
+{
+	struct ptd_replay *r = ctx;
+	size_t done;
+
+	if (replay_gate(r))
+		return 1;
+	done = r->sink.ips(r->sink.ctx, pid, tid, ips, n,
+			   r->lossless ? r->stall_ms : 0);
+	ptd_counter_add(&r->insns, done);
+	ptd_counter_add(&r->records, done);
+	if (done < n) {
+		/* cancelled: stop_reason is set; else abandoned */
+		atomic_store(&r->abandoned, !stop_reason(r));
+		return 1;
+	}
+	ips_refresh(r);
+	return 0;
+}
+
 /* A run of records (decoder.h, opts.batch): what on_record does once a
  * slice of them, the fan-out's wait for room (lossless) in the sink, per
  * record. */
@@ -254,6 +290,7 @@ static int on_records(void *ctx, const struct ptd_record *recs, size_t n)
 			return 1;
 		}
 	}
+	ips_refresh(r);
 	return 0;
 }
 
@@ -405,6 +442,8 @@ static int copy_opts(struct ptd_replay *r, const struct ptd_replay_opts *o)
 	r->in.decode.calls_gate = &r->calls_gate;
 	r->in.decode.batch = on_records;
 	r->in.decode.batch_of = on_record;
+	r->in.decode.ips = on_ips;
+	r->in.decode.ips_gate = &r->ips_gate;
 	r->lossless = o->lossless;
 	r->wait_ms = o->wait_ms;
 	r->stall_ms = o->stall_ms ? o->stall_ms : PTD_REPLAY_STALL_MS;

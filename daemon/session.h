@@ -222,6 +222,16 @@ struct ptd_session_sink {
 	 * without room (a stop cancelled it, or no subscriber is left). */
 	size_t (*records)(void *ctx, const struct ptd_record *recs, size_t n,
 			  unsigned stall_ms);
+	/* May be NULL (then so is ips): may runs of addresses
+	 * (decode/decoder.h, opts.ips) stand for insn records now
+	 * (daemon/fanout.h, ptd_fanout_ips_ready)?  Asked between calls. */
+	bool (*ips_ready)(void *ctx);
+	/* The instructions at @ips of thread @tid of process @pid, decided
+	 * after ips_ready said true and handed over with no record between,
+	 * as `records` would take their insn records (@stall_ms the same).
+	 * Returns how many it took. */
+	size_t (*ips)(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		      size_t n, unsigned stall_ms);
 };
 
 struct ptd_session_stats {

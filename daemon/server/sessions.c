@@ -179,6 +179,26 @@ static size_t sink_records(void *ctx, const struct ptd_record *recs,
 	return n;
 }
 
+/* Runs of addresses go straight to the fan-out: nothing else looks at
+ * the records (sink_busy), none of them needs more than an address. */
+static bool sink_ips_ready(void *ctx)
+{
+	struct srv_session *ss = ctx;
+
+	return !sink_busy(ss) && ptd_fanout_ips_ready(ss->fan);
+}
+
+static size_t sink_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		       size_t n, unsigned stall_ms)
+{
+	struct srv_session *ss = ctx;
+	struct ptd_fanout_pace pace = { PTD_JSON_MAX_RECORD, stall_ms,
+					PTD_STALL_DROP };
+
+	return ptd_fanout_ips(ss->fan, pid, tid, ips, n,
+			      stall_ms ? &pace : NULL);
+}
+
 /* Decode thread: the per-subscriber counts at a snapshot's begin; false
  * if they cannot be kept (no memory: the response lists none, the
  * records are paced all the same). */
@@ -364,6 +384,8 @@ void srv_session_sink(struct srv_session *ss, bool snapshots,
 	memset(ret_sink, 0, sizeof(*ret_sink));
 	ret_sink->record = sink_record;
 	ret_sink->records = sink_records;
+	ret_sink->ips_ready = sink_ips_ready;
+	ret_sink->ips = sink_ips;
 	ret_sink->ended = sink_ended;
 	ret_sink->wait_subscriber = sink_wait_subscriber;
 	ret_sink->flush = sink_flush;
