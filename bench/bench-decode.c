@@ -78,6 +78,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -287,8 +288,24 @@ static int bin_record(void *ctx, const struct ptd_record *rec)
 	return ptd_binw_put(ctx, rec);
 }
 
+static int bin_records(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < n && !r; i++)
+		r = ptd_binw_put(ctx, &recs[i]);
+	return r;
+}
+
+static int bin_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		   size_t n)
+{
+	return ptd_binw_ips(ctx, pid, tid, ips, n);
+}
+
 /* ptd decoding (block path) with insn records of @fields written as
- * binary frames to a pipe. */
+ * binary frames to a pipe, as ptctl decode --format binary writes them:
+ * in runs, of addresses where the fields are ip/tid/pid at most. */
 static uint64_t ptd_bin(const struct ptd_capture *c,
 			struct ptd_capture_stream *rs, uint32_t fields,
 			struct ptd_insncache *icache, uint64_t *ret_bytes)
@@ -296,6 +313,7 @@ static uint64_t ptd_bin(const struct ptd_capture *c,
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
 	struct ptd_binw w;
+	atomic_bool gate;
 	int wfd, status;
 	pid_t child = start_reader(&wfd);
 
@@ -307,6 +325,11 @@ static uint64_t ptd_bin(const struct ptd_capture *c,
 	o.cpu = c->cpu;
 	memset(&st, 0, sizeof(st));
 	(void)ptd_binw_init(&w, wfd, fields);
+	o.batch = bin_records;
+	o.batch_of = bin_record;
+	o.ips = bin_ips;
+	atomic_init(&gate, ptd_binw_takes_ips(&w));
+	o.ips_gate = &gate;
 	rs->args.icache = icache;
 	(void)ptd_decode_thread(&o, &rs->args, bin_record, &w, &st);
 	(void)ptd_binw_end(&w, NULL, 0);

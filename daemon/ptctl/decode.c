@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +272,42 @@ static int output_record(void *ctx, const struct ptd_record *rec)
 	return ptd_jsonw_put(&out->w, rec);
 }
 
+/* A run of records (decoder.h, opts.batch). */
+static int output_records(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = output_record(ctx, &recs[i]);
+
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* A run of addresses (decoder.h, opts.ips): binary ip/tid/pid only. */
+static int output_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		      size_t n)
+{
+	struct output *out = ctx;
+
+	return ptd_binw_ips(&out->bw, pid, tid, ips, n);
+}
+
+/* Records in runs, and where the output reads nothing of an insn record
+ * but its address, thread and process, runs of addresses instead: the
+ * decoder decides where it may (no call stack, counters...).  @gate
+ * must outlive the decode; @out is the decode's ctx (or its first
+ * member). */
+static void output_runs(struct output *out, struct ptd_decode_opts *o,
+			atomic_bool *gate)
+{
+	o->batch = output_records;
+	o->batch_of = output_record;
+	o->ips = output_ips;
+	atomic_init(gate, out->binary && ptd_binw_takes_ips(&out->bw));
+	o->ips_gate = gate;
+}
+
 /* A ready line; @end: the stream's last (bye: the end frame). */
 static int output_line(struct output *out, const char *line, size_t n,
 		       bool end)
@@ -461,6 +498,7 @@ int decode_input(const char *path, const struct decode_args *d)
 	struct ptd_input_opts o;
 	struct ptd_diag diag = { "" };
 	struct input_output io;
+	atomic_bool ips_gate;
 	struct ptd_input_sink sink = { input_info, output_record,
 				       input_thread_done, &io, decode_notice };
 	size_t thread_errors = 0;
@@ -474,6 +512,8 @@ int decode_input(const char *path, const struct decode_args *d)
 		return EXIT_INPUT;
 	}
 	decode_input_opts(d, &o);
+	/* (io.out is io's first member: the sink's ctx is both) */
+	output_runs(&io.out, &o.decode, &ips_gate);
 	/* counts and first executions over the whole trace, every thread:
 	 * the first execution is the first in the output */
 	if ((d->opts.want & PTD_COUNTERS_KINDS) &&
@@ -640,8 +680,13 @@ static int decode_raw(struct raw_input *ri, const struct decode_args *d)
 	a.tid = d->have_tid ? (pid_t)d->tid : (pid_t)ri->pid;
 	a.img = ri->img;
 	r = output_hello(&out, "raw", ri->pt, ri->pid);
-	if (r == 0)
-		r = ptd_decode_thread(&d->opts, &a, output_record, &out, &st);
+	if (r == 0) {
+		struct ptd_decode_opts o = d->opts;
+		atomic_bool ips_gate;
+
+		output_runs(&out, &o, &ips_gate);
+		r = ptd_decode_thread(&o, &a, output_record, &out, &st);
+	}
 	stats_add(&out.total, &st);
 	note_serial((long)a.tid, &st);
 	out.threads = 1;

@@ -746,6 +746,39 @@ int ptd_binw_put(struct ptd_binw *w, const struct ptd_record *r)
 	return ptd_binw_line(w, w->line, n);
 }
 
+int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
+		 const uint64_t *ips, size_t n)
+{
+	/* encoded a slice at a time, appended to the open frame at once
+	 * where it takes them */
+	enum { SLICE = 256 };
+	uint8_t recs[SLICE * PTD_BIN_MAX_REC];
+	unsigned rs = ptd_bin_recsize(w->fields);
+	int e;
+
+	if (!ptd_binw_takes_ips(w))
+		return -EINVAL;
+	while (n) {
+		size_t k = n < SLICE ? n : SLICE;
+
+		if ((e = binw_room(w, PTD_BIN_HDR + k * rs)) < 0)
+			return e;
+		(void)ptd_bin_encode_ips(recs, w->fields, pid, tid, ips, k);
+		if (!ptd_bin_buf_records_fast(&w->buf, w->open, w->fields,
+					      recs, (uint32_t)k, rs)) {
+			for (size_t i = 0; i < k; i++)
+				if (ptd_bin_buf_record(&w->buf, &w->open,
+						       w->fields,
+						       recs + i * rs) < 0)
+					return -ENOMEM;
+		}
+		w->records += k;
+		ips += k;
+		n -= k;
+	}
+	return 0;
+}
+
 int ptd_binw_line(struct ptd_binw *w, const char *line, size_t n)
 {
 	int e;

@@ -217,6 +217,17 @@ struct ptd_binw {
 /* @fields: as ptd_jsonw_set_fields (0: all).  Returns 0 or -ENOMEM. */
 int ptd_binw_init(struct ptd_binw *w, int fd, uint32_t fields);
 int ptd_binw_put(struct ptd_binw *w, const struct ptd_record *r);
+/* Does @w take runs of addresses (decode/decoder.h, opts.ips) for its
+ * insn records: fixed-width records of fields among PTD_BIN_IP_FIELDS? */
+static inline bool ptd_binw_takes_ips(const struct ptd_binw *w)
+{
+	return w->fixed && !(w->fields & ~PTD_BIN_IP_FIELDS) &&
+	       ptd_bin_recsize(w->fields);
+}
+/* The insn records of the @n instructions at @ips of thread @tid of
+ * process @pid, as ptd_binw_put each (ptd_binw_takes_ips). */
+int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
+		 const uint64_t *ips, size_t n);
 /* A ready JSON line (ending in '\n') in a json frame. */
 int ptd_binw_line(struct ptd_binw *w, const char *line, size_t n);
 /* The end frame (with @n bytes of lines, or none), then a flush. */

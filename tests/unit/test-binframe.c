@@ -206,6 +206,109 @@ static void test_encode_run(void)
 	encode_run(type | iptid, 0);
 }
 
+/* @fd's frames converted to JSON lines (NUL-terminated, *@ret_len bytes),
+ * or NULL if the reader refused them. */
+static char *converted(int fd, size_t *ret_len)
+{
+	int cfd = memfd_create("conv", 0);
+	struct ptd_jsonw cw;
+	struct ptd_diag d = { "" };
+	char *s = NULL;
+
+	CHECK(cfd >= 0);
+	if (cfd < 0)
+		return NULL;
+	CHECK_EQ_INT(lseek(fd, 0, SEEK_SET), 0);
+	CHECK_EQ_INT(ptd_jsonw_init(&cw, cfd, 0), 0);
+	if (ptd_bin_to_json(fd, &cw, &d) != 0)
+		CHECK_FAIL_("%s", d.msg);
+	CHECK_EQ_INT(ptd_jsonw_fini(&cw), 0);
+	if (!d.msg[0])
+		s = slurp(cfd, ret_len);
+	close(cfd);
+	return s;
+}
+
+/* @n instructions written by ptd_binw_ips (in calls of 1, 8, 57...
+ * addresses) carry, converted back, the records ptd_binw_put writes for
+ * their insn records (pid 100, tid 101, ip i), JSON lines between them
+ * included, over frame boundaries (which may fall elsewhere); a writer
+ * of other fields does not take them. */
+static void binw_ips(uint32_t fields, size_t n)
+{
+	int fa = memfd_create("put", 0), fb = memfd_create("ips", 0);
+	struct ptd_binw a, b;
+	static uint64_t ips[1024];
+	struct ptd_record r;
+	char *ja, *jb;
+	size_t la = 0, lb = 0;
+
+	REQUIRE(fa >= 0 && fb >= 0);
+	REQUIRE(ptd_binw_init(&a, fa, fields) == 0);
+	REQUIRE(ptd_binw_init(&b, fb, fields) == 0);
+	CHECK(ptd_binw_takes_ips(&b));
+	memset(&r, 0, sizeof(r));
+	r.type = PTD_REC_INSN;
+	r.pid = 100;
+	r.tid = 101;
+	for (size_t at = 0, k = 1; at < n; at += k, k = k * 7 % 1021 + 1) {
+		if (k > n - at)
+			k = n - at;
+		for (size_t i = 0; i < k; i++) {
+			r.u.insn.ip = 0x400000 + at + i;
+			CHECK_EQ_INT(ptd_binw_put(&a, &r), 0);
+			ips[i] = r.u.insn.ip;
+		}
+		CHECK_EQ_INT(ptd_binw_ips(&b, 100, 101, ips, k), 0);
+		CHECK_EQ_INT(ptd_binw_line(&a, "{\"type\":\"x\"}\n", 13), 0);
+		CHECK_EQ_INT(ptd_binw_line(&b, "{\"type\":\"x\"}\n", 13), 0);
+	}
+	CHECK_EQ_INT(ptd_binw_end(&a, NULL, 0), 0);
+	CHECK_EQ_INT(ptd_binw_end(&b, NULL, 0), 0);
+	CHECK_EQ_U64(b.records, a.records);
+	CHECK_EQ_INT(ptd_binw_fini(&a), 0);
+	CHECK_EQ_INT(ptd_binw_fini(&b), 0);
+	CHECK(lseek(fb, 0, SEEK_END) > (off_t)(2 * PTD_BIN_MAX_RECORDS_PAYLOAD) ||
+	      n < 20000);
+	ja = converted(fa, &la);
+	jb = converted(fb, &lb);
+	if (la <= n * 20)
+		CHECK_FAIL_("fields %#x: %zu bytes of JSON for %zu records",
+			    fields, la, n);
+	if (!ja || !jb || la != lb || memcmp(ja, jb, la))
+		CHECK_FAIL_("fields %#x: runs of addresses differ from records "
+			    "(%zu vs %zu bytes)", fields, lb, la);
+	free(ja);
+	free(jb);
+	close(fa);
+	close(fb);
+}
+
+static void test_binw_ips(void)
+{
+	const uint32_t ip = PTD_FIELD_BIT(PTD_FIELD_IP),
+		       tid = PTD_FIELD_BIT(PTD_FIELD_TID),
+		       pid = PTD_FIELD_BIT(PTD_FIELD_PID);
+	struct ptd_binw w;
+
+	binw_ips(ip | tid, 30000);
+	binw_ips(pid | ip, 30000);
+	binw_ips(pid | tid | ip, 5000);
+	binw_ips(ip, 5000);
+	binw_ips(tid, 100);
+	/* more than an address: records only */
+	REQUIRE(ptd_binw_init(&w, -1, ip | PTD_FIELD_BIT(PTD_FIELD_SIZE)) ==
+		0);
+	CHECK(!ptd_binw_takes_ips(&w));
+	CHECK_EQ_INT(ptd_binw_ips(&w, 1, 1, (const uint64_t[]){ 1 }, 1),
+		     -EINVAL);
+	(void)ptd_binw_fini(&w);
+	REQUIRE(ptd_binw_init(&w, -1, ip | PTD_FIELD_BIT(PTD_FIELD_MODULE)) ==
+		0);
+	CHECK(!ptd_binw_takes_ips(&w));
+	(void)ptd_binw_fini(&w);
+}
+
 /* A frame holds at most 64 KiB of records: the writer opens the next. */
 static void test_frame_limit(void)
 {
@@ -415,6 +518,7 @@ int main(void)
 {
 	RUN(test_roundtrip_sets);
 	RUN(test_encode_run);
+	RUN(test_binw_ips);
 	RUN(test_frame_limit);
 	RUN(test_corrupt);
 	RUN(test_not_frames);
