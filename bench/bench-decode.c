@@ -32,7 +32,10 @@
  *   and through ptd, 1 sub)        (record/binframe.h; subscribe "format":
  *                                  "binary"): 12 bytes a record; the
  *                                  subscriber thread counts the records
- *                                  from the frame headers
+ *                                  from the frame headers.  Both go
+ *                                  through runs of addresses
+ *                                  (decode/decoder.h, opts.ips), as
+ *                                  ptctl decode and a replay do
  *   ... binary, jobs 1 / jobs N    the same replay with "jobs" 1 and N
  *                                  (daemon/server/replay.c: the insn path,
  *                                  each thread on that many threads, the
