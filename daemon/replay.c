@@ -234,6 +234,19 @@ static void ips_refresh(struct ptd_replay *r)
 			      memory_order_relaxed);
 }
 
+/* The sink took @done of @n records, @insns of them insn records:
+ * counted.  Fewer than @n: a wait for room ended without it -- cancelled
+ * (stop_reason is set), else abandoned -- and the replay stops (1). */
+static int took(struct ptd_replay *r, uint64_t insns, size_t done, size_t n)
+{
+	ptd_counter_add(&r->insns, insns);
+	ptd_counter_add(&r->records, done);
+	if (done == n)
+		return 0;
+	atomic_store(&r->abandoned, !stop_reason(r));
+	return 1;
+}
+
 /* A run of addresses (decoder.h, opts.ips): what on_records does with
  * the insn records they stand for. */
 static int on_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
@@ -246,13 +259,8 @@ static int on_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
 		return 1;
 	done = r->sink.ips(r->sink.ctx, pid, tid, ips, n,
 			   r->lossless ? r->stall_ms : 0);
-	ptd_counter_add(&r->insns, done);
-	ptd_counter_add(&r->records, done);
-	if (done < n) {
-		/* cancelled: stop_reason is set; else abandoned */
-		atomic_store(&r->abandoned, !stop_reason(r));
+	if (took(r, done, done, n))
 		return 1;
-	}
 	ips_refresh(r);
 	return 0;
 }
@@ -282,13 +290,8 @@ static int on_records(void *ctx, const struct ptd_record *recs, size_t n)
 				       r->lossless ? r->stall_ms : 0);
 		for (size_t i = 0; i < done; i++)
 			insns += recs[at + i].type == PTD_REC_INSN;
-		ptd_counter_add(&r->insns, insns);
-		ptd_counter_add(&r->records, done);
-		if (done < k) {
-			/* cancelled: stop_reason is set; else abandoned */
-			atomic_store(&r->abandoned, !stop_reason(r));
+		if (took(r, insns, done, k))
 			return 1;
-		}
 	}
 	ips_refresh(r);
 	return 0;

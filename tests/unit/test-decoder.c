@@ -1170,26 +1170,50 @@ static int decode_batch(enum ptd_decode_path path, unsigned want,
 	return ptd_decode_thread(&o, &a, batch_one, g, &st);
 }
 
+/* The main trace (*@tm), and one of a loop that needs no trace ever
+ * (*@tl: nop; jmp back -- more than 2^20 instructions, then the loop
+ * error). */
+static void main_and_loop_traces(struct trace *tm, struct trace *tl)
+{
+	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
+
+	tr_begin(tm);
+	main_trace(tm);
+	tr_end(tm);
+	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
+	tr_begin(tl);
+	psb(tl);
+	ippkt(tl, ppt_tip_pge, LOOP);
+	(void)psb_plus(tl, false, 0, BASE + 0x20);
+	ippkt(tl, ppt_tip_pgd, 0);
+	tr_end(tl);
+}
+
+/* The main trace's loop (8 instructions, a call and a return each) for
+ * @groups TNT packets of six branches (33: 100 times), then its end. */
+static void loop_trace(struct trace *t, int groups)
+{
+	tr_begin(t);
+	psb(t);
+	ippkt(t, ppt_tip_pge, BASE);
+	for (int i = 0; i < groups; i++)
+		tnt(t, "111111");
+	tnt(t, "1110");
+	ippkt(t, ppt_tip, 0x400020);
+	ippkt(t, ppt_tip_pgd, 0);
+	tr_end(t);
+}
+
 /* Records handed over in runs (opts.batch) are those handed over one by
  * one, in order -- call records made between them included -- at most
  * PTD_DECODE_BATCH a call; a non-zero return stops the decode with its
  * value; a callback that is not batch_of gets every record itself. */
 static void test_batch(void)
 {
-	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
 	const unsigned want = WANT_IE | PTD_REC_BIT(PTD_REC_CALL);
 	struct trace tm, tl;
 
-	tr_begin(&tm);
-	main_trace(&tm);
-	tr_end(&tm);
-	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
-	tr_begin(&tl);
-	psb(&tl);
-	ippkt(&tl, ppt_tip_pge, LOOP);
-	(void)psb_plus(&tl, false, 0, BASE + 0x20);
-	ippkt(&tl, ppt_tip_pgd, 0);
-	tr_end(&tl);
+	main_and_loop_traces(&tm, &tl);
 	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
 		enum ptd_decode_path path = (enum ptd_decode_path)p;
 		const struct trace *ts[] = { &tm, &tl };
@@ -1518,17 +1542,8 @@ static void test_calls_gate_runs(void)
 {
 	struct trace t;
 
-	/* the main trace's loop 100 times (8 instructions, a call and a
-	 * return each), then its end */
-	tr_begin(&t);
-	psb(&t);
-	ippkt(&t, ppt_tip_pge, BASE);
-	for (int i = 0; i < 33; i++)
-		tnt(&t, "111111");
-	tnt(&t, "1110");
-	ippkt(&t, ppt_tip, 0x400020);
-	ippkt(&t, ppt_tip_pgd, 0);
-	tr_end(&t);
+	/* the main trace's loop 100 times, then its end */
+	loop_trace(&t, 33);
 	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
 		struct gated_runs one, many;
 
@@ -1645,20 +1660,10 @@ static int ips_decode(enum ptd_decode_path path, unsigned want,
  * the decode with its value. */
 static void test_ips_runs(void)
 {
-	static const uint8_t loop[] = {0x90, 0xeb, 0xfd};
 	struct trace tm, tl, tc, tt;
 	size_t second;
 
-	tr_begin(&tm);
-	main_trace(&tm);
-	tr_end(&tm);
-	REQUIRE(map_bytes("loop.bin", loop, sizeof(loop), LOOP) > 0);
-	tr_begin(&tl);
-	psb(&tl);
-	ippkt(&tl, ppt_tip_pge, LOOP);
-	(void)psb_plus(&tl, false, 0, BASE + 0x20);
-	ippkt(&tl, ppt_tip_pgd, 0);
-	tr_end(&tl);
+	main_and_loop_traces(&tm, &tl);
 	/* an error record between instructions: test_corrupt's bad
 	 * byte where the TNT was, then the second PSB's */
 	two_segments(&tc, &second);
@@ -1672,17 +1677,9 @@ static void test_ips_runs(void)
 		tc.buf[h.len] = 0xd9;
 		tr_end(&h);
 	}
-	/* test_calls_gate_runs's loop 400 times: blocks of a few
-	 * instructions, 3200 of them */
-	tr_begin(&tt);
-	psb(&tt);
-	ippkt(&tt, ppt_tip_pge, BASE);
-	for (int i = 0; i < 133; i++)
-		tnt(&tt, "111111");
-	tnt(&tt, "1110");
-	ippkt(&tt, ppt_tip, 0x400020);
-	ippkt(&tt, ppt_tip_pgd, 0);
-	tr_end(&tt);
+	/* the main trace's loop 400 times: blocks of a few instructions,
+	 * 3200 instructions */
+	loop_trace(&tt, 133);
 	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
 		enum ptd_decode_path path = (enum ptd_decode_path)p;
 		const struct trace *ts[] = { &tm, &tl, &tc, &tt };
