@@ -92,8 +92,8 @@ struct dec {
 	size_t nout;
 	/* Runs of addresses (opts.ips): @nips instructions in @ips, handed
 	 * over before any later record (out_record) as @out's are before
-	 * any later address (put_ip); @ips_live: the gate as read after the
-	 * consumer's last call.  @ips NULL: no runs in this decode. */
+	 * any later address (ips_begin); @ips_live: the gate as read after
+	 * the consumer's last call.  @ips NULL: no runs in this decode. */
 	uint64_t *ips;
 	size_t nips;
 	bool ips_live;

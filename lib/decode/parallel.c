@@ -635,6 +635,10 @@ int ptd_decode_parallel(const struct ptd_decode_opts *o,
 	w.batch = o->batch && fn == o->batch_of ? o->batch : NULL;
 	po.batch = w.batch ? callwrap_records : NULL;
 	po.batch_of = w.batch ? callwrap_record : NULL;
+	/* no runs of addresses: the stack and the counts are made of the
+	 * insn records (and o->ips takes the caller's ctx, not &w) */
+	po.ips = NULL;
+	po.ips_gate = NULL;
 	r = par_decode(&po, a, callwrap_record, &w, stats);
 	/* a table of its own: its counts end the decode (decoder.h) */
 	if (r == 0 && w.own_xt && (o->want & PTD_REC_BIT(PTD_REC_COUNTERS)))

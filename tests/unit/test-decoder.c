@@ -1564,6 +1564,7 @@ static void test_calls_gate_runs(void)
  * consumer flips the gate after every call; @stop_at_ips: the ips call
  * that stops the decode (43). */
 struct ips_got {
+	uint64_t magic;		/* IPS_MAGIC: the ctx is this */
 	struct reclist l;
 	atomic_bool gate;
 	bool toggle;
@@ -1572,6 +1573,8 @@ struct ips_got {
 	 * was (it changes only in the consumer's calls) */
 	size_t closed;
 };
+
+#define IPS_MAGIC 0x1e5a11ull
 
 static void ips_project(const struct ptd_record *r, struct ptd_record *p)
 {
@@ -1613,6 +1616,9 @@ static int ips_run(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
 {
 	struct ips_got *g = ctx;
 
+	/* (the first member of whatever ctx is: never written) */
+	if (g->magic != IPS_MAGIC)
+		return -EINVAL;
 	g->ips_calls++;
 	g->closed += !atomic_load(&g->gate);
 	if (n > g->most)
@@ -1631,6 +1637,9 @@ static int ips_run(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
 	return g->stop_at_ips && g->ips_calls == g->stop_at_ips ? 43 : 0;
 }
 
+/* ips_decode's opts.jobs */
+static unsigned ips_jobs;
+
 static int ips_decode(enum ptd_decode_path path, unsigned want,
 		      const struct trace *t, bool gate, bool toggle,
 		      struct ips_got *g)
@@ -1640,12 +1649,14 @@ static int ips_decode(enum ptd_decode_path path, unsigned want,
 	struct ptd_decode_stats st;
 
 	atomic_init(&g->gate, gate);
+	g->magic = IPS_MAGIC;
 	g->toggle = toggle;
 	opts_args(path, want, t->buf, t->len, &o, &a);
 	o.batch = ips_recs;
 	o.batch_of = ips_one;
 	o.ips = ips_run;
 	o.ips_gate = &g->gate;
+	o.jobs = ips_jobs;
 	return ptd_decode_thread(&o, &a, ips_one, g, &st);
 }
 
@@ -1765,15 +1776,27 @@ static void test_ips_runs(void)
 			     2 * PTD_DECODE_IPS);
 		reclist_free(&g.l);
 	}
-	{
-		/* a call stack kept (no gate): it needs every record */
+	for (unsigned jobs = 0; jobs <= 2; jobs += 2) {
+		/* a call stack kept (no gate): it needs every record; with
+		 * jobs, by the parallel decoder's wrapper, whose serial
+		 * decode of the block path must not hand the caller's ips
+		 * its own ctx */
 		struct ips_got g = {0};
+		struct batch_got ref = {0};
 
+		ips_jobs = jobs;
 		CHECK_EQ_INT(ips_decode(PTD_PATH_BLOCK,
 					WANT_IE | PTD_REC_BIT(PTD_REC_CALL),
 					&tm, true, false, &g), 0);
+		ips_jobs = 0;
 		CHECK_EQ_U64(g.ips_calls, 0);
 		CHECK(count_type(&g.l, PTD_REC_CALL) > 0);
+		CHECK_EQ_INT(decode_batch(PTD_PATH_BLOCK,
+					  WANT_IE | PTD_REC_BIT(PTD_REC_CALL),
+					  &tm, true, &ref), 0);
+		CHECK(reccmp_lists(stderr, "serial: ", &ref.l, "gated: ",
+				   &g.l));
+		reclist_free(&ref.l);
 		reclist_free(&g.l);
 	}
 }
