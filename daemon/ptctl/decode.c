@@ -295,16 +295,18 @@ static int output_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
 
 /* Records in runs, and where the output reads nothing of an insn record
  * but its address, thread and process, runs of addresses instead: the
- * decoder decides where it may (no call stack, counters...).  @gate
- * must outlive the decode; @out is the decode's ctx (or its first
- * member). */
+ * decoder decides where it may (no call stack, counters...).  Not with
+ * --symbols: its notes on files without symbols come from resolving
+ * the records' instructions.  @gate must outlive the decode; @out is
+ * the decode's ctx (or its first member). */
 static void output_runs(struct output *out, struct ptd_decode_opts *o,
 			atomic_bool *gate)
 {
 	o->batch = output_records;
 	o->batch_of = output_record;
 	o->ips = output_ips;
-	atomic_init(gate, out->binary && ptd_binw_takes_ips(&out->bw));
+	atomic_init(gate, out->binary && ptd_binw_takes_ips(&out->bw) &&
+				  !o->symbols);
 	o->ips_gate = gate;
 }
 
