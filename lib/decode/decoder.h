@@ -104,14 +104,15 @@ struct ptd_decode_opts {
 	 * ip,tid subscribers), whose records then cost next to nothing
 	 * each.  Never out of order with the records it gives @batch: every
 	 * address handed over before a later record is.  The gate is read
-	 * after every call of @batch or @ips (and at each block), which is
-	 * where a consumer may change it: so each address is decided after
-	 * the consumer's last call before it.  Only where nothing stands
-	 * between the decoder and @batch for insn records (no call stack
-	 * kept, no counters, no hold, no block records wanted, jobs at most
-	 * 1); otherwise, or with the gate false, records as ever.  The
-	 * flags events give an instruction and its time are not in an
-	 * address: a consumer of them does not open the gate. */
+	 * when the decode starts and after every call of @batch or @ips,
+	 * which is where a consumer may change it: so each address is
+	 * decided after the consumer's last call before it.  Only where
+	 * nothing stands between the decoder and @batch for insn records
+	 * (no call stack kept, no counters, no hold, no block records
+	 * wanted; a parallel decode's parts make records); otherwise, or
+	 * with the gate false, records as ever.  The flags events give an
+	 * instruction and its time are not in an address: a consumer of
+	 * them does not open the gate. */
 	ptd_ips_fn ips;
 	const atomic_bool *ips_gate;
 	struct pt_cpu cpu;		/* vendor pcv_unknown: no errata */
