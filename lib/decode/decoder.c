@@ -1484,39 +1484,35 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 				return rc;
 			/* 1: closed, records from the next on */
 			ips = rc == 0;
-			*ret_last = e;
-			d->run_walked = true;
-			d->run_walk_ip = ip;
-			ip = e->next;
-			continue;
-		}
-		r = new_insn(d);
-		if (!r)
-			return DEC_STOP;
-		if (!have_gen) {
-			gen = gen_of(d, b->isid);
-			have_gen = true;
-		}
-		r->ip = ip;
-		r->isid = b->isid;
-		r->gen = gen;
-		r->mode = b->mode;
-		r->iclass = e->iclass;
-		r->size = e->size;
-		memcpy(r->raw, e->raw, sizeof(r->raw));
-		if (b->speculative)
-			r->flags |= PTD_F_SPECULATIVE;
-		r->module = e->module;
-		r->modoff = e->modoff;
-		r->sym = e->sym;
-		r->symoff = e->symoff;
-		if (d->xt || d->o->counter_slots)
-			r->cslot = ptd_insncache_cslot(d->ic, e, gen);
-		if (d->o->json_bodies) {
-			r->json_body = ptd_insncache_json(d->ic, e,
-							  &r->json_body_len);
-			r->json_body_nosym_len =
-				r->json_body ? e->json_nosym_len : 0;
+		} else {
+			r = new_insn(d);
+			if (!r)
+				return DEC_STOP;
+			if (!have_gen) {
+				gen = gen_of(d, b->isid);
+				have_gen = true;
+			}
+			r->ip = ip;
+			r->isid = b->isid;
+			r->gen = gen;
+			r->mode = b->mode;
+			r->iclass = e->iclass;
+			r->size = e->size;
+			memcpy(r->raw, e->raw, sizeof(r->raw));
+			if (b->speculative)
+				r->flags |= PTD_F_SPECULATIVE;
+			r->module = e->module;
+			r->modoff = e->modoff;
+			r->sym = e->sym;
+			r->symoff = e->symoff;
+			if (d->xt || d->o->counter_slots)
+				r->cslot = ptd_insncache_cslot(d->ic, e, gen);
+			if (d->o->json_bodies) {
+				r->json_body = ptd_insncache_json(
+					d->ic, e, &r->json_body_len);
+				r->json_body_nosym_len =
+					r->json_body ? e->json_nosym_len : 0;
+			}
 		}
 		*ret_last = e;
 		d->run_walked = true;
@@ -1964,8 +1960,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 			d->ectx = d;
 		}
 		/* (runs of addresses: see ips_open for the rest) */
-		if (d->out && o->ips && o->ips_gate && o->jobs <= 1 &&
-		    !a->more)
+		if (d->out && o->ips && o->ips_gate && !a->more)
 			d->ips = malloc(PTD_DECODE_IPS * sizeof(*d->ips));
 		ips_gate_read(d);
 	}

@@ -562,7 +562,6 @@ const struct ptd_icache_entry *
 ptd_insncache_next_slow(struct ptd_insncache *c, struct ptd_image *img,
 			const struct ptd_icache_entry *e, int *ret_err)
 {
-	const struct ptd_icache_entry *n;
 	struct ptd_icache_ref from;
 
 	if (!c || !e) {
@@ -570,10 +569,7 @@ ptd_insncache_next_slow(struct ptd_insncache *c, struct ptd_image *img,
 			*ret_err = -EINVAL;
 		return NULL;
 	}
-	/* (once per instruction: the link first, without a reference) */
-	n = linked(c, e->succ, e->isid, e->next, e->mode);
-	if (n)
-		return n;
+	/* (the link was tried inline: ptd_insncache_next) */
 	ptd_insncache_ref(c, e, &from);
 	if (!from.idx)	/* the scratch entry: links to nothing */
 		return ptd_insncache_get(c, img, e->isid, e->next,
