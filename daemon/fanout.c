@@ -554,6 +554,15 @@ static void roster_sync(struct ptd_fanout *f)
 	}
 }
 
+/* The roster brought up to date if a subscriber came or left since
+ * (decode thread). */
+static inline void roster_fresh(struct ptd_fanout *f)
+{
+	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
+	    f->roster_gen)
+		roster_sync(f);
+}
+
 /* Queued bytes that wake the loop at once (half the queue when smaller):
  * below them a record's wake-up waits for the producer's ptd_fanout_flush
  * (the end of its decode round), so that the loop writes many records a
@@ -821,9 +830,7 @@ bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
 	uint32_t top = 0;
 	bool any = false;
 
-	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
-	    f->roster_gen)
-		roster_sync(f);
+	roster_fresh(f);
 	for (unsigned i = 0; i < f->nroster; i++) {
 		struct ptd_filter *flt = &f->roster[i]->filter;
 		uint32_t every = flt->spec.counters_every_ms;
@@ -878,9 +885,7 @@ fan_one(struct ptd_fanout *f, const struct ptd_record *r)
 	if ((unsigned)r->type >= PTD_REC_NTYPES ||
 	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
 		return;
-	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
-	    f->roster_gen)
-		roster_sync(f);
+	roster_fresh(f);
 	/* Without the lock: match, render once per field set that a
 	 * matching subscriber has, and stage it for each (queued a batch
 	 * at a time). */
@@ -992,9 +997,8 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 	size_t m = 0, u = 0, lostx = 0, used;
 	bool any = false, full = false;
 
-	if (!src->ips && atomic_load_explicit(&f->gen, memory_order_acquire) !=
-				 f->roster_gen)
-		roster_sync(f);
+	if (!src->ips)
+		roster_fresh(f);
 	if (!(src->ips ? f->ips_ok : f->fixed_run) ||
 	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
 		return 0;
@@ -1096,9 +1100,7 @@ size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 
 bool ptd_fanout_ips_ready(struct ptd_fanout *f)
 {
-	if (atomic_load_explicit(&f->gen, memory_order_acquire) !=
-	    f->roster_gen)
-		roster_sync(f);
+	roster_fresh(f);
 	return f->ips_ok &&
 	       atomic_load_explicit(&f->gen, memory_order_relaxed) ==
 		       f->roster_gen &&
