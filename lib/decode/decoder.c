@@ -220,15 +220,15 @@ struct dec {
 	 * cut was passed; @cut_bad: an error record at or after the cut came
 	 * before it; @cut_st: the statistics at the cut. */
 	const struct ptd_decode_part *part;
-	pthread_mutex_t *lock;
+	pthread_mutex_t *lock;		/* args.lock */
 	size_t cut_left;
 	bool cut_seen, cut_bad;
 	struct ptd_decode_stats cut_st;
 };
 
-/* The section cache is shared by the parts of a parallel decode: every
- * use of it (a miss of the module cache or the instruction cache, a
- * timeline change, a message interned) holds the part's lock. */
+/* The section cache shared with decodes on other threads (args.lock):
+ * every use of it (a miss of the module cache or the instruction cache,
+ * a timeline change, a message interned) holds the lock. */
 static inline void lock(const struct dec *d)
 {
 	if (d->lock)
@@ -1971,10 +1971,9 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 		    (d->user_want & PTD_REC_BIT(PTD_REC_INSN));
 	d->st.bytes = a->len;
 	d->part = a->part;
-	if (d->part) {
-		d->lock = d->part->lock;
+	d->lock = a->lock;
+	if (d->part)
 		d->tracing_off = d->part->tracing_off;
-	}
 
 	/* An empty stream has nothing to decode (libipt refuses it). */
 	if (a->len) {

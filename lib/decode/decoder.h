@@ -251,6 +251,11 @@ struct ptd_decode_thread_args {
 	bool more;
 	/* The parallel decoder's own (decode/parallel.c); zero otherwise. */
 	const struct ptd_decode_part *part;
+	/* The image's section cache is shared with decodes on other threads
+	 * (a part's, decode/parallel.h; another thread's,
+	 * decode/threadpar.h): every decoder step that touches it holds
+	 * @lock.  NULL: not shared. */
+	pthread_mutex_t *lock;
 	/* PSBs to report on (struct ptd_psb_probe); may be NULL. */
 	struct ptd_psb_probe *probes;
 	size_t nprobes;
@@ -265,8 +270,8 @@ struct ptd_decode_thread_args {
  * the records made before are the part's; once they have been delivered, @on_cut(@ctx, st,
  * clean) is called with the part's statistics; @clean is false if an
  * error record at or after @cut came before (the cut is not where the
- * serial decode would see it).  Every decoder step that touches the
- * image's section cache (shared by the parts) holds @lock.
+ * serial decode would see it).  (The section cache the parts share:
+ * args.lock.)
  */
 struct ptd_decode_part {
 	uint64_t cut;

@@ -264,11 +264,11 @@ static void run_part(struct par *p, size_t k)
 	args.cursor = a->cursor ? &s->cur : NULL;
 	args.icache = s->ic;
 	args.part = &dp;
+	args.lock = &p->iclock;
 	dp.cut = pt->cut;
 	dp.tracing_off = pt->tracing_off;
 	dp.on_cut = part_cut;
 	dp.ctx = &w;
-	dp.lock = &p->iclock;
 	memset(&st, 0, sizeof(st));
 	ptd_insncache_get_stats(s->ic, &is0);
 	r = ptd_decode_thread(&p->po, &args, part_record, &w, &st);
