@@ -182,7 +182,9 @@ struct ptd_decode_opts {
 	 * the serial decode; more: the trace cut at its PSBs, the parts
 	 * decoded at once and stitched into the records the serial decode
 	 * gives (or decoded serially where that cannot be proven).  Not
-	 * with args.more.  At most PTD_DECODE_MAX_JOBS. */
+	 * with args.more.  At most PTD_DECODE_MAX_JOBS.  (The readers of
+	 * saved traces also decode short threads at once with it:
+	 * decode/threadpar.h.) */
 	unsigned jobs;
 	/* Bytes of trace per part of a parallel decode, rounded up to whole
 	 * PSB blocks (1: every PSB starts a part); 0: about len / (jobs * 16),
@@ -279,7 +281,6 @@ struct ptd_decode_part {
 	void (*on_cut)(void *ctx, const struct ptd_decode_stats *st,
 		       bool clean);
 	void *ctx;
-	pthread_mutex_t *lock;
 };
 
 /* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its

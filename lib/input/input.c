@@ -9,14 +9,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aspace/image.h"
 #include "aspace/iscache.h"
+#include "aspace/timeline.h"
 #include "bundle/bundle.h"
 #include "common/fileio.h"
 #include "decode/insncache.h"
+#include "decode/threadpar.h"
 #include "lldb/trace.h"
 #include "perfdata/decode.h"
 #include "swpt/capture.h"
@@ -168,6 +172,66 @@ int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
 
 /* ---- the software-source capture reader ------------------------------ */
 
+/* The capture's selected threads as units (decode/threadpar.h). */
+struct cap_units {
+	const struct ptd_capture *c;
+	const size_t *sel;		/* thread indexes */
+	const struct ptd_decode_opts *dopts;
+	struct ptd_iscache *ic;
+	struct ptd_insncache *icache;	/* one thread at a time only */
+	const struct ptd_input_sink *sink;
+	size_t errors;
+};
+
+/* Every image the thread's decode can have, in @ic (threadpar.h). */
+static void cap_sections(void *ctx, size_t i)
+{
+	struct cap_units *u = ctx;
+	const struct ptd_capture_thread *t = &u->c->threads[u->sel[i]];
+	struct ptd_tl_cursor cur;
+	struct ptd_image *img = NULL;
+	struct ptd_diag diag;
+
+	/* (an event that fails is passed over, as the decode's cursor
+	 * does: the rest still apply) */
+	memset(&cur, 0, sizeof(cur));
+	(void)ptd_image_new(u->ic, "sections", &img);
+	if (img) {
+		(void)ptd_tl_cursor_init(&cur, &u->c->tl, u->c->dir, t->tid,
+					 t->first_seq,
+					 t->has_end ? t->end_seq : UINT64_MAX, img,
+					 &diag);
+		while (cur.tl &&
+		       ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
+			;
+	}
+	ptd_image_free(img);
+}
+
+static int cap_decode(void *ctx, size_t i, pthread_mutex_t *lock,
+		      ptd_record_fn fn, void *fctx,
+		      struct ptd_decode_stats *st, struct ptd_diag *diag)
+{
+	struct cap_units *u = ctx;
+
+	return ptd_capture_decode_thread(u->c, u->sel[i], u->dopts, u->ic,
+					 lock ? NULL : u->icache, lock, fn,
+					 fctx, st, diag);
+}
+
+static void cap_done(void *ctx, size_t i, int err,
+		     const struct ptd_decode_stats *st,
+		     const struct ptd_diag *diag)
+{
+	struct cap_units *u = ctx;
+
+	if (err < 0)
+		u->errors++;
+	if (u->sink->thread_done)
+		u->sink->thread_done(u->sink->ctx, u->c->threads[u->sel[i]].tid,
+				     st, err, diag);
+}
+
 int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 			      enum ptd_input_kind kind, const char *source,
 			      ptd_iscache_resolve_fn resolve, void *resolve_ctx,
@@ -180,20 +244,32 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	struct ptd_insncache *icache = NULL;
 	struct ptd_decode_opts dopts;
 	struct ptd_input_info info;
-	size_t i, nsel = 0, errors = 0;
+	struct cap_units u;
+	struct ptd_threadpar_ops ops = { cap_sections, cap_decode, cap_done,
+					 &u };
+	size_t i, nsel = 0, *sel = NULL;
+	uint64_t longest = 0;
 	int r;
 
 	if (!c || !origin || !source || !o || !sink || !sink->record)
 		return -EINVAL;
 	if (ret_thread_errors)
 		*ret_thread_errors = 0;
+	sel = calloc(c->nthreads ? c->nthreads : 1, sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
 	for (i = 0; i < c->nthreads; i++)
-		if (!o->have_tid || c->threads[i].tid == o->tid)
-			nsel++;
-	if (o->have_tid && !nsel)
+		if (!o->have_tid || c->threads[i].tid == o->tid) {
+			sel[nsel++] = i;
+			if (c->threads[i].pt_bytes > longest)
+				longest = c->threads[i].pt_bytes;
+		}
+	if (o->have_tid && !nsel) {
+		free(sel);
 		return ptd_diagf(diag, -ENOENT, "%s '%s' has no thread %ld",
 				 ptd_input_kind_name(kind), origin,
 				 (long)o->tid);
+	}
 	(void)ptd_iscache_new(&ic);
 	(void)ptd_insncache_new(0, &icache);
 	if (!ic || !icache) {
@@ -214,31 +290,18 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	}
 	info = (struct ptd_input_info){ kind, source, (long)c->pid, nsel };
 	r = sink->info ? sink->info(sink->ctx, &info) : 0;
-	for (i = 0; r == 0 && i < c->nthreads; i++) {
-		struct ptd_decode_stats st;
-		struct ptd_diag td = { "" };
-
-		if (o->have_tid && c->threads[i].tid != o->tid)
-			continue;
-		memset(&st, 0, sizeof(st));
-		r = ptd_capture_decode_thread(c, i, &dopts, ic, icache,
-					      sink->record, sink->ctx, &st,
-					      &td);
-		if (r < 0) {
-			errors++;
-			if (sink->thread_done)
-				sink->thread_done(sink->ctx, c->threads[i].tid,
-						  &st, r, &td);
-			r = 0;
-			continue;
-		}
-		if (sink->thread_done)
-			sink->thread_done(sink->ctx, c->threads[i].tid, &st, 0,
-					  &td);
-	}
+	u = (struct cap_units){ c, sel, &dopts, ic, icache, sink, 0 };
+	if (r == 0)
+		r = ptd_threadpar_run(
+			&dopts, nsel,
+			ptd_threadpar_fits(&dopts, nsel,
+					   longest > SIZE_MAX ? SIZE_MAX
+							      : (size_t)longest),
+			&ops, sink->record, sink->ctx);
 	if (ret_thread_errors)
-		*ret_thread_errors = errors;
+		*ret_thread_errors = u.errors;
 out:
+	free(sel);
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);
 	return r;

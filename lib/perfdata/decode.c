@@ -27,6 +27,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/insncache.h"
+#include "decode/threadpar.h"
 #include "perf/addrfilter.h"
 #include "perf/percpu.h"
 
@@ -667,9 +668,11 @@ static void add_stats(struct ptd_decode_stats *a,
 		a->serial_why = b->serial_why;
 }
 
+/* Decode thread @t, its records to @sink->record; @lock: decode/threadpar.h
+ * (NULL: no other thread uses the section cache). */
 static int decode_thread(const struct dec *d, const struct thr *t,
 			 const struct ptd_decode_opts *dopts,
-			 struct ptd_insncache *icache,
+			 struct ptd_insncache *icache, pthread_mutex_t *lock,
 			 const struct ptd_input_sink *sink,
 			 struct ptd_decode_stats *st, struct ptd_diag *td)
 {
@@ -683,13 +686,20 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 	int r;
 
 	(void)snprintf(name, sizeof(name), "tid %ld", (long)t->tid);
+	if (lock)
+		(void)pthread_mutex_lock(lock);
 	(void)ptd_image_new(d->ic, name, &img);
-	if (!img)
-		return -ENOMEM;
 	/* Missing files were taken out of the timeline and are reported
 	 * here, so an error applying the rest is not expected. */
-	(void)ptd_tl_cursor_init(&cur, &p->tl, NULL, t->tid, t->first_seq,
-				 t->exited ? t->end_seq : UINT64_MAX, img, td);
+	if (img)
+		(void)ptd_tl_cursor_init(&cur, &p->tl, NULL, t->tid,
+					 t->first_seq,
+					 t->exited ? t->end_seq : UINT64_MAX,
+					 img, td);
+	if (lock)
+		(void)pthread_mutex_unlock(lock);
+	if (!img)
+		return -ENOMEM;
 	r = image_errors(d, t, sink, st);
 	while (r == 0) {
 		uint64_t end = t->pt.len;
@@ -721,6 +731,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 		a.img = img;
 		a.cursor = &cur;
 		a.icache = icache;
+		a.lock = lock;
 		if (end > start)
 			r = ptd_decode_thread(dopts, &a, sink->record,
 					      sink->ctx, &s);
@@ -735,7 +746,11 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 		r = emit_error(sink, t, -PTD_ETRUNC, t->loss[li].pos,
 			       t->loss[li].bytes, t->loss[li].why);
 	}
+	if (lock)
+		(void)pthread_mutex_lock(lock);
 	ptd_image_free(img);
+	if (lock)
+		(void)pthread_mutex_unlock(lock);
 	return r;
 }
 
@@ -863,6 +878,71 @@ static void timing(const struct ptd_perfdata *pd, struct ptd_decode_opts *o)
 		o->nom_freq = (uint8_t)pt->max_nonturbo_ratio;
 }
 
+/* The selected threads as units (decode/threadpar.h). */
+struct units {
+	const struct dec *d;
+	const size_t *sel;		/* indexes in d->th */
+	const struct ptd_decode_opts *dopts;
+	struct ptd_insncache *icache;	/* one thread at a time only */
+	const struct ptd_input_sink *sink;
+	size_t errors;
+};
+
+/* Every image the thread's decode can have, in d->ic (threadpar.h). */
+static void unit_sections(void *ctx, size_t i)
+{
+	const struct units *u = ctx;
+	const struct thr *t = &u->d->th[u->sel[i]];
+	struct ptd_tl_cursor cur;
+	struct ptd_image *img = NULL;
+	struct ptd_diag diag;
+
+	/* (an event that fails is passed over, as the decode's cursor
+	 * does: the rest still apply) */
+	memset(&cur, 0, sizeof(cur));
+	(void)ptd_image_new(u->d->ic, "sections", &img);
+	if (img) {
+		(void)ptd_tl_cursor_init(&cur, &u->d->pr[t->proc].tl, NULL, t->tid,
+					 t->first_seq,
+					 t->exited ? t->end_seq : UINT64_MAX, img,
+					 &diag);
+		while (cur.tl &&
+		       ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
+			;
+	}
+	ptd_image_free(img);
+}
+
+static int unit_decode(void *ctx, size_t i, pthread_mutex_t *lock,
+		       ptd_record_fn fn, void *fctx,
+		       struct ptd_decode_stats *st, struct ptd_diag *diag)
+{
+	const struct units *u = ctx;
+	const struct thr *t = &u->d->th[u->sel[i]];
+	struct ptd_decode_opts o = *u->dopts;
+	struct ptd_input_sink sink = *u->sink;
+
+	sink.record = fn;
+	sink.ctx = fctx;
+	if (!u->d->o->decode.addr_filter.config.addr_cfg)
+		o.addr_filter = u->d->pr[t->proc].filter;
+	return decode_thread(u->d, t, &o, lock ? NULL : u->icache, lock,
+			     &sink, st, diag);
+}
+
+static void unit_done(void *ctx, size_t i, int err,
+		      const struct ptd_decode_stats *st,
+		      const struct ptd_diag *diag)
+{
+	struct units *u = ctx;
+
+	if (err < 0)
+		u->errors++;
+	if (u->sink->thread_done)
+		u->sink->thread_done(u->sink->ctx, u->d->th[u->sel[i]].tid, st,
+				     err, diag);
+}
+
 static int run(struct dec *d, const struct ptd_input_sink *sink,
 	       size_t *ret_thread_errors)
 {
@@ -870,21 +950,32 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	struct ptd_insncache *icache = NULL;
 	struct ptd_decode_opts dopts = d->o->decode;
 	struct ptd_input_info info;
-	size_t i, nsel = 0, errors = 0;
+	struct units u;
+	struct ptd_threadpar_ops ops = { unit_sections, unit_decode, unit_done,
+					 &u };
+	size_t i, nsel = 0, *sel, longest = 0;
 	pid_t pid = 0;
 	int r;
 
+	sel = calloc(d->nth ? d->nth : 1, sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
 	for (i = 0; i < d->nth; i++) {
 		if (!selected(d->o, &d->th[i]))
 			continue;
+		sel[nsel] = i;
 		if (nsel++ == 0)
 			pid = d->th[i].pid;
 		else if (pid != d->th[i].pid)
 			pid = -1;
+		if (d->th[i].pt.len > longest)
+			longest = d->th[i].pt.len;
 	}
-	if (d->o->have_tid && !nsel)
+	if (d->o->have_tid && !nsel) {
+		free(sel);
 		return ptd_diagf(d->diag, -ENOENT, "%s has no trace of thread "
 				 "%ld", pd->name, (long)d->o->tid);
+	}
 	if (!d->o->cpu_given && pd->have_cpu)
 		dopts.cpu = pd->cpu;
 	/* Perf time on records: the TSC conversion AUXTRACE_INFO carries
@@ -896,39 +987,26 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	}
 	timing(pd, &dopts);
 	(void)ptd_insncache_new(0, &icache);
-	if (!icache)
+	if (!icache) {
+		free(sel);
 		return -ENOMEM;
+	}
 	info = (struct ptd_input_info){ PTD_INPUT_PERFDATA, "perf.data",
 					pid > 0 ? (long)pid : 0, nsel };
 	r = sink->info ? sink->info(sink->ctx, &info) : 0;
-	for (i = 0; r == 0 && i < d->nth; i++) {
-		struct ptd_decode_stats st;
-		struct ptd_diag td = { "" };
-
-		if (!selected(d->o, &d->th[i]))
-			continue;
-		memset(&st, 0, sizeof(st));
-		if (!d->o->decode.addr_filter.config.addr_cfg) {
-			proc_filter(d, &d->pr[d->th[i].proc], sink);
-			dopts.addr_filter = d->pr[d->th[i].proc].filter;
-		}
-		r = decode_thread(d, &d->th[i], &dopts, icache, sink, &st,
-				  &td);
-		if (r < 0) {
-			errors++;
-			if (sink->thread_done)
-				sink->thread_done(sink->ctx, d->th[i].tid, &st,
-						  r, &td);
-			r = 0;
-			continue;
-		}
-		if (r == 0 && sink->thread_done)
-			sink->thread_done(sink->ctx, d->th[i].tid, &st, 0,
-					  &td);
-	}
+	/* each process's filter (and its notice) before its threads */
+	for (i = 0; r == 0 && i < nsel; i++)
+		if (!d->o->decode.addr_filter.config.addr_cfg)
+			proc_filter(d, &d->pr[d->th[sel[i]].proc], sink);
+	u = (struct units){ d, sel, &dopts, icache, sink, 0 };
+	if (r == 0)
+		r = ptd_threadpar_run(&dopts, nsel,
+				      ptd_threadpar_fits(&dopts, nsel, longest),
+				      &ops, sink->record, sink->ctx);
 	if (ret_thread_errors)
-		*ret_thread_errors = errors;
+		*ret_thread_errors = u.errors;
 	ptd_insncache_free(icache);
+	free(sel);
 	return r;
 }
 

@@ -55,9 +55,9 @@ void ptd_capture_stream_close(struct ptd_capture_stream *rs)
 
 int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 		      const struct ptd_decode_opts *o, struct ptd_iscache *ic,
-		      struct ptd_insncache *icache, ptd_record_fn fn,
-		      void *ctx, struct ptd_decode_stats *stats,
-		      struct ptd_diag *diag)
+		      struct ptd_insncache *icache, pthread_mutex_t *lock,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats, struct ptd_diag *diag)
 {
 	struct ptd_iscache *own_ic = NULL;
 	struct ptd_capture_stream rs;
@@ -76,12 +76,21 @@ int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 	dopts = *o;
 	if (!dopts.addr_filter.config.addr_cfg)
 		dopts.addr_filter = c->addr_filter;
+	if (lock)
+		(void)pthread_mutex_lock(lock);
 	r = ptd_capture_stream_open(c, idx, ic, &rs, diag);
+	if (lock)
+		(void)pthread_mutex_unlock(lock);
 	if (r == 0) {
 		rs.args.icache = icache;
+		rs.args.lock = lock;
 		r = ptd_decode_thread(&dopts, &rs.args, fn, ctx, stats);
 	}
+	if (lock)
+		(void)pthread_mutex_lock(lock);
 	ptd_capture_stream_close(&rs);
+	if (lock)
+		(void)pthread_mutex_unlock(lock);
 	ptd_iscache_free(own_ic);
 	return r;
 }
@@ -169,13 +178,13 @@ static int verify_thread(const struct ptd_capture *c, size_t idx,
 	if (r < 0)
 		goto out;
 	o.path = PTD_PATH_INSN;
-	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, collect_fn, &ci,
-				      NULL, diag);
+	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, NULL, collect_fn,
+				      &ci, NULL, diag);
 	if (r < 0)
 		goto out;
 	o.path = PTD_PATH_BLOCK;
-	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, collect_fn, &cb,
-				      NULL, diag);
+	r = ptd_capture_decode_thread(c, idx, &o, ic, NULL, NULL, collect_fn,
+				      &cb, NULL, diag);
 	if (r < 0)
 		goto out;
 

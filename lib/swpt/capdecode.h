@@ -45,17 +45,19 @@ int ptd_capture_stream_open(const struct ptd_capture *c, size_t idx,
 void ptd_capture_stream_close(struct ptd_capture_stream *rs);
 
 /* Decode thread @idx of @c with @o, delivering records to @fn.  @ic is the
- * shared section cache (NULL: a private one); @icache the insn cache for the
- * block path (NULL: a private one).  The PT bytes are read from the capture.
+ * shared section cache (NULL: a private one), used under @lock where other
+ * threads use it too (NULL: none do; decode/threadpar.h); @icache the insn
+ * cache for the block path (NULL: a private one).  The PT bytes are read
+ * from the capture.
  * The decoder's address filter is o->addr_filter, or if that is all zero
  * the capture's (c->addr_filter).
  * Returns what ptd_decode_thread returns, or a negative error reading the
  * capture or building the thread's first image (message in @diag). */
 int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 		      const struct ptd_decode_opts *o, struct ptd_iscache *ic,
-		      struct ptd_insncache *icache, ptd_record_fn fn,
-		      void *ctx, struct ptd_decode_stats *stats,
-		      struct ptd_diag *diag);
+		      struct ptd_insncache *icache, pthread_mutex_t *lock,
+		      ptd_record_fn fn, void *ctx,
+		      struct ptd_decode_stats *stats, struct ptd_diag *diag);
 
 struct ptd_verify_thread {
 	pid_t tid;

@@ -154,7 +154,7 @@ static void compare(struct collect *c, const char *dir)
 		char name[64];
 
 		live = list_of(c, cap.threads[i].tid);
-		r = ptd_capture_decode_thread(&cap, i, &o, ic, icache,
+		r = ptd_capture_decode_thread(&cap, i, &o, ic, icache, NULL,
 					      reclist_add, &whole, NULL,
 					      &diag);
 		if (r < 0)

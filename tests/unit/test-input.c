@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,9 @@
 #include "check.h"
 #include "common/diag.h"
 #include "common/fileio.h"
+#include "decode/threadpar.h"
 #include "input/input.h"
+#include "record/jsonw.h"
 #include "record/record.h"
 #include "swpt/capture.h"
 #include "swpt/capdecode.h"
@@ -195,6 +198,113 @@ static int ref_record(void *ctx, const struct ptd_record *r)
 	return got_record(g, r);
 }
 
+/* Every record as its JSON line, and each thread's done, for comparing
+ * whole decodes (a record's strings live only as long as its decode). */
+struct lines {
+	char *s;
+	size_t n, cap;
+	size_t nrec;
+	char done[512];
+	size_t stop_after;	/* 0: never stop */
+};
+
+static int lines_record(void *ctx, const struct ptd_record *r)
+{
+	struct lines *l = ctx;
+	char line[4096];
+	size_t n = ptd_json_record(line, sizeof(line), r);
+
+	if (l->n + n + 1 > l->cap) {
+		size_t cap = 2 * (l->n + n + 1) + 65536;
+		char *p = realloc(l->s, cap);
+
+		if (!p)
+			return -ENOMEM;
+		l->s = p;
+		l->cap = cap;
+	}
+	memcpy(l->s + l->n, line, n);
+	l->n += n;
+	l->s[l->n++] = '\n';
+	l->nrec++;
+	return l->stop_after && l->nrec == l->stop_after ? 42 : 0;
+}
+
+static void lines_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
+		       int err, const struct ptd_diag *diag)
+{
+	struct lines *l = ctx;
+	size_t n = strlen(l->done);
+
+	(void)snprintf(l->done + n, sizeof(l->done) - n,
+		       "%ld:%" PRIu64 ":%" PRIu64 ":%d:%s;", (long)tid,
+		       st->insns, st->errors, err, diag->msg);
+}
+
+/* A capture's threads decoded at once (--jobs, decode/threadpar.h) give
+ * the serial decode's records and thread ends, in the same order; the
+ * sink's stop is the serial decode's too. */
+static void test_threads_at_once(void)
+{
+	char dir[PATH_MAX], prog[PATH_MAX];
+	char *argv[2];
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag d = { "" };
+	struct ptd_capture c;
+	struct ptd_input_opts o;
+	struct lines ser, par;
+	struct ptd_input_sink ss = { NULL, lines_record, lines_done, &ser };
+	struct ptd_input_sink ps = { NULL, lines_record, lines_done, &par };
+	size_t terr = 99, longest = 0;
+
+	path_in(dir, sizeof(dir), "threads-at-once");
+	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
+	argv[0] = prog;
+	argv[1] = NULL;
+	memset(&so, 0, sizeof(so));
+	so.outdir = dir;
+	so.quiet_target = true;
+	REQUIRE(ptd_swpt_run(argv, &so, &res, &d) == 0);
+	REQUIRE(ptd_capture_load(dir, &c, &d) == 0);
+	REQUIRE(c.nthreads >= 3);
+	for (size_t i = 0; i < c.nthreads; i++)
+		if (c.threads[i].pt_bytes > longest)
+			longest = c.threads[i].pt_bytes;
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
+			PTD_REC_BIT(PTD_REC_ERROR) | PTD_REC_BIT(PTD_REC_CALL);
+	memset(&ser, 0, sizeof(ser));
+	CHECK_EQ_INT(ptd_input_decode(dir, &o, &ss, &terr, &d), 0);
+	CHECK_EQ_U64(terr, 0);
+	for (unsigned jobs = 2; jobs <= 4; jobs += 2) {
+		o.decode.jobs = jobs;
+		/* (else this would compare the serial decode with itself) */
+		CHECK(ptd_threadpar_fits(&o.decode, c.nthreads, longest));
+		memset(&par, 0, sizeof(par));
+		terr = 99;
+		CHECK_EQ_INT(ptd_input_decode(dir, &o, &ps, &terr, &d), 0);
+		CHECK_EQ_U64(terr, 0);
+		CHECK_EQ_U64(par.nrec, ser.nrec);
+		CHECK(par.n == ser.n && !memcmp(par.s, ser.s, ser.n));
+		CHECK_EQ_STR(par.done, ser.done);
+		free(par.s);
+
+		/* stopped by the sink: no record and no thread end after */
+		memset(&par, 0, sizeof(par));
+		par.stop_after = 5000;
+		CHECK_EQ_INT(ptd_input_decode(dir, &o, &ps, &terr, &d), 42);
+		CHECK_EQ_U64(par.nrec, 5000);
+		CHECK(par.n < ser.n && !memcmp(par.s, ser.s, par.n));
+		CHECK_EQ_STR(par.done, "");
+		free(par.s);
+	}
+	CHECK(ser.nrec > 100000);
+	free(ser.s);
+	ptd_capture_fini(&c);
+}
+
 static void test_capture_decode(void)
 {
 	char dir[PATH_MAX], prog[PATH_MAX];
@@ -242,7 +352,7 @@ static void test_capture_decode(void)
 		dopts.cpu = c.cpu;
 		memset(&st, 0, sizeof(st));
 		CHECK_EQ_INT(ptd_capture_decode_thread(&c, i, &dopts, NULL,
-							NULL, ref_record, &ref,
+							NULL, NULL, ref_record, &ref,
 							&st, &d),
 			     0);
 		if (i < 16) {
@@ -326,6 +436,7 @@ int main(void)
 	}
 	RUN(test_detect);
 	RUN(test_capture_decode);
+	RUN(test_threads_at_once);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The threads of a trace decoded at once (ptd_decode_opts.jobs > 1),
+ * giving the records of the serial decode, thread after thread.
+ *
+ * decode/parallel.h splits one thread's trace at its PSBs; a thread too
+ * short for that (fewer parts than jobs) would leave the other cores idle,
+ * and a process of many short threads is decoded one thread at a time.
+ * Here a reader (a capture, a perf.data file) hands over its threads as
+ * units: workers decode the next units while the caller's thread hands
+ * the current one's records on, in order, as they come (not when the
+ * unit ends), then says the unit is done.  A worker runs at most
+ * PTD_THREADPAR_AHEAD records ahead of the records handed on in its unit
+ * (it waits there), and at most jobs + 2 units are taken and not yet
+ * done, so what is held is bounded as the parts of parallel.h are.
+ *
+ * The records are exactly the serial decode's when each unit's records do
+ * not depend on the units decoded before it: ptd_threadpar_fits says
+ * when that is so (the instruction path, no counters table shared by the
+ * threads) and when it pays (more than one unit, and threads too short to
+ * be split at their PSBs on their own).
+ */
+#ifndef PTD_DECODE_THREADPAR_H
+#define PTD_DECODE_THREADPAR_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "decode/decoder.h"
+#include "decode/parallel.h"
+
+/* Records a worker holds at most for one unit before it waits for the
+ * caller's thread to hand them on: the records of a part of parallel.h. */
+#define PTD_THREADPAR_AHEAD \
+	((size_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE)
+
+struct ptd_threadpar_ops {
+	/* Optional: add to the section cache the units share every section
+	 * unit @i's decode can add (its image as it starts, and every
+	 * timeline event of the unit applied).  Called for each unit in
+	 * order, on the caller's thread, before any unit is decoded, when
+	 * there is more than one: a section's isid (in every insn record) is
+	 * given in the order sections are first added, which units decoded
+	 * at once would interleave; added here first, in the same order
+	 * however the units are decoded, every later add finds its
+	 * section. */
+	void (*sections)(void *ctx, size_t i);
+	/* Decode unit @i to its end, its records to @fn(@fctx) in order,
+	 * its statistics in @st, a failure's message in @diag; returns as
+	 * ptd_decode_thread.  On a worker (@lock non-NULL), everything it
+	 * does to the section cache the units share -- images made, changed
+	 * or freed, the decode itself (ptd_decode_thread_args.lock) -- holds
+	 * @lock. */
+	int (*decode)(void *ctx, size_t i, pthread_mutex_t *lock,
+		      ptd_record_fn fn, void *fctx,
+		      struct ptd_decode_stats *st, struct ptd_diag *diag);
+	/* Unit @i's records were all handed on: @err is 0 or the negative
+	 * error that ended it early.  On the caller's thread. */
+	void (*done)(void *ctx, size_t i, int err,
+		     const struct ptd_decode_stats *st,
+		     const struct ptd_diag *diag);
+	void *ctx;
+};
+
+/* Whether ptd_threadpar_run decodes @n units, the longest @max_bytes of
+ * trace, at once under @o: jobs > 1, n > 1, the instruction path (on the
+ * block path where libipt ends a block depends on its block cache, kept
+ * in the sections every thread's decoder shares and so warmed in the
+ * order the threads are decoded: the serial decode's records after the
+ * first thread depend on it), no counts or first executions (one table
+ * over all threads, in the serial order), and every unit too short to
+ * keep the workers busy on its own: fewer than jobs parts of
+ * PTD_DECODE_PART_MAX_BYTES (longer ones are split at their PSBs,
+ * parallel.h, as they are where o->part_bytes asks for parts). */
+bool ptd_threadpar_fits(const struct ptd_decode_opts *o, size_t n,
+			size_t max_bytes);
+
+/* Decode units 0..@n-1 and hand their records to @fn(@fctx) (in runs to
+ * @o->batch where @fn is @o->batch_of), unit after unit, calling
+ * ops->done after each unit's records; on @o->jobs workers where
+ * ptd_threadpar_fits (@fits), else one unit after another on this thread.
+ * @fn (or @o->batch) returning a positive value stops it: no later record,
+ * no later done, that value returned; a negative one ends the unit as a
+ * serial decode's would (its decode returns it): done gets it as the
+ * unit's error, and the next unit follows.  Returns 0, the positive
+ * value, or -EINVAL. */
+int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
+		      const struct ptd_threadpar_ops *ops, ptd_record_fn fn,
+		      void *fctx);
+
+#endif
