@@ -17,7 +17,8 @@
  *  - at replay: PTD_MEMLIMIT_REPLAY_BYTES for the decoder of the saved
  *    trace, and with "jobs" N, PTD_MEMLIMIT_REPLAY_PART_BYTES for each
  *    of the N + 2 parts whose records a parallel decode holds at once
- *    (decode/parallel.h).
+ *    (decode/parallel.h), or of the N + 2 threads decoded at once, each
+ *    at most a part's records ahead (decode/threadpar.h).
  *  - in a session with symbols: each file's symbol table, when it is
  *    loaded (server/symbols.c; a table refused is not kept, and an error
  *    record says so).

@@ -121,6 +121,17 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+void ptd_threadpar_opts(struct ptd_decode_opts *o)
+{
+	if (!o)
+		return;
+	o->batch = NULL;
+	o->batch_of = NULL;
+	o->ips = NULL;
+	o->ips_gate = NULL;
+	o->jobs = 0;
+}
+
 static void *worker(void *arg)
 {
 	struct tp *p = arg;
@@ -171,12 +182,24 @@ static void *worker(void *arg)
 	}
 }
 
-bool ptd_threadpar_fits(const struct ptd_decode_opts *o, size_t n,
-			size_t max_bytes)
+bool ptd_threadpar_fits(const struct ptd_decode_opts *o,
+			const uint64_t *bytes, size_t n)
 {
-	return o && o->jobs > 1 && n > 1 && o->path == PTD_PATH_INSN &&
-	       !(o->want & PTD_COUNTERS_KINDS) && !o->part_bytes &&
-	       max_bytes < (size_t)o->jobs * PTD_DECODE_PART_MAX_BYTES;
+	uint64_t all = 0, short_ = 0;
+
+	if (!o || !bytes || o->jobs <= 1 || n <= 1 ||
+	    o->path != PTD_PATH_INSN || (o->want & PTD_COUNTERS_KINDS) ||
+	    o->part_bytes)
+		return false;
+	/* (a capture's sizes are its manifest's word: saturated) */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t b = bytes[i] < UINT32_MAX ? bytes[i] : UINT32_MAX;
+
+		all = all + b < all ? UINT64_MAX : all + b;
+		if (b < (uint64_t)o->jobs * PTD_DECODE_PART_MAX_BYTES)
+			short_ += b;
+	}
+	return short_ > all - short_;
 }
 
 /* One unit after another on this thread. */

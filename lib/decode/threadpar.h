@@ -17,14 +17,15 @@
  * The records are exactly the serial decode's when each unit's records do
  * not depend on the units decoded before it: ptd_threadpar_fits says
  * when that is so (the instruction path, no counters table shared by the
- * threads) and when it pays (more than one unit, and threads too short to
- * be split at their PSBs on their own).
+ * threads) and when it pays (more than one unit, most of the trace in
+ * threads too short to be split at their PSBs on their own).
  */
 #ifndef PTD_DECODE_THREADPAR_H
 #define PTD_DECODE_THREADPAR_H
 
 #include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "decode/decoder.h"
 #include "decode/parallel.h"
@@ -50,7 +51,7 @@ struct ptd_threadpar_ops {
 	 * ptd_decode_thread.  On a worker (@lock non-NULL), everything it
 	 * does to the section cache the units share -- images made, changed
 	 * or freed, the decode itself (ptd_decode_thread_args.lock) -- holds
-	 * @lock. */
+	 * @lock, and the decode's options go through ptd_threadpar_opts. */
 	int (*decode)(void *ctx, size_t i, pthread_mutex_t *lock,
 		      ptd_record_fn fn, void *fctx,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag);
@@ -62,18 +63,28 @@ struct ptd_threadpar_ops {
 	void *ctx;
 };
 
-/* Whether ptd_threadpar_run decodes @n units, the longest @max_bytes of
- * trace, at once under @o: jobs > 1, n > 1, the instruction path (on the
- * block path where libipt ends a block depends on its block cache, kept
- * in the sections every thread's decoder shares and so warmed in the
+/* A worker's decode options (ops.decode): the thread decoded serially
+ * (jobs 0: the workers are the jobs), its records one by one to the
+ * worker (no runs, no runs of addresses: those are the caller's
+ * consumer's; handing the worker runs measured no faster, one more
+ * copy). */
+void ptd_threadpar_opts(struct ptd_decode_opts *o);
+
+/* Whether ptd_threadpar_run decodes @n units, with @bytes[i] bytes of
+ * trace each, at once under @o: jobs > 1, n > 1, the instruction path (on
+ * the block path where libipt ends a block depends on its block cache,
+ * kept in the sections every thread's decoder shares and so warmed in the
  * order the threads are decoded: the serial decode's records after the
  * first thread depend on it), no counts or first executions (one table
- * over all threads, in the serial order), and every unit too short to
- * keep the workers busy on its own: fewer than jobs parts of
- * PTD_DECODE_PART_MAX_BYTES (longer ones are split at their PSBs,
- * parallel.h, as they are where o->part_bytes asks for parts). */
-bool ptd_threadpar_fits(const struct ptd_decode_opts *o, size_t n,
-			size_t max_bytes);
+ * over all threads, in the serial order), no o->part_bytes (parts asked
+ * for: parallel.h), and more than half the trace in units too short to
+ * keep the workers busy on their own: fewer than jobs parts of
+ * PTD_DECODE_PART_MAX_BYTES.  (Otherwise the long ones are split at their
+ * PSBs, parallel.h.  A dynamically linked program's main thread is seldom
+ * short -- the loader's start alone is some 9 KiB of trace --, its other
+ * threads often are.) */
+bool ptd_threadpar_fits(const struct ptd_decode_opts *o,
+			const uint64_t *bytes, size_t n);
 
 /* Decode units 0..@n-1 and hand their records to @fn(@fctx) (in runs to
  * @o->batch where @fn is @o->batch_of), unit after unit, calling

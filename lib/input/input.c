@@ -213,8 +213,11 @@ static int cap_decode(void *ctx, size_t i, pthread_mutex_t *lock,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag)
 {
 	struct cap_units *u = ctx;
+	struct ptd_decode_opts o = *u->dopts;
 
-	return ptd_capture_decode_thread(u->c, u->sel[i], u->dopts, u->ic,
+	if (lock)
+		ptd_threadpar_opts(&o);
+	return ptd_capture_decode_thread(u->c, u->sel[i], &o, u->ic,
 					 lock ? NULL : u->icache, lock, fn,
 					 fctx, st, diag);
 }
@@ -248,7 +251,7 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	struct ptd_threadpar_ops ops = { cap_sections, cap_decode, cap_done,
 					 &u };
 	size_t i, nsel = 0, *sel = NULL;
-	uint64_t longest = 0;
+	uint64_t *bytes = NULL;
 	int r;
 
 	if (!c || !origin || !source || !o || !sink || !sink->record)
@@ -256,16 +259,20 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	if (ret_thread_errors)
 		*ret_thread_errors = 0;
 	sel = calloc(c->nthreads ? c->nthreads : 1, sizeof(*sel));
-	if (!sel)
+	bytes = calloc(c->nthreads ? c->nthreads : 1, sizeof(*bytes));
+	if (!sel || !bytes) {
+		free(sel);
+		free(bytes);
 		return -ENOMEM;
+	}
 	for (i = 0; i < c->nthreads; i++)
 		if (!o->have_tid || c->threads[i].tid == o->tid) {
+			bytes[nsel] = c->threads[i].pt_bytes;
 			sel[nsel++] = i;
-			if (c->threads[i].pt_bytes > longest)
-				longest = c->threads[i].pt_bytes;
 		}
 	if (o->have_tid && !nsel) {
 		free(sel);
+		free(bytes);
 		return ptd_diagf(diag, -ENOENT, "%s '%s' has no thread %ld",
 				 ptd_input_kind_name(kind), origin,
 				 (long)o->tid);
@@ -292,16 +299,14 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	r = sink->info ? sink->info(sink->ctx, &info) : 0;
 	u = (struct cap_units){ c, sel, &dopts, ic, icache, sink, 0 };
 	if (r == 0)
-		r = ptd_threadpar_run(
-			&dopts, nsel,
-			ptd_threadpar_fits(&dopts, nsel,
-					   longest > SIZE_MAX ? SIZE_MAX
-							      : (size_t)longest),
-			&ops, sink->record, sink->ctx);
+		r = ptd_threadpar_run(&dopts, nsel,
+				      ptd_threadpar_fits(&dopts, bytes, nsel),
+				      &ops, sink->record, sink->ctx);
 	if (ret_thread_errors)
 		*ret_thread_errors = u.errors;
 out:
 	free(sel);
+	free(bytes);
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);
 	return r;

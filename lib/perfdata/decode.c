@@ -924,6 +924,8 @@ static int unit_decode(void *ctx, size_t i, pthread_mutex_t *lock,
 
 	sink.record = fn;
 	sink.ctx = fctx;
+	if (lock)
+		ptd_threadpar_opts(&o);
 	if (!u->d->o->decode.addr_filter.config.addr_cfg)
 		o.addr_filter = u->d->pr[t->proc].filter;
 	return decode_thread(u->d, t, &o, lock ? NULL : u->icache, lock,
@@ -953,26 +955,31 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	struct units u;
 	struct ptd_threadpar_ops ops = { unit_sections, unit_decode, unit_done,
 					 &u };
-	size_t i, nsel = 0, *sel, longest = 0;
+	size_t i, nsel = 0, *sel;
+	uint64_t *bytes;
 	pid_t pid = 0;
 	int r;
 
 	sel = calloc(d->nth ? d->nth : 1, sizeof(*sel));
-	if (!sel)
+	bytes = calloc(d->nth ? d->nth : 1, sizeof(*bytes));
+	if (!sel || !bytes) {
+		free(sel);
+		free(bytes);
 		return -ENOMEM;
+	}
 	for (i = 0; i < d->nth; i++) {
 		if (!selected(d->o, &d->th[i]))
 			continue;
 		sel[nsel] = i;
+		bytes[nsel] = d->th[i].pt.len;
 		if (nsel++ == 0)
 			pid = d->th[i].pid;
 		else if (pid != d->th[i].pid)
 			pid = -1;
-		if (d->th[i].pt.len > longest)
-			longest = d->th[i].pt.len;
 	}
 	if (d->o->have_tid && !nsel) {
 		free(sel);
+		free(bytes);
 		return ptd_diagf(d->diag, -ENOENT, "%s has no trace of thread "
 				 "%ld", pd->name, (long)d->o->tid);
 	}
@@ -989,6 +996,7 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	(void)ptd_insncache_new(0, &icache);
 	if (!icache) {
 		free(sel);
+		free(bytes);
 		return -ENOMEM;
 	}
 	info = (struct ptd_input_info){ PTD_INPUT_PERFDATA, "perf.data",
@@ -1001,12 +1009,13 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	u = (struct units){ d, sel, &dopts, icache, sink, 0 };
 	if (r == 0)
 		r = ptd_threadpar_run(&dopts, nsel,
-				      ptd_threadpar_fits(&dopts, nsel, longest),
+				      ptd_threadpar_fits(&dopts, bytes, nsel),
 				      &ops, sink->record, sink->ctx);
 	if (ret_thread_errors)
 		*ret_thread_errors = u.errors;
 	ptd_insncache_free(icache);
 	free(sel);
+	free(bytes);
 	return r;
 }
 

@@ -198,6 +198,26 @@ static int ref_record(void *ctx, const struct ptd_record *r)
 	return got_record(g, r);
 }
 
+/* A capture of prog-threads (the main thread and two more) into @dir,
+ * loaded into @c. */
+static bool trace_threads(const char *dir, struct ptd_capture *c)
+{
+	char prog[PATH_MAX];
+	char *argv[2] = { prog, NULL };
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag d = { "" };
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
+	memset(&so, 0, sizeof(so));
+	so.outdir = dir;
+	so.quiet_target = true;
+	REQUIRE_OR_FALSE(ptd_swpt_run(argv, &so, &res, &d) == 0);
+	REQUIRE_OR_FALSE(ptd_capture_load(dir, c, &d) == 0);
+	REQUIRE_OR_FALSE(c->nthreads == 3);
+	return true;
+}
+
 /* Every record as its JSON line, and each thread's done, for comparing
  * whole decodes (a record's strings live only as long as its decode). */
 struct lines {
@@ -236,9 +256,11 @@ static void lines_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
 	struct lines *l = ctx;
 	size_t n = strlen(l->done);
 
+	/* (parts: threads decoded at once are each decoded serially) */
 	(void)snprintf(l->done + n, sizeof(l->done) - n,
-		       "%ld:%" PRIu64 ":%" PRIu64 ":%d:%s;", (long)tid,
-		       st->insns, st->errors, err, diag->msg);
+		       "%ld:%" PRIu64 ":%" PRIu64 ":%d:%s:%" PRIu64 ";",
+		       (long)tid, st->insns, st->errors, err, diag->msg,
+		       st->parts);
 }
 
 /* A capture's threads decoded at once (--jobs, decode/threadpar.h) give
@@ -246,31 +268,20 @@ static void lines_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
  * sink's stop is the serial decode's too. */
 static void test_threads_at_once(void)
 {
-	char dir[PATH_MAX], prog[PATH_MAX];
-	char *argv[2];
-	struct ptd_swpt_options so;
-	struct ptd_swpt_result res;
+	char dir[PATH_MAX];
 	struct ptd_diag d = { "" };
 	struct ptd_capture c;
 	struct ptd_input_opts o;
 	struct lines ser, par;
 	struct ptd_input_sink ss = { NULL, lines_record, lines_done, &ser };
 	struct ptd_input_sink ps = { NULL, lines_record, lines_done, &par };
-	size_t terr = 99, longest = 0;
+	uint64_t bytes[3];
+	size_t terr = 99;
 
 	path_in(dir, sizeof(dir), "threads-at-once");
-	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
-	argv[0] = prog;
-	argv[1] = NULL;
-	memset(&so, 0, sizeof(so));
-	so.outdir = dir;
-	so.quiet_target = true;
-	REQUIRE(ptd_swpt_run(argv, &so, &res, &d) == 0);
-	REQUIRE(ptd_capture_load(dir, &c, &d) == 0);
-	REQUIRE(c.nthreads >= 3);
-	for (size_t i = 0; i < c.nthreads; i++)
-		if (c.threads[i].pt_bytes > longest)
-			longest = c.threads[i].pt_bytes;
+	REQUIRE(trace_threads(dir, &c));
+	for (size_t i = 0; i < 3; i++)
+		bytes[i] = c.threads[i].pt_bytes;
 	memset(&o, 0, sizeof(o));
 	o.decode.path = PTD_PATH_INSN;
 	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
@@ -281,7 +292,7 @@ static void test_threads_at_once(void)
 	for (unsigned jobs = 2; jobs <= 4; jobs += 2) {
 		o.decode.jobs = jobs;
 		/* (else this would compare the serial decode with itself) */
-		CHECK(ptd_threadpar_fits(&o.decode, c.nthreads, longest));
+		CHECK(ptd_threadpar_fits(&o.decode, bytes, 3));
 		memset(&par, 0, sizeof(par));
 		terr = 99;
 		CHECK_EQ_INT(ptd_input_decode(dir, &o, &ps, &terr, &d), 0);
@@ -307,10 +318,7 @@ static void test_threads_at_once(void)
 
 static void test_capture_decode(void)
 {
-	char dir[PATH_MAX], prog[PATH_MAX];
-	char *argv[3];
-	struct ptd_swpt_options so;
-	struct ptd_swpt_result res;
+	char dir[PATH_MAX];
 	struct ptd_diag d = { "" };
 	struct ptd_capture c;
 	struct ptd_input_opts o;
@@ -319,15 +327,7 @@ static void test_capture_decode(void)
 	size_t i, terr = 99;
 
 	path_in(dir, sizeof(dir), "threads");
-	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
-	argv[0] = prog;
-	argv[1] = NULL;
-	memset(&so, 0, sizeof(so));
-	so.outdir = dir;
-	so.quiet_target = true;
-	REQUIRE(ptd_swpt_run(argv, &so, &res, &d) == 0);
-	REQUIRE(ptd_capture_load(dir, &c, &d) == 0);
-	REQUIRE(c.nthreads >= 2);
+	REQUIRE(trace_threads(dir, &c));
 
 	memset(&o, 0, sizeof(o));
 	o.decode.path = PTD_PATH_INSN;

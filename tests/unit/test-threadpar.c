@@ -382,25 +382,37 @@ static void test_batch(void)
 static void test_fits(void)
 {
 	struct ptd_decode_opts o = par_opts(2);
-	size_t small = 2 * PTD_DECODE_PART_MAX_BYTES - 1;
+	const uint64_t part = PTD_DECODE_PART_MAX_BYTES;
+	/* short: fewer than jobs parts */
+	const uint64_t two_short[] = { 2 * part - 1, 100 };
+	const uint64_t two_long[] = { 2 * part, 2 * part };
+	/* a long main thread and short ones: mostly short */
+	const uint64_t main_and_short[] = { 9558, 3505, 3505, 3505 };
+	const uint64_t long_main[] = { 12000, 3505, 3505, 3505 };
+	const uint64_t huge[] = { UINT64_MAX, UINT64_MAX, 1 };
 
-	CHECK(ptd_threadpar_fits(&o, 2, small));
-	CHECK(!ptd_threadpar_fits(&o, 1, small));	/* one thread */
-	CHECK(!ptd_threadpar_fits(&o, 2, small + 1));	/* split at PSBs */
+	CHECK(ptd_threadpar_fits(&o, two_short, 2));
+	CHECK(!ptd_threadpar_fits(&o, two_short, 1));	/* one thread */
+	CHECK(!ptd_threadpar_fits(&o, two_long, 2));	/* split at PSBs */
+	CHECK(ptd_threadpar_fits(&o, main_and_short, 4));
+	CHECK(!ptd_threadpar_fits(&o, long_main, 4));	/* mostly long */
+	CHECK(!ptd_threadpar_fits(&o, huge, 3));
 	o.jobs = 4;
-	CHECK(ptd_threadpar_fits(&o, 2, small + 1));
+	CHECK(ptd_threadpar_fits(&o, two_long, 2));
+	CHECK(ptd_threadpar_fits(&o, long_main, 4));
 	o.jobs = 1;
-	CHECK(!ptd_threadpar_fits(&o, 2, 0));
+	CHECK(!ptd_threadpar_fits(&o, two_short, 2));
 	o = par_opts(2);
 	o.path = PTD_PATH_BLOCK;	/* libipt's block cache */
-	CHECK(!ptd_threadpar_fits(&o, 2, 0));
+	CHECK(!ptd_threadpar_fits(&o, two_short, 2));
 	o = par_opts(2);
 	o.want |= PTD_REC_BIT(PTD_REC_FIRST_EXEC);	/* one table */
-	CHECK(!ptd_threadpar_fits(&o, 2, 0));
+	CHECK(!ptd_threadpar_fits(&o, two_short, 2));
 	o = par_opts(2);
 	o.part_bytes = 1;		/* parts asked for */
-	CHECK(!ptd_threadpar_fits(&o, 2, 0));
-	CHECK(!ptd_threadpar_fits(NULL, 2, 0));
+	CHECK(!ptd_threadpar_fits(&o, two_short, 2));
+	CHECK(!ptd_threadpar_fits(NULL, two_short, 2));
+	CHECK(!ptd_threadpar_fits(&o, NULL, 2));
 }
 
 int main(void)
