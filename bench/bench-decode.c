@@ -59,6 +59,16 @@
  *                                  deciding that costs), the ratio of the
  *                                  two; and the insn path with N threads
  *                                  beside the insn path alone
+ *   threads at once                the capture through ptd_input_decode
+ *                                  with opts.jobs N on the insn path,
+ *                                  records counted, as ptctl decode
+ *                                  --jobs N --path insn decodes it: a
+ *                                  capture mostly of short threads has
+ *                                  them decoded at once
+ *                                  (decode/threadpar.h), against the insn
+ *                                  path row (thread after thread).  For a
+ *                                  trace of many threads:
+ *                                  -- tests/progs/prog-threads N ITERS
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -102,6 +112,7 @@
 #include "common/fileio.h"
 #include "common/strutil.h"
 #include "decode/decoder.h"
+#include "input/input.h"
 #include "record/binframe.h"
 #include "record/jsonw.h"
 #include "swpt/capture.h"
@@ -384,7 +395,7 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
 	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
 	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, PTD_TRACES, PTD_INSN_TRACES,
-	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, PTD_D16, NWHICH };
+	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, PTD_D16, PTD_THREADS, NWHICH };
 static const char *names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -412,6 +423,7 @@ static const char *names[NWHICH] = {
 	"via ptd replay, ip,tid binary, jobs 1",
 	"via ptd replay, ip,tid binary, jobs 2",
 	"via ptd replay, 16 subs (aggregate)",
+	"threads at once, insn path, counted",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
@@ -419,13 +431,13 @@ static const enum which baseline[NWHICH] = {
 	BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN, BARE_INSN,
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
 	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
-	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1, PTD_D1,
+	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1, PTD_D1, PTD_INSN_PATH,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "1 sub", "", "", "",
 	"", "", "", "1 thread", "", "", "", "no jobs", "", "", "", "", "jobs 1",
-	"", "",
+	"", "", "",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
@@ -809,6 +821,44 @@ static double threads_cores(unsigned n)
 	return n * t1 / tn;
 }
 
+static int count_insn(void *ctx, const struct ptd_record *r)
+{
+	*(uint64_t *)ctx += r->type == PTD_REC_INSN;
+	return 0;
+}
+
+/* The capture through ptd_input_decode, as ptctl decode --jobs N --path
+ * insn decodes it: a capture of many short threads decodes them at once
+ * (decode/threadpar.h), beside the insn path row's thread after thread;
+ * its time includes reading the capture. */
+static double threads_at_once(uint64_t *ret_insns, uint64_t *ret_bytes,
+			      double *ret_cpu)
+{
+	struct ptd_input_opts o;
+	struct ptd_input_sink sink = { NULL, count_insn, NULL, ret_insns,
+				       NULL };
+	struct ptd_diag diag = { "" };
+	size_t terr = 0;
+	double t0, c0;
+
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN);
+	o.decode.jobs = arg_jobs;
+	*ret_insns = 0;
+	*ret_bytes = 0;
+	c0 = cpu_now();
+	t0 = now();
+	if (ptd_input_decode(arg_cache, &o, &sink, &terr, &diag) < 0 ||
+	    terr) {
+		fprintf(stderr, "bench: %s\n", diag.msg);
+		exit(2);
+	}
+	t0 = now() - t0;
+	*ret_cpu = cpu_now() - c0;
+	return t0;
+}
+
 /* Run one measurement over every thread; returns seconds. */
 static double measure(const struct ptd_capture *c, enum which w,
 		      uint64_t *ret_insns, uint64_t *ret_bytes,
@@ -839,6 +889,11 @@ static double measure(const struct ptd_capture *c, enum which w,
 					   : 0,
 				   bin, jobs_of(w), ret_insns, ret_bytes,
 				   ret_slowest, ret_cpu);
+	}
+	if (w == PTD_THREADS) {
+		ptd_insncache_free(icache);
+		ptd_iscache_free(ic);
+		return threads_at_once(ret_insns, ret_bytes, ret_cpu);
 	}
 	for (size_t i = 0; i < c->nthreads; i++) {
 		struct ptd_capture_stream rs;
@@ -949,6 +1004,7 @@ static double measure(const struct ptd_capture *c, enum which w,
 		case PTD_D4:
 		case PTD_D4_IPTID:
 		case PTD_D16:
+		case PTD_THREADS:
 		case NWHICH:
 			break;
 		}
