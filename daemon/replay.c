@@ -74,7 +74,7 @@ struct ptd_replay {
 	_Atomic uint64_t bytes, insns, records;
 	/* in.decode.jobs > 1: ptd_decode_stats.parts and serial_parts
 	 * summed, and the first serial_why (a static string) */
-	atomic_uint_fast64_t parts, serial_parts;
+	atomic_uint_fast64_t parts, serial_parts, at_once;
 	_Atomic(const char *) serial_why;
 };
 
@@ -309,6 +309,8 @@ static void on_thread_done(void *ctx, pid_t tid,
 	atomic_fetch_add(&r->threads, 1);
 	atomic_fetch_add(&r->bytes, st->bytes);
 	atomic_fetch_add(&r->parts, st->parts);
+	if (st->at_once)
+		atomic_fetch_add(&r->at_once, 1);
 	if (st->serial_parts) {
 		const char *none = NULL;
 
@@ -635,6 +637,7 @@ void ptd_replay_get_stats(struct ptd_replay *r, struct ptd_session_stats *ret)
 	ret->parts = atomic_load(&r->parts);
 	ret->serial_parts = atomic_load(&r->serial_parts);
 	ret->serial_why = atomic_load(&r->serial_why);
+	ret->threads_at_once = atomic_load(&r->at_once);
 }
 
 void ptd_replay_free(struct ptd_replay *r)

@@ -268,6 +268,7 @@ struct ptd_session_stats {
 	uint64_t serial_parts;
 	const char *serial_why;
 	uint64_t parts;		/* ptd_decode_stats.parts, summed */
+	uint64_t threads_at_once;	/* ... .at_once, counted */
 };
 
 struct ptd_session;

@@ -164,6 +164,9 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 		if (st.serial_why)
 			cJSON_AddStringToObject(res, "serial_why",
 						st.serial_why);
+		/* threads decoded at once instead (decode/threadpar.h) */
+		cJSON_AddNumberToObject(res, "threads_at_once",
+					(double)st.threads_at_once);
 	}
 	srv_children_counts(ss, res);
 	cJSON_AddNumberToObject(res, "memory",

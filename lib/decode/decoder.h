@@ -211,6 +211,10 @@ struct ptd_decode_stats {
 	 * trace too short for two parts, or one the parallel decoder does
 	 * not cut: decoded serially without a serial_why) */
 	uint64_t parts;
+	/* opts.jobs > 1: the thread was decoded serially on a worker, at once
+	 * with the trace's other threads (decode/threadpar.h; its parts are
+	 * 0). */
+	bool at_once;
 	/* args.more: the decode stopped at an error whose resync point is
 	 * not in the trace yet, holding back what followed it: it ended
 	 * there, not at the end of the trace. */

@@ -2,15 +2,25 @@
 /*
  * The threads of a trace decoded at once (decode/threadpar.h).
  *
- * Threads: the caller's thread starts min(jobs, n) workers, then hands on
- * unit after unit.  A worker takes the next unit (never more than nslots
- * ahead of the unit being handed on), decodes it into chunks of records
- * and queues each full chunk on the unit; it waits while the unit holds
- * AHEAD_CHUNKS - 1 of them (queued or being handed on).  The caller's thread takes the current unit's
- * chunks as they come, hands their records on and gives the chunks back
- * to a free list.  @mx guards every unit's queue, the free list and the
- * counters below; the section cache's @lock (the units' decodes) is never
- * taken while @mx is held.
+ * Threads: the caller's thread starts min(jobs, n) workers and waits for
+ * them.  A worker takes the next unit (never more than nslots ahead of the
+ * current one, the unit whose records the consumer gets now) and decodes
+ * it.  While its unit is not current, it queues the records in chunks on
+ * the unit, and waits while the unit holds AHEAD_CHUNKS - 1 of them.  The
+ * worker of the current unit has the turn: it hands the unit's queued
+ * chunks to the consumer, then each record as it is made (no copy: the
+ * serial decode's cost), and once the decode returned says the unit is
+ * done and passes the turn on -- handing on, itself, the units after it
+ * that are done already, until one is still being decoded (whose worker
+ * takes the turn at its next record, or when its decode returns) or none
+ * is left.  So the consumer and ops.done are called by one thread at a
+ * time, the turn passed under @mx (which orders their calls), never by
+ * two at once.
+ *
+ * @mx guards the units' queues and done flags, the free list, @next and
+ * @rc; @current is written under it (read without it by a worker checking
+ * whether the turn came).  The section cache's @lock (the units' decodes)
+ * is never taken while @mx is held.
  */
 #include "decode/threadpar.h"
 
@@ -21,6 +31,9 @@
 
 #define CHUNK_RECORDS 2048u
 #define AHEAD_CHUNKS (PTD_THREADPAR_AHEAD / CHUNK_RECORDS)
+/* Records a worker with the turn gathers for a consumer that takes runs
+ * (o->batch), small enough to stay in its caches. */
+#define RUN_RECORDS 256u
 
 struct chunk {
 	struct chunk *next;
@@ -32,8 +45,8 @@ struct unit {
 	struct chunk *head, *tail;	/* queued, not yet handed on */
 	size_t nheld;			/* chunks queued or being handed on */
 	bool done;			/* its decode returned */
-	atomic_bool stop;		/* the consumer refused its records */
-	int err;
+	int err;			/* ... with this error (or 0) */
+	int rc;		/* the consumer's negative value: the rest dropped */
 	struct ptd_decode_stats st;
 	struct ptd_diag diag;
 };
@@ -41,6 +54,9 @@ struct unit {
 struct tp {
 	const struct ptd_decode_opts *o;
 	const struct ptd_threadpar_ops *ops;
+	ptd_record_fn fn;
+	void *fctx;
+	bool batch;		/* the consumer takes runs (o->batch) */
 	struct unit *u;
 	size_t n, nslots;
 	pthread_mutex_t lock;	/* the section cache (threadpar.h) */
@@ -48,16 +64,21 @@ struct tp {
 	pthread_cond_t cv;	/* any change of what @mx guards */
 	struct chunk *free;
 	size_t next;		/* the next unit a worker takes */
-	size_t current;		/* the unit being handed on */
-	atomic_bool cancel;
+	atomic_size_t current;	/* the unit with the turn; n: all done */
+	int rc;			/* the consumer's positive value: stopped */
+	atomic_bool cancel;	/* stopped (or every unit done) */
 };
 
 /* A worker's unit being decoded. */
 struct wctx {
 	struct tp *p;
+	size_t i;
 	struct unit *u;
 	struct chunk *c;	/* being filled (NULL: none yet) */
 	bool nomem;
+	bool turn;		/* its records go to the consumer as made */
+	struct ptd_record *run;	/* ... gathered for o->batch (NULL: none) */
+	size_t nrun;
 };
 
 static struct chunk *chunk_get(struct tp *p)
@@ -78,10 +99,115 @@ static struct chunk *chunk_get(struct tp *p)
 	return c;
 }
 
+/* Everything stops: the consumer's positive value, or out of memory. */
+static void stop_all(struct tp *p, int rc)
+{
+	(void)pthread_mutex_lock(&p->mx);
+	if (!p->rc)
+		p->rc = rc;
+	atomic_store(&p->cancel, true);
+	(void)pthread_cond_broadcast(&p->cv);
+	(void)pthread_mutex_unlock(&p->mx);
+}
+
+/* Hand @n records of unit @u to the consumer (the turn's holder).
+ * Returns false when everything stops; a negative value of the consumer
+ * ends the unit: the rest of its records are dropped. */
+static bool give(struct tp *p, struct unit *u, const struct ptd_record *v,
+		 size_t n)
+{
+	int rc = 0;
+
+	if (u->rc || !n)
+		return true;
+	if (p->batch)
+		rc = p->o->batch(p->fctx, v, n);
+	for (size_t k = 0; !p->batch && k < n && !rc; k++)
+		rc = p->fn(p->fctx, &v[k]);
+	if (rc < 0)
+		u->rc = rc;
+	if (rc > 0) {
+		stop_all(p, rc);
+		return false;
+	}
+	return true;
+}
+
+/* Hand on what unit @u has queued (the turn's holder). */
+static bool drain(struct tp *p, struct unit *u)
+{
+	for (;;) {
+		struct chunk *c;
+		bool go;
+
+		(void)pthread_mutex_lock(&p->mx);
+		c = u->head;
+		if (c) {
+			u->head = c->next;
+			if (!u->head)
+				u->tail = NULL;
+		}
+		(void)pthread_mutex_unlock(&p->mx);
+		if (!c)
+			return true;
+		go = give(p, u, c->v, c->n);
+		(void)pthread_mutex_lock(&p->mx);
+		c->next = p->free;
+		p->free = c;
+		u->nheld--;
+		(void)pthread_cond_broadcast(&p->cv);
+		(void)pthread_mutex_unlock(&p->mx);
+		if (!go)
+			return false;
+	}
+}
+
+/* Unit @i, which has the turn, was decoded and all handed on: say so and
+ * pass the turn on, handing on the units after it that are done. */
+static void pass_turn(struct tp *p, size_t i)
+{
+	for (;;) {
+		struct unit *u = &p->u[i];
+		bool done;
+
+		u->st.at_once = true;
+		p->ops->done(p->ops->ctx, i, u->rc ? u->rc : u->err, &u->st,
+			     &u->diag);
+		(void)pthread_mutex_lock(&p->mx);
+		atomic_store(&p->current, ++i);
+		if (i == p->n)
+			atomic_store(&p->cancel, true);
+		(void)pthread_cond_broadcast(&p->cv);
+		done = i < p->n && p->u[i].done;
+		(void)pthread_mutex_unlock(&p->mx);
+		/* not done: its worker takes the turn */
+		if (!done || !drain(p, &p->u[i]))
+			return;
+	}
+}
+
+/* The turn came to @w's unit, still being decoded: hand on what it
+ * queued and what it is filling; from now on its records go straight to
+ * the consumer. */
+static bool take_turn(struct wctx *w)
+{
+	w->turn = true;
+	if (!drain(w->p, w->u))
+		return false;
+	if (w->c) {
+		bool go = give(w->p, w->u, w->c->v, w->c->n);
+
+		w->c->n = 0;
+		if (!go)
+			return false;
+	}
+	return true;
+}
+
 /* Queue @w's chunk on its unit; wait until the unit holds fewer than
  * AHEAD_CHUNKS - 1, so that with the one it fills next its records not
- * yet handed on are at most PTD_THREADPAR_AHEAD.  Returns false when the
- * decode is cancelled. */
+ * yet handed on are at most PTD_THREADPAR_AHEAD, or until the turn comes
+ * to it.  Returns false when the decode is cancelled. */
 static bool chunk_queue(struct wctx *w)
 {
 	struct tp *p = w->p;
@@ -96,8 +222,8 @@ static bool chunk_queue(struct wctx *w)
 	u->tail = w->c;
 	u->nheld++;
 	w->c = NULL;
-	(void)pthread_cond_broadcast(&p->cv);
-	while (u->nheld + 1 >= AHEAD_CHUNKS && !atomic_load(&p->cancel))
+	while (u->nheld + 1 >= AHEAD_CHUNKS && !atomic_load(&p->cancel) &&
+	       atomic_load(&p->current) != w->i)
 		(void)pthread_cond_wait(&p->cv, &p->mx);
 	go = !atomic_load(&p->cancel);
 	(void)pthread_mutex_unlock(&p->mx);
@@ -107,11 +233,27 @@ static bool chunk_queue(struct wctx *w)
 static int unit_record(void *ctx, const struct ptd_record *rec)
 {
 	struct wctx *w = ctx;
+	struct tp *p = w->p;
 
-	if (atomic_load_explicit(&w->p->cancel, memory_order_relaxed) ||
-	    atomic_load_explicit(&w->u->stop, memory_order_relaxed))
+	if (atomic_load_explicit(&p->cancel, memory_order_relaxed) ||
+	    w->u->rc)
 		return 1;
-	if (!w->c && !(w->c = chunk_get(w->p))) {
+	if (!w->turn &&
+	    atomic_load_explicit(&p->current, memory_order_acquire) == w->i &&
+	    !take_turn(w))
+		return 1;
+	if (w->turn && !w->run)
+		return give(p, w->u, rec, 1) && !w->u->rc ? 0 : 1;
+	if (w->turn) {
+		w->run[w->nrun++] = *rec;
+		if (w->nrun == RUN_RECORDS) {
+			w->nrun = 0;
+			if (!give(p, w->u, w->run, RUN_RECORDS))
+				return 1;
+		}
+		return w->u->rc ? 1 : 0;
+	}
+	if (!w->c && !(w->c = chunk_get(p))) {
 		w->nomem = true;
 		return 1;
 	}
@@ -132,54 +274,75 @@ void ptd_threadpar_opts(struct ptd_decode_opts *o)
 	o->jobs = 0;
 }
 
+/* Decode unit @i on this worker (@run: RUN_RECORDS for o->batch). */
+static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
+{
+	struct wctx w = { p, i, &p->u[i], NULL, false, false, run, 0 };
+	struct ptd_decode_stats st;
+	struct ptd_diag diag = { "" };
+	bool turn;
+	int r;
+
+	memset(&st, 0, sizeof(st));
+	r = p->ops->decode(p->ops->ctx, i, &p->lock, unit_record, &w, &st,
+			   &diag);
+	if (w.nomem)
+		r = -ENOMEM;	/* the unit ends there, as a serial one would */
+	/* what it gathered with the turn */
+	if (w.turn && w.nrun && !atomic_load(&p->cancel))
+		(void)give(p, w.u, w.run, w.nrun);
+	(void)pthread_mutex_lock(&p->mx);
+	if (w.c && w.c->n && !w.turn) {
+		if (w.u->tail)
+			w.u->tail->next = w.c;
+		else
+			w.u->head = w.c;
+		w.u->tail = w.c;
+		w.u->nheld++;
+	} else if (w.c) {
+		w.c->next = p->free;
+		p->free = w.c;
+	}
+	w.u->err = r < 0 ? r : 0;
+	w.u->st = st;
+	w.u->diag = diag;
+	w.u->done = true;
+	turn = atomic_load(&p->current) == i && !atomic_load(&p->cancel);
+	(void)pthread_cond_broadcast(&p->cv);
+	(void)pthread_mutex_unlock(&p->mx);
+	/* the turn came (or had come) to it: whatever it still queued, then
+	 * the units after it */
+	if (turn && drain(p, w.u))
+		pass_turn(p, i);
+}
+
 static void *worker(void *arg)
 {
 	struct tp *p = arg;
+	struct ptd_record *run = NULL;
 
 	(void)pthread_setname_np(pthread_self(), "ptd-thread");
+	if (p->batch && !(run = malloc(RUN_RECORDS * sizeof(*run)))) {
+		stop_all(p, -ENOMEM);
+		return NULL;
+	}
 	for (;;) {
-		struct wctx w = { p, NULL, NULL, false };
-		struct ptd_decode_stats st;
-		struct ptd_diag diag = { "" };
 		size_t i;
-		int r;
 
 		(void)pthread_mutex_lock(&p->mx);
 		while (!atomic_load(&p->cancel) && p->next < p->n &&
-		       p->next >= p->current + p->nslots)
+		       p->next >= atomic_load(&p->current) + p->nslots)
 			(void)pthread_cond_wait(&p->cv, &p->mx);
 		if (atomic_load(&p->cancel) || p->next >= p->n) {
 			(void)pthread_mutex_unlock(&p->mx);
-			return NULL;
+			break;
 		}
 		i = p->next++;
 		(void)pthread_mutex_unlock(&p->mx);
-
-		w.u = &p->u[i];
-		memset(&st, 0, sizeof(st));
-		r = p->ops->decode(p->ops->ctx, i, &p->lock, unit_record, &w,
-				   &st, &diag);
-		if (w.nomem)
-			r = -ENOMEM;
-		(void)pthread_mutex_lock(&p->mx);
-		if (w.c && w.c->n) {
-			if (w.u->tail)
-				w.u->tail->next = w.c;
-			else
-				w.u->head = w.c;
-			w.u->tail = w.c;
-			w.u->nheld++;
-		} else if (w.c) {
-			w.c->next = p->free;
-			p->free = w.c;
-		}
-		w.u->err = r < 0 ? r : 0;
-		w.u->st = st;
-		w.u->diag = diag;
-		w.u->done = true;
-		(void)pthread_cond_broadcast(&p->cv);
-		(void)pthread_mutex_unlock(&p->mx);
+		run_unit(p, i, run);
 	}
+	free(run);
+	return NULL;
 }
 
 bool ptd_threadpar_fits(const struct ptd_decode_opts *o,
@@ -220,51 +383,6 @@ static int run_serial(size_t n, const struct ptd_threadpar_ops *ops,
 	return 0;
 }
 
-/* Hand unit @i's records on as they come.  Returns 0 once the unit is
- * done and all handed on, or the consumer's non-zero value: positive
- * stops the whole decode; negative (as the serial decode takes it) ends
- * the unit with that error once its decode returned, its records left
- * dropped. */
-static int hand_on(struct tp *p, size_t i, ptd_record_fn fn, void *fctx,
-		   bool batch)
-{
-	struct unit *u = &p->u[i];
-	int rc = 0;
-
-	for (;;) {
-		struct chunk *c;
-
-		(void)pthread_mutex_lock(&p->mx);
-		while (!u->head && !u->done)
-			(void)pthread_cond_wait(&p->cv, &p->mx);
-		c = u->head;
-		if (c) {
-			u->head = c->next;
-			if (!u->head)
-				u->tail = NULL;
-		}
-		(void)pthread_mutex_unlock(&p->mx);
-		if (!c)
-			return rc;	/* done, every chunk handed on */
-		if (rc < 0)
-			;		/* dropped */
-		else if (batch)
-			rc = p->o->batch(fctx, c->v, c->n);
-		for (size_t k = 0; !batch && k < c->n && !rc; k++)
-			rc = fn(fctx, &c->v[k]);
-		if (rc < 0)
-			atomic_store(&u->stop, true);
-		(void)pthread_mutex_lock(&p->mx);
-		c->next = p->free;
-		p->free = c;
-		u->nheld--;
-		(void)pthread_cond_broadcast(&p->cv);
-		(void)pthread_mutex_unlock(&p->mx);
-		if (rc > 0)
-			return rc;
-	}
-}
-
 static void tp_fini(struct tp *p)
 {
 	for (size_t i = 0; p->u && i < p->n; i++) {
@@ -282,6 +400,9 @@ static void tp_fini(struct tp *p)
 		p->free = next;
 	}
 	free(p->u);
+	(void)pthread_cond_destroy(&p->cv);
+	(void)pthread_mutex_destroy(&p->mx);
+	(void)pthread_mutex_destroy(&p->lock);
 }
 
 int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
@@ -291,7 +412,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	pthread_t th[PTD_DECODE_MAX_JOBS];
 	size_t nth, k;
 	struct tp p;
-	int rc = 0;
+	int rc;
 
 	if (!o || !ops || !ops->decode || !ops->done || !fn ||
 	    o->jobs > PTD_DECODE_MAX_JOBS)
@@ -303,12 +424,16 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	memset(&p, 0, sizeof(p));
 	p.o = o;
 	p.ops = ops;
+	p.fn = fn;
+	p.fctx = fctx;
+	p.batch = o->batch && fn == o->batch_of;
 	p.n = n;
 	nth = o->jobs < n ? o->jobs : n;
 	p.nslots = nth + 2;
 	p.u = calloc(n, sizeof(*p.u));
 	if (!p.u)
 		return -ENOMEM;
+	atomic_init(&p.current, 0);
 	atomic_init(&p.cancel, false);
 	(void)pthread_mutex_init(&p.lock, NULL);
 	(void)pthread_mutex_init(&p.mx, NULL);
@@ -320,35 +445,16 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	if (!nth) {
 		/* No worker: this thread decodes them all. */
 		tp_fini(&p);
-		(void)pthread_cond_destroy(&p.cv);
-		(void)pthread_mutex_destroy(&p.mx);
-		(void)pthread_mutex_destroy(&p.lock);
 		return run_serial(n, ops, fn, fctx);
 	}
-	for (k = 0; k < n; k++) {
-		struct unit *u = &p.u[k];
-
-		rc = hand_on(&p, k, fn, fctx,
-			     o->batch && fn == o->batch_of);
-		if (rc > 0)
-			break;
-		ops->done(ops->ctx, k, rc < 0 ? rc : u->err, &u->st,
-			  &u->diag);
-		rc = 0;
-		(void)pthread_mutex_lock(&p.mx);
-		p.current = k + 1;
-		(void)pthread_cond_broadcast(&p.cv);
-		(void)pthread_mutex_unlock(&p.mx);
-	}
+	/* until every unit was handed on, or the consumer stopped it */
 	(void)pthread_mutex_lock(&p.mx);
-	atomic_store(&p.cancel, true);
-	(void)pthread_cond_broadcast(&p.cv);
+	while (!atomic_load(&p.cancel))
+		(void)pthread_cond_wait(&p.cv, &p.mx);
+	rc = p.rc;
 	(void)pthread_mutex_unlock(&p.mx);
 	for (size_t i = 0; i < nth; i++)
 		(void)pthread_join(th[i], NULL);
-	(void)pthread_cond_destroy(&p.cv);
-	(void)pthread_mutex_destroy(&p.mx);
-	(void)pthread_mutex_destroy(&p.lock);
 	tp_fini(&p);
 	return rc;
 }

@@ -7,12 +7,17 @@
  * short for that (fewer parts than jobs) would leave the other cores idle,
  * and a process of many short threads is decoded one thread at a time.
  * Here a reader (a capture, a perf.data file) hands over its threads as
- * units: workers decode the next units while the caller's thread hands
- * the current one's records on, in order, as they come (not when the
- * unit ends), then says the unit is done.  A worker runs at most
- * PTD_THREADPAR_AHEAD records ahead of the records handed on in its unit
- * (it waits there), and at most jobs + 2 units are taken and not yet
- * done, so what is held is bounded as the parts of parallel.h are.
+ * units, decoded each serially on one of jobs workers: the current unit's
+ * worker hands its records to the consumer as it makes them (no copy, as
+ * the serial decode does), then says the unit is done and passes the turn
+ * to the next; the other workers decode the next units meanwhile,
+ * keeping their records until the turn comes to them.  A worker keeps at
+ * most PTD_THREADPAR_AHEAD records of its unit (it waits there), and at
+ * most jobs + 2 units are taken and not yet done, so what is held is
+ * bounded as the parts of parallel.h are.  The consumer and ops.done are
+ * called by the worker with the turn: by one thread at a time, in the
+ * serial order, each call ordered after the one before (the turn passes
+ * under a lock), but not on the caller's thread.
  *
  * The records are exactly the serial decode's when each unit's records do
  * not depend on the units decoded before it: ptd_threadpar_fits says
@@ -30,8 +35,9 @@
 #include "decode/decoder.h"
 #include "decode/parallel.h"
 
-/* Records a worker holds at most for one unit before it waits for the
- * caller's thread to hand them on: the records of a part of parallel.h. */
+/* Records a worker keeps at most for a unit that does not have the turn
+ * before it waits for them to be handed on: the records of a part of
+ * parallel.h. */
 #define PTD_THREADPAR_AHEAD \
 	((size_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE)
 
@@ -56,7 +62,7 @@ struct ptd_threadpar_ops {
 		      ptd_record_fn fn, void *fctx,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag);
 	/* Unit @i's records were all handed on: @err is 0 or the negative
-	 * error that ended it early.  On the caller's thread. */
+	 * error that ended it early.  Called as the consumer is (above). */
 	void (*done)(void *ctx, size_t i, int err,
 		     const struct ptd_decode_stats *st,
 		     const struct ptd_diag *diag);
@@ -94,7 +100,7 @@ bool ptd_threadpar_fits(const struct ptd_decode_opts *o,
  * no later done, that value returned; a negative one ends the unit as a
  * serial decode's would (its decode returns it): done gets it as the
  * unit's error, and the next unit follows.  Returns 0, the positive
- * value, or -EINVAL. */
+ * value, -EINVAL or -ENOMEM. */
 int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 		      const struct ptd_threadpar_ops *ops, ptd_record_fn fn,
 		      void *fctx);

@@ -31,8 +31,9 @@ struct syn {
 	/* unit @wait_unit's consumer waits, at its first record, for
 	 * unit @wait_unit + 1's decode to start (true: it must) */
 	int wait_unit;
-	/* unit @press_unit's consumer waits, at its first record, for its
-	 * decode to run more than PTD_THREADPAR_AHEAD ahead (it must not) */
+	/* unit @press_unit's consumer waits, at its first record, for the
+	 * next unit's decode to run more than PTD_THREADPAR_AHEAD ahead (it
+	 * must not) */
 	int press_unit;
 	pthread_mutex_t mx;
 	pthread_cond_t cv;
@@ -100,7 +101,7 @@ static bool next_started(struct syn *s, size_t u)
 
 static bool past_bound(struct syn *s, size_t u)
 {
-	return atomic_load(&s->produced[u]) > PTD_THREADPAR_AHEAD + 1;
+	return atomic_load(&s->produced[u + 1]) > PTD_THREADPAR_AHEAD + 1;
 }
 
 static int syn_decode(void *ctx, size_t i, pthread_mutex_t *lock,
@@ -130,7 +131,7 @@ static int syn_decode(void *ctx, size_t i, pthread_mutex_t *lock,
 			atomic_load(&s->consumed[i]);
 		if (ahead > atomic_load(&s->max_ahead[i]))
 			atomic_store(&s->max_ahead[i], ahead);
-		if ((int)i == s->press_unit) {
+		if ((int)i == s->press_unit + 1) {
 			(void)pthread_mutex_lock(&s->mx);
 			(void)pthread_cond_broadcast(&s->cv);
 			(void)pthread_mutex_unlock(&s->mx);
@@ -296,15 +297,15 @@ static void test_at_once(void)
 }
 
 /* A unit's decode waits once PTD_THREADPAR_AHEAD of its records are not
- * yet handed on: with the consumer held at the unit's first record, the
- * decode gets that far and no further. */
+ * yet handed on: with the consumer held at the unit before's first
+ * record, the decode gets that far and no further. */
 static void test_bounded(void)
 {
 	static const size_t len[] = { 100, 3 * PTD_THREADPAR_AHEAD, 100 };
 	struct syn s;
 
 	syn_init(&s, 3, len);
-	s.press_unit = 1;
+	s.press_unit = 0;
 	CHECK_EQ_INT(run(&s, 2, true), 0);
 	CHECK(!s.pressed);
 	CHECK(atomic_load(&s.max_ahead[1]) <= PTD_THREADPAR_AHEAD);
