@@ -6,7 +6,8 @@
  * them.  A worker takes the next unit (never more than nslots ahead of the
  * current one, the unit whose records the consumer gets now) and decodes
  * it.  While its unit is not current, it queues the records in chunks on
- * the unit, and waits while the unit holds AHEAD_CHUNKS - 1 of them.  The
+ * the unit, and waits while the units hold their budget of chunks
+ * between them (PTD_THREADPAR_HELD, with the chunks being filled).  The
  * worker of the current unit has the turn: it hands the unit's queued
  * chunks to the consumer, then each record as it is made (no copy: the
  * serial decode's cost), and once the decode returned says the unit is
@@ -31,6 +32,7 @@
 
 #define CHUNK_RECORDS 2048u
 #define AHEAD_CHUNKS (PTD_THREADPAR_AHEAD / CHUNK_RECORDS)
+_Static_assert(AHEAD_CHUNKS >= 2, "a budget of at least a chunk a worker");
 /* Records a worker with the turn gathers for a consumer that takes runs
  * (o->batch), small enough to stay in its caches. */
 #define RUN_RECORDS 256u
@@ -43,7 +45,6 @@ struct chunk {
 
 struct unit {
 	struct chunk *head, *tail;	/* queued, not yet handed on */
-	size_t nheld;			/* chunks queued or being handed on */
 	bool done;			/* its decode returned */
 	int err;			/* ... with this error (or 0) */
 	int rc;		/* the consumer's negative value: the rest dropped */
@@ -64,6 +65,8 @@ struct tp {
 	pthread_cond_t cv;	/* any change of what @mx guards */
 	struct chunk *free;
 	size_t next;		/* the next unit a worker takes */
+	size_t held;		/* chunks queued, on all units */
+	size_t budget;		/* ... at most (a worker waits) */
 	atomic_size_t current;	/* the unit with the turn; n: all done */
 	int rc;			/* the consumer's positive value: stopped */
 	atomic_bool cancel;	/* stopped (or every unit done) */
@@ -154,7 +157,7 @@ static bool drain(struct tp *p, struct unit *u)
 		(void)pthread_mutex_lock(&p->mx);
 		c->next = p->free;
 		p->free = c;
-		u->nheld--;
+		p->held--;
 		(void)pthread_cond_broadcast(&p->cv);
 		(void)pthread_mutex_unlock(&p->mx);
 		if (!go)
@@ -204,10 +207,9 @@ static bool take_turn(struct wctx *w)
 	return true;
 }
 
-/* Queue @w's chunk on its unit; wait until the unit holds fewer than
- * AHEAD_CHUNKS - 1, so that with the one it fills next its records not
- * yet handed on are at most PTD_THREADPAR_AHEAD, or until the turn comes
- * to it.  Returns false when the decode is cancelled. */
+/* Queue @w's chunk on its unit; wait while the units hold the budget of
+ * chunks, or until the turn comes to it.  Returns false when the decode
+ * is cancelled. */
 static bool chunk_queue(struct wctx *w)
 {
 	struct tp *p = w->p;
@@ -220,9 +222,10 @@ static bool chunk_queue(struct wctx *w)
 	else
 		u->head = w->c;
 	u->tail = w->c;
-	u->nheld++;
+	p->held++;
 	w->c = NULL;
-	while (u->nheld + 1 >= AHEAD_CHUNKS && !atomic_load(&p->cancel) &&
+	(void)pthread_cond_broadcast(&p->cv);
+	while (p->held >= p->budget && !atomic_load(&p->cancel) &&
 	       atomic_load(&p->current) != w->i)
 		(void)pthread_cond_wait(&p->cv, &p->mx);
 	go = !atomic_load(&p->cancel);
@@ -298,7 +301,7 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 		else
 			w.u->head = w.c;
 		w.u->tail = w.c;
-		w.u->nheld++;
+		p->held++;
 	} else if (w.c) {
 		w.c->next = p->free;
 		p->free = w.c;
@@ -430,6 +433,8 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	p.n = n;
 	nth = o->jobs < n ? o->jobs : n;
 	p.nslots = nth + 2;
+	/* with the chunk each worker fills: PTD_THREADPAR_HELD */
+	p.budget = p.nslots * AHEAD_CHUNKS - nth;
 	p.u = calloc(n, sizeof(*p.u));
 	if (!p.u)
 		return -ENOMEM;

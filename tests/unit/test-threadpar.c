@@ -32,9 +32,10 @@ struct syn {
 	 * unit @wait_unit + 1's decode to start (true: it must) */
 	int wait_unit;
 	/* unit @press_unit's consumer waits, at its first record, for the
-	 * next unit's decode to run more than PTD_THREADPAR_AHEAD ahead (it
-	 * must not) */
+	 * next unit's decode to run more than @press_bound ahead (it must
+	 * not) */
 	int press_unit;
+	size_t press_bound;
 	pthread_mutex_t mx;
 	pthread_cond_t cv;
 	bool started[MAXU];
@@ -101,7 +102,7 @@ static bool next_started(struct syn *s, size_t u)
 
 static bool past_bound(struct syn *s, size_t u)
 {
-	return atomic_load(&s->produced[u + 1]) > PTD_THREADPAR_AHEAD + 1;
+	return atomic_load(&s->produced[u + 1]) > s->press_bound + 1;
 }
 
 static int syn_decode(void *ctx, size_t i, pthread_mutex_t *lock,
@@ -296,20 +297,23 @@ static void test_at_once(void)
 	syn_fini(&s);
 }
 
-/* A unit's decode waits once PTD_THREADPAR_AHEAD of its records are not
- * yet handed on: with the consumer held at the unit before's first
- * record, the decode gets that far and no further. */
+/* A unit decoded ahead waits once the workers keep PTD_THREADPAR_HELD
+ * records: with the consumer held at the unit before's first record, its
+ * decode gets that far and no further -- and that far, not a part's
+ * worth: one unit may use all of it. */
 static void test_bounded(void)
 {
-	static const size_t len[] = { 100, 3 * PTD_THREADPAR_AHEAD, 100 };
+	static const size_t len[] = { 100, 8 * PTD_THREADPAR_AHEAD, 100 };
 	struct syn s;
 
 	syn_init(&s, 3, len);
 	s.press_unit = 0;
+	s.press_bound = PTD_THREADPAR_HELD(2);
 	CHECK_EQ_INT(run(&s, 2, true), 0);
 	CHECK(!s.pressed);
-	CHECK(atomic_load(&s.max_ahead[1]) <= PTD_THREADPAR_AHEAD);
-	CHECK(atomic_load(&s.max_ahead[1]) > PTD_THREADPAR_AHEAD / 2);
+	CHECK(atomic_load(&s.max_ahead[1]) <= PTD_THREADPAR_HELD(2));
+	CHECK(atomic_load(&s.max_ahead[1]) > PTD_THREADPAR_HELD(2) -
+						     2 * PTD_THREADPAR_AHEAD);
 	check_all(&s);
 	syn_fini(&s);
 }
