@@ -702,3 +702,23 @@ int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
 	cursor_update(c);
 	return r < 0 ? r : 1;
 }
+
+int ptd_tl_add_sections(struct ptd_iscache *ic, const struct ptd_timeline *tl,
+			const char *dir, pid_t tid, uint64_t first_seq,
+			uint64_t end_seq)
+{
+	struct ptd_tl_cursor cur;
+	struct ptd_image *img = NULL;
+	struct ptd_diag diag;
+
+	memset(&cur, 0, sizeof(cur));
+	(void)ptd_image_new(ic, "sections", &img);
+	if (!img)
+		return -ENOMEM;
+	(void)ptd_tl_cursor_init(&cur, tl, dir, tid, first_seq, end_seq, img,
+				 &diag);
+	while (cur.tl && ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
+		;
+	ptd_image_free(img);
+	return 0;
+}

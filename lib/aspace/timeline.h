@@ -158,4 +158,15 @@ const struct ptd_tl_event *ptd_tl_cursor_peek(struct ptd_tl_cursor *c);
 int ptd_tl_cursor_apply_next(struct ptd_tl_cursor *c, struct ptd_image *img,
 			     struct ptd_diag *diag);
 
+/* Add to @ic every section a cursor of thread @tid over @tl (the
+ * arguments of ptd_tl_cursor_init) adds on its way to the end: the image
+ * as the thread started, then each of its events (one that fails is
+ * passed over, as a decode's cursor passes it).  For decodes that share
+ * @ic and must give its sections the same isids -- given in the order
+ * sections are first added -- whatever order they run in
+ * (decode/threadpar.h).  Returns 0 or -ENOMEM. */
+int ptd_tl_add_sections(struct ptd_iscache *ic, const struct ptd_timeline *tl,
+			const char *dir, pid_t tid, uint64_t first_seq,
+			uint64_t end_seq);
+
 #endif

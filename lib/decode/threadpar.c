@@ -421,7 +421,8 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	    o->jobs > PTD_DECODE_MAX_JOBS)
 		return -EINVAL;
 	for (k = 0; ops->sections && n > 1 && k < n; k++)
-		ops->sections(ops->ctx, k);
+		if (ops->sections(ops->ctx, k) < 0)
+			fits = false;
 	if (!fits)
 		return run_serial(n, ops, fn, fctx);
 	memset(&p, 0, sizeof(p));

@@ -53,8 +53,9 @@ struct ptd_threadpar_ops {
 	 * given in the order sections are first added, which units decoded
 	 * at once would interleave; added here first, in the same order
 	 * however the units are decoded, every later add finds its
-	 * section. */
-	void (*sections)(void *ctx, size_t i);
+	 * section.  Returns 0, or a negative error: the units are then
+	 * decoded one after another. */
+	int (*sections)(void *ctx, size_t i);
 	/* Decode unit @i to its end, its records to @fn(@fctx) in order,
 	 * its statistics in @st, a failure's message in @diag; returns as
 	 * ptd_decode_thread.  On a worker (@lock non-NULL), everything it

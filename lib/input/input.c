@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "aspace/image.h"
 #include "aspace/iscache.h"
 #include "aspace/timeline.h"
 #include "bundle/bundle.h"
@@ -183,29 +182,15 @@ struct cap_units {
 	size_t errors;
 };
 
-/* Every image the thread's decode can have, in @ic (threadpar.h). */
-static void cap_sections(void *ctx, size_t i)
+/* Every section the thread's decode can add (threadpar.h). */
+static int cap_sections(void *ctx, size_t i)
 {
 	struct cap_units *u = ctx;
 	const struct ptd_capture_thread *t = &u->c->threads[u->sel[i]];
-	struct ptd_tl_cursor cur;
-	struct ptd_image *img = NULL;
-	struct ptd_diag diag;
 
-	/* (an event that fails is passed over, as the decode's cursor
-	 * does: the rest still apply) */
-	memset(&cur, 0, sizeof(cur));
-	(void)ptd_image_new(u->ic, "sections", &img);
-	if (img) {
-		(void)ptd_tl_cursor_init(&cur, &u->c->tl, u->c->dir, t->tid,
-					 t->first_seq,
-					 t->has_end ? t->end_seq : UINT64_MAX, img,
-					 &diag);
-		while (cur.tl &&
-		       ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
-			;
-	}
-	ptd_image_free(img);
+	return ptd_tl_add_sections(u->ic, &u->c->tl, u->c->dir, t->tid,
+				  t->first_seq,
+				  t->has_end ? t->end_seq : UINT64_MAX);
 }
 
 static int cap_decode(void *ctx, size_t i, pthread_mutex_t *lock,

@@ -888,29 +888,15 @@ struct units {
 	size_t errors;
 };
 
-/* Every image the thread's decode can have, in d->ic (threadpar.h). */
-static void unit_sections(void *ctx, size_t i)
+/* Every section the thread's decode can add (threadpar.h). */
+static int unit_sections(void *ctx, size_t i)
 {
 	const struct units *u = ctx;
 	const struct thr *t = &u->d->th[u->sel[i]];
-	struct ptd_tl_cursor cur;
-	struct ptd_image *img = NULL;
-	struct ptd_diag diag;
 
-	/* (an event that fails is passed over, as the decode's cursor
-	 * does: the rest still apply) */
-	memset(&cur, 0, sizeof(cur));
-	(void)ptd_image_new(u->d->ic, "sections", &img);
-	if (img) {
-		(void)ptd_tl_cursor_init(&cur, &u->d->pr[t->proc].tl, NULL, t->tid,
-					 t->first_seq,
-					 t->exited ? t->end_seq : UINT64_MAX, img,
-					 &diag);
-		while (cur.tl &&
-		       ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
-			;
-	}
-	ptd_image_free(img);
+	return ptd_tl_add_sections(u->d->ic, &u->d->pr[t->proc].tl, NULL,
+				  t->tid, t->first_seq,
+				  t->exited ? t->end_seq : UINT64_MAX);
 }
 
 static int unit_decode(void *ctx, size_t i, pthread_mutex_t *lock,

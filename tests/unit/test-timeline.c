@@ -679,6 +679,42 @@ static void test_cursor_two_threads(void)
 	ptd_iscache_free(ic);
 }
 
+/* ptd_tl_add_sections adds every section a thread's cursor adds, in its
+ * order (isids 1, 2, 3 for thread 20: its start's two maps, then the
+ * later map), whatever thread's cursor applies them afterwards: thread
+ * 10's, going to its end, adds none. */
+static void test_add_sections(void)
+{
+	struct ptd_iscache *ic;
+	struct ptd_image *img = NULL;
+	struct ptd_timeline tl;
+	struct ptd_tl_cursor c;
+	struct ptd_diag d = { "" };
+	static const uint64_t vaddr[] = { 0x400000, 0x600000, 0x700000 };
+
+	(void)ptd_iscache_new(&ic);
+	REQUIRE(ic);
+	build_two_threads(&tl);
+	CHECK_EQ_INT(ptd_tl_add_sections(ic, &tl, tmpdir, 20, 2, UINT64_MAX),
+		     0);
+	for (int i = 1; i <= 3; i++) {
+		const struct ptd_module *m = ptd_iscache_module(ic, i);
+
+		CHECK(m && m->vaddr == vaddr[i - 1]);
+	}
+	CHECK(!ptd_iscache_module(ic, 4));
+	(void)ptd_image_new(ic, "t1", &img);
+	REQUIRE(img);
+	CHECK_EQ_INT(ptd_tl_cursor_init(&c, &tl, tmpdir, 10, 0, UINT64_MAX,
+					img, &d), 0);
+	CHECK_EQ_INT(ptd_tl_cursor_advance(&c, UINT64_MAX, img, &d), 4);
+	CHECK_EQ_INT(byte_at(img, 0x700000), 0x11);
+	CHECK(!ptd_iscache_module(ic, 4));
+	ptd_image_free(img);
+	ptd_timeline_fini(&tl);
+	ptd_iscache_free(ic);
+}
+
 /* An event with no position for the thread (after first_seq: it happened
  * once the thread's stream had ended) is never applied to it; a failing
  * event is reported and skipped, and the cursor goes on. */
@@ -854,6 +890,7 @@ int main(void)
 	RUN(test_event_limit);
 	RUN(test_apply);
 	RUN(test_cursor_two_threads);
+	RUN(test_add_sections);
 	RUN(test_cursor_reused_tid);
 	RUN(test_check_file);
 	RUN(test_cursor_nopos_and_errors);
