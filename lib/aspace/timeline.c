@@ -717,7 +717,8 @@ int ptd_tl_add_sections(struct ptd_iscache *ic, const struct ptd_timeline *tl,
 		return -ENOMEM;
 	(void)ptd_tl_cursor_init(&cur, tl, dir, tid, first_seq, end_seq, img,
 				 &diag);
-	while (cur.tl && ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
+	while (cur.tl &&
+	       ptd_tl_cursor_advance(&cur, UINT64_MAX, img, &diag) < 0)
 		;
 	ptd_image_free(img);
 	return 0;

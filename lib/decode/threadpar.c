@@ -47,7 +47,8 @@ struct unit {
 	struct chunk *head, *tail;	/* queued, not yet handed on */
 	bool done;			/* its decode returned */
 	int err;			/* ... with this error (or 0) */
-	int rc;		/* the consumer's negative value: the rest dropped */
+	/* the consumer's negative value: the rest of it dropped */
+	int rc;
 	struct ptd_decode_stats st;
 	struct ptd_diag diag;
 };
@@ -68,7 +69,7 @@ struct tp {
 	size_t held;		/* chunks queued, on all units */
 	size_t budget;		/* ... at most (a worker waits) */
 	atomic_size_t current;	/* the unit with the turn; n: all done */
-	int rc;			/* the consumer's positive value: stopped */
+	int rc;			/* the consumer's stop (positive) */
 	atomic_bool cancel;	/* stopped (or every unit done) */
 };
 
@@ -80,7 +81,7 @@ struct wctx {
 	struct chunk *c;	/* being filled (NULL: none yet) */
 	bool nomem;
 	bool turn;		/* its records go to the consumer as made */
-	struct ptd_record *run;	/* ... gathered for o->batch (NULL: none) */
+	struct ptd_record *run;	/* ... gathered for o->batch (or NULL) */
 	size_t nrun;
 };
 
@@ -290,7 +291,7 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 	r = p->ops->decode(p->ops->ctx, i, &p->lock, unit_record, &w, &st,
 			   &diag);
 	if (w.nomem)
-		r = -ENOMEM;	/* the unit ends there, as a serial one would */
+		r = -ENOMEM;	/* the unit ends there, as a serial one */
 	/* what it gathered with the turn */
 	if (w.turn && w.nrun && !atomic_load(&p->cancel))
 		(void)give(p, w.u, w.run, w.nrun);

@@ -16,10 +16,10 @@
  * PTD_THREADPAR_HELD records between them (a worker waits there), what
  * the parts of parallel.h are charged for: one unit decoded ahead may use
  * all of it (a thread of 180k records 1.4x faster on 2 vCPUs than with a
- * part's worth each, which had it wait after 32k).  The consumer and ops.done are
- * called by the worker with the turn: by one thread at a time, in the
- * serial order, each call ordered after the one before (the turn passes
- * under a lock), but not on the caller's thread.
+ * part's worth each, which had it wait after 32k).  The consumer and
+ * ops.done are called by the worker with the turn: by one thread at a
+ * time, in the serial order, each call ordered after the one before (the
+ * turn passes under a lock), but not on the caller's thread.
  *
  * The records are exactly the serial decode's when each unit's records do
  * not depend on the units decoded before it: ptd_threadpar_fits says

@@ -514,9 +514,9 @@ static void check_tiny_cache(const struct expect *ex, const char *dir,
 	for (size_t t = 0; t < cap.nthreads; t++) {
 		struct ptd_decode_stats st;
 
-		CHECK_EQ_INT(ptd_capture_decode_thread(&cap, t, &o, ic, icache, NULL,
-						       lib_record, &ls, &st,
-						       &diag),
+		CHECK_EQ_INT(ptd_capture_decode_thread(&cap, t, &o, ic, icache,
+						       NULL, lib_record, &ls,
+						       &st, &diag),
 			     0);
 		CHECK_EQ_U64(st.errors, 0);
 	}

@@ -262,8 +262,8 @@ static unsigned count_insns(const struct ptd_capture *c, const char *mod,
 	memset(&o, 0, sizeof(o));
 	o.path = PTD_PATH_BLOCK;
 	o.want = PTD_REC_BIT(PTD_REC_INSN);
-	if (ptd_capture_decode_thread(c, 0, &o, NULL, NULL, NULL, count_raw, &rc,
-				      NULL, &diag) < 0)
+	if (ptd_capture_decode_thread(c, 0, &o, NULL, NULL, NULL, count_raw,
+				      &rc, NULL, &diag) < 0)
 		CHECK_FAIL_("replay: %s", diag.msg);
 	return rc.n;
 }

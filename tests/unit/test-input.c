@@ -352,8 +352,8 @@ static void test_capture_decode(void)
 		dopts.cpu = c.cpu;
 		memset(&st, 0, sizeof(st));
 		CHECK_EQ_INT(ptd_capture_decode_thread(&c, i, &dopts, NULL,
-							NULL, NULL, ref_record, &ref,
-							&st, &d),
+							NULL, NULL, ref_record,
+							&ref, &st, &d),
 			     0);
 		if (i < 16) {
 			CHECK_EQ_INT(g.done_tid[i], c.threads[i].tid);
