@@ -55,6 +55,7 @@ struct unit {
 
 struct tp {
 	const struct ptd_decode_opts *o;
+	struct ptd_decode_opts wo;	/* a worker's decode (ops.decode) */
 	const struct ptd_threadpar_ops *ops;
 	ptd_record_fn fn;
 	void *fctx;
@@ -101,6 +102,24 @@ static struct chunk *chunk_get(struct tp *p)
 		c->n = 0;
 	}
 	return c;
+}
+
+/* Queue @c on unit @u (@mx held). */
+static void chunk_add(struct tp *p, struct unit *u, struct chunk *c)
+{
+	if (u->tail)
+		u->tail->next = c;
+	else
+		u->head = c;
+	u->tail = c;
+	p->held++;
+}
+
+/* Give @c back to the free list (@mx held). */
+static void chunk_put(struct tp *p, struct chunk *c)
+{
+	c->next = p->free;
+	p->free = c;
 }
 
 /* Everything stops: the consumer's positive value, or out of memory. */
@@ -156,8 +175,7 @@ static bool drain(struct tp *p, struct unit *u)
 			return true;
 		go = give(p, u, c->v, c->n);
 		(void)pthread_mutex_lock(&p->mx);
-		c->next = p->free;
-		p->free = c;
+		chunk_put(p, c);
 		p->held--;
 		(void)pthread_cond_broadcast(&p->cv);
 		(void)pthread_mutex_unlock(&p->mx);
@@ -218,12 +236,7 @@ static bool chunk_queue(struct wctx *w)
 	bool go;
 
 	(void)pthread_mutex_lock(&p->mx);
-	if (u->tail)
-		u->tail->next = w->c;
-	else
-		u->head = w->c;
-	u->tail = w->c;
-	p->held++;
+	chunk_add(p, u, w->c);
 	w->c = NULL;
 	(void)pthread_cond_broadcast(&p->cv);
 	while (p->held >= p->budget && !atomic_load(&p->cancel) &&
@@ -267,17 +280,6 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
-void ptd_threadpar_opts(struct ptd_decode_opts *o)
-{
-	if (!o)
-		return;
-	o->batch = NULL;
-	o->batch_of = NULL;
-	o->ips = NULL;
-	o->ips_gate = NULL;
-	o->jobs = 0;
-}
-
 /* Decode unit @i on this worker (@run: RUN_RECORDS for o->batch). */
 static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 {
@@ -288,25 +290,18 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 	int r;
 
 	memset(&st, 0, sizeof(st));
-	r = p->ops->decode(p->ops->ctx, i, &p->lock, unit_record, &w, &st,
-			   &diag);
+	r = p->ops->decode(p->ops->ctx, i, &p->wo, &p->lock, unit_record, &w,
+			   &st, &diag);
 	if (w.nomem)
 		r = -ENOMEM;	/* the unit ends there, as a serial one */
 	/* what it gathered with the turn */
 	if (w.turn && w.nrun && !atomic_load(&p->cancel))
 		(void)give(p, w.u, w.run, w.nrun);
 	(void)pthread_mutex_lock(&p->mx);
-	if (w.c && w.c->n && !w.turn) {
-		if (w.u->tail)
-			w.u->tail->next = w.c;
-		else
-			w.u->head = w.c;
-		w.u->tail = w.c;
-		p->held++;
-	} else if (w.c) {
-		w.c->next = p->free;
-		p->free = w.c;
-	}
+	if (w.c && w.c->n && !w.turn)
+		chunk_add(p, w.u, w.c);
+	else if (w.c)
+		chunk_put(p, w.c);
 	w.u->err = r < 0 ? r : 0;
 	w.u->st = st;
 	w.u->diag = diag;
@@ -370,8 +365,9 @@ bool ptd_threadpar_fits(const struct ptd_decode_opts *o,
 }
 
 /* One unit after another on this thread. */
-static int run_serial(size_t n, const struct ptd_threadpar_ops *ops,
-		      ptd_record_fn fn, void *fctx)
+static int run_serial(const struct ptd_decode_opts *o, size_t n,
+		      const struct ptd_threadpar_ops *ops, ptd_record_fn fn,
+		      void *fctx)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ptd_decode_stats st;
@@ -379,7 +375,7 @@ static int run_serial(size_t n, const struct ptd_threadpar_ops *ops,
 		int r;
 
 		memset(&st, 0, sizeof(st));
-		r = ops->decode(ops->ctx, i, NULL, fn, fctx, &st, &diag);
+		r = ops->decode(ops->ctx, i, o, NULL, fn, fctx, &st, &diag);
 		if (r > 0)
 			return r;
 		ops->done(ops->ctx, i, r, &st, &diag);
@@ -425,9 +421,15 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 		if (ops->sections(ops->ctx, k) < 0)
 			fits = false;
 	if (!fits)
-		return run_serial(n, ops, fn, fctx);
+		return run_serial(o, n, ops, fn, fctx);
 	memset(&p, 0, sizeof(p));
 	p.o = o;
+	p.wo = *o;
+	p.wo.batch = NULL;
+	p.wo.batch_of = NULL;
+	p.wo.ips = NULL;
+	p.wo.ips_gate = NULL;
+	p.wo.jobs = 0;
 	p.ops = ops;
 	p.fn = fn;
 	p.fctx = fctx;
@@ -452,7 +454,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	if (!nth) {
 		/* No worker: this thread decodes them all. */
 		tp_fini(&p);
-		return run_serial(n, ops, fn, fctx);
+		return run_serial(o, n, ops, fn, fctx);
 	}
 	/* until every unit was handed on, or the consumer stopped it */
 	(void)pthread_mutex_lock(&p.mx);

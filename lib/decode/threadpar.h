@@ -56,14 +56,18 @@ struct ptd_threadpar_ops {
 	 * section.  Returns 0, or a negative error: the units are then
 	 * decoded one after another. */
 	int (*sections)(void *ctx, size_t i);
-	/* Decode unit @i to its end, its records to @fn(@fctx) in order,
-	 * its statistics in @st, a failure's message in @diag; returns as
-	 * ptd_decode_thread.  On a worker (@lock non-NULL), everything it
-	 * does to the section cache the units share -- images made, changed
-	 * or freed, the decode itself (ptd_decode_thread_args.lock) -- holds
-	 * @lock, and the decode's options go through ptd_threadpar_opts. */
-	int (*decode)(void *ctx, size_t i, pthread_mutex_t *lock,
-		      ptd_record_fn fn, void *fctx,
+	/* Decode unit @i to its end with @o, its records to @fn(@fctx) in
+	 * order, its statistics in @st, a failure's message in @diag;
+	 * returns as ptd_decode_thread.  On a worker (@lock non-NULL),
+	 * everything it does to the section cache the units share -- images
+	 * made, changed or freed, the decode itself
+	 * (ptd_decode_thread_args.lock) -- holds @lock.  @o: those given to
+	 * ptd_threadpar_run, on a worker with the thread decoded serially
+	 * (jobs 0: the workers are the jobs) and its records one by one (no
+	 * runs, no runs of addresses: those are the consumer's; handing the
+	 * worker runs measured no faster, one more copy). */
+	int (*decode)(void *ctx, size_t i, const struct ptd_decode_opts *o,
+		      pthread_mutex_t *lock, ptd_record_fn fn, void *fctx,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag);
 	/* Unit @i's records were all handed on: @err is 0 or the negative
 	 * error that ended it early.  Called as the consumer is (above). */
@@ -72,13 +76,6 @@ struct ptd_threadpar_ops {
 		     const struct ptd_diag *diag);
 	void *ctx;
 };
-
-/* A worker's decode options (ops.decode): the thread decoded serially
- * (jobs 0: the workers are the jobs), its records one by one to the
- * worker (no runs, no runs of addresses: those are the caller's
- * consumer's; handing the worker runs measured no faster, one more
- * copy). */
-void ptd_threadpar_opts(struct ptd_decode_opts *o);
 
 /* Whether ptd_threadpar_run decodes @n units, with @bytes[i] bytes of
  * trace each, at once under @o: jobs > 1, n > 1, the instruction path (on

@@ -175,7 +175,6 @@ int ptd_input_decode(const char *path, const struct ptd_input_opts *o,
 struct cap_units {
 	const struct ptd_capture *c;
 	const size_t *sel;		/* thread indexes */
-	const struct ptd_decode_opts *dopts;
 	struct ptd_iscache *ic;
 	struct ptd_insncache *icache;	/* one thread at a time only */
 	const struct ptd_input_sink *sink;
@@ -193,16 +192,13 @@ static int cap_sections(void *ctx, size_t i)
 				  t->has_end ? t->end_seq : UINT64_MAX);
 }
 
-static int cap_decode(void *ctx, size_t i, pthread_mutex_t *lock,
-		      ptd_record_fn fn, void *fctx,
+static int cap_decode(void *ctx, size_t i, const struct ptd_decode_opts *o,
+		      pthread_mutex_t *lock, ptd_record_fn fn, void *fctx,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag)
 {
 	struct cap_units *u = ctx;
-	struct ptd_decode_opts o = *u->dopts;
 
-	if (lock)
-		ptd_threadpar_opts(&o);
-	return ptd_capture_decode_thread(u->c, u->sel[i], &o, u->ic,
+	return ptd_capture_decode_thread(u->c, u->sel[i], o, u->ic,
 					 lock ? NULL : u->icache, lock, fn,
 					 fctx, st, diag);
 }
@@ -282,7 +278,7 @@ int ptd_capture_decode_loaded(const struct ptd_capture *c, const char *origin,
 	}
 	info = (struct ptd_input_info){ kind, source, (long)c->pid, nsel };
 	r = sink->info ? sink->info(sink->ctx, &info) : 0;
-	u = (struct cap_units){ c, sel, &dopts, ic, icache, sink, 0 };
+	u = (struct cap_units){ c, sel, ic, icache, sink, 0 };
 	if (r == 0)
 		r = ptd_threadpar_run(&dopts, nsel,
 				      ptd_threadpar_fits(&dopts, bytes, nsel),

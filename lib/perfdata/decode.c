@@ -882,7 +882,6 @@ static void timing(const struct ptd_perfdata *pd, struct ptd_decode_opts *o)
 struct units {
 	const struct dec *d;
 	const size_t *sel;		/* indexes in d->th */
-	const struct ptd_decode_opts *dopts;
 	struct ptd_insncache *icache;	/* one thread at a time only */
 	const struct ptd_input_sink *sink;
 	size_t errors;
@@ -899,19 +898,17 @@ static int unit_sections(void *ctx, size_t i)
 				  t->exited ? t->end_seq : UINT64_MAX);
 }
 
-static int unit_decode(void *ctx, size_t i, pthread_mutex_t *lock,
-		       ptd_record_fn fn, void *fctx,
+static int unit_decode(void *ctx, size_t i, const struct ptd_decode_opts *uo,
+		       pthread_mutex_t *lock, ptd_record_fn fn, void *fctx,
 		       struct ptd_decode_stats *st, struct ptd_diag *diag)
 {
 	const struct units *u = ctx;
 	const struct thr *t = &u->d->th[u->sel[i]];
-	struct ptd_decode_opts o = *u->dopts;
+	struct ptd_decode_opts o = *uo;
 	struct ptd_input_sink sink = *u->sink;
 
 	sink.record = fn;
 	sink.ctx = fctx;
-	if (lock)
-		ptd_threadpar_opts(&o);
 	if (!u->d->o->decode.addr_filter.config.addr_cfg)
 		o.addr_filter = u->d->pr[t->proc].filter;
 	return decode_thread(u->d, t, &o, lock ? NULL : u->icache, lock,
@@ -992,7 +989,7 @@ static int run(struct dec *d, const struct ptd_input_sink *sink,
 	for (i = 0; r == 0 && i < nsel; i++)
 		if (!d->o->decode.addr_filter.config.addr_cfg)
 			proc_filter(d, &d->pr[d->th[sel[i]].proc], sink);
-	u = (struct units){ d, sel, &dopts, icache, sink, 0 };
+	u = (struct units){ d, sel, icache, sink, 0 };
 	if (r == 0)
 		r = ptd_threadpar_run(&dopts, nsel,
 				      ptd_threadpar_fits(&dopts, bytes, nsel),

@@ -27,7 +27,7 @@ struct syn {
 	size_t len[MAXU];	/* records of each unit */
 	int fail_unit;		/* -1, or its decode fails with -EIO */
 	pthread_t caller;
-	atomic_int on_caller, on_worker, bad_lock;
+	atomic_int on_caller, on_worker, bad_lock, bad_opts;
 	/* unit @wait_unit's consumer waits, at its first record, for
 	 * unit @wait_unit + 1's decode to start (true: it must) */
 	int wait_unit;
@@ -105,8 +105,8 @@ static bool past_bound(struct syn *s, size_t u)
 	return atomic_load(&s->produced[u + 1]) > s->press_bound + 1;
 }
 
-static int syn_decode(void *ctx, size_t i, pthread_mutex_t *lock,
-		      ptd_record_fn fn, void *fctx,
+static int syn_decode(void *ctx, size_t i, const struct ptd_decode_opts *o,
+		      pthread_mutex_t *lock, ptd_record_fn fn, void *fctx,
 		      struct ptd_decode_stats *st, struct ptd_diag *diag)
 {
 	struct syn *s = ctx;
@@ -115,6 +115,12 @@ static int syn_decode(void *ctx, size_t i, pthread_mutex_t *lock,
 	atomic_fetch_add(worker ? &s->on_worker : &s->on_caller, 1);
 	if (worker != (lock != NULL))
 		atomic_fetch_add(&s->bad_lock, 1);
+	/* a worker decodes its unit serially, records one by one; this
+	 * thread with the caller's options (par_opts: jobs and a batch) */
+	if (worker ? o->jobs || o->batch || o->batch_of || o->ips ||
+			     o->ips_gate
+		   : o->jobs < 2 || !o->batch)
+		atomic_fetch_add(&s->bad_opts, 1);
 	(void)pthread_mutex_lock(&s->mx);
 	s->started[i] = true;
 	(void)pthread_cond_broadcast(&s->cv);
@@ -225,6 +231,9 @@ static int run(struct syn *s, unsigned jobs, bool fits)
 	struct ptd_decode_opts o = par_opts(jobs);
 	struct ptd_threadpar_ops ops = { NULL, syn_decode, syn_done, s };
 
+	/* runs for another callback than this one's: the records still
+	 * come one by one, and a worker's decode must not see them */
+	o.batch = syn_batch;
 	return ptd_threadpar_run(&o, s->n, fits, &ops, syn_record, s);
 }
 
@@ -266,6 +275,7 @@ static void test_order(void)
 		CHECK_EQ_INT(atomic_load(&s.on_worker), 7);
 		CHECK_EQ_INT(atomic_load(&s.on_caller), 0);
 		CHECK_EQ_INT(atomic_load(&s.bad_lock), 0);
+		CHECK_EQ_INT(atomic_load(&s.bad_opts), 0);
 		syn_fini(&s);
 	}
 	/* not fitting: one after another on this thread, without a lock */
@@ -278,6 +288,7 @@ static void test_order(void)
 		CHECK_EQ_INT(atomic_load(&s.on_worker), 0);
 		CHECK_EQ_INT(atomic_load(&s.on_caller), 7);
 		CHECK_EQ_INT(atomic_load(&s.bad_lock), 0);
+		CHECK_EQ_INT(atomic_load(&s.bad_opts), 0);
 		syn_fini(&s);
 	}
 }
