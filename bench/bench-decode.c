@@ -821,21 +821,16 @@ static double threads_cores(unsigned n)
 	return n * t1 / tn;
 }
 
-static int count_insn(void *ctx, const struct ptd_record *r)
-{
-	*(uint64_t *)ctx += r->type == PTD_REC_INSN;
-	return 0;
-}
-
 /* The capture through ptd_input_decode, as ptctl decode --jobs N --path
  * insn decodes it: a capture of many short threads decodes them at once
- * (decode/threadpar.h), beside the insn path row's thread after thread;
- * its time includes reading the capture. */
+ * (decode/threadpar.h), beside the insn path row's thread after thread
+ * (records counted as it counts them); its time includes reading the
+ * capture. */
 static double threads_at_once(uint64_t *ret_insns, uint64_t *ret_bytes,
 			      double *ret_cpu)
 {
 	struct ptd_input_opts o;
-	struct ptd_input_sink sink = { NULL, count_insn, NULL, ret_insns,
+	struct ptd_input_sink sink = { NULL, count_record, NULL, ret_insns,
 				       NULL };
 	struct ptd_diag diag = { "" };
 	size_t terr = 0;
