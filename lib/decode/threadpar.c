@@ -30,21 +30,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_RECORDS 2048u
-#define AHEAD_CHUNKS (PTD_THREADPAR_AHEAD / CHUNK_RECORDS)
+#include "decode/chunks.h"
+
+#define AHEAD_CHUNKS (PTD_THREADPAR_AHEAD / PTD_CHUNK_RECORDS)
 _Static_assert(AHEAD_CHUNKS >= 2, "a budget of at least a chunk a worker");
 /* Records a worker with the turn gathers for a consumer that takes runs
  * (o->batch), small enough to stay in its caches. */
 #define RUN_RECORDS 256u
 
-struct chunk {
-	struct chunk *next;
-	size_t n;
-	struct ptd_record v[CHUNK_RECORDS];
-};
-
 struct unit {
-	struct chunk *head, *tail;	/* queued, not yet handed on */
+	struct ptd_chunkq q;		/* queued, not yet handed on */
 	bool done;			/* its decode returned */
 	int err;			/* ... with this error (or 0) */
 	/* the consumer's negative value: the rest of it dropped */
@@ -65,10 +60,9 @@ struct tp {
 	pthread_mutex_t lock;	/* the section cache (threadpar.h) */
 	pthread_mutex_t mx;
 	pthread_cond_t cv;	/* any change of what @mx guards */
-	struct chunk *free;
+	struct ptd_chunks ch;	/* the units' queued records */
 	size_t next;		/* the next unit a worker takes */
-	size_t held;		/* chunks queued, on all units */
-	size_t budget;		/* ... at most (a worker waits) */
+	size_t budget;		/* chunks held at most (a worker waits) */
 	atomic_size_t current;	/* the unit with the turn; n: all done */
 	int rc;			/* the consumer's stop (positive) */
 	atomic_bool cancel;	/* stopped (or every unit done) */
@@ -79,48 +73,12 @@ struct wctx {
 	struct tp *p;
 	size_t i;
 	struct unit *u;
-	struct chunk *c;	/* being filled (NULL: none yet) */
+	struct ptd_chunk *c;	/* being filled (NULL: none yet) */
 	bool nomem;
 	bool turn;		/* its records go to the consumer as made */
 	struct ptd_record *run;	/* ... gathered for o->batch (or NULL) */
 	size_t nrun;
 };
-
-static struct chunk *chunk_get(struct tp *p)
-{
-	struct chunk *c;
-
-	(void)pthread_mutex_lock(&p->mx);
-	c = p->free;
-	if (c)
-		p->free = c->next;
-	(void)pthread_mutex_unlock(&p->mx);
-	if (!c)
-		c = malloc(sizeof(*c));
-	if (c) {
-		c->next = NULL;
-		c->n = 0;
-	}
-	return c;
-}
-
-/* Queue @c on unit @u (@mx held). */
-static void chunk_add(struct tp *p, struct unit *u, struct chunk *c)
-{
-	if (u->tail)
-		u->tail->next = c;
-	else
-		u->head = c;
-	u->tail = c;
-	p->held++;
-}
-
-/* Give @c back to the free list (@mx held). */
-static void chunk_put(struct tp *p, struct chunk *c)
-{
-	c->next = p->free;
-	p->free = c;
-}
 
 /* Everything stops: the consumer's positive value, or out of memory. */
 static void stop_all(struct tp *p, int rc)
@@ -160,23 +118,17 @@ static bool give(struct tp *p, struct unit *u, const struct ptd_record *v,
 static bool drain(struct tp *p, struct unit *u)
 {
 	for (;;) {
-		struct chunk *c;
+		struct ptd_chunk *c;
 		bool go;
 
 		(void)pthread_mutex_lock(&p->mx);
-		c = u->head;
-		if (c) {
-			u->head = c->next;
-			if (!u->head)
-				u->tail = NULL;
-		}
+		c = ptd_chunks_pop(&u->q);
 		(void)pthread_mutex_unlock(&p->mx);
 		if (!c)
 			return true;
 		go = give(p, u, c->v, c->n);
 		(void)pthread_mutex_lock(&p->mx);
-		chunk_put(p, c);
-		p->held--;
+		ptd_chunks_release(&p->ch, c);
 		(void)pthread_cond_broadcast(&p->cv);
 		(void)pthread_mutex_unlock(&p->mx);
 		if (!go)
@@ -236,10 +188,10 @@ static bool chunk_queue(struct wctx *w)
 	bool go;
 
 	(void)pthread_mutex_lock(&p->mx);
-	chunk_add(p, u, w->c);
+	ptd_chunks_add(&p->ch, &u->q, w->c);
 	w->c = NULL;
 	(void)pthread_cond_broadcast(&p->cv);
-	while (p->held >= p->budget && !atomic_load(&p->cancel) &&
+	while (p->ch.held >= p->budget && !atomic_load(&p->cancel) &&
 	       atomic_load(&p->current) != w->i)
 		(void)pthread_cond_wait(&p->cv, &p->mx);
 	go = !atomic_load(&p->cancel);
@@ -270,12 +222,12 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 		}
 		return w->u->rc ? 1 : 0;
 	}
-	if (!w->c && !(w->c = chunk_get(p))) {
+	if (!w->c && !(w->c = ptd_chunks_get(&p->ch, &p->mx))) {
 		w->nomem = true;
 		return 1;
 	}
 	w->c->v[w->c->n++] = *rec;
-	if (w->c->n == CHUNK_RECORDS && !chunk_queue(w))
+	if (w->c->n == PTD_CHUNK_RECORDS && !chunk_queue(w))
 		return 1;
 	return 0;
 }
@@ -299,9 +251,9 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 		(void)give(p, w.u, w.run, w.nrun);
 	(void)pthread_mutex_lock(&p->mx);
 	if (w.c && w.c->n && !w.turn)
-		chunk_add(p, w.u, w.c);
+		ptd_chunks_add(&p->ch, &w.u->q, w.c);
 	else if (w.c)
-		chunk_put(p, w.c);
+		ptd_chunks_put(&p->ch, w.c);
 	w.u->err = r < 0 ? r : 0;
 	w.u->st = st;
 	w.u->diag = diag;
@@ -385,20 +337,9 @@ static int run_serial(const struct ptd_decode_opts *o, size_t n,
 
 static void tp_fini(struct tp *p)
 {
-	for (size_t i = 0; p->u && i < p->n; i++) {
-		struct chunk *c = p->u[i].head, *next;
-
-		for (; c; c = next) {
-			next = c->next;
-			free(c);
-		}
-	}
-	while (p->free) {
-		struct chunk *next = p->free->next;
-
-		free(p->free);
-		p->free = next;
-	}
+	for (size_t i = 0; p->u && i < p->n; i++)
+		ptd_chunkq_free(&p->u[i].q);
+	ptd_chunks_fini(&p->ch);
 	free(p->u);
 	(void)pthread_cond_destroy(&p->cv);
 	(void)pthread_mutex_destroy(&p->mx);
