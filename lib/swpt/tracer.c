@@ -447,31 +447,58 @@ static int read_entry(struct tracer *tr, pid_t pid, uint64_t *ret)
 	return 0;
 }
 
-/* Debug register @n of @pid (a stopped tracee) set to @val. */
-static int set_debugreg(struct tracer *tr, pid_t pid, int n, uint64_t val)
+/* An int3 written at @addr in stopped tracee @pid's memory (a private
+ * copy of the page: the file is not touched); *@ret_word: the word it
+ * replaced, which entry_unbreak puts back. */
+static int entry_break(struct tracer *tr, pid_t pid, uint64_t addr,
+		       long *ret_word)
 {
-	if (ptrace(PTRACE_POKEUSER, pid,
-		   (void *)(offsetof(struct user, u_debugreg) +
-			    (size_t)n * sizeof(uint64_t)),
-		   (void *)val) < 0)
-		return tr_failf(tr, -errno, "cannot set debug register %d of "
-				"process %d: %s", n, (int)pid, strerror(errno));
+	long w;
+
+	errno = 0;
+	w = ptrace(PTRACE_PEEKTEXT, pid, (void *)addr, NULL);
+	if (errno)
+		return tr_failf(tr, -errno, "cannot read the entry point %#"
+				PRIx64 " of process %d: %s", addr, (int)pid,
+				strerror(errno));
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr,
+		   (void *)((w & ~0xffL) | 0xcc)) < 0)
+		return tr_failf(tr, -errno, "cannot set a breakpoint at the "
+				"entry point %#" PRIx64 " of process %d: %s",
+				addr, (int)pid, strerror(errno));
+	*ret_word = w;
+	return 0;
+}
+
+static int entry_unbreak(struct tracer *tr, pid_t pid, uint64_t addr,
+			 long word)
+{
+	if (ptrace(PTRACE_POKETEXT, pid, (void *)addr, (void *)word) < 0)
+		return tr_failf(tr, -errno, "cannot restore the entry point %#"
+				PRIx64 " of process %d: %s", addr, (int)pid,
+				strerror(errno));
 	return 0;
 }
 
 /* opt->start == PTD_SWPT_START_ENTRY: run the program untraced, at full
  * speed, from its exec stop to its entry point (the dynamic loader and the
  * libraries' constructors run meanwhile), then return with it stopped
- * there, as spawn_to_exec returns at the exec stop.  A hardware execute
- * breakpoint (DR0) stops it: the program's memory is never written, and a
- * process forked meanwhile does not inherit it.  An exec before the entry
- * (a constructor that execs) moves the breakpoint to the new program's
- * entry.  A thread or process created before the entry cannot be followed
- * from there: that is refused. */
+ * there, as spawn_to_exec returns at the exec stop.  A breakpoint (int3)
+ * written at the entry stops it, and the byte is put back before anything
+ * is traced (the decoder reads the files, not this copy of the page).
+ * (Not a hardware execute breakpoint, DR0, which writes nothing: some
+ * hypervisors take the debug registers and never deliver their traps --
+ * measured on a PVM guest, where the program ran past the entry to its
+ * exit.)  An exec before the entry (a constructor that execs) replaces
+ * the memory: the breakpoint goes to the new program's entry.  A thread
+ * or process created before the entry cannot be followed from there:
+ * that is refused (and the program killed, the copy of a forked child
+ * too: PTRACE_O_EXITKILL). */
 static int run_to_entry(struct tracer *tr, char *const argv[])
 {
 	struct user_regs_struct regs;
 	uint64_t entry = 0;
+	long word = 0;
 	int status, r, sig = 0;
 
 rearm:
@@ -483,10 +510,7 @@ rearm:
 		return r;
 	if (regs.rip == entry)	/* no interpreter: nothing to skip */
 		return 0;
-	/* DR7: L0 (bit 0), R/W0 = 00 (execute), LEN0 = 00 (one byte) */
-	r = set_debugreg(tr, tr->pid, 0, entry);
-	if (r == 0)
-		r = set_debugreg(tr, tr->pid, 7, 1);
+	r = entry_break(tr, tr->pid, entry, &word);
 	if (r < 0)
 		return r;
 	for (;;) {
@@ -530,15 +554,20 @@ rearm:
 			r = tr_get_regs(tr, tr->pid, &regs);
 			if (r < 0)
 				return r;
-			if (regs.rip == entry)
+			/* the int3 ran: rip is past it */
+			if (regs.rip == entry + 1)
 				break;
 		}
 		sig = WSTOPSIG(status);	/* the program's own signal */
 	}
-	r = set_debugreg(tr, tr->pid, 7, 0);
-	if (r == 0)
-		r = set_debugreg(tr, tr->pid, 6, 0);
-	return r;
+	r = entry_unbreak(tr, tr->pid, entry, word);
+	if (r < 0)
+		return r;
+	regs.rip = entry;
+	if (ptrace(PTRACE_SETREGS, tr->pid, NULL, &regs) < 0)
+		return tr_failf(tr, -errno, "process %d: PTRACE_SETREGS: %s",
+				(int)tr->pid, strerror(errno));
+	return 0;
 }
 
 /* The first stop of the new program: the main thread's stream begins, and
