@@ -310,6 +310,7 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	e->iclass = x.iclass;
 	e->kind = x.kind;
 	e->rep = x.rep;
+	e->cpuid = x.cpuid;
 	e->target = x.target;
 	e->next = (x.kind == PTD_X86_JMP_DIRECT || x.kind == PTD_X86_CALL_DIRECT)
 			  ? x.target

@@ -35,6 +35,7 @@ struct ptd_icache_entry {
 	enum pt_insn_class iclass;
 	enum ptd_x86_kind kind;
 	bool rep;			/* REP/REPE/REPNE string instruction */
+	bool cpuid;			/* (x86/insn.h) */
 	uint64_t target;		/* COND, JMP_DIRECT, CALL_DIRECT: the
 					 * branch target */
 	uint64_t next;			/* ip of the next instruction when

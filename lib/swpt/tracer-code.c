@@ -478,7 +478,7 @@ static struct ptd_x86_insn insn_of(const struct ptd_icache_entry *e)
 {
 	return (struct ptd_x86_insn){ .size = e->size, .iclass = e->iclass,
 				      .kind = e->kind, .rep = e->rep,
-				      .target = e->target };
+				      .cpuid = e->cpuid, .target = e->target };
 }
 
 /* Decode the instruction @t executes next (at @ip, with @rax in rax), from

@@ -323,6 +323,7 @@ int ptd_x86_decode(const uint8_t *bytes, size_t len, uint64_t ip,
 		classify_map1(&v, &out.iclass, &out.kind);
 
 	out.rep = is_string_op(&v) && has_rep_prefix(&z);
+	out.cpuid = z.mnemonic == ZYDIS_MNEMONIC_CPUID;
 
 	switch (out.kind) {
 	case PTD_X86_COND:

@@ -51,6 +51,9 @@ struct ptd_x86_insn {
 	bool rep;			/* REP/REPE/REPNE string instruction:
 					 * one instruction however many
 					 * iterations */
+	bool cpuid;			/* CPUID: in a VM the hypervisor runs
+					 * it, and may lose the single-step
+					 * trap after it (swpt/tracer-stops.c) */
 	uint64_t target;		/* COND, JMP_DIRECT, CALL_DIRECT: the
 					 * branch target (ip-relative,
 					 * resolved against the ip given) */
