@@ -1025,10 +1025,12 @@ static void test_decoded_trace(void)
 /* The vDSO's code is named from its snapshot: a traced prog-vdso's
  * instructions in [vdso] carry the symbol nm -D gives for them in this
  * process's own vDSO (the kernel maps the same image into every
- * process). */
+ * process), and none where it gives none: some vDSOs have code outside
+ * every symbol (kernel 6.18's: 190 of 525 instructions of prog-vdso's
+ * calls). */
 struct vdso_check {
 	struct oracle o;
-	size_t n, named, bad;
+	size_t n, named, nameable, bad;
 };
 
 static int vdso_record(void *ctx, const struct ptd_record *r)
@@ -1041,6 +1043,9 @@ static int vdso_record(void *ctx, const struct ptd_record *r)
 		return 0;
 	c->n++;
 	c->named += in->sym != NULL;
+	/* (a symbol covers it: no name is wrong) */
+	c->nameable += oracle_vaddr(&c->o, in->modoff, &va) &&
+		       !oracle_accepts(&c->o, va, NULL, 0);
 	if (!oracle_vaddr(&c->o, in->modoff, &va) ||
 	    !oracle_accepts(&c->o, va, in->sym, in->symoff)) {
 		if (c->bad++ < 5)
@@ -1092,10 +1097,11 @@ static void test_vdso(void)
 	sink.record = vdso_record;
 	sink.ctx = &c;
 	CHECK_EQ_INT(ptd_input_decode(dir, &o, &sink, &terr, &d), 0);
-	fprintf(stderr, "  %zu instructions in [vdso], %zu named\n", c.n,
-		c.named);
+	fprintf(stderr, "  %zu instructions in [vdso], %zu named, %zu in a "
+			"symbol\n", c.n, c.named, c.nameable);
 	CHECK(c.n >= 50);
-	CHECK_EQ_U64(c.named, c.n);
+	CHECK(c.nameable >= 50);
+	CHECK_EQ_U64(c.named, c.nameable);
 	CHECK_EQ_U64(c.bad, 0);
 	ptd_symbols_free(o.decode.symbols);
 	oracle_fini(&c.o);
