@@ -16,9 +16,11 @@
  *  - at subscribe: the subscriber's two queue buffers (fanout.h);
  *  - at replay: PTD_MEMLIMIT_REPLAY_BYTES for the decoder of the saved
  *    trace, and with "jobs" N, PTD_MEMLIMIT_REPLAY_PART_BYTES for each
- *    of the N + 2 parts whose records a parallel decode holds at once
- *    (decode/parallel.h), or of the N + 2 threads decoded at once, each
- *    at most a part's records ahead (decode/threadpar.h).
+ *    of the N + 2 parts a parallel decode works on at once (its image
+ *    copy and instruction cache; the records all parts hold between
+ *    them are bounded to N + 2 parts' worth, decode/parallel.h), or of
+ *    the N + 2 threads decoded at once, bounded the same way
+ *    (decode/threadpar.h).
  *  - in a session with symbols: each file's symbol table, when it is
  *    loaded (server/symbols.c; a table refused is not kept, and an error
  *    record says so).
@@ -50,14 +52,13 @@
 
 /* A replay's decoder and input buffers, charged at the replay request. */
 #define PTD_MEMLIMIT_REPLAY_BYTES (64ull << 20)
-/* A replay's parallel decode, for each part held: its records (up to
- * PTD_DECODE_PART_MAX_BYTES of trace, PTD_DECODE_RECORDS_PER_BYTE records
- * a byte: 6 MiB of 192-byte records; computed from the record's size,
- * which a constant would not follow), its image copy and instruction
- * cache (8 MiB). */
+/* A replay's parallel decode, for each part held: a part's worth of the
+ * records the decode holds (PTD_DECODE_PART_RECORDS, the workers wait at
+ * jobs + 2 of them, decode/parallel.h: 6 MiB of 192-byte records;
+ * computed from the record's size, which a constant would not follow),
+ * its image copy and instruction cache (8 MiB). */
 #define PTD_MEMLIMIT_REPLAY_PART_BYTES                                       \
-	((uint64_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE * \
-		 sizeof(struct ptd_record) +                                 \
+	((uint64_t)PTD_DECODE_PART_RECORDS * sizeof(struct ptd_record) +     \
 	 (8ull << 20))
 /* The bound a live session's stream decoder keeps past its anchor for one
  * thread (ptd_stream_opts.max_buffered): the AUX area's size, at least

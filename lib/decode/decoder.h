@@ -211,6 +211,9 @@ struct ptd_decode_stats {
 	 * trace too short for two parts, or one the parallel decoder does
 	 * not cut: decoded serially without a serial_why) */
 	uint64_t parts;
+	/* opts.jobs > 1, parts: the most records held at once, decoded ahead
+	 * of the callback (PTD_DECODE_HELD(jobs) at most, parallel.h). */
+	uint64_t held_max;
 	/* opts.jobs > 1: the thread was decoded serially on a worker, at once
 	 * with the trace's other threads (decode/threadpar.h; its parts are
 	 * 0). */

@@ -3,14 +3,20 @@
  * One thread's trace decoded on several cores (decode/parallel.h).
  *
  * Threads: the caller's thread creates min(jobs, parts) workers, then
- * stitches: it waits for each part in turn, checks its first records
- * against the previous part's records after its cut, and hands the part's
- * records to the callback.  Workers take parts in order, but never more
- * than nslots ahead of the part being handed out (each part's records are
- * held until then); a part's slot (its image, cursor and instruction
- * cache) is free again once its records were handed out.  Lock order:
- * @mx (the parts' state) and @iclock (the section cache, held by the
- * decoders, decoder.h) are never held together.
+ * stitches: it takes each part's records in turn as the part's worker
+ * queues them (decode/chunks.h), checks the part's first records against
+ * the previous part's records after its cut, and hands them to the
+ * callback.  Workers take parts in order, but never more than nslots
+ * ahead of the part being handed out; a part's slot (its image, cursor
+ * and instruction cache) is free again once its records were handed out.
+ * The records queued are bounded, not the parts' size nor how many
+ * records a trace byte gives (a tight loop: some 20): a worker waits
+ * while the parts hold their budget of chunks, PTD_DECODE_HELD(jobs) with
+ * the chunks being filled, but the worker of the part being handed out,
+ * which may always queue two chunks more -- the stitcher takes them.
+ * Lock order: @mx (the parts' state and their queues) and @iclock (the
+ * section cache, held by the decoders, decoder.h) are never held
+ * together.
  */
 #include "decode/parallel.h"
 
@@ -21,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decode/chunks.h"
 #include "decode/psbsplit.h"
 #include "record/diff.h"
 
@@ -28,15 +35,14 @@
  * len / (jobs * PARTS_PER_JOB) bytes: several parts a worker, so that one
  * slow part does not leave the others idle, within bounds that keep the
  * per-part cost (an image copy, the records after the cut decoded twice)
- * small and the records held bounded: a part's records are held until it
- * is handed out, about PTD_DECODE_RECORDS_PER_BYTE a trace byte at 192
- * bytes each (4 KiB of trace: some 6 MB), in each of jobs + 2 slots.
- * Copying records into those buffers and faulting their pages in is most
- * of what a worker does beyond the serial decode, and costs more the
- * less of them the caches hold: on bench-decode's trace, 2 threads on 2
- * cores, the decoder's CPU a record was 86 / 77 / 71 ns with parts of at
- * most 64 / 16 / 4 KiB (the serial decode's: 51 ns), no better with 2
- * KiB, where the cost per part grows.  (Holding an instruction's fields
+ * small and its records, held until it is handed out, in the caches:
+ * about PTD_DECODE_RECORDS_PER_BYTE a trace byte at 192 bytes each (4 KiB
+ * of trace: some 6 MB).  Copying records into those buffers and faulting
+ * their pages in is most of what a worker does beyond the serial decode,
+ * and costs more the less of them the caches hold: on bench-decode's
+ * trace, 2 threads on 2 cores, the decoder's CPU a record was 86 / 77 /
+ * 71 ns with parts of at most 64 / 16 / 4 KiB (the serial decode's: 51
+ * ns), no better with 2 KiB, where the cost per part grows.  (Holding an instruction's fields
  * once a part and each record as 12 bytes, made whole again when
  * stitched, cost more than it saved: 92 ns.  Making each insn record in
  * the part's buffer instead of copying it there, as a replay's runs are
@@ -48,6 +54,10 @@
 /* Records after a cut that may come before the first instruction (or
  * block): more, and the part is decoded serially. */
 #define HEAD_MAX 256u
+_Static_assert(HEAD_MAX < PTD_CHUNK_RECORDS, "a head in a part's first chunk");
+/* The chunks a part's worth of records takes. */
+#define PART_CHUNKS (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)
+_Static_assert(PART_CHUNKS >= 4, "a budget past the chunks being filled");
 
 struct recbuf {
 	struct ptd_record *v;
@@ -59,8 +69,12 @@ struct part {
 	uint64_t cut;		/* stream offset of the next part's PSB;
 				 * 0: the last part */
 	bool tracing_off;	/* at its PSB: the PSB+ has no IP */
+	/* The records made before the cut, queued by its worker as it makes
+	 * them (under @mx): a chunk not full is the last, queued as @done is
+	 * set. */
+	struct ptd_chunkq q;
 	/* Filled by its worker before @done. */
-	struct recbuf *rec;	/* made before the cut (its slot's) */
+	uint64_t nrec;		/* records made before the cut */
 	struct recbuf probe;	/* after the cut: the serial decode's first
 				 * records of the next part */
 	/* The cursor's next event after each of the first records was
@@ -84,10 +98,6 @@ struct slot {
 	struct ptd_image *img;
 	struct ptd_tl_cursor cur;
 	struct ptd_insncache *ic;
-	/* The records of its part, kept allocated for the next one: the
-	 * pages of a buffer a part fills are faulted in once, not once a
-	 * part. */
-	struct recbuf rec;
 };
 
 struct par {
@@ -101,16 +111,20 @@ struct par {
 	pthread_mutex_t iclock;
 	pthread_mutex_t mx;
 	pthread_cond_t cv;	/* any change of the fields below */
+	struct ptd_chunks ch;	/* the parts' queued records */
+	size_t budget;		/* chunks held at most (a worker waits) */
 	size_t next;		/* the next part a worker takes */
-	size_t emitted;		/* parts handed out */
+	size_t emitted;		/* parts handed out: the next is being */
 	bool cancel;
 };
 
 struct wctx {
 	struct par *p;
+	size_t k;
 	struct part *pt;
 	struct slot *s;
 	bool first;		/* part 0: the serial decoder itself */
+	struct ptd_chunk *c;	/* being filled (NULL: none yet) */
 };
 
 static int push(struct recbuf *b, const struct ptd_record *r)
@@ -156,6 +170,26 @@ static bool history_error(const struct ptd_record *r)
 	"a return compressed against a call before a PSB (libipt's stack "  \
 	"starts empty where it synchronizes)"
 
+/* Queue @w's full chunk on its part, then wait while the parts hold
+ * their budget (but for two chunks of the part being handed out).
+ * Returns false when the decode is cancelled. */
+static bool queue_chunk(struct wctx *w)
+{
+	struct par *p = w->p;
+	bool go;
+
+	(void)pthread_mutex_lock(&p->mx);
+	ptd_chunks_add(&p->ch, &w->pt->q, w->c);
+	w->c = NULL;
+	(void)pthread_cond_broadcast(&p->cv);
+	while (!p->cancel && p->ch.held >= p->budget &&
+	       (p->emitted != w->k || w->pt->q.n >= 2))
+		(void)pthread_cond_wait(&p->cv, &p->mx);
+	go = !p->cancel;
+	(void)pthread_mutex_unlock(&p->mx);
+	return go;
+}
+
 static int part_record(void *ctx, const struct ptd_record *rec)
 {
 	struct wctx *w = ctx;
@@ -164,23 +198,30 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 
 	if (__atomic_load_n(&w->p->cancel, __ATOMIC_RELAXED))
 		return 1;
-	if (!pt->cut_done) {
-		if (push(pt->rec, rec) < 0) {
-			pt->err = -ENOMEM;
-			return 1;
-		}
-		if (pt->rec->n <= HEAD_MAX)
-			pt->head_tl[pt->rec->n - 1] = tl_index(w);
-		if (!w->first && !pt->why && history_error(rec))
-			pt->why = HISTORY_WHY;
-		return 0;
-	}
-	/* After the cut: what the serial decoder gives at the start of the
-	 * next part.  Its bodies live in this slot's cache, which is reused
-	 * before the next part is stitched: the writer renders them. */
+	/* A body lives in this slot's cache, which the worker goes on using
+	 * (and clearing) while the record waits: the writer renders them.
+	 * (The insn path, the only one decoded in parts, makes none.) */
 	r = *rec;
 	if (r.type == PTD_REC_INSN)
 		r.u.insn.json_body = NULL, r.u.insn.json_body_len = 0;
+	if (!pt->cut_done) {
+		/* The records before it are the serial decode's, those from
+		 * it on not: it ends what the part can hand on. */
+		if (!w->first && history_error(&r)) {
+			pt->why = HISTORY_WHY;
+			return 1;
+		}
+		if (!w->c && !(w->c = ptd_chunks_get(&w->p->ch, &w->p->mx))) {
+			pt->err = -ENOMEM;
+			return 1;
+		}
+		w->c->v[w->c->n++] = r;
+		if (++pt->nrec <= HEAD_MAX)
+			pt->head_tl[pt->nrec - 1] = tl_index(w);
+		return w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w) ? 1 : 0;
+	}
+	/* After the cut: what the serial decoder gives at the start of the
+	 * next part. */
 	if (!w->first && !pt->probe_why && history_error(&r))
 		pt->probe_why = HISTORY_WHY;
 	if (push(&pt->probe, &r) < 0) {
@@ -209,21 +250,19 @@ static void part_cut(void *ctx, const struct ptd_decode_stats *st,
 	w->pt->st = *st;
 }
 
-/* Decode part @k in its slot. */
-static void run_part(struct par *p, size_t k)
+/* Decode part @w->k in its slot. */
+static void decode_part(struct wctx *w)
 {
+	struct par *p = w->p;
 	const struct ptd_decode_thread_args *a = p->a;
-	struct part *pt = &p->parts[k];
-	struct slot *s = &p->slots[k % p->nslots];
-	struct wctx w = { p, pt, s, k == 0 };
+	size_t k = w->k;
+	struct part *pt = w->pt;
+	struct slot *s = w->s;
 	struct ptd_decode_thread_args args;
 	struct ptd_decode_part dp;
 	struct ptd_decode_stats st;
-	struct ptd_insncache_stats is0, is1;
 	int r;
 
-	pt->rec = &s->rec;
-	pt->rec->n = 0;
 	/* The image as the stream began, with the events before the part
 	 * applied (those that fail are skipped, as the serial decoder skips
 	 * them: its error records are the previous part's). */
@@ -268,23 +307,32 @@ static void run_part(struct par *p, size_t k)
 	dp.cut = pt->cut;
 	dp.tracing_off = pt->tracing_off;
 	dp.on_cut = part_cut;
-	dp.ctx = &w;
+	dp.ctx = w;
 	memset(&st, 0, sizeof(st));
-	ptd_insncache_get_stats(s->ic, &is0);
-	r = ptd_decode_thread(&p->po, &args, part_record, &w, &st);
-	ptd_insncache_get_stats(s->ic, &is1);
+	r = ptd_decode_thread(&p->po, &args, part_record, w, &st);
 	if (r < 0 && !pt->err)
 		pt->err = r;
 	if (!pt->cut)
 		pt->st = st;
 	else if (!pt->cut_done && !pt->why)
 		pt->why = "the decode did not reach the PSB that ends the part";
-	/* A body stays valid until the cache's second clear after it was
-	 * made (decode/insncache.h): after two, the writer renders them. */
-	if (is1.clears - is0.clears >= 2)
-		for (size_t i = 0; i < pt->rec->n; i++)
-			if (pt->rec->v[i].type == PTD_REC_INSN)
-				pt->rec->v[i].u.insn.json_body = NULL;
+}
+
+/* Decode part @k in its slot and say it is done, with its last chunk. */
+static void run_part(struct par *p, size_t k)
+{
+	struct wctx w = { p, k, &p->parts[k], &p->slots[k % p->nslots],
+			  k == 0, NULL };
+
+	decode_part(&w);
+	(void)pthread_mutex_lock(&p->mx);
+	if (w.c && w.c->n)
+		ptd_chunks_add(&p->ch, &w.pt->q, w.c);
+	else if (w.c)
+		ptd_chunks_put(&p->ch, w.c);
+	w.pt->done = true;
+	(void)pthread_cond_broadcast(&p->cv);
+	(void)pthread_mutex_unlock(&p->mx);
 }
 
 static void *worker(void *arg)
@@ -307,11 +355,6 @@ static void *worker(void *arg)
 		(void)pthread_mutex_unlock(&p->mx);
 
 		run_part(p, k);
-
-		(void)pthread_mutex_lock(&p->mx);
-		p->parts[k].done = true;
-		(void)pthread_cond_broadcast(&p->cv);
-		(void)pthread_mutex_unlock(&p->mx);
 	}
 }
 
@@ -372,9 +415,11 @@ static bool same_but_history(const struct ptd_record *x,
  * has been handled, the flags taken -- as long as both decoders used the
  * same image: the same timeline events applied by then.  So the seam is
  * exact with the previous part's records in place of part @k's first
- * ones.
+ * ones.  @v: part @k's first @n records (at least HEAD_MAX, or all it
+ * has); @total: its records, UINT64_MAX while it is being decoded.
  */
-static const char *seam(struct par *p, size_t k)
+static const char *seam(struct par *p, size_t k, struct ptd_record *v,
+			size_t n, uint64_t total)
 {
 	struct part *prev = &p->parts[k - 1], *cur = &p->parts[k];
 	size_t h = prev->probe.n;
@@ -387,20 +432,76 @@ static const char *seam(struct par *p, size_t k)
 	/* Without an instruction after the cut, the records after it are
 	 * all there is: the last part's. */
 	if (!prev->probe_done &&
-	    (prev->probe_full || k + 1 < p->nparts || cur->rec->n != h))
+	    (prev->probe_full || k + 1 < p->nparts || total != h))
 		return "no instruction between a PSB and the next part";
-	if (cur->rec->n < h)
+	if (n < h)
 		return "fewer records after a PSB than the serial decode has";
 	for (size_t i = 0; i < h; i++)
-		if (!same_but_history(&prev->probe.v[i], &cur->rec->v[i]))
+		if (!same_but_history(&prev->probe.v[i], &v[i]))
 			return "the records after a PSB are not the serial "
 			       "decode's";
 	if (h && prev->probe_done && cur->head_tl[h - 1] != prev->probe_tl)
 		return "the image at the first instruction after a PSB is not "
 		       "the serial decode's (a timeline event held back)";
 	for (size_t i = 0; i < h; i++)
-		cur->rec->v[i] = prev->probe.v[i];
+		v[i] = prev->probe.v[i];
 	return NULL;
+}
+
+/*
+ * Hand part @k's records to @fn(@ctx) (in runs to @bfn where it is not
+ * NULL) as its worker queues them, the first ones checked against the
+ * previous part's (seam).  Returns 0, the callback's non-zero value, or
+ * the part's negative error; *@ret_why: why the part cannot be stitched.
+ * The records handed on, counted in *@delivered, are the serial decode's
+ * all the same: the part's decoder differs from the serial one only in
+ * what seam checks and in libipt's return stack, and the records from the
+ * first that the stack changed on are never queued (part_record).
+ */
+static int hand_on(struct par *p, size_t k, ptd_record_fn fn,
+		   ptd_records_fn bfn, void *ctx, uint64_t *delivered,
+		   const char **ret_why)
+{
+	struct part *pt = &p->parts[k];
+	bool first = true;
+	int rc = 0;
+
+	*ret_why = NULL;
+	for (;;) {
+		struct ptd_chunk *c;
+		uint64_t total;
+
+		(void)pthread_mutex_lock(&p->mx);
+		while (!pt->q.head && !pt->done)
+			(void)pthread_cond_wait(&p->cv, &p->mx);
+		c = ptd_chunks_pop(&pt->q);
+		total = pt->done ? pt->nrec : UINT64_MAX;
+		(void)pthread_mutex_unlock(&p->mx);
+		if (!c)
+			break;	/* done, and all of it taken */
+		if (first && k)
+			*ret_why = seam(p, k, c->v, c->n, total);
+		first = false;
+		if (!*ret_why && bfn)
+			rc = bfn(ctx, c->v, c->n);
+		for (size_t i = 0; !*ret_why && !bfn && i < c->n && !rc; i++)
+			rc = fn(ctx, &c->v[i]);
+		if (!*ret_why)
+			*delivered += c->n;
+		(void)pthread_mutex_lock(&p->mx);
+		ptd_chunks_release(&p->ch, c);
+		(void)pthread_cond_broadcast(&p->cv);
+		(void)pthread_mutex_unlock(&p->mx);
+		if (rc || *ret_why)
+			return rc;
+	}
+	if (pt->err < 0)
+		return pt->err;
+	if (first && k)
+		*ret_why = seam(p, k, NULL, 0, 0);
+	if (!*ret_why)
+		*ret_why = pt->why;
+	return 0;
 }
 
 /* Serial decode of the whole trace, delivering what comes after the
@@ -479,13 +580,15 @@ static int make_parts(struct par *p, const struct ptd_decode_opts *o,
 
 static void par_fini(struct par *p)
 {
-	for (size_t i = 0; i < p->nparts; i++)
+	for (size_t i = 0; i < p->nparts; i++) {
 		recbuf_fini(&p->parts[i].probe);
+		ptd_chunkq_free(&p->parts[i].q);
+	}
+	ptd_chunks_fini(&p->ch);
 	free(p->parts);
 	for (size_t i = 0; p->slots && i < p->nslots; i++) {
 		ptd_image_free(p->slots[i].img);
 		ptd_insncache_free(p->slots[i].ic);
-		recbuf_fini(&p->slots[i].rec);
 	}
 	free(p->slots);
 }
@@ -657,7 +760,8 @@ static int par_decode(const struct ptd_decode_opts *o,
 	struct par p;
 	pthread_t th[PTD_DECODE_MAX_JOBS];
 	struct ptd_decode_stats tot, st;
-	size_t nth = 0, delivered = 0, k, bad = SIZE_MAX;
+	size_t nth = 0, k, bad = SIZE_MAX;
+	uint64_t delivered = 0;
 	const char *why = NULL;
 	bool timed = false, batch;
 	int r = 0, rc = 0;
@@ -719,6 +823,9 @@ static int par_decode(const struct ptd_decode_opts *o,
 	}
 	nth = o->jobs < p.nparts ? o->jobs : p.nparts;
 	p.nslots = nth + 2 < p.nparts ? nth + 2 : p.nparts;
+	/* with the chunk each worker fills and the two the part being
+	 * handed out may queue past it: PTD_DECODE_HELD(jobs) at most */
+	p.budget = p.nslots * PART_CHUNKS - nth - 2;
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	if (!p.slots) {
 		par_fini(&p);
@@ -752,28 +859,14 @@ static int par_decode(const struct ptd_decode_opts *o,
 	for (k = 0; k < p.nparts; k++) {
 		struct part *pt = &p.parts[k];
 
-		(void)pthread_mutex_lock(&p.mx);
-		while (!pt->done)
-			(void)pthread_cond_wait(&p.cv, &p.mx);
-		(void)pthread_mutex_unlock(&p.mx);
-		if (pt->err < 0) {
-			r = pt->err;
+		rc = hand_on(&p, k, fn, batch ? o->batch : NULL, ctx,
+			     &delivered, &why);
+		if (rc)
 			break;
-		}
-		why = k ? seam(&p, k) : NULL;
-		if (!why)
-			why = pt->why;
 		if (why) {
 			bad = k;
 			break;
 		}
-		if (batch && pt->rec->n)
-			rc = o->batch(ctx, pt->rec->v, pt->rec->n);
-		for (size_t i = 0; !batch && i < pt->rec->n && !rc; i++)
-			rc = fn(ctx, &pt->rec->v[i]);
-		if (rc)
-			break;
-		delivered += pt->rec->n;
 		stats_add(&tot, &pt->st);
 		if (k)
 			recbuf_fini(&p.parts[k - 1].probe);
@@ -811,12 +904,14 @@ out:
 		st.serial_parts = p.nparts - bad;
 		st.parts = p.nparts;
 		st.serial_why = why;
+		st.held_max = p.ch.held_max;
 		if (stats)
 			*stats = st;
 		par_fini(&p);
 		return r;
 	}
 	tot.parts = p.nparts;
+	tot.held_max = p.ch.held_max;
 	par_fini(&p);
 	if (rc) {
 		if (stats) {

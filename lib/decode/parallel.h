@@ -60,7 +60,12 @@
  * The loop guard's error does not depend on where a decode began: it
  * comes after exactly the 2^20th instruction since the offset moved.
  *
- * Memory: the records of at most jobs + 2 parts are held at once.
+ * Memory: the parts' records wait for the part before them to be handed
+ * on, in chunks (decode/chunks.h), PTD_DECODE_HELD(jobs) records at most
+ * (stats.held_max says how many were): the workers wait there, and the
+ * part being handed on streams -- its records go to the callback as its
+ * worker makes them, however many its trace bytes give.  Images and
+ * instruction caches: one for each of at most jobs + 2 parts.
  */
 #ifndef PTD_DECODE_PARALLEL_H
 #define PTD_DECODE_PARALLEL_H
@@ -73,6 +78,13 @@
  * (daemon/memlimit.h). */
 #define PTD_DECODE_PART_MAX_BYTES (4u << 10)
 #define PTD_DECODE_RECORDS_PER_BYTE 8u
+/* A part's worth of records at that rate, and the most records a decode
+ * with @jobs workers holds decoded ahead of its consumer: jobs + 2 parts'
+ * worth, whatever the trace gives a byte (the workers wait there; the
+ * threads decoded at once of decode/threadpar.h are bound the same). */
+#define PTD_DECODE_PART_RECORDS \
+	((size_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE)
+#define PTD_DECODE_HELD(jobs) (((size_t)(jobs) + 2) * PTD_DECODE_PART_RECORDS)
 
 /* ptd_decode_thread for o->jobs > 1 (it calls this).  Returns as
  * ptd_decode_thread; on return @a->img and @a->cursor stand where the

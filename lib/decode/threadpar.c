@@ -7,7 +7,7 @@
  * current one, the unit whose records the consumer gets now) and decodes
  * it.  While its unit is not current, it queues the records in chunks on
  * the unit, and waits while the units hold their budget of chunks
- * between them (PTD_THREADPAR_HELD, with the chunks being filled).  The
+ * between them (PTD_DECODE_HELD, with the chunks being filled).  The
  * worker of the current unit has the turn: it hands the unit's queued
  * chunks to the consumer, then each record as it is made (no copy: the
  * serial decode's cost), and once the decode returned says the unit is
@@ -32,7 +32,7 @@
 
 #include "decode/chunks.h"
 
-#define AHEAD_CHUNKS (PTD_THREADPAR_AHEAD / PTD_CHUNK_RECORDS)
+#define AHEAD_CHUNKS (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)
 _Static_assert(AHEAD_CHUNKS >= 2, "a budget of at least a chunk a worker");
 /* Records a worker with the turn gathers for a consumer that takes runs
  * (o->batch), small enough to stay in its caches. */
@@ -378,7 +378,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	p.n = n;
 	nth = o->jobs < n ? o->jobs : n;
 	p.nslots = nth + 2;
-	/* with the chunk each worker fills: PTD_THREADPAR_HELD */
+	/* with the chunk each worker fills: PTD_DECODE_HELD */
 	p.budget = p.nslots * AHEAD_CHUNKS - nth;
 	p.u = calloc(n, sizeof(*p.u));
 	if (!p.u)

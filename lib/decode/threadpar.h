@@ -13,8 +13,8 @@
  * to the next; the other workers decode the next units meanwhile,
  * keeping their records until the turn comes to them.  At most jobs + 2
  * units are taken and not yet done, and the workers keep at most
- * PTD_THREADPAR_HELD records between them (a worker waits there), what
- * the parts of parallel.h are charged for: one unit decoded ahead may use
+ * PTD_DECODE_HELD(jobs) records between them (a worker waits there), as
+ * the parts of parallel.h do: one unit decoded ahead may use
  * all of it (a thread of 180k records 1.4x faster on 2 vCPUs than with a
  * part's worth each, which had it wait after 32k).  The consumer and
  * ops.done are called by the worker with the turn: by one thread at a
@@ -36,13 +36,6 @@
 
 #include "decode/decoder.h"
 #include "decode/parallel.h"
-
-/* The records of a part of parallel.h, and what @jobs workers on more
- * than @jobs units keep at most between them of the units that do not
- * have the turn: jobs + 2 parts' worth. */
-#define PTD_THREADPAR_AHEAD \
-	((size_t)PTD_DECODE_PART_MAX_BYTES * PTD_DECODE_RECORDS_PER_BYTE)
-#define PTD_THREADPAR_HELD(jobs) (((size_t)(jobs) + 2) * PTD_THREADPAR_AHEAD)
 
 struct ptd_threadpar_ops {
 	/* Optional: add to the section cache the units share every section

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -198,22 +199,30 @@ static int ref_record(void *ctx, const struct ptd_record *r)
 	return got_record(g, r);
 }
 
-/* A capture of prog-threads (the main thread and two more) into @dir,
+/* A capture of test program @name (with @arg, or none) into @dir,
  * loaded into @c. */
-static bool trace_threads(const char *dir, struct ptd_capture *c)
+static bool trace_prog(const char *dir, const char *name, const char *arg,
+		       struct ptd_capture *c)
 {
 	char prog[PATH_MAX];
-	char *argv[2] = { prog, NULL };
+	char *argv[3] = { prog, (char *)arg, NULL };
 	struct ptd_swpt_options so;
 	struct ptd_swpt_result res;
 	struct ptd_diag d = { "" };
 
-	(void)snprintf(prog, sizeof(prog), "%s/prog-threads", progs_dir);
+	(void)snprintf(prog, sizeof(prog), "%s/%s", progs_dir, name);
 	memset(&so, 0, sizeof(so));
 	so.outdir = dir;
 	so.quiet_target = true;
 	REQUIRE_OR_FALSE(ptd_swpt_run(argv, &so, &res, &d) == 0);
 	REQUIRE_OR_FALSE(ptd_capture_load(dir, c, &d) == 0);
+	return true;
+}
+
+/* A capture of prog-threads (the main thread and two more). */
+static bool trace_threads(const char *dir, struct ptd_capture *c)
+{
+	REQUIRE_OR_FALSE(trace_prog(dir, "prog-threads", NULL, c));
 	REQUIRE_OR_FALSE(c->nthreads == 3);
 	return true;
 }
@@ -226,6 +235,8 @@ struct lines {
 	size_t nrec;
 	char done[512];
 	size_t stop_after;	/* 0: never stop */
+	bool hold_first;	/* sleep at the first record */
+	struct ptd_decode_stats st;	/* the last thread's */
 };
 
 static int lines_record(void *ctx, const struct ptd_record *r)
@@ -233,6 +244,10 @@ static int lines_record(void *ctx, const struct ptd_record *r)
 	struct lines *l = ctx;
 	char line[4096];
 	size_t n = ptd_json_record(line, sizeof(line), r);
+
+	/* (a consumer that falls behind: decoders run on ahead) */
+	if (l->hold_first && !l->nrec)
+		(void)nanosleep(&(struct timespec){ 0, 300000000 }, NULL);
 
 	if (l->n + n + 1 > l->cap) {
 		size_t cap = 2 * (l->n + n + 1) + 65536;
@@ -256,6 +271,7 @@ static void lines_done(void *ctx, pid_t tid, const struct ptd_decode_stats *st,
 	struct lines *l = ctx;
 	size_t n = strlen(l->done);
 
+	l->st = *st;
 	/* (parts: threads decoded at once are each decoded serially) */
 	(void)snprintf(l->done + n, sizeof(l->done) - n,
 		       "%ld:%" PRIu64 ":%" PRIu64 ":%d:%s:%" PRIu64 ";",
@@ -314,6 +330,55 @@ static void test_threads_at_once(void)
 	CHECK(ser.nrec > 100000);
 	free(ser.s);
 	ptd_capture_fini(&c);
+}
+
+/* One thread's trace cut into parts (decode/parallel.h) whose records
+ * are far more than the decode may hold ahead of its consumer: a tight
+ * loop gives some 20 records a trace byte, and 16 KiB parts some 300k
+ * records each, where 2 jobs may hold PTD_DECODE_HELD(2) (131k).  With a
+ * consumer that falls behind at once, the workers wait at that bound, and
+ * the records are still the serial decode's. */
+static void test_parts_bounded(void)
+{
+	char dir[PATH_MAX];
+	struct ptd_diag d = { "" };
+	struct ptd_capture c;
+	struct ptd_input_opts o;
+	struct lines ser, par;
+	struct ptd_input_sink ss = { NULL, lines_record, lines_done, &ser };
+	struct ptd_input_sink ps = { NULL, lines_record, lines_done, &par };
+	size_t terr = 99;
+
+	path_in(dir, sizeof(dir), "loop");
+	REQUIRE(trace_prog(dir, "prog-loop", "1", &c));
+	REQUIRE(c.nthreads == 1);
+	ptd_capture_fini(&c);
+	memset(&o, 0, sizeof(o));
+	o.decode.path = PTD_PATH_INSN;
+	o.decode.want = PTD_REC_BIT(PTD_REC_INSN) | PTD_REC_BIT(PTD_REC_EVENT) |
+			PTD_REC_BIT(PTD_REC_ERROR);
+	memset(&ser, 0, sizeof(ser));
+	CHECK_EQ_INT(ptd_input_decode(dir, &o, &ss, &terr, &d), 0);
+	CHECK_EQ_U64(terr, 0);
+	CHECK(ser.nrec > 3 * PTD_DECODE_HELD(2));
+
+	o.decode.jobs = 2;
+	o.decode.part_bytes = 16384;
+	memset(&par, 0, sizeof(par));
+	par.hold_first = true;
+	CHECK_EQ_INT(ptd_input_decode(dir, &o, &ps, &terr, &d), 0);
+	CHECK_EQ_U64(terr, 0);
+	CHECK_EQ_U64(par.nrec, ser.nrec);
+	CHECK(par.n == ser.n && !memcmp(par.s, ser.s, ser.n));
+	fprintf(stderr, "prog-loop 1: %zu records, %" PRIu64 " parts, "
+			"%" PRIu64 " serial, at most %" PRIu64 " held\n",
+		par.nrec, par.st.parts, par.st.serial_parts, par.st.held_max);
+	CHECK(par.st.parts >= 3);
+	CHECK_EQ_U64(par.st.serial_parts, 0);
+	CHECK(par.st.held_max > 0);
+	CHECK(par.st.held_max <= PTD_DECODE_HELD(2));
+	free(par.s);
+	free(ser.s);
 }
 
 static void test_capture_decode(void)
@@ -437,6 +502,7 @@ int main(void)
 	RUN(test_detect);
 	RUN(test_capture_decode);
 	RUN(test_threads_at_once);
+	RUN(test_parts_bounded);
 	(void)ptd_rm_rf(workdir);
 	return check_done();
 }

@@ -4,7 +4,7 @@
  * records come unit after unit in order, each unit's done after its
  * records; the units are decoded on workers at once (a unit's decode
  * starts while the one before is being handed on), at most
- * PTD_THREADPAR_AHEAD records ahead; the consumer's stop and a unit's
+ * PTD_DECODE_PART_RECORDS records ahead; the consumer's stop and a unit's
  * error are what the serial run gives; runs go to the batch callback;
  * and when it decodes at once (ptd_threadpar_fits).
  */
@@ -308,23 +308,23 @@ static void test_at_once(void)
 	syn_fini(&s);
 }
 
-/* A unit decoded ahead waits once the workers keep PTD_THREADPAR_HELD
+/* A unit decoded ahead waits once the workers keep PTD_DECODE_HELD
  * records: with the consumer held at the unit before's first record, its
  * decode gets that far and no further -- and that far, not a part's
  * worth: one unit may use all of it. */
 static void test_bounded(void)
 {
-	static const size_t len[] = { 100, 8 * PTD_THREADPAR_AHEAD, 100 };
+	static const size_t len[] = { 100, 8 * PTD_DECODE_PART_RECORDS, 100 };
 	struct syn s;
 
 	syn_init(&s, 3, len);
 	s.press_unit = 0;
-	s.press_bound = PTD_THREADPAR_HELD(2);
+	s.press_bound = PTD_DECODE_HELD(2);
 	CHECK_EQ_INT(run(&s, 2, true), 0);
 	CHECK(!s.pressed);
-	CHECK(atomic_load(&s.max_ahead[1]) <= PTD_THREADPAR_HELD(2));
-	CHECK(atomic_load(&s.max_ahead[1]) > PTD_THREADPAR_HELD(2) -
-						     2 * PTD_THREADPAR_AHEAD);
+	CHECK(atomic_load(&s.max_ahead[1]) <= PTD_DECODE_HELD(2));
+	CHECK(atomic_load(&s.max_ahead[1]) >
+	      PTD_DECODE_HELD(2) - 2 * PTD_DECODE_PART_RECORDS);
 	check_all(&s);
 	syn_fini(&s);
 }
