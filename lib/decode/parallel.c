@@ -190,6 +190,15 @@ static bool queue_chunk(struct wctx *w)
 	return go;
 }
 
+/* A body lives in the slot's cache, which the worker goes on using (and
+ * clearing) while the record waits: the writer renders them.  (The insn
+ * path, the only one decoded in parts, makes none.) */
+static void no_body(struct ptd_record *r)
+{
+	if (r->type == PTD_REC_INSN)
+		r->u.insn.json_body = NULL, r->u.insn.json_body_len = 0;
+}
+
 static int part_record(void *ctx, const struct ptd_record *rec)
 {
 	struct wctx *w = ctx;
@@ -198,16 +207,12 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 
 	if (__atomic_load_n(&w->p->cancel, __ATOMIC_RELAXED))
 		return 1;
-	/* A body lives in this slot's cache, which the worker goes on using
-	 * (and clearing) while the record waits: the writer renders them.
-	 * (The insn path, the only one decoded in parts, makes none.) */
-	r = *rec;
-	if (r.type == PTD_REC_INSN)
-		r.u.insn.json_body = NULL, r.u.insn.json_body_len = 0;
 	if (!pt->cut_done) {
+		struct ptd_record *d;
+
 		/* The records before it are the serial decode's, those from
 		 * it on not: it ends what the part can hand on. */
-		if (!w->first && history_error(&r)) {
+		if (!w->first && history_error(rec)) {
 			pt->why = HISTORY_WHY;
 			return 1;
 		}
@@ -215,13 +220,17 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 			pt->err = -ENOMEM;
 			return 1;
 		}
-		w->c->v[w->c->n++] = r;
+		d = &w->c->v[w->c->n++];
+		*d = *rec;
+		no_body(d);
 		if (++pt->nrec <= HEAD_MAX)
 			pt->head_tl[pt->nrec - 1] = tl_index(w);
 		return w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w) ? 1 : 0;
 	}
 	/* After the cut: what the serial decoder gives at the start of the
 	 * next part. */
+	r = *rec;
+	no_body(&r);
 	if (!w->first && !pt->probe_why && history_error(&r))
 		pt->probe_why = HISTORY_WHY;
 	if (push(&pt->probe, &r) < 0) {
