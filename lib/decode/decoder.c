@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "common/lockopt.h"
 #include "decode/calls.h"
 #include "decode/counters.h"
 #include "decode/parallel.h"
@@ -231,14 +232,12 @@ struct dec {
  * a timeline change, a message interned) holds the lock. */
 static inline void lock(const struct dec *d)
 {
-	if (d->lock)
-		(void)pthread_mutex_lock(d->lock);
+	ptd_lock_opt(d->lock);
 }
 
 static inline void unlock(const struct dec *d)
 {
-	if (d->lock)
-		(void)pthread_mutex_unlock(d->lock);
+	ptd_unlock_opt(d->lock);
 }
 
 /* --- The two libipt decoders behind one set of calls. --- */

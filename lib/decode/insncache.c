@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "common/diag.h"
+#include "common/lockopt.h"
 #include "decode/counters.h"
 #include "record/jsonw.h"
 #include "sym/symbols.h"
@@ -213,14 +214,12 @@ struct code_src {
 
 static void lock(const struct ptd_insncache *c)
 {
-	if (c->lock)
-		(void)pthread_mutex_lock(c->lock);
+	ptd_lock_opt(c->lock);
 }
 
 static void unlock(const struct ptd_insncache *c)
 {
-	if (c->lock)
-		(void)pthread_mutex_unlock(c->lock);
+	ptd_unlock_opt(c->lock);
 }
 
 /* The image's bytes come from the section cache, which may be shared

@@ -23,6 +23,7 @@
 
 #include "aspace/elf.h"
 #include "aspace/iscache.h"
+#include "common/lockopt.h"
 #include "aspace/timeline.h"
 #include "common/fileio.h"
 #include "common/strutil.h"
@@ -686,8 +687,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 	int r;
 
 	(void)snprintf(name, sizeof(name), "tid %ld", (long)t->tid);
-	if (lock)
-		(void)pthread_mutex_lock(lock);
+	ptd_lock_opt(lock);
 	(void)ptd_image_new(d->ic, name, &img);
 	/* Missing files were taken out of the timeline and are reported
 	 * here, so an error applying the rest is not expected. */
@@ -696,8 +696,7 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 					 t->first_seq,
 					 t->exited ? t->end_seq : UINT64_MAX,
 					 img, td);
-	if (lock)
-		(void)pthread_mutex_unlock(lock);
+	ptd_unlock_opt(lock);
 	if (!img)
 		return -ENOMEM;
 	r = image_errors(d, t, sink, st);
@@ -746,11 +745,9 @@ static int decode_thread(const struct dec *d, const struct thr *t,
 		r = emit_error(sink, t, -PTD_ETRUNC, t->loss[li].pos,
 			       t->loss[li].bytes, t->loss[li].why);
 	}
-	if (lock)
-		(void)pthread_mutex_lock(lock);
+	ptd_lock_opt(lock);
 	ptd_image_free(img);
-	if (lock)
-		(void)pthread_mutex_unlock(lock);
+	ptd_unlock_opt(lock);
 	return r;
 }
 

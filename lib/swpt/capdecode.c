@@ -9,6 +9,7 @@
 
 #include "aspace/image.h"
 #include "aspace/timeline.h"
+#include "common/lockopt.h"
 #include "common/strutil.h"
 #include "record/diff.h"
 
@@ -76,21 +77,17 @@ int ptd_capture_decode_thread(const struct ptd_capture *c, size_t idx,
 	dopts = *o;
 	if (!dopts.addr_filter.config.addr_cfg)
 		dopts.addr_filter = c->addr_filter;
-	if (lock)
-		(void)pthread_mutex_lock(lock);
+	ptd_lock_opt(lock);
 	r = ptd_capture_stream_open(c, idx, ic, &rs, diag);
-	if (lock)
-		(void)pthread_mutex_unlock(lock);
+	ptd_unlock_opt(lock);
 	if (r == 0) {
 		rs.args.icache = icache;
 		rs.args.lock = lock;
 		r = ptd_decode_thread(&dopts, &rs.args, fn, ctx, stats);
 	}
-	if (lock)
-		(void)pthread_mutex_lock(lock);
+	ptd_lock_opt(lock);
 	ptd_capture_stream_close(&rs);
-	if (lock)
-		(void)pthread_mutex_unlock(lock);
+	ptd_unlock_opt(lock);
 	ptd_iscache_free(own_ic);
 	return r;
 }
