@@ -20,7 +20,9 @@
  *    copy and instruction cache; the records all parts hold between
  *    them are bounded to N + 2 parts' worth, decode/parallel.h), or of
  *    the N + 2 threads decoded at once, bounded the same way
- *    (decode/threadpar.h).
+ *    (decode/threadpar.h).  A snapshot session's options.jobs N: the
+ *    same for its parallel decodes (one thread's snapshot at a time),
+ *    at attach (ptd_session_attach_bytes).
  *  - in a session with symbols: each file's symbol table, when it is
  *    loaded (server/symbols.c; a table refused is not kept, and an error
  *    record says so).

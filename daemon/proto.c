@@ -223,6 +223,27 @@ static int parse_mode(const struct ptd_json_reader *r, const cJSON *o,
 	return 0;
 }
 
+/* options.jobs: a snapshot session's decodes on that many threads. */
+static int parse_jobs(const struct ptd_json_reader *r, const cJSON *o,
+		      struct ptd_request *req)
+{
+	uint64_t n;
+	int e;
+
+	if (!cJSON_GetObjectItemCaseSensitive(o, "jobs"))
+		return 0;
+	if (req->mode != PTD_MODE_SNAPSHOT)
+		return ptd_json_bad(r, "options.jobs",
+				    "needs \"mode\": \"snapshot\" (a full "
+				    "session decodes as the trace comes)");
+	e = ptd_json_get_u64(r, o, "options", "jobs", INT, 1,
+			     PTD_DECODE_MAX_JOBS, &n);
+	if (e < 0)
+		return e;
+	req->jobs = (unsigned)n;
+	return 0;
+}
+
 /* options.filter: checked with the grammar (at most PTD_ADDRFILTER_MAX
  * ranges; the session checks the PMU's own limit), kept as text. */
 static int parse_addr_filter(const struct ptd_json_reader *r,
@@ -331,7 +352,7 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 					    "snapshot_size", "record",
 					    "per_cpu", "filter", "triggers",
 					    "symbols", "children", "counters",
-					    NULL };
+					    "jobs", NULL };
 	const char *s;
 	int e;
 
@@ -387,9 +408,10 @@ static int parse_options(const struct ptd_json_reader *r, const cJSON *o,
 	    (e = optional(ptd_json_get_bool(r, o, "options", "counters", 0,
 					    &req->counters))) < 0 ||
 	    (e = parse_addr_filter(r, o, req)) < 0 ||
-	    (e = parse_triggers(r, o, req)) < 0)
+	    (e = parse_triggers(r, o, req)) < 0 ||
+	    (e = parse_mode(r, o, req)) < 0)
 		return e;
-	return parse_mode(r, o, req);
+	return parse_jobs(r, o, req);
 }
 
 static int parse_attach(const struct ptd_json_reader *r, const cJSON *o,
@@ -1167,6 +1189,8 @@ static bool build_options(cJSON *o, const struct ptd_request *req,
 	if (req->snapshot_size &&
 	    !cJSON_AddNumberToObject(op, "snapshot_size",
 				     (double)req->snapshot_size))
+		return false;
+	if (req->jobs && !cJSON_AddNumberToObject(op, "jobs", req->jobs))
 		return false;
 	if (req->per_cpu && !cJSON_AddBoolToObject(op, "per_cpu", true))
 		return false;

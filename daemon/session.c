@@ -61,6 +61,9 @@ struct ptd_session {
 	 * during it (its decode was cut short). */
 	bool snapping, snap_stopped;
 	atomic_uint_fast64_t snapshots;
+	/* opts.jobs > 1: the snapshots' parts (ptd_session_stats) */
+	atomic_uint_fast64_t parts, serial_parts;
+	_Atomic(const char *) serial_why;	/* the first (static) */
 
 	/* memory limit (opts.acct): what a later thread costs, the threads
 	 * charged at attach not yet begun, the threads refused.  refused:
@@ -269,6 +272,16 @@ static void snapshot_take(struct ptd_session *s, uint64_t seq)
 			 "cut short");
 	}
 	atomic_fetch_add(&s->snapshots, 1);
+	for (unsigned i = 0; i < in->nlisted; i++) {
+		atomic_fetch_add(&s->parts, in->th[i].parts);
+		atomic_fetch_add(&s->serial_parts, in->th[i].serial_parts);
+		if (in->th[i].serial_why) {
+			const char *none = NULL;
+
+			(void)atomic_compare_exchange_strong(
+				&s->serial_why, &none, in->th[i].serial_why);
+		}
+	}
 	(void)pthread_mutex_lock(&s->lock);
 	s->snap_pending = false;
 	(void)pthread_mutex_unlock(&s->lock);
@@ -453,6 +466,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.single_step = s->o.single_step;
 	p.capture_dir = s->capture_dir;
 	p.snapshot = s->o.mode == PTD_MODE_SNAPSHOT;
+	p.jobs = s->o.jobs;
 	p.per_cpu = s->o.per_cpu;
 	p.data_size = s->cfg.data_buffer_size;
 	p.aux_size = s->snap_size;
@@ -488,8 +502,14 @@ static int check_mode(struct ptd_session *s, struct ptd_diag *diag)
 		if (n != 0)
 			return ptd_diagf(diag, -EINVAL, "snapshot_size is for "
 					 "snapshot mode only");
+		if (s->o.jobs > 1)
+			return ptd_diagf(diag, -EINVAL, "jobs is for snapshot "
+					 "mode only");
 		return 0;
 	}
+	if (s->o.jobs > PTD_DECODE_MAX_JOBS)
+		return ptd_diagf(diag, -EINVAL, "jobs %u is more than %u",
+				 s->o.jobs, PTD_DECODE_MAX_JOBS);
 	if (s->o.mode != PTD_MODE_SNAPSHOT)
 		return ptd_diagf(diag, -EINVAL, "unknown session mode %d",
 				 (int)s->o.mode);
@@ -722,6 +742,9 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->ncpus = st.ncpus;
 	ret->snapshot_size = s->o.mode == PTD_MODE_SNAPSHOT ? s->snap_size : 0;
 	ret->snapshots = atomic_load(&s->snapshots);
+	ret->parts = atomic_load(&s->parts);
+	ret->serial_parts = atomic_load(&s->serial_parts);
+	ret->serial_why = atomic_load(&s->serial_why);
 	ret->overwritten_bytes = st.overwritten_bytes;
 	ret->trace_bytes = st.trace_bytes;
 	ret->insns = atomic_load(&s->insns);
@@ -743,11 +766,15 @@ uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
 						  o->mode == PTD_MODE_SNAPSHOT);
 	uint64_t stream = ptd_memlimit_stream_bytes(aux);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	/* a snapshot's parallel decode, one thread's at a time */
+	uint64_t jobs = o->mode == PTD_MODE_SNAPSHOT && o->jobs > 1
+				? (o->jobs + 2ull) * PTD_MEMLIMIT_REPLAY_PART_BYTES
+				: 0;
 
 	if (!o->per_cpu) {
 		if (ret_thread)
 			*ret_thread = ring;
-		return ring * nthreads;
+		return ring * nthreads + jobs;
 	}
 	if (cpus < (long)PTD_SESSION_SW_CPUS)
 		cpus = PTD_SESSION_SW_CPUS;

@@ -85,6 +85,12 @@ struct ptd_session_opts {
 	 * config's aux_buffer_size.  A power of two, at least a page, at
 	 * most PTD_SESSION_SNAPSHOT_MAX. */
 	size_t snapshot_size;
+	/* SNAPSHOT, > 1: each thread's snapshot decoded on that many threads
+	 * (the instruction path cut at its PSBs, decode/parallel.h: the same
+	 * records, sooner on that many cores), at most PTD_DECODE_MAX_JOBS;
+	 * charged (ptd_session_attach_bytes) as a replay's "jobs" are.  0
+	 * or 1: on the session's thread. */
+	unsigned jobs;
 	/* Per-CPU buffers (perf's default layout) instead of per-thread
 	 * ones.  intel_pt: one intel_pt event per online CPU with inherit=1
 	 * for the process, plus one sideband dummy event per CPU (mmap2,
@@ -261,10 +267,11 @@ struct ptd_session_stats {
 					 * another file when read (each
 					 * once; its error records say
 					 * which) */
-	/* A replay with "jobs": parts its threads' traces were cut into,
-	 * those the parallel decoder gave to the serial one, summed over the
-	 * threads decoded (ptd_decode_stats), and why the first was (a
-	 * static string; NULL: none was).  0 otherwise. */
+	/* A replay with "jobs" (a snapshot session's: its snapshots): parts
+	 * its threads' traces were cut into, those the parallel decoder gave
+	 * to the serial one, summed over the threads decoded
+	 * (ptd_decode_stats), and why the first was (a static string; NULL:
+	 * none was; a replay's only).  0 otherwise. */
 	uint64_t serial_parts;
 	const char *serial_why;
 	uint64_t parts;		/* ptd_decode_stats.parts, summed */

@@ -37,6 +37,7 @@ static const struct option attach_long[] = {
 	{ "trigger", required_argument, NULL, PTCTL_TRIGGER_OPT },
 	{ "children", no_argument, NULL, PTCTL_CHILDREN_OPT },
 	{ "counters", no_argument, NULL, PTCTL_COUNTERS_OPT },
+	{ "jobs", required_argument, NULL, PTCTL_JOBS_OPT },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -84,7 +85,7 @@ int verb_attach(int argc, char **argv)
 	const char *record = NULL;
 	bool follow = false, json = false, snapshot = false;
 	bool record_lldb_fmt = false;
-	uint64_t pid, session;
+	uint64_t pid, session, jobs;
 	FILE *f = NULL;
 	int c, r;
 
@@ -173,6 +174,16 @@ int verb_attach(int argc, char **argv)
 		case PTCTL_COUNTERS_OPT:
 			req.counters = true;
 			break;
+		case PTCTL_JOBS_OPT:
+			if (ptd_parse_u64(optarg, 10, &jobs) < 0 || jobs == 0 ||
+			    jobs > PTD_DECODE_MAX_JOBS) {
+				errx_msg("--jobs: expected a number of threads "
+					 "from 1 to %u, got '%s'",
+					 PTD_DECODE_MAX_JOBS, optarg);
+				r = EXIT_USAGE;
+			}
+			req.jobs = (unsigned)jobs;
+			break;
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */
 			break;
@@ -204,7 +215,8 @@ int verb_attach(int argc, char **argv)
 			       "auto|software|intel_pt] [--tsc] "
 			       "[--step branch|single]\n"
 			       "       [--max-insns N] [--capture DIR] "
-			       "[--snapshot [--snapshot-size BYTES]]\n"
+			       "[--snapshot [--snapshot-size BYTES] "
+			       "[--jobs N]]\n"
 			       "       [--record DIR [--record-format "
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
@@ -215,15 +227,17 @@ int verb_attach(int argc, char **argv)
 			       "id (with --follow, stream it\nlike ptctl "
 			       "stream).  --snapshot: keep only the newest "
 			       "trace, decoded at each\n`ptctl snapshot "
-			       "SESSION`.  --record: when the session ends, ptd "
-			       "writes a bundle of\nits trace into DIR (an "
-			       "empty directory of yours); with --record-format "
-			       "lldb,\nan LLDB trace bundle for `trace load`, "
-			       "and ptctl waits for the end to write\nit (DIR "
-			       "must not exist, or be empty).  --per-cpu: one "
-			       "trace buffer per CPU\n(perf's layout; "
-			       "intel_pt follows new threads and children by "
-			       "inheritance)\ninstead of one per thread.  "
+			       "SESSION` (--jobs N: each thread's on N "
+			       "threads).  --record: when\nthe session ends, "
+			       "ptd writes a bundle of its trace into DIR (an "
+			       "empty directory\nof yours); with "
+			       "--record-format lldb, an LLDB trace bundle for "
+			       "`trace load`,\nand ptctl waits for the end to "
+			       "write it (DIR must not exist, or be empty).\n"
+			       "--per-cpu: one trace buffer per CPU "
+			       "(perf's layout; intel_pt follows new\n"
+			       "threads and children by inheritance) "
+			       "instead of one per thread.\n"
 			       "--symbols: the session names the function of "
 			       "each\ninstruction (read with your rights from "
 			       ".symtab, .dynsym, debug files, perf\nmaps); "
@@ -284,6 +298,10 @@ int verb_attach(int argc, char **argv)
 		}
 	if (req.snapshot_size && !snapshot) {
 		errx_msg("--snapshot-size needs --snapshot");
+		return EXIT_USAGE;
+	}
+	if (req.jobs && !snapshot) {
+		errx_msg("--jobs needs --snapshot");
 		return EXIT_USAGE;
 	}
 	if (record_lldb_fmt && !record) {

@@ -88,6 +88,8 @@ int parse_fields(const char *s, uint32_t *ret);
 #define PTCTL_EVERY_OPT 0x204
 /* --counters (attach): options.counters */
 #define PTCTL_COUNTERS_OPT 0x205
+/* --jobs N (attach --snapshot): options.jobs */
+#define PTCTL_JOBS_OPT 0x206
 /* "json" or "binary" into *@binary; 0, or -EINVAL with the message
  * printed */
 int parse_format(const char *s, bool *binary);

@@ -235,6 +235,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	o.capture_dir = req->capture[0] ? req->capture : NULL;
 	o.mode = req->mode;
 	o.snapshot_size = (size_t)req->snapshot_size;
+	o.jobs = req->jobs;
 	o.per_cpu = req->per_cpu;
 	o.pidfd = ss->pidfd;
 	o.recheck = attach_recheck;
@@ -246,6 +247,15 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	o.decided = srv_wake;
 	o.decided_ctx = s;
 	ss->per_cpu = req->per_cpu;
+	ss->jobs = req->jobs;
+	if (req->jobs > s->cfg.max_decode_jobs) {
+		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+				"options.jobs: %u is more than this ptd allows "
+				"(max_decode_jobs = %u)", req->jobs,
+				s->cfg.max_decode_jobs);
+		attach_drop(ss);
+		return NULL;
+	}
 	if ((req->addr_filter && !(ss->filter = strdup(req->addr_filter))) ||
 	    srv_pending_keep_id(&ss->attach, req->id) < 0) {
 		srv_reply_error(c, req->id, PTD_ERR_INTERNAL, "out of memory");

@@ -70,6 +70,10 @@ static cJSON *session_summary(struct srv_session *ss)
 	if (!ss->path)	/* live sessions: their buffer layout */
 		cJSON_AddStringToObject(o, "buffers", ss->per_cpu ? "per-cpu"
 								  : "per-thread");
+	if (!ss->path && ss->jobs > 1) {	/* its snapshots' decodes */
+		cJSON_AddStringToObject(o, "decoder", "insn");
+		cJSON_AddNumberToObject(o, "jobs", ss->jobs);
+	}
 	if (ss->filter)
 		cJSON_AddStringToObject(o, "filter", ss->filter);
 	srv_symbols_summary(ss, o);
@@ -367,6 +371,14 @@ static cJSON *snapshot_result(const struct srv_session *ss)
 					(double)t->overwritten);
 		cJSON_AddNumberToObject(o, "records", (double)t->records);
 		cJSON_AddNumberToObject(o, "insns", (double)t->insns);
+		if (ss->jobs > 1) {	/* options.jobs: its decode's parts */
+			cJSON_AddNumberToObject(o, "parts", (double)t->parts);
+			cJSON_AddNumberToObject(o, "serial_parts",
+						(double)t->serial_parts);
+			if (t->serial_why)
+				cJSON_AddStringToObject(o, "serial_why",
+							t->serial_why);
+		}
 		cJSON_AddItemToArray(a, o);
 	}
 	cJSON_AddNumberToObject(res, "threads_total", in->nthreads);

@@ -198,7 +198,9 @@ struct srv_session {
 	struct srv_pending start;
 	enum ptd_input_kind input_kind;
 	bool lossless;
-	unsigned jobs;			/* replay: the request's "jobs"; 0 none */
+	unsigned jobs;			/* replay: the request's "jobs"; a
+					 * snapshot session: options.jobs; 0
+					 * none */
 	/* options.record: where the session's capture is spooled (ptd's own
 	 * directory, removed with the session), and the record request
 	 * (loop only; record.c). */

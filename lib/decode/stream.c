@@ -465,6 +465,10 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	memset(&st, 0, sizeof(st));
 	r = ptd_decode_thread(&s->o.decode, &a, round_fn, rd, &st);
 	rd->held_at_error = st.held_at_error;
+	s->st.parts += st.parts;
+	s->st.serial_parts += st.serial_parts;
+	if (!s->st.serial_why)
+		s->st.serial_why = st.serial_why;
 	/* what the cursor applied, its decode reported */
 	if (c.next > 0 && c.next <= s->tl.n &&
 	    s->tl.ev[c.next - 1].seq >= s->seq_told)

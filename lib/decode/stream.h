@@ -98,6 +98,10 @@ struct ptd_stream_stats {
 	uint64_t anchor_mismatches;	/* check_anchor found a difference */
 	uint64_t overflows;	/* segments ended by max_buffered */
 	uint64_t segments;	/* segments started (1 + losses + overflows) */
+	/* decode.jobs > 1, a decode not waiting for more trace (the last):
+	 * ptd_decode_stats.parts and serial_parts, summed */
+	uint64_t parts, serial_parts;
+	const char *serial_why;	/* the first serial_why (static) */
 };
 
 /* Start a stream for thread @o->tid.  The options are copied (dir too).

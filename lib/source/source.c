@@ -560,6 +560,8 @@ static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
 	t->end = d->snap_head;
 	t->bytes = d->nsnap;
 	t->overwritten = d->snap_over;
+	t->parts = t->serial_parts = 0;
+	t->serial_why = NULL;
 	if (d->snap_over) {
 		struct ptd_record rec;
 
@@ -577,14 +579,25 @@ static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
 	so.decode.has_clock = ptd_perf_clock_from_page(
 		thread_buf(d)->meta, &so.decode.clock, NULL) == 0;
 	so.max_buffered = d->nsnap + 4096;
+	if (s->p.jobs > 1) {
+		/* a whole trace, decoded at once: cut at its PSBs */
+		so.decode.jobs = s->p.jobs;
+		so.decode.path = PTD_PATH_INSN;
+	}
 	r = ptd_stream_new(&so, &st);
 	for (size_t i = 0; r == 0 && i < tl->n; i++)
 		r = ptd_stream_add_event(st, &tl->ev[i]);
 	if (r == 0 && at < d->nsnap)
 		r = ptd_stream_append(st, d->snap + at, d->nsnap - at);
 	if (r == 0) {
+		struct ptd_stream_stats ss;
+
 		r = ptd_stream_decode(st, true, snap_deliver, &c);
 		r = r < 0 ? r : 0;
+		ptd_stream_get_stats(st, &ss);
+		t->parts = ss.parts;
+		t->serial_parts = ss.serial_parts;
+		t->serial_why = ss.serial_why;
 	}
 	ptd_stream_free(st);
 	if (r < 0)

@@ -76,6 +76,10 @@ struct ptd_snapshot_thread {
 				 * this one: lost */
 	uint64_t records;	/* records handed to the sink */
 	uint64_t insns;		/* of which instructions */
+	/* params.jobs > 1: the parts its trace was cut into, and those the
+	 * parallel decoder gave to the serial one (decode/parallel.h) */
+	uint64_t parts, serial_parts;
+	const char *serial_why;	/* why the first was (static; NULL) */
 };
 
 /* Threads listed in a snapshot's result at most (nthreads counts all). */
@@ -140,6 +144,9 @@ struct ptd_source_params {
 	const char *capture_dir;	/* software: also a capture; NULL */
 	bool snapshot;		/* snapshot mode: overwritable AUX areas,
 				 * decoded only at ptd_source_snapshot_* */
+	unsigned jobs;		/* snapshot mode, > 1: each thread's snapshot
+				 * decoded on that many threads (the
+				 * instruction path, decode/parallel.h) */
 	bool per_cpu;		/* one buffer per CPU (full mode only) */
 	size_t data_size;	/* perf data area per buffer */
 	size_t aux_size;	/* AUX area per buffer */

@@ -1270,6 +1270,11 @@ static void test_snapshot(void)
 	CHECK_CONTAINS(dc_err_msg(r), "needs \"mode\"");
 	cJSON_Delete(r);
 	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
+		    "{\"jobs\":2}}\n");
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "options.jobs: needs \"mode\"");
+	cJSON_Delete(r);
+	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":1}}\n");
 	CHECK_EQ_STR(dc_err_code(r), "bad_request");
 	cJSON_Delete(r);
@@ -1299,10 +1304,20 @@ static void test_snapshot(void)
 	 * build beside a busy CI takes tens of seconds over at 64 KiB (the
 	 * third answer once came after the 30 s this test waited then) */
 	t = spawn_target(3600, &go);
+	/* more jobs than max_decode_jobs (4): refused, nothing attached */
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
+		       "\"options\":{\"mode\":\"snapshot\",\"jobs\":8}}\n",
+		       (long)t);
+	r = dc_call(c, req);
+	CHECK_EQ_STR(dc_err_code(r), "bad_request");
+	CHECK_CONTAINS(dc_err_msg(r), "(max_decode_jobs = 4)");
+	cJSON_Delete(r);
+	/* each snapshot's threads decoded on 2 threads (options.jobs) */
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":\"a\",\"cmd\":\"attach\",\"pid\":%ld,"
 		       "\"options\":{\"mode\":\"snapshot\","
-		       "\"snapshot_size\":16384}}\n", (long)t);
+		       "\"snapshot_size\":16384,\"jobs\":2}}\n", (long)t);
 	r = dc_call(c, req);
 	if (!dc_ok(r)) {
 		CHECK_FAIL_("attach: %s: %s", dc_err_code(r), dc_err_msg(r));
@@ -1328,6 +1343,9 @@ static void test_snapshot(void)
 		     "snapshot");
 	CHECK(dc_num(r, "snapshot_size") == 16384);
 	CHECK(dc_num(r, "records") == 0);	/* none until asked */
+	CHECK(dc_num(r, "jobs") == 2);
+	CHECK_EQ_STR(cJSON_GetStringValue(cJSON_GetObjectItem(res, "decoder")),
+		     "insn");
 	cJSON_Delete(r);
 	/* the first alone; then two requests in one write: the second
 	 * waits for the first's answer, then finds the session idle */
@@ -1362,6 +1380,9 @@ static void test_snapshot(void)
 			CHECK(json_num(cJSON_GetArrayItem(th, 0), "bytes") <=
 			      16384);
 			CHECK(json_num(cJSON_GetArrayItem(th, 0), "tid") > 0);
+			/* options.jobs: each thread's parts */
+			CHECK(json_num(cJSON_GetArrayItem(th, 0), "parts") >=
+			      0);
 		}
 		cJSON_Delete(r);
 		if (k == 1) {
@@ -1378,6 +1399,14 @@ static void test_snapshot(void)
 		       "{\"id\":3,\"cmd\":\"status\",\"session\":%ld}\n", sid);
 	r = dc_call(c, req);
 	CHECK(dc_num(r, "snapshots") == 3);
+	/* the parts the snapshots' traces were cut into (how many depends
+	 * on how far prog-attach got: test-session checks them) */
+	fprintf(stderr, "  snapshots' parts: %.0f, %.0f decoded serially "
+		"(%s)\n", dc_num(r, "parts"), dc_num(r, "serial_parts"),
+		cJSON_GetStringValue(cJSON_GetObjectItem(
+			cJSON_GetObjectItem(r, "result"), "serial_why")));
+	CHECK(dc_num(r, "parts") >= 0);
+	CHECK(dc_num(r, "serial_parts") >= 0);
 	cJSON_Delete(r);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":4,\"cmd\":\"detach\",\"session\":%ld}\n", sid);

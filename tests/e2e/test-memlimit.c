@@ -11,7 +11,8 @@
  *  - a target that creates threads past the limit: each thread refused is
  *    not traced, gets an error record naming it, and is counted in
  *    status (threads_refused); the target itself runs on unharmed;
- *  - a replay with "jobs" is charged each part its decode holds.
+ *  - a replay with "jobs" is charged each part its decode holds, and so
+ *    is a snapshot session with options.jobs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -219,6 +220,33 @@ static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
  * trace's records at 192 bytes, its image and instruction cache): the
  * charge is checked before the path is even opened, so a path that does
  * not exist shows it. */
+/* A snapshot session's options.jobs is charged as a replay's: 14 MiB for
+ * each of jobs + 2 parts, on top of its threads. */
+static void snapshot_jobs_charged(struct daemon *d)
+{
+	double used, limit, alone;
+	int go;
+	pid_t t = spawn_target(0.5, &go);
+	long s;
+
+	REQUIRE(t > 0);
+	s = dc_attach_opts(d, t, "{\"mode\":\"snapshot\"}", NULL);
+	CHECK(s > 0);
+	mem_status(d, &used, &limit);
+	alone = used;
+	CHECK(dc_detach(d, s));
+	wait_used(d, 0);
+	s = dc_attach_opts(d, t, "{\"mode\":\"snapshot\",\"jobs\":2}",
+			   NULL);
+	CHECK(s > 0);
+	mem_status(d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)(used - alone), 4 * (14ull << 20));
+	CHECK(dc_detach(d, s));
+	wait_used(d, 0);
+	release(&go);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+}
+
 static void test_replay_jobs_charged(void)
 {
 	static const char *const fit[] = { "", ",\"jobs\":1" };
@@ -242,6 +270,7 @@ static void test_replay_jobs_charged(void)
 	CHECK_CONTAINS(dc_err_msg(r), "needs 120 MiB more");
 	cJSON_Delete(r);
 	wait_used(&d, 0);
+	snapshot_jobs_charged(&d);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 

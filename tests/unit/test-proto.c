@@ -159,6 +159,20 @@ static void test_attach(void)
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"step\":1}}",
 	    -PTD_EFORMAT, "attach: options.step: expected a string");
+	/* options.jobs: a snapshot session's decodes, 1 to 64 threads */
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"jobs\":2}}",
+	    -PTD_EFORMAT, "attach: options.jobs: needs \"mode\": "
+	    "\"snapshot\" (a full session decodes as the trace comes)");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"mode\":\"snapshot\",\"jobs\":0}}",
+	    -PTD_EFORMAT, "attach: options.jobs:");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"mode\":\"snapshot\",\"jobs\":65}}",
+	    -PTD_EFORMAT, "attach: options.jobs:");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"mode\":\"snapshot\",\"jobs\":\"2\"}}",
+	    -PTD_EFORMAT, "attach: options.jobs:");
 
 	memset(&req, 0xcd, sizeof(req));
 	REQUIRE(parse("{\"id\":9,\"cmd\":\"attach\",\"pid\":1234,\"options\":"
@@ -621,6 +635,8 @@ static void test_request_lines(void)
 		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
 		"\"mode\":\"snapshot\",\"triggers\":[\"snapshot:libc.so.6:"
 		"malloc\",\"snapshot:/a:b/c:0x1f9\"]}}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
+		"\"mode\":\"snapshot\",\"jobs\":4}}",
 		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"add\":"
 		"\"stop:prog:0xABC\"}",
 		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"remove\":7}",
