@@ -85,7 +85,7 @@ int verb_attach(int argc, char **argv)
 	const char *record = NULL;
 	bool follow = false, json = false, snapshot = false;
 	bool record_lldb_fmt = false;
-	uint64_t pid, session, jobs;
+	uint64_t pid, session;
 	FILE *f = NULL;
 	int c, r;
 
@@ -175,14 +175,8 @@ int verb_attach(int argc, char **argv)
 			req.counters = true;
 			break;
 		case PTCTL_JOBS_OPT:
-			if (ptd_parse_u64(optarg, 10, &jobs) < 0 || jobs == 0 ||
-			    jobs > PTD_DECODE_MAX_JOBS) {
-				errx_msg("--jobs: expected a number of threads "
-					 "from 1 to %u, got '%s'",
-					 PTD_DECODE_MAX_JOBS, optarg);
+			if (parse_jobs(optarg, &req.jobs) < 0)
 				r = EXIT_USAGE;
-			}
-			req.jobs = (unsigned)jobs;
 			break;
 		case 'F':
 			req.addr_filter = optarg;	/* checked by ptd */

@@ -227,6 +227,20 @@ int parse_format(const char *s, bool *binary)
 	return -EINVAL;
 }
 
+int parse_jobs(const char *s, unsigned *ret)
+{
+	uint64_t v;
+
+	if (ptd_parse_u64(s, 10, &v) < 0 || v == 0 ||
+	    v > PTD_DECODE_MAX_JOBS) {
+		errx_msg("--jobs: expected a number of threads from 1 to %u, "
+			 "got '%.64s'", PTD_DECODE_MAX_JOBS, s);
+		return -EINVAL;
+	}
+	*ret = (unsigned)v;
+	return 0;
+}
+
 /* The output on stdout: JSON lines, or binary frames (--format binary;
  * record/binframe.h) of the same records. */
 struct output {
@@ -974,14 +988,8 @@ int verb_decode(int argc, char **argv)
 			ri.pt = optarg;
 			break;
 		case 'j':
-			if (ptd_parse_u64(optarg, 10, &v) < 0 || v == 0 ||
-			    v > PTD_DECODE_MAX_JOBS) {
-				errx_msg("--jobs: expected a number of threads "
-					 "from 1 to %u, got '%s'",
-					 PTD_DECODE_MAX_JOBS, optarg);
+			if (parse_jobs(optarg, &d.opts.jobs) < 0)
 				ret = EXIT_USAGE;
-			}
-			d.opts.jobs = (unsigned)v;
 			break;
 		case 'z':
 			if (ptd_parse_u64(optarg, 0, &v) < 0 || v == 0 ||

@@ -93,6 +93,10 @@ int parse_fields(const char *s, uint32_t *ret);
 /* "json" or "binary" into *@binary; 0, or -EINVAL with the message
  * printed */
 int parse_format(const char *s, bool *binary);
+/* --jobs N (decode, replay, attach --snapshot): 1 to PTD_DECODE_MAX_JOBS
+ * into *@ret; 0, or -EINVAL with the message printed (ptd holds a
+ * request to its own max_decode_jobs) */
+int parse_jobs(const char *s, unsigned *ret);
 #define PTCTL_SYMBOLS_OPT 'Y'
 /* --trigger (attach, watch): not 'Y', which the stream options' --symbols
  * takes first */

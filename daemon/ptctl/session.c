@@ -128,7 +128,8 @@ int verb_replay(int argc, char **argv)
 	struct ptd_request req;
 	_cleanup_free_ char *path = NULL;
 	bool lossy = false;
-	uint64_t session, jobs = 0;
+	uint64_t session;
+	unsigned jobs = 0;
 	FILE *f = NULL;
 	int c, r = 0;
 
@@ -146,14 +147,8 @@ int verb_replay(int argc, char **argv)
 			continue;
 		}
 		if (c == 'j') {
-			/* ptd holds it to its max_decode_jobs */
-			if (ptd_parse_u64(optarg, 10, &jobs) < 0 ||
-			    jobs == 0 || jobs > PTD_DECODE_MAX_JOBS) {
-				errx_msg("--jobs: expected a number of threads "
-					 "from 1 to %u, got '%s'",
-					 PTD_DECODE_MAX_JOBS, optarg);
+			if (parse_jobs(optarg, &jobs) < 0)
 				return EXIT_USAGE;
-			}
 			continue;
 		}
 		if (c == 'h')
@@ -195,7 +190,7 @@ int verb_replay(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	req.lossless = !lossy;
-	req.jobs = (unsigned)jobs;
+	req.jobs = jobs;
 	req.symbols = spec.symbols;
 	/* first_exec, counters or traces asked for: ptd counts the replay */
 	req.counters = (spec.kinds & PTD_COUNTERS_KINDS) != 0;
