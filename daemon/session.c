@@ -272,15 +272,13 @@ static void snapshot_take(struct ptd_session *s, uint64_t seq)
 			 "cut short");
 	}
 	atomic_fetch_add(&s->snapshots, 1);
-	for (unsigned i = 0; i < in->nlisted; i++) {
-		atomic_fetch_add(&s->parts, in->th[i].parts);
-		atomic_fetch_add(&s->serial_parts, in->th[i].serial_parts);
-		if (in->th[i].serial_why) {
-			const char *none = NULL;
+	atomic_fetch_add(&s->parts, in->parts);
+	atomic_fetch_add(&s->serial_parts, in->serial_parts);
+	if (in->serial_why) {
+		const char *none = NULL;
 
-			(void)atomic_compare_exchange_strong(
-				&s->serial_why, &none, in->th[i].serial_why);
-		}
+		(void)atomic_compare_exchange_strong(&s->serial_why, &none,
+						     in->serial_why);
 	}
 	(void)pthread_mutex_lock(&s->lock);
 	s->snap_pending = false;

@@ -628,6 +628,10 @@ void ptd_source_snapshot_decode(struct ptd_source *s,
 		}
 		in->records += t->records;
 		in->insns += t->insns;
+		in->parts += t->parts;
+		in->serial_parts += t->serial_parts;
+		if (!in->serial_why)
+			in->serial_why = t->serial_why;
 		atomic_fetch_add(&s->trace_bytes, d->nsnap);
 		atomic_fetch_add(&s->overwritten, d->snap_over);
 		free(d->snap);

@@ -102,6 +102,8 @@ struct ptd_snapshot_info {
 	unsigned nlisted;	/* entries of th[] filled */
 	struct ptd_snapshot_thread th[PTD_SNAPSHOT_MAX_THREADS];
 	uint64_t bytes, overwritten, records, insns;	/* sums */
+	uint64_t parts, serial_parts;	/* sums, listed or not */
+	const char *serial_why;		/* the first thread's (static) */
 };
 
 /* ---- making one ---- */

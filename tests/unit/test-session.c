@@ -567,6 +567,17 @@ static void snapshot_run(size_t size, unsigned jobs)
 		CHECK(in->bytes > 0);
 		CHECK(in->records > 0);
 		CHECK(in->insns > 0);
+		/* the listed threads' parts, and those of any past them */
+		{
+			uint64_t listed = 0;
+
+			for (unsigned i = 0; i < in->nlisted; i++)
+				listed += in->th[i].parts;
+			CHECK(in->nthreads > in->nlisted ? in->parts >= listed
+							 : in->parts == listed);
+		}
+		parts += in->parts;
+		serial_parts += in->serial_parts;
 		fprintf(stderr, "  snapshot %u: %u threads, %llu bytes, %llu "
 			"overwritten, %llu records\n", k + 1, in->nthreads,
 			(unsigned long long)in->bytes,
@@ -598,8 +609,6 @@ static void snapshot_run(size_t size, unsigned jobs)
 					     th->overwritten);
 			}
 			CHECK_EQ_U64(l->n, th->records);
-			parts += th->parts;
-			serial_parts += th->serial_parts;
 			if (th->parts)
 				fprintf(stderr, "  snapshot %u tid %d: %llu "
 					"parts, %llu decoded serially\n",
