@@ -694,7 +694,7 @@ static char **dump_lines(const char *path, size_t *ret_n)
 {
 	_cleanup_free_ char *text = NULL;
 	char **v = NULL, *line, *save = NULL;
-	size_t len = 0, n = 0;
+	size_t len = 0, n = 0, cap = 0;
 
 	*ret_n = 0;
 	if (ptd_file_read_all(path, 1u << 30, &text, &len) < 0)
@@ -707,10 +707,15 @@ static char **dump_lines(const char *path, size_t *ret_n)
 
 		if (digits && p[digits] == ':' && p[digits + 1] == ' ')
 			p += digits + 2;
-		nv = realloc(v, (n + 1) * sizeof(*v));
-		if (!nv)
-			break;
-		v = nv;
+		/* (doubling: a dump has 100k+ lines, and ASan's realloc
+		 * copies every time -- one line at a time took minutes) */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			nv = realloc(v, cap * sizeof(*v));
+			if (!nv)
+				break;
+			v = nv;
+		}
 		v[n] = strdup(p);
 		if (!v[n])
 			break;
