@@ -688,6 +688,27 @@ static void pc_check_thread(const struct pc_decoded *got, pid_t tid,
 			(long)tid, k, as);
 }
 
+/* A copy of @s appended to *@v (*@n strings, room for *@cap), which
+ * doubles: dumps and streams have 100k+ lines, and ASan's realloc copies
+ * every time (one line at a time took test_threads_percpu minutes). */
+static bool strv_push(char ***v, size_t *n, size_t *cap, const char *s)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 1024;
+		char **nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return false;
+		*v = nv;
+		*cap = c;
+	}
+	(*v)[*n] = strdup(s);
+	if (!(*v)[*n])
+		return false;
+	(*n)++;
+	return true;
+}
+
 /* The lines of an lldb dump without the item numbers ("  41534: 0x..."
  * is "0x...": events that a dump does not show still take numbers). */
 static char **dump_lines(const char *path, size_t *ret_n)
@@ -703,23 +724,11 @@ static char **dump_lines(const char *path, size_t *ret_n)
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *p = line + strspn(line, " ");
 		size_t digits = strspn(p, "0123456789");
-		char **nv;
 
 		if (digits && p[digits] == ':' && p[digits + 1] == ' ')
 			p += digits + 2;
-		/* (doubling: a dump has 100k+ lines, and ASan's realloc
-		 * copies every time -- one line at a time took minutes) */
-		if (n == cap) {
-			cap = cap ? 2 * cap : 1024;
-			nv = realloc(v, cap * sizeof(*v));
-			if (!nv)
-				break;
-			v = nv;
-		}
-		v[n] = strdup(p);
-		if (!v[n])
+		if (!strv_push(&v, &n, &cap, p))
 			break;
-		n++;
 	}
 	*ret_n = n;
 	return v;
@@ -891,14 +900,14 @@ static void insn_keys(char *text, char ***ret_v, size_t *ret_n,
 		      size_t *ret_timed)
 {
 	char *line, *save = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 
 	*ret_v = NULL;
 	*ret_n = 0;
 	*ret_timed = 0;
 	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
-		char f[5][64], key[400], **nv;
+		char f[5][64], key[400];
 
 		if (!is_type(line, "insn"))
 			continue;
@@ -910,12 +919,8 @@ static void insn_keys(char *text, char ***ret_v, size_t *ret_n,
 		(void)snprintf(key, sizeof(key), "%s %s %s %s %s", f[0], f[1],
 			       f[2], f[3], f[4]);
 		*ret_timed += f[3][0] && f[4][0];
-		nv = realloc(*ret_v, (n + 1) * sizeof(*nv));
-		REQUIRE(nv);
-		*ret_v = nv;
-		nv[n] = strdup(key);
-		REQUIRE(nv[n]);
-		*ret_n = ++n;
+		REQUIRE(strv_push(ret_v, &n, &cap, key));
+		*ret_n = n;
 	}
 }
 
