@@ -17,9 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "decode/parallel.h"
 #include "record/record.h"
 
 #define PTD_CHUNK_RECORDS 2048u
+/* The chunks a part's worth of records takes (PTD_DECODE_PART_RECORDS):
+ * the unit of both decoders' budgets. */
+#define PTD_CHUNKS_A_PART (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)
 
 struct ptd_chunk {
 	struct ptd_chunk *next;

@@ -55,9 +55,7 @@
  * block): more, and the part is decoded serially. */
 #define HEAD_MAX 256u
 _Static_assert(HEAD_MAX < PTD_CHUNK_RECORDS, "a head in a part's first chunk");
-/* The chunks a part's worth of records takes. */
-#define PART_CHUNKS (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)
-_Static_assert(PART_CHUNKS >= 4, "a budget past the chunks being filled");
+_Static_assert(PTD_CHUNKS_A_PART >= 4, "a budget past the chunks being filled");
 
 struct recbuf {
 	struct ptd_record *v;
@@ -834,7 +832,7 @@ static int par_decode(const struct ptd_decode_opts *o,
 	p.nslots = nth + 2 < p.nparts ? nth + 2 : p.nparts;
 	/* with the chunk each worker fills and the two the part being
 	 * handed out may queue past it: PTD_DECODE_HELD(jobs) at most */
-	p.budget = p.nslots * PART_CHUNKS - nth - 2;
+	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth - 2;
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	if (!p.slots) {
 		par_fini(&p);

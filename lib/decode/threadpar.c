@@ -32,8 +32,7 @@
 
 #include "decode/chunks.h"
 
-#define AHEAD_CHUNKS (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)
-_Static_assert(AHEAD_CHUNKS >= 2, "a budget of at least a chunk a worker");
+_Static_assert(PTD_CHUNKS_A_PART >= 2, "a budget of at least a chunk a worker");
 /* Records a worker with the turn gathers for a consumer that takes runs
  * (o->batch), small enough to stay in its caches. */
 #define RUN_RECORDS 256u
@@ -379,7 +378,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	nth = o->jobs < n ? o->jobs : n;
 	p.nslots = nth + 2;
 	/* with the chunk each worker fills: PTD_DECODE_HELD */
-	p.budget = p.nslots * AHEAD_CHUNKS - nth;
+	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth;
 	p.u = calloc(n, sizeof(*p.u));
 	if (!p.u)
 		return -ENOMEM;
