@@ -153,19 +153,15 @@ int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 			return r;
 	}
 	t->rep_recorded = false;
-	/* Next first: code reached through this transfer is saved before
-	 * the packet that leads there. */
-	r = tr_prepare(tr, t, next, regs->rax);
-	if (r < 0)
-		return r;
 	/* A single step over CPUID that stopped past the instruction after
 	 * it: the hypervisor ran the CPUID for the guest and lost the trap,
 	 * and the next instruction ran too (a PVM guest, kernel 6.18: ld.so's
 	 * CPUID, then the step stopped 8 bytes on, past a 6-byte mov).  Both
 	 * ran: the CPUID falls through, and the instruction after it is
-	 * completed at the stop, and checked there, as if stepped alone. */
-	if (cur.cpuid && next != ip + cur.size &&
-	    tr->opt->step == PTD_SWPT_STEP_SINGLE) {
+	 * completed at the stop, and checked there, as if stepped alone (the
+	 * CPUID's own step makes no packet: nothing to prepare at @next for
+	 * it). */
+	if (cur.cpuid && next != ip + cur.size && !tr->branch) {
 		r = ptd_ptgen_step(t->gen, ip, &cur, ip + cur.size);
 		if (r == 0)
 			r = tr_prepare(tr, t, ip + cur.size, regs->rax);
@@ -174,6 +170,11 @@ int tr_completed(struct tracer *tr, struct tthread *t, uint64_t ip,
 		cur = t->insn;
 		return tr_completed(tr, t, t->ip, &cur, t->sysnr, regs);
 	}
+	/* Next first: code reached through this transfer is saved before
+	 * the packet that leads there. */
+	r = tr_prepare(tr, t, next, regs->rax);
+	if (r < 0)
+		return r;
 	r = ptd_ptgen_step(t->gen, ip, &cur, next);
 	if (r == -EINVAL)	/* the step is no way that instruction goes */
 		return tr_failf(tr, r, "thread %d: the instruction at %#" PRIx64
