@@ -248,11 +248,7 @@ struct srv_session *srv_attach_begin(struct ptd_server *s, struct conn *c,
 	o.decided_ctx = s;
 	ss->per_cpu = req->per_cpu;
 	ss->jobs = req->jobs;
-	if (req->jobs > s->cfg.max_decode_jobs) {
-		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
-				"options.jobs: %u is more than this ptd allows "
-				"(max_decode_jobs = %u)", req->jobs,
-				s->cfg.max_decode_jobs);
+	if (srv_jobs_refused(s, c, req, "options.jobs")) {
 		attach_drop(ss);
 		return NULL;
 	}

@@ -90,6 +90,17 @@ static cJSON *replay_result(const struct srv_session *ss,
 	return res;
 }
 
+bool srv_jobs_refused(struct ptd_server *s, struct conn *c,
+		      const struct ptd_request *req, const char *field)
+{
+	if (req->jobs <= s->cfg.max_decode_jobs)
+		return false;
+	srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
+			"%s: %u is more than this ptd allows (max_decode_jobs "
+			"= %u)", field, req->jobs, s->cfg.max_decode_jobs);
+	return true;
+}
+
 /* How a replay decodes: "decoder", the path of decoder.h ("path" is the
  * trace's), and "jobs" if asked. */
 void srv_replay_decode_summary(const struct srv_session *ss, cJSON *o)
@@ -143,13 +154,9 @@ void srv_cmd_replay(struct ptd_server *s, struct conn *c,
 				ptd_strerror(r < 0 ? r : -ENOMEM));
 		return;
 	}
-	if (req->jobs > s->cfg.max_decode_jobs) {
+	if (srv_jobs_refused(s, c, req, "jobs")) {
 		srv_session_free(ss);
 		free(groups);
-		srv_reply_error(c, req->id, PTD_ERR_BAD_REQUEST,
-				"jobs: %u is more than this ptd allows "
-				"(max_decode_jobs = %u)", req->jobs,
-				s->cfg.max_decode_jobs);
 		return;
 	}
 	if (srv_memory_refused(s, c, &c->peer, req, &ss->acct,
