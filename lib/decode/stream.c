@@ -23,6 +23,7 @@
 #include <intel-pt.h>
 
 #include "common/diag.h"
+#include "common/lockopt.h"
 #include "decode/calls.h"
 #include "decode/counters.h"
 #include "record/diff.h"
@@ -78,23 +79,48 @@ struct ptd_stream {
 	 * delivered, across rounds (the caller's, or @own_xt); the decodes
 	 * are asked for insn records instead. */
 	struct ptd_counters *xt, *own_xt;
+	/* ptd_stream_decode_locked's @lock while it runs, else NULL: what
+	 * touches the section cache holds it. */
+	pthread_mutex_t *lock;
 };
 
 /* --- Segments. --- */
 
-static void seg_fini(struct seg *g)
+/* An image of the section cache freed (under s->lock). */
+static void image_free(const struct ptd_stream *s, struct ptd_image *img)
+{
+	if (!img)
+		return;
+	ptd_lock_opt(s->lock);
+	ptd_image_free(img);
+	ptd_unlock_opt(s->lock);
+}
+
+static void seg_fini(const struct ptd_stream *s, struct seg *g)
 {
 	free(g->buf);
-	ptd_image_free(g->img);
+	image_free(s, g->img);
 	memset(g, 0, sizeof(*g));
 }
 
-static struct ptd_image *image_new(struct ptd_stream *s)
+/* A new image, a copy of @src unless NULL (under s->lock). */
+static int image_make(struct ptd_stream *s, const struct ptd_image *src,
+		      struct ptd_image **ret)
 {
 	struct ptd_image *img;
+	int r = 0;
 
+	ptd_lock_opt(s->lock);
 	(void)ptd_image_new(s->o.iscache, "stream", &img);
-	return img;
+	if (!img)
+		r = -ENOMEM;
+	else if (src && (r = ptd_image_copy(img, src)) < 0) {
+		ptd_image_free(img);
+		img = NULL;
+	}
+	ptd_unlock_opt(s->lock);
+	*ret = img;
+	return r;
 }
 
 /* Apply to @img the events from *@next on whose position is <= @upto.
@@ -112,6 +138,7 @@ static void catch_up(struct ptd_stream *s, struct ptd_image *img,
 
 		if ((uint64_t)pos > upto)
 			break;
+		ptd_lock_opt(s->lock);
 		r = ptd_tl_event_apply(ev, img, s->dir, &d);
 		if (r < 0 && ev->seq >= s->seq_told) {
 			struct pend_err *v = reallocarray(
@@ -126,6 +153,7 @@ static void catch_up(struct ptd_stream *s, struct ptd_image *img,
 				s->nperr++;
 			}
 		}
+		ptd_unlock_opt(s->lock);
 		if (ev->seq >= s->seq_told)
 			s->seq_told = ev->seq + 1;
 		(*next)++;
@@ -179,17 +207,11 @@ static int seg_open(struct ptd_stream *s)
 	memset(g, 0, sizeof(*g));
 	g->base = s->end;
 	g->decoded_to = s->end;
-	g->img = image_new(s);
-	if (!g->img)
-		return -ENOMEM;
-	if (prev) {
-		r = ptd_image_copy(g->img, prev->img);
-		if (r < 0) {
-			seg_fini(g);
-			return r;
-		}
+	r = image_make(s, prev ? prev->img : NULL, &g->img);
+	if (r < 0)
+		return r;
+	if (prev)
 		g->tl_next = prev->tl_next;
-	}
 	catch_up(s, g->img, &g->tl_next, g->base);
 	s->nsegs++;
 	s->st.segments++;
@@ -215,7 +237,7 @@ static int seg_end(struct ptd_stream *s, int code, uint64_t lost)
 /* Drop the first (ended, fully decoded) segment. */
 static void seg_pop(struct ptd_stream *s)
 {
-	seg_fini(&s->segs[0]);
+	seg_fini(s, &s->segs[0]);
 	memmove(&s->segs[0], &s->segs[1], (s->nsegs - 1) * sizeof(*s->segs));
 	s->nsegs--;
 }
@@ -459,6 +481,7 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	a.img = img;
 	a.cursor = &c;
 	a.icache = s->o.icache;
+	a.lock = s->lock;
 	a.probes = rd->ncand ? rd->probes : NULL;
 	a.nprobes = rd->ncand;
 	s->st.decoded_bytes += a.len;
@@ -478,24 +501,6 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 	if (rd->cb_rc)
 		return rd->cb_rc;
 	return r < 0 ? r : 0;
-}
-
-/* A copy of @src, for one decode. */
-static int image_dup(struct ptd_stream *s, const struct ptd_image *src,
-		     struct ptd_image **ret)
-{
-	struct ptd_image *img = image_new(s);
-	int r;
-
-	if (!img)
-		return -ENOMEM;
-	r = ptd_image_copy(img, src);
-	if (r < 0) {
-		ptd_image_free(img);
-		return r;
-	}
-	*ret = img;
-	return 0;
 }
 
 /* How records are compared: on the block path an instruction's time is
@@ -562,11 +567,11 @@ static int try_anchor(struct ptd_stream *s, struct seg *g,
 	if (!rp)
 		return -ENOMEM;
 	rp->keeping = s->o.check_anchor;
-	r = image_dup(s, g->img, &img_p);
+	r = image_make(s, g->img, &img_p);
 	if (r < 0)
 		goto out;
 	catch_up(s, img_p, &tl_p, g->base + p);
-	r = image_dup(s, img_p, &work);
+	r = image_make(s, img_p, &work);
 	if (r < 0)
 		goto out;
 	r = decode_from(s, g, p, work, tl_p, true, rp);
@@ -588,7 +593,7 @@ static int try_anchor(struct ptd_stream *s, struct seg *g,
 	 * released records that this one holds back (a short round, see
 	 * the stats), and those lie past ra's end, in both decodes alike. */
 	g->done = rp->seen + (ra->skip > ra->seen ? ra->skip - ra->seen : 0);
-	ptd_image_free(g->img);
+	image_free(s, g->img);
 	g->img = img_p;
 	img_p = NULL;
 	g->tl_next = tl_p;
@@ -597,8 +602,8 @@ static int try_anchor(struct ptd_stream *s, struct seg *g,
 out:
 	free(rp->keep);
 	free(rp);
-	ptd_image_free(work);
-	ptd_image_free(img_p);
+	image_free(s, work);
+	image_free(s, img_p);
 	return r;
 }
 
@@ -666,7 +671,7 @@ static int64_t seg_round(struct ptd_stream *s, struct seg *g, bool final,
 	ra->keeping = s->o.check_anchor && !final;
 	s->st.rounds++;
 	catch_up(s, g->img, &g->tl_next, g->base);
-	r = image_dup(s, g->img, &work);
+	r = image_make(s, g->img, &work);
 	if (r < 0) {
 		free(ra);
 		return r;
@@ -679,7 +684,7 @@ static int64_t seg_round(struct ptd_stream *s, struct seg *g, bool final,
 	r = report_pending(s, fn, ctx);
 	if (r == 0)
 		r = decode_from(s, g, 0, work, g->tl_next, !final, ra);
-	ptd_image_free(work);
+	image_free(s, work);
 	if (ra->seen < ra->skip)
 		s->st.short_rounds++;
 	g->done += ra->delivered;
@@ -830,7 +835,7 @@ void ptd_stream_free(struct ptd_stream *s)
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->nsegs; i++)
-		seg_fini(&s->segs[i]);
+		seg_fini(s, &s->segs[i]);
 	free(s->segs);
 	ptd_timeline_fini(&s->tl);
 	ptd_insncache_free(s->own_icache);
@@ -954,12 +959,33 @@ static int calls_fn(void *ctx, const struct ptd_record *rec)
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		      void *ctx)
 {
-	int64_t total = 0, n;
-	struct calls_fn cf;
+	return ptd_stream_decode_locked(s, final, NULL, fn, ctx);
+}
+
+static int stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
+			 void *ctx);
+
+int ptd_stream_decode_locked(struct ptd_stream *s, bool final,
+			     pthread_mutex_t *lock, ptd_record_fn fn,
+			     void *ctx)
+{
 	int r;
 
 	if (!s || !fn)
 		return -EINVAL;
+	s->lock = lock;
+	r = stream_decode(s, final, fn, ctx);
+	s->lock = NULL;
+	return r;
+}
+
+static int stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
+			 void *ctx)
+{
+	int64_t total = 0, n;
+	struct calls_fn cf;
+	int r;
+
 	if (s->finished)
 		return 0;
 	if (s->calls || s->xt) {

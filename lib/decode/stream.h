@@ -39,11 +39,13 @@
  * (context "lost") says how many bytes were lost where, and decoding resumes
  * at the next PSB after the gap.
  *
- * Thread safety: none; one owner.
+ * Thread safety: none; one owner (ptd_stream_decode_locked: the section
+ * cache shared by the streams of threads decoded at once).
  */
 #ifndef PTD_DECODE_STREAM_H
 #define PTD_DECODE_STREAM_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -155,6 +157,17 @@ int ptd_stream_lost(struct ptd_stream *s, uint64_t bytes);
  * error from the decoder. */
 int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		      void *ctx);
+
+/* ptd_stream_decode for streams whose section cache (opts.iscache) is
+ * shared with decodes on other threads (decode/threadpar.h): everything
+ * the round does to it -- images made, changed and freed, the decodes
+ * themselves (ptd_decode_thread_args.lock) -- holds @lock (NULL: as
+ * ptd_stream_decode).  The stream itself still has one owner at a time;
+ * opts.icache must then be NULL or the stream's alone (the decoders make
+ * their own). */
+int ptd_stream_decode_locked(struct ptd_stream *s, bool final,
+			     pthread_mutex_t *lock, ptd_record_fn fn,
+			     void *ctx);
 
 /* The table the stream counts into (first_exec or counters asked for),
  * to take the counts at any time (ptd_counters_emit); NULL: none. */

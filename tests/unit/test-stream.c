@@ -12,6 +12,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +43,17 @@ static struct ptd_insncache *icache;
 
 static uint64_t rnd_state;
 
+static uint64_t rnd_r(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 static uint64_t rnd(void)
 {
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
+	return rnd_r(&rnd_state);
 }
 
 /* --- Tracing. --- */
@@ -206,12 +212,17 @@ struct feed {
 	/* A loss: @lost_len bytes at @lost_at are not appended. */
 	size_t lost_at, lost_len;
 	size_t max_buffered;
+	/* Streams fed on several threads at once: their decodes hold @lock
+	 * (ptd_stream_decode_locked), no instruction cache, chunk sizes
+	 * from @rs. */
+	pthread_mutex_t *lock;
+	uint64_t rs;
 };
 
 /* Feed thread @idx's @pt (@len bytes) through a stream; records to @out. */
 static int feed_stream(const struct ptd_capture *c, size_t idx,
 		       const struct ptd_decode_opts *o, const uint8_t *pt,
-		       size_t len, const struct feed *f, struct reclist *out,
+		       size_t len, struct feed *f, struct reclist *out,
 		       struct ptd_stream_stats *ret_st)
 {
 	struct ptd_stream_opts so;
@@ -229,7 +240,7 @@ static int feed_stream(const struct ptd_capture *c, size_t idx,
 	so.pid = c->pid;
 	so.tid = c->threads[idx].tid;
 	so.iscache = ic;
-	so.icache = icache;
+	so.icache = f->lock ? NULL : icache;
 	so.dir = c->dir;
 	so.check_anchor = f->check_anchor;
 	so.max_buffered = f->max_buffered;
@@ -259,18 +270,19 @@ static int feed_stream(const struct ptd_capture *c, size_t idx,
 			stop = evs[e].pos;
 		if (f->lost_len && off < f->lost_at && f->lost_at < stop)
 			stop = f->lost_at;
-		n = 1 + rnd() % f->max_chunk;
+		n = 1 + (f->lock ? rnd_r(&f->rs) : rnd()) % f->max_chunk;
 		if (n > stop - off)
 			n = stop - off;
 		r = ptd_stream_append(s, pt + off, n);
 		if (r < 0)
 			goto out;
 		off += n;
-		r = ptd_stream_decode(s, false, reclist_add, out);
+		r = ptd_stream_decode_locked(s, false, f->lock, reclist_add,
+					     out);
 		if (r < 0)
 			goto out;
 	}
-	r = ptd_stream_decode(s, true, reclist_add, out);
+	r = ptd_stream_decode_locked(s, true, f->lock, reclist_add, out);
 	if (r < 0)
 		goto out;
 	ptd_stream_get_stats(s, ret_st);
@@ -433,6 +445,102 @@ static void check_prog(const char *name, const char *arg, bool tsc,
 	}
 }
 
+/* isids number sections of one cache: zeroed where decodes had their own */
+static void zero_isids(struct reclist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->r[i].type == PTD_REC_INSN)
+			l->r[i].u.insn.isid = 0;
+}
+
+/*
+ * The streams of a session's threads decoded at once (a full session with
+ * jobs, source/source.c): every thread of prog-threads fed through its
+ * own stream on its own pthread, all sharing one fresh section cache, the
+ * decodes holding one lock (ptd_stream_decode_locked), the instruction
+ * path: each gives its whole decode.  Under TSan (a build with
+ * -Db_sanitize=thread) a decode that does not hold the lock where it
+ * touches the shared cache is reported.
+ */
+struct at_once {
+	const struct ptd_capture *c;
+	size_t idx;
+	const struct ptd_decode_opts *o;
+	const uint8_t *pt;
+	size_t len;
+	struct feed f;
+	struct reclist got;
+	int r;
+};
+
+static void *at_once_main(void *arg)
+{
+	struct at_once *a = arg;
+	struct ptd_stream_stats st;
+
+	a->r = feed_stream(a->c, a->idx, a->o, a->pt, a->len, &a->f, &a->got,
+			   &st);
+	return NULL;
+}
+
+static void test_threads_at_once(void)
+{
+	char *argv[] = { prog("threads"), (char *)"3", (char *)"2000", NULL };
+	struct ptd_iscache *shared_ic = ic;
+	pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	struct at_once a[4];
+	pthread_t th[4];
+	struct ptd_capture c;
+	struct ptd_decode_opts o;
+	uint8_t *pt[4] = { NULL };
+	size_t n;
+
+	if (!trace("at-once", argv, 256, true, false, &c))
+		return;
+	o = path_opts(&c, false);
+	n = c.nthreads < 4 ? c.nthreads : 4;
+	CHECK_EQ_U64(n, 4);
+	(void)ptd_iscache_new(&ic);
+	REQUIRE(ic);
+	memset(a, 0, sizeof(a));
+	for (size_t i = 0; i < n; i++) {
+		struct ptd_diag diag = { "" };
+
+		REQUIRE(ptd_capture_read_pt(&c, i, &pt[i], &a[i].len,
+					    &diag) == 0);
+		a[i].c = &c;
+		a[i].idx = i;
+		a[i].o = &o;
+		a[i].pt = pt[i];
+		a[i].f.max_chunk = 512;
+		a[i].f.lock = &lock;
+		a[i].f.rs = 0x5eed0100 + i;
+	}
+	for (size_t i = 0; i < n; i++)
+		REQUIRE(pthread_create(&th[i], NULL, at_once_main, &a[i]) == 0);
+	for (size_t i = 0; i < n; i++)
+		(void)pthread_join(th[i], NULL);
+	for (size_t i = 0; i < n; i++) {
+		struct reclist want = { 0 };
+		char label[64];
+
+		CHECK_EQ_INT(a[i].r, 0);
+		REQUIRE(decode_whole(&c, i, &o, pt[i], 0, a[i].len, 0,
+				     &want) >= 0);
+		zero_isids(&want);
+		zero_isids(&a[i].got);
+		(void)snprintf(label, sizeof(label), "thread %zu at once", i);
+		CHECK(want.n > 1000);
+		CHECK(same(label, &want, &a[i].got));
+		reclist_free(&want);
+		reclist_free(&a[i].got);
+		free(pt[i]);
+	}
+	ptd_iscache_free(ic);
+	ic = shared_ic;
+	ptd_capture_fini(&c);
+}
+
 /*
  * A live session's caches start cold: libipt's block cache (in the
  * session's image section cache) and ptd's instruction cache warm up as
@@ -444,12 +552,6 @@ static void check_prog(const char *name, const char *arg, bool tsc,
  * with caches as cold as a new session's, the stream gives exactly the
  * whole decode.
  */
-static void zero_isids(struct reclist *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		if (l->r[i].type == PTD_REC_INSN)
-			l->r[i].u.insn.isid = 0;
-}
 
 static void test_cold_caches(void)
 {
@@ -1236,6 +1338,7 @@ int main(void)
 	RUN(test_overflow);
 	RUN(test_recursion);
 	RUN(test_cold_caches);
+	RUN(test_threads_at_once);
 	RUN(test_fnptr);
 	RUN(test_filter_main);
 	RUN(test_signal);
