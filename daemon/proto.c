@@ -223,7 +223,9 @@ static int parse_mode(const struct ptd_json_reader *r, const cJSON *o,
 	return 0;
 }
 
-/* options.jobs: a snapshot session's decodes on that many threads. */
+/* options.jobs: a session's decodes on that many threads (a snapshot
+ * session's snapshots cut at their PSBs; a full session's threads at
+ * once). */
 static int parse_jobs(const struct ptd_json_reader *r, const cJSON *o,
 		      struct ptd_request *req)
 {
@@ -232,10 +234,15 @@ static int parse_jobs(const struct ptd_json_reader *r, const cJSON *o,
 
 	if (!cJSON_GetObjectItemCaseSensitive(o, "jobs"))
 		return 0;
-	if (req->mode != PTD_MODE_SNAPSHOT)
+	if (req->mode != PTD_MODE_SNAPSHOT && req->per_cpu)
 		return ptd_json_bad(r, "options.jobs",
-				    "needs \"mode\": \"snapshot\" (a full "
-				    "session decodes as the trace comes)");
+				    "is not for per-CPU buffers (one merged "
+				    "trace, decoded in its order)");
+	if (req->mode != PTD_MODE_SNAPSHOT && req->counters)
+		return ptd_json_bad(r, "options.jobs",
+				    "is not for a full session with "
+				    "\"counters\" (one table, counted in one "
+				    "order)");
 	e = ptd_json_get_u64(r, o, "options", "jobs", INT, 1,
 			     PTD_DECODE_MAX_JOBS, &n);
 	if (e < 0)

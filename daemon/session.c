@@ -231,7 +231,8 @@ static int deliver(void *ctx, const struct ptd_record *rec)
 		s->snap_stopped = true;
 		return 1;
 	}
-	/* (only this thread writes them) */
+	/* (one thread at a time writes them: this one, or with jobs the
+	 * worker whose turn it is, decode/threadpar.h) */
 	if (rec->type == PTD_REC_INSN)
 		ptd_counter_add(&s->insns, 1);
 	ptd_counter_add(&s->records, 1);
@@ -496,18 +497,25 @@ static int check_mode(struct ptd_session *s, struct ptd_diag *diag)
 	if (s->o.per_cpu && s->o.mode != PTD_MODE_FULL)
 		return ptd_diagf(diag, -EINVAL, "per-CPU buffers are for full "
 				 "mode only");
+	if (s->o.jobs > PTD_DECODE_MAX_JOBS)
+		return ptd_diagf(diag, -EINVAL, "jobs %u is more than %u",
+				 s->o.jobs, PTD_DECODE_MAX_JOBS);
 	if (s->o.mode == PTD_MODE_FULL) {
 		if (n != 0)
 			return ptd_diagf(diag, -EINVAL, "snapshot_size is for "
 					 "snapshot mode only");
-		if (s->o.jobs > 1)
-			return ptd_diagf(diag, -EINVAL, "jobs is for snapshot "
-					 "mode only");
+		/* threads decoded at once: each its own buffer, and records
+		 * that do not depend on the order they go in */
+		if (s->o.jobs > 1 && s->o.per_cpu)
+			return ptd_diagf(diag, -EINVAL, "jobs is not for "
+					 "per-CPU buffers (one merged trace, "
+					 "decoded in its order)");
+		if (s->o.jobs > 1 && s->o.counters)
+			return ptd_diagf(diag, -EINVAL, "jobs is not for a "
+					 "session that counts (one table, "
+					 "counted in one order)");
 		return 0;
 	}
-	if (s->o.jobs > PTD_DECODE_MAX_JOBS)
-		return ptd_diagf(diag, -EINVAL, "jobs %u is more than %u",
-				 s->o.jobs, PTD_DECODE_MAX_JOBS);
 	if (s->o.mode != PTD_MODE_SNAPSHOT)
 		return ptd_diagf(diag, -EINVAL, "unknown session mode %d",
 				 (int)s->o.mode);
@@ -751,6 +759,7 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->ended = atomic_load(&s->ended);
 	ret->threads_refused = atomic_load(&s->threads_refused);
 	ret->identity_mismatches = st.identity_mismatches;
+	ret->threads_at_once = st.threads_at_once;
 }
 
 uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
@@ -764,10 +773,12 @@ uint64_t ptd_session_attach_bytes(const struct ptd_session_opts *o,
 						  o->mode == PTD_MODE_SNAPSHOT);
 	uint64_t stream = ptd_memlimit_stream_bytes(aux);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	/* a snapshot's parallel decode, one thread's at a time */
-	uint64_t jobs = o->mode == PTD_MODE_SNAPSHOT && o->jobs > 1
-				? (o->jobs + 2ull) * PTD_MEMLIMIT_REPLAY_PART_BYTES
-				: 0;
+	/* a snapshot's parallel decode, one thread's at a time; a full
+	 * session's threads decoded at once, their records held under the
+	 * same bound (decode/threadpar.h) */
+	uint64_t jobs = o->jobs > 1 ? (o->jobs + 2ull) *
+					      PTD_MEMLIMIT_REPLAY_PART_BYTES
+				    : 0;
 
 	if (!o->per_cpu) {
 		if (ret_thread)

@@ -85,11 +85,15 @@ struct ptd_session_opts {
 	 * config's aux_buffer_size.  A power of two, at least a page, at
 	 * most PTD_SESSION_SNAPSHOT_MAX. */
 	size_t snapshot_size;
-	/* SNAPSHOT, > 1: each thread's snapshot decoded on that many threads
-	 * (the instruction path cut at its PSBs, decode/parallel.h: the same
-	 * records, sooner on that many cores), at most PTD_DECODE_MAX_JOBS;
-	 * charged (ptd_session_attach_bytes) as a replay's "jobs" are.  0
-	 * or 1: on the session's thread. */
+	/* > 1: decoded on that many threads, the instruction path, at most
+	 * PTD_DECODE_MAX_JOBS, charged (ptd_session_attach_bytes) as a
+	 * replay's "jobs" are.  SNAPSHOT: each thread's snapshot cut at its
+	 * PSBs (decode/parallel.h: the same records, sooner on that many
+	 * cores).  FULL: each round's threads decoded at once
+	 * (decode/threadpar.h; the sink is called by one thread at a time,
+	 * thread after thread as before, not always the session's); not
+	 * with per_cpu or counters (refused).  0 or 1: on the session's
+	 * thread. */
 	unsigned jobs;
 	/* Per-CPU buffers (perf's default layout) instead of per-thread
 	 * ones.  intel_pt: one intel_pt event per online CPU with inherit=1
@@ -275,7 +279,9 @@ struct ptd_session_stats {
 	uint64_t serial_parts;
 	const char *serial_why;
 	uint64_t parts;		/* ptd_decode_stats.parts, summed */
-	uint64_t threads_at_once;	/* ... .at_once, counted */
+	uint64_t threads_at_once;	/* ... .at_once, counted (a FULL
+					 * session with jobs: its threads'
+					 * rounds decoded at once) */
 };
 
 struct ptd_session;

@@ -209,8 +209,8 @@ int verb_attach(int argc, char **argv)
 			       "auto|software|intel_pt] [--tsc] "
 			       "[--step branch|single]\n"
 			       "       [--max-insns N] [--capture DIR] "
-			       "[--snapshot [--snapshot-size BYTES] "
-			       "[--jobs N]]\n"
+			       "[--snapshot [--snapshot-size BYTES]] "
+			       "[--jobs N]\n"
 			       "       [--record DIR [--record-format "
 			       "bundle|lldb]] [--per-cpu] [--filter TEXT]\n"
 			       "       [--trigger ACTION:FILE:SYMBOL|ACTION:"
@@ -221,10 +221,12 @@ int verb_attach(int argc, char **argv)
 			       "id (with --follow, stream it\nlike ptctl "
 			       "stream).  --snapshot: keep only the newest "
 			       "trace, decoded at each\n`ptctl snapshot "
-			       "SESSION` (--jobs N: each thread's on N "
-			       "threads).  --record: when\nthe session ends, "
+			       "SESSION`.\n--jobs N: decode on N threads (the "
+			       "threads at once; with --snapshot each\nthread's "
+			       "snapshot cut at its PSBs).  --record: when the "
+			       "session ends,\n"
 			       "ptd writes a bundle of its trace into DIR (an "
-			       "empty directory\nof yours); with "
+			       "empty directory of yours);\nwith "
 			       "--record-format lldb, an LLDB trace bundle for "
 			       "`trace load`,\nand ptctl waits for the end to "
 			       "write it (DIR must not exist, or be empty).\n"
@@ -292,10 +294,6 @@ int verb_attach(int argc, char **argv)
 		}
 	if (req.snapshot_size && !snapshot) {
 		errx_msg("--snapshot-size needs --snapshot");
-		return EXIT_USAGE;
-	}
-	if (req.jobs && !snapshot) {
-		errx_msg("--jobs needs --snapshot");
 		return EXIT_USAGE;
 	}
 	if (record_lldb_fmt && !record) {

@@ -70,7 +70,7 @@ static cJSON *session_summary(struct srv_session *ss)
 	if (!ss->path)	/* live sessions: their buffer layout */
 		cJSON_AddStringToObject(o, "buffers", ss->per_cpu ? "per-cpu"
 								  : "per-thread");
-	if (!ss->path && ss->jobs > 1) {	/* its snapshots' decodes */
+	if (!ss->path && ss->jobs > 1) {	/* its decodes (options.jobs) */
 		cJSON_AddStringToObject(o, "decoder", "insn");
 		cJSON_AddNumberToObject(o, "jobs", ss->jobs);
 	}

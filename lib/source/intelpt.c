@@ -338,21 +338,21 @@ static int hw_thread_round(struct intelpt *h, bool final,
 	struct ptd_source *s = &h->base;
 	int r;
 
+	for (size_t i = 0; final && i < s->ndt; i++)
+		if (!s->dt[i].done && s->dt[i].feed)
+			(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+	r = ptd_source_threads_step(s, final, diag);
 	for (size_t i = 0; i < s->ndt; i++) {
 		struct ptd_source_thread *d = &s->dt[i];
 
-		if (d->done || !d->feed)
-			continue;
-		if (final)
-			(void)ioctl(d->fd, PERF_EVENT_IOC_DISABLE, 0);
-		if ((r = ptd_source_thread_step(s, d, final, diag)) < 0)
-			return r;
-		if (d->done) {
+		if (d->done && d->feed && d->fd >= 0) {
 			(void)close(d->fd);
 			d->fd = -1;
 			atomic_fetch_sub(&s->live, 1);
 		}
 	}
+	if (r < 0)
+		return r;
 	for (size_t i = 0; !final && i < h->nnew; i++)
 		if ((r = hw_open_thread(h, h->newtids[i], diag)) < 0)
 			return r;

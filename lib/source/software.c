@@ -399,10 +399,7 @@ static int sw_drain(struct ptd_source *s, bool final, struct ptd_diag *diag)
 		return ptd_source_cpufeed_round(s, final, diag);
 	if ((r = threads_add(s)) < 0)
 		return r;
-	for (size_t i = 0; i < s->ndt; i++)
-		if ((r = ptd_source_thread_step(s, &s->dt[i], final, diag)) < 0)
-			return r;
-	return 0;
+	return ptd_source_threads_step(s, final, diag);
 }
 
 /* The start, if it waits for the attach. */

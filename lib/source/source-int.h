@@ -30,6 +30,8 @@ struct ptd_source_thread {
 	struct ptd_stream *stream;
 	struct ptd_feed *feed;
 	bool done;		/* final decode delivered */
+	bool go, last;		/* ptd_source_threads_step: to decode this
+				 * round (the final one if @last) */
 	bool ended;		/* per-CPU: its EXIT was read */
 	/* snapshot mode */
 	struct ptd_timeline *tl;	/* software: its image changes */
@@ -103,6 +105,7 @@ struct ptd_source {
 	pid_t snap_upto_tid;			/* the snapshot's upto */
 	int64_t snap_upto_ns;
 	atomic_uint_fast64_t trace_bytes, lost_bytes, overwritten;
+	atomic_uint_fast64_t at_once;	/* threads decoded on workers */
 };
 
 /* source.c, for the modules */
@@ -116,10 +119,14 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 			    struct ptd_stream_opts *so);
 /* a new thread slot, zeroed (fd -1), not yet counted in s->ndt */
 struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s);
-/* drain one thread's buffer and decode what arrived; at its end (or
- * @final) the rest */
-int ptd_source_thread_step(struct ptd_source *s, struct ptd_source_thread *d,
-			   bool final, struct ptd_diag *diag);
+/* One round of the per-thread buffers: drain every thread's (those not
+ * done, with a feed) and decode what arrived, at a thread's end (or
+ * @final) the rest.  With params.jobs > 1 (full mode), the threads with
+ * something to decode are decoded at once (decode/threadpar.h), their
+ * records reaching the host thread after thread as they would one after
+ * another. */
+int ptd_source_threads_step(struct ptd_source *s, bool final,
+			    struct ptd_diag *diag);
 /* per-CPU mode: the feed over @bufs, and one round of it */
 int ptd_source_cpufeed_new(struct ptd_source *s, struct ptd_perf_buf **bufs,
 			   unsigned n, uint64_t sample_type,

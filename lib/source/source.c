@@ -16,6 +16,7 @@
 #include "aspace/maps.h"
 #include "decode/counters.h"
 #include "decode/insncache.h"
+#include "decode/threadpar.h"
 #include "swpt/livesink.h"
 
 #define ICACHE_ENTRIES (1u << 20)
@@ -115,6 +116,14 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 	so->decode.wallref = s->wallref;
 	so->decode.addr_filter = s->fcfg;
 	so->decode.symbols = s->p.symbols;
+	if (s->p.jobs > 1 && !s->p.snapshot && !s->p.counters) {
+		/* threads decoded at once (ptd_source_threads_step): the
+		 * instruction path, whose records do not depend on the
+		 * order the threads go in (threadpar.h), and no cache
+		 * shared by decoders on other threads */
+		so->decode.path = PTD_PATH_INSN;
+		so->icache = NULL;
+	}
 }
 
 struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)
@@ -131,15 +140,14 @@ struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)
 	return d;
 }
 
-int ptd_source_thread_step(struct ptd_source *s, struct ptd_source_thread *d,
-			   bool final, struct ptd_diag *diag)
+/* Drain thread @d's buffer into its stream; *@ret_last: its decode is
+ * the final one. */
+static int thread_drain(struct ptd_source *s, struct ptd_source_thread *d,
+			bool final, bool *ret_last, struct ptd_diag *diag)
 {
 	struct ptd_feed_stats before, after;
-	bool last;
 	int r;
 
-	if (d->done)
-		return 0;
 	ptd_feed_get_stats(d->feed, &before);
 	r = ptd_feed_drain(d->feed, diag);
 	if (r < 0)
@@ -147,18 +155,134 @@ int ptd_source_thread_step(struct ptd_source *s, struct ptd_source_thread *d,
 	ptd_feed_get_stats(d->feed, &after);
 	atomic_fetch_add(&s->trace_bytes, after.aux_bytes - before.aux_bytes);
 	atomic_fetch_add(&s->lost_bytes, after.lost_bytes - before.lost_bytes);
-	last = final || ptd_feed_ended(d->feed);
-	if (s->p.snapshot) {
-		/* sideband only: the trace is decoded at snapshots */
-		d->done = last;
-		return 0;
-	}
-	r = ptd_stream_decode(d->stream, last, ptd_source_record, s);
+	*ret_last = final || ptd_feed_ended(d->feed);
+	return 0;
+}
+
+/* Decode thread @d's round, its records to @fn(@ctx) (with @lock: on a
+ * worker, threadpar.h). */
+static int thread_decode(struct ptd_source_thread *d, pthread_mutex_t *lock,
+			 ptd_record_fn fn, void *ctx, struct ptd_diag *diag)
+{
+	int r = ptd_stream_decode_locked(d->stream, d->last, lock, fn, ctx);
+
 	if (r < 0)
 		return ptd_diagf(diag, r, "thread %d: decoding: %s",
 				 (int)d->tid, ptd_strerror(r));
-	if (last)
+	if (d->last)
 		d->done = true;
+	return 0;
+}
+
+/* The threads of a round decoded at once: unit i is the i-th to go. */
+struct round_units {
+	struct ptd_source *s;
+	struct ptd_source_thread **v;
+	int err;		/* the first unit's error */
+	struct ptd_diag diag;	/* its message */
+};
+
+static int unit_decode(void *ctx, size_t i, const struct ptd_decode_opts *o,
+		       pthread_mutex_t *lock, ptd_record_fn fn, void *fctx,
+		       struct ptd_decode_stats *st, struct ptd_diag *diag)
+{
+	struct round_units *u = ctx;
+
+	(void)o;	/* the stream's own */
+	(void)st;	/* the stream counts its own */
+	return thread_decode(u->v[i], lock, fn, fctx, diag);
+}
+
+static void unit_done(void *ctx, size_t i, int err,
+		      const struct ptd_decode_stats *st,
+		      const struct ptd_diag *diag)
+{
+	struct round_units *u = ctx;
+
+	(void)i;
+	if (st->at_once)
+		atomic_fetch_add(&u->s->at_once, 1);
+	if (err < 0 && !u->err) {
+		u->err = err;
+		u->diag = *diag;
+	}
+}
+
+static int round_at_once(struct ptd_source *s, size_t n, bool *ret_ran,
+			 struct ptd_diag *diag)
+{
+	struct ptd_threadpar_ops ops = { NULL, unit_decode, unit_done, NULL };
+	struct round_units u = { s, NULL, 0, { "" } };
+	struct ptd_stream_opts so;
+	uint64_t *bytes;
+	size_t k = 0;
+	int r;
+
+	*ret_ran = false;
+	u.v = calloc(n, sizeof(*u.v));
+	bytes = calloc(n, sizeof(*bytes));
+	if (!u.v || !bytes) {
+		free(u.v);
+		free(bytes);
+		return 0;	/* one after another, then */
+	}
+	for (size_t i = 0; i < s->ndt && k < n; i++)
+		if (s->dt[i].go) {
+			struct ptd_stream_stats st;
+
+			ptd_stream_get_stats(s->dt[i].stream, &st);
+			u.v[k] = &s->dt[i];
+			bytes[k++] = st.buffered;
+		}
+	ptd_source_stream_opts(s, 0, &so);
+	so.decode.jobs = s->p.jobs;
+	if (ptd_threadpar_fits(&so.decode, bytes, n)) {
+		ops.ctx = &u;
+		r = ptd_threadpar_run(&so.decode, n, true, &ops,
+				      ptd_source_record, s);
+		if (r != -EINVAL && r != -ENOMEM) {
+			*ret_ran = true;
+			for (size_t i = 0; i < n; i++)
+				u.v[i]->go = false;
+		}
+	}
+	free(u.v);
+	free(bytes);
+	if (*ret_ran && u.err < 0) {
+		*diag = u.diag;
+		return u.err;
+	}
+	return 0;
+}
+
+int ptd_source_threads_step(struct ptd_source *s, bool final,
+			    struct ptd_diag *diag)
+{
+	size_t n = 0;
+	bool ran = false;
+	int r;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+
+		d->go = false;
+		if (d->done || !d->feed)
+			continue;
+		if ((r = thread_drain(s, d, final, &d->last, diag)) < 0)
+			return r;
+		if (s->p.snapshot)	/* decoded at snapshots */
+			d->done = d->last;
+		else
+			d->go = true, n++;
+	}
+	if (s->p.jobs > 1 && n > 1 &&
+	    (r = round_at_once(s, n, &ran, diag)) < 0)
+		return r;
+	for (size_t i = 0; !ran && i < s->ndt; i++)
+		if (s->dt[i].go &&
+		    (r = thread_decode(&s->dt[i], NULL, ptd_source_record, s,
+				       diag)) < 0)
+			return r;
 	return 0;
 }
 
@@ -380,6 +504,7 @@ void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret)
 	s->ops->stats(s, ret);
 	ret->ncpus = s->ncpus;
 	ret->trace_bytes = atomic_load(&s->trace_bytes);
+	ret->threads_at_once = atomic_load(&s->at_once);
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->overwritten_bytes = atomic_load(&s->overwritten);
 	ret->identity_mismatches =

@@ -146,9 +146,13 @@ struct ptd_source_params {
 	const char *capture_dir;	/* software: also a capture; NULL */
 	bool snapshot;		/* snapshot mode: overwritable AUX areas,
 				 * decoded only at ptd_source_snapshot_* */
-	unsigned jobs;		/* snapshot mode, > 1: each thread's snapshot
-				 * decoded on that many threads (the
-				 * instruction path, decode/parallel.h) */
+	unsigned jobs;		/* > 1: the instruction path, decoded on that
+				 * many threads: in snapshot mode each
+				 * thread's snapshot (decode/parallel.h); in
+				 * full mode with per-thread buffers, the
+				 * threads' rounds at once
+				 * (decode/threadpar.h; not with counters,
+				 * which count in one order) */
 	bool per_cpu;		/* one buffer per CPU (full mode only) */
 	size_t data_size;	/* perf data area per buffer */
 	size_t aux_size;	/* AUX area per buffer */
@@ -244,6 +248,9 @@ struct ptd_source_stats {
 					 * another file when read (each
 					 * once; its error records say
 					 * which) */
+	uint64_t threads_at_once;	/* params.jobs, full mode: threads'
+					 * rounds decoded on a worker, at
+					 * once with others' */
 };
 /* Once started.  Any thread. */
 void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret);

@@ -1039,9 +1039,13 @@ static void test_groundtruth(void)
 	struct ptd_diag diag = { "" };
 	char pidarg[32], capdir[700], attach_out[700], stream_out[700];
 	char sidarg[32], *text = NULL;
+	/* its threads decoded at once (--jobs; the default path:
+	 * test-groundtruth) */
 	const char *attach_args[] = { "attach", pidarg, "--capture", capdir,
-				      NULL };
+				      "--jobs", "2", NULL };
 	const char *stream_args[] = { "stream", sidarg, NULL };
+	const char *status_args[] = { "status", sidarg, "--json", NULL };
+	char status_out[700];
 	size_t len = 0, nthreads_seen = 0;
 	pid_t t, streamer;
 	int go, r;
@@ -1122,6 +1126,21 @@ static void test_groundtruth(void)
 	CHECK(strstr(text, "\"type\":\"bye\"") != NULL);
 	CHECK(strstr(text, "\"reason\":\"exited\"") != NULL);
 	ptd_capture_fini(&cap);
+	free(text);
+	text = NULL;
+	/* the session says how it decoded: rounds of threads at once */
+	(void)snprintf(status_out, sizeof(status_out), "%s/status.out", d.dir);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(&d, status_out, NULL, status_args)),
+		     0);
+	REQUIRE(ptd_file_read_all(status_out, 1u << 20, &text, &len) == 0);
+	CHECK_CONTAINS(text, "\"decoder\":\"insn\",\"jobs\":2");
+	{
+		const char *p = strstr(text, "\"threads_at_once\":");
+
+		CHECK(p && strtoul(p + 18, NULL, 10) > 0);
+		if (!p || strtoul(p + 18, NULL, 10) == 0)
+			fprintf(stderr, "status: %s\n", text);
+	}
 	free(text);
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
@@ -1270,9 +1289,9 @@ static void test_snapshot(void)
 	CHECK_CONTAINS(dc_err_msg(r), "needs \"mode\"");
 	cJSON_Delete(r);
 	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
-		    "{\"jobs\":2}}\n");
+		    "{\"jobs\":2,\"per_cpu\":true}}\n");
 	CHECK_EQ_STR(dc_err_code(r), "bad_request");
-	CHECK_CONTAINS(dc_err_msg(r), "options.jobs: needs \"mode\"");
+	CHECK_CONTAINS(dc_err_msg(r), "options.jobs: is not for per-CPU");
 	cJSON_Delete(r);
 	r = dc_call(c, "{\"id\":1,\"cmd\":\"attach\",\"pid\":1,\"options\":"
 		    "{\"mode\":1}}\n");

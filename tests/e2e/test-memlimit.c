@@ -220,9 +220,11 @@ static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
  * trace's records at 192 bytes, its image and instruction cache): the
  * charge is checked before the path is even opened, so a path that does
  * not exist shows it. */
-/* A snapshot session's options.jobs is charged as a replay's: 14 MiB for
- * each of jobs + 2 parts, on top of its threads. */
-static void snapshot_jobs_charged(struct daemon *d)
+/* A session's options.jobs is charged as a replay's: 14 MiB for each of
+ * jobs + 2 parts (a snapshot's) or threads decoded ahead (a full
+ * session's), on top of its threads. */
+static void jobs_charged(struct daemon *d, const char *opts,
+			 const char *jobs_opts)
 {
 	double used, limit, alone;
 	int go;
@@ -230,14 +232,13 @@ static void snapshot_jobs_charged(struct daemon *d)
 	long s;
 
 	REQUIRE(t > 0);
-	s = dc_attach_opts(d, t, "{\"mode\":\"snapshot\"}", NULL);
+	s = dc_attach_opts(d, t, opts, NULL);
 	CHECK(s > 0);
 	mem_status(d, &used, &limit);
 	alone = used;
 	CHECK(dc_detach(d, s));
 	wait_used(d, 0);
-	s = dc_attach_opts(d, t, "{\"mode\":\"snapshot\",\"jobs\":2}",
-			   NULL);
+	s = dc_attach_opts(d, t, jobs_opts, NULL);
 	CHECK(s > 0);
 	mem_status(d, &used, &limit);
 	CHECK_EQ_U64((uint64_t)(used - alone), 4 * (14ull << 20));
@@ -270,7 +271,11 @@ static void test_replay_jobs_charged(void)
 	CHECK_CONTAINS(dc_err_msg(r), "needs 120 MiB more");
 	cJSON_Delete(r);
 	wait_used(&d, 0);
-	snapshot_jobs_charged(&d);
+	/* a session's jobs too: a snapshot's parts, a full session's
+	 * threads at once */
+	jobs_charged(&d, "{\"mode\":\"snapshot\"}",
+		     "{\"mode\":\"snapshot\",\"jobs\":2}");
+	jobs_charged(&d, "{}", "{\"jobs\":2}");
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 

@@ -796,8 +796,8 @@ static void test_bad_usage(void)
 		/* --trigger is not taken for --symbols (both were 'Y') */
 		{ { "attach", "1", "--trigger", "snapshot:x:y" }, 1,
 		  "needs --snapshot" },
-		{ { "attach", "1", "--jobs", "2" }, 1,
-		  "--jobs needs --snapshot" },
+		{ { "attach", "1", "--jobs", "0" }, 1,
+		  "--jobs: expected a number of threads from 1 to 64, got '0'" },
 		{ { "attach", "1", "--snapshot", "--jobs", "0" }, 1,
 		  "--jobs: expected a number of threads from 1 to 64, got '0'" },
 		{ { "replay", "--fields", "", "/x" }, 1,

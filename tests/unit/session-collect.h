@@ -102,8 +102,9 @@ static void unisid(struct reclist *l)
 }
 
 /* The live records of every thread against the capture: the whole-stream
- * decode (block path, same options) and the ground truth. */
-static void compare(struct collect *c, const char *dir)
+ * decode (the session's path @path, same options) and the ground truth. */
+static void compare_path(struct collect *c, const char *dir,
+			 enum ptd_decode_path path)
 {
 	struct ptd_diag diag = { "" };
 	struct ptd_capture cap;
@@ -120,7 +121,7 @@ static void compare(struct collect *c, const char *dir)
 		CHECK_FAIL_("loading %s: %s", dir, diag.msg);
 		return;
 	}
-	o.path = PTD_PATH_BLOCK;
+	o.path = path;
 	/* what a live session decodes (ptd_source_stream_opts) */
 	o.want = PTD_REC_ALL & ~(PTD_REC_BIT(PTD_REC_BLOCK) |
 				 PTD_COUNTERS_KINDS);
@@ -195,6 +196,12 @@ static void compare(struct collect *c, const char *dir)
 	ptd_capture_fini(&cap);
 	ptd_insncache_free(icache);
 	ptd_iscache_free(ic);
+}
+
+/* compare_path for the block path, a live session's unless opts.jobs. */
+static void compare(struct collect *c, const char *dir)
+{
+	compare_path(c, dir, PTD_PATH_BLOCK);
 }
 
 #endif

@@ -159,11 +159,20 @@ static void test_attach(void)
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"step\":1}}",
 	    -PTD_EFORMAT, "attach: options.step: expected a string");
-	/* options.jobs: a snapshot session's decodes, 1 to 64 threads */
+	/* options.jobs: a session's decodes, 1 to 64 threads; a full
+	 * session's threads at once, not per-CPU buffers' merged trace nor
+	 * one table of counts */
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
-	    "{\"jobs\":2}}",
-	    -PTD_EFORMAT, "attach: options.jobs: needs \"mode\": "
-	    "\"snapshot\" (a full session decodes as the trace comes)");
+	    "{\"per_cpu\":true,\"jobs\":2}}",
+	    -PTD_EFORMAT, "attach: options.jobs: is not for per-CPU buffers "
+	    "(one merged trace, decoded in its order)");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"counters\":true,\"jobs\":2}}",
+	    -PTD_EFORMAT, "attach: options.jobs: is not for a full session "
+	    "with \"counters\"");
+	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
+	    "{\"jobs\":0}}",
+	    -PTD_EFORMAT, "attach: options.jobs:");
 	bad("{\"id\":1,\"cmd\":\"attach\",\"pid\":5,\"options\":"
 	    "{\"mode\":\"snapshot\",\"jobs\":0}}",
 	    -PTD_EFORMAT, "attach: options.jobs:");
@@ -637,6 +646,8 @@ static void test_request_lines(void)
 		"malloc\",\"snapshot:/a:b/c:0x1f9\"]}}",
 		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
 		"\"mode\":\"snapshot\",\"jobs\":4}}",
+		"{\"id\":1,\"cmd\":\"attach\",\"pid\":42,\"options\":{"
+		"\"jobs\":2}}",
 		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"add\":"
 		"\"stop:prog:0xABC\"}",
 		"{\"id\":1,\"cmd\":\"trigger\",\"session\":3,\"remove\":7}",

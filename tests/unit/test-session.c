@@ -147,6 +147,64 @@ static void test_session_exit(void)
 	collect_free(&c);
 }
 
+/* A full session with jobs 2: each round, the threads of prog-attach with
+ * new trace (computing, sleeping, short-lived ones, main) are decoded at
+ * once (decode/threadpar.h), their records reaching the sink from the
+ * workers, thread after thread.  Every thread's records are still the
+ * whole-stream decode's (the instruction path) and the ground truth, and
+ * rounds were decoded at once (threads_at_once: fails if every round went
+ * one thread after another). */
+static void test_session_threads_jobs(void)
+{
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink;
+	struct ptd_session_stats st;
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct collect c;
+	struct target t;
+	char dir[512], out[128];
+	int r;
+
+	collect_init(&c);
+	memset(&sink, 0, sizeof(sink));
+	sink.record = on_record;
+	sink.ended = on_ended;
+	sink.ctx = &c;
+	snprintf(dir, sizeof(dir), "%s/threads-jobs", workdir);
+	REQUIRE(target_start(progs_dir, 300, &t) == 0);
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.capture_dir = dir;
+	o.jobs = 2;
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	if (r < 0)
+		(void)kill(t.pid, SIGKILL);
+	REQUIRE(r == 0);
+	/* until some rounds had several threads to decode */
+	for (int i = 0; i < 100; i++) {
+		ptd_session_get_stats(s, &st);
+		if (st.threads_at_once >= 8)
+			break;
+		(void)usleep(50000);
+	}
+	CHECK_EQ_INT(target_tell(t.pid), 0);
+	wait_end(&c);
+	CHECK_EQ_INT(c.end.reason, PTD_END_EXITED);
+	CHECK_EQ_INT(c.end.exit_code, 0);
+	ptd_session_get_stats(s, &st);
+	fprintf(stderr, "  %llu threads' rounds decoded at once\n",
+		(unsigned long long)st.threads_at_once);
+	CHECK(st.threads_at_once >= 2);
+	compare_path(&c, dir, PTD_PATH_INSN);
+	ptd_session_free(s);
+	target_output(&t, out, sizeof(out));
+	CHECK(strncmp(out, "ok ", 3) == 0);
+	collect_free(&c);
+}
+
 /* Whether a user with no rights of its own can reach @dir: every
  * directory on the way from / searchable by others. */
 static bool others_can_run(const char *dir)
@@ -721,8 +779,23 @@ static void test_session_snapshot_refused(void)
 	o.snapshot_size = 65536;
 	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
 	CHECK_CONTAINS(diag.msg, "snapshot mode only");
-	o.mode = (enum ptd_session_mode)7;
+	/* a full session's jobs: its threads at once, not a merged
+	 * per-CPU trace nor one table of counts */
 	o.snapshot_size = 0;
+	o.jobs = 2;
+	o.per_cpu = true;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "jobs is not for per-CPU buffers");
+	o.per_cpu = false;
+	o.counters = (struct ptd_counters *)&o;	/* (never used) */
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "jobs is not for a session that counts");
+	o.counters = NULL;
+	o.jobs = PTD_DECODE_MAX_JOBS + 1;
+	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
+	CHECK_CONTAINS(diag.msg, "is more than");
+	o.jobs = 0;
+	o.mode = (enum ptd_session_mode)7;
 	CHECK_EQ_INT(ptd_session_start(&o, &sink, &s, &diag), -EINVAL);
 	CHECK_CONTAINS(diag.msg, "unknown session mode");
 	CHECK(s == NULL);
@@ -993,6 +1066,7 @@ int main(void)
 	RUN(test_session_intel_pt_path);
 	RUN(test_session_detach);
 	RUN(test_session_exit);
+	RUN(test_session_threads_jobs);
 	RUN(test_session_snapshot_refused);
 	RUN(test_session_snapshot);
 	RUN(test_session_snapshot_jobs);
