@@ -75,6 +75,16 @@ static void collect_init(struct collect *c)
 	(void)pthread_cond_init(&c->cond, NULL);
 }
 
+/* @c initialised, and @sink the one that collects into it. */
+static void collect_sink(struct collect *c, struct ptd_session_sink *sink)
+{
+	collect_init(c);
+	memset(sink, 0, sizeof(*sink));
+	sink->record = on_record;
+	sink->ended = on_ended;
+	sink->ctx = c;
+}
+
 static void collect_free(struct collect *c)
 {
 	for (size_t i = 0; i < c->ntid; i++)

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "common/strutil.h"
 #include "perf/time.h"
+#include "unit/tscmono.h"
 
 __extension__ typedef unsigned __int128 u128;
 
@@ -235,7 +236,7 @@ static void test_live_page(void)
 	struct ptd_perf_wallref ref;
 	struct ptd_diag diag = { "" };
 	long page = sysconf(_SC_PAGESIZE);
-	uint64_t tsc, perf_now, mono = 0;
+	uint64_t tsc = 0, perf_now, mono = 0;
 	int64_t d;
 	int fd, err;
 
@@ -266,29 +267,10 @@ static void test_live_page(void)
 	}
 	CHECK_EQ_INT(err, 0);
 	CHECK_EQ_INT(c.time_mult, pg->time_mult);
-	if (ptd_perf_rdtsc(&tsc) < 0) {
+	if (tsc_mono_now(&tsc, &mono) < 0) {
 		fprintf(stderr, "note: no TSC on this architecture: skipping "
 				"the TSC-vs-clock check\n");
 		goto out;
-	}
-	/* CLOCK_MONOTONIC read between two TSC reads, in the tightest of a
-	 * few windows: a thread preempted between the reads is no clock
-	 * error */
-	{
-		uint64_t best = UINT64_MAX;
-
-		for (unsigned i = 0; i < 16; i++) {
-			uint64_t t0, t1, m;
-
-			(void)ptd_perf_rdtsc(&t0);
-			m = now_ns(CLOCK_MONOTONIC);
-			(void)ptd_perf_rdtsc(&t1);
-			if (t1 - t0 < best) {
-				best = t1 - t0;
-				tsc = t0 + (t1 - t0) / 2;
-				mono = m;
-			}
-		}
 	}
 	perf_now = ptd_perf_tsc_to_time(&c, tsc);
 	d = (int64_t)(mono - perf_now);

@@ -26,6 +26,7 @@
 #include "swpt/livesink.h"
 #include "swpt/tracer.h"
 #include "record/diff.h"
+#include "unit/tscmono.h"
 
 static uint64_t now_ns(clockid_t id)
 {
@@ -47,26 +48,13 @@ static uint64_t bound_ns(uint64_t since_ns)
 	return 50000u + since_ns / 500000u;
 }
 
-/* TSC -> perf time now, against CLOCK_MONOTONIC now (read between two
- * TSC reads, compared with their midpoint). */
+/* TSC -> perf time now, against CLOCK_MONOTONIC now (tscmono.h). */
 static uint64_t error_now(const struct ptd_perf_clock *c)
 {
-	uint64_t best = UINT64_MAX, err = 0;
+	uint64_t tsc = 0, mono = 0;
 
-	/* the tightest window of a few: a cold first read can take us */
-	for (unsigned i = 0; i < 16; i++) {
-		uint64_t a, b, mono;
-
-		(void)ptd_perf_rdtsc(&a);
-		mono = now_ns(CLOCK_MONOTONIC);
-		(void)ptd_perf_rdtsc(&b);
-		if (b - a < best) {
-			best = b - a;
-			err = absdiff(ptd_perf_tsc_to_time(c, a + (b - a) / 2),
-				      mono);
-		}
-	}
-	return err;
+	(void)tsc_mono_now(&tsc, &mono);
+	return absdiff(ptd_perf_tsc_to_time(c, tsc), mono);
 }
 
 static void test_calibrate(void)
@@ -375,9 +363,8 @@ static void test_records(void)
 		 * the rate over a longer span) */
 		REQUIRE(ptd_perf_clock_from_page(t.th[i]->buf.meta, &pc,
 						 NULL) == 0);
-		/* measured as test_calibrate does, in the tightest of a
-		 * few windows: a single unbracketed rdtsc and clock_gettime
-		 * counted a vCPU preempted between them as clock error */
+		/* (tscmono.h: a single unbracketed rdtsc and clock_gettime
+		 * here counted a vCPU preempted between them as error) */
 		{
 			uint64_t err = error_now(&pc);
 			uint64_t bound = bound_ns(now_ns(CLOCK_MONOTONIC) -

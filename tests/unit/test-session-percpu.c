@@ -41,14 +41,6 @@ static char workdir[128];
 
 static struct ptd_config cfg;
 
-static void sink_init(struct ptd_session_sink *sink, struct collect *c)
-{
-	memset(sink, 0, sizeof(*sink));
-	sink->record = on_record;
-	sink->ended = on_ended;
-	sink->ctx = c;
-}
-
 /* Attach per-CPU to a prog-attach running @secs; detach once records flow
  * (@detach) or wait for its exit; compare with the capture. */
 static void run_percpu(const char *name, bool detach)
@@ -63,8 +55,7 @@ static void run_percpu(const char *name, bool detach)
 	char dir[512], out[128];
 	int r;
 
-	collect_init(&c);
-	sink_init(&sink, &c);
+	collect_sink(&c, &sink);
 	snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
 	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
 	o.pid = t.pid;

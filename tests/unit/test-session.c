@@ -53,11 +53,7 @@ static void test_session_detach(void)
 	char dir[512];
 	int r;
 
-	collect_init(&c);
-	memset(&sink, 0, sizeof(sink));
-	sink.record = on_record;
-	sink.ended = on_ended;
-	sink.ctx = &c;
+	collect_sink(&c, &sink);
 	snprintf(dir, sizeof(dir), "%s/detach", workdir);
 	/* told to end after the detach: ended by its clock it could exit
 	 * before the detach on a loaded machine */
@@ -101,60 +97,9 @@ static void test_session_detach(void)
 	collect_free(&c);
 }
 
-static void test_session_exit(void)
-{
-	struct ptd_session_opts o = { 0 };
-	struct ptd_session_sink sink;
-	struct ptd_diag diag = { "" };
-	struct ptd_session *s = NULL;
-	struct collect c;
-	struct target t;
-	char dir[512], out[128];
-	int r;
-
-	collect_init(&c);
-	memset(&sink, 0, sizeof(sink));
-	sink.record = on_record;
-	sink.ended = on_ended;
-	sink.ctx = &c;
-	snprintf(dir, sizeof(dir), "%s/exit", workdir);
-	/* The target ends when told (SIGUSR1, as its time running out
-	 * would), once attached: a 0.5 s run could end before the attach on
-	 * a loaded machine (its main thread a zombie: refused).  The signal
-	 * goes to its main thread: sent to the process it may land in the
-	 * sleeping thread, whose nanosleep then fails with EINTR, which the
-	 * target counts as an error (exit 1). */
-	REQUIRE(target_start(progs_dir, 300, &t) == 0);
-	o.pid = t.pid;
-	o.config = &cfg;
-	o.capture_dir = dir;
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	if (r < 0)
-		(void)kill(t.pid, SIGKILL);
-	REQUIRE(r == 0);
-	/* a full-mode session takes no snapshot */
-	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EINVAL);
-	CHECK_EQ_INT(target_tell(t.pid), 0);
-	wait_end(&c);
-	CHECK_EQ_INT(c.end.reason, PTD_END_EXITED);
-	CHECK_EQ_INT(c.end.exit_code, 0);
-	compare(&c, dir);
-	ptd_session_free(s);
-	target_output(&t, out, sizeof(out));
-	CHECK(strncmp(out, "ok ", 3) == 0);
-	collect_free(&c);
-}
-
-/* A full session with jobs 2: each round, the threads of prog-attach with
- * new trace (computing, sleeping, short-lived ones, main) are decoded at
- * once (decode/threadpar.h), their records reaching the sink from the
- * workers, thread after thread.  Every thread's records are still the
- * whole-stream decode's (the instruction path) and the ground truth, and
- * rounds were decoded at once (threads_at_once: fails if every round went
- * one thread after another). */
-static void test_session_threads_jobs(void)
+/* A full session of prog-attach to its exit, with @jobs (see
+ * test_session_threads_jobs), its records compared with the capture. */
+static void exit_run(const char *name, unsigned jobs)
 {
 	struct ptd_session_opts o = { 0 };
 	struct ptd_session_sink sink;
@@ -166,25 +111,29 @@ static void test_session_threads_jobs(void)
 	char dir[512], out[128];
 	int r;
 
-	collect_init(&c);
-	memset(&sink, 0, sizeof(sink));
-	sink.record = on_record;
-	sink.ended = on_ended;
-	sink.ctx = &c;
-	snprintf(dir, sizeof(dir), "%s/threads-jobs", workdir);
+	collect_sink(&c, &sink);
+	snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+	/* The target ends when told (SIGUSR1, as its time running out
+	 * would), once attached: a 0.5 s run could end before the attach on
+	 * a loaded machine (its main thread a zombie: refused).  The signal
+	 * goes to its main thread: sent to the process it may land in the
+	 * sleeping thread, whose nanosleep then fails with EINTR, which the
+	 * target counts as an error (exit 1). */
 	REQUIRE(target_start(progs_dir, 300, &t) == 0);
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.capture_dir = dir;
-	o.jobs = 2;
+	o.jobs = jobs;
 	r = ptd_session_start(&o, &sink, &s, &diag);
 	if (r < 0)
 		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
 	if (r < 0)
 		(void)kill(t.pid, SIGKILL);
 	REQUIRE(r == 0);
-	/* until some rounds had several threads to decode */
-	for (int i = 0; i < 100; i++) {
+	/* a full-mode session takes no snapshot */
+	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EINVAL);
+	/* with jobs: until some rounds had several threads to decode */
+	for (int i = 0; jobs > 1 && i < 100; i++) {
 		ptd_session_get_stats(s, &st);
 		if (st.threads_at_once >= 8)
 			break;
@@ -197,12 +146,32 @@ static void test_session_threads_jobs(void)
 	ptd_session_get_stats(s, &st);
 	fprintf(stderr, "  %llu threads' rounds decoded at once\n",
 		(unsigned long long)st.threads_at_once);
-	CHECK(st.threads_at_once >= 2);
-	compare_path(&c, dir, PTD_PATH_INSN);
+	if (jobs > 1)
+		CHECK(st.threads_at_once >= 2);
+	else
+		CHECK_EQ_U64(st.threads_at_once, 0);
+	compare_path(&c, dir, jobs > 1 ? PTD_PATH_INSN : PTD_PATH_BLOCK);
 	ptd_session_free(s);
 	target_output(&t, out, sizeof(out));
 	CHECK(strncmp(out, "ok ", 3) == 0);
 	collect_free(&c);
+}
+
+static void test_session_exit(void)
+{
+	exit_run("exit", 0);
+}
+
+/* A full session with jobs 2: each round, the threads of prog-attach with
+ * new trace (computing, sleeping, short-lived ones, main) are decoded at
+ * once (decode/threadpar.h), their records reaching the sink from the
+ * workers, thread after thread.  Every thread's records are still the
+ * whole-stream decode's (the instruction path) and the ground truth, and
+ * rounds were decoded at once (threads_at_once: fails if every round went
+ * one thread after another). */
+static void test_session_threads_jobs(void)
+{
+	exit_run("threads-jobs", 2);
 }
 
 /* Whether a user with no rights of its own can reach @dir: every
@@ -261,11 +230,7 @@ static void test_session_setuid_exec(void)
 	then[0] = (char *)prog;
 	then[1] = (char *)"--help";
 	then[2] = NULL;
-	collect_init(&c);
-	memset(&sink, 0, sizeof(sink));
-	sink.record = on_record;
-	sink.ended = on_ended;
-	sink.ctx = &c;
+	collect_sink(&c, &sink);
 	/* told to go on to the exec once attached (as test_session_exit's
 	 * target): a 0.3 s run could end before the attach */
 	REQUIRE(target_start_as(progs_dir, 300, 65534, then, &t) == 0);
@@ -830,15 +795,6 @@ static int wait_decided(struct ptd_session *s, struct ptd_diag *diag)
 	return 0;
 }
 
-static void hold_sink(struct ptd_session_sink *sink, struct collect *c)
-{
-	collect_init(c);
-	memset(sink, 0, sizeof(*sink));
-	sink->record = on_record;
-	sink->ended = on_ended;
-	sink->ctx = c;
-}
-
 /* ptd_session_begin returns at once; the attach finishes only when every
  * thread of the target has stopped, which a thread in vfork() does only
  * once its child has exited (tests/progs/vfork.c): until the test lets
@@ -855,7 +811,7 @@ static void test_session_attach_held(void)
 	char out[128];
 	int go = -1, r;
 
-	hold_sink(&sink, &c);
+	collect_sink(&c, &sink);
 	REQUIRE(target_spawn(progs_dir, "prog-vfork", 0.2, (uid_t)-1, NULL,
 			     &go, &t) == 0);
 	o.pid = t.pid;
@@ -904,7 +860,7 @@ static void test_session_attach_cancel(void)
 	struct target t;
 	int go = -1, r;
 
-	hold_sink(&sink, &c);
+	collect_sink(&c, &sink);
 	REQUIRE(target_spawn(progs_dir, "prog-vfork", 0.2, (uid_t)-1, NULL,
 			     &go, &t) == 0);
 	o.pid = t.pid;
@@ -944,7 +900,7 @@ static int pid_reused_in_ns(void *arg)
 	int pidfd = -1, r;
 
 	(void)arg;
-	hold_sink(&sink, &c);
+	collect_sink(&c, &sink);
 	a = pidns_sleeper();
 	if (a <= 0 || ptd_pidfd_open(a, &pidfd) < 0) {
 		CHECK_FAIL_("cannot start and pin a process: %s",
@@ -1024,7 +980,7 @@ static void test_session_attach_churn(void)
 	for (i = 0; i < 200; i++) {
 		struct ptd_diag diag = { "" };
 
-		hold_sink(&sink, &c);
+		collect_sink(&c, &sink);
 		r = ptd_session_start(&o, &sink, &s, &diag);
 		if (r < 0) {
 			CHECK_FAIL_("attach %d of 200: %s", i + 1, diag.msg);
