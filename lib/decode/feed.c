@@ -25,6 +25,9 @@ struct ptd_feed {
 	struct ptd_feed_stats st;
 	struct ptd_feed_hooks hooks;
 	struct ptd_diag *diag;		/* during a drain */
+	/* hooks.positions: aux_head before the last drain, and before the
+	 * one before it (the position of what this drain reads) */
+	uint64_t head_last, head_mark;
 	/* a snapshot being reassembled from CODE chunks */
 	struct ptd_codesnap cs;
 };
@@ -72,6 +75,14 @@ static int on_loss(void *ctx, const struct ptd_perf_loss *l)
 static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
 {
 	f->st.image_events++;
+	if (f->hooks.image && f->hooks.positions && !ev->npos) {
+		struct ptd_tl_pos pos = { f->tid, f->head_mark };
+		struct ptd_tl_event e = *ev;
+
+		e.pos = &pos;
+		e.npos = 1;
+		return f->hooks.image(f->hooks.ctx, f->tid, &e);
+	}
 	if (f->hooks.image)
 		return f->hooks.image(f->hooks.ctx, f->tid, ev);
 	return ptd_stream_add_event(f->stream, ev);
@@ -196,6 +207,11 @@ int ptd_feed_drain(struct ptd_feed *f, struct ptd_diag *diag)
 
 	f->diag = diag;
 	update_clock(f);
+	if (f->hooks.positions && f->reader.buf->meta) {
+		f->head_mark = f->head_last;
+		f->head_last = __atomic_load_n(&f->reader.buf->meta->aux_head,
+					       __ATOMIC_ACQUIRE);
+	}
 	r = ptd_perf_reader_drain(&f->reader, &feed_ops, f);
 	f->diag = NULL;
 	return r;

@@ -59,12 +59,23 @@ void ptd_feed_free(struct ptd_feed *f);
 /* Per-thread intel_pt events see only their own thread's sideband, so a
  * session shares image changes between its threads' streams, and follows
  * new threads from FORK records.  NULL members keep the default (the
- * change goes to this feed's stream; task records only end the feed). */
+ * change goes to this feed's stream; task records only end the feed).
+ *
+ * @positions (with @image): each image change handed over carries, as
+ * its position for the feed's thread (ptd_tl_event_pos), where in the
+ * thread's trace it happened, at most: the buffer's aux_head as it was
+ * before the drain before the one that read it (that drain's data_head
+ * was read before the record was written, so the change came after the
+ * trace published then).  For a snapshot-mode buffer, whose AUX area
+ * announces no bytes (the kernel writes no PERF_RECORD_AUX for an
+ * overwriting buffer) and is read only at snapshots: the trace before
+ * that position needs the image from before the change. */
 struct ptd_perf_event;
 struct ptd_feed_hooks {
 	int (*image)(void *ctx, pid_t tid, const struct ptd_tl_event *ev);
 	int (*task)(void *ctx, const struct ptd_perf_event *e);
 	void *ctx;
+	bool positions;
 };
 void ptd_feed_set_hooks(struct ptd_feed *f, const struct ptd_feed_hooks *h);
 

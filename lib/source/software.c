@@ -307,7 +307,9 @@ static int thread_add(struct ptd_source *s, struct ptd_livesink_thread *lt)
 		return r;
 	}
 	if (d->tl) {
-		struct ptd_feed_hooks h = { sw_snap_image, NULL, d->tl };
+		/* (with where each change came in the trace: a snapshot
+		 * applies it there) */
+		struct ptd_feed_hooks h = { sw_snap_image, NULL, d->tl, true };
 
 		ptd_feed_set_hooks(d->feed, &h);
 	}

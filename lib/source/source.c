@@ -678,7 +678,9 @@ static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
 	struct snap_ctx c = { s, t };
 	struct ptd_stream_opts so;
 	struct ptd_stream *st = NULL;
-	size_t at = first_psb(d->snap, d->nsnap);
+	size_t at = first_psb(d->snap, d->nsnap), done = at;
+	/* the thread's trace offset of the window's first PSB */
+	uint64_t base = d->snap_head - d->nsnap + at;
 	int r;
 
 	t->tid = d->tid;
@@ -710,10 +712,30 @@ static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
 		so.decode.path = PTD_PATH_INSN;
 	}
 	r = ptd_stream_new(&so, &st);
-	for (size_t i = 0; r == 0 && i < tl->n; i++)
-		r = ptd_stream_add_event(st, &tl->ev[i]);
-	if (r == 0 && at < d->nsnap)
-		r = ptd_stream_append(st, d->snap + at, d->nsnap - at);
+	/* Each image change where it came, as far as the thread's trace
+	 * says (feed.h, hooks.positions): at the window's first PSB if it
+	 * came before, else among its bytes, so that the trace before an
+	 * exec or an unmap in the window is decoded with the image it ran
+	 * in.  A change without a position (intel_pt's shared history)
+	 * applies at the start. */
+	for (size_t i = 0; r == 0 && i < tl->n; i++) {
+		int64_t pos = ptd_tl_event_pos(&tl->ev[i], d->tid);
+
+		if (pos > 0 && (uint64_t)pos > base) {
+			uint64_t upto = (uint64_t)pos - base;
+
+			upto = upto < d->nsnap - at ? at + upto : d->nsnap;
+			if (upto > done) {
+				r = ptd_stream_append(st, d->snap + done,
+						      upto - done);
+				done = upto;
+			}
+		}
+		if (r == 0)
+			r = ptd_stream_add_event(st, &tl->ev[i]);
+	}
+	if (r == 0 && done < d->nsnap)
+		r = ptd_stream_append(st, d->snap + done, d->nsnap - done);
 	if (r == 0) {
 		struct ptd_stream_stats ss;
 

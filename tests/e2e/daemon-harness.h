@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "catching.h"
 
 static char build_root[1024], progs[1024], tmpdir[256];
 
@@ -295,36 +296,6 @@ static inline void release(int *go)
 		CHECK_FAIL_("releasing the target: %s", strerror(errno));
 	close(*go);
 	*go = -1;
-}
-
-/* Whether @pid catches signal @sig (its handler is installed: SigCgt in
- * /proc/PID/status), waiting up to @timeout_ms for it to be.  A target
- * released from its shell is still starting (under a tracer, slowly): a
- * signal it is to handle must wait for this, or it kills it. */
-static inline bool wait_catching(pid_t pid, int sig, int timeout_ms)
-{
-	char path[64], line[256];
-
-	(void)snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	for (int i = 0; i < timeout_ms / 10; i++) {
-		FILE *f = fopen(path, "r");
-		unsigned long long mask = 0;
-		bool found = false;
-
-		while (f && fgets(line, sizeof(line), f))
-			if (sscanf(line, "SigCgt: %llx", &mask) == 1) {
-				found = true;
-				break;
-			}
-		if (f)
-			fclose(f);
-		if (!f)
-			return false;	/* gone */
-		if (found && (mask >> (sig - 1) & 1))
-			return true;
-		usleep(10000);
-	}
-	return false;
 }
 
 /* Wait for @pid; returns its exit code, or 128+signal, or -1 (then it is

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -24,6 +25,7 @@
 
 #include "check.h"
 #include "target.h"
+#include "catching.h"
 #include "pidns.h"
 #include "unit/reccmp.h"
 #include "aspace/iscache.h"
@@ -717,6 +719,184 @@ static void test_session_snapshot_jobs(void)
 
 /* Bad modes and sizes are refused before anything is touched; full-mode
  * sessions take no snapshot. */
+/* The executable mapping of @name in process @pid: [*start, *end); false
+ * if there is none. */
+static bool text_of(pid_t pid, const char *name, uint64_t *start,
+		    uint64_t *end)
+{
+	char path[64], line[1024];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "r");
+	while (f && !found && fgets(line, sizeof(line), f)) {
+		unsigned long long a, b;
+		char perm[8];
+
+		if (sscanf(line, "%llx-%llx %7s", &a, &b, perm) == 3 &&
+		    perm[2] == 'x' && strstr(line, name)) {
+			*start = a;
+			*end = b;
+			found = true;
+		}
+	}
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* Wait until the target printed a line starting with "ok " (its run
+ * ended: it execs what it was given next). */
+static bool wait_ok_line(struct target *t)
+{
+	char buf[256];
+	size_t len = 0;
+
+	for (int i = 0; i < 1200 && len + 1 < sizeof(buf); i++) {
+		struct timeval tv = { 0, 100000 };
+		fd_set fds;
+		ssize_t n;
+
+		FD_ZERO(&fds);
+		FD_SET(t->out, &fds);
+		if (select(t->out + 1, &fds, NULL, NULL, &tv) <= 0)
+			continue;
+		n = read(t->out, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			return false;
+		len += (size_t)n;
+		buf[len] = 0;
+		if (strstr(buf, "ok ") && strchr(buf, '\n'))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A snapshot whose window holds trace from before the target's exec: each
+ * image change is applied where it came in the trace (feed.h,
+ * hooks.positions), not all at the window's start, so the old program's
+ * instructions are decoded with its own image.  They were all "no memory
+ * mapped" errors before: the new program's image at every PSB of the
+ * old one's trace.  The target: prog-attach for 1 s, then exec'ing
+ * (through sh) prog-attach again, at another load address; the ring
+ * holds its whole
+ * trace, so the main thread's instructions up to its first error (the
+ * exec: a change is placed early, by up to two drains' worth of trace,
+ * never late) are the start of its ground truth, and include the old
+ * program's main loop.
+ */
+static void test_session_snapshot_exec(void)
+{
+	static struct snapcol c;	/* large */
+	struct ptd_session_opts o = { 0 };
+	struct ptd_session_sink sink = { snap_on_record, snap_on_ended, &c,
+					 snap_on_snapshot };
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	struct ptd_capture cap;
+	struct target t;
+	char dir[512], prog[512];
+	/* (through sh, to close fd 3: the new prog-attach would write
+	 * "ready" there, to a pipe whose reader is gone) */
+	char *then[] = { (char *)"/bin/sh", (char *)"-c",
+			 (char *)"exec \"$0\" 3600 3>&-", prog, NULL };
+	uint64_t old_start = 0, old_end = 0, new_start = 0, new_end = 0;
+	uint64_t *truth = NULL, old_insns = 0;
+	size_t nt = 0, m = 0, ti;
+	struct reclist *l;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	(void)pthread_mutex_init(&c.lock, NULL);
+	(void)pthread_cond_init(&c.cond, NULL);
+	snprintf(dir, sizeof(dir), "%s/snapshot-exec", workdir);
+	snprintf(prog, sizeof(prog), "%s/prog-attach", progs_dir);
+	REQUIRE(target_start_as(progs_dir, 1, (uid_t)-1, then, &t) == 0);
+	REQUIRE(text_of(t.pid, "prog-attach", &old_start, &old_end));
+	o.pid = t.pid;
+	o.config = &cfg;
+	o.capture_dir = dir;
+	o.mode = PTD_MODE_SNAPSHOT;
+	o.snapshot_size = 16u << 20;	/* the whole trace */
+	r = ptd_session_start(&o, &sink, &s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	if (r < 0)
+		(void)kill(t.pid, SIGKILL);
+	REQUIRE(r == 0);
+	REQUIRE(wait_ok_line(&t));
+	/* the new program runs (its trace after the old one's) */
+	for (int i = 0; i < 200 && !text_of(t.pid, "prog-attach", &new_start,
+					     &new_end); i++)
+		(void)usleep(50000);
+	for (int i = 0; i < 200 && new_start == old_start; i++) {
+		(void)usleep(50000);
+		(void)text_of(t.pid, "prog-attach", &new_start, &new_end);
+	}
+	(void)usleep(300000);
+	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), 0);
+	snap_wait(&c, 1);
+	ptd_session_stop(s, PTD_END_DETACHED);
+	(void)pthread_mutex_lock(&c.lock);
+	while (!c.ended)
+		(void)pthread_cond_wait(&c.cond, &c.lock);
+	(void)pthread_mutex_unlock(&c.lock);
+	CHECK_EQ_U64(c.ndone, 1);
+	REQUIRE(ptd_capture_load(dir, &cap, &diag) == 0);
+	for (ti = 0; ti < cap.nthreads && cap.threads[ti].tid != t.pid; ti++)
+		;
+	REQUIRE(ti < cap.nthreads);
+	REQUIRE(ptd_capture_read_truth(&cap, ti, &truth, &nt, &diag) == 0);
+	l = snap_list(&c, 0, t.pid);
+	{
+		const struct ptd_snapshot_thread *th =
+			snap_thread(&c.info[0], t.pid);
+
+		REQUIRE(th);
+		/* the ring held the main thread's whole trace */
+		CHECK_EQ_U64(th->bytes, th->end);
+	}
+	/* its instructions up to the first error: the truth's start */
+	for (size_t j = 0; j < l->n && l->r[j].type != PTD_REC_ERROR; j++) {
+		uint64_t ip;
+
+		if (l->r[j].type != PTD_REC_INSN)
+			continue;
+		ip = l->r[j].u.insn.ip;
+		if (m >= nt || truth[m] != ip) {
+			CHECK_FAIL_("insn %zu is %#llx, truth %#llx", m,
+				    (unsigned long long)ip,
+				    m < nt ? (unsigned long long)truth[m]
+					   : 0ull);
+			break;
+		}
+		m++;
+		old_insns += ip >= old_start && ip < old_end;
+	}
+	fprintf(stderr, "  old text [%#llx, %#llx), new [%#llx, %#llx); %zu "
+		"insns of %zu before the first error, %llu in the old text\n",
+		(unsigned long long)old_start, (unsigned long long)old_end,
+		(unsigned long long)new_start, (unsigned long long)new_end, m,
+		nt, (unsigned long long)old_insns);
+	if (new_start == old_start)
+		fprintf(stderr, "  (the new program loaded where the old one "
+				"was: address randomisation off?)\n");
+	/* the old program's main loop: collatz(27) alone is thousands */
+	CHECK(old_insns > 1000);
+	free(truth);
+	ptd_capture_fini(&cap);
+	ptd_session_free(s);
+	/* the new program, let go, handles the signal once it has got that
+	 * far (before, the signal kills it) */
+	CHECK(wait_catching(t.pid, SIGUSR1, 60000));
+	CHECK_EQ_INT(target_tell(t.pid), 0);
+	target_finish(&t);
+	for (size_t i = 0; i < c.ntid[0]; i++)
+		reclist_free(&c.rec[0][i]);
+}
+
 static void test_session_snapshot_refused(void)
 {
 	struct ptd_session_opts o = { 0 };
@@ -1026,6 +1206,7 @@ int main(void)
 	RUN(test_session_snapshot_refused);
 	RUN(test_session_snapshot);
 	RUN(test_session_snapshot_jobs);
+	RUN(test_session_snapshot_exec);
 	RUN(test_session_setuid_exec);
 	RUN(test_session_attach_held);
 	RUN(test_session_attach_cancel);
