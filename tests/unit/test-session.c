@@ -43,17 +43,33 @@ static char workdir[128];
 
 static struct ptd_config cfg;
 
+/* A session on target @pid started with @o and @sink, or NULL: the
+ * failure checked and the target killed (else it runs on, its tracer
+ * gone, until its time is out). */
+static struct ptd_session *start_on(const struct ptd_session_opts *o,
+				    const struct ptd_session_sink *sink,
+				    pid_t pid)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_session *s = NULL;
+	int r = ptd_session_start(o, sink, &s, &diag);
+
+	if (r < 0) {
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+		(void)kill(pid, SIGKILL);
+	}
+	return r < 0 ? NULL : s;
+}
+
 static void test_session_detach(void)
 {
 	struct ptd_session_opts o = { 0 };
 	struct ptd_session_sink sink;
 	struct ptd_session_stats st;
-	struct ptd_diag diag = { "" };
 	struct ptd_session *s = NULL;
 	struct collect c;
 	struct target t;
 	char dir[512];
-	int r;
 
 	collect_sink(&c, &sink);
 	snprintf(dir, sizeof(dir), "%s/detach", workdir);
@@ -64,10 +80,8 @@ static void test_session_detach(void)
 	o.config = &cfg;
 	o.capture_dir = dir;
 	o.tsc = true;
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	REQUIRE(r == 0);
+	s = start_on(&o, &sink, t.pid);
+	REQUIRE(s);
 	/* records flow while it runs */
 	for (int i = 0; i < 100; i++) {
 		uint64_t n;
@@ -106,12 +120,10 @@ static void exit_run(const char *name, unsigned jobs)
 	struct ptd_session_opts o = { 0 };
 	struct ptd_session_sink sink;
 	struct ptd_session_stats st;
-	struct ptd_diag diag = { "" };
 	struct ptd_session *s = NULL;
 	struct collect c;
 	struct target t;
 	char dir[512], out[128];
-	int r;
 
 	collect_sink(&c, &sink);
 	snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
@@ -126,12 +138,8 @@ static void exit_run(const char *name, unsigned jobs)
 	o.config = &cfg;
 	o.capture_dir = dir;
 	o.jobs = jobs;
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	if (r < 0)
-		(void)kill(t.pid, SIGKILL);
-	REQUIRE(r == 0);
+	s = start_on(&o, &sink, t.pid);
+	REQUIRE(s);
 	/* a full-mode session takes no snapshot */
 	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -EINVAL);
 	/* with jobs: until some rounds had several threads to decode */
@@ -205,14 +213,13 @@ static void test_session_setuid_exec(void)
 					    "/usr/bin/chfn" };
 	struct ptd_session_opts o = { 0 };
 	struct ptd_session_sink sink;
-	struct ptd_diag diag = { "" };
 	struct ptd_session *s = NULL;
 	struct collect c;
 	struct target t;
 	const char *prog = NULL;
 	char *then[3];
 	struct stat st;
-	int r, status;
+	int status;
 
 	for (size_t i = 0; i < sizeof(suid) / sizeof(suid[0]); i++)
 		if (stat(suid[i], &st) == 0 && (st.st_mode & S_ISUID) &&
@@ -239,12 +246,8 @@ static void test_session_setuid_exec(void)
 	o.pid = t.pid;
 	o.config = &cfg;
 	o.uid = 65534;
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	if (r < 0)
-		(void)kill(t.pid, SIGKILL);
-	REQUIRE(r == 0);
+	s = start_on(&o, &sink, t.pid);
+	REQUIRE(s);
 	CHECK_EQ_INT(target_tell(t.pid), 0);
 	wait_end(&c);
 	CHECK_EQ_INT(c.end.reason, PTD_END_ERROR);
@@ -411,6 +414,23 @@ static void snap_wait(struct snapcol *c, unsigned ndone)
 	(void)pthread_mutex_unlock(&c->lock);
 }
 
+static void snapcol_init(struct snapcol *c)
+{
+	memset(c, 0, sizeof(*c));
+	(void)pthread_mutex_init(&c->lock, NULL);
+	(void)pthread_cond_init(&c->cond, NULL);
+}
+
+/* Detach @s and wait for its end. */
+static void snap_detach(struct snapcol *c, struct ptd_session *s)
+{
+	ptd_session_stop(s, PTD_END_DETACHED);
+	(void)pthread_mutex_lock(&c->lock);
+	while (!c->ended)
+		(void)pthread_cond_wait(&c->cond, &c->lock);
+	(void)pthread_mutex_unlock(&c->lock);
+}
+
 /* Where in @truth (@n) the insn IPs of @ips (@m) run, instruction by
  * instruction; the last such place (loops repeat).  Returns the index or
  * -1. */
@@ -527,11 +547,8 @@ static void snapshot_run(size_t size, unsigned jobs)
 	struct target t;
 	char dir[512];
 	uint64_t seq = 0, parts = 0, serial_parts = 0;
-	int r;
 
-	memset(&c, 0, sizeof(c));
-	(void)pthread_mutex_init(&c.lock, NULL);
-	(void)pthread_cond_init(&c.cond, NULL);
+	snapcol_init(&c);
 	snprintf(dir, sizeof(dir), "%s/snapshot-%u", workdir, jobs);
 	REQUIRE(target_start(progs_dir, 3600, &t) == 0);
 	o.pid = t.pid;
@@ -540,10 +557,8 @@ static void snapshot_run(size_t size, unsigned jobs)
 	o.mode = PTD_MODE_SNAPSHOT;
 	o.snapshot_size = size;
 	o.jobs = jobs;
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	REQUIRE(r == 0);
+	s = start_on(&o, &sink, t.pid);
+	REQUIRE(s);
 	ptd_session_get_stats(s, &st);
 	CHECK_EQ_INT(st.mode, PTD_MODE_SNAPSHOT);
 	CHECK_EQ_U64(st.snapshot_size, size);
@@ -569,11 +584,7 @@ static void snapshot_run(size_t size, unsigned jobs)
 	CHECK_EQ_INT(ptd_session_snapshot(s, &seq), 0);
 	CHECK_EQ_U64(seq, 2);
 	snap_wait(&c, 2);
-	ptd_session_stop(s, PTD_END_DETACHED);
-	(void)pthread_mutex_lock(&c.lock);
-	while (!c.ended)
-		(void)pthread_cond_wait(&c.cond, &c.lock);
-	(void)pthread_mutex_unlock(&c.lock);
+	snap_detach(&c, s);
 	CHECK_EQ_INT(c.end.reason, PTD_END_DETACHED);
 	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), -ESRCH);
 	CHECK_EQ_U64(c.ndone, 2);
@@ -806,11 +817,8 @@ static void test_session_snapshot_exec(void)
 	uint64_t *truth = NULL, old_insns = 0;
 	size_t nt = 0, m = 0, ti;
 	struct reclist *l;
-	int r;
 
-	memset(&c, 0, sizeof(c));
-	(void)pthread_mutex_init(&c.lock, NULL);
-	(void)pthread_cond_init(&c.cond, NULL);
+	snapcol_init(&c);
 	snprintf(dir, sizeof(dir), "%s/snapshot-exec", workdir);
 	snprintf(prog, sizeof(prog), "%s/prog-attach", progs_dir);
 	REQUIRE(target_start_as(progs_dir, 1, (uid_t)-1, then, &t) == 0);
@@ -820,12 +828,8 @@ static void test_session_snapshot_exec(void)
 	o.capture_dir = dir;
 	o.mode = PTD_MODE_SNAPSHOT;
 	o.snapshot_size = 16u << 20;	/* the whole trace */
-	r = ptd_session_start(&o, &sink, &s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	if (r < 0)
-		(void)kill(t.pid, SIGKILL);
-	REQUIRE(r == 0);
+	s = start_on(&o, &sink, t.pid);
+	REQUIRE(s);
 	REQUIRE(wait_ok_line(&t));
 	/* the new program runs (its trace after the old one's) */
 	for (int i = 0; i < 200 && !text_of(t.pid, "prog-attach", &new_start,
@@ -838,11 +842,7 @@ static void test_session_snapshot_exec(void)
 	(void)usleep(300000);
 	CHECK_EQ_INT(ptd_session_snapshot(s, NULL), 0);
 	snap_wait(&c, 1);
-	ptd_session_stop(s, PTD_END_DETACHED);
-	(void)pthread_mutex_lock(&c.lock);
-	while (!c.ended)
-		(void)pthread_cond_wait(&c.cond, &c.lock);
-	(void)pthread_mutex_unlock(&c.lock);
+	snap_detach(&c, s);
 	CHECK_EQ_U64(c.ndone, 1);
 	REQUIRE(ptd_capture_load(dir, &cap, &diag) == 0);
 	for (ti = 0; ti < cap.nthreads && cap.threads[ti].tid != t.pid; ti++)
