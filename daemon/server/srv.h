@@ -532,8 +532,8 @@ void srv_detaches_answer(struct ptd_server *s);
 srv_cmd_fn srv_cmd_replay;
 void srv_replays_answer(struct ptd_server *s);
 int srv_replays_timeout(const struct ptd_server *s);
-/* @req's jobs (a replay's, a snapshot attach's options.jobs, named
- * @field) past max_decode_jobs: answered bad_request; true. */
+/* @req's jobs (a replay's, an attach's options.jobs, named @field) past
+ * max_decode_jobs: answered bad_request; true. */
 bool srv_jobs_refused(struct ptd_server *s, struct conn *c,
 		      const struct ptd_request *req, const char *field);
 /* A replay's "decoder" and "jobs" into @o (replay response, list, status). */

@@ -74,18 +74,17 @@ static int on_loss(void *ctx, const struct ptd_perf_loss *l)
 
 static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
 {
-	f->st.image_events++;
-	if (f->hooks.image && f->hooks.positions && !ev->npos) {
-		struct ptd_tl_pos pos = { f->tid, f->head_mark };
-		struct ptd_tl_event e = *ev;
+	struct ptd_tl_pos pos = { f->tid, f->head_mark };
+	struct ptd_tl_event e = *ev;
 
+	f->st.image_events++;
+	if (!f->hooks.image)
+		return ptd_stream_add_event(f->stream, ev);
+	if (f->hooks.positions && !ev->npos) {
 		e.pos = &pos;
 		e.npos = 1;
-		return f->hooks.image(f->hooks.ctx, f->tid, &e);
 	}
-	if (f->hooks.image)
-		return f->hooks.image(f->hooks.ctx, f->tid, ev);
-	return ptd_stream_add_event(f->stream, ev);
+	return f->hooks.image(f->hooks.ctx, f->tid, &e);
 }
 
 static int on_code(struct ptd_feed *f, const struct ptd_perf_code *c)

@@ -956,29 +956,6 @@ static int calls_fn(void *ctx, const struct ptd_record *rec)
 	return cf->fn(cf->ctx, rec);
 }
 
-int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
-		      void *ctx)
-{
-	return ptd_stream_decode_locked(s, final, NULL, fn, ctx);
-}
-
-static int stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
-			 void *ctx);
-
-int ptd_stream_decode_locked(struct ptd_stream *s, bool final,
-			     pthread_mutex_t *lock, ptd_record_fn fn,
-			     void *ctx)
-{
-	int r;
-
-	if (!s || !fn)
-		return -EINVAL;
-	s->lock = lock;
-	r = stream_decode(s, final, fn, ctx);
-	s->lock = NULL;
-	return r;
-}
-
 static int stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 			 void *ctx)
 {
@@ -1026,6 +1003,26 @@ static int stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
 		s->finished = true;
 	trim_timeline(s);
 	return total > INT_MAX ? INT_MAX : (int)total;
+}
+
+int ptd_stream_decode_locked(struct ptd_stream *s, bool final,
+			     pthread_mutex_t *lock, ptd_record_fn fn,
+			     void *ctx)
+{
+	int r;
+
+	if (!s || !fn)
+		return -EINVAL;
+	s->lock = lock;
+	r = stream_decode(s, final, fn, ctx);
+	s->lock = NULL;
+	return r;
+}
+
+int ptd_stream_decode(struct ptd_stream *s, bool final, ptd_record_fn fn,
+		      void *ctx)
+{
+	return ptd_stream_decode_locked(s, final, NULL, fn, ctx);
 }
 
 void ptd_stream_get_stats(const struct ptd_stream *s,

@@ -208,7 +208,10 @@ static void unit_done(void *ctx, size_t i, int err,
 	}
 }
 
-static int round_at_once(struct ptd_source *s, size_t n, bool *ret_ran,
+/* The @n threads to go decoded at once, if threadpar.h says it fits.
+ * Returns 1 if so, 0 if they are still to decode, or a unit's negative
+ * error (its message in @diag). */
+static int round_at_once(struct ptd_source *s, size_t n,
 			 struct ptd_diag *diag)
 {
 	struct ptd_threadpar_ops ops = { NULL, unit_decode, unit_done, NULL };
@@ -216,9 +219,8 @@ static int round_at_once(struct ptd_source *s, size_t n, bool *ret_ran,
 	struct ptd_stream_opts so;
 	uint64_t *bytes;
 	size_t k = 0;
-	int r;
+	int ran = 0, r;
 
-	*ret_ran = false;
 	u.v = calloc(n, sizeof(*u.v));
 	bytes = calloc(n, sizeof(*bytes));
 	if (!u.v || !bytes) {
@@ -240,27 +242,22 @@ static int round_at_once(struct ptd_source *s, size_t n, bool *ret_ran,
 		ops.ctx = &u;
 		r = ptd_threadpar_run(&so.decode, n, true, &ops,
 				      ptd_source_record, s);
-		if (r != -EINVAL && r != -ENOMEM) {
-			*ret_ran = true;
-			for (size_t i = 0; i < n; i++)
-				u.v[i]->go = false;
-		}
+		ran = r != -EINVAL && r != -ENOMEM;
 	}
 	free(u.v);
 	free(bytes);
-	if (*ret_ran && u.err < 0) {
+	if (ran && u.err < 0) {
 		*diag = u.diag;
 		return u.err;
 	}
-	return 0;
+	return ran;
 }
 
 int ptd_source_threads_step(struct ptd_source *s, bool final,
 			    struct ptd_diag *diag)
 {
 	size_t n = 0;
-	bool ran = false;
-	int r;
+	int ran = 0, r;
 
 	for (size_t i = 0; i < s->ndt; i++) {
 		struct ptd_source_thread *d = &s->dt[i];
@@ -275,9 +272,8 @@ int ptd_source_threads_step(struct ptd_source *s, bool final,
 		else
 			d->go = true, n++;
 	}
-	if (s->p.jobs > 1 && n > 1 &&
-	    (r = round_at_once(s, n, &ran, diag)) < 0)
-		return r;
+	if (s->p.jobs > 1 && n > 1 && (ran = round_at_once(s, n, diag)) < 0)
+		return ran;
 	for (size_t i = 0; !ran && i < s->ndt; i++)
 		if (s->dt[i].go &&
 		    (r = thread_decode(&s->dt[i], NULL, ptd_source_record, s,
