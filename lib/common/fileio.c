@@ -178,6 +178,23 @@ int ptd_write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+int ptd_file_write_scratch(const char *path, const void *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+				    O_CLOEXEC,
+		      0600);
+	int r;
+
+	if (fd < 0)
+		return -errno;
+	r = ptd_write_all(fd, data, len);
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r < 0)
+		(void)unlink(path);
+	return r;
+}
+
 int ptd_file_write_atomic(const char *path, const void *data, size_t len)
 {
 	_cleanup_free_ char *tmp = NULL;

@@ -62,6 +62,16 @@ int ptd_file_read_all(const char *path, size_t limit, char **ret_data,
  * directory, fsync, rename.  Returns 0 or -errno. */
 int ptd_file_write_atomic(const char *path, const void *data, size_t len);
 
+/* Write @len bytes to @path, a new file (refused if it exists; a link
+ * is not followed), mode 0600, without fsync or rename: for a session's
+ * own scratch files (the code snapshots in its private directory), read
+ * back by the process that wrote them and removed with the session.
+ * Durability buys nothing there, and an fsync a file costs a decode
+ * thread milliseconds each -- one a new thread of the target (its vDSO
+ * copy) held a live stream back for seconds.  On failure nothing is left
+ * at @path.  Returns 0 or -errno. */
+int ptd_file_write_scratch(const char *path, const void *data, size_t len);
+
 /* Write all @len bytes to @fd, retrying on EINTR and short writes.
  * Returns 0 or -errno. */
 int ptd_write_all(int fd, const void *data, size_t len);

@@ -26,7 +26,7 @@ static int done(struct ptd_codesnap *cs, const char *snapdir,
 	snprintf(cs->file, sizeof(cs->file), "snap-%u.bin",
 		 atomic_fetch_add(snapseq, 1u));
 	snprintf(path, sizeof(path), "%s/%s", snapdir, cs->file);
-	r = ptd_file_write_atomic(path, cs->code, cs->len);
+	r = ptd_file_write_scratch(path, cs->code, cs->len);
 	ptd_codesnap_fini(cs);
 	if (r < 0)
 		return ptd_diagf(diag, r, "cannot write '%s': %s", path,

@@ -157,7 +157,7 @@ static int hw_initial_image(struct ptd_source *s, struct ptd_diag *diag)
 			snprintf(file, sizeof(file), "snap-%u.bin",
 				 atomic_fetch_add(&s->snapseq, 1u));
 			snprintf(path, sizeof(path), "%s/%s", s->p.dir, file);
-			r = ptd_file_write_atomic(path, buf, len);
+			r = ptd_file_write_scratch(path, buf, len);
 			free(buf);
 			if (r < 0)
 				break;

@@ -344,6 +344,41 @@ static void test_write_atomic(void)
 	CHECK_EQ_INT(count_dir_entries(), 0);
 }
 
+/* A session's scratch file: written whole, 0600, never over a file or
+ * through a link that is already there (the name is the writer's own). */
+static void test_write_scratch(void)
+{
+	char path[PATH_MAX], link_path[PATH_MAX], *data = NULL;
+	size_t len = 0;
+	struct stat st;
+
+	tmp_path(path, sizeof(path), "scratch");
+	tmp_path(link_path, sizeof(link_path), "scratch-link");
+	CHECK_EQ_INT(ptd_file_write_scratch(path, "code bytes", 10), 0);
+	CHECK_EQ_INT(ptd_file_read_all(path, 100, &data, &len), 0);
+	CHECK_EQ_STR(data, "code bytes");
+	CHECK_EQ_INT(len, 10);
+	free(data);
+	CHECK_EQ_INT(stat(path, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 0777, 0600);
+	/* there already: refused, the file as it was */
+	CHECK_EQ_INT(ptd_file_write_scratch(path, "other", 5), -EEXIST);
+	CHECK_EQ_INT(ptd_file_read_all(path, 100, &data, &len), 0);
+	CHECK_EQ_STR(data, "code bytes");
+	free(data);
+	/* a link put at the name: not followed, its target unchanged */
+	CHECK_EQ_INT(symlink(path, link_path), 0);
+	CHECK_EQ_INT(ptd_file_write_scratch(link_path, "other", 5), -EEXIST);
+	CHECK_EQ_INT(ptd_file_read_all(path, 100, &data, &len), 0);
+	CHECK_EQ_STR(data, "code bytes");
+	free(data);
+	(void)unlink(link_path);
+	(void)unlink(path);
+	CHECK_EQ_INT(ptd_file_write_scratch("/nonexistent/dir/x", "a", 1),
+		     -ENOENT);
+	CHECK_EQ_INT(count_dir_entries(), 0);
+}
+
 static void test_write_all(void)
 {
 	int fds[2];
@@ -513,6 +548,7 @@ int main(void)
 	RUN(test_file_read_all);
 	RUN(test_open_regular);
 	RUN(test_write_atomic);
+	RUN(test_write_scratch);
 	RUN(test_write_all);
 	RUN(test_errors);
 	RUN(test_cleanup);
