@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +82,20 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Each source its own directory, as each session has (their snapshot
+ * files are numbered from 0 in it, and never written over). */
+static const char *source_dir(void)
+{
+	static char dirs[4][PATH_MAX];
+	static unsigned n;
+	char *d = dirs[n++ % 4];
+
+	(void)snprintf(d, PATH_MAX, "%s/source-%u", workdir, n);
+	if (mkdir(d, 0700) < 0)
+		CHECK_FAIL_("mkdir %s: %s", d, strerror(errno));
+	return d;
+}
+
 static void params_init(struct ptd_source_params *p, pid_t pid,
 			atomic_int *stop, int wake_fd, struct host *h)
 {
@@ -88,7 +104,7 @@ static void params_init(struct ptd_source_params *p, pid_t pid,
 	p->data_size = 16u << 10;
 	p->aux_size = 64u << 10;
 	p->max_buffered = 16u << 20;
-	p->dir = workdir;
+	p->dir = source_dir();
 	p->wake_fd = wake_fd;
 	p->stop = stop;
 	p->signo = SIGUSR2;
