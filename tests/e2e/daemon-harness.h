@@ -262,19 +262,39 @@ static inline pid_t ptctl_spawn(const struct daemon *d, const char *out,
 	return pid;
 }
 
+/* After fork: the parent's wait until the child exec'd (or exited), @e a
+ * pipe made with O_CLOEXEC before the fork (both ends closed here). */
+static inline void exec_wait(int e[2])
+{
+	char c;
+
+	close(e[1]);
+	/* end of file once the child's copy closed: at its exec */
+	while (read(e[0], &c, 1) < 0 && errno == EINTR)
+		;
+	close(e[0]);
+}
+
 /* A target blocked in `read` until released: sh -c 'read x; exec PROG
- * SECS' (PROG: progs/prog-attach).  Returns its pid; *ret_go is the pipe
- * to release it. */
+ * SECS' (PROG: progs/prog-attach).  Returns its pid once it is sh (an
+ * attach sees sh's one thread, not the test's forked child, whose
+ * sanitizer runtime may have a thread of its own); *ret_go is the pipe to
+ * release it. */
 static inline pid_t spawn_target(double secs, int *ret_go)
 {
 	char prog[1100], arg[32];
-	int p[2];
+	int p[2], e[2];
 	pid_t pid;
 
 	(void)snprintf(prog, sizeof(prog), "%s/prog-attach", progs);
 	(void)snprintf(arg, sizeof(arg), "%g", secs);
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -1;
+	if (pipe2(e, O_CLOEXEC) < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
 	pid = fork();
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
@@ -286,6 +306,7 @@ static inline pid_t spawn_target(double secs, int *ret_go)
 		_exit(127);
 	}
 	close(p[0]);
+	exec_wait(e);
 	*ret_go = p[1];
 	return pid;
 }
