@@ -39,6 +39,7 @@ struct software {
 	/* threads not traced (the tracer thread only) */
 	pid_t *untraced;
 	size_t nuntraced;
+	uint64_t next_seq;		/* the livesink's threads listed */
 
 	/* the tracer thread.  state: 0 attaching, 1 tracing, -1 failed */
 	pthread_t src;
@@ -320,14 +321,17 @@ static int thread_add(struct ptd_source *s, struct ptd_livesink_thread *lt)
 /* The threads the livesink made since the last call get decoders. */
 static int threads_add(struct ptd_source *s)
 {
+	struct software *w = sw_of(s);
 	struct ptd_livesink_thread *lt[64];
 	size_t n;
 	int r;
 
-	while ((n = ptd_livesink_threads(sw_of(s)->ls, s->ndt, lt, 64)) > 0)
-		for (size_t i = 0; i < n; i++)
+	while ((n = ptd_livesink_threads(w->ls, w->next_seq, lt, 64)) > 0)
+		for (size_t i = 0; i < n; i++) {
+			w->next_seq = lt[i]->seq + 1;
 			if ((r = thread_add(s, lt[i])) < 0)
 				return r;
+		}
 	return 0;
 }
 
@@ -449,29 +453,13 @@ static void sw_result(struct ptd_source *s, struct ptd_source_result *ret)
 
 static void sw_stats(struct ptd_source *s, struct ptd_source_stats *ret)
 {
-	struct software *w = sw_of(s);
-	struct ptd_livesink_thread *lt[1];
-	size_t n = 0;
+	struct ptd_livesink_stats st;
 
-	while (ptd_livesink_threads(w->ls, n, lt, 1) == 1) {
-		n++;
-		if (!atomic_load(&lt[0]->ended))
-			ret->threads_live++;
-		else if (lt[0]->migrations)	/* written before ended */
-			ret->migrated++;
-		if (lt[0]->buf.meta)	/* none in per-CPU mode */
-			ret->aux_written += __atomic_load_n(
-				&lt[0]->buf.meta->aux_head, __ATOMIC_ACQUIRE);
-	}
-	if (s->p.per_cpu) {
-		struct ptd_perf_buf *b[PTD_SOURCE_SW_CPUS];
-		size_t nb = ptd_livesink_cpus(w->ls, b, PTD_SOURCE_SW_CPUS);
-
-		for (size_t i = 0; i < nb; i++)
-			ret->aux_written += __atomic_load_n(
-				&b[i]->meta->aux_head, __ATOMIC_ACQUIRE);
-	}
-	ret->threads = (unsigned)n;
+	ptd_livesink_get_stats(sw_of(s)->ls, &st);
+	ret->threads = (unsigned)st.threads;
+	ret->threads_live = st.live;
+	ret->migrated = st.migrated;
+	ret->aux_written = st.aux_written;
 }
 
 static void kick_tracer(void *ctx)

@@ -52,9 +52,15 @@ struct ptd_livesink {
 	pid_t flush_tid;
 	int64_t flush_after;
 	uint64_t flushes;
-	pthread_mutex_t lock;		/* th, nth (the reader copies) */
-	struct ptd_livesink_thread **th;
+	/* th, nth, nbegun, gone (the tracer adds threads, the reader
+	 * releases them and copies the list) */
+	pthread_mutex_t lock;
+	struct ptd_livesink_thread **th;	/* in the order they began */
 	size_t nth, cap;
+	uint64_t nbegun;		/* threads begun: the next seq */
+	struct ptd_livesink_stats gone;	/* released threads' counts */
+	struct ptd_livesink_thread **to;	/* broadcast's (the tracer's) */
+	size_t capto;
 	struct ptd_livesink_thread *last;	/* lookup cache */
 	struct blob *hist;		/* image records since the last exec */
 	size_t nhist, caphist;
@@ -101,14 +107,40 @@ static struct ptd_perf_sample_id sid_of(const struct ptd_livesink *s,
 	return sid;
 }
 
+/* The tracing thread's: @tid's thread, not ended.  (s->last is never an
+ * ended thread: a thread's end clears it, and only ended threads are
+ * released.) */
 static struct ptd_livesink_thread *find(struct ptd_livesink *s, pid_t tid)
 {
+	struct ptd_livesink_thread *t = NULL;
+
 	if (s->last && s->last->tid == tid && !atomic_load(&s->last->ended))
 		return s->last;
+	(void)pthread_mutex_lock(&s->lock);
 	for (size_t i = s->nth; i-- > 0;)
-		if (s->th[i]->tid == tid && !atomic_load(&s->th[i]->ended))
-			return s->last = s->th[i];
-	return NULL;
+		if (s->th[i]->tid == tid && !atomic_load(&s->th[i]->ended)) {
+			t = s->last = s->th[i];
+			break;
+		}
+	(void)pthread_mutex_unlock(&s->lock);
+	return t;
+}
+
+/* Take ended thread @t out of the list, its counts kept (s->lock held). */
+static void remove_locked(struct ptd_livesink *s, struct ptd_livesink_thread *t)
+{
+	size_t i = s->nth;
+
+	while (i-- > 0 && s->th[i] != t)
+		;
+	if (i == SIZE_MAX)
+		return;
+	memmove(&s->th[i], &s->th[i + 1], (s->nth - i - 1) * sizeof(*s->th));
+	s->nth--;
+	s->gone.migrated += t->migrations > 0;
+	if (t->buf.meta)
+		s->gone.aux_written += __atomic_load_n(&t->buf.meta->aux_head,
+						       __ATOMIC_ACQUIRE);
 }
 
 static void gate_enter(struct ptd_livesink *s)
@@ -351,11 +383,18 @@ static int cpu_thread_end(struct ptd_livesink *s, pid_t tid)
 	if (r == 0)
 		r = cpu_put(s, c, s->rec, len);
 	(void)ptd_perf_producer_flush(&c->prod);
-	if (c->cur == t)
-		c->cur = NULL;
-	atomic_store(&t->ended, true);
+	/* no buffer of its own: nothing of it is read, it goes now (a CPU
+	 * it left keeps it as its last thread, not running) */
+	for (unsigned i = 0; i < s->ncpu; i++)
+		if (s->cpu[i].cur == t)
+			s->cpu[i].cur = NULL;
 	if (s->last == t)
 		s->last = NULL;
+	atomic_store(&t->ended, true);
+	(void)pthread_mutex_lock(&s->lock);
+	remove_locked(s, t);
+	(void)pthread_mutex_unlock(&s->lock);
+	free(t);
 	if (s->wake_fd >= 0) {
 		uint64_t one = 1;
 		ssize_t n = write(s->wake_fd, &one, sizeof(one));
@@ -427,21 +466,36 @@ static void hist_clear(struct ptd_livesink *s)
  * that begin later. */
 static int broadcast(struct ptd_livesink *s, const void *rec, size_t len)
 {
+	size_t n;
 	int r;
 
 	if (len == 0)
 		return -EINVAL;
 	if (s->ncpu)	/* the process's: one copy, the feed keeps it */
 		return cpu_put(s, &s->cpu[s->last_cpu], rec, len);
-	for (size_t i = 0; i < s->nth; i++) {
-		struct ptd_livesink_thread *t = s->th[i];
+	/* the threads not ended, listed under the lock, written to
+	 * outside it (a ring may be full: its reader, who releases ended
+	 * threads under the lock, must be able to go on); the tracer is
+	 * the only one to add threads or end them, so the list holds */
+	(void)pthread_mutex_lock(&s->lock);
+	r = 0;
+	if (s->capto < s->nth) {
+		void *v = realloc(s->to, s->nth * sizeof(*s->to));
 
-		if (atomic_load(&t->ended))
-			continue;
-		if ((r = put_record(s, t, rec, len)) < 0)
-			return r;
+		if (v) {
+			s->to = v;
+			s->capto = s->nth;
+		} else
+			r = -ENOMEM;
 	}
-	return hist_add(s, rec, len);
+	n = 0;
+	for (size_t i = 0; r == 0 && i < s->nth; i++)
+		if (!atomic_load(&s->th[i]->ended))
+			s->to[n++] = s->th[i];
+	(void)pthread_mutex_unlock(&s->lock);
+	for (size_t i = 0; r == 0 && i < n; i++)
+		r = put_record(s, s->to[i], rec, len);
+	return r < 0 ? r : hist_add(s, rec, len);
 }
 
 static const char *base_name(const char *path)
@@ -545,8 +599,10 @@ static int add_thread(struct ptd_livesink *s, struct ptd_livesink_thread *t)
 			s->cap = cap;
 		}
 	}
-	if (r == 0)
+	if (r == 0) {
+		t->seq = s->nbegun++;
 		s->th[s->nth++] = t;
+	}
 	(void)pthread_mutex_unlock(&s->lock);
 	return r;
 }
@@ -740,6 +796,7 @@ void ptd_livesink_free(struct ptd_livesink *s)
 		free(s->th[i]);
 	}
 	free(s->th);
+	free(s->to);
 	for (unsigned c = 0; s->cpu && c < s->ncpu; c++)
 		ptd_perf_buf_fini(&s->cpu[c].buf);
 	free(s->cpu);
@@ -756,16 +813,55 @@ const struct ptd_swpt_out *ptd_livesink_out(struct ptd_livesink *s)
 	return &s->out;
 }
 
-size_t ptd_livesink_threads(struct ptd_livesink *s, size_t from,
+size_t ptd_livesink_threads(struct ptd_livesink *s, uint64_t from,
 			    struct ptd_livesink_thread **out, size_t max)
 {
-	size_t n = 0;
+	size_t n = 0, i;
 
 	(void)pthread_mutex_lock(&s->lock);
-	for (size_t i = from; i < s->nth && n < max; i++)
+	/* (those before @from were listed: usually all but a few) */
+	for (i = s->nth; i > 0 && s->th[i - 1]->seq >= from; i--)
+		;
+	for (; i < s->nth && n < max; i++)
 		out[n++] = s->th[i];
 	(void)pthread_mutex_unlock(&s->lock);
 	return n;
+}
+
+int ptd_livesink_release(struct ptd_livesink *s,
+			 struct ptd_livesink_thread *t)
+{
+	if (!atomic_load(&t->ended))
+		return -EBUSY;
+	(void)pthread_mutex_lock(&s->lock);
+	remove_locked(s, t);
+	(void)pthread_mutex_unlock(&s->lock);
+	ptd_perf_buf_fini(&t->buf);
+	free(t);
+	return 0;
+}
+
+void ptd_livesink_get_stats(struct ptd_livesink *s,
+			    struct ptd_livesink_stats *ret)
+{
+	(void)pthread_mutex_lock(&s->lock);
+	*ret = s->gone;
+	ret->threads = s->nbegun;
+	for (size_t i = 0; i < s->nth; i++) {
+		const struct ptd_livesink_thread *t = s->th[i];
+
+		if (!atomic_load(&t->ended))
+			ret->live++;
+		else	/* (migrations: written before ended) */
+			ret->migrated += t->migrations > 0;
+		if (t->buf.meta)	/* none in per-CPU mode */
+			ret->aux_written += __atomic_load_n(
+				&t->buf.meta->aux_head, __ATOMIC_ACQUIRE);
+	}
+	for (unsigned c = 0; s->cpu && c < s->ncpu; c++)
+		ret->aux_written += __atomic_load_n(&s->cpu[c].buf.meta->aux_head,
+						    __ATOMIC_ACQUIRE);
+	(void)pthread_mutex_unlock(&s->lock);
 }
 
 int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on)
@@ -775,7 +871,7 @@ int ptd_livesink_set_overwrite(struct ptd_livesink *s, bool on)
 	if (!s || (on && s->ncpu))
 		return -EINVAL;
 	(void)pthread_mutex_lock(&s->lock);
-	if (s->nth > 0)
+	if (s->nbegun > 0)
 		r = -EBUSY;
 	else
 		s->overwrite = on;
@@ -865,7 +961,7 @@ int ptd_livesink_set_cpus(struct ptd_livesink *s, unsigned ncpus,
 	if (!s || ncpus == 0 || ncpus > PTD_LIVESINK_MAX_CPUS || s->overwrite)
 		return -EINVAL;
 	(void)pthread_mutex_lock(&s->lock);
-	if (s->nth > 0 || s->ncpu > 0)
+	if (s->nbegun > 0 || s->ncpu > 0)
 		r = -EBUSY;
 	(void)pthread_mutex_unlock(&s->lock);
 	if (r < 0)

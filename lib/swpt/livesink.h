@@ -53,6 +53,7 @@
  * the reader side anybody's (one reader). */
 struct ptd_livesink_thread {
 	pid_t tid;
+	uint64_t seq;			/* the how-manieth thread to begin */
 	struct ptd_perf_buf buf;	/* per-CPU mode: none (zeroed) */
 	struct ptd_perf_producer prod;
 	/* per-CPU mode (tracing thread's; read them once it ended): its
@@ -156,11 +157,33 @@ bool ptd_livesink_paused(struct ptd_livesink *s);
 /* The tracer output that writes into this sink. */
 const struct ptd_swpt_out *ptd_livesink_out(struct ptd_livesink *s);
 
-/* The threads' buffers in creation order, from index @from on: up to @max
- * pointers are copied to @out.  Thread-safe; the buffers live until
- * ptd_livesink_free.  Returns how many were copied.  (Per-CPU mode: the
- * threads, without buffers.) */
-size_t ptd_livesink_threads(struct ptd_livesink *s, size_t from,
+/* The threads' buffers in the order they began, those with seq @from or
+ * later (a reader that saw seq N asks for N + 1 next): up to @max
+ * pointers are copied to @out.  Thread-safe; a buffer lives until the
+ * reader releases it (ptd_livesink_release) or ptd_livesink_free.
+ * Returns how many were copied.  (Per-CPU mode: the threads not ended,
+ * without buffers; an ended one is freed at its end.) */
+size_t ptd_livesink_threads(struct ptd_livesink *s, uint64_t from,
 			    struct ptd_livesink_thread **out, size_t max);
+
+/* The reader is done with ended thread @t (it read past its EXIT): its
+ * buffer is freed and it leaves the list (its counts stay in the
+ * stats).  Returns 0, or -EBUSY if @t has not ended yet (its producer
+ * may still be finishing the end: ask again later). */
+int ptd_livesink_release(struct ptd_livesink *s,
+			 struct ptd_livesink_thread *t);
+
+struct ptd_livesink_stats {
+	uint64_t threads;	/* begun */
+	unsigned live;		/* begun, not ended */
+	unsigned migrated;	/* per-CPU mode: ended threads that ran on
+				 * more than one CPU */
+	uint64_t aux_written;	/* PT bytes written into the AUX areas,
+				 * released threads' included */
+};
+
+/* Thread-safe. */
+void ptd_livesink_get_stats(struct ptd_livesink *s,
+			    struct ptd_livesink_stats *ret);
 
 #endif

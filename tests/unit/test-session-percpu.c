@@ -158,42 +158,6 @@ static void test_percpu_snapshot_refused(void)
 	CHECK(s == NULL);
 }
 
-/* The livesink's per-CPU switch and its documented refusals. */
-static void test_livesink_set_cpus(void)
-{
-	struct ptd_livesink *ls = NULL;
-	struct ptd_perf_buf *b[4];
-	const struct ptd_swpt_out *out;
-
-	CHECK_EQ_INT(ptd_livesink_set_cpus(NULL, 2, 0), -EINVAL);
-	REQUIRE(ptd_livesink_new(getpid(), 4096, 4096, -1, NULL, &ls) == 0);
-	CHECK_EQ_INT(ptd_livesink_set_cpus(ls, 0, 0), -EINVAL);
-	CHECK_EQ_INT(ptd_livesink_set_cpus(ls, PTD_LIVESINK_MAX_CPUS + 1, 0),
-		     -EINVAL);
-	CHECK_EQ_U64(ptd_livesink_cpus(ls, b, 4), 0);
-	CHECK_EQ_INT(ptd_livesink_set_cpus(ls, 2, 3), 0);
-	CHECK_EQ_INT(ptd_livesink_set_cpus(ls, 2, 3), -EBUSY);
-	CHECK_EQ_INT(ptd_livesink_set_overwrite(ls, true), -EINVAL);
-	CHECK_EQ_U64(ptd_livesink_cpus(ls, b, 4), 2);
-	CHECK(b[0] != b[1] && b[0]->meta && b[1]->aux);
-	/* a thread's records land in its CPU's ring, not its own buffer */
-	out = ptd_livesink_out(ls);
-	CHECK_EQ_INT(out->thread_begin(out->ctx, 4242), 0);
-	CHECK(b[0]->meta->data_head > 0);
-	CHECK_EQ_U64(b[1]->meta->data_head, 0);
-	CHECK_EQ_INT(out->pt(out->ctx, 4242, (const uint8_t *)"\x02\x82", 2),
-		     0);
-	CHECK_EQ_U64(b[0]->meta->aux_head, 2);
-	CHECK_EQ_INT(out->thread_end(out->ctx, 4242), 0);
-	CHECK_EQ_INT(out->pt(out->ctx, 4242, (const uint8_t *)"\x00", 1),
-		     -ESRCH);
-	ptd_livesink_free(ls);
-	REQUIRE(ptd_livesink_new(getpid(), 4096, 4096, -1, NULL, &ls) == 0);
-	CHECK_EQ_INT(ptd_livesink_set_overwrite(ls, true), 0);
-	CHECK_EQ_INT(ptd_livesink_set_cpus(ls, 2, 0), -EINVAL);
-	ptd_livesink_free(ls);
-}
-
 /* Where the CPU has Intel PT, a per-CPU session opens one intel_pt event
  * per online CPU: here a fake PMU tree (a Skylake's, with a PMU type no
  * kernel has) reaches the kernel, whose refusal names the event and the
@@ -251,7 +215,6 @@ int main(void)
 	cfg.data_buffer_size = 16u << 10;
 	/* no intel_pt here, whatever the machine has */
 	strcpy(cfg.intel_pt_sysfs, "/nonexistent/intel_pt");
-	RUN(test_livesink_set_cpus);
 	RUN(test_percpu_snapshot_refused);
 	RUN(test_percpu_intel_pt_path);
 	RUN(test_percpu_exit);
