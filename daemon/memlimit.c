@@ -147,6 +147,19 @@ int ptd_memacct_charge(struct ptd_memacct *a, uint64_t bytes,
 	return r;
 }
 
+void ptd_memacct_give_back(struct ptd_memacct *a, uint64_t bytes)
+{
+	uint_fast64_t had, n;
+
+	if (!a || !a->m)
+		return;
+	had = atomic_load(&a->charged);
+	do
+		n = bytes < had ? bytes : had;
+	while (!atomic_compare_exchange_weak(&a->charged, &had, had - n));
+	ptd_memlimit_release(a->m, a->uid, n);
+}
+
 void ptd_memacct_release(struct ptd_memacct *a)
 {
 	if (!a || !a->m)

@@ -31,8 +31,11 @@
  *    ptd_counters_set_grow; a growth refused holds the table at its
  *    size, later new instructions uncounted: the counters total's
  *    "uncounted").
- * Everything a session charged is given back when its threads are freed
- * (the session ended), a subscriber's when it unsubscribes.
+ * A traced thread's charge is given back once its trace is decoded to its
+ * end and its buffers freed (full mode: a target that starts and ends
+ * threads holds only those alive); everything else a session charged
+ * when the session's threads are freed (it ended), a subscriber's when it
+ * unsubscribes.
  *
  * Not charged: the per-session instruction and section caches (bounded on
  * their own: ICACHE_ENTRIES entries, the traced process's code) and the
@@ -103,6 +106,9 @@ struct ptd_memacct {
 /* ptd_memlimit_charge for @a's uid, remembered in @a.  NULL @a: 0. */
 int ptd_memacct_charge(struct ptd_memacct *a, uint64_t bytes,
 		       uint64_t *ret_used);
+/* Give back @bytes of what @a charged (at most all of it: a holder never
+ * gives back more than it took).  NULL @a is fine. */
+void ptd_memacct_give_back(struct ptd_memacct *a, uint64_t bytes);
 /* Give back everything @a charged.  NULL is fine; repeatable. */
 void ptd_memacct_release(struct ptd_memacct *a);
 

@@ -148,6 +148,17 @@ static int thread_charge(void *ctx, pid_t tid)
 	return v ? 0 : -ENOMEM;
 }
 
+/* Thread @tid was charged and is gone, decoded and freed: its charge
+ * comes back (whether it was prepaid at attach or taken when it began,
+ * it cost the same). */
+static void thread_uncharge(void *ctx, pid_t tid)
+{
+	struct ptd_session *s = ctx;
+
+	(void)tid;
+	ptd_memacct_give_back(s->o.acct, s->thread_cost);
+}
+
 static int deliver(void *ctx, const struct ptd_record *rec);
 static void wake(struct ptd_session *s);
 
@@ -480,6 +491,7 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.host.ctx = s;
 	p.host.record = deliver;
 	p.host.charge = s->o.acct ? thread_charge : NULL;
+	p.host.uncharge = s->o.acct ? thread_uncharge : NULL;
 	p.host.recheck = on_seized;
 	p.host.child = s->o.child ? on_child : NULL;
 	if (s->source == PTD_SOURCE_INTEL_PT)

@@ -192,8 +192,10 @@ static int hw_open_thread(struct intelpt *h, pid_t tid, struct ptd_diag *diag)
 			  PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0) {
 		r = -errno;
-		if (r == -ESRCH)
+		if (r == -ESRCH) {	/* gone already: not traced */
+			ptd_source_uncharge(s, tid);
 			return 0;
+		}
 		if (r == -EACCES || r == -EPERM)
 			return ptd_diagf(diag, r, "intel_pt event for thread "
 					 "%d refused: ptd needs CAP_PERFMON "
@@ -331,6 +333,25 @@ static int hw_thread_start(struct intelpt *h, struct ptd_diag *diag)
 	return r;
 }
 
+/* @d's event is done with (its buffer stays mapped). */
+static void hw_thread_close(struct ptd_source *s, struct ptd_source_thread *d)
+{
+	if (d->fd >= 0) {	/* (per-CPU mode: none, counted already) */
+		(void)close(d->fd);
+		d->fd = -1;
+		atomic_fetch_sub(&s->live, 1);
+	}
+}
+
+/* Full mode, @d decoded to its end: its event and buffer go. */
+static int hw_thread_release(struct ptd_source *s,
+			     struct ptd_source_thread *d)
+{
+	hw_thread_close(s, d);
+	ptd_perf_buf_fini(&d->hwbuf);
+	return 0;
+}
+
 /* One round: drain every thread's buffer, decode, follow new threads. */
 static int hw_thread_round(struct intelpt *h, bool final,
 			   struct ptd_diag *diag)
@@ -342,15 +363,11 @@ static int hw_thread_round(struct intelpt *h, bool final,
 		if (!s->dt[i].done && s->dt[i].feed)
 			(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_DISABLE, 0);
 	r = ptd_source_threads_step(s, final, diag);
-	for (size_t i = 0; i < s->ndt; i++) {
-		struct ptd_source_thread *d = &s->dt[i];
-
-		if (d->done && d->feed && d->fd >= 0) {
-			(void)close(d->fd);
-			d->fd = -1;
-			atomic_fetch_sub(&s->live, 1);
-		}
-	}
+	/* (full mode: ended threads are gone, hw_thread_release; snapshot
+	 * mode keeps their buffers for the snapshots) */
+	for (size_t i = 0; i < s->ndt; i++)
+		if (s->dt[i].done && s->dt[i].feed)
+			hw_thread_close(s, &s->dt[i]);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; !final && i < h->nnew; i++)
@@ -584,6 +601,7 @@ static const struct ptd_source_ops intelpt_ops = {
 	.stats = hw_stats,
 	.pause = hw_pause,
 	.resume = hw_resume,
+	.thread_release = hw_thread_release,
 	.destroy = hw_destroy,
 };
 

@@ -335,6 +335,18 @@ static int threads_add(struct ptd_source *s)
 	return 0;
 }
 
+/* Full mode, @d decoded to its end: its buffer goes (once its producer
+ * is through with it). */
+static int sw_thread_release(struct ptd_source *s,
+			     struct ptd_source_thread *d)
+{
+	int r = d->lt ? ptd_livesink_release(sw_of(s)->ls, d->lt) : 0;
+
+	if (r == 0)
+		d->lt = NULL;
+	return r;
+}
+
 /* ---- the operations ---- */
 
 static int sw_start(struct ptd_source *s, struct ptd_diag *diag)
@@ -542,6 +554,7 @@ static const struct ptd_source_ops software_ops = {
 	.pause = sw_pause,
 	.resume = sw_resume,
 	.join = sw_join,
+	.thread_release = sw_thread_release,
 	.destroy = sw_destroy,
 	.uprobe = sw_uprobe,
 };

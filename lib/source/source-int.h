@@ -65,6 +65,11 @@ struct ptd_source_ops {
 	int (*pause)(struct ptd_source *s);
 	void (*resume)(struct ptd_source *s);
 	void (*join)(struct ptd_source *s);	/* optional: its threads */
+	/* Full mode, thread @d decoded to its end: free its buffer (the
+	 * feed over it is gone already).  -EBUSY: not yet (the producer is
+	 * still finishing it; asked again next round).  Optional. */
+	int (*thread_release)(struct ptd_source *s,
+			      struct ptd_source_thread *d);
 	void (*destroy)(struct ptd_source *s);	/* the module's part */
 	/* optional: a kernel uprobe added to or removed from the process
 	 * (source.h, ptd_source_uprobe) */
@@ -113,12 +118,19 @@ void ptd_source_init(struct ptd_source *s, const struct ptd_source_ops *ops,
 		     const struct ptd_source_params *p);
 int ptd_source_record(void *ctx, const struct ptd_record *rec);
 int ptd_source_charge(struct ptd_source *s, pid_t tid);
+void ptd_source_uncharge(struct ptd_source *s, pid_t tid);
 int ptd_source_recheck(struct ptd_source *s, struct ptd_diag *diag);
 void ptd_source_wake(struct ptd_source *s);
 void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 			    struct ptd_stream_opts *so);
 /* a new thread slot, zeroed (fd -1), not yet counted in s->ndt */
 struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s);
+/* Full mode: every thread decoded to its end gives back what it held --
+ * its buffer (ops->thread_release), its feed and stream decoder, its
+ * charge (host.uncharge) -- and leaves s->dt, so that a process that
+ * starts and ends threads costs what its live ones do.  (A snapshot
+ * session keeps ended threads: their buffers are read by snapshots.) */
+void ptd_source_threads_retire(struct ptd_source *s);
 /* One round of the per-thread buffers: drain every thread's (those not
  * done, with a feed) and decode what arrived, at a thread's end (or
  * @final) the rest.  With params.jobs > 1 (full mode), the threads with

@@ -69,6 +69,12 @@ int ptd_source_charge(struct ptd_source *s, pid_t tid)
 	return s->p.host.charge ? s->p.host.charge(s->p.host.ctx, tid) : 1;
 }
 
+void ptd_source_uncharge(struct ptd_source *s, pid_t tid)
+{
+	if (s->p.host.uncharge)
+		s->p.host.uncharge(s->p.host.ctx, tid);
+}
+
 int ptd_source_recheck(struct ptd_source *s, struct ptd_diag *diag)
 {
 	if (!s->p.host.recheck)
@@ -138,6 +144,31 @@ struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)
 	memset(d, 0, sizeof(*d));
 	d->fd = -1;
 	return d;
+}
+
+void ptd_source_threads_retire(struct ptd_source *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+
+		if (s->p.snapshot || !d->done) {
+			s->dt[k++] = *d;
+			continue;
+		}
+		/* the feed first: it reads the buffer */
+		ptd_feed_free(d->feed);
+		d->feed = NULL;
+		if (s->ops->thread_release &&
+		    s->ops->thread_release(s, d) < 0) {
+			s->dt[k++] = *d;	/* next round */
+			continue;
+		}
+		ptd_stream_free(d->stream);
+		ptd_source_uncharge(s, d->tid);
+	}
+	s->ndt = k;
 }
 
 /* Drain thread @d's buffer into its stream; *@ret_last: its decode is
@@ -279,6 +310,7 @@ int ptd_source_threads_step(struct ptd_source *s, bool final,
 		    (r = thread_decode(&s->dt[i], NULL, ptd_source_record, s,
 				       diag)) < 0)
 			return r;
+	ptd_source_threads_retire(s);
 	return 0;
 }
 
@@ -386,6 +418,7 @@ int ptd_source_cpufeed_round(struct ptd_source *s, bool final,
 				atomic_fetch_sub(&s->live, 1);
 		}
 	}
+	ptd_source_threads_retire(s);
 	return 0;
 }
 

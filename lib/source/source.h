@@ -116,6 +116,11 @@ struct ptd_source_host {
 	/* May thread @tid be traced (its memory)?  1 yes, 0 refused (the
 	 * host reports it), negative errno.  NULL: always. */
 	int (*charge)(void *ctx, pid_t tid);
+	/* Thread @tid, charged (charge gave 1), is decoded to its end and
+	 * its buffers are freed (full mode; a snapshot session keeps an
+	 * ended thread's buffer for its snapshots): its charge is the
+	 * host's to give back.  May be NULL. */
+	void (*uncharge)(void *ctx, pid_t tid);
 	/* The source holds the process (software: every thread seized and
 	 * stopped; intel_pt: the events open): may it still be traced?
 	 * Negative (with a message in @diag): the start fails.  NULL: yes. */

@@ -11,11 +11,14 @@
  *  - a target that creates threads past the limit: each thread refused is
  *    not traced, gets an error record naming it, and is counted in
  *    status (threads_refused); the target itself runs on unharmed;
+ *  - a thread's memory comes back when it ends: threads that come and go
+ *    one at a time all fit where two at once would not;
  *  - a replay with "jobs" is charged each part its decode holds, and so
  *    is a snapshot session with options.jobs.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,6 +206,103 @@ static void test_threads_past_the_limit(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* prog-onebyone, exec'd, with a pipe to its stdin (*@ret_in: a byte
+ * starts a thread) and from its stdout (*@ret_out: a byte once it was
+ * joined). */
+static pid_t spawn_onebyone(int *ret_in, int *ret_out)
+{
+	char prog[1100];
+	int in[2], out[2], e[2];
+	pid_t pid;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-onebyone", progs);
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
+	    pipe2(e, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execl(prog, prog, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	exec_wait(e);	/* (the attach sees the program, not the fork) */
+	*ret_in = in[1];
+	*ret_out = out[0];
+	return pid;
+}
+
+/* A traced thread's memory comes back when it ends: a target that starts
+ * threads one at a time, each ended before the next, with room for its
+ * main thread, a subscriber and one thread more, has every thread traced
+ * (none refused), and the user's use back where it was after each. */
+static void test_threads_come_and_go(void)
+{
+	enum { THREADS = 6 };
+	struct daemon d;
+	struct dconn *sub;
+	int in = -1, out = -1;
+	pid_t t;
+	long s;
+	char req[200], c, *line;
+	unsigned errors = 0;
+	bool bye = false;
+	double used, limit;
+	cJSON *r;
+
+	REQUIRE(daemon_start(&d, "comego", BUFS "user_memory_limit = 2500k\n"));
+	t = spawn_onebyone(&in, &out);
+	REQUIRE(t > 0);
+	s = dc_attach(&d, t, NULL);
+	REQUIRE(s > 0);
+	sub = dc_connect(&d);
+	REQUIRE(sub);
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":[\"error\"]}\n", s);
+	r = dc_call(sub, req);
+	CHECK(dc_ok(r));
+	cJSON_Delete(r);
+	mem_status(&d, &used, &limit);
+	CHECK_EQ_U64((uint64_t)used, (uint64_t)(THREAD_BYTES + SUB_BYTES));
+	for (int i = 0; i < THREADS; i++) {
+		struct pollfd p = { out, POLLIN, 0 };
+
+		REQUIRE(write(in, "+", 1) == 1);
+		REQUIRE(poll(&p, 1, 60000) == 1 && read(out, &c, 1) == 1);
+		/* joined: once its trace is decoded, its charge is back */
+		if (!wait_used(&d, THREAD_BYTES + SUB_BYTES)) {
+			fprintf(stderr, "after thread %d of %d\n", i + 1,
+				THREADS);
+			break;
+		}
+	}
+	close(in);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	close(out);
+	while (!bye && (line = dc_read_line(sub, 60000))) {
+		if (is_type(line, "error")) {
+			errors++;
+			fprintf(stderr, "error record: %s\n", line);
+		}
+		bye = is_type(line, "bye");
+		free(line);
+	}
+	CHECK(bye);
+	CHECK_EQ_INT(errors, 0);
+	dc_close(sub);
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n", s);
+	r = dc_call1(&d, req);
+	CHECK_EQ_U64((uint64_t)dc_num(r, "threads"), 1 + THREADS);
+	CHECK_EQ_U64((uint64_t)dc_num(r, "threads_refused"), 0);
+	CHECK_EQ_U64((uint64_t)dc_num(r, "threads_live"), 0);
+	cJSON_Delete(r);
+	wait_used(&d, 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* A replay request for a capture that does not exist, @jobs ("" or
  * ,"jobs":N) after its path: the answer. */
 static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
@@ -284,6 +384,7 @@ int main(void)
 	harness_setup("/tmp/ptdmem-XXXXXX");
 	RUN(test_refused_and_returned);
 	RUN(test_threads_past_the_limit);
+	RUN(test_threads_come_and_go);
 	RUN(test_replay_jobs_charged);
 	return harness_done();
 }
