@@ -39,11 +39,12 @@ struct cpuq {
 	uint64_t last_time;	/* of the last timed record */
 };
 
+/* A thread followed: begun, not ended (an ended one leaves f->th, which
+ * every AUX chunk searches). */
 struct fthread {
 	pid_t tid;
 	struct ptd_stream *stream;	/* NULL: ignored */
 	uint64_t bytes;			/* trace bytes routed to it */
-	bool ended;
 };
 
 struct ptd_cpufeed {
@@ -178,9 +179,18 @@ static const struct ptd_perf_reader_ops rd_ops = {
 static struct fthread *thread_find(struct ptd_cpufeed *f, pid_t tid)
 {
 	for (size_t i = f->nth; i-- > 0;)
-		if (f->th[i].tid == tid && !f->th[i].ended)
+		if (f->th[i].tid == tid)
 			return &f->th[i];
 	return NULL;
+}
+
+/* @t is followed no more (the order of the rest kept). */
+static void thread_drop(struct ptd_cpufeed *f, struct fthread *t)
+{
+	size_t i = (size_t)(t - f->th);
+
+	memmove(t, t + 1, (f->nth - i - 1) * sizeof(*t));
+	f->nth--;
 }
 
 static int image_apply(struct ptd_cpufeed *f, const struct ptd_tl_event *ev)
@@ -200,8 +210,6 @@ static int image_apply(struct ptd_cpufeed *f, const struct ptd_tl_event *ev)
 	for (size_t i = 0; i < f->nth; i++) {
 		struct fthread *t = &f->th[i];
 
-		if (t->ended)
-			continue;
 		if (f->ops.observe_image)
 			f->ops.observe_image(f->ops.ctx, t->tid, t->bytes, ev);
 		if (!t->stream)
@@ -231,9 +239,10 @@ static int sk_thread_seen(void *ctx, uint32_t pid, uint32_t tid)
 		f->th = v;
 		f->capth = cap;
 	}
-	/* an earlier thread of that number ended: a new one reuses it */
+	/* an earlier thread of that number ended (its EXIT not seen): a new
+	 * one reuses it */
 	if ((t = thread_find(f, (pid_t)tid)))
-		t->ended = true;
+		thread_drop(f, t);
 	r = f->ops.thread_new(f->ops.ctx, (pid_t)pid, (pid_t)tid, &stream);
 	if (r < 0)
 		return r;
@@ -241,7 +250,6 @@ static int sk_thread_seen(void *ctx, uint32_t pid, uint32_t tid)
 	t->tid = (pid_t)tid;
 	t->stream = stream;
 	t->bytes = 0;
-	t->ended = false;
 	f->st.threads++;
 	if (stream)
 		(void)ptd_stream_set_clock(stream, f->has_clock ? &f->clock
@@ -323,9 +331,10 @@ static int sk_record(void *ctx, uint32_t tid, const struct ptd_perf_event *e)
 		t = thread_find(f, (pid_t)e->u.task.tid);
 		if (!t)
 			return 0;
-		t->ended = true;
-		return f->ops.thread_end ? f->ops.thread_end(f->ops.ctx,
-							     t->tid)
+		thread_drop(f, t);
+		return f->ops.thread_end ? f->ops.thread_end(
+						   f->ops.ctx,
+						   (pid_t)e->u.task.tid)
 					 : 0;
 	case PERF_RECORD_FORK:
 		return 0;	/* the splitter follows threads */
@@ -359,7 +368,7 @@ static void update_clock(struct ptd_cpufeed *f)
 	if (r == 0)
 		f->clock = c;
 	for (size_t i = 0; i < f->nth; i++)
-		if (!f->th[i].ended && f->th[i].stream)
+		if (f->th[i].stream)
 			(void)ptd_stream_set_clock(f->th[i].stream,
 						   f->has_clock ? &f->clock
 								: NULL, NULL);
@@ -545,5 +554,6 @@ void ptd_cpufeed_get_stats(const struct ptd_cpufeed *f,
 			   struct ptd_cpufeed_stats *ret)
 {
 	*ret = f->st;
+	ret->threads_live = f->nth;
 	ptd_percpu_get_stats(f->pc, &ret->split);
 }

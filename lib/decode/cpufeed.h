@@ -112,6 +112,7 @@ struct ptd_cpufeed_stats {
 	uint64_t lost_bytes;	/* trace bytes lost (unknown counts as 1) */
 	uint64_t losses;	/* loss reports given to streams */
 	uint64_t threads;	/* thread_new calls */
+	uint64_t threads_live;	/* of those, not ended (EXIT not read) */
 	uint64_t bad_records;	/* malformed records / CODE chunks skipped */
 	uint64_t queued;	/* bytes waiting for the round rule now */
 	uint64_t queue_overflows;	/* PTD_CPUFEED_MAX_QUEUED reached */

@@ -203,6 +203,12 @@ static void test_cpufeed_merge(void)
 	CHECK_EQ_U64(st.split.bad_switches, 0);
 	CHECK_EQ_U64(st.split.orphan_bytes, 0);
 	CHECK_EQ_U64(st.image_events, 2);
+	/* ended threads are followed no more: the one left is the
+	 * process's leader (the image records carry its tid), which never
+	 * ended here */
+	CHECK_EQ_U64(st.threads, NT + 1);
+	CHECK_EQ_U64(st.threads_live, 1);
+	CHECK_EQ_U64(o.seen, NT + 1);
 	for (int t = 0; t < NT; t++) {
 		CHECK_EQ_U64(o.nbytes[t], nwant[t]);
 		if (o.nbytes[t] == nwant[t] &&
