@@ -157,8 +157,15 @@ struct tracer {
 	struct ptd_diag *diag;
 	pid_t pid;
 	struct ptd_timeline tl;
-	struct tthread **th;	/* every thread, in creation order */
+	/* the threads in creation order: every one for a capture (it lists
+	 * them all); a live trace forgets those that are over
+	 * (tr_threads_sweep) */
+	struct tthread **th;
 	size_t nth;
+	unsigned nbegun;	/* threads ever */
+	size_t max_held;	/* the most in th at once */
+	uint64_t swept_pt_bytes;	/* PT bytes of threads forgotten */
+	size_t sweep_kept;	/* finished threads the last sweep kept */
 	size_t live;		/* threads with an open stream */
 	struct tthread *last;	/* lookup cache */
 	struct ptd_maps maps;	/* as last read */
@@ -221,6 +228,7 @@ int tr_flush_due(struct tracer *tr);
 bool tr_flush_wanted(const struct tracer *tr, pid_t *tid, int64_t *after_ns);
 int tr_flush_asked(struct tracer *tr);
 int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret);
+void tr_threads_sweep(struct tracer *tr);
 int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip);
 int tr_prepare_outdir(const char *dir, struct ptd_diag *diag);
 int tr_save_capture(struct tracer *tr, char *const argv[]);

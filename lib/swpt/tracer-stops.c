@@ -896,6 +896,7 @@ int tr_trace_loop(struct tracer *tr)
 			return r;
 		if ((r = tr_flush_due(tr)) < 0)
 			return r;
+		tr_threads_sweep(tr);
 		/* A flush asked for (a snapshot): for a thread that ran an
 		 * instruction the snapshot is for (a trigger's hit), its
 		 * first stop taken since is waited for (its run there is

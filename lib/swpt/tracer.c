@@ -212,6 +212,54 @@ static int thread_files(struct tracer *tr, struct tthread *t)
 	return 0;
 }
 
+static void thread_free(struct tthread *t)
+{
+	if (!t)
+		return;
+	ptd_ptgen_free(t->gen);
+	if (t->pt)
+		(void)fclose(t->pt);
+	if (t->has_truth)
+		(void)ptd_truth_writer_close(&t->truth);
+	free(t);
+}
+
+/* A live trace (no capture: nothing lists its threads) forgets threads
+ * that are over -- reaped, stream finished, nothing pending on them -- so
+ * that a target that starts and ends threads is held to
+ * PTD_CAPTURE_MAX_THREADS at once, not in all.  (Not the leader: exec and
+ * exit handling look for it; not one still waiting for its creator's
+ * clone event, which finds it by id.)  Called between two stops only
+ * (tr_trace_loop): loops over the threads may create threads.  Cheap
+ * unless there are finished threads to forget: those kept (unsweepable)
+ * by the last sweep, plus TR_SWEEP_EVERY, wait for the next. */
+#define TR_SWEEP_EVERY 32u
+
+void tr_threads_sweep(struct tracer *tr)
+{
+	size_t k = 0;
+
+	if (tr->opt->outdir ||
+	    tr->nth - tr->live < tr->sweep_kept + TR_SWEEP_EVERY)
+		return;
+	for (size_t i = 0; i < tr->nth; i++) {
+		struct tthread *t = tr->th[i];
+
+		if (!t->reaped || t->gen || t->unannounced || t->held ||
+		    t->tid == tr->pid) {
+			tr->th[k++] = t;
+			continue;
+		}
+		tr_fast_drop_run(tr, t);
+		if (tr->last == t)
+			tr->last = NULL;
+		tr->swept_pt_bytes += t->pt_bytes;
+		thread_free(t);
+	}
+	tr->nth = k;
+	tr->sweep_kept = tr->nth - tr->live;
+}
+
 int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 {
 	const struct ptd_swpt_out *out = tr->opt->out;
@@ -220,8 +268,9 @@ int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	int r;
 
 	if (tr->nth >= PTD_CAPTURE_MAX_THREADS)
-		return tr_failf(tr, -PTD_ELIMIT, "more than %u threads",
-				PTD_CAPTURE_MAX_THREADS);
+		return tr_failf(tr, -PTD_ELIMIT, "more than %u threads%s",
+				PTD_CAPTURE_MAX_THREADS,
+				tr->opt->outdir ? "" : " at once");
 	v = realloc(tr->th, (tr->nth + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
@@ -230,6 +279,9 @@ int tr_thread_new(struct tracer *tr, pid_t tid, struct tthread **ret)
 	if (!t)
 		return -ENOMEM;
 	tr->th[tr->nth++] = t;
+	tr->nbegun++;
+	if (tr->nth > tr->max_held)
+		tr->max_held = tr->nth;
 	t->tr = tr;
 	t->tid = tid;
 	t->nth_of_tid = 1;
@@ -296,18 +348,6 @@ int tr_thread_finish(struct tracer *tr, struct tthread *t, uint64_t ip)
 		return tr_failf(tr, r, "thread %d: cannot finish its streams: %s",
 				(int)t->tid, ptd_strerror(r));
 	return 0;
-}
-
-static void thread_free(struct tthread *t)
-{
-	if (!t)
-		return;
-	ptd_ptgen_free(t->gen);
-	if (t->pt)
-		(void)fclose(t->pt);
-	if (t->has_truth)
-		(void)ptd_truth_writer_close(&t->truth);
-	free(t);
 }
 
 /* ---- start ----------------------------------------------------------- */
@@ -788,9 +828,11 @@ void tr_fill_result(const struct tracer *tr, struct ptd_swpt_result *ret)
 	ret->branch = tr->branch;
 	ret->runs = tr->runs;
 	ret->emulated = tr->emulated;
+	ret->pt_bytes = tr->swept_pt_bytes;
 	for (size_t i = 0; i < tr->nth; i++)
 		ret->pt_bytes += tr->th[i]->pt_bytes;
-	ret->threads = (unsigned)tr->nth;
+	ret->threads = tr->nbegun;
+	ret->max_threads_held = (unsigned)tr->max_held;
 	ret->forks_detached = tr->forks_detached;
 	ret->exited = tr->exited && !tr->detaching;
 	ret->exit_code = tr->exit_code;

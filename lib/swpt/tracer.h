@@ -243,7 +243,11 @@ struct ptd_swpt_result {
 	uint64_t emulated;	/* branch mode: branches computed, not
 				 * stepped */
 	uint64_t pt_bytes;
-	unsigned threads;
+	unsigned threads;	/* traced, in all */
+	/* the most the tracer held at once: a live trace (no outdir)
+	 * forgets threads that ended, a capture keeps every one; either way
+	 * at most PTD_CAPTURE_MAX_THREADS */
+	unsigned max_threads_held;
 	unsigned forks_detached;
 	bool exited;
 	int exit_code;

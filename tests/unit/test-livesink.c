@@ -5,12 +5,20 @@
  * once its reader releases it (not before it ended), the list by begin
  * order after that, and counts that keep what released threads wrote;
  * per-CPU threads freed at their end.  Use after free is ASan's to see.
+ * And the tracer writing into it: a live trace forgets the threads that
+ * ended, so a target's threads count against PTD_CAPTURE_MAX_THREADS
+ * while they live, not in all.
  */
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "swpt/capture.h"
 #include "swpt/livesink.h"
+#include "swpt/tracer.h"
 
 /* The livesink's per-CPU switch and its documented refusals. */
 static void test_livesink_set_cpus(void)
@@ -132,10 +140,58 @@ static void test_percpu_end_frees(void)
 	ptd_livesink_free(ls);
 }
 
+/* prog-onebyone N: N threads one after another, traced live (no capture
+ * written) into a livesink whose reader releases each as it ends (as a
+ * session's does): every thread traced, the tracer holding a few at
+ * once. */
+static void test_tracer_forgets_ended(void)
+{
+	enum { N = 200 };
+	const char *progs = getenv("PTD_TEST_PROGS");
+	char path[512], arg[16];
+	char *argv[] = { path, arg, NULL };
+	struct ptd_livesink *ls = NULL;
+	struct ptd_swpt_options so;
+	struct ptd_swpt_result res;
+	struct ptd_diag diag = { "" };
+	struct ptd_livesink_stats st;
+
+	REQUIRE(progs != NULL);	/* (main runs this only then) */
+	(void)snprintf(path, sizeof(path), "%s/prog-onebyone", progs);
+	(void)snprintf(arg, sizeof(arg), "%d", N);
+	/* (no reader: rings big enough for a thread's whole trace) */
+	REQUIRE(ptd_livesink_new(getpid(), 64u << 10, 1u << 20, -1, NULL,
+				 &ls) == 0);
+	memset(&so, 0, sizeof(so));
+	so.gen.psb_period = 4096;
+	so.out = ptd_livesink_out(ls);
+	so.quiet_target = true;
+	CHECK_EQ_INT(ptd_swpt_run(argv, &so, &res, &diag), 0);
+	CHECK_EQ_INT(res.exit_code, 0);
+	CHECK_EQ_U64(res.threads, N + 1);
+	/* the main thread, the one running, those ended since the last
+	 * sweep */
+	fprintf(stderr, "held at most %u\n", res.max_threads_held);
+	CHECK(res.max_threads_held < 48);
+	CHECK(res.max_threads_held < PTD_CAPTURE_MAX_THREADS);
+	CHECK(res.pt_bytes > 0);
+	ptd_livesink_get_stats(ls, &st);
+	CHECK_EQ_U64(st.threads, N + 1);
+	CHECK_EQ_U64(st.live, 0);
+	/* every byte the tracer wrote is in the buffers */
+	CHECK_EQ_U64(st.aux_written, res.pt_bytes);
+	ptd_livesink_free(ls);
+}
+
 int main(void)
 {
 	RUN(test_livesink_set_cpus);
 	RUN(test_release);
 	RUN(test_percpu_end_frees);
+	if (getenv("PTD_TEST_PROGS"))
+		RUN(test_tracer_forgets_ended);
+	else
+		fprintf(stderr, "skip test_tracer_forgets_ended: "
+				"PTD_TEST_PROGS is not set\n");
 	return check_done();
 }
