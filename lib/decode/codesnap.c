@@ -3,6 +3,7 @@
 #include "decode/codesnap.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,22 +16,103 @@ void ptd_codesnap_fini(struct ptd_codesnap *cs)
 	cs->code = NULL;
 }
 
-/* The region is whole: write it and describe it. */
-static int done(struct ptd_codesnap *cs, const char *snapdir,
-		atomic_uint *snapseq, struct ptd_tl_event *ev,
-		struct ptd_diag *diag)
-{
-	char path[4096 + sizeof(cs->file)];
-	int r;
+struct ptd_codesnap_file {
+	uint64_t len, hash;
+	unsigned seq;
+};
 
-	snprintf(cs->file, sizeof(cs->file), "snap-%u.bin",
-		 atomic_fetch_add(snapseq, 1u));
-	snprintf(path, sizeof(path), "%s/%s", snapdir, cs->file);
-	r = ptd_file_write_scratch(path, cs->code, cs->len);
+void ptd_codesnap_files_init(struct ptd_codesnap_files *f, const char *dir)
+{
+	memset(f, 0, sizeof(*f));
+	f->dir = dir;
+	(void)pthread_mutex_init(&f->lock, NULL);
+}
+
+void ptd_codesnap_files_fini(struct ptd_codesnap_files *f)
+{
+	free(f->v);
+	f->v = NULL;
+	f->n = f->cap = 0;
+	(void)pthread_mutex_destroy(&f->lock);
+}
+
+/* FNV-1a: a first look; equal bytes are then checked in the file. */
+static uint64_t fnv1a(const uint8_t *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (n--)
+		h = (h ^ *p++) * 0x100000001b3ull;
+	return h;
+}
+
+/* Does file snap-@seq.bin hold exactly @data? */
+static bool same_file(const struct ptd_codesnap_files *f, unsigned seq,
+		      const uint8_t *data, size_t len)
+{
+	char path[4096], *have = NULL;
+	size_t n = 0;
+	bool same;
+
+	snprintf(path, sizeof(path), "%s/snap-%u.bin", f->dir, seq);
+	if (ptd_file_read_all(path, len, &have, &n) < 0)
+		return false;
+	same = n == len && memcmp(have, data, len) == 0;
+	free(have);
+	return same;
+}
+
+int ptd_codesnap_files_put(struct ptd_codesnap_files *f, const uint8_t *data,
+			   size_t len, char file[64], struct ptd_diag *diag)
+{
+	uint64_t h = fnv1a(data, len);
+	char path[4096 + 64];
+	unsigned seq;
+	int r = 0;
+
+	(void)pthread_mutex_lock(&f->lock);
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].len == len && f->v[i].hash == h &&
+		    same_file(f, f->v[i].seq, data, len)) {
+			f->shared++;
+			snprintf(file, 64, "snap-%u.bin", f->v[i].seq);
+			goto out;
+		}
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? 2 * f->cap : 16;
+		struct ptd_codesnap_file *v = realloc(f->v, cap * sizeof(*v));
+
+		if (!v) {
+			r = -ENOMEM;
+			goto out;
+		}
+		f->v = v;
+		f->cap = cap;
+	}
+	seq = f->next++;
+	snprintf(file, 64, "snap-%u.bin", seq);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, file);
+	r = ptd_file_write_scratch(path, data, len);
+	if (r < 0)
+		r = ptd_diagf(diag, r, "cannot write '%s': %s", path,
+			      ptd_strerror(r));
+	else
+		f->v[f->n++] = (struct ptd_codesnap_file){ len, h, seq };
+out:
+	(void)pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+/* The region is whole: write it and describe it. */
+static int done(struct ptd_codesnap *cs, struct ptd_codesnap_files *files,
+		struct ptd_tl_event *ev, struct ptd_diag *diag)
+{
+	int r = ptd_codesnap_files_put(files, cs->code, cs->len, cs->file,
+				       diag);
+
 	ptd_codesnap_fini(cs);
 	if (r < 0)
-		return ptd_diagf(diag, r, "cannot write '%s': %s", path,
-				 ptd_strerror(r));
+		return r;
 	memset(ev, 0, sizeof(*ev));
 	ev->op = PTD_TL_SNAPSHOT;
 	ev->start = cs->vaddr;
@@ -41,7 +123,7 @@ static int done(struct ptd_codesnap *cs, const char *snapdir,
 }
 
 int ptd_codesnap_add(struct ptd_codesnap *cs, const struct ptd_perf_code *c,
-		     const char *snapdir, atomic_uint *snapseq,
+		     struct ptd_codesnap_files *files,
 		     struct ptd_tl_event *ev, uint64_t *bad,
 		     struct ptd_diag *diag)
 {
@@ -67,5 +149,5 @@ int ptd_codesnap_add(struct ptd_codesnap *cs, const struct ptd_perf_code *c,
 	}
 	memcpy(cs->code + c->offset, c->bytes, c->size);
 	cs->have += c->size;
-	return cs->have == cs->len ? done(cs, snapdir, snapseq, ev, diag) : 0;
+	return cs->have == cs->len ? done(cs, files, ev, diag) : 0;
 }

@@ -50,7 +50,6 @@ struct fthread {
 struct ptd_cpufeed {
 	struct ptd_cpufeed_opts o;
 	struct ptd_cpufeed_ops ops;
-	char *snapdir;
 	struct cpuq *q;
 	struct ptd_percpu *pc;
 	uint64_t seen_max;	/* largest time read by the previous rounds */
@@ -310,7 +309,7 @@ static int sk_lost(void *ctx, uint32_t tid, uint64_t bytes)
 static int on_code(struct ptd_cpufeed *f, const struct ptd_perf_code *c)
 {
 	struct ptd_tl_event ev;
-	int r = ptd_codesnap_add(&f->cs, c, f->snapdir, f->o.snapseq, &ev,
+	int r = ptd_codesnap_add(&f->cs, c, f->o.snapfiles, &ev,
 				 &f->st.bad_records, f->diag);
 
 	return r > 0 ? image_apply(f, &ev) : r;
@@ -484,7 +483,7 @@ int ptd_cpufeed_new(const struct ptd_cpufeed_opts *o,
 	int r;
 
 	if (!o || !ops || !ret || !ops->thread_new || !o->bufs ||
-	    !o->snapdir || !o->snapseq || o->ncpus == 0 ||
+	    !o->snapfiles || o->ncpus == 0 ||
 	    o->ncpus > PTD_PERCPU_MAX_CPUS || o->pid <= 0 ||
 	    !o->sample_id_all || !(o->sample_type & PERF_SAMPLE_TID))
 		return -EINVAL;
@@ -498,9 +497,8 @@ int ptd_cpufeed_new(const struct ptd_cpufeed_opts *o,
 	f->o.bufs = NULL;	/* the readers hold them */
 	f->ops = *ops;
 	ptd_timeline_init(&f->hist);
-	f->snapdir = strdup(o->snapdir);
 	f->q = calloc(o->ncpus, sizeof(*f->q));
-	if (!f->snapdir || !f->q)
+	if (!f->q)
 		goto nomem;
 	for (unsigned c = 0; c < o->ncpus; c++) {
 		struct cpuq *q = &f->q[c];
@@ -546,7 +544,6 @@ void ptd_cpufeed_free(struct ptd_cpufeed *f)
 	ptd_timeline_fini(&f->hist);
 	free(f->th);
 	ptd_codesnap_fini(&f->cs);
-	free(f->snapdir);
 	free(f);
 }
 

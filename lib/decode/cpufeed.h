@@ -63,6 +63,7 @@
 
 #include "aspace/timeline.h"
 #include "common/diag.h"
+#include "decode/codesnap.h"
 #include "decode/stream.h"
 #include "perf/percpu.h"
 #include "perf/ring.h"
@@ -98,10 +99,9 @@ struct ptd_cpufeed_opts {
 	pid_t pid;			/* the process traced */
 	uint64_t sample_type;		/* every buffer's record layout: */
 	bool sample_id_all;		/* needs sample_id_all + TID (+TIME) */
-	/* Snapshot files (ptd CODE) go to @snapdir (must exist: the streams'
-	 * dir), named snap-N.bin from *@snapseq. */
-	const char *snapdir;
-	atomic_uint *snapseq;
+	/* Code snapshots (ptd CODE) go to these files (not owned; their
+	 * directory the streams' dir). */
+	struct ptd_codesnap_files *snapfiles;
 };
 
 struct ptd_cpufeed_stats {

@@ -17,8 +17,7 @@ struct ptd_feed {
 	struct ptd_perf_reader reader;	/* large: keep it on the heap */
 	struct ptd_stream *stream;
 	pid_t tid;
-	char *snapdir;
-	atomic_uint *snapseq;
+	struct ptd_codesnap_files *snapfiles;
 	uint64_t sample_type;
 	bool sample_id_all;
 	bool ended;
@@ -90,7 +89,7 @@ static int add_event(struct ptd_feed *f, const struct ptd_tl_event *ev)
 static int on_code(struct ptd_feed *f, const struct ptd_perf_code *c)
 {
 	struct ptd_tl_event ev;
-	int r = ptd_codesnap_add(&f->cs, c, f->snapdir, f->snapseq, &ev,
+	int r = ptd_codesnap_add(&f->cs, c, f->snapfiles, &ev,
 				 &f->st.bad_records, f->diag);
 
 	return r > 0 ? add_event(f, &ev) : r;
@@ -164,26 +163,21 @@ static void update_clock(struct ptd_feed *f)
 }
 
 int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
-		 struct ptd_stream *stream, const char *snapdir,
-		 atomic_uint *snapseq, uint64_t sample_type,
+		 struct ptd_stream *stream,
+		 struct ptd_codesnap_files *snapfiles, uint64_t sample_type,
 		 bool sample_id_all, struct ptd_feed **ret)
 {
 	struct ptd_feed *f;
 
-	if (!buf || !stream || !snapdir || !snapseq || !ret)
+	if (!buf || !stream || !snapfiles || !ret)
 		return -EINVAL;
 	f = calloc(1, sizeof(*f));
 	if (!f)
 		return -ENOMEM;
-	f->snapdir = strdup(snapdir);
-	if (!f->snapdir) {
-		free(f);
-		return -ENOMEM;
-	}
 	ptd_perf_reader_init(&f->reader, buf);
 	f->stream = stream;
 	f->tid = tid;
-	f->snapseq = snapseq;
+	f->snapfiles = snapfiles;
 	f->sample_type = sample_type;
 	f->sample_id_all = sample_id_all;
 	update_clock(f);
@@ -196,7 +190,6 @@ void ptd_feed_free(struct ptd_feed *f)
 	if (!f)
 		return;
 	ptd_codesnap_fini(&f->cs);
-	free(f->snapdir);
 	free(f);
 }
 

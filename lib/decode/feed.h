@@ -28,6 +28,7 @@
 
 #include "aspace/timeline.h"
 #include "common/diag.h"
+#include "decode/codesnap.h"
 #include "decode/stream.h"
 #include "perf/ring.h"
 
@@ -45,14 +46,14 @@ struct ptd_feed_stats {
 
 struct ptd_feed;
 
-/* Feed @buf (not owned) of thread @tid into @stream (not owned).  Snapshot
- * files go to @snapdir (must exist; the stream's dir), named
- * snap-N.bin from *@snapseq (shared by every feed of a session).
- * @sample_type / @sample_id_all: the sideband records' layout.
+/* Feed @buf (not owned) of thread @tid into @stream (not owned).  Code
+ * snapshots go to @snapfiles (not owned; shared by every feed of a
+ * session, its directory the stream's dir).  @sample_type /
+ * @sample_id_all: the sideband records' layout.
  * Returns 0 or -ENOMEM / -EINVAL. */
 int ptd_feed_new(struct ptd_perf_buf *buf, pid_t tid,
-		 struct ptd_stream *stream, const char *snapdir,
-		 atomic_uint *snapseq, uint64_t sample_type,
+		 struct ptd_stream *stream,
+		 struct ptd_codesnap_files *snapfiles, uint64_t sample_type,
 		 bool sample_id_all, struct ptd_feed **ret);
 void ptd_feed_free(struct ptd_feed *f);
 

@@ -132,7 +132,7 @@ static int hw_initial_image(struct ptd_source *s, struct ptd_diag *diag)
 	for (size_t i = 0; r >= 0 && i < maps.n; i++) {
 		const struct ptd_map *m = &maps.v[i];
 		struct ptd_tl_event ev = { 0 };
-		char file[64], path[512];
+		char file[64];
 
 		if (!(m->prot & PTD_MAP_PROT_X) || m->kind == PTD_MAP_VSYSCALL)
 			continue;
@@ -154,10 +154,8 @@ static int hw_initial_image(struct ptd_source *s, struct ptd_diag *diag)
 				free(buf);
 				continue;	/* unreadable: decoded as gaps */
 			}
-			snprintf(file, sizeof(file), "snap-%u.bin",
-				 atomic_fetch_add(&s->snapseq, 1u));
-			snprintf(path, sizeof(path), "%s/%s", s->p.dir, file);
-			r = ptd_file_write_scratch(path, buf, len);
+			r = ptd_codesnap_files_put(&s->snapfiles, buf, len,
+						   file, diag);
 			free(buf);
 			if (r < 0)
 				break;
@@ -227,8 +225,8 @@ static int hw_open_thread(struct intelpt *h, pid_t tid, struct ptd_diag *diag)
 	for (size_t i = 0; r == 0 && i < s->hist.n; i++)
 		r = ptd_stream_add_event(d->stream, &s->hist.ev[i]);
 	if (r == 0)
-		r = ptd_feed_new(&d->hwbuf, tid, d->stream, s->p.dir,
-				 &s->snapseq, h->attr.sample_type,
+		r = ptd_feed_new(&d->hwbuf, tid, d->stream, &s->snapfiles,
+				 h->attr.sample_type,
 				 h->attr.sample_id_all, &d->feed);
 	if (r == 0)
 		ptd_feed_set_hooks(d->feed, &hooks);

@@ -299,8 +299,8 @@ static int thread_add(struct ptd_source *s, struct ptd_livesink_thread *lt)
 	 * gives it; the image goes to d->tl) */
 	r = ptd_stream_new(&so, &d->stream);
 	if (r == 0)
-		r = ptd_feed_new(&lt->buf, lt->tid, d->stream, s->p.dir,
-				 &s->snapseq, PTD_SIDEBAND_SAMPLE_TYPE, true,
+		r = ptd_feed_new(&lt->buf, lt->tid, d->stream, &s->snapfiles,
+				 PTD_SIDEBAND_SAMPLE_TYPE, true,
 				 &d->feed);
 	if (r < 0) {
 		ptd_stream_free(d->stream);

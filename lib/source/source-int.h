@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "aspace/timeline.h"
+#include "decode/codesnap.h"
 #include "decode/cpufeed.h"
 #include "decode/feed.h"
 #include "decode/stream.h"
@@ -90,7 +91,7 @@ struct ptd_source {
 
 	struct ptd_iscache *iscache;
 	struct ptd_insncache *icache;
-	atomic_uint snapseq;		/* code copies' names */
+	struct ptd_codesnap_files snapfiles;	/* code copies, in p.dir */
 	/* wall clock <-> perf time, sampled once (records' "wall") */
 	bool has_wallref;
 	struct ptd_perf_wallref wallref;

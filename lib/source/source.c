@@ -55,6 +55,7 @@ void ptd_source_init(struct ptd_source *s, const struct ptd_source_ops *ops,
 	s->ops = ops;
 	s->p = *p;
 	ptd_timeline_init(&s->hist);
+	ptd_codesnap_files_init(&s->snapfiles, s->p.dir);
 }
 
 int ptd_source_record(void *ctx, const struct ptd_record *rec)
@@ -378,8 +379,7 @@ int ptd_source_cpufeed_new(struct ptd_source *s, struct ptd_perf_buf **bufs,
 	fo.pid = s->p.pid;
 	fo.sample_type = sample_type;
 	fo.sample_id_all = true;
-	fo.snapdir = s->p.dir;
-	fo.snapseq = &s->snapseq;
+	fo.snapfiles = &s->snapfiles;
 	r = ptd_cpufeed_new(&fo, &ops, &s->cf);
 	if (r < 0)
 		return ptd_diagf(diag, r, "cannot set up the per-CPU decoder "
@@ -562,6 +562,7 @@ void ptd_source_free(struct ptd_source *s)
 	free(s->dt);
 	free(s->snap_reader);
 	ptd_timeline_fini(&s->hist);
+	ptd_codesnap_files_fini(&s->snapfiles);
 	ptd_insncache_free(s->icache);
 	ptd_iscache_free(s->iscache);
 	free(s->filter_text);

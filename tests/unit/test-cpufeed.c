@@ -115,8 +115,11 @@ static int image_map(const struct ptd_swpt_out *out, uint64_t start)
 	return out->image(out->ctx, &ev, NULL, 0);
 }
 
+/* (no CODE records here: no snapshot file is written) */
+static struct ptd_codesnap_files snapfiles;
+
 static struct ptd_cpufeed *feed_new(struct ptd_perf_buf **bufs, unsigned n,
-				    struct obs *o, atomic_uint *seq)
+				    struct obs *o)
 {
 	struct ptd_cpufeed_opts fo = { 0 };
 	struct ptd_cpufeed_ops ops = { ob_new, ob_end, ob_bytes, ob_image, o };
@@ -127,8 +130,7 @@ static struct ptd_cpufeed *feed_new(struct ptd_perf_buf **bufs, unsigned n,
 	fo.pid = getpid();
 	fo.sample_type = PTD_SIDEBAND_SAMPLE_TYPE;
 	fo.sample_id_all = true;
-	fo.snapdir = "/tmp";
-	fo.snapseq = seq;
+	fo.snapfiles = &snapfiles;
 	if (ptd_cpufeed_new(&fo, &ops, &f) < 0)
 		return NULL;
 	return f;
@@ -146,7 +148,6 @@ static void test_cpufeed_merge(void)
 	struct ptd_cpufeed_stats st;
 	struct ptd_diag diag = { "" };
 	struct ptd_cpufeed *f;
-	atomic_uint seq = 0;
 	uint8_t want[NT][4096];
 	size_t nwant[NT] = { 0 };
 	uint64_t mid[NT] = { 0 };
@@ -184,7 +185,7 @@ static void test_cpufeed_merge(void)
 	/* both CPUs ran both threads */
 	CHECK(bufs[0]->meta->aux_head > 0 && bufs[1]->meta->aux_head > 0);
 
-	f = feed_new(bufs, 2, &o, &seq);
+	f = feed_new(bufs, 2, &o);
 	REQUIRE(f != NULL);
 	/* round 1: everything is read, nothing is older than what an
 	 * earlier round saw: all of it waits */
@@ -263,7 +264,6 @@ static void test_cpufeed_loss(void)
 	struct ptd_stream_stats ss;
 	struct ptd_diag diag = { "" };
 	struct ptd_cpufeed *f;
-	atomic_uint seq = 0;
 
 	memset(&o, 0, sizeof(o));
 	o.tid[0] = 900011;
@@ -277,7 +277,7 @@ static void test_cpufeed_loss(void)
 	CHECK_EQ_INT(ptd_perf_producer_inject_aux_gap(&p, 100), 0);
 	CHECK_EQ_INT(ptd_perf_producer_aux(&p, bytes, sizeof(bytes), 0), 16);
 	put_task(&p, 900011, 20, true);
-	f = feed_new(bufs, 1, &o, &seq);
+	f = feed_new(bufs, 1, &o);
 	REQUIRE(f != NULL);
 	CHECK_EQ_INT(ptd_cpufeed_round(f, true, &diag), 0);
 	ptd_cpufeed_get_stats(f, &st);
@@ -302,7 +302,6 @@ static void test_cpufeed_args(void)
 	struct ptd_cpufeed_ops ops = { ob_new, NULL, NULL, NULL, NULL };
 	struct ptd_cpufeed *f = NULL;
 	struct ptd_diag diag = { "" };
-	atomic_uint seq = 0;
 
 	REQUIRE(ptd_perf_buf_alloc(4096, 4096, false, &buf) == 0);
 	fo.ncpus = 1;
@@ -310,8 +309,7 @@ static void test_cpufeed_args(void)
 	fo.pid = getpid();
 	fo.sample_type = PTD_SIDEBAND_SAMPLE_TYPE;
 	fo.sample_id_all = true;
-	fo.snapdir = "/tmp";
-	fo.snapseq = &seq;
+	fo.snapfiles = &snapfiles;
 	CHECK_EQ_INT(ptd_cpufeed_new(NULL, &ops, &f), -EINVAL);
 	CHECK_EQ_INT(ptd_cpufeed_new(&fo, NULL, &f), -EINVAL);
 	fo.ncpus = 0;
@@ -346,8 +344,10 @@ static void test_cpufeed_args(void)
 
 int main(void)
 {
+	ptd_codesnap_files_init(&snapfiles, "/nonexistent");
 	RUN(test_cpufeed_args);
 	RUN(test_cpufeed_merge);
 	RUN(test_cpufeed_loss);
+	ptd_codesnap_files_fini(&snapfiles);
 	return check_done();
 }

@@ -233,7 +233,7 @@ static int decode_buf(struct ptd_livesink_thread *lt, struct ptd_iscache *isc,
 	struct ptd_stream *st = NULL;
 	struct ptd_feed *feed = NULL;
 	struct ptd_diag diag = { "" };
-	atomic_uint seq = 0;
+	struct ptd_codesnap_files files;
 	char dir[] = "/tmp/ptd-recordtime-XXXXXX";
 	int r;
 
@@ -254,9 +254,10 @@ static int decode_buf(struct ptd_livesink_thread *lt, struct ptd_iscache *isc,
 	so.tid = lt->tid;
 	so.iscache = isc;
 	so.dir = dir;
+	ptd_codesnap_files_init(&files, dir);
 	r = ptd_stream_new(&so, &st);
 	if (r == 0)
-		r = ptd_feed_new(&lt->buf, lt->tid, st, dir, &seq,
+		r = ptd_feed_new(&lt->buf, lt->tid, st, &files,
 				 PTD_SIDEBAND_SAMPLE_TYPE, true, &feed);
 	if (r == 0)
 		r = ptd_feed_drain(feed, &diag);
@@ -264,6 +265,7 @@ static int decode_buf(struct ptd_livesink_thread *lt, struct ptd_iscache *isc,
 		r = ptd_stream_decode(st, true, collect_fn, out);
 	ptd_feed_free(feed);
 	ptd_stream_free(st);
+	ptd_codesnap_files_fini(&files);
 	(void)ptd_rm_rf(dir);
 	return r < 0 ? r : 0;
 }
