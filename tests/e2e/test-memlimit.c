@@ -67,6 +67,31 @@ static bool wait_used(const struct daemon *d, double want)
 	return false;
 }
 
+/* A new connection subscribed to session @s's records of @kinds (a JSON
+ * array), or NULL. */
+static struct dconn *subscribe_to(const struct daemon *d, long s,
+				  const char *kinds)
+{
+	struct dconn *sub = dc_connect(d);
+	char req[200];
+	cJSON *r;
+	bool ok;
+
+	if (!sub)
+		return NULL;
+	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
+		       "\"session\":%ld,\"kinds\":%s}\n", s, kinds);
+	r = dc_call(sub, req);
+	ok = dc_ok(r);
+	cJSON_Delete(r);
+	if (!ok) {
+		CHECK_FAIL_("subscribing to session %ld", s);
+		dc_close(sub);
+		return NULL;
+	}
+	return sub;
+}
+
 static void test_refused_and_returned(void)
 {
 	struct daemon d;
@@ -76,7 +101,6 @@ static void test_refused_and_returned(void)
 	double used, limit;
 	cJSON *r = NULL;
 	struct dconn *sub;
-	char req[160];
 
 	/* room for one single-threaded target and a subscriber, not two
 	 * targets */
@@ -107,13 +131,8 @@ static void test_refused_and_returned(void)
 	CHECK_EQ_U64((uint64_t)used, (uint64_t)THREAD_BYTES);
 
 	/* a subscriber is charged while it is subscribed */
-	sub = dc_connect(&d);
+	sub = subscribe_to(&d, s1, "[\"error\"]");
 	REQUIRE(sub);
-	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
-		       "\"session\":%ld,\"kinds\":[\"error\"]}\n", s1);
-	r = dc_call(sub, req);
-	CHECK(dc_ok(r));
-	cJSON_Delete(r);
 	mem_status(&d, &used, &limit);
 	CHECK_EQ_U64((uint64_t)used, (uint64_t)(THREAD_BYTES + SUB_BYTES));
 	dc_close(sub);
@@ -157,14 +176,8 @@ static void test_threads_past_the_limit(void)
 	REQUIRE(t > 0);
 	s = dc_attach(&d, t, NULL);
 	REQUIRE(s > 0);
-	sub = dc_connect(&d);
+	sub = subscribe_to(&d, s, "[\"error\",\"event\"]");
 	REQUIRE(sub);
-	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
-		       "\"session\":%ld,\"kinds\":[\"error\",\"event\"]}\n",
-		       s);
-	r = dc_call(sub, req);
-	CHECK(dc_ok(r));
-	cJSON_Delete(r);
 	release(&go);
 	while ((line = dc_read_line(sub, 120000))) {
 		if (is_type(line, "error") &&
@@ -257,13 +270,8 @@ static void test_threads_come_and_go(void)
 	REQUIRE(t > 0);
 	s = dc_attach(&d, t, NULL);
 	REQUIRE(s > 0);
-	sub = dc_connect(&d);
+	sub = subscribe_to(&d, s, "[\"error\"]");
 	REQUIRE(sub);
-	(void)snprintf(req, sizeof(req), "{\"id\":1,\"cmd\":\"subscribe\","
-		       "\"session\":%ld,\"kinds\":[\"error\"]}\n", s);
-	r = dc_call(sub, req);
-	CHECK(dc_ok(r));
-	cJSON_Delete(r);
 	mem_status(&d, &used, &limit);
 	CHECK_EQ_U64((uint64_t)used, (uint64_t)(THREAD_BYTES + SUB_BYTES));
 	for (int i = 0; i < THREADS; i++) {
