@@ -46,15 +46,23 @@ static uint64_t fnv1a(const uint8_t *p, size_t n)
 	return h;
 }
 
-/* Does file snap-@seq.bin hold exactly @data? */
+/* File N's name in @file, and its path in @path. */
+static void file_name(const struct ptd_codesnap_files *f, unsigned seq,
+		      char file[64], char path[4096 + 64])
+{
+	snprintf(file, 64, "snap-%u.bin", seq);
+	snprintf(path, 4096 + 64, "%s/%s", f->dir, file);
+}
+
+/* Does file N hold exactly @data? */
 static bool same_file(const struct ptd_codesnap_files *f, unsigned seq,
 		      const uint8_t *data, size_t len)
 {
-	char path[4096], *have = NULL;
+	char file[64], path[4096 + 64], *have = NULL;
 	size_t n = 0;
 	bool same;
 
-	snprintf(path, sizeof(path), "%s/snap-%u.bin", f->dir, seq);
+	file_name(f, seq, file, path);
 	if (ptd_file_read_all(path, len, &have, &n) < 0)
 		return false;
 	same = n == len && memcmp(have, data, len) == 0;
@@ -75,7 +83,7 @@ int ptd_codesnap_files_put(struct ptd_codesnap_files *f, const uint8_t *data,
 		if (f->v[i].len == len && f->v[i].hash == h &&
 		    same_file(f, f->v[i].seq, data, len)) {
 			f->shared++;
-			snprintf(file, 64, "snap-%u.bin", f->v[i].seq);
+			file_name(f, f->v[i].seq, file, path);
 			goto out;
 		}
 	if (f->n == f->cap) {
@@ -90,8 +98,7 @@ int ptd_codesnap_files_put(struct ptd_codesnap_files *f, const uint8_t *data,
 		f->cap = cap;
 	}
 	seq = f->next++;
-	snprintf(file, 64, "snap-%u.bin", seq);
-	snprintf(path, sizeof(path), "%s/%s", f->dir, file);
+	file_name(f, seq, file, path);
 	r = ptd_file_write_scratch(path, data, len);
 	if (r < 0)
 		r = ptd_diagf(diag, r, "cannot write '%s': %s", path,

@@ -151,10 +151,12 @@ void ptd_source_threads_retire(struct ptd_source *s)
 {
 	size_t k = 0;
 
+	if (s->p.snapshot)
+		return;
 	for (size_t i = 0; i < s->ndt; i++) {
 		struct ptd_source_thread *d = &s->dt[i];
 
-		if (s->p.snapshot || !d->done) {
+		if (!d->done) {
 			s->dt[k++] = *d;
 			continue;
 		}

@@ -126,6 +126,19 @@ static struct ptd_livesink_thread *find(struct ptd_livesink *s, pid_t tid)
 	return t;
 }
 
+/* Add thread @t's counts to @st (s->lock held). */
+static void count_thread(struct ptd_livesink_stats *st,
+			 const struct ptd_livesink_thread *t)
+{
+	if (!atomic_load(&t->ended))
+		st->live++;
+	else	/* (migrations: written before ended) */
+		st->migrated += t->migrations > 0;
+	if (t->buf.meta)	/* none in per-CPU mode */
+		st->aux_written += __atomic_load_n(&t->buf.meta->aux_head,
+						   __ATOMIC_ACQUIRE);
+}
+
 /* Take ended thread @t out of the list, its counts kept (s->lock held). */
 static void remove_locked(struct ptd_livesink *s, struct ptd_livesink_thread *t)
 {
@@ -137,10 +150,7 @@ static void remove_locked(struct ptd_livesink *s, struct ptd_livesink_thread *t)
 		return;
 	memmove(&s->th[i], &s->th[i + 1], (s->nth - i - 1) * sizeof(*s->th));
 	s->nth--;
-	s->gone.migrated += t->migrations > 0;
-	if (t->buf.meta)
-		s->gone.aux_written += __atomic_load_n(&t->buf.meta->aux_head,
-						       __ATOMIC_ACQUIRE);
+	count_thread(&s->gone, t);
 }
 
 static void gate_enter(struct ptd_livesink *s)
@@ -391,10 +401,7 @@ static int cpu_thread_end(struct ptd_livesink *s, pid_t tid)
 	if (s->last == t)
 		s->last = NULL;
 	atomic_store(&t->ended, true);
-	(void)pthread_mutex_lock(&s->lock);
-	remove_locked(s, t);
-	(void)pthread_mutex_unlock(&s->lock);
-	free(t);
+	(void)ptd_livesink_release(s, t);
 	if (s->wake_fd >= 0) {
 		uint64_t one = 1;
 		ssize_t n = write(s->wake_fd, &one, sizeof(one));
@@ -847,17 +854,8 @@ void ptd_livesink_get_stats(struct ptd_livesink *s,
 	(void)pthread_mutex_lock(&s->lock);
 	*ret = s->gone;
 	ret->threads = s->nbegun;
-	for (size_t i = 0; i < s->nth; i++) {
-		const struct ptd_livesink_thread *t = s->th[i];
-
-		if (!atomic_load(&t->ended))
-			ret->live++;
-		else	/* (migrations: written before ended) */
-			ret->migrated += t->migrations > 0;
-		if (t->buf.meta)	/* none in per-CPU mode */
-			ret->aux_written += __atomic_load_n(
-				&t->buf.meta->aux_head, __ATOMIC_ACQUIRE);
-	}
+	for (size_t i = 0; i < s->nth; i++)
+		count_thread(ret, s->th[i]);
 	for (unsigned c = 0; s->cpu && c < s->ncpu; c++)
 		ret->aux_written += __atomic_load_n(&s->cpu[c].buf.meta->aux_head,
 						    __ATOMIC_ACQUIRE);
