@@ -159,6 +159,22 @@ static void thread_uncharge(void *ctx, pid_t tid)
 	ptd_memacct_give_back(s->o.acct, s->thread_cost);
 }
 
+/* Snapshot mode: an ended thread's last trace, @bytes, kept for the
+ * snapshots (source.h, host.keep): charged as what it is. */
+static int window_charge(void *ctx, uint64_t bytes)
+{
+	struct ptd_session *s = ctx;
+
+	return ptd_memacct_charge(s->o.acct, bytes, NULL);
+}
+
+static void window_give_back(void *ctx, uint64_t bytes)
+{
+	struct ptd_session *s = ctx;
+
+	ptd_memacct_give_back(s->o.acct, bytes);
+}
+
 static int deliver(void *ctx, const struct ptd_record *rec);
 static void wake(struct ptd_session *s);
 
@@ -492,6 +508,8 @@ static int source_new(struct ptd_session *s, struct ptd_diag *diag)
 	p.host.record = deliver;
 	p.host.charge = s->o.acct ? thread_charge : NULL;
 	p.host.uncharge = s->o.acct ? thread_uncharge : NULL;
+	p.host.keep = s->o.acct ? window_charge : NULL;
+	p.host.unkeep = s->o.acct ? window_give_back : NULL;
 	p.host.recheck = on_seized;
 	p.host.child = s->o.child ? on_child : NULL;
 	if (s->source == PTD_SOURCE_INTEL_PT)
@@ -764,6 +782,10 @@ void ptd_session_get_stats(struct ptd_session *s,
 	ret->serial_parts = atomic_load(&s->serial_parts);
 	ret->serial_why = atomic_load(&s->serial_why);
 	ret->overwritten_bytes = st.overwritten_bytes;
+	ret->kept_threads = st.kept_threads;
+	ret->kept_bytes = st.kept_bytes;
+	ret->dropped_threads = st.dropped_threads;
+	ret->dropped_bytes = st.dropped_bytes;
 	ret->trace_bytes = st.trace_bytes;
 	ret->insns = atomic_load(&s->insns);
 	ret->records = atomic_load(&s->records);

@@ -258,6 +258,12 @@ struct ptd_session_stats {
 	uint64_t snapshots;		/* snapshots taken */
 	uint64_t overwritten_bytes;	/* SNAPSHOT: bytes overwritten before
 					 * a snapshot read them */
+	/* SNAPSHOT: ended threads whose last trace is kept for the
+	 * snapshots now (their buffers gone), its bytes; ended threads
+	 * whose last trace the memory limit dropped, their bytes
+	 * (source.h) */
+	unsigned kept_threads, dropped_threads;
+	uint64_t kept_bytes, dropped_bytes;
 	uint64_t aux_written;		/* software source: trace bytes
 					 * written into the AUX areas so far
 					 * (read or not); intel_pt: 0 */

@@ -186,6 +186,16 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 					(double)st.overwritten_bytes);
 		cJSON_AddNumberToObject(res, "aux_written",
 					(double)st.aux_written);
+		/* ended threads: their last trace kept for the snapshots,
+		 * or dropped (the memory limit) */
+		cJSON_AddNumberToObject(res, "kept_threads",
+					(double)st.kept_threads);
+		cJSON_AddNumberToObject(res, "kept_bytes",
+					(double)st.kept_bytes);
+		cJSON_AddNumberToObject(res, "dropped_threads",
+					(double)st.dropped_threads);
+		cJSON_AddNumberToObject(res, "dropped_bytes",
+					(double)st.dropped_bytes);
 	}
 	/* records rendered to JSON: once per field set, not per subscriber */
 	cJSON_AddNumberToObject(res, "renders",

@@ -361,8 +361,9 @@ static int hw_thread_round(struct intelpt *h, bool final,
 		if (!s->dt[i].done && s->dt[i].feed)
 			(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_DISABLE, 0);
 	r = ptd_source_threads_step(s, final, diag);
-	/* (full mode: ended threads are gone, hw_thread_release; snapshot
-	 * mode keeps their buffers for the snapshots) */
+	/* (ended threads are gone, hw_thread_release -- a snapshot
+	 * session's with their last trace copied -- unless the step failed
+	 * first) */
 	for (size_t i = 0; i < s->ndt; i++)
 		if (s->dt[i].done && s->dt[i].feed)
 			hw_thread_close(s, &s->dt[i]);

@@ -41,6 +41,20 @@ struct ptd_source_thread {
 	size_t nsnap;
 	uint64_t snap_over;	/* overwritten before this snapshot */
 	bool in_snap;		/* part of the snapshot being taken */
+	bool snap_kept;		/* snap is @kept's copy (not to free) */
+	/* snapshot mode, once ended: its last trace, copied out of its
+	 * buffer (ptd_source_threads_retire), which then goes */
+	bool copied;		/* its window copied (kept may be NULL:
+				 * nothing written, or dropped) */
+	bool released;		/* its buffer, feed, stream and charge
+				 * given back */
+	bool kept_charged;	/* host.keep took @nkept */
+	uint8_t *kept;		/* the window's bytes */
+	size_t nkept;
+	uint64_t kept_head;	/* aux_head at its end */
+	uint64_t kept_over;	/* overwritten since its last snapshot */
+	bool kept_has_clock;
+	struct ptd_perf_clock kept_clock;	/* its buffer's */
 };
 
 struct ptd_source_ops {
@@ -112,6 +126,10 @@ struct ptd_source {
 	int64_t snap_upto_ns;
 	atomic_uint_fast64_t trace_bytes, lost_bytes, overwritten;
 	atomic_uint_fast64_t at_once;	/* threads decoded on workers */
+	/* snapshot mode: ended threads' windows kept now, and those
+	 * dropped (the user's memory limit) */
+	atomic_uint kept_threads, dropped_threads;
+	atomic_uint_fast64_t kept_bytes, dropped_bytes;
 };
 
 /* source.c, for the modules */
@@ -126,11 +144,17 @@ void ptd_source_stream_opts(const struct ptd_source *s, pid_t tid,
 			    struct ptd_stream_opts *so);
 /* a new thread slot, zeroed (fd -1), not yet counted in s->ndt */
 struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s);
-/* Full mode: every thread decoded to its end gives back what it held --
- * its buffer (ops->thread_release), its feed and stream decoder, its
- * charge (host.uncharge) -- and leaves s->dt, so that a process that
- * starts and ends threads costs what its live ones do.  (A snapshot
- * session keeps ended threads: their buffers are read by snapshots.) */
+/* Every thread decoded to its end gives back what it held -- its buffer
+ * (ops->thread_release), its feed and stream decoder, its charge
+ * (host.uncharge) -- and (full mode) leaves s->dt, so that a process that
+ * starts and ends threads costs what its live ones do.  Snapshot mode:
+ * an ended thread's window (the newest bytes of its buffer, what a
+ * snapshot would read) is copied first and kept for the snapshots,
+ * charged at its size (host.keep); a copy the user's limit refuses
+ * makes room by forgetting copies a snapshot has read, earliest thread
+ * first, or else is dropped (counted: dropped_threads, dropped_bytes).
+ * A kept window leaves at the start of a snapshot after one that read
+ * it (not if that snapshot is its thread's trigger's). */
 void ptd_source_threads_retire(struct ptd_source *s);
 /* One round of the per-thread buffers: drain every thread's (those not
  * done, with a feed) and decode what arrived, at a thread's end (or

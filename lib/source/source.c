@@ -147,29 +147,38 @@ struct ptd_source_thread *ptd_source_thread_slot(struct ptd_source *s)
 	return d;
 }
 
+/* Thread @d, ended, gives back its buffer, feed, stream and charge.
+ * Returns 0, or -EBUSY: its producer is still finishing it (next
+ * round). */
+static int thread_let_go(struct ptd_source *s, struct ptd_source_thread *d)
+{
+	/* the feed first: it reads the buffer */
+	ptd_feed_free(d->feed);
+	d->feed = NULL;
+	if (s->ops->thread_release && s->ops->thread_release(s, d) < 0)
+		return -EBUSY;
+	ptd_stream_free(d->stream);
+	d->stream = NULL;
+	ptd_source_uncharge(s, d->tid);
+	d->released = true;
+	return 0;
+}
+
+static void snapshot_threads_retire(struct ptd_source *s);
+
 void ptd_source_threads_retire(struct ptd_source *s)
 {
 	size_t k = 0;
 
-	if (s->p.snapshot)
+	if (s->p.snapshot) {
+		snapshot_threads_retire(s);
 		return;
+	}
 	for (size_t i = 0; i < s->ndt; i++) {
 		struct ptd_source_thread *d = &s->dt[i];
 
-		if (!d->done) {
+		if (!d->done || thread_let_go(s, d) < 0)
 			s->dt[k++] = *d;
-			continue;
-		}
-		/* the feed first: it reads the buffer */
-		ptd_feed_free(d->feed);
-		d->feed = NULL;
-		if (s->ops->thread_release &&
-		    s->ops->thread_release(s, d) < 0) {
-			s->dt[k++] = *d;	/* next round */
-			continue;
-		}
-		ptd_stream_free(d->stream);
-		ptd_source_uncharge(s, d->tid);
 	}
 	s->ndt = k;
 }
@@ -538,6 +547,10 @@ void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret)
 	ret->threads_at_once = atomic_load(&s->at_once);
 	ret->lost_bytes = atomic_load(&s->lost_bytes);
 	ret->overwritten_bytes = atomic_load(&s->overwritten);
+	ret->kept_threads = atomic_load(&s->kept_threads);
+	ret->kept_bytes = atomic_load(&s->kept_bytes);
+	ret->dropped_threads = atomic_load(&s->dropped_threads);
+	ret->dropped_bytes = atomic_load(&s->dropped_bytes);
 	ret->identity_mismatches =
 		s->iscache ? ptd_iscache_identity_mismatches(s->iscache) : 0;
 }
@@ -557,7 +570,9 @@ void ptd_source_free(struct ptd_source *s)
 		if (s->dt[i].tl)
 			ptd_timeline_fini(s->dt[i].tl);
 		free(s->dt[i].tl);
-		free(s->dt[i].snap);
+		if (!s->dt[i].snap_kept)
+			free(s->dt[i].snap);
+		free(s->dt[i].kept);
 	}
 	ptd_cpufeed_free(s->cf);
 	s->ops->destroy(s);
@@ -611,6 +626,201 @@ static struct ptd_perf_buf *thread_buf(struct ptd_source_thread *d)
 	return d->lt ? &d->lt->buf : &d->hwbuf;
 }
 
+static const struct ptd_perf_reader_ops snap_ops = { NULL, snap_aux,
+						      snap_loss };
+
+/* Read @d's window -- the newest bytes of its AUX area, what a snapshot
+ * takes -- into d->snap (d->nsnap bytes, d->snap_over overwritten since
+ * its previous snapshot).  Returns its aux_head, or a negative errno
+ * with a message in @diag. */
+static int64_t window_read(struct ptd_source *s, struct ptd_source_thread *d,
+			   struct ptd_diag *diag)
+{
+	struct ptd_perf_buf *b = thread_buf(d);
+	int64_t n;
+
+	d->snap = malloc(b->aux_size);
+	if (!d->snap)
+		return -ENOMEM;
+	d->nsnap = 0;
+	d->snap_over = 0;
+	ptd_perf_reader_init(s->snap_reader, b);
+	s->snap_reader->snap_head = d->snap_head;
+	n = ptd_perf_reader_snapshot(s->snap_reader, &snap_ops, d);
+	if (n < 0) {
+		free(d->snap);
+		d->snap = NULL;
+		return ptd_diagf(diag, (int)n, "thread %d: reading its AUX "
+				 "area: %s", (int)d->tid,
+				 ptd_strerror((int)n));
+	}
+	return (int64_t)s->snap_reader->snap_head;
+}
+
+/* A kept window a snapshot has read all of (everything its thread
+ * wrote is in one). */
+static bool kept_read(const struct ptd_source_thread *d)
+{
+	return d->kept && d->snap_head == d->kept_head;
+}
+
+/* @d's kept window goes (its bytes given back); @dropped: unread by any
+ * snapshot, counted so. */
+static void kept_free(struct ptd_source *s, struct ptd_source_thread *d,
+		      bool dropped)
+{
+	if (!d->kept)
+		return;
+	if (d->kept_charged) {
+		atomic_fetch_sub(&s->kept_threads, 1);
+		atomic_fetch_sub(&s->kept_bytes, d->nkept);
+		if (s->p.host.unkeep)
+			s->p.host.unkeep(s->p.host.ctx, d->nkept);
+	}
+	if (dropped) {
+		atomic_fetch_add(&s->dropped_threads, 1);
+		atomic_fetch_add(&s->dropped_bytes, d->nkept);
+	}
+	free(d->kept);
+	d->kept = NULL;
+	d->nkept = 0;
+	d->kept_charged = false;
+}
+
+/* Ended thread @d's window copied, to outlive its buffer (the snapshot
+ * reader reads it as a snapshot would: nothing moves in an ended
+ * thread's buffer).  A window that cannot be read is dropped. */
+static void window_keep(struct ptd_source *s, struct ptd_source_thread *d)
+{
+	struct ptd_perf_buf *b = thread_buf(d);
+	struct ptd_diag diag = { "" };
+	uint64_t written;
+	int64_t head;
+
+	d->copied = true;
+	if (!b->meta || !b->aux_size)
+		return;
+	written = __atomic_load_n(&b->meta->aux_head, __ATOMIC_ACQUIRE);
+	d->kept_has_clock = ptd_perf_clock_from_page(b->meta, &d->kept_clock,
+						     NULL) == 0;
+	head = window_read(s, d, &diag);
+	if (head < 0 || !d->nsnap) {
+		if (head < 0) {	/* (no memory for the copy) */
+			atomic_fetch_add(&s->dropped_threads, 1);
+			atomic_fetch_add(&s->dropped_bytes,
+					 written < b->aux_size ? written
+							       : b->aux_size);
+		}
+		free(d->snap);
+	} else {
+		uint8_t *k = realloc(d->snap, d->nsnap);
+
+		d->kept = k ? k : d->snap;
+		d->nkept = d->nsnap;
+		d->kept_head = (uint64_t)head;
+		d->kept_over = d->snap_over;
+	}
+	d->snap = NULL;
+	d->nsnap = 0;
+	d->snap_over = 0;
+}
+
+/* Charge @d's kept window (host.keep); refused, kept windows a snapshot
+ * has read make room, earliest thread first; still refused, it is
+ * dropped. */
+static void kept_charge(struct ptd_source *s, struct ptd_source_thread *d)
+{
+	int r;
+
+	if (!d->kept || d->kept_charged)
+		return;
+	r = s->p.host.keep ? s->p.host.keep(s->p.host.ctx, d->nkept) : 0;
+	for (size_t i = 0; r < 0 && i < s->ndt; i++)
+		if (&s->dt[i] != d && s->dt[i].kept_charged &&
+		    kept_read(&s->dt[i])) {
+			kept_free(s, &s->dt[i], false);
+			r = s->p.host.keep(s->p.host.ctx, d->nkept);
+		}
+	if (r < 0) {
+		kept_free(s, d, true);
+		return;
+	}
+	d->kept_charged = true;
+	atomic_fetch_add(&s->kept_threads, 1);
+	atomic_fetch_add(&s->kept_bytes, d->nkept);
+}
+
+/* Leave s->dt: an ended thread, released, with no window kept. */
+static void thread_forget(struct ptd_source_thread *d)
+{
+	if (d->tl)
+		ptd_timeline_fini(d->tl);
+	free(d->tl);
+	d->tl = NULL;
+}
+
+/* ptd_source_threads_retire, snapshot mode (decode thread, no snapshot
+ * being taken). */
+static void snapshot_threads_retire(struct ptd_source *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+
+		if (d->done && !d->copied)
+			window_keep(s, d);
+		if (d->done && !d->released && thread_let_go(s, d) == 0)
+			kept_charge(s, d);
+	}
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+
+		if (d->released && !d->kept)
+			thread_forget(d);
+		else
+			s->dt[k++] = *d;
+	}
+	s->ndt = k;
+}
+
+/* At a snapshot's start: kept windows an earlier snapshot read go,
+ * but the one of the thread whose trigger this snapshot is. */
+static void kept_forget_read(struct ptd_source *s)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < s->ndt; i++) {
+		struct ptd_source_thread *d = &s->dt[i];
+
+		if (d->released && kept_read(d) &&
+		    !(s->snap_upto_tid && d->tid == s->snap_upto_tid)) {
+			kept_free(s, d, false);
+			thread_forget(d);
+		} else {
+			s->dt[k++] = *d;
+		}
+	}
+	s->ndt = k;
+}
+
+/* @d's snapshot listed in @in. */
+static void snap_list(struct ptd_snapshot_info *in,
+		      const struct ptd_source_thread *d)
+{
+	if (in->nlisted < PTD_SNAPSHOT_MAX_THREADS) {
+		struct ptd_snapshot_thread *t = &in->th[in->nlisted++];
+
+		t->tid = d->tid;
+		t->end = d->snap_head;
+		t->bytes = d->nsnap;
+		t->overwritten = d->snap_over;
+	}
+	in->nthreads++;
+	in->bytes += d->nsnap;
+	in->overwritten += d->snap_over;
+}
+
 /* Read the sideband so far and the newest AUX bytes of every thread that
  * wrote some since its previous snapshot (and of a trigger's thread,
  * whether or not).  The producers are paused: nothing moves in the
@@ -619,15 +829,28 @@ static int snapshot_read_all(struct ptd_source *s,
 			     struct ptd_snapshot_info *in,
 			     struct ptd_diag *diag)
 {
-	static const struct ptd_perf_reader_ops ops = { NULL, snap_aux,
-							snap_loss };
 	int r = 0;
 
+	kept_forget_read(s);
 	for (size_t i = 0; r == 0 && i < s->ndt; i++) {
 		struct ptd_source_thread *d = &s->dt[i];
 		struct ptd_perf_buf *b = thread_buf(d);
-		int64_t n;
+		bool upto = s->snap_upto_tid && d->tid == s->snap_upto_tid;
+		int64_t head;
 
+		if (d->copied) {	/* ended: its kept window */
+			if (!d->kept || (kept_read(d) && !upto))
+				continue;
+			d->snap = d->kept;
+			d->snap_kept = true;
+			d->nsnap = d->nkept;
+			d->snap_over = d->kept_over;
+			d->kept_over = 0;
+			d->snap_head = d->kept_head;
+			d->in_snap = true;
+			snap_list(in, d);
+			continue;
+		}
 		if (!d->feed || !b->meta || !b->aux_size)
 			continue;
 		if (!d->done && (r = ptd_feed_drain(d->feed, diag)) < 0)
@@ -638,34 +861,13 @@ static int snapshot_read_all(struct ptd_source *s,
 		 * after the hit and read all it ran since, and this one is
 		 * the hit's */
 		if (__atomic_load_n(&b->meta->aux_head, __ATOMIC_ACQUIRE) ==
-			    d->snap_head &&
-		    (!s->snap_upto_tid || d->tid != s->snap_upto_tid))
+			    d->snap_head && !upto)
 			continue;
-		d->snap = malloc(b->aux_size);
-		if (!d->snap)
-			return -ENOMEM;
-		d->nsnap = 0;
-		d->snap_over = 0;
-		ptd_perf_reader_init(s->snap_reader, b);
-		s->snap_reader->snap_head = d->snap_head;
-		n = ptd_perf_reader_snapshot(s->snap_reader, &ops, d);
-		if (n < 0)
-			return ptd_diagf(diag, (int)n, "thread %d: reading its "
-					 "AUX area: %s", (int)d->tid,
-					 ptd_strerror((int)n));
-		d->snap_head = s->snap_reader->snap_head;
+		if ((head = window_read(s, d, diag)) < 0)
+			return (int)head;
+		d->snap_head = (uint64_t)head;
 		d->in_snap = true;
-		if (in->nlisted < PTD_SNAPSHOT_MAX_THREADS) {
-			struct ptd_snapshot_thread *t = &in->th[in->nlisted++];
-
-			t->tid = d->tid;
-			t->end = d->snap_head;
-			t->bytes = d->nsnap;
-			t->overwritten = d->snap_over;
-		}
-		in->nthreads++;
-		in->bytes += d->nsnap;
-		in->overwritten += d->snap_over;
+		snap_list(in, d);
 	}
 	return r;
 }
@@ -735,8 +937,13 @@ static int snapshot_decode(struct ptd_source *s, struct ptd_source_thread *d,
 		(void)snap_deliver(&c, &rec);
 	}
 	ptd_source_stream_opts(s, d->tid, &so);
-	so.decode.has_clock = ptd_perf_clock_from_page(
-		thread_buf(d)->meta, &so.decode.clock, NULL) == 0;
+	if (d->copied) {	/* its buffer is gone */
+		so.decode.has_clock = d->kept_has_clock;
+		so.decode.clock = d->kept_clock;
+	} else {
+		so.decode.has_clock = ptd_perf_clock_from_page(
+			thread_buf(d)->meta, &so.decode.clock, NULL) == 0;
+	}
 	so.max_buffered = d->nsnap + 4096;
 	if (s->p.jobs > 1) {
 		/* a whole trace, decoded at once: cut at its PSBs */
@@ -813,7 +1020,9 @@ void ptd_source_snapshot_decode(struct ptd_source *s,
 			in->serial_why = t->serial_why;
 		atomic_fetch_add(&s->trace_bytes, d->nsnap);
 		atomic_fetch_add(&s->overwritten, d->snap_over);
-		free(d->snap);
+		if (!d->snap_kept)
+			free(d->snap);
+		d->snap_kept = false;
 		d->snap = NULL;
 		d->nsnap = 0;
 		d->in_snap = false;

@@ -116,11 +116,18 @@ struct ptd_source_host {
 	/* May thread @tid be traced (its memory)?  1 yes, 0 refused (the
 	 * host reports it), negative errno.  NULL: always. */
 	int (*charge)(void *ctx, pid_t tid);
-	/* Thread @tid, charged (charge gave 1), is decoded to its end and
-	 * its buffers are freed (full mode; a snapshot session keeps an
-	 * ended thread's buffer for its snapshots): its charge is the
-	 * host's to give back.  May be NULL. */
+	/* Thread @tid, charged (charge gave 1), is decoded to its end (a
+	 * snapshot session's: ended, its last trace copied) and its
+	 * buffers are freed: its charge is the host's to give back.  May
+	 * be NULL. */
 	void (*uncharge)(void *ctx, pid_t tid);
+	/* Snapshot mode: an ended thread's last trace, @bytes, is kept for
+	 * the snapshots once its buffers went (source-int.h,
+	 * ptd_source_threads_retire): may it be?  0 yes, negative errno
+	 * (-ENOMEM: over the user's limit; the window is dropped, counted).
+	 * NULL: always.  unkeep gives such bytes back (may be NULL). */
+	int (*keep)(void *ctx, uint64_t bytes);
+	void (*unkeep)(void *ctx, uint64_t bytes);
 	/* The source holds the process (software: every thread seized and
 	 * stopped; intel_pt: the events open): may it still be traced?
 	 * Negative (with a message in @diag): the start fails.  NULL: yes. */
@@ -256,6 +263,11 @@ struct ptd_source_stats {
 	uint64_t threads_at_once;	/* params.jobs, full mode: threads'
 					 * rounds decoded on a worker, at
 					 * once with others' */
+	/* snapshot mode: ended threads whose last trace is kept for the
+	 * snapshots now, its bytes; ended threads whose last trace was
+	 * dropped (the user's memory limit refused it), their bytes */
+	unsigned kept_threads, dropped_threads;
+	uint64_t kept_bytes, dropped_bytes;
 };
 /* Once started.  Any thread. */
 void ptd_source_get_stats(struct ptd_source *s, struct ptd_source_stats *ret);

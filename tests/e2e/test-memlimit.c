@@ -311,6 +311,128 @@ static void test_threads_come_and_go(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
+/* status of session @s: its number @key */
+static double sess_num(const struct daemon *d, long s, const char *key)
+{
+	char req[100];
+	cJSON *r;
+	double v;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"status\",\"session\":%ld}\n", s);
+	r = dc_call1(d, req);
+	v = dc_num(r, key);
+	cJSON_Delete(r);
+	return v;
+}
+
+/* A snapshot of session @s: how many of its threads are not @leader, each
+ * with bytes and instructions (-1 if the request failed). */
+static int snapshot_others(const struct daemon *d, long s, pid_t leader)
+{
+	const cJSON *th;
+	char req[100];
+	int n = 0;
+	cJSON *r;
+
+	(void)snprintf(req, sizeof(req),
+		       "{\"id\":1,\"cmd\":\"snapshot\",\"session\":%ld}\n",
+		       s);
+	r = dc_call1(d, req);
+	if (!dc_ok(r)) {
+		cJSON_Delete(r);
+		return -1;
+	}
+	th = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "result"), "threads");
+	for (const cJSON *t = th ? th->child : NULL; t; t = t->next) {
+		const cJSON *tid = cJSON_GetObjectItem(t, "tid");
+
+		if (!cJSON_IsNumber(tid) || (pid_t)tid->valueint == leader)
+			continue;
+		CHECK(cJSON_GetObjectItem(t, "bytes")->valuedouble > 0);
+		CHECK(cJSON_GetObjectItem(t, "insns")->valuedouble > 0);
+		n++;
+	}
+	cJSON_Delete(r);
+	return n;
+}
+
+/* The same in a snapshot session: an ended thread's buffers and charge
+ * come back, its last trace (its window) is kept, charged at its size,
+ * for the next snapshot -- which has every ended thread -- and goes at
+ * the snapshot after that.  The limit has room for the main thread, a
+ * subscriber, one thread more and the windows (at most snapshot_size
+ * each); before, every ended thread kept its whole charge and the second
+ * was refused. */
+static void test_snapshot_threads_come_and_go(void)
+{
+	enum { THREADS = 6 };
+	const double thread = THREAD_BYTES + 65536;	/* + the copy */
+	const double base = thread + SUB_BYTES;
+	struct daemon d;
+	struct dconn *sub;
+	int in = -1, out = -1;
+	pid_t t;
+	long s;
+	char c, limit[120];
+	double kept = 0;
+
+	(void)snprintf(limit, sizeof(limit), BUFS "user_memory_limit = %.0f\n",
+		       2 * thread + SUB_BYTES + THREADS * 65536.0 + 4096);
+	REQUIRE(daemon_start(&d, "snapcome", limit));
+	t = spawn_onebyone(&in, &out);
+	REQUIRE(t > 0);
+	s = dc_attach_opts(&d, t, "{\"mode\":\"snapshot\","
+			   "\"snapshot_size\":65536}", NULL);
+	REQUIRE(s > 0);
+	sub = subscribe_to(&d, s, "[\"error\"]");
+	REQUIRE(sub);
+	CHECK(wait_used(&d, base));
+	for (int i = 0; i < THREADS; i++) {
+		struct pollfd p = { out, POLLIN, 0 };
+		double used = -1, lim, k = -1;
+		int tries;
+
+		REQUIRE(write(in, "+", 1) == 1);
+		REQUIRE(poll(&p, 1, 60000) == 1 && read(out, &c, 1) == 1);
+		/* joined: once its end is read, its window is kept and its
+		 * charge is back */
+		for (tries = 0; tries < 2000; tries++) {
+			if (sess_num(&d, s, "kept_threads") == i + 1) {
+				k = sess_num(&d, s, "kept_bytes");
+				mem_status(&d, &used, &lim);
+				if (used == base + k)
+					break;
+			}
+			msleep(10);
+		}
+		if (tries == 2000) {
+			CHECK_FAIL_("after thread %d of %d: %.0f windows kept, "
+				    "%.0f bytes; memory in use %.0f",
+				    i + 1, THREADS,
+				    sess_num(&d, s, "kept_threads"), k, used);
+			break;
+		}
+		CHECK(k > kept && k - kept <= 65536);
+		kept = k;
+	}
+	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "threads_refused"), 0);
+	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "dropped_threads"), 0);
+	/* every ended thread's last trace in the next snapshot ... */
+	CHECK_EQ_INT(snapshot_others(&d, s, t), THREADS);
+	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "kept_threads"), THREADS);
+	/* ... not in the one after, when their windows go */
+	CHECK_EQ_INT(snapshot_others(&d, s, t), 0);
+	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "kept_threads"), 0);
+	CHECK(wait_used(&d, base));
+	close(in);
+	CHECK_EQ_INT(wait_target(t, 60000), 0);
+	close(out);
+	dc_close(sub);
+	wait_used(&d, 0);
+	CHECK_EQ_INT(daemon_stop(&d), 0);
+}
+
 /* A replay request for a capture that does not exist, @jobs ("" or
  * ,"jobs":N) after its path: the answer. */
 static cJSON *replay_nowhere(const struct daemon *d, const char *jobs)
@@ -393,6 +515,7 @@ int main(void)
 	RUN(test_refused_and_returned);
 	RUN(test_threads_past_the_limit);
 	RUN(test_threads_come_and_go);
+	RUN(test_snapshot_threads_come_and_go);
 	RUN(test_replay_jobs_charged);
 	return harness_done();
 }

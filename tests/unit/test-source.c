@@ -6,9 +6,12 @@
  * decoders, with the host's memory charge refusing every thread but the
  * first; and intel_pt on a fake PMU tree up to the kernel's refusal, its
  * address filter refused where the PMU has no ranges, and a host that
- * follows children refused.
+ * follows children refused; a snapshot session's ended threads, their
+ * last trace kept for the snapshots (charged at its size, dropped when
+ * the host refuses it) and let go once read.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -18,6 +21,7 @@
 #include <limits.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,6 +38,8 @@ struct host {
 	uint64_t records, insns;
 	pid_t tid;		/* the one thread whose records came */
 	bool other_tid;		/* a record of another thread */
+	bool refuse_keep;	/* host.keep refuses */
+	uint64_t kept;		/* host.keep's bytes, less unkeep's */
 };
 
 static int on_record(void *ctx, const struct ptd_record *rec)
@@ -182,6 +188,186 @@ static void test_software(void)
 	(void)close(wake_fd);
 }
 
+static int on_keep(void *ctx, uint64_t bytes)
+{
+	struct host *h = ctx;
+
+	if (h->refuse_keep)
+		return -ENOMEM;
+	h->kept += bytes;
+	return 0;
+}
+
+static void on_unkeep(void *ctx, uint64_t bytes)
+{
+	struct host *h = ctx;
+
+	CHECK(bytes <= h->kept);
+	h->kept -= bytes;
+}
+
+/* prog-onebyone, its stdin *@in, stdout *@out. */
+static pid_t onebyone_start(int *in, int *out)
+{
+	char prog[PATH_MAX];
+	int i[2], o[2];
+	pid_t pid;
+
+	(void)snprintf(prog, sizeof(prog), "%s/prog-onebyone", progs_dir);
+	if (pipe2(i, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(i[0], 0);
+		dup2(o[1], 1);
+		execl(prog, prog, (char *)NULL);
+		_exit(127);
+	}
+	close(i[0]);
+	close(o[1]);
+	*in = i[1];
+	*out = o[0];
+	/* (the attach sees the program: its first byte out comes after
+	 * the exec) */
+	return pid;
+}
+
+/* A snapshot of @s taken as a session does, with @upto (0: none):
+ * the threads in it other than @leader, each decoded to instructions. */
+static unsigned snapshot_others(struct ptd_source *s, pid_t leader,
+				pid_t upto, pid_t *ret_tid)
+{
+	struct ptd_snapshot_info *in = calloc(1, sizeof(*in));
+	struct ptd_diag diag = { "" };
+	unsigned n = 0;
+	int r;
+
+	if (!in) {
+		CHECK_FAIL_("%s", "out of memory");
+		return 0;
+	}
+	in->upto_tid = upto;
+	r = ptd_source_snapshot_read(s, in, &diag);
+	CHECK_EQ_INT(r, 0);
+	ptd_source_snapshot_decode(s, in, r);
+	CHECK_EQ_INT(in->err, 0);
+	for (unsigned i = 0; i < in->nlisted; i++) {
+		if (in->th[i].tid == leader)
+			continue;
+		CHECK(in->th[i].bytes > 0 && in->th[i].insns > 0);
+		if (ret_tid)
+			*ret_tid = in->th[i].tid;
+		n++;
+	}
+	free(in);
+	return n;
+}
+
+/* A snapshot source on prog-onebyone: @n threads, one after another, each
+ * ended before the next; rounds until all are ended and let go. */
+static void snapshot_ended(bool refuse)
+{
+	enum { N = 3 };
+	struct ptd_source_params p;
+	struct ptd_source_stats st;
+	struct ptd_diag diag = { "" };
+	struct ptd_source *s = NULL;
+	struct host h = { 0 };
+	atomic_int stop = 0;
+	int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	struct ptd_source_result res;
+	int in = -1, out = -1, r = 0;
+	pid_t pid, tid = 0;
+	char c = 0;
+	double until;
+
+	REQUIRE(wake_fd >= 0);
+	pid = onebyone_start(&in, &out);
+	REQUIRE(pid > 0);
+	/* its first thread, to know it runs the program */
+	REQUIRE(write(in, "+", 1) == 1 && read(out, &c, 1) == 1);
+	params_init(&p, pid, &stop, wake_fd, &h);
+	p.snapshot = true;
+	p.host.charge = NULL;
+	p.host.keep = on_keep;
+	p.host.unkeep = on_unkeep;
+	h.refuse_keep = refuse;
+	REQUIRE(ptd_source_software_new(&p, &s, &diag) == 0);
+	r = ptd_source_start(s, &diag);
+	if (r < 0)
+		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
+	REQUIRE(r == 0);
+	for (int i = 0; i < N; i++) {
+		struct pollfd pf = { out, POLLIN, 0 };
+
+		REQUIRE(write(in, "+", 1) == 1);
+		/* (the tracer runs on its own thread: the rounds need not
+		 * run meanwhile) */
+		REQUIRE(poll(&pf, 1, 60000) == 1 && read(out, &c, 1) == 1);
+	}
+	until = now() + 20;
+	do {
+		r = ptd_source_drain(s, false, &diag);
+		ptd_source_get_stats(s, &st);
+		if (r < 0 ||
+		    (refuse ? st.dropped_threads : st.kept_threads) >= N)
+			break;
+		(void)poll(NULL, 0, 10);
+	} while (now() < until);
+	CHECK_EQ_INT(r, 0);
+	fprintf(stderr, "  %u threads; windows kept %u (%llu bytes), dropped "
+		"%u (%llu bytes)\n", st.threads, st.kept_threads,
+		(unsigned long long)st.kept_bytes, st.dropped_threads,
+		(unsigned long long)st.dropped_bytes);
+	CHECK_EQ_INT(st.threads, 1 + N);
+	CHECK_EQ_INT(st.threads_live, 1);
+	if (refuse) {
+		CHECK_EQ_INT(st.dropped_threads, N);
+		CHECK(st.dropped_bytes > 0);
+		CHECK_EQ_INT(st.kept_threads, 0);
+		CHECK_EQ_INT(snapshot_others(s, pid, 0, NULL), 0);
+	} else {
+		CHECK_EQ_INT(st.kept_threads, N);
+		CHECK_EQ_INT(st.dropped_threads, 0);
+		CHECK_EQ_U64(h.kept, st.kept_bytes);
+		/* every ended thread in the next snapshot */
+		CHECK_EQ_INT(snapshot_others(s, pid, 0, &tid), N);
+		/* read: they go at the next, but a trigger's thread is in
+		 * it once more */
+		CHECK_EQ_INT(snapshot_others(s, pid, tid, NULL), 1);
+		ptd_source_get_stats(s, &st);
+		CHECK_EQ_INT(st.kept_threads, 1);
+		CHECK_EQ_U64(h.kept, st.kept_bytes);
+		CHECK_EQ_INT(snapshot_others(s, pid, 0, NULL), 0);
+		ptd_source_get_stats(s, &st);
+		CHECK_EQ_INT(st.kept_threads, 0);
+	}
+	CHECK_EQ_U64(h.kept, 0);
+	/* at the end of its input it exits, and the source ends */
+	close(in);
+	until = now() + 20;
+	while (!ptd_source_ending(s) && now() < until &&
+	       ptd_source_drain(s, false, &diag) == 0)
+		(void)poll(NULL, 0, 10);
+	CHECK_EQ_INT(ptd_source_drain(s, true, &diag), 0);
+	ptd_source_result(s, &res);
+	CHECK(res.exited && res.exit_code == 0 && !res.exit_signal);
+	ptd_source_free(s);
+	(void)waitpid(pid, NULL, 0);	/* (the tracer may have reaped it) */
+	close(out);
+	(void)close(wake_fd);
+}
+
+static void test_snapshot_ended(void)
+{
+	snapshot_ended(false);
+}
+
+static void test_snapshot_ended_dropped(void)
+{
+	snapshot_ended(true);
+}
+
 /* A Skylake's PMU tree with a PMU type no kernel has: the events reach
  * the kernel, whose refusal names them; with no address ranges, a filter
  * is refused before. */
@@ -259,6 +445,8 @@ int main(void)
 	(void)sigaction(SIGUSR2, &sa, NULL);
 	RUN(test_intelpt_fake_pmu);
 	RUN(test_software);
+	RUN(test_snapshot_ended);
+	RUN(test_snapshot_ended_dropped);
 	if (!check_failures)
 		(void)ptd_rm_rf(workdir);
 	return check_done();
