@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/fileio.h"
+#include "spawn-piped.h"
 
 struct target {
 	pid_t pid;

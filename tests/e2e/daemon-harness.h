@@ -34,6 +34,7 @@
 
 #include "common/fileio.h"
 #include "catching.h"
+#include "spawn-piped.h"
 
 static char build_root[1024], progs[1024], tmpdir[256];
 
@@ -260,19 +261,6 @@ static inline pid_t ptctl_spawn(const struct daemon *d, const char *out,
 		_exit(127);
 	}
 	return pid;
-}
-
-/* After fork: the parent's wait until the child exec'd (or exited), @e a
- * pipe made with O_CLOEXEC before the fork (both ends closed here). */
-static inline void exec_wait(int e[2])
-{
-	char c;
-
-	close(e[1]);
-	/* end of file once the child's copy closed: at its exec */
-	while (read(e[0], &c, 1) < 0 && errno == EINTR)
-		;
-	close(e[0]);
 }
 
 /* A target blocked in `read` until released: sh -c 'read x; exec PROG

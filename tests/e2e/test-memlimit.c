@@ -219,34 +219,6 @@ static void test_threads_past_the_limit(void)
 	CHECK_EQ_INT(daemon_stop(&d), 0);
 }
 
-/* prog-onebyone, exec'd, with a pipe to its stdin (*@ret_in: a byte
- * starts a thread) and from its stdout (*@ret_out: a byte once it was
- * joined). */
-static pid_t spawn_onebyone(int *ret_in, int *ret_out)
-{
-	char prog[1100];
-	int in[2], out[2], e[2];
-	pid_t pid;
-
-	(void)snprintf(prog, sizeof(prog), "%s/prog-onebyone", progs);
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 ||
-	    pipe2(e, O_CLOEXEC) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		execl(prog, prog, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	exec_wait(e);	/* (the attach sees the program, not the fork) */
-	*ret_in = in[1];
-	*ret_out = out[0];
-	return pid;
-}
-
 /* A traced thread's memory comes back when it ends: a target that starts
  * threads one at a time, each ended before the next, with room for its
  * main thread, a subscriber and one thread more, has every thread traced
@@ -266,7 +238,7 @@ static void test_threads_come_and_go(void)
 	cJSON *r;
 
 	REQUIRE(daemon_start(&d, "comego", BUFS "user_memory_limit = 2500k\n"));
-	t = spawn_onebyone(&in, &out);
+	t = spawn_piped(progs, "prog-onebyone", &in, &out);
 	REQUIRE(t > 0);
 	s = dc_attach(&d, t, NULL);
 	REQUIRE(s > 0);
@@ -380,7 +352,7 @@ static void test_snapshot_threads_come_and_go(void)
 	(void)snprintf(limit, sizeof(limit), BUFS "user_memory_limit = %.0f\n",
 		       2 * thread + SUB_BYTES + THREADS * 65536.0 + 4096);
 	REQUIRE(daemon_start(&d, "snapcome", limit));
-	t = spawn_onebyone(&in, &out);
+	t = spawn_piped(progs, "prog-onebyone", &in, &out);
 	REQUIRE(t > 0);
 	s = dc_attach_opts(&d, t, "{\"mode\":\"snapshot\","
 			   "\"snapshot_size\":65536}", NULL);

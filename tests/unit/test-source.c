@@ -119,6 +119,23 @@ static void params_init(struct ptd_source_params *p, pid_t pid,
 	p->host.charge = on_charge;
 }
 
+/* A software source with @p, started; NULL (said why) if not. */
+static struct ptd_source *software_start(const struct ptd_source_params *p)
+{
+	struct ptd_diag diag = { "" };
+	struct ptd_source *s = NULL;
+	int r = ptd_source_software_new(p, &s, &diag);
+
+	if (r == 0 && (r = ptd_source_start(s, &diag)) < 0)
+		ptd_source_free(s);
+	if (r < 0) {
+		CHECK_FAIL_("software source: %s (%s)", diag.msg,
+			    ptd_strerror(r));
+		return NULL;
+	}
+	return s;
+}
+
 static void test_software(void)
 {
 	struct ptd_source_params p;
@@ -137,11 +154,8 @@ static void test_software(void)
 	REQUIRE(wake_fd >= 0);
 	REQUIRE(target_start(progs_dir, 20.0, &t) == 0);
 	params_init(&p, t.pid, &stop, wake_fd, &h);
-	REQUIRE(ptd_source_software_new(&p, &s, &diag) == 0);
-	r = ptd_source_start(s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	REQUIRE(r == 0);
+	s = software_start(&p);
+	REQUIRE(s);
 	/* rounds until enough came, then detach, as a session does */
 	until = now() + 10;
 	while (!last) {
@@ -206,32 +220,6 @@ static void on_unkeep(void *ctx, uint64_t bytes)
 	h->kept -= bytes;
 }
 
-/* prog-onebyone, its stdin *@in, stdout *@out. */
-static pid_t onebyone_start(int *in, int *out)
-{
-	char prog[PATH_MAX];
-	int i[2], o[2];
-	pid_t pid;
-
-	(void)snprintf(prog, sizeof(prog), "%s/prog-onebyone", progs_dir);
-	if (pipe2(i, O_CLOEXEC) < 0 || pipe2(o, O_CLOEXEC) < 0)
-		return -1;
-	pid = fork();
-	if (pid == 0) {
-		dup2(i[0], 0);
-		dup2(o[1], 1);
-		execl(prog, prog, (char *)NULL);
-		_exit(127);
-	}
-	close(i[0]);
-	close(o[1]);
-	*in = i[1];
-	*out = o[0];
-	/* (the attach sees the program: its first byte out comes after
-	 * the exec) */
-	return pid;
-}
-
 /* A snapshot of @s taken as a session does, with @upto (0: none):
  * the threads in it other than @leader, each decoded to instructions. */
 static unsigned snapshot_others(struct ptd_source *s, pid_t leader,
@@ -282,21 +270,16 @@ static void snapshot_ended(bool refuse)
 	double until;
 
 	REQUIRE(wake_fd >= 0);
-	pid = onebyone_start(&in, &out);
+	pid = spawn_piped(progs_dir, "prog-onebyone", &in, &out);
 	REQUIRE(pid > 0);
-	/* its first thread, to know it runs the program */
-	REQUIRE(write(in, "+", 1) == 1 && read(out, &c, 1) == 1);
 	params_init(&p, pid, &stop, wake_fd, &h);
 	p.snapshot = true;
 	p.host.charge = NULL;
 	p.host.keep = on_keep;
 	p.host.unkeep = on_unkeep;
 	h.refuse_keep = refuse;
-	REQUIRE(ptd_source_software_new(&p, &s, &diag) == 0);
-	r = ptd_source_start(s, &diag);
-	if (r < 0)
-		CHECK_FAIL_("start: %s (%s)", diag.msg, ptd_strerror(r));
-	REQUIRE(r == 0);
+	s = software_start(&p);
+	REQUIRE(s);
 	for (int i = 0; i < N; i++) {
 		struct pollfd pf = { out, POLLIN, 0 };
 
