@@ -330,6 +330,15 @@ static void print_status(const cJSON *res)
 		       "overwritten before a snapshot\n",
 		       num_of(res, "snapshots"), num_of(res, "snapshot_size"),
 		       num_of(res, "overwritten_bytes"));
+	if (num_of(res, "kept_threads") > 0)
+		printf("  ended threads: %.0f last traces kept for the next "
+		       "snapshot (%.0f bytes)\n", num_of(res, "kept_threads"),
+		       num_of(res, "kept_bytes"));
+	if (num_of(res, "dropped_threads") > 0)
+		printf("  ended threads: %.0f last traces dropped (%.0f bytes: "
+		       "user_memory_limit had no room)\n",
+		       num_of(res, "dropped_threads"),
+		       num_of(res, "dropped_bytes"));
 	printf("  threads %.0f (%.0f live), %.0f trace bytes, %.0f "
 	       "instructions, %.0f records, %.0f bytes lost by the source\n",
 	       num_of(res, "threads"), num_of(res, "threads_live"),

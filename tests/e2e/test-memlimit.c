@@ -298,6 +298,25 @@ static double sess_num(const struct daemon *d, long s, const char *key)
 	return v;
 }
 
+/* `ptctl status S` of session @s prints @want. */
+static void ptctl_status_says(const struct daemon *d, long s,
+			      const char *want)
+{
+	char out[PATH_MAX], sid[32], *text = NULL;
+	const char *args[] = { "status", sid, NULL };
+	size_t len = 0;
+
+	(void)snprintf(sid, sizeof(sid), "%ld", s);
+	(void)snprintf(out, sizeof(out), "%s/status.out", d->dir);
+	CHECK_EQ_INT(wait_exit(ptctl_spawn(d, out, NULL, args)), 0);
+	if (ptd_file_read_all(out, 1u << 20, &text, &len) < 0) {
+		CHECK_FAIL_("cannot read %s", out);
+		return;
+	}
+	CHECK_CONTAINS(text, want);
+	free(text);
+}
+
 /* A snapshot of session @s: how many of its threads are not @leader, each
  * with bytes and instructions (-1 if the request failed). */
 static int snapshot_others(const struct daemon *d, long s, pid_t leader)
@@ -390,6 +409,8 @@ static void test_snapshot_threads_come_and_go(void)
 	}
 	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "threads_refused"), 0);
 	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "dropped_threads"), 0);
+	ptctl_status_says(&d, s, "ended threads: 6 last traces kept for the "
+			  "next snapshot (");
 	/* every ended thread's last trace in the next snapshot ... */
 	CHECK_EQ_INT(snapshot_others(&d, s, t), THREADS);
 	CHECK_EQ_U64((uint64_t)sess_num(&d, s, "kept_threads"), THREADS);

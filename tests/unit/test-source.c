@@ -251,7 +251,7 @@ static unsigned snapshot_others(struct ptd_source *s, pid_t leader,
 	return n;
 }
 
-/* A snapshot source on prog-onebyone: @n threads, one after another, each
+/* A snapshot source on prog-onebyone: N threads, one after another, each
  * ended before the next; rounds until all are ended and let go. */
 static void snapshot_ended(bool refuse)
 {
