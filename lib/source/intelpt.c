@@ -360,13 +360,9 @@ static int hw_thread_round(struct intelpt *h, bool final,
 	for (size_t i = 0; final && i < s->ndt; i++)
 		if (!s->dt[i].done && s->dt[i].feed)
 			(void)ioctl(s->dt[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+	/* (ended threads go in the step: hw_thread_release, a snapshot
+	 * session's once their last trace is copied) */
 	r = ptd_source_threads_step(s, final, diag);
-	/* (ended threads are gone, hw_thread_release -- a snapshot
-	 * session's with their last trace copied -- unless the step failed
-	 * first) */
-	for (size_t i = 0; i < s->ndt; i++)
-		if (s->dt[i].done && s->dt[i].feed)
-			hw_thread_close(s, &s->dt[i]);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; !final && i < h->nnew; i++)

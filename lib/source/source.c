@@ -704,22 +704,21 @@ static void window_keep(struct ptd_source *s, struct ptd_source_thread *d)
 	d->kept_has_clock = ptd_perf_clock_from_page(b->meta, &d->kept_clock,
 						     NULL) == 0;
 	head = window_read(s, d, &diag);
-	if (head < 0 || !d->nsnap) {
-		if (head < 0) {	/* (no memory for the copy) */
-			atomic_fetch_add(&s->dropped_threads, 1);
-			atomic_fetch_add(&s->dropped_bytes,
-					 written < b->aux_size ? written
-							       : b->aux_size);
-		}
-		free(d->snap);
-	} else {
-		uint8_t *k = realloc(d->snap, d->nsnap);
-
-		d->kept = k ? k : d->snap;
+	/* a copy of its own size: the read's buffer has the AUX area's,
+	 * which malloc may map on its own -- shrunk in place, each copy
+	 * would keep a mapping (a page, and one of the process's limited
+	 * count) */
+	if (head >= 0 && d->nsnap && (d->kept = malloc(d->nsnap))) {
+		memcpy(d->kept, d->snap, d->nsnap);
 		d->nkept = d->nsnap;
 		d->kept_head = (uint64_t)head;
 		d->kept_over = d->snap_over;
+	} else if (head < 0 || d->nsnap) {	/* (no memory for it) */
+		atomic_fetch_add(&s->dropped_threads, 1);
+		atomic_fetch_add(&s->dropped_bytes,
+				 written < b->aux_size ? written : b->aux_size);
 	}
+	free(d->snap);
 	d->snap = NULL;
 	d->nsnap = 0;
 	d->snap_over = 0;
