@@ -199,6 +199,86 @@ static void put_header(uint8_t *p, enum ptd_bin_type type, unsigned recsize,
 	(void)put32(p, 0);
 }
 
+/* An address frame's delta: the difference of two addresses (mod 2^64)
+ * as a signed number, zigzag-mapped (0, -1, 1, -2, ... to 0, 1, 2, 3,
+ * ...) and written 7 bits a byte, low first, the top bit set on every
+ * byte but the last: at most 10 bytes. */
+static inline uint8_t *put_delta(uint8_t *p, uint64_t from, uint64_t to)
+{
+	uint64_t d = to - from;
+	uint64_t z = (d << 1) ^ (uint64_t)-(int64_t)(d >> 63);
+
+	while (z >= 0x80) {
+		*p++ = (uint8_t)(z | 0x80);
+		z >>= 7;
+	}
+	*p++ = (uint8_t)z;
+	return p;
+}
+
+size_t ptd_bin_addrs_frame(uint8_t *dst, uint32_t fl, pid_t pid, pid_t tid,
+			   const uint64_t *ips, size_t n)
+{
+	uint8_t *p = dst + PTD_BIN_HDR;
+
+	if (HAS(fl, PID))
+		p = put32(p, (uint32_t)pid);
+	if (HAS(fl, TID))
+		p = put32(p, (uint32_t)tid);
+	p = put64(p, ips[0]);
+	for (size_t i = 1; i < n; i++)
+		p = put_delta(p, ips[i - 1], ips[i]);
+	put_header(dst, PTD_BIN_ADDRS, 0, (uint32_t)n, fl,
+		   (uint32_t)(p - dst - PTD_BIN_HDR));
+	return (size_t)(p - dst);
+}
+
+/* The bytes of an address frame's pid, tid and first address. */
+static size_t addrs_head(uint32_t fl)
+{
+	return (HAS(fl, PID) ? 4u : 0u) + (HAS(fl, TID) ? 4u : 0u) + 8u;
+}
+
+int ptd_bin_buf_addrs(struct ptd_buf *b, size_t *open, uint64_t *open_last,
+		      const uint8_t *frame, size_t n, uint64_t last)
+{
+	uint32_t fl = get32(frame + 12), count = get32(frame + 8);
+	size_t head = addrs_head(fl), deltas = n - PTD_BIN_HDR - head;
+	const uint8_t *first = frame + PTD_BIN_HDR + head - 8;
+
+	if (*open != PTD_BIN_NONE && *open + PTD_BIN_HDR <= b->len) {
+		uint8_t *h = b->data + *open;
+		uint32_t len = get32(h + 16);
+
+		if (h[5] == PTD_BIN_ADDRS && get32(h + 12) == fl &&
+		    *open + PTD_BIN_HDR + len == b->len &&
+		    !memcmp(h + PTD_BIN_HDR, frame + PTD_BIN_HDR, head - 8) &&
+		    get32(h + 8) + (uint64_t)count <= PTD_BIN_MAX_ADDRS &&
+		    len + 10 + deltas <= PTD_BIN_MAX_RECORDS_PAYLOAD) {
+			uint8_t *p, *start;
+
+			if (ptd_buf_reserve(b, 10 + deltas) < 0)
+				return -ENOMEM;
+			start = p = b->data + b->len;
+			p = put_delta(p, *open_last, get64(first));
+			memcpy(p, first + 8, deltas);
+			p += deltas;
+			b->len += (size_t)(p - start);
+			h = b->data + *open;
+			(void)put32(h + 8, get32(h + 8) + count);
+			(void)put32(h + 16, len + (uint32_t)(p - start));
+			*open_last = last;
+			return 0;
+		}
+	}
+	if (ptd_buf_reserve(b, n) < 0)
+		return -ENOMEM;
+	*open = b->len;
+	(void)ptd_buf_append(b, frame, n);
+	*open_last = last;
+	return 0;
+}
+
 /* Can the frame at *@open take one more record of @fields? */
 static bool open_fits(const struct ptd_buf *b, size_t open, uint32_t fields,
 		      unsigned rs)
@@ -398,6 +478,45 @@ static int check_lines(const uint8_t *p, uint32_t n, uint32_t count,
 	return 0;
 }
 
+/* Check address frame @fr's payload (at stream offset @off): its head,
+ * then exactly count - 1 deltas of at most 10 bytes, none of more than
+ * 64 bits, and nothing after them.  Each refusal names a byte of the
+ * frame: the length field for a payload too short for its head, the
+ * payload's last byte where the deltas run past it. */
+static int check_addrs(const struct ptd_bin_frame *fr, uint64_t off,
+		       struct ptd_diag *diag)
+{
+	size_t at = addrs_head(fr->fields), len = fr->len;
+	const uint8_t *p = fr->payload;
+
+	if (len < at)
+		return bad(diag, off - PTD_BIN_HDR + 16,
+			   "address frame shorter than its first address",
+			   len);
+	for (uint32_t i = 1; i < fr->count; i++) {
+		size_t start = at;
+
+		for (;;) {
+			if (at == len)
+				return bad(diag, off + at - 1,
+					   "address frame ends inside its "
+					   "deltas, count",
+					   fr->count);
+			if (at - start == 9 && p[at] > 1)
+				return bad(diag, off + at,
+					   "address delta above 64 bits",
+					   p[at]);
+			if (!(p[at++] & 0x80))
+				break;
+		}
+	}
+	if (at != len)
+		return bad(diag, off + at,
+			   "bytes after an address frame's last delta",
+			   len - at);
+	return 0;
+}
+
 ssize_t ptd_bin_frame_parse(const uint8_t *buf, size_t n, uint64_t off,
 			    struct ptd_bin_frame *ret, struct ptd_diag *diag)
 {
@@ -452,6 +571,23 @@ ssize_t ptd_bin_frame_parse(const uint8_t *buf, size_t n, uint64_t off,
 				   "record count times size not the payload "
 				   "length", fr.count);
 		break;
+	case PTD_BIN_ADDRS:
+		if (!ptd_bin_fields_addrs(fr.fields))
+			return bad(diag, off + 12,
+				   "field set not one of address frames",
+				   fr.fields);
+		if (fr.recsize)
+			return bad(diag, off + 6,
+				   "record size in an address frame",
+				   fr.recsize);
+		if (fr.count == 0 || fr.count > PTD_BIN_MAX_ADDRS)
+			return bad(diag, off + 8,
+				   "address frame's count not 1..4096",
+				   fr.count);
+		if (fr.len > PTD_BIN_MAX_RECORDS_PAYLOAD)
+			return bad(diag, off + 16,
+				   "records payload above 65536 bytes", fr.len);
+		break;
 	case PTD_BIN_JSON:
 	case PTD_BIN_END:
 		if (fr.recsize || fr.fields)
@@ -470,7 +606,11 @@ ssize_t ptd_bin_frame_parse(const uint8_t *buf, size_t n, uint64_t off,
 	if (n - PTD_BIN_HDR < fr.len)
 		return 0;
 	fr.payload = buf + PTD_BIN_HDR;
-	if (fr.type == PTD_BIN_RECORDS) {
+	if (fr.type == PTD_BIN_ADDRS) {
+		e = check_addrs(&fr, off + PTD_BIN_HDR, diag);
+		if (e < 0)
+			return e;
+	} else if (fr.type == PTD_BIN_RECORDS) {
 		for (uint32_t i = 0; i < fr.count; i++) {
 			e = check_record(fr.payload + (size_t)i * fr.recsize,
 					 fr.fields,
@@ -554,6 +694,51 @@ void ptd_bin_record_get(const struct ptd_bin_frame *fr, uint32_t i,
 		if (HAS(fl, WALL))
 			ret->wall = get64(p);
 	}
+}
+
+void ptd_bin_addrs_begin(const struct ptd_bin_frame *fr,
+			 struct ptd_bin_addrs *it)
+{
+	const uint8_t *p = fr->payload;
+
+	memset(it, 0, sizeof(*it));
+	if (HAS(fr->fields, PID)) {
+		it->pid = (pid_t)get32(p);
+		p += 4;
+	}
+	if (HAS(fr->fields, TID)) {
+		it->tid = (pid_t)get32(p);
+		p += 4;
+	}
+	it->p = p;
+}
+
+void ptd_bin_addrs_next(const struct ptd_bin_frame *fr,
+			struct ptd_bin_addrs *it, struct ptd_record *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->type = PTD_REC_INSN;
+	ret->u.insn.module = "";
+	ret->pid = it->pid;
+	ret->tid = it->tid;
+	if (it->i++ == 0) {
+		it->ip = get64(it->p);
+		it->p += 8;
+	} else {
+		/* (checked: at most 10 bytes, within 64 bits) */
+		uint64_t z = 0;
+		unsigned sh = 0;
+		uint8_t b;
+
+		do {
+			b = *it->p++;
+			z |= (uint64_t)(b & 0x7f) << sh;
+			sh += 7;
+		} while (b & 0x80);
+		it->ip += (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+	}
+	(void)fr;
+	ret->u.insn.ip = it->ip;
 }
 
 #define READER_CAP (PTD_BIN_HDR + PTD_BIN_MAX_RECORDS_PAYLOAD + (64u << 10))
@@ -658,7 +843,19 @@ int ptd_bin_to_json(int fd, struct ptd_jsonw *w, struct ptd_diag *diag)
 	if (e < 0)
 		return ptd_diagf(diag, e, "binary stream: out of memory");
 	while ((e = ptd_bin_read(&rd, &fr, diag)) > 0) {
-		if (fr.type != PTD_BIN_RECORDS) {
+		if (fr.type == PTD_BIN_ADDRS) {
+			struct ptd_bin_addrs it;
+
+			if (fr.fields != fields) {
+				ptd_jsonw_set_fields(w, fr.fields);
+				fields = fr.fields;
+			}
+			ptd_bin_addrs_begin(&fr, &it);
+			for (uint32_t i = 0; i < fr.count && e >= 0; i++) {
+				ptd_bin_addrs_next(&fr, &it, &rec);
+				e = ptd_jsonw_put(w, &rec);
+			}
+		} else if (fr.type != PTD_BIN_RECORDS) {
 			if (fr.len)
 				e = ptd_jsonw_line(w, (const char *)fr.payload,
 						   fr.len);
@@ -758,6 +955,23 @@ int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
 
 	if (!ptd_binw_takes_ips(w))
 		return -EINVAL;
+	if (n && w->packed && ptd_bin_fields_addrs(w->fields) && !w->frame &&
+	    !(w->frame = malloc(PTD_BIN_ADDRS_MAX(PTD_BIN_MAX_ADDRS))))
+		return -ENOMEM;
+	while (n && w->packed && ptd_bin_fields_addrs(w->fields)) {
+		size_t k = n < PTD_BIN_MAX_ADDRS ? n : PTD_BIN_MAX_ADDRS, fn;
+
+		if ((e = binw_room(w, PTD_BIN_ADDRS_MAX(k))) < 0)
+			return e;
+		fn = ptd_bin_addrs_frame(w->frame, w->fields, pid, tid, ips,
+					 k);
+		if (ptd_bin_buf_addrs(&w->buf, &w->open, &w->open_last,
+				      w->frame, fn, ips[k - 1]) < 0)
+			return -ENOMEM;
+		w->records += k;
+		ips += k;
+		n -= k;
+	}
 	while (n) {
 		size_t k = n < SLICE ? n : SLICE;
 
@@ -808,5 +1022,7 @@ int ptd_binw_fini(struct ptd_binw *w)
 	int e = ptd_binw_flush(w);
 
 	ptd_buf_fini(&w->buf);
+	free(w->frame);
+	w->frame = NULL;
 	return e;
 }

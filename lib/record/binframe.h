@@ -15,6 +15,13 @@
  *   end frame      JSON lines too (a daemon stream's last lost record and
  *                  its bye; offline: none); the stream's last frame, so a
  *                  reader tells a finished stream from a cut one
+ *   address frame  "packed" streams only (`"format":"packed"`, ptctl
+ *                  --format packed): a run of insn records of one thread
+ *                  whose fields are among type, pid, tid and ip, ip
+ *                  among them -- the pid and tid once, the first address,
+ *                  then each next one as its difference from the one
+ *                  before (zigzag LEB128): an instruction that follows
+ *                  the one before in memory takes one byte
  *
  * The reader checks every frame whole before it hands it out (magic,
  * version, known type, reserved bytes zero, bounded lengths, the record
@@ -52,6 +59,7 @@ enum ptd_bin_type {
 	PTD_BIN_RECORDS = 1,
 	PTD_BIN_JSON = 2,
 	PTD_BIN_END = 3,
+	PTD_BIN_ADDRS = 4,
 };
 
 /* The fields fixed-width records can carry: all but module and sym. */
@@ -89,6 +97,30 @@ size_t ptd_bin_encode_run(uint8_t *dst, uint32_t fields,
  * among PTD_BIN_IP_FIELDS.  Returns @n * ptd_bin_recsize(@fields). */
 size_t ptd_bin_encode_ips(uint8_t *dst, uint32_t fields, pid_t pid,
 			  pid_t tid, const uint64_t *ips, size_t n);
+
+/* Address frames (PTD_BIN_ADDRS): the field sets they carry -- type and
+ * ip, with pid and/or tid or not -- and the most records one holds (its
+ * payload, at 10 bytes an address at worst, stays within the limit). */
+static inline bool ptd_bin_fields_addrs(uint32_t fields)
+{
+	const uint32_t need = PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+			      PTD_FIELD_BIT(PTD_FIELD_IP);
+
+	return (fields & need) == need && !(fields & ~PTD_BIN_IP_FIELDS);
+}
+#define PTD_BIN_MAX_ADDRS 4096u
+/* The most bytes an address frame of @n (1..PTD_BIN_MAX_ADDRS) records
+ * takes, header included. */
+#define PTD_BIN_ADDRS_MAX(n) (PTD_BIN_HDR + 16u + 10u * (size_t)(n))
+_Static_assert(PTD_BIN_ADDRS_MAX(PTD_BIN_MAX_ADDRS) - PTD_BIN_HDR <=
+		       PTD_BIN_MAX_RECORDS_PAYLOAD,
+	       "an address frame's payload stays within the limit");
+
+/* Write the address frame of the @n (1..PTD_BIN_MAX_ADDRS) instructions at
+ * @ips of thread @tid of process @pid, of @fields (ptd_bin_fields_addrs),
+ * whole, at @dst (PTD_BIN_ADDRS_MAX(@n) bytes).  Returns its size. */
+size_t ptd_bin_addrs_frame(uint8_t *dst, uint32_t fields, pid_t pid,
+			   pid_t tid, const uint64_t *ips, size_t n);
 
 /*
  * Appending frames to a buffer.  *@open is the offset of the frame still
@@ -148,6 +180,15 @@ static inline bool ptd_bin_buf_record_fast(struct ptd_buf *b, size_t open,
 	return ptd_bin_buf_records_fast(b, open, fields, rec, 1, rs);
 }
 
+/* Address frame @frame (@n bytes, whole, from ptd_bin_addrs_frame; its
+ * last address @last): it joins the open frame where that is an address
+ * frame of the same field set, process and thread with room for it (its
+ * deltas and one for its first address: never more bytes than @n), else
+ * it opens a new one.  *@open_last is the open address frame's last
+ * address (kept here).  Returns 0 or -ENOMEM. */
+int ptd_bin_buf_addrs(struct ptd_buf *b, size_t *open, uint64_t *open_last,
+		      const uint8_t *frame, size_t n, uint64_t last);
+
 /* @n bytes of JSON lines (each ending in '\n', @n <=
  * PTD_BIN_MAX_JSON_PAYLOAD) in a frame of @type (PTD_BIN_JSON: the open
  * json frame if they fit; PTD_BIN_END: a frame of their own).  Returns 0, -EINVAL or -ENOMEM. */
@@ -175,6 +216,20 @@ ssize_t ptd_bin_frame_parse(const uint8_t *buf, size_t n, uint64_t off,
  * @ret: an insn record, the fields not in the set zero (module ""). */
 void ptd_bin_record_get(const struct ptd_bin_frame *fr, uint32_t i,
 			struct ptd_record *ret);
+
+/* The records of address frame @fr (checked by ptd_bin_frame_parse), one
+ * after the other: ptd_bin_addrs_begin, then ptd_bin_addrs_next fr->count
+ * times, each record as ptd_bin_record_get gives one. */
+struct ptd_bin_addrs {
+	const uint8_t *p;	/* the next delta */
+	uint64_t ip;		/* the last address */
+	uint32_t i;		/* records given */
+	pid_t pid, tid;
+};
+void ptd_bin_addrs_begin(const struct ptd_bin_frame *fr,
+			 struct ptd_bin_addrs *it);
+void ptd_bin_addrs_next(const struct ptd_bin_frame *fr,
+			struct ptd_bin_addrs *it, struct ptd_record *ret);
 
 /* Frames from a file descriptor. */
 struct ptd_bin_reader {
@@ -207,6 +262,10 @@ struct ptd_binw {
 	size_t open;
 	uint32_t fields;	/* PTD_FIELD_TYPE among them */
 	bool fixed;		/* insn records as fixed-width records */
+	bool packed;		/* runs of addresses as address frames
+				 * (ptd_binw_set_packed) */
+	uint64_t open_last;	/* (ptd_bin_buf_addrs) */
+	uint8_t *frame;		/* packed: one frame being made */
 	struct ptd_jsonr jr;	/* the JSON lines of the others */
 	char line[PTD_JSON_MAX_RECORD];
 	uint64_t records;
@@ -216,6 +275,12 @@ struct ptd_binw {
 
 /* @fields: as ptd_jsonw_set_fields (0: all).  Returns 0 or -ENOMEM. */
 int ptd_binw_init(struct ptd_binw *w, int fd, uint32_t fields);
+/* A packed stream: runs of addresses (ptd_binw_ips) go as address frames
+ * where the fields allow (ptd_bin_fields_addrs). */
+static inline void ptd_binw_set_packed(struct ptd_binw *w)
+{
+	w->packed = true;
+}
 int ptd_binw_put(struct ptd_binw *w, const struct ptd_record *r);
 /* Does @w take runs of addresses (decode/decoder.h, opts.ips) for its
  * insn records: fixed-width records of fields among PTD_BIN_IP_FIELDS? */
@@ -225,7 +290,8 @@ static inline bool ptd_binw_takes_ips(const struct ptd_binw *w)
 	       ptd_bin_recsize(w->fields);
 }
 /* The insn records of the @n instructions at @ips of thread @tid of
- * process @pid, as ptd_binw_put each (ptd_binw_takes_ips). */
+ * process @pid, as ptd_binw_put each (ptd_binw_takes_ips); packed: as
+ * address frames. */
 int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
 		 const uint64_t *ips, size_t n);
 /* A ready JSON line (ending in '\n') in a json frame. */

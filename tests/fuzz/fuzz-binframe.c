@@ -6,7 +6,8 @@
  * frame that passes is within the input and its limits, and each of its
  * records converts to a JSON line that cJSON parses (a records frame's
  * through the renderer of its field set, as ptctl decode --from-binary
- * does).
+ * does; an address frame's each of its records, read one after the
+ * other, the last ending exactly at the payload's end).
  */
 #include "fuzz-common.h"
 
@@ -17,14 +18,22 @@ static void check_records(const struct ptd_bin_frame *fr)
 	static char line[PTD_JSON_MAX_RECORD];
 	struct ptd_jsonr jr;
 	struct ptd_record r;
-	uint32_t n = fr->count < 256 ? fr->count : 256;
+	struct ptd_bin_addrs it;
+	bool addrs = fr->type == PTD_BIN_ADDRS;
+	/* an address frame's records come one after the other: all */
+	uint32_t n = addrs || fr->count < 256 ? fr->count : 256;
 
 	ptd_jsonr_init(&jr, fr->fields);
+	if (addrs)
+		ptd_bin_addrs_begin(fr, &it);
 	for (uint32_t i = 0; i < n; i++) {
 		size_t k;
 		cJSON *j;
 
-		ptd_bin_record_get(fr, i, &r);
+		if (addrs)
+			ptd_bin_addrs_next(fr, &it, &r);
+		else
+			ptd_bin_record_get(fr, i, &r);
 		k = ptd_jsonr_render(&jr, line, &r);
 		if (k == 0 || line[k - 1] != '\n')
 			fuzz_fail("ptd_bin_record_get", "did not render");
@@ -33,6 +42,9 @@ static void check_records(const struct ptd_bin_frame *fr)
 			fuzz_fail("ptd_bin_record_get", "a record is not JSON");
 		cJSON_Delete(j);
 	}
+	if (addrs && it.p != fr->payload + fr->len)
+		fuzz_fail("ptd_bin_addrs_next", "the last record does not end "
+			  "at the payload's end");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -64,6 +76,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    (uint64_t)fr.count * fr.recsize != fr.len)
 				fuzz_fail("ptd_bin_frame_parse",
 					  "records frame limits");
+			check_records(&fr);
+		} else if (fr.type == PTD_BIN_ADDRS) {
+			if (fr.len > PTD_BIN_MAX_RECORDS_PAYLOAD ||
+			    !fr.count || fr.count > PTD_BIN_MAX_ADDRS ||
+			    !ptd_bin_fields_addrs(fr.fields))
+				fuzz_fail("ptd_bin_frame_parse",
+					  "address frame limits");
 			check_records(&fr);
 		} else if (fr.len > PTD_BIN_MAX_JSON_PAYLOAD) {
 			fuzz_fail("ptd_bin_frame_parse", "json frame limit");

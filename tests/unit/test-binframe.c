@@ -6,7 +6,9 @@
  * the records frame closes at its payload limit; every header
  * byte and record value the reader checks is refused with its offset; a
  * stream cut short, without its end frame or with bytes after it is
- * refused.
+ * refused.  A packed writer's address frames carry the same records as
+ * fixed-width ones, in a tenth of the bytes where instructions follow
+ * each other, and every malformed address frame is refused.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -229,12 +231,35 @@ static char *converted(int fd, size_t *ret_len)
 	return s;
 }
 
+/* The address of instruction @i of binw_ips's runs: mostly the one
+ * before plus 1..15, now and then a jump anywhere (either way, the ends
+ * of the address space among them). */
+static uint64_t next_ip(uint64_t prev, size_t i)
+{
+	switch (i % 97) {
+	case 13:
+		return rnd();
+	case 29:
+		return prev - (rnd() % 100000);
+	case 41:
+		return 0;
+	case 42:
+		return UINT64_MAX;
+	case 43:
+		return UINT64_MAX / 2 + 1;
+	default:
+		return prev + 1 + i % 15;
+	}
+}
+
 /* @n instructions written by ptd_binw_ips (in calls of 1, 8, 57...
  * addresses) carry, converted back, the records ptd_binw_put writes for
- * their insn records (pid 100, tid 101, ip i), JSON lines between them
- * included, over frame boundaries (which may fall elsewhere); a writer
- * of other fields does not take them. */
-static void binw_ips(uint32_t fields, size_t n)
+ * their insn records (pid 100, tid 101, addresses from next_ip), JSON
+ * lines between them included, over frame boundaries (which may fall
+ * elsewhere); a writer of other fields does not take them.  @packed: the
+ * runs go as address frames (where the fields have ip), in under 2 bytes
+ * a record. */
+static void binw_ips(uint32_t fields, size_t n, bool packed)
 {
 	int fa = memfd_create("put", 0), fb = memfd_create("ips", 0);
 	struct ptd_binw a, b;
@@ -246,16 +271,19 @@ static void binw_ips(uint32_t fields, size_t n)
 	REQUIRE(fa >= 0 && fb >= 0);
 	REQUIRE(ptd_binw_init(&a, fa, fields) == 0);
 	REQUIRE(ptd_binw_init(&b, fb, fields) == 0);
+	if (packed)
+		ptd_binw_set_packed(&b);
 	CHECK(ptd_binw_takes_ips(&b));
 	memset(&r, 0, sizeof(r));
 	r.type = PTD_REC_INSN;
 	r.pid = 100;
 	r.tid = 101;
+	r.u.insn.ip = 0x400000;
 	for (size_t at = 0, k = 1; at < n; at += k, k = k * 7 % 1021 + 1) {
 		if (k > n - at)
 			k = n - at;
 		for (size_t i = 0; i < k; i++) {
-			r.u.insn.ip = 0x400000 + at + i;
+			r.u.insn.ip = next_ip(r.u.insn.ip, at + i);
 			CHECK_EQ_INT(ptd_binw_put(&a, &r), 0);
 			ips[i] = r.u.insn.ip;
 		}
@@ -268,8 +296,19 @@ static void binw_ips(uint32_t fields, size_t n)
 	CHECK_EQ_U64(b.records, a.records);
 	CHECK_EQ_INT(ptd_binw_fini(&a), 0);
 	CHECK_EQ_INT(ptd_binw_fini(&b), 0);
-	CHECK(lseek(fb, 0, SEEK_END) > (off_t)(2 * PTD_BIN_MAX_RECORDS_PAYLOAD) ||
-	      n < 20000);
+	if (packed && (fields & PTD_FIELD_BIT(PTD_FIELD_IP))) {
+		off_t got = lseek(fb, 0, SEEK_END);
+
+		/* jumps take up to 10 bytes; the frames' headers and the
+		 * JSON lines between the runs add their share */
+		if (got > (off_t)(n * 2 + (n / 200 + 1) * 80))
+			CHECK_FAIL_("fields %#x: %lld bytes for %zu packed "
+				    "records", fields, (long long)got, n);
+	} else {
+		CHECK(lseek(fb, 0, SEEK_END) >
+			      (off_t)(2 * PTD_BIN_MAX_RECORDS_PAYLOAD) ||
+		      n < 20000);
+	}
 	ja = converted(fa, &la);
 	jb = converted(fb, &lb);
 	if (la <= n * 20)
@@ -291,11 +330,14 @@ static void test_binw_ips(void)
 		       pid = PTD_FIELD_BIT(PTD_FIELD_PID);
 	struct ptd_binw w;
 
-	binw_ips(ip | tid, 30000);
-	binw_ips(pid | ip, 30000);
-	binw_ips(pid | tid | ip, 5000);
-	binw_ips(ip, 5000);
-	binw_ips(tid, 100);
+	for (int packed = 0; packed < 2; packed++) {
+		binw_ips(ip | tid, 30000, packed);
+		binw_ips(pid | ip, 30000, packed);
+		binw_ips(pid | tid | ip, 5000, packed);
+		binw_ips(ip, 5000, packed);
+		/* no address: fixed-width records even when packed */
+		binw_ips(tid, 100, packed);
+	}
 	/* more than an address: records only */
 	REQUIRE(ptd_binw_init(&w, -1, ip | PTD_FIELD_BIT(PTD_FIELD_SIZE)) ==
 		0);
@@ -494,6 +536,121 @@ static void test_corrupt(void)
 	ptd_buf_fini(&b);
 }
 
+/* An address frame of @count records of @fl, its @len-byte payload @pay,
+ * between a hello and the end frame, read whole: 0 or the error. */
+static int read_addrs(uint32_t fl, uint32_t count, uint16_t recsize,
+		      const uint8_t *pay, size_t len, struct ptd_diag *d)
+{
+	struct ptd_buf b = { 0 };
+	size_t open = PTD_BIN_NONE;
+	uint8_t h[PTD_BIN_HDR] = { 'P', 'T', 'D', 'B', PTD_BIN_VERSION,
+				   PTD_BIN_ADDRS };
+	int e;
+
+	CHECK_EQ_INT(ptd_bin_buf_json(&b, &open, PTD_BIN_JSON,
+				      "{\"type\":\"hello\"}\n", 17),
+		     0);
+	memcpy(h + 6, &recsize, 2);
+	memcpy(h + 8, &count, 4);
+	memcpy(h + 12, &fl, 4);
+	memcpy(h + 16, &(uint32_t){ (uint32_t)len }, 4);
+	CHECK_EQ_INT(ptd_buf_append(&b, h, sizeof(h)), 0);
+	CHECK_EQ_INT(ptd_buf_append(&b, pay, len), 0);
+	open = PTD_BIN_NONE;
+	CHECK_EQ_INT(ptd_bin_buf_json(&b, &open, PTD_BIN_END, NULL, 0), 0);
+	e = read_all(b.data, b.len, d);
+	ptd_buf_fini(&b);
+	return e;
+}
+
+/* Address frames: what the writer makes reads back (addresses anywhere,
+ * deltas either way); a frame whose count, fields, record size or
+ * deltas are not right is refused, naming the offset. */
+static void test_addrs_frames(void)
+{
+	const uint32_t fl = PTD_FIELD_BIT(PTD_FIELD_TYPE) |
+			    PTD_FIELD_BIT(PTD_FIELD_TID) |
+			    PTD_FIELD_BIT(PTD_FIELD_IP);
+	const uint64_t ips[] = { 0x1000, 0x1003, 0, UINT64_MAX,
+				 UINT64_MAX / 2 + 1, 0x1000, 0x1001 };
+	const size_t nips = sizeof(ips) / sizeof(ips[0]);
+	uint8_t f[PTD_BIN_ADDRS_MAX(7)], pay[64];
+	struct ptd_bin_frame fr;
+	struct ptd_bin_addrs it;
+	struct ptd_record r;
+	struct ptd_diag d = { "" };
+	size_t n = ptd_bin_addrs_frame(f, fl, 7, 42, ips, nips), k;
+
+	CHECK(n <= PTD_BIN_ADDRS_MAX(nips));
+	REQUIRE(ptd_bin_frame_parse(f, n, 0, &fr, &d) == (ssize_t)n);
+	CHECK_EQ_INT(fr.type, PTD_BIN_ADDRS);
+	CHECK_EQ_INT(fr.count, nips);
+	ptd_bin_addrs_begin(&fr, &it);
+	for (size_t i = 0; i < nips; i++) {
+		ptd_bin_addrs_next(&fr, &it, &r);
+		CHECK_EQ_U64(r.u.insn.ip, ips[i]);
+		CHECK_EQ_INT(r.tid, 42);
+		CHECK_EQ_INT(r.pid, 0);	/* not in the set */
+		CHECK_EQ_INT(r.type, PTD_REC_INSN);
+	}
+	CHECK(it.p == fr.payload + fr.len);
+	/* a step of one byte ahead is one byte */
+	k = ptd_bin_addrs_frame(f, fl, 7, 42, (const uint64_t[]){ 5, 6, 20 },
+				3);
+	CHECK_EQ_INT(k, PTD_BIN_HDR + 4 + 8 + 2);
+	/* the frame as written, in a stream: read */
+	CHECK_EQ_INT(read_addrs(fl, 3, 0, f + PTD_BIN_HDR, k - PTD_BIN_HDR,
+				&d),
+		     0);
+	/* payload: tid 42, first address 5, deltas */
+	memcpy(pay, f + PTD_BIN_HDR, 12);
+	/* count 0, count above 4096 */
+	CHECK_EQ_INT(read_addrs(fl, 0, 0, pay, 12, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 49: address frame's count not 1..4096");
+	CHECK_EQ_INT(read_addrs(fl, 4097, 0, pay, 12, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "count not 1..4096 (4097)");
+	/* fields without ip, or beyond an address's */
+	CHECK_EQ_INT(read_addrs(fl & ~PTD_FIELD_BIT(PTD_FIELD_IP), 1, 0, pay,
+				4, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 53: field set not one of address frames");
+	CHECK_EQ_INT(read_addrs(fl | PTD_FIELD_BIT(PTD_FIELD_SIZE), 1, 0, pay,
+				12, &d),
+		     -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "field set not one of address frames");
+	/* a record size */
+	CHECK_EQ_INT(read_addrs(fl, 1, 12, pay, 12, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 47: record size in an address frame");
+	/* shorter than tid and first address */
+	CHECK_EQ_INT(read_addrs(fl, 1, 0, pay, 11, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 57: address frame shorter than its "
+			      "first address");
+	/* a count the deltas do not have: more, fewer */
+	pay[12] = 2;		/* +1 */
+	CHECK_EQ_INT(read_addrs(fl, 3, 0, pay, 13, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 77: address frame ends inside its "
+			      "deltas");
+	CHECK_EQ_INT(read_addrs(fl, 1, 0, pay, 13, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 77: bytes after an address frame's "
+			      "last delta (1)");
+	/* a delta cut in its bytes (the last has its top bit set) */
+	pay[12] = 0x82;
+	CHECK_EQ_INT(read_addrs(fl, 2, 0, pay, 13, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "ends inside its deltas");
+	/* ten bytes: the tenth holds bit 63 alone; above, refused */
+	memset(pay + 12, 0xff, 9);
+	pay[21] = 1;
+	CHECK_EQ_INT(read_addrs(fl, 2, 0, pay, 22, &d), 0);
+	pay[21] = 2;
+	CHECK_EQ_INT(read_addrs(fl, 2, 0, pay, 22, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "offset 86: address delta above 64 bits (2)");
+	/* eleven bytes */
+	pay[21] = 0x81;
+	pay[22] = 0;
+	CHECK_EQ_INT(read_addrs(fl, 2, 0, pay, 23, &d), -PTD_EFORMAT);
+	CHECK_CONTAINS(d.msg, "address delta above 64 bits");
+}
+
 /* A converted stream that is not frames says so, with the offset, and
  * writes nothing. */
 static void test_not_frames(void)
@@ -521,6 +678,7 @@ int main(void)
 	RUN(test_binw_ips);
 	RUN(test_frame_limit);
 	RUN(test_corrupt);
+	RUN(test_addrs_frames);
 	RUN(test_not_frames);
 	return check_done();
 }
