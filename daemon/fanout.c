@@ -66,6 +66,8 @@ struct ptd_subscriber {
 	size_t limit;			/* queue_size */
 	bool binary;			/* frames (record/binframe.h), not
 					 * JSON lines */
+	bool packed;			/* binary, runs of addresses as
+					 * address frames ("packed") */
 	/* Guarded by the fan-out lock: */
 	unsigned refs;			/* f->subs holds one, the roster one */
 	bool gone;			/* unsubscribed: out of f->subs, its
@@ -73,6 +75,8 @@ struct ptd_subscriber {
 	struct ptd_buf q;		/* appended by the decode thread */
 	size_t open;			/* binary: q's open records frame
 					 * (PTD_BIN_NONE) */
+	uint64_t open_last;		/* an open address frame's last
+					 * address (ptd_bin_buf_addrs) */
 	struct ptd_buf out;		/* being written by the loop */
 	size_t out_off;			/* bytes of out written */
 	uint64_t matched, sent, lost;
@@ -102,6 +106,10 @@ struct fan_view {
 	 * into rec (is_rec), the others rendered into line as for JSON */
 	bool binary;
 	bool fixed;			/* binary and jr.fields fixed-width */
+	/* packed, and its fields an address frame's: runs of addresses go
+	 * as address frames (fan_fixed_run), single records as fixed */
+	bool packed;
+	bool addrs;
 	unsigned recsize;		/* fixed: ptd_bin_recsize */
 	size_t len;			/* of line; 0: did not render */
 	uint8_t rec[PTD_BIN_MAX_REC];
@@ -367,6 +375,30 @@ static bool sub_enqueue_rec(struct ptd_subscriber *s, const uint8_t *rec,
 	return was_empty;
 }
 
+/* sub_enqueue for a packed subscriber's address frame @frame (@n bytes,
+ * @k records, whole; its last address @last), joining its open address
+ * frame where it can (ptd_bin_buf_addrs): all of it, or all @k records
+ * counted lost.  Returns true if the queue was empty before. */
+static bool sub_enqueue_frame(struct ptd_subscriber *s, const uint8_t *frame,
+			      size_t n, uint32_t k, uint64_t last)
+{
+	size_t need = n + (s->lost_pending ? LOST_MAX + PTD_BIN_HDR : 0);
+	bool was_empty = s->q.len == 0;
+
+	if (sub_pending(s) + need > s->limit ||
+	    ptd_buf_reserve(&s->q, need) < 0 ||
+	    (s->lost_pending && put_lost(s) < 0)) {
+		for (uint32_t i = 0; i < k; i++)
+			count_lost(s, PTD_REC_INSN);
+		return false;
+	}
+	/* (reserved: it adds at most @n) */
+	(void)ptd_bin_buf_addrs(&s->q, &s->open, &s->open_last, frame, n,
+				last);
+	s->sent += k;
+	return was_empty;
+}
+
 /* sub_enqueue_rec for @k records one after another at @recs: at once
  * where all fit in the open frame (as each would have), else one by one.
  * Returns true if the queue was empty before one of them. */
@@ -451,7 +483,7 @@ static void roster_sync(struct ptd_fanout *f)
 {
 	struct ptd_subscriber *s, *drop = NULL, *next;
 	unsigned i, n = 0, v;
-	bool tagged, binary;
+	bool tagged, binary, packed;
 
 	/* records staged for the old roster go to it first */
 	stage_flush_locking(f);
@@ -515,10 +547,12 @@ static void roster_sync(struct ptd_fanout *f)
 		if (tagged)
 			fields |= PTD_FIELD_BIT(PTD_FIELD_PID);
 		binary = f->roster[i]->binary;
+		packed = f->roster[i]->packed;
 		for (v = 0; v < f->nviews; v++)
 			if (f->views[v].jr.fields == fields &&
 			    f->views[v].tagged == tagged &&
-			    f->views[v].binary == binary)
+			    f->views[v].binary == binary &&
+			    f->views[v].packed == packed)
 				break;
 		if (v == f->nviews) {
 			struct fan_view *nv = &f->views[f->nviews++];
@@ -529,6 +563,8 @@ static void roster_sync(struct ptd_fanout *f)
 			nv->binary = binary;
 			nv->fixed = binary && ptd_bin_fields_fixed(fields);
 			nv->recsize = ptd_bin_recsize(fields);
+			nv->packed = packed;
+			nv->addrs = packed && ptd_bin_fields_addrs(fields);
 		}
 		f->roster[i]->view = v;
 	}
@@ -594,11 +630,12 @@ static bool wake_due(struct ptd_fanout *f, bool queued, bool urgent)
 }
 
 /* A stage entry's header (host order, unaligned): the length of what
- * follows (a JSON line, fixed-width records, nothing, JSON lines), the
- * records' type and which of the four it is.  STAGE_LINES (a JSON
- * subscriber's insn lines, one per record) has their count (uint32_t)
- * between the header and the lines. */
-enum { STAGE_LINE, STAGE_REC, STAGE_LOST, STAGE_LINES };
+ * follows (a JSON line, fixed-width records, nothing, JSON lines, an
+ * address frame), the records' type and which of the five it is.
+ * STAGE_LINES (a JSON subscriber's insn lines, one per record) has their
+ * count (uint32_t) between the header and the lines; a STAGE_FRAME is its
+ * last address (uint64_t) and the frame (its count in its header). */
+enum { STAGE_LINE, STAGE_REC, STAGE_LOST, STAGE_LINES, STAGE_FRAME };
 #define STAGE_HDR(len, type, what)                                            \
 	((uint32_t)(len) | (uint32_t)(type) << 16 | (uint32_t)(what) << 24)
 #define STAGE_LEN(h) ((size_t)((h) & 0xffffu))
@@ -657,6 +694,22 @@ static bool stage_flush(struct ptd_fanout *f)
 				if (!s->cut &&
 				    sub_enqueue_lines(s, (const char *)p, n, k,
 						      t))
+					wake = true;
+				continue;
+			}
+			if (STAGE_WHAT(h) == STAGE_FRAME) {
+				uint64_t last;
+				uint32_t k;
+
+				memcpy(&last, p, sizeof(last));
+				memcpy(&k, p + sizeof(last) + 8, sizeof(k));
+				s->matched += k;
+				for (uint32_t j = 0; s->cut && j < k; j++)
+					count_lost(s, t);
+				if (!s->cut &&
+				    sub_enqueue_frame(s, p + sizeof(last),
+						      n - sizeof(last), k,
+						      last))
 					wake = true;
 				continue;
 			}
@@ -994,7 +1047,7 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 			    size_t n, const struct ptd_fanout_pace *pace,
 			    bool waited)
 {
-	size_t m = 0, u = 0, lostx = 0, used;
+	size_t m = 0, u = 0, lostx = 0, fx = 0, used;
 	bool any = false, full = false;
 
 	if (!src->ips)
@@ -1016,6 +1069,24 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 		if (!(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 			continue;
 		any = true;
+		if (src->ips && f->views[s->view].addrs) {
+			/* an address frame of its own: 10 bytes an
+			 * address at worst, and its header and head */
+			start = s->stage_len + sizeof(uint32_t) +
+				sizeof(uint64_t) + PTD_BIN_ADDRS_MAX(0);
+			k = start + STAGE_ENTRY_MAX <= STAGE_BYTES
+				    ? (STAGE_BYTES - STAGE_ENTRY_MAX - start) /
+						      10 + 1
+				    : 1;
+			if (k > PTD_BIN_MAX_ADDRS)
+				k = PTD_BIN_MAX_ADDRS;
+			if (k < m)
+				m = k;
+			if (10 > u)
+				u = 10;
+			fx = PTD_BIN_ADDRS_MAX(0);
+			continue;
+		}
 		start = s->stage_len + (s->stage_run ? 0 : sizeof(uint32_t));
 		k = start + STAGE_ENTRY_MAX <= STAGE_BYTES
 			    ? (STAGE_BYTES - STAGE_ENTRY_MAX - start) / rs + 1
@@ -1032,6 +1103,7 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 		f->rec_seq += m;
 		return m;
 	}
+	lostx += fx;
 	if (pace) {
 		size_t before = pace->need + lostx;
 
@@ -1049,6 +1121,7 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 		struct fan_view *fv = &f->views[v];
 		size_t bytes = m * fv->recsize;
 		bool encoded = false;
+		uint32_t what = STAGE_REC;
 
 		for (unsigned i = 0; i < f->nroster; i++) {
 			struct ptd_subscriber *s = f->roster[i];
@@ -1056,7 +1129,18 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 			if (s->view != v ||
 			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 				continue;
-			if (!encoded && src->ips)
+			if (!encoded && src->ips && fv->addrs) {
+				/* its last address, the frame (m fits the
+				 * stage: f->run's size) */
+				memcpy(f->run, &src->ips[m - 1],
+				       sizeof(uint64_t));
+				bytes = sizeof(uint64_t) +
+					ptd_bin_addrs_frame(
+						f->run + sizeof(uint64_t),
+						fv->jr.fields, src->pid,
+						src->tid, src->ips, m);
+				what = STAGE_FRAME;
+			} else if (!encoded && src->ips)
 				(void)ptd_bin_encode_ips(f->run, fv->jr.fields,
 							 src->pid, src->tid,
 							 src->ips, m);
@@ -1067,7 +1151,7 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 				ptd_counter_add(&f->renders, m);
 				encoded = true;
 			}
-			stage_put(s, STAGE_REC, PTD_REC_INSN, f->run, bytes,
+			stage_put(s, what, PTD_REC_INSN, f->run, bytes,
 				  (uint32_t)m);
 			if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
 				full = true;
@@ -1292,7 +1376,8 @@ static int put_hello(struct ptd_fanout *f, struct ptd_subscriber *s)
 	}
 	if (s->binary)
 		n += snprintf(buf + n, sizeof(buf) - (size_t)n,
-			      ",\"format\":\"binary\"");
+			      ",\"format\":\"%s\"",
+			      s->packed ? "packed" : "binary");
 	n += snprintf(buf + n, sizeof(buf) - (size_t)n, "}\n");
 	return sub_put_json(s, buf, (size_t)n, PTD_BIN_JSON);
 }
@@ -1326,6 +1411,7 @@ int ptd_fanout_subscribe_tagged(struct ptd_fanout *f,
 	s->rule = rule;
 	/* a rule's stream is JSON lines (proto.c refuses binary there) */
 	s->binary = filter->spec.binary && !rule;
+	s->packed = s->binary && filter->spec.packed;
 	s->open = PTD_BIN_NONE;
 	s->fan = f;
 	s->refs = 1;			/* f->subs */
@@ -1474,6 +1560,7 @@ static void sub_stats(const struct ptd_subscriber *s,
 	ret->kinds = s->filter.spec.kinds;
 	ret->fields = s->filter.spec.fields;
 	ret->binary = s->binary;
+	ret->packed = s->packed;
 	ret->matched = s->matched;
 	ret->sent = s->sent;
 	ret->lost = s->lost;

@@ -275,6 +275,7 @@ struct ptd_subscriber_stats {
 	unsigned kinds;		/* PTD_REC_BIT()s */
 	uint32_t fields;	/* PTD_FIELD_BIT()s; 0: every field */
 	bool binary;		/* binary frames (subscribe's "format") */
+	bool packed;		/* ... "packed": with address frames */
 	uint64_t matched;
 	uint64_t sent;
 	uint64_t lost;

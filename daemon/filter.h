@@ -55,8 +55,10 @@ struct ptd_filter_spec {
 	bool symbols;
 	/* Not a condition either: the stream is binary frames
 	 * (record/binframe.h; subscribe's "format": "binary"), not JSON
-	 * lines. */
+	 * lines; packed ("format": "packed"): binary, with runs of
+	 * addresses as address frames. */
 	bool binary;
+	bool packed;
 	/* Not conditions: counters snapshots (subscribe's "counters":
 	 * {"every_ms", "top"}): the @counters_top most executed of each
 	 * kind, every @counters_every_ms (0: the last one only). */

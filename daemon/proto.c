@@ -793,8 +793,8 @@ static int parse_subscribe(const struct ptd_json_reader *r, const cJSON *o,
 	return parse_filter(r, o, req);
 }
 
-/* subscribe's "format": "json" (the default) or "binary" (a session's
- * stream only: a rule's stream merges sessions in JSON lines). */
+/* subscribe's "format": "json" (the default), "binary" or "packed" (a
+ * session's stream only: a rule's stream merges sessions in JSON lines). */
 static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
 			struct ptd_request *req)
 {
@@ -805,16 +805,20 @@ static int parse_format(const struct ptd_json_reader *r, const cJSON *o,
 		return 0;
 	if (e < 0)
 		return e;
-	if (!strcmp(s, "binary"))
+	if (!strcmp(s, "binary") || !strcmp(s, "packed")) {
 		req->filter.binary = true;
-	else if (strcmp(s, "json"))
+		req->filter.packed = !strcmp(s, "packed");
+	} else if (strcmp(s, "json")) {
 		return ptd_json_badf(r, -PTD_EFORMAT, "format",
-				     "unknown format \"%s\" (json, binary)",
+				     "unknown format \"%s\" (json, binary, "
+				     "packed)",
 				     s);
+	}
 	if (req->filter.binary && req->has_rule)
-		return ptd_json_bad(r, "format",
-				    "\"binary\" is for a session's stream, "
-				    "not a rule's");
+		return ptd_json_badf(r, -PTD_EFORMAT, "format",
+				     "\"%s\" is for a session's stream, not "
+				     "a rule's",
+				     s);
 	return 0;
 }
 
@@ -1254,7 +1258,10 @@ static bool build_body(cJSON *o, const struct ptd_request *req)
 		       (!req->filter.symbols ||
 			cJSON_AddBoolToObject(o, "symbols", true)) &&
 		       (!req->filter.binary ||
-			cJSON_AddStringToObject(o, "format", "binary")) &&
+			cJSON_AddStringToObject(o, "format",
+						req->filter.packed
+							? "packed"
+							: "binary")) &&
 		       build_counters(o, &req->filter);
 	case PTD_CMD_REPLAY:
 		return cJSON_AddStringToObject(o, "path", req->path) &&

@@ -456,13 +456,13 @@ int subscribe_rule_and_follow(FILE *f, uint64_t rule, bool running,
 int stream_args_check(const struct ptd_filter_spec *spec, bool rule)
 {
 	if (stream_output && !spec->binary) {
-		errx_msg("--output: only with --format binary (JSON lines go "
-			 "to stdout)");
+		errx_msg("--output: only with --format binary or packed (JSON "
+			 "lines go to stdout)");
 		return EXIT_USAGE;
 	}
 	if (spec->binary && rule) {
-		errx_msg("--format binary: a session's stream only, not a "
-			 "rule's");
+		errx_msg("--format %s: a session's stream only, not a rule's",
+			 spec->packed ? "packed" : "binary");
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -494,7 +494,8 @@ int stream_option(struct ptd_filter_spec *f, int c, const char *arg)
 		f->symbols = true;
 		return 1;
 	case PTCTL_FORMAT_OPT:
-		return parse_format(arg, &f->binary) < 0 ? -EINVAL : 1;
+		return parse_format(arg, &f->binary, &f->packed) < 0 ? -EINVAL
+								     : 1;
 	case PTCTL_OUTPUT_OPT:
 		stream_output = arg;
 		return 1;

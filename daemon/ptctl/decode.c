@@ -178,7 +178,8 @@ int decode_option(struct decode_args *d, int c, const char *arg)
 	case PTCTL_FIELDS_OPT:
 		return parse_fields(arg, &d->fields) < 0 ? -EINVAL : 1;
 	case PTCTL_FORMAT_OPT:
-		return parse_format(arg, &d->binary) < 0 ? -EINVAL : 1;
+		return parse_format(arg, &d->binary, &d->packed) < 0 ? -EINVAL
+								     : 1;
 	case 'P':
 		if (!strcmp(arg, "insn"))
 			d->opts.path = PTD_PATH_INSN;
@@ -217,13 +218,16 @@ int check_decode_args(const struct decode_args *d)
 	return 0;
 }
 
-int parse_format(const char *s, bool *binary)
+int parse_format(const char *s, bool *binary, bool *packed)
 {
-	if (!strcmp(s, "json") || !strcmp(s, "binary")) {
-		*binary = !strcmp(s, "binary");
+	if (!strcmp(s, "json") || !strcmp(s, "binary") ||
+	    !strcmp(s, "packed")) {
+		*binary = strcmp(s, "json") != 0;
+		*packed = !strcmp(s, "packed");
 		return 0;
 	}
-	errx_msg("--format: expected 'json' or 'binary', got '%.64s'", s);
+	errx_msg("--format: expected 'json', 'binary' or 'packed', got "
+		 "'%.64s'", s);
 	return -EINVAL;
 }
 
@@ -258,8 +262,13 @@ struct output {
 static int output_open(struct output *out, const struct decode_args *d)
 {
 	out->binary = d->binary;
-	if (out->binary)
-		return ptd_binw_init(&out->bw, STDOUT_FILENO, d->fields);
+	if (out->binary) {
+		int e = ptd_binw_init(&out->bw, STDOUT_FILENO, d->fields);
+
+		if (d->packed)
+			ptd_binw_set_packed(&out->bw);
+		return e;
+	}
 	if (ptd_jsonw_init(&out->w, STDOUT_FILENO, 0) < 0)
 		return -ENOMEM;
 	ptd_jsonw_set_fields(&out->w, d->fields);
@@ -829,12 +838,15 @@ static void help_decode(void)
 	       "                    type,pid,tid,ip,end_ip,ninsn,size,raw,"
 	       "iclass,mode,isid,module,\n"
 	       "                    offset,flags,tsc,time,wall; type always)\n"
-	       "  --format json|binary  JSON lines (default), or binary "
-	       "frames (doc/protocol.md,\n"
-	       "                    \"Binary framing\"): the same records\n"
+	       "  --format json|binary|packed  JSON lines (default), or "
+	       "binary frames\n"
+	       "                    (doc/protocol.md, \"Binary framing\"): "
+	       "the same records;\n"
+	       "                    packed: runs of ip[,tid,pid] as "
+	       "address frames\n"
 	       "  --from-binary FILE  no decode: convert binary frames "
 	       "(ptctl decode or stream\n"
-	       "                    --format binary; '-': stdin) into the "
+	       "                    --format binary/packed; '-': stdin) into the "
 	       "JSON lines they carry\n"
 	       "  --path insn|block decoder path (default block; same "
 	       "records)\n"

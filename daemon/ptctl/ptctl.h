@@ -67,6 +67,7 @@ struct decode_args {
 	const char *perfmap_dir;	/* --perf-map-dir */
 	uint32_t fields;	/* --fields: PTD_FIELD_BIT()s; 0 every field */
 	bool binary;		/* --format binary: frames, not JSON lines */
+	bool packed;		/* --format packed: binary, address frames */
 };
 
 void decode_args_init(struct decode_args *d);
@@ -90,9 +91,9 @@ int parse_fields(const char *s, uint32_t *ret);
 #define PTCTL_COUNTERS_OPT 0x205
 /* --jobs N (attach --snapshot): options.jobs */
 #define PTCTL_JOBS_OPT 0x206
-/* "json" or "binary" into *@binary; 0, or -EINVAL with the message
- * printed */
-int parse_format(const char *s, bool *binary);
+/* "json", "binary" or "packed" into *@binary and *@packed; 0, or
+ * -EINVAL with the message printed */
+int parse_format(const char *s, bool *binary, bool *packed);
 /* --jobs N (decode, replay, attach --snapshot): 1 to PTD_DECODE_MAX_JOBS
  * into *@ret; 0, or -EINVAL with the message printed (ptd holds a
  * request to its own max_decode_jobs) */

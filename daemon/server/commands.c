@@ -210,7 +210,9 @@ static void cmd_status(struct ptd_server *s, struct conn *c,
 		cJSON_AddItemToObject(o, "kinds", kinds_array(subs[i].kinds));
 		add_fields(o, subs[i].fields);
 		if (subs[i].binary)
-			cJSON_AddStringToObject(o, "format", "binary");
+			cJSON_AddStringToObject(o, "format",
+						subs[i].packed ? "packed"
+							       : "binary");
 		cJSON_AddNumberToObject(o, "matched", (double)subs[i].matched);
 		cJSON_AddNumberToObject(o, "sent", (double)subs[i].sent);
 		cJSON_AddNumberToObject(o, "lost", (double)subs[i].lost);
@@ -319,7 +321,8 @@ static void cmd_subscribe(struct ptd_server *s, struct conn *c,
 	cJSON_AddItemToObject(res, "kinds", kinds_array(f.spec.kinds));
 	add_fields(res, f.spec.fields);
 	if (f.spec.binary)
-		cJSON_AddStringToObject(res, "format", "binary");
+		cJSON_AddStringToObject(res, "format",
+					f.spec.packed ? "packed" : "binary");
 	srv_reply_ok(c, req->id, res);
 }
 

@@ -15,7 +15,12 @@
  *  - a slow binary subscriber of a lossy replay with a small queue loses
  *    records, and its lost records (in json frames) and bye (in the end
  *    frame) count them exactly: received + lost == every record;
- *  - a cut or damaged stream is refused naming the offset.
+ *  - a cut or damaged stream is refused naming the offset;
+ *  - all of it again for packed streams (`--format packed`), whose runs
+ *    of addresses are address frames, for the field sets of an address
+ *    and one without (fixed-width records there): ip,tid in under a
+ *    fifteenth of its JSON bytes; a slow packed subscriber loses whole
+ *    frames and counts every record of them.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -41,6 +46,12 @@ static const char *const sets[] = {
 	"module,offset", NULL,	/* NULL: every field */
 };
 #define NSETS (sizeof(sets) / sizeof(sets[0]))
+/* Packed: each set without call records, then with (records, not runs
+ * of addresses: fixed-width records in a packed stream too). */
+static const char *const packed_sets[] = {
+	"ip,tid", "ip,tid", "pid,tid,ip", "pid,tid,ip", "ip", "tid",
+};
+#define NPACKED (sizeof(packed_sets) / sizeof(packed_sets[0]))
 
 static struct run ptctl_run(const char *const *args)
 {
@@ -80,14 +91,16 @@ static struct run from_binary(const char *path)
 	return ptctl_run(args);
 }
 
-static void check_offline(const char *dir)
+static void check_offline(const char *dir, const char *format,
+			  const char *const *list, size_t nsets)
 {
 	static const char *const paths[] = { "block", "insn" };
 	char bin[600];
+	bool packed = !strcmp(format, "packed");
 
 	(void)snprintf(bin, sizeof(bin), "%s/offline.bin", tmpdir);
 	for (size_t p = 0; p < 2; p++) {
-		for (size_t i = 0; i < NSETS; i++) {
+		for (size_t i = 0; i < nsets; i++) {
 			const char *a1[16], *a2[16];
 			size_t n = 0;
 			struct run j, b, c;
@@ -101,15 +114,15 @@ static void check_offline(const char *dir)
 			 * records goes as runs of addresses */
 			a1[n++] = i % 2 ? "insn,event,error,call"
 					: "insn,event,error";
-			if (sets[i]) {
+			if (list[i]) {
 				a1[n++] = "--fields";
-				a1[n++] = sets[i];
+				a1[n++] = list[i];
 			}
 			memcpy(a2, a1, n * sizeof(*a1));
 			a1[n] = dir;
 			a1[n + 1] = NULL;
 			a2[n] = "--format";
-			a2[n + 1] = "binary";
+			a2[n + 1] = format;
 			a2[n + 2] = dir;
 			a2[n + 3] = NULL;
 			j = ptctl_run(a1);
@@ -122,12 +135,17 @@ static void check_offline(const char *dir)
 			fclose(f);
 			c = from_binary(bin);
 			CHECK_EQ_INT(c.status, 0);
-			same_bytes(paths[p], sets[i], j.out, j.out_len, c.out,
+			same_bytes(paths[p], list[i], j.out, j.out_len, c.out,
 				   c.out_len);
 			CHECK(j.out_len > 100000);
-			/* ip,tid: 12 bytes a record, not 49 */
+			/* ip,tid: 12 bytes a record, not 49; packed (the
+			 * block path's runs of addresses): 1 to 2 */
 			if (i == 0)
 				CHECK(b.out_len * 3 < j.out_len);
+			if (i == 0 && packed && p == 0 &&
+			    b.out_len * 15 >= j.out_len)
+				CHECK_FAIL_("packed ip,tid: %zu bytes, JSON "
+					    "%zu", b.out_len, j.out_len);
 			run_free(&j);
 			run_free(&b);
 			run_free(&c);
@@ -159,12 +177,15 @@ static char *records_only(const char *s, size_t len, size_t *ret_len)
 	return out;
 }
 
-static void check_daemon(const struct daemon *d, const char *dir)
+static void check_daemon(const struct daemon *d, const char *dir,
+			 const char *format, const char *const *list,
+			 size_t nsets)
 {
-	char bin[600];
+	char bin[600], hello[64];
 
-	(void)snprintf(bin, sizeof(bin), "%s/replay.bin", tmpdir);
-	for (size_t i = 0; i < NSETS; i++) {
+	(void)snprintf(bin, sizeof(bin), "%s/replay-%s.bin", tmpdir, format);
+	(void)snprintf(hello, sizeof(hello), "\"format\":\"%s\"", format);
+	for (size_t i = 0; i < nsets; i++) {
 		const char *a1[16], *a2[16];
 		size_t n = 0, jl, cl;
 		struct run j, b, c;
@@ -178,15 +199,15 @@ static void check_daemon(const struct daemon *d, const char *dir)
 		 * replay to ip,tid binary hands runs of addresses to the
 		 * fan-out (decode/decoder.h, opts.ips), with them records */
 		a1[n++] = i % 2 ? "insn,event,error,call" : "insn,event,error";
-		if (sets[i]) {
+		if (list[i]) {
 			a1[n++] = "--fields";
-			a1[n++] = sets[i];
+			a1[n++] = list[i];
 		}
 		memcpy(a2, a1, n * sizeof(*a1));
 		a1[n] = dir;
 		a1[n + 1] = NULL;
 		a2[n] = "--format";
-		a2[n + 1] = "binary";
+		a2[n + 1] = format;
 		a2[n + 2] = "--output";
 		a2[n + 3] = bin;
 		a2[n + 4] = dir;
@@ -195,17 +216,27 @@ static void check_daemon(const struct daemon *d, const char *dir)
 		b = ptctl_run(a2);
 		CHECK_EQ_INT(j.status, 0);
 		if (b.status != 0)
-			CHECK_FAIL_("ptctl replay --format binary: %d: %s",
+			CHECK_FAIL_("ptctl replay --format %s: %d: %s", format,
 				    b.status, b.err ? b.err : "");
 		CHECK_EQ_U64(b.out_len, 0);	/* the frames went to F */
 		c = from_binary(bin);
 		CHECK_EQ_INT(c.status, 0);
 		jr = records_only(j.out ? j.out : "", j.out_len, &jl);
 		cr = records_only(c.out ? c.out : "", c.out_len, &cl);
-		same_bytes("through ptd", sets[i], jr, jl, cr, cl);
+		same_bytes("through ptd", list[i], jr, jl, cr, cl);
 		CHECK(jl > 100000);
 		/* the hello says so */
-		CHECK(c.out && strstr(c.out, "\"format\":\"binary\"") != NULL);
+		CHECK(c.out && strstr(c.out, hello) != NULL);
+		/* packed ip,tid, runs of addresses: address frames */
+		if (i == 0 && !strcmp(format, "packed")) {
+			size_t bl = 0;
+			char *bd = slurp(bin, &bl);
+
+			if (!bd || bl * 15 >= jl)
+				CHECK_FAIL_("packed ip,tid through ptd: %zu "
+					    "bytes, JSON %zu", bl, jl);
+			free(bd);
+		}
 		free(jr);
 		free(cr);
 		run_free(&j);
@@ -245,10 +276,11 @@ static void count_json(const char *s, size_t len, uint64_t *insns,
 	}
 }
 
-/* A binary subscriber that reads nothing for a while, of a lossy replay
- * with a 16 KiB queue: it loses records, and says exactly how many. */
+/* A binary (@format) subscriber that reads nothing for a while, of a
+ * lossy replay with a 16 KiB queue: it loses records, and says exactly
+ * how many. */
 static void check_slow(const struct daemon *d, const char *dir,
-		       uint64_t all_insns)
+		       const char *format, uint64_t all_insns)
 {
 	char req[1024], bin[600];
 	struct dconn *c = dc_connect(d);
@@ -272,7 +304,7 @@ static void check_slow(const struct daemon *d, const char *dir,
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%ld,"
 		       "\"kinds\":[\"insn\"],\"fields\":[\"ip\",\"tid\"],"
-		       "\"format\":\"binary\"}\n", sid);
+		       "\"format\":\"%s\"}\n", sid, format);
 	r = dc_call(c, req);
 	REQUIRE(r != NULL && dc_ok(r));
 	cJSON_Delete(r);
@@ -299,8 +331,8 @@ static void check_slow(const struct daemon *d, const char *dir,
 	CHECK_EQ_INT(conv.status, 0);
 	count_json(conv.out ? conv.out : "", conv.out_len, &insns, &lost,
 		   &sent, &bye_lost);
-	fprintf(stderr, "slow binary subscriber: %" PRIu64 " received, %"
-		PRIu64 " lost of %" PRIu64 "\n", insns, lost, all_insns);
+	fprintf(stderr, "slow %s subscriber: %" PRIu64 " received, %" PRIu64
+		" lost of %" PRIu64 "\n", format, insns, lost, all_insns);
 	CHECK(lost > 0);
 	CHECK(insns > 0);
 	CHECK_EQ_U64(insns, sent);
@@ -318,7 +350,7 @@ static void check_damaged(void)
 	FILE *f;
 	struct run r;
 
-	(void)snprintf(bin, sizeof(bin), "%s/replay.bin", tmpdir);
+	(void)snprintf(bin, sizeof(bin), "%s/replay-binary.bin", tmpdir);
 	(void)snprintf(cut, sizeof(cut), "%s/cut.bin", tmpdir);
 	data = slurp(bin, &len);
 	REQUIRE(data != NULL && len > 1000);
@@ -378,15 +410,27 @@ static void make_traces(void)
 
 static void test_offline(void)
 {
-	check_offline(dir);
-	check_offline(dir2);
+	check_offline(dir, "binary", sets, NSETS);
+	check_offline(dir2, "binary", sets, NSETS);
+}
+
+static void test_offline_packed(void)
+{
+	check_offline(dir, "packed", packed_sets, NPACKED);
+	check_offline(dir2, "packed", packed_sets, NPACKED);
 }
 
 static void test_daemon(void)
 {
 	REQUIRE(have_daemon);
-	check_daemon(&d, dir);
+	check_daemon(&d, dir, "binary", sets, NSETS);
 	check_damaged();
+}
+
+static void test_daemon_packed(void)
+{
+	REQUIRE(have_daemon);
+	check_daemon(&d, dir, "packed", packed_sets, NPACKED);
 }
 
 static void test_slow(void)
@@ -399,7 +443,8 @@ static void test_slow(void)
 	REQUIRE(have_daemon && r.status == 0);
 	count_json(r.out, r.out_len, &all, &lost, &s, &l);
 	run_free(&r);
-	check_slow(&d, dir2, all);
+	check_slow(&d, dir2, "binary", all);
+	check_slow(&d, dir2, "packed", all);
 }
 
 int main(void)
@@ -408,9 +453,11 @@ int main(void)
 	(void)snprintf(ptctl, sizeof(ptctl), "%s/daemon/ptctl", build_root);
 	RUN(make_traces);
 	RUN(test_offline);
+	RUN(test_offline_packed);
 	have_daemon = daemon_start(&d, "d", "subscriber_queue_size = 16k\n");
 	CHECK(have_daemon);
 	RUN(test_daemon);
+	RUN(test_daemon_packed);
 	RUN(test_slow);
 	if (have_daemon)
 		CHECK_EQ_INT(daemon_stop(&d), 0);

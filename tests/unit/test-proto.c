@@ -426,17 +426,27 @@ static void test_subscribe(void)
 	/* The stream's format. */
 	REQUIRE(parse(SUB("\"format\":\"binary\""), &req, &d) == 0);
 	CHECK(req.filter.binary);
+	CHECK(!req.filter.packed);
+	ptd_request_fini(&req);
+	REQUIRE(parse(SUB("\"format\":\"packed\""), &req, &d) == 0);
+	CHECK(req.filter.binary);
+	CHECK(req.filter.packed);
 	ptd_request_fini(&req);
 	REQUIRE(parse(SUB("\"format\":\"json\""), &req, &d) == 0);
 	CHECK(!req.filter.binary);
+	CHECK(!req.filter.packed);
 	ptd_request_fini(&req);
 	bad(SUB("\"format\":\"xml\""), -PTD_EFORMAT,
-	    "subscribe: format: unknown format \"xml\" (json, binary)");
+	    "subscribe: format: unknown format \"xml\" (json, binary, "
+	    "packed)");
 	bad(SUB("\"format\":1"), -PTD_EFORMAT,
 	    "subscribe: format: expected a string");
 	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":4,"
 	    "\"format\":\"binary\"}", -PTD_EFORMAT,
 	    "subscribe: format: \"binary\" is for a session's stream");
+	bad("{\"id\":1,\"cmd\":\"subscribe\",\"rule\":4,"
+	    "\"format\":\"packed\"}", -PTD_EFORMAT,
+	    "subscribe: format: \"packed\" is for a session's stream");
 
 	/* Too many tids. */
 	char big[4096] = SUB("\"filter\":{\"tid\":[");
@@ -627,6 +637,8 @@ static void test_request_lines(void)
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
 		"[\"type\",\"tid\",\"ip\"],\"format\":\"binary\"}",
+		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
+		"[\"type\",\"tid\",\"ip\"],\"format\":\"packed\"}",
 		"{\"id\":1,\"cmd\":\"subscribe\",\"session\":2,\"fields\":"
 		"[\"type\",\"ip\"],\"symbols\":true}",
 		"{\"id\":1,\"cmd\":\"replay\",\"path\":\"/x/y\",\"symbols\":true}",
