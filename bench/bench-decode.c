@@ -69,6 +69,14 @@
  *                                  path row (thread after thread).  For a
  *                                  trace of many threads:
  *                                  -- tests/progs/prog-threads N ITERS
+ *   ptd block path, addresses      the decoder alone where it makes runs
+ *   counted                        of addresses (opts.ips), counted: the
+ *                                  ceiling of the ip,tid rows on one
+ *                                  decode thread
+ *   ip,tid packed (offline to a    as the ip,tid binary rows, in a packed
+ *   pipe, and through ptd, 1 sub)  stream ("format": "packed"): runs of
+ *                                  addresses as address frames, 1-2
+ *                                  bytes a record
  *
  * The JSON goes through a pipe to a child process that reads and discards
  * it, as a subscriber would.  Each measurement is the best of --repeat runs;
@@ -322,7 +330,8 @@ static int bin_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
  * in runs, of addresses where the fields are ip/tid/pid at most. */
 static uint64_t ptd_bin(const struct ptd_capture *c,
 			struct ptd_capture_stream *rs, uint32_t fields,
-			struct ptd_insncache *icache, uint64_t *ret_bytes)
+			bool packed, struct ptd_insncache *icache,
+			uint64_t *ret_bytes)
 {
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
@@ -339,6 +348,8 @@ static uint64_t ptd_bin(const struct ptd_capture *c,
 	o.cpu = c->cpu;
 	memset(&st, 0, sizeof(st));
 	(void)ptd_binw_init(&w, wfd, fields);
+	if (packed)
+		ptd_binw_set_packed(&w);
 	o.batch = bin_records;
 	o.batch_of = bin_record;
 	o.ips = bin_ips;
@@ -354,6 +365,16 @@ static uint64_t ptd_bin(const struct ptd_capture *c,
 	return st.insns;
 }
 
+static int count_ips(void *ctx, pid_t pid, pid_t tid, const uint64_t *ips,
+		     size_t n)
+{
+	(void)pid;
+	(void)tid;
+	(void)ips;
+	*(uint64_t *)ctx += n;
+	return 0;
+}
+
 static int count_record(void *ctx, const struct ptd_record *rec)
 {
 	(void)rec;
@@ -361,14 +382,25 @@ static int count_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
-/* The decoder alone on @path: insn records counted, nothing rendered. */
+static int count_records(void *ctx, const struct ptd_record *recs, size_t n)
+{
+	(void)recs;
+	*(uint64_t *)ctx += n;
+	return 0;
+}
+
+/* The decoder alone on @path: insn records counted, nothing rendered;
+ * with @ips, as runs of addresses where the decoder makes them (what the
+ * decoder costs a consumer of addresses alone: ip,tid binary). */
 static uint64_t ptd_count(const struct ptd_capture *c,
 			  struct ptd_capture_stream *rs,
 			  enum ptd_decode_path path,
-			  struct ptd_insncache *icache, unsigned jobs)
+			  struct ptd_insncache *icache, unsigned jobs,
+			  bool ips)
 {
 	struct ptd_decode_opts o;
 	struct ptd_decode_stats st;
+	atomic_bool gate;
 	uint64_t n = 0;
 
 	memset(&o, 0, sizeof(o));
@@ -376,6 +408,13 @@ static uint64_t ptd_count(const struct ptd_capture *c,
 	o.want = PTD_REC_BIT(PTD_REC_INSN);
 	o.cpu = c->cpu;
 	o.jobs = jobs;
+	if (ips) {
+		atomic_init(&gate, true);
+		o.batch = count_records;
+		o.batch_of = count_record;
+		o.ips = count_ips;
+		o.ips_gate = &gate;
+	}
 	memset(&st, 0, sizeof(st));
 	rs->args.icache = icache;
 	(void)ptd_decode_thread(&o, &rs->args, count_record, &n, &st);
@@ -395,7 +434,8 @@ enum which { BARE_INSN, BARE_BLK, PTD_INSN, PTD_BLOCK, PTD_INSN_PATH,
 	     PTD_CALLS_SYMS, PTD_INSN_CALLS, PTD_PAR1, PTD_PAR2, PTD_PAR2_INSN,
 	     PTD_INSN_BIN_IPTID, PTD_D1_BIN_IPTID,
 	     PTD_FIRSTEXEC, PTD_INSN_FIRSTEXEC, PTD_TRACES, PTD_INSN_TRACES,
-	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, PTD_D16, PTD_THREADS, NWHICH };
+	     PTD_D1_BIN_J1, PTD_D1_BIN_J2, PTD_D16, PTD_THREADS, PTD_IPS_COUNT,
+	     PTD_INSN_PACKED_IPTID, PTD_D1_PACKED_IPTID, NWHICH };
 static const char *names[NWHICH] = {
 	"bare pt_insn_next loop", "bare pt_blk_next loop",
 	"ptd insn records, JSON to a pipe", "ptd block records, JSON to a pipe",
@@ -424,6 +464,9 @@ static const char *names[NWHICH] = {
 	"via ptd replay, ip,tid binary, jobs 2",
 	"via ptd replay, 16 subs (aggregate)",
 	"threads at once, insn path, counted",
+	"ptd block path, addresses counted",
+	"ptd insn records ip,tid, packed, pipe",
+	"via ptd replay, 1 sub, ip,tid packed",
 };
 /* What each row is compared with, and that row's short name. */
 static const enum which baseline[NWHICH] = {
@@ -432,18 +475,20 @@ static const enum which baseline[NWHICH] = {
 	BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN, BARE_BLK, PTD_PAR1,
 	PTD_INSN_PATH, BARE_INSN, BARE_INSN, PTD_INSN, PTD_INSN, PTD_INSN,
 	PTD_INSN, PTD_D1_BIN_IPTID, PTD_D1_BIN_J1, PTD_D1, PTD_INSN_PATH,
+	BARE_INSN, BARE_INSN, BARE_INSN,
 };
 static const char *const short_names[NWHICH] = {
 	"bare pt_insn_next", "bare pt_blk_next ", "insn records",
 	"block records", "insn path", "", "", "", "", "1 sub", "", "", "",
 	"", "", "", "1 thread", "", "", "", "no jobs", "", "", "", "", "jobs 1",
-	"", "", "",
+	"", "", "", "", "", "",
 };
 /* The rows through ptd. */
 static bool via_ptd(enum which w)
 {
 	return (w >= PTD_D1 && w <= PTD_D4_IPTID) || w == PTD_D1_BIN_IPTID ||
-	       w == PTD_D1_BIN_J1 || w == PTD_D1_BIN_J2 || w == PTD_D16;
+	       w == PTD_D1_BIN_J1 || w == PTD_D1_BIN_J2 || w == PTD_D16 ||
+	       w == PTD_D1_PACKED_IPTID;
 }
 
 /* The threads of the parallel rows (--jobs). */
@@ -657,7 +702,8 @@ static void read_frames(struct reader *r)
 				break;
 			have = 0;
 			skip = ptd_get_u32(hdr + 16);
-			if (hdr[5] == PTD_BIN_RECORDS)
+			if (hdr[5] == PTD_BIN_RECORDS ||
+			    hdr[5] == PTD_BIN_ADDRS)
 				r->lines += ptd_get_u32(hdr + 8);
 		}
 	}
@@ -692,13 +738,14 @@ static void *reader_main(void *arg)
  * the records all received and *ret_slowest the slowest one's rate
  * (M/s). */
 static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
-			  bool binary, unsigned jobs, uint64_t *ret_insns,
+			  const char *format, unsigned jobs, uint64_t *ret_insns,
 			  uint64_t *ret_bytes, double *ret_slowest,
 			  double *ret_cpu)
 {
 	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX], jobs_key[32] = "";
 	struct reader rd[16];
 	const char *sp;
+	bool binary = strcmp(format, "json") != 0;
 	double t0, tend = 0, cpu0 = ptd_cpu();
 	long session;
 	int ctl;
@@ -725,9 +772,10 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 	 * join together (the replay begins at the first). */
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%ld,"
-		       "\"kinds\":[\"insn\"]%s%s}\n",
+		       "\"kinds\":[\"insn\"]%s%s%s%s}\n",
 		       session, fields ? ",\"fields\":[\"ip\",\"tid\"]" : "",
-		       binary ? ",\"format\":\"binary\"" : "");
+		       binary ? ",\"format\":\"" : "", binary ? format : "",
+		       binary ? "\"" : "");
 	for (unsigned i = 0; i < nsubs; i++) {
 		memset(&rd[i], 0, sizeof(rd[i]));
 		rd[i].binary = binary;
@@ -876,13 +924,15 @@ static double measure(const struct ptd_capture *c, enum which w,
 	if (via_ptd(w)) {
 		ptd_insncache_free(icache);
 		ptd_iscache_free(ic);
-		bool bin = w == PTD_D1_BIN_IPTID || jobs_of(w);
+		bool packed = w == PTD_D1_PACKED_IPTID;
+		bool bin = w == PTD_D1_BIN_IPTID || jobs_of(w) || packed;
 
 		return through_ptd(arg_cache, nsubs_of(w),
 				   w == PTD_D1_IPTID || w == PTD_D4_IPTID || bin
 					   ? IPTID
 					   : 0,
-				   bin, jobs_of(w), ret_insns, ret_bytes,
+				   packed ? "packed" : bin ? "binary" : "json",
+				   jobs_of(w), ret_insns, ret_bytes,
 				   ret_slowest, ret_cpu);
 	}
 	if (w == PTD_THREADS) {
@@ -971,27 +1021,36 @@ static double measure(const struct ptd_capture *c, enum which w,
 			bytes += b;
 			break;
 		case PTD_INSN_PATH:
-			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 1);
+			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache, 1,
+					   false);
 			break;
 		case PTD_BLK_PATH:
 		case PTD_PAR1:
-			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 1);
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 1,
+					   false);
 			break;
 		case PTD_PAR2:
 			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache,
-					   arg_jobs);
+					   arg_jobs, false);
 			break;
 		case PTD_PAR2_INSN:
 			insns += ptd_count(c, &rs, PTD_PATH_INSN, icache,
-					   arg_jobs);
+					   arg_jobs, false);
+			break;
+		case PTD_IPS_COUNT:
+			insns += ptd_count(c, &rs, PTD_PATH_BLOCK, icache, 1,
+					   true);
 			break;
 		case PTD_INSN_BIN_IPTID:
+		case PTD_INSN_PACKED_IPTID:
 			insns += ptd_bin(c, &rs, IPTID |
 					 PTD_FIELD_BIT(PTD_FIELD_TYPE),
-					 icache, &b);
+					 w == PTD_INSN_PACKED_IPTID, icache,
+					 &b);
 			bytes += b;
 			break;
 		case PTD_D1_BIN_IPTID:
+		case PTD_D1_PACKED_IPTID:
 		case PTD_D1_BIN_J1:
 		case PTD_D1_BIN_J2:
 		case PTD_D1:
@@ -1254,6 +1313,13 @@ int main(int argc, char **argv)
 	if (HAVE(PTD_D1_IPTID) && HAVE(PTD_D1))
 		printf("  via ptd, 1 sub: ip,tid / full records        %5.2fx\n",
 		       RATE(PTD_D1_IPTID) / RATE(PTD_D1));
+	if (HAVE(PTD_D1_PACKED_IPTID) && HAVE(PTD_D1_BIN_IPTID))
+		printf("  via ptd, 1 sub ip,tid: packed / binary       %5.2fx\n",
+		       RATE(PTD_D1_PACKED_IPTID) / RATE(PTD_D1_BIN_IPTID));
+	if (HAVE(PTD_D1_PACKED_IPTID) && HAVE(PTD_IPS_COUNT))
+		printf("  via ptd, 1 sub ip,tid packed / the decoder alone "
+		       "(addresses counted)  %5.2fx\n",
+		       RATE(PTD_D1_PACKED_IPTID) / RATE(PTD_IPS_COUNT));
 	if (HAVE(PTD_D4) && HAVE(PTD_D1))
 		printf("  4 subs: aggregate / 1 sub %5.2fx, slowest / 1 sub "
 		       "%5.2fx\n", RATE(PTD_D4) / RATE(PTD_D1),
