@@ -28,6 +28,22 @@
 /* The index is a power of two with uint32_t entry numbers. */
 #define MAX_MAX_ENTRIES (1u << 30)
 
+/* Bytes read from an image ahead of the instruction being decoded: the
+ * instructions after it in its block are decoded from them, not each
+ * read again through the image (its region lookup, libipt's section
+ * cache and its locks).  Keyed by the section: an isid names immutable
+ * bytes at one address. */
+#define WINDOW_BYTES 256u
+
+struct code_window {
+	const struct ptd_image *img;	/* NULL: empty */
+	int isid;
+	uint64_t start;
+	uint32_t len;
+	bool at_end;		/* the region ends at start + len */
+	uint8_t bytes[WINDOW_BYTES];
+};
+
 struct ptd_insncache {
 	/* ent, nent (entries in use) and the hits of stats, which
 	 * ptd_insncache_next reads inline (insncache.h): first */
@@ -48,6 +64,7 @@ struct ptd_insncache {
 	struct ptd_symbols *syms;
 	pid_t sym_pid;
 	struct ptd_counters *counters;	/* ptd_insncache_set_counters */
+	struct code_window win;
 };
 
 #define CHUNK_SIZE (1u << 20)
@@ -267,7 +284,39 @@ static uint32_t entry_slot(struct ptd_counters *t,
 	return ptd_counters_slot(t, &in);
 }
 
-static int fill(const struct ptd_insncache *c, const struct code_src *src,
+/* src_read of the pt_max_insn_size bytes at @ip of section @isid (> 0)
+ * of an image, through the window: from it where it holds them (or all
+ * there is before the region's end), else read into it first. */
+static int win_read(struct ptd_insncache *c, const struct code_src *src,
+		    int isid, uint64_t ip, uint8_t *buf)
+{
+	struct code_window *w = &c->win;
+	uint64_t avail;
+	int n;
+
+	if (!(w->img == src->img && w->isid == isid && ip >= w->start &&
+	      ip - w->start < w->len &&
+	      (w->start + w->len - ip >= pt_max_insn_size || w->at_end))) {
+		w->img = NULL;
+		n = src_read(c, src, ip, w->bytes, WINDOW_BYTES);
+		if (n <= 0)
+			return n;
+		if (n > (int)WINDOW_BYTES)
+			n = (int)WINDOW_BYTES;
+		w->img = src->img;
+		w->isid = isid;
+		w->start = ip;
+		w->len = (uint32_t)n;
+		/* (the image reads short only where the region ends) */
+		w->at_end = n < (int)WINDOW_BYTES;
+	}
+	avail = w->start + w->len - ip;
+	n = avail < pt_max_insn_size ? (int)avail : (int)pt_max_insn_size;
+	memcpy(buf, w->bytes + (ip - w->start), (size_t)n);
+	return n;
+}
+
+static int fill(struct ptd_insncache *c, const struct code_src *src,
 		struct ptd_icache_entry *e,
 		int isid, uint64_t ip, enum pt_exec_mode mode,
 		bool *ret_cacheable)
@@ -278,7 +327,8 @@ static int fill(const struct ptd_insncache *c, const struct code_src *src,
 	int n, err;
 
 	/* Short at the end of a region, -PTD_ENOIMAGE if nothing is mapped. */
-	n = src_read(c, src, ip, buf, pt_max_insn_size);
+	n = src->img && isid > 0 ? win_read(c, src, isid, ip, buf)
+				 : src_read(c, src, ip, buf, pt_max_insn_size);
 	if (n <= 0)
 		return -PTD_ENOIMAGE;
 	if (n > (int)pt_max_insn_size)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The instruction cache: what an entry holds, hits and misses, isid 0 never
- * cached, region ends, the bound.
+ * cached, region ends, the bound, the bytes read ahead of a block.
  */
 #include <errno.h>
 #include <string.h>
@@ -462,6 +462,74 @@ static void test_region_end(void)
 	ptd_insncache_free(c);
 }
 
+/* The bytes read ahead of an instruction (a window of a few hundred) give
+ * the next ones of its block as reading each would: instructions that
+ * cross the window's end, one read back from before it, and a region
+ * that ends inside a window; new code mapped where other code was (a new
+ * isid) is decoded from the new bytes. */
+static void test_read_ahead(void)
+{
+	/* 5-byte movs (b8 imm32) from 0x600000: 600 bytes, so instructions
+	 * cross any window edge, then ret at the region's last byte */
+	static uint8_t big[601];
+	static const uint8_t other[] = { 0x48, 0x89, 0xe5, 0xc3 };
+	struct ptd_insncache *c;
+	struct ptd_insncache_stats st;
+	const struct ptd_icache_entry *e;
+	int ib, io, err;
+
+	for (size_t i = 0; i + 5 <= 600; i += 5) {
+		big[i] = 0xb8;
+		big[i + 1] = (uint8_t)i;
+		big[i + 2] = (uint8_t)(i >> 8);
+		big[i + 3] = 0x11;
+		big[i + 4] = 0x22;
+	}
+	big[600] = 0xc3;
+	(void)ptd_insncache_new(0, &c);
+	REQUIRE(c);
+	ib = map_bytes("big.bin", big, sizeof(big), 0x600000);
+	REQUIRE(ib > 0);
+	/* from the third instruction on, in order: every one whole */
+	for (uint64_t ip = 0x60000a; ip < 0x600258; ip += 5) {
+		e = get(c, ib, ip, &err);
+		REQUIRE(e);
+		CHECK_EQ_INT(e->size, 5);
+		CHECK_EQ_INT(e->raw[0], 0xb8);
+		CHECK_EQ_INT(e->raw[1] | e->raw[2] << 8,
+			     (int)(ip - 0x600000) & 0xffff);
+		CHECK_EQ_INT(e->raw[4], 0x22);
+		CHECK_EQ_U64(e->next, ip + 5);
+	}
+	/* each decoded whole and cached (none read short, across two
+	 * regions) */
+	ptd_insncache_get_stats(c, &st);
+	CHECK_EQ_U64(st.misses, 118);
+	CHECK_EQ_U64(st.uncached, 0);
+	/* one at the region's end, one before where the reads began, whose
+	 * window covers the region's start */
+	e = get(c, ib, 0x600258, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 1);
+	CHECK_EQ_INT(e->iclass, ptic_return);
+	e = get(c, ib, 0x600000, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->raw[1], 0);
+	CHECK_EQ_INT(e->raw[3], 0x11);
+	/* new code where the old was: the old unmapped, another file */
+	REQUIRE(ptd_image_unmap(img, 0x600000, 0x600259) == 0);
+	io = map_bytes("other.bin", other, sizeof(other), 0x600000);
+	REQUIRE(io > 0 && io != ib);
+	e = get(c, io, 0x600000, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->size, 3);
+	CHECK_EQ_INT(e->raw[2], 0xe5);
+	e = get(c, io, 0x600003, &err);
+	REQUIRE(e);
+	CHECK_EQ_INT(e->iclass, ptic_return);
+	ptd_insncache_free(c);
+}
+
 /* Full: cleared and refilled. */
 static void test_bound(void)
 {
@@ -545,6 +613,7 @@ int main(void)
 	RUN(test_isid0);
 	RUN(test_errors);
 	RUN(test_region_end);
+	RUN(test_read_ahead);
 	RUN(test_bound);
 	RUN(test_many);
 	cleanup();
