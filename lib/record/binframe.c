@@ -202,7 +202,7 @@ static void put_header(uint8_t *p, enum ptd_bin_type type, unsigned recsize,
 /* An address frame's delta: the difference of two addresses (mod 2^64)
  * as a signed number, zigzag-mapped (0, -1, 1, -2, ... to 0, 1, 2, 3,
  * ...) and written 7 bits a byte, low first, the top bit set on every
- * byte but the last: at most 10 bytes. */
+ * byte but the last: at most PTD_BIN_DELTA_MAX bytes. */
 static inline uint8_t *put_delta(uint8_t *p, uint64_t from, uint64_t to)
 {
 	uint64_t d = to - from;
@@ -254,10 +254,11 @@ int ptd_bin_buf_addrs(struct ptd_buf *b, size_t *open, uint64_t *open_last,
 		    *open + PTD_BIN_HDR + len == b->len &&
 		    !memcmp(h + PTD_BIN_HDR, frame + PTD_BIN_HDR, head - 8) &&
 		    get32(h + 8) + (uint64_t)count <= PTD_BIN_MAX_ADDRS &&
-		    len + 10 + deltas <= PTD_BIN_MAX_RECORDS_PAYLOAD) {
+		    len + PTD_BIN_DELTA_MAX + deltas <=
+			    PTD_BIN_MAX_RECORDS_PAYLOAD) {
 			uint8_t *p, *start;
 
-			if (ptd_buf_reserve(b, 10 + deltas) < 0)
+			if (ptd_buf_reserve(b, PTD_BIN_DELTA_MAX + deltas) < 0)
 				return -ENOMEM;
 			start = p = b->data + b->len;
 			p = put_delta(p, *open_last, get64(first));
@@ -479,8 +480,8 @@ static int check_lines(const uint8_t *p, uint32_t n, uint32_t count,
 }
 
 /* Check address frame @fr's payload (at stream offset @off): its head,
- * then exactly count - 1 deltas of at most 10 bytes, none of more than
- * 64 bits, and nothing after them.  Each refusal names a byte of the
+ * then exactly count - 1 deltas of at most PTD_BIN_DELTA_MAX bytes, none
+ * of more than 64 bits, and nothing after them.  Each refusal names a byte of the
  * frame: the length field for a payload too short for its head, the
  * payload's last byte where the deltas run past it. */
 static int check_addrs(const struct ptd_bin_frame *fr, uint64_t off,
@@ -502,7 +503,9 @@ static int check_addrs(const struct ptd_bin_frame *fr, uint64_t off,
 					   "address frame ends inside its "
 					   "deltas, count",
 					   fr->count);
-			if (at - start == 9 && p[at] > 1)
+			/* the last byte a delta may have holds bit 63
+			 * alone */
+			if (at - start == PTD_BIN_DELTA_MAX - 1 && p[at] > 1)
 				return bad(diag, off + at,
 					   "address delta above 64 bits",
 					   p[at]);
@@ -713,8 +716,7 @@ void ptd_bin_addrs_begin(const struct ptd_bin_frame *fr,
 	it->p = p;
 }
 
-void ptd_bin_addrs_next(const struct ptd_bin_frame *fr,
-			struct ptd_bin_addrs *it, struct ptd_record *ret)
+void ptd_bin_addrs_next(struct ptd_bin_addrs *it, struct ptd_record *ret)
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->type = PTD_REC_INSN;
@@ -737,7 +739,6 @@ void ptd_bin_addrs_next(const struct ptd_bin_frame *fr,
 		} while (b & 0x80);
 		it->ip += (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
 	}
-	(void)fr;
 	ret->u.insn.ip = it->ip;
 }
 
@@ -843,29 +844,26 @@ int ptd_bin_to_json(int fd, struct ptd_jsonw *w, struct ptd_diag *diag)
 	if (e < 0)
 		return ptd_diagf(diag, e, "binary stream: out of memory");
 	while ((e = ptd_bin_read(&rd, &fr, diag)) > 0) {
-		if (fr.type == PTD_BIN_ADDRS) {
+		if (fr.type == PTD_BIN_JSON || fr.type == PTD_BIN_END) {
+			if (fr.len)
+				e = ptd_jsonw_line(w, (const char *)fr.payload,
+						   fr.len);
+		} else {
+			/* insn records: fixed-width, or an address frame's
+			 * one after the other */
 			struct ptd_bin_addrs it;
 
 			if (fr.fields != fields) {
 				ptd_jsonw_set_fields(w, fr.fields);
 				fields = fr.fields;
 			}
-			ptd_bin_addrs_begin(&fr, &it);
+			if (fr.type == PTD_BIN_ADDRS)
+				ptd_bin_addrs_begin(&fr, &it);
 			for (uint32_t i = 0; i < fr.count && e >= 0; i++) {
-				ptd_bin_addrs_next(&fr, &it, &rec);
-				e = ptd_jsonw_put(w, &rec);
-			}
-		} else if (fr.type != PTD_BIN_RECORDS) {
-			if (fr.len)
-				e = ptd_jsonw_line(w, (const char *)fr.payload,
-						   fr.len);
-		} else {
-			if (fr.fields != fields) {
-				ptd_jsonw_set_fields(w, fr.fields);
-				fields = fr.fields;
-			}
-			for (uint32_t i = 0; i < fr.count && e >= 0; i++) {
-				ptd_bin_record_get(&fr, i, &rec);
+				if (fr.type == PTD_BIN_ADDRS)
+					ptd_bin_addrs_next(&it, &rec);
+				else
+					ptd_bin_record_get(&fr, i, &rec);
 				e = ptd_jsonw_put(w, &rec);
 			}
 		}
@@ -943,22 +941,18 @@ int ptd_binw_put(struct ptd_binw *w, const struct ptd_record *r)
 	return ptd_binw_line(w, w->line, n);
 }
 
-int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
-		 const uint64_t *ips, size_t n)
+/* ptd_binw_ips of a packed writer whose fields an address frame carries:
+ * address frames of up to PTD_BIN_MAX_ADDRS, each made in w->frame and
+ * joining the open one where it can. */
+static int binw_addrs(struct ptd_binw *w, pid_t pid, pid_t tid,
+		      const uint64_t *ips, size_t n)
 {
-	/* encoded a slice at a time, appended to the open frame at once
-	 * where it takes them */
-	enum { SLICE = 256 };
-	uint8_t recs[SLICE * PTD_BIN_MAX_REC];
-	unsigned rs = ptd_bin_recsize(w->fields);
 	int e;
 
-	if (!ptd_binw_takes_ips(w))
-		return -EINVAL;
-	if (n && w->packed && ptd_bin_fields_addrs(w->fields) && !w->frame &&
+	if (n && !w->frame &&
 	    !(w->frame = malloc(PTD_BIN_ADDRS_MAX(PTD_BIN_MAX_ADDRS))))
 		return -ENOMEM;
-	while (n && w->packed && ptd_bin_fields_addrs(w->fields)) {
+	while (n) {
 		size_t k = n < PTD_BIN_MAX_ADDRS ? n : PTD_BIN_MAX_ADDRS, fn;
 
 		if ((e = binw_room(w, PTD_BIN_ADDRS_MAX(k))) < 0)
@@ -972,6 +966,23 @@ int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
 		ips += k;
 		n -= k;
 	}
+	return 0;
+}
+
+int ptd_binw_ips(struct ptd_binw *w, pid_t pid, pid_t tid,
+		 const uint64_t *ips, size_t n)
+{
+	/* encoded a slice at a time, appended to the open frame at once
+	 * where it takes them */
+	enum { SLICE = 256 };
+	uint8_t recs[SLICE * PTD_BIN_MAX_REC];
+	unsigned rs = ptd_bin_recsize(w->fields);
+	int e;
+
+	if (!ptd_binw_takes_ips(w))
+		return -EINVAL;
+	if (w->packed && ptd_bin_fields_addrs(w->fields))
+		return binw_addrs(w, pid, tid, ips, n);
 	while (n) {
 		size_t k = n < SLICE ? n : SLICE;
 

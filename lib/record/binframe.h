@@ -109,9 +109,12 @@ static inline bool ptd_bin_fields_addrs(uint32_t fields)
 	return (fields & need) == need && !(fields & ~PTD_BIN_IP_FIELDS);
 }
 #define PTD_BIN_MAX_ADDRS 4096u
+/* The most bytes one address's difference takes (64 bits, 7 a byte). */
+#define PTD_BIN_DELTA_MAX 10u
 /* The most bytes an address frame of @n (1..PTD_BIN_MAX_ADDRS) records
  * takes, header included. */
-#define PTD_BIN_ADDRS_MAX(n) (PTD_BIN_HDR + 16u + 10u * (size_t)(n))
+#define PTD_BIN_ADDRS_MAX(n)                                                  \
+	(PTD_BIN_HDR + 16u + PTD_BIN_DELTA_MAX * (size_t)(n))
 _Static_assert(PTD_BIN_ADDRS_MAX(PTD_BIN_MAX_ADDRS) - PTD_BIN_HDR <=
 		       PTD_BIN_MAX_RECORDS_PAYLOAD,
 	       "an address frame's payload stays within the limit");
@@ -219,7 +222,8 @@ void ptd_bin_record_get(const struct ptd_bin_frame *fr, uint32_t i,
 
 /* The records of address frame @fr (checked by ptd_bin_frame_parse), one
  * after the other: ptd_bin_addrs_begin, then ptd_bin_addrs_next fr->count
- * times, each record as ptd_bin_record_get gives one. */
+ * times (@it holds where it is in @fr's payload), each record as
+ * ptd_bin_record_get gives one. */
 struct ptd_bin_addrs {
 	const uint8_t *p;	/* the next delta */
 	uint64_t ip;		/* the last address */
@@ -228,8 +232,7 @@ struct ptd_bin_addrs {
 };
 void ptd_bin_addrs_begin(const struct ptd_bin_frame *fr,
 			 struct ptd_bin_addrs *it);
-void ptd_bin_addrs_next(const struct ptd_bin_frame *fr,
-			struct ptd_bin_addrs *it, struct ptd_record *ret);
+void ptd_bin_addrs_next(struct ptd_bin_addrs *it, struct ptd_record *ret);
 
 /* Frames from a file descriptor. */
 struct ptd_bin_reader {

@@ -31,7 +31,7 @@ static void check_records(const struct ptd_bin_frame *fr)
 		cJSON *j;
 
 		if (addrs)
-			ptd_bin_addrs_next(fr, &it, &r);
+			ptd_bin_addrs_next(&it, &r);
 		else
 			ptd_bin_record_get(fr, i, &r);
 		k = ptd_jsonr_render(&jr, line, &r);

@@ -587,7 +587,7 @@ static void test_addrs_frames(void)
 	CHECK_EQ_INT(fr.count, nips);
 	ptd_bin_addrs_begin(&fr, &it);
 	for (size_t i = 0; i < nips; i++) {
-		ptd_bin_addrs_next(&fr, &it, &r);
+		ptd_bin_addrs_next(&it, &r);
 		CHECK_EQ_U64(r.u.insn.ip, ips[i]);
 		CHECK_EQ_INT(r.tid, 42);
 		CHECK_EQ_INT(r.pid, 0);	/* not in the set */
