@@ -1064,37 +1064,34 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 	 * record before the first) */
 	for (unsigned i = 0; i < f->nroster && m; i++) {
 		const struct ptd_subscriber *s = f->roster[i];
-		size_t rs = f->views[s->view].recsize, start, k;
+		/* a record's bytes in the stage, and at most in the queue */
+		size_t rs = f->views[s->view].recsize, qs = rs + PTD_BIN_HDR;
+		size_t start, k, most = SIZE_MAX;
 
 		if (!(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 			continue;
 		any = true;
 		if (src->ips && f->views[s->view].addrs) {
-			/* an address frame of its own: 10 bytes an
-			 * address at worst, and its header and head */
+			/* an address frame of its own entry (its last
+			 * address before it), its header and head once */
+			rs = qs = PTD_BIN_DELTA_MAX;
 			start = s->stage_len + sizeof(uint32_t) +
 				sizeof(uint64_t) + PTD_BIN_ADDRS_MAX(0);
-			k = start + STAGE_ENTRY_MAX <= STAGE_BYTES
-				    ? (STAGE_BYTES - STAGE_ENTRY_MAX - start) /
-						      10 + 1
-				    : 1;
-			if (k > PTD_BIN_MAX_ADDRS)
-				k = PTD_BIN_MAX_ADDRS;
-			if (k < m)
-				m = k;
-			if (10 > u)
-				u = 10;
 			fx = PTD_BIN_ADDRS_MAX(0);
-			continue;
+			most = PTD_BIN_MAX_ADDRS;
+		} else {
+			start = s->stage_len +
+				(s->stage_run ? 0 : sizeof(uint32_t));
 		}
-		start = s->stage_len + (s->stage_run ? 0 : sizeof(uint32_t));
 		k = start + STAGE_ENTRY_MAX <= STAGE_BYTES
 			    ? (STAGE_BYTES - STAGE_ENTRY_MAX - start) / rs + 1
 			    : 1;
+		if (k > most)
+			k = most;
 		if (k < m)
 			m = k;
-		if (rs + PTD_BIN_HDR > u)
-			u = rs + PTD_BIN_HDR;
+		if (qs > u)
+			u = qs;
 		if (s->lost_pending)
 			lostx = LOST_MAX + PTD_BIN_HDR;
 	}
