@@ -1106,6 +1106,28 @@ static struct ptd_filter filter_fmt(pid_t tid, uint32_t fields, bool binary)
 	return f;
 }
 
+/* The insn and event records of JSON lines @s, and the records its lost
+ * lines count. */
+static void count_json(const char *s, uint64_t *records, uint64_t *lost)
+{
+	*records = *lost = 0;
+	for (const char *p = s; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t k = nl ? (size_t)(nl - p) + 1 : strlen(p);
+
+		static const char insn[] = "{\"type\":\"insn\"",
+				  event[] = "{\"type\":\"event\"",
+				  lostr[] = "{\"type\":\"lost\",\"records\":";
+
+		if (!strncmp(p, insn, sizeof(insn) - 1) ||
+		    !strncmp(p, event, sizeof(event) - 1))
+			(*records)++;
+		else if (!strncmp(p, lostr, sizeof(lostr) - 1))
+			*lost += strtoull(p + sizeof(lostr) - 1, NULL, 10);
+		p += k;
+	}
+}
+
 /* Binary subscribers get, converted back, the lines JSON subscribers of
  * the same filter and fields get -- records staged and queued in batches,
  * events and control lines between them in order, a lost record where a
@@ -1127,7 +1149,6 @@ static void test_binary(void)
 	struct ptd_subscriber_stats st;
 	struct ptd_session_end end;
 	uint64_t matched = 0, got = 0, lost = 0;
-	const char *p;
 
 	/* two fan-outs fed alike, the JSON subscribers in one, the binary
 	 * ones in the other */
@@ -1173,7 +1194,7 @@ static void test_binary(void)
 		out[i].len--;
 	}
 	for (unsigned i = 0; i < 4; i += 2) {
-		const char *j = past_hello(&out[i]);
+		const char *j = past_hello(&out[i]), *p;
 
 		REQUIRE(frames_to_json(&out[i + 1], &conv));
 		p = past_hello(&conv);
@@ -1189,14 +1210,7 @@ static void test_binary(void)
 	}
 	/* the small queue lost records and says how many */
 	REQUIRE(frames_to_json(&out[4], &conv2));
-	for (p = (const char *)conv2.data; (p = strstr(p, "{\"type\":"));
-	     p++) {
-		if (!strncmp(p, "{\"type\":\"insn\"", 14) ||
-		    !strncmp(p, "{\"type\":\"event\"", 15))
-			got++;
-		else if (!strncmp(p, "{\"type\":\"lost\",\"records\":", 25))
-			lost += strtoull(p + 25, NULL, 10);
-	}
+	count_json((const char *)conv2.data, &got, &lost);
 	ptd_subscriber_get_stats(sub[4], &st);
 	CHECK(lost > 0);
 	CHECK_EQ_U64(got + lost, matched);
@@ -1451,6 +1465,43 @@ static size_t count_lines(const struct ptd_buf *b, const char *type)
 	return n;
 }
 
+/* @n records: insn records of threads 1 and 2 in stretches of 50, an
+ * event now and then (every 89th); with @code, the insn records'
+ * addresses steps of 3 bytes with a far jump every 17th, else the
+ * sequence numbers (mkinsn). */
+static void make_stretches(struct ptd_record *recs, size_t n, bool code)
+{
+	for (size_t k = 0; k < n; k++) {
+		recs[k] = mkinsn(k);
+		recs[k].tid = 1 + (pid_t)((k / 50) % 2);
+		if (code)
+			recs[k].u.insn.ip = 0x7f0000001000ull + 3 * k +
+					    (k % 17 == 0 ? 0x100000 : 0);
+		if (k % 89 == 3) {
+			recs[k].type = PTD_REC_EVENT;
+			memset(&recs[k].u, 0, sizeof(recs[k].u));
+			recs[k].u.event.ev.type = ptev_enabled;
+			recs[k].u.event.ev.variant.enabled.ip = k;
+		}
+	}
+}
+
+/* @recs (@n, a multiple of 1000) to @f with @pace a thousand at a time
+ * (fan_with_ips, counting its runs of addresses in *@calls), @sub's
+ * queue drained into @out after each: every one taken. */
+static void ips_paced_drained(struct ptd_fanout *f, struct ptd_subscriber *sub,
+			      const struct ptd_record *recs, size_t n,
+			      const struct ptd_fanout_pace *pace,
+			      size_t *calls, struct ptd_buf *out)
+{
+	for (size_t at = 0; at < n; at += 1000) {
+		CHECK_EQ_U64(fan_with_ips(f, recs + at, 1000, pace, calls),
+			     1000);
+		ptd_fanout_flush(f);
+		(void)drain_buf(sub, out);
+	}
+}
+
 /* Runs of addresses (ptd_fanout_ips) stand for insn records where every
  * subscriber takes its records by kind, insn records as binary records
  * of fields among PTD_BIN_IP_FIELDS: the same bytes and counts as one by
@@ -1490,17 +1541,7 @@ static void test_ips_run(void)
 	struct ptd_session_end end;
 	size_t calls = 0;
 
-	/* threads 1 and 2 in stretches of 50, an event now and then */
-	for (size_t k = 0; k < N; k++) {
-		recs[k] = mkinsn(k);
-		recs[k].tid = 1 + (pid_t)((k / 50) % 2);
-		if (k % 89 == 3) {
-			recs[k].type = PTD_REC_EVENT;
-			memset(&recs[k].u, 0, sizeof(recs[k].u));
-			recs[k].u.event.ev.type = ptev_enabled;
-			recs[k].u.event.ev.variant.enabled.ip = k;
-		}
-	}
+	make_stretches(recs, N, false);
 	runs_as_one_by_one(ok, okq, 4, recs, N, 1, true, &calls);
 	CHECK(calls > N / 100);
 	for (unsigned i = 0; i < 4; i++) {
@@ -1564,13 +1605,7 @@ static void test_ips_run(void)
 		REQUIRE(f);
 		REQUIRE(ptd_fanout_subscribe(f, &ok[0], 8 * PTD_JSON_MAX_RECORD,
 					     1, &sub) == 0);
-		for (size_t at = 0; at < N; at += 1000) {
-			CHECK_EQ_U64(fan_with_ips(f, recs + at, 1000, &pace,
-						  &c),
-				     1000);
-			ptd_fanout_flush(f);
-			(void)drain_buf(sub, &out);
-		}
+		ips_paced_drained(f, sub, recs, N, &pace, &c, &out);
 		ptd_subscriber_get_stats(sub, &st);
 		CHECK(c > N / 100);
 		CHECK_EQ_U64(st.sent, N);
@@ -1580,28 +1615,6 @@ static void test_ips_run(void)
 		ptd_fanout_unsubscribe(f, sub);
 		ptd_fanout_free(f);
 		ptd_buf_fini(&out);
-	}
-}
-
-/* The insn and event records of JSON lines @s, and the records its lost
- * lines count. */
-static void count_json(const char *s, uint64_t *records, uint64_t *lost)
-{
-	*records = *lost = 0;
-	for (const char *p = s; *p;) {
-		const char *nl = strchr(p, '\n');
-		size_t k = nl ? (size_t)(nl - p) + 1 : strlen(p);
-
-		static const char insn[] = "{\"type\":\"insn\"",
-				  event[] = "{\"type\":\"event\"",
-				  lostr[] = "{\"type\":\"lost\",\"records\":";
-
-		if (!strncmp(p, insn, sizeof(insn) - 1) ||
-		    !strncmp(p, event, sizeof(event) - 1))
-			(*records)++;
-		else if (!strncmp(p, lostr, sizeof(lostr) - 1))
-			*lost += strtoull(p + sizeof(lostr) - 1, NULL, 10);
-		p += k;
 	}
 }
 
@@ -1641,21 +1654,9 @@ static void test_packed_run(void)
 	uint64_t insns, lost;
 
 	flt[1].spec.packed = flt[3].spec.packed = flt[4].spec.packed = true;
-	/* threads 1 and 2 in stretches of 50 (runs of 1 to 50 addresses as
-	 * the steps below cut them), an event now and then, and the
-	 * addresses of code: steps of a few bytes, a jump now and then */
-	for (size_t k = 0; k < N; k++) {
-		recs[k] = mkinsn(k);
-		recs[k].tid = 1 + (pid_t)((k / 50) % 2);
-		recs[k].u.insn.ip = 0x7f0000001000ull + 3 * k +
-				    (k % 17 == 0 ? 0x100000 : 0);
-		if (k % 89 == 3) {
-			recs[k].type = PTD_REC_EVENT;
-			memset(&recs[k].u, 0, sizeof(recs[k].u));
-			recs[k].u.event.ev.type = ptev_enabled;
-			recs[k].u.event.ev.variant.enabled.ip = k;
-		}
-	}
+	/* runs of 1 to 50 addresses as the steps below cut the stretches,
+	 * the addresses of code */
+	make_stretches(recs, N, true);
 	(void)ptd_fanout_new(1, 100, NULL, NULL, &f);
 	REQUIRE(f);
 	for (unsigned i = 0; i < NS; i++)
@@ -1716,13 +1717,7 @@ static void test_packed_run(void)
 		REQUIRE(ptd_fanout_subscribe(f, &flt[1],
 					     8 * PTD_JSON_MAX_RECORD, 1,
 					     &s) == 0);
-		for (size_t at = 0; at < N; at += 1000) {
-			CHECK_EQ_U64(fan_with_ips(f, recs + at, 1000, &pace,
-						  &calls),
-				     1000);
-			ptd_fanout_flush(f);
-			(void)drain_buf(s, &o);
-		}
+		ips_paced_drained(f, s, recs, N, &pace, &calls, &o);
 		ptd_fanout_end(f, &end);
 		CHECK_EQ_INT(drain_buf(s, &o), PTD_SUB_DONE);
 		ptd_subscriber_get_stats(s, &st);
