@@ -743,6 +743,7 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 			  double *ret_cpu)
 {
 	char req[PATH_MAX + 256], resp[4096], abs[PATH_MAX], jobs_key[32] = "";
+	char format_key[32] = "";
 	struct reader rd[16];
 	const char *sp;
 	bool binary = strcmp(format, "json") != 0;
@@ -757,6 +758,9 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 	if (jobs)
 		(void)snprintf(jobs_key, sizeof(jobs_key), ",\"jobs\":%u",
 			       jobs);
+	if (binary)
+		(void)snprintf(format_key, sizeof(format_key),
+			       ",\"format\":\"%s\"", format);
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":1,\"cmd\":\"replay\",\"path\":\"%s\","
 		       "\"wait_ms\":10000%s}\n", abs, jobs_key);
@@ -772,10 +776,9 @@ static double through_ptd(const char *cache, unsigned nsubs, uint32_t fields,
 	 * join together (the replay begins at the first). */
 	(void)snprintf(req, sizeof(req),
 		       "{\"id\":2,\"cmd\":\"subscribe\",\"session\":%ld,"
-		       "\"kinds\":[\"insn\"]%s%s%s%s}\n",
+		       "\"kinds\":[\"insn\"]%s%s}\n",
 		       session, fields ? ",\"fields\":[\"ip\",\"tid\"]" : "",
-		       binary ? ",\"format\":\"" : "", binary ? format : "",
-		       binary ? "\"" : "");
+		       format_key);
 	for (unsigned i = 0; i < nsubs; i++) {
 		memset(&rd[i], 0, sizeof(rd[i]));
 		rd[i].binary = binary;
