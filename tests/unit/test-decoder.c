@@ -1051,6 +1051,82 @@ static void test_timeline(void)
 	}
 }
 
+/*
+ * A timeline change positioned exactly where a branch's step left the
+ * decoder applies before the next instruction, though the instructions
+ * after it read no trace (the offset does not move again until the
+ * next branch).  JUMP's jmp *%rax reads the TIP to NEW, whose code the
+ * change replaces: old nop, nop, nop, jmp *%rax; new xor, nop, jmp *%rax.
+ */
+#define JUMP 0x470000ull
+#define NEW 0x471000ull
+static void test_timeline_at_step(void)
+{
+	static const uint8_t jump[] = {0xff, 0xe0};
+	static const uint8_t old[] = {0x90, 0x90, 0x90, 0x74, 0x00,
+				      0xff, 0xe0};
+	static const uint8_t fresh[] = {0x31, 0xc0, 0x90, 0x74, 0x00,
+					0xff, 0xe0};
+	static const uint64_t want_ips[] = {JUMP, NEW, NEW + 2, NEW + 3,
+					    NEW + 5};
+	char path[256];
+	struct trace t;
+	size_t at;
+
+	path_of(path, sizeof(path), "fresh.bin");
+	REQUIRE(ptd_file_write_atomic(path, fresh, sizeof(fresh)) == 0);
+	tr_begin(&t);
+	psb(&t);
+	ippkt(&t, ppt_tip_pge, JUMP);
+	ippkt(&t, ppt_tip, NEW);
+	at = t.len;		/* the offset the jmp's step leaves */
+	tnt(&t, "1");
+	ippkt(&t, ppt_tip_pgd, NOWHERE);
+	tr_end(&t);
+
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		struct ptd_image *saved = img;
+		struct ptd_timeline tl;
+		struct ptd_tl_event ev;
+		struct ptd_tl_pos pos = {.tid = 101, .pos = at};
+		struct ptd_tl_cursor cur;
+		struct ptd_decode_stats st;
+		struct reclist l = {0};
+		struct ptd_diag diag;
+		uint64_t ips[8];
+
+		(void)ptd_image_new(ic, "tl-step", &img);
+		REQUIRE(img);
+		REQUIRE(map_bytes("jump.bin", jump, sizeof(jump), JUMP) > 0);
+		REQUIRE(map_bytes("old.bin", old, sizeof(old), NEW) > 0);
+		ptd_timeline_init(&tl);
+		memset(&ev, 0, sizeof(ev));
+		ev.pos = &pos;
+		ev.npos = 1;
+		ev.op = PTD_TL_MAP;
+		ev.start = NEW;
+		ev.end = NEW + sizeof(fresh);
+		ev.path = path;
+		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
+		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, UINT64_MAX,
+					   img, &diag) == 0);
+		CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE, t.buf,
+				    t.len, &cur, &l, &st),
+			     0);
+		CHECK_EQ_U64(st.tl_applied, 1);
+		CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
+		CHECK_EQ_U64(insn_ips(&l, ips, 8), 5);
+		for (size_t i = 0; i < 5; i++)
+			CHECK_EQ_U64(ips[i], want_ips[i]);
+		if (nth_insn(&l, 1))
+			CHECK_EQ_U64(nth_insn(&l, 1)->raw[0], 0x31);
+		reclist_free(&l);
+		ptd_timeline_fini(&tl);
+		ptd_image_free(img);
+		img = saved;
+	}
+}
+
 /* Counts what a decode gives, and stops it at @limit instructions. */
 struct loop_count {
 	uint64_t insns, limit;
@@ -1877,6 +1953,7 @@ int main(void)
 	RUN(test_blocks);
 	RUN(test_args);
 	RUN(test_timeline);
+	RUN(test_timeline_at_step);
 	RUN(test_loop_without_trace);
 	RUN(test_batch);
 	RUN(test_ips_runs);
