@@ -649,7 +649,8 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
  * one takes the flags left by events before it.  Returns NULL if the
  * callback asked to stop.
  */
-static struct ptd_rec_insn *new_insn(struct dec *d)
+static inline __attribute__((always_inline)) struct ptd_rec_insn *
+new_insn(struct dec *d)
 {
 	struct ptd_record *r = d->pi;
 	/* nothing between the decoder and @out for an insn record now */
@@ -1135,7 +1136,9 @@ static void loop_error(struct dec *d)
 
 /* --- The instruction path. --- */
 
-static int emit_pt_insn(struct dec *d, const struct pt_insn *in)
+/* (inline: it runs once per instruction, from one place) */
+static inline __attribute__((always_inline)) int
+emit_pt_insn(struct dec *d, const struct pt_insn *in)
 {
 	struct ptd_rec_insn *r;
 	int rc;
@@ -1225,17 +1228,37 @@ static int step_insn(struct dec *d)
 	bool known = d->step_off_ok && !d->loop_recheck && d->have_loop_off;
 	uint64_t known_off = d->step_off;
 
-	loop_before(d);
+	if (known) {	/* loop_before's work where it keeps the anchor */
+		d->err_off_valid = false;
+		d->step_off_ok = false;
+	} else {
+		loop_before(d);
+	}
 	memset(&in, 0, sizeof(in));
 	status = pt_insn_next(d->insn, &in, sizeof(in));
 	/* On error the instruction may still have been decoded (the error
 	 * came while finding its successor): it executed. */
 	decoded = status >= 0 || (in.iclass != ptic_error && in.size);
-	if (known && status >= 0 && in.iclass == ptic_other)
-		(void)loop_after_still(d, known_off, &loop);
-	else
-		(void)loop_after(d, decoded, &loop);
-	step_time(d);
+	if (known && status >= 0 && in.iclass == ptic_other &&
+	    d->loop_still + 1 < MAX_INSNS_WITHOUT_TRACE) {
+		/* Most instructions: one that read no trace, the offset
+		 * known (loop_after_still).  The offset is the last step's,
+		 * which is the loop guard's anchor (a step that moved it made
+		 * it the anchor), so the guard only counts, and the time is
+		 * the one step_time read at that offset: both without a
+		 * call. */
+		d->step_off_ok = true;
+		d->step_off = known_off;
+		d->step_moved = false;
+		d->loop_still++;
+		loop = false;
+	} else {
+		if (known && status >= 0 && in.iclass == ptic_other)
+			(void)loop_after_still(d, known_off, &loop);
+		else
+			(void)loop_after(d, decoded, &loop);
+		step_time(d);
+	}
 	if (decoded) {
 		d->in_kernel = (int64_t)in.ip < 0;
 		rc = emit_pt_insn(d, &in);
@@ -1668,6 +1691,7 @@ static int step_block(struct dec *d)
 static int decode_segment(struct dec *d, int status)
 {
 	for (;;) {
+		const struct ptd_tl_cursor *c;
 		int rc;
 
 		status = drain_events(d, status);
@@ -1675,8 +1699,12 @@ static int decode_segment(struct dec *d, int status)
 			return status;
 		if (status & pts_eos)
 			return -pte_eos;
-		/* nothing left to apply: the common case, without a call */
-		if (d->a->cursor && d->a->cursor->next_pos != UINT64_MAX) {
+		/* nothing due at the last step's offset (apply_timeline's
+		 * first test): the common case, without a call */
+		c = d->a->cursor;
+		if (c && c->next_pos != UINT64_MAX &&
+		    !(d->step_off_ok && !d->loop_recheck &&
+		      d->step_off < c->next_pos)) {
 			rc = apply_timeline(d, true);
 			if (rc)
 				return rc;
