@@ -1444,6 +1444,20 @@ static inline int put_ip(struct dec *d, uint64_t ip)
 	return d->ips_live ? 0 : 1;
 }
 
+/* The instruction at @ip of a run could not be had from the cache (@err):
+ * its error record comes at the run's end, what is pending is final now.
+ * Returns 0 or DEC_STOP. */
+static int run_dropped(struct dec *d, int err, uint64_t ip,
+		       const struct ptd_icache_entry **ret_last)
+{
+	d->run_drop = true;
+	d->run_err = err;
+	d->run_err_ip = ip;
+	d->run_walked = false;
+	*ret_last = NULL;
+	return flush_pending(d);
+}
+
 /*
  * Expand the first @n of @b's instructions into insn records, going on
  * with ptd's walk of the run (each instruction followed by its successor:
@@ -1474,7 +1488,47 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 			return rc;
 		ips = rc == 0;
 	}
-	for (uint64_t i = 0; i < n; i++) {
+	uint64_t i = 0;
+	/* Addresses: the walk alone, its bookkeeping once (the loop below
+	 * takes a truncated last instruction, and whatever follows the gate
+	 * closing). */
+	if (ips) {
+		uint64_t stop = n == b->ninsn && b->truncated ? n - 1 : n;
+		const struct ptd_icache_entry *last = NULL;
+		uint64_t walk_ip = 0;
+		int err = 0, rc = 0;
+
+		for (; i < stop; i++) {
+			const struct ptd_icache_entry *f =
+				e ? ptd_insncache_next(d->ic, d->a->img, e,
+						       &err)
+				  : ptd_insncache_get_from(
+					    d->ic, d->a->img, &d->blk_last,
+					    b->isid, ip, b->mode, &err);
+
+			if (!f)
+				return run_dropped(d, err, ip, ret_last);
+			e = f;
+			if ((rc = put_ip(d, ip)) == DEC_STOP)
+				break;
+			last = e;
+			walk_ip = ip;
+			ip = e->next;
+			if (rc) {	/* closed: records from the next on */
+				ips = false;
+				i++;
+				break;
+			}
+		}
+		if (last) {
+			*ret_last = last;
+			d->run_walked = true;
+			d->run_walk_ip = walk_ip;
+		}
+		if (rc == DEC_STOP)
+			return rc;
+	}
+	for (; i < n; i++) {
 		struct ptd_rec_insn *r;
 		int err = 0, rc;
 
@@ -1489,17 +1543,8 @@ static int expand_block(struct dec *d, const struct pt_block *b, uint64_t n,
 		e = e ? ptd_insncache_next(d->ic, d->a->img, e, &err)
 		      : ptd_insncache_get_from(d->ic, d->a->img, &d->blk_last,
 					       b->isid, ip, b->mode, &err);
-		if (!e) {
-			/* Its error record comes at the run's end; what
-			 * is pending is final now. */
-			d->run_drop = true;
-			d->run_err = err;
-			d->run_err_ip = ip;
-			d->run_walked = false;
-			*ret_last = NULL;
-			rc = flush_pending(d);
-			return rc;
-		}
+		if (!e)
+			return run_dropped(d, err, ip, ret_last);
 		if (ips) {
 			rc = put_ip(d, ip);
 			if (rc == DEC_STOP)
