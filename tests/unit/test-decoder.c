@@ -968,16 +968,62 @@ static void test_args(void)
 	reclist_free(&l);
 }
 
+/* A file of a test image: @data at @vaddr. */
+struct tl_map {
+	const char *name;
+	const uint8_t *data;
+	size_t n;
+	uint64_t vaddr;
+};
+
+/* Decode @t on @path, with its records into @l, against a fresh image of
+ * the @nmaps files at @maps and a timeline of the @nev events at @evs,
+ * each at offset @at of thread 101; the image and the timeline are gone
+ * after (the records hold neither).  Returns whether it decoded to the
+ * end. */
+static bool decode_tl(enum ptd_decode_path path, const struct trace *t,
+		      const struct tl_map *maps, size_t nmaps,
+		      struct ptd_tl_event *evs, size_t nev, size_t at,
+		      struct reclist *l, struct ptd_decode_stats *st)
+{
+	struct ptd_image *saved = img;
+	struct ptd_timeline tl;
+	struct ptd_tl_pos pos = {.tid = 101, .pos = at};
+	struct ptd_tl_cursor cur;
+	struct ptd_diag diag;
+	int rc;
+
+	(void)ptd_image_new(ic, "tl", &img);
+	REQUIRE_OR_FALSE(img);
+	for (size_t i = 0; i < nmaps; i++)
+		REQUIRE_OR_FALSE(map_bytes(maps[i].name, maps[i].data,
+					   maps[i].n, maps[i].vaddr) > 0);
+	ptd_timeline_init(&tl);
+	for (size_t i = 0; i < nev; i++) {
+		evs[i].pos = &pos;
+		evs[i].npos = 1;
+		REQUIRE_OR_FALSE(ptd_timeline_add(&tl, &evs[i]) >= 0);
+	}
+	REQUIRE_OR_FALSE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0,
+					    UINT64_MAX, img, &diag) == 0);
+	rc = decode(path, WANT_IE, t->buf, t->len, &cur, l, st);
+	CHECK_EQ_INT(rc, 0);
+	ptd_timeline_fini(&tl);
+	ptd_image_free(img);
+	img = saved;
+	return rc == 0;
+}
+
 /* A timeline event maps code as the decoder passes its position; a broken
  * one becomes an "image" error record and decoding goes on. */
 static void test_timeline(void)
 {
 	static const uint8_t late[] = {0x90, 0x90, 0xff, 0xe0};
+	static const struct tl_map maps[] = {
+		{"tl-code.bin", code, sizeof(code), BASE},
+	};
 	char path[256];
 	struct trace t;
-	struct ptd_timeline tl;
-	struct ptd_tl_event ev;
-	struct ptd_tl_pos pos;
 	size_t second;
 
 	path_of(path, sizeof(path), "late.bin");
@@ -994,42 +1040,23 @@ static void test_timeline(void)
 	tr_end(&t);
 
 	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
-		struct ptd_image *saved = img;
-		struct ptd_tl_cursor cur;
+		/* A broken event first, then the real one. */
+		struct ptd_tl_event ev[2] = {
+			{.op = PTD_TL_MAP,
+			 .start = LATE + 0x1000,
+			 .end = LATE + 0x2000,
+			 .path = (char *)"/nonexistent/ptd-test"},
+			{.op = PTD_TL_MAP,
+			 .start = LATE,
+			 .end = LATE + sizeof(late),
+			 .path = path},
+		};
 		struct ptd_decode_stats st;
 		struct reclist l = {0};
-		struct ptd_diag diag;
 
-		(void)ptd_image_new(ic, "tl", &img);
-		REQUIRE(img);
-		ptd_timeline_init(&tl);
-		memset(&ev, 0, sizeof(ev));
-		pos.tid = 101;
-		pos.pos = second;
-		ev.pos = &pos;
-		ev.npos = 1;
-		/* A broken event first, then the real one. */
-		ev.op = PTD_TL_MAP;
-		ev.start = LATE + 0x1000;
-		ev.end = LATE + 0x2000;
-		ev.path = (char *)"/nonexistent/ptd-test";
-		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
-		ev.start = LATE;
-		ev.end = LATE + sizeof(late);
-		ev.path = path;
-		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
-		{
-			char cpath[256];
-
-			path_of(cpath, sizeof(cpath), "code.bin");
-			REQUIRE(ptd_image_map_file(img, cpath, 0, sizeof(code),
-						   BASE, NULL, &diag) > 0);
-		}
-		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, UINT64_MAX,
-					   img, &diag) == 0);
-		CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE, t.buf,
-				    t.len, &cur, &l, &st),
-			     0);
+		if (!decode_tl((enum ptd_decode_path)p, &t, maps, 1, ev, 2,
+			       second, &l, &st))
+			continue;
 		CHECK_EQ_U64(st.tl_applied, 1);
 		CHECK_EQ_U64(flags_at(&l, 0x400022), PTD_F_DISABLED);
 		CHECK_EQ_U64(flags_at(&l, LATE) & PTD_F_ENABLED,
@@ -1045,9 +1072,6 @@ static void test_timeline(void)
 			CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 1);
 		}
 		reclist_free(&l);
-		ptd_timeline_fini(&tl);
-		ptd_image_free(img);
-		img = saved;
 	}
 }
 
@@ -1069,6 +1093,10 @@ static void test_timeline_at_step(void)
 					0xff, 0xe0};
 	static const uint64_t want_ips[] = {JUMP, NEW, NEW + 2, NEW + 3,
 					    NEW + 5};
+	static const struct tl_map maps[] = {
+		{"jump.bin", jump, sizeof(jump), JUMP},
+		{"old.bin", old, sizeof(old), NEW},
+	};
 	char path[256];
 	struct trace t;
 	size_t at;
@@ -1085,34 +1113,17 @@ static void test_timeline_at_step(void)
 	tr_end(&t);
 
 	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
-		struct ptd_image *saved = img;
-		struct ptd_timeline tl;
-		struct ptd_tl_event ev;
-		struct ptd_tl_pos pos = {.tid = 101, .pos = at};
-		struct ptd_tl_cursor cur;
+		struct ptd_tl_event ev = {.op = PTD_TL_MAP,
+					  .start = NEW,
+					  .end = NEW + sizeof(fresh),
+					  .path = path};
 		struct ptd_decode_stats st;
 		struct reclist l = {0};
-		struct ptd_diag diag;
 		uint64_t ips[8];
 
-		(void)ptd_image_new(ic, "tl-step", &img);
-		REQUIRE(img);
-		REQUIRE(map_bytes("jump.bin", jump, sizeof(jump), JUMP) > 0);
-		REQUIRE(map_bytes("old.bin", old, sizeof(old), NEW) > 0);
-		ptd_timeline_init(&tl);
-		memset(&ev, 0, sizeof(ev));
-		ev.pos = &pos;
-		ev.npos = 1;
-		ev.op = PTD_TL_MAP;
-		ev.start = NEW;
-		ev.end = NEW + sizeof(fresh);
-		ev.path = path;
-		REQUIRE(ptd_timeline_add(&tl, &ev) >= 0);
-		REQUIRE(ptd_tl_cursor_init(&cur, &tl, dir, 101, 0, UINT64_MAX,
-					   img, &diag) == 0);
-		CHECK_EQ_INT(decode((enum ptd_decode_path)p, WANT_IE, t.buf,
-				    t.len, &cur, &l, &st),
-			     0);
+		if (!decode_tl((enum ptd_decode_path)p, &t, maps, 2, &ev, 1,
+			       at, &l, &st))
+			continue;
 		CHECK_EQ_U64(st.tl_applied, 1);
 		CHECK_EQ_U64(count_type(&l, PTD_REC_ERROR), 0);
 		CHECK_EQ_U64(insn_ips(&l, ips, 8), 5);
@@ -1121,9 +1132,6 @@ static void test_timeline_at_step(void)
 		if (nth_insn(&l, 1))
 			CHECK_EQ_U64(nth_insn(&l, 1)->raw[0], 0x31);
 		reclist_free(&l);
-		ptd_timeline_fini(&tl);
-		ptd_image_free(img);
-		img = saved;
 	}
 }
 
