@@ -1749,7 +1749,7 @@ static int decode_segment(struct dec *d, int status)
 		c = d->a->cursor;
 		if (c && c->next_pos != UINT64_MAX &&
 		    !(d->step_off_ok && !d->loop_recheck &&
-		      d->step_off < c->next_pos)) {
+		      !ptd_tl_cursor_due(c, d->step_off))) {
 			rc = apply_timeline(d, true);
 			if (rc)
 				return rc;
