@@ -481,9 +481,9 @@ static int check_lines(const uint8_t *p, uint32_t n, uint32_t count,
 
 /* Check address frame @fr's payload (at stream offset @off): its head,
  * then exactly count - 1 deltas of at most PTD_BIN_DELTA_MAX bytes, none
- * of more than 64 bits, and nothing after them.  Each refusal names a byte of the
- * frame: the length field for a payload too short for its head, the
- * payload's last byte where the deltas run past it. */
+ * of more than 64 bits, and nothing after them.  Each refusal names a
+ * byte of the frame: the length field for a payload too short for its
+ * head, the payload's last byte where the deltas run past it. */
 static int check_addrs(const struct ptd_bin_frame *fr, uint64_t off,
 		       struct ptd_diag *diag)
 {
