@@ -34,6 +34,7 @@ void ptd_chunks_add(struct ptd_chunks *c, struct ptd_chunkq *q,
 	q->n++;
 	c->held++;
 	c->held_records += k->n;
+	c->queued += k->n;
 	if (c->held_records > c->held_max)
 		c->held_max = c->held_records;
 }
@@ -63,6 +64,29 @@ void ptd_chunks_release(struct ptd_chunks *c, struct ptd_chunk *k)
 	c->held--;
 	c->held_records -= k->n;
 	ptd_chunks_put(c, k);
+}
+
+bool ptd_chunks_drain(struct ptd_chunks *c, struct ptd_chunkq *q,
+		      pthread_mutex_t *mx, pthread_cond_t *cv,
+		      bool (*give)(void *ctx, struct ptd_chunk *k), void *ctx)
+{
+	for (;;) {
+		struct ptd_chunk *k;
+		bool go;
+
+		(void)pthread_mutex_lock(mx);
+		k = ptd_chunks_pop(q);
+		(void)pthread_mutex_unlock(mx);
+		if (!k)
+			return true;
+		go = give(ctx, k);
+		(void)pthread_mutex_lock(mx);
+		ptd_chunks_release(c, k);
+		(void)pthread_cond_broadcast(cv);
+		(void)pthread_mutex_unlock(mx);
+		if (!go)
+			return false;
+	}
 }
 
 static void free_list(struct ptd_chunk *k)

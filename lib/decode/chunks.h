@@ -42,6 +42,7 @@ struct ptd_chunks {
 	size_t held;		/* chunks queued on every queue */
 	uint64_t held_records;	/* ... their records */
 	uint64_t held_max;	/* the most records queued at once */
+	uint64_t queued;	/* records ever queued */
 };
 
 /* An empty chunk, from the free list (@mx held for it) or allocated;
@@ -55,6 +56,13 @@ void ptd_chunks_add(struct ptd_chunks *c, struct ptd_chunkq *q,
 struct ptd_chunk *ptd_chunks_pop(struct ptd_chunkq *q);
 /* @k, taken with ptd_chunks_pop, handed on: no longer held, free again. */
 void ptd_chunks_release(struct ptd_chunks *c, struct ptd_chunk *k);
+/* Hand on what @q holds, chunk by chunk in order, to @give(@ctx, @k);
+ * each chunk is released after (@mx held for the queue and the release,
+ * @cv broadcast: room again).  Returns false where @give did (stopping
+ * there). */
+bool ptd_chunks_drain(struct ptd_chunks *c, struct ptd_chunkq *q,
+		      pthread_mutex_t *mx, pthread_cond_t *cv,
+		      bool (*give)(void *ctx, struct ptd_chunk *k), void *ctx);
 /* @k, never queued, free again. */
 void ptd_chunks_put(struct ptd_chunks *c, struct ptd_chunk *k);
 /* Free what @q still holds (held is not kept up to date). */

@@ -181,8 +181,9 @@ struct ptd_decode_opts {
 	/* Threads decoding one thread's trace (decode/parallel.h): 0 or 1,
 	 * the serial decode; more: the trace cut at its PSBs, the parts
 	 * decoded at once and stitched into the records the serial decode
-	 * gives (or decoded serially where that cannot be proven).  Not
-	 * with args.more.  At most PTD_DECODE_MAX_JOBS.  (The readers of
+	 * gives (or decoded serially where that cannot be proven), the
+	 * callback called on the workers, one at a time.  Not with
+	 * args.more.  At most PTD_DECODE_MAX_JOBS.  (The readers of
 	 * saved traces also decode short threads at once with it:
 	 * decode/threadpar.h.) */
 	unsigned jobs;
@@ -214,6 +215,10 @@ struct ptd_decode_stats {
 	/* opts.jobs > 1, parts: the most records held at once, decoded ahead
 	 * of the callback (PTD_DECODE_HELD(jobs) at most, parallel.h). */
 	uint64_t held_max;
+	/* ... the records held at all: decoded ahead of the callback and
+	 * handed on later; the others went to it as their worker made them
+	 * (parallel.c, the turn) */
+	uint64_t held;
 	/* opts.jobs > 1: the thread was decoded serially on a worker, at once
 	 * with the trace's other threads (decode/threadpar.h; its parts are
 	 * 0). */

@@ -2,18 +2,26 @@
 /*
  * One thread's trace decoded on several cores (decode/parallel.h).
  *
- * Threads: the caller's thread creates min(jobs, parts) workers, then
- * stitches: it takes each part's records in turn as the part's worker
- * queues them (decode/chunks.h), checks the part's first records against
- * the previous part's records after its cut, and hands them to the
- * callback.  Workers take parts in order, but never more than nslots
- * ahead of the part being handed out; a part's slot (its image, cursor
- * and instruction cache) is free again once its records were handed out.
- * The records queued are bounded, not the parts' size nor how many
- * records a trace byte gives (a tight loop: some 20): a worker waits
- * while the parts hold their budget of chunks, PTD_DECODE_HELD(jobs) with
- * the chunks being filled, but the worker of the part being handed out,
- * which may always queue two chunks more -- the stitcher takes them.
+ * Threads: the caller's thread starts min(jobs, parts) workers and waits
+ * for them.  Workers take parts in order, but never more than nslots
+ * ahead of the current part (the one whose records the callback gets
+ * now); a part's slot (its image, cursor and instruction cache) is free
+ * again once its records were handed on.  A worker whose part is not
+ * current queues its records in chunks (decode/chunks.h) and waits while
+ * the parts hold their budget of chunks, PTD_DECODE_HELD(jobs) with the
+ * chunks being filled: the records held are bounded, not the parts' size
+ * nor how many records a trace byte gives (a tight loop: some 20).  The
+ * worker of the current part has the turn, as in decode/threadpar.c: it
+ * checks the part's first records against the previous part's records
+ * after its cut (seam), hands on what the part queued, then its records
+ * as it makes them (in runs of RUN_RECORDS, in a buffer that stays in its
+ * caches: not the memory traffic of records held), and once the part is
+ * done passes the turn on -- handing on, itself, the parts after it
+ * that are done already, until one is still being decoded (whose worker
+ * takes the turn at its next record, or when its decode returns).  So the
+ * callback is called by one thread at a time, in the serial order, the
+ * turn passed under @mx.  A part takes the turn only past its first
+ * HEAD_MAX records, which the seam needs.
  * Lock order: @mx (the parts' state and their queues) and @iclock (the
  * section cache, held by the decoders, decoder.h) are never held
  * together.
@@ -24,6 +32,7 @@
 #include "decode/counters.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +64,10 @@
  * block): more, and the part is decoded serially. */
 #define HEAD_MAX 256u
 _Static_assert(HEAD_MAX < PTD_CHUNK_RECORDS, "a head in a part's first chunk");
+/* Records the worker with the turn gathers (in its chunk) for a callback
+ * that takes runs (opts.batch), few enough to stay in its caches. */
+#define RUN_RECORDS 256u
+_Static_assert(RUN_RECORDS <= PTD_CHUNK_RECORDS, "a run in a chunk");
 _Static_assert(PTD_CHUNKS_A_PART >= 4, "a budget past the chunks being filled");
 
 struct recbuf {
@@ -90,6 +103,7 @@ struct part {
 	const char *probe_why;	/* why those after its cut are not */
 	int err;
 	bool done;
+	bool seamed;		/* its first records were checked (seam) */
 };
 
 struct slot {
@@ -106,14 +120,28 @@ struct par {
 	size_t nparts;
 	struct slot *slots;
 	size_t nslots;
-	pthread_mutex_t iclock;
-	pthread_mutex_t mx;
-	pthread_cond_t cv;	/* any change of the fields below */
-	struct ptd_chunks ch;	/* the parts' queued records */
 	size_t budget;		/* chunks held at most (a worker waits) */
+	/* The callback (in runs to @bfn where it is not NULL). */
+	ptd_record_fn fn;
+	ptd_records_fn bfn;
+	void *fctx;
+	pthread_mutex_t iclock;
+	/* Read at every record, written a few times a part: a cache line
+	 * of their own, not the lock's.  The part with the turn (nparts:
+	 * all handed on), written under @mx. */
+	_Alignas(64) atomic_size_t current;
+	atomic_bool cancel;	/* stopped, or every part handed on */
+	_Alignas(64) pthread_mutex_t mx;
+	pthread_cond_t cv;	/* any change of the fields below */
+	pthread_cond_t end;	/* @cancel set: the caller's thread waits */
+	struct ptd_chunks ch;	/* the parts' queued records */
 	size_t next;		/* the next part a worker takes */
-	size_t emitted;		/* parts handed out: the next is being */
-	bool cancel;
+	/* Why it stopped: the callback's value or a part's error, or part
+	 * @bad cannot be stitched (@why) */
+	int rc;
+	size_t bad;
+	const char *why;
+	uint64_t delivered;	/* records handed on (by the turn's holder) */
 };
 
 struct wctx {
@@ -122,7 +150,9 @@ struct wctx {
 	struct part *pt;
 	struct slot *s;
 	bool first;		/* part 0: the serial decoder itself */
-	struct ptd_chunk *c;	/* being filled (NULL: none yet) */
+	struct ptd_chunk *c;	/* being filled (NULL: none yet); with the
+				 * turn, a run for @p->bfn */
+	bool turn;		/* its records go to the callback as made */
 };
 
 static int push(struct recbuf *b, const struct ptd_record *r)
@@ -168,9 +198,231 @@ static bool history_error(const struct ptd_record *r)
 	"a return compressed against a call before a PSB (libipt's stack "  \
 	"starts empty where it synchronizes)"
 
+/*
+ * Equal but for what the history before a PSB decides and a decoder
+ * synchronized there cannot know: the flags of an instruction or block
+ * (flags left for the next instruction by an enable before the PSB; a
+ * disable, stop or abort after the cut binding to the instruction before
+ * it, which the previous part's records carry) and whether an enable
+ * resumes where tracing was disabled before the PSB (libipt compares with
+ * the IP it stopped at).  Anything else differing means the part's
+ * decoder does not decode as the serial one does there.
+ */
+static bool same_but_history(const struct ptd_record *x,
+			     const struct ptd_record *y)
+{
+	struct ptd_record a = *x, b = *y;
+
+	switch (a.type) {
+	case PTD_REC_INSN:
+		a.u.insn.flags = b.u.insn.flags = 0;
+		a.u.insn.json_body = b.u.insn.json_body = NULL;
+		a.u.insn.json_body_len = b.u.insn.json_body_len = 0;
+		break;
+	case PTD_REC_BLOCK:
+		a.u.block.flags = b.u.block.flags = 0;
+		break;
+	case PTD_REC_EVENT:
+		if (a.u.event.ev.type == ptev_enabled &&
+		    b.u.event.ev.type == ptev_enabled)
+			a.u.event.ev.variant.enabled.resumed =
+				b.u.event.ev.variant.enabled.resumed = 0;
+		break;
+	case PTD_REC_ERROR:
+	case PTD_REC_CALL:	/* none: the parts give none (callwrap) */
+	case PTD_REC_FIRST_EXEC:
+	case PTD_REC_COUNTERS:
+	case PTD_REC_TRACE:
+	case PTD_REC_TRACE_WITHDRAWN:
+	case PTD_REC_NTYPES:
+	case PTD_REC_IMAGE:
+		break;
+	}
+	return !ptd_record_diff(&a, &b, 0);
+}
+
+/*
+ * Check the seam between parts @k - 1 and @k and make part @k's first
+ * records the serial decoder's.  Returns NULL, or why part @k cannot be
+ * stitched.
+ *
+ * The previous part's decoder ran on past its cut as the serial decoder
+ * does (its own start was made the serial decoder's the same way, part by
+ * part), so its records after the cut, up to and including the first
+ * instruction (block), are the serial decode's.  Part @k's decoder gives
+ * the same records but for what history decides (same_but_history); from
+ * its first instruction on, that history no longer matters -- the enable
+ * has been handled, the flags taken -- as long as both decoders used the
+ * same image: the same timeline events applied by then.  So the seam is
+ * exact with the previous part's records in place of part @k's first
+ * ones.  @v: part @k's first @n records (at least HEAD_MAX, or all it
+ * has); @total: its records, UINT64_MAX while it is being decoded.
+ */
+static const char *seam(struct par *p, size_t k, struct ptd_record *v,
+			size_t n, uint64_t total)
+{
+	struct part *prev = &p->parts[k - 1], *cur = &p->parts[k];
+	size_t h = prev->probe.n;
+
+	if (!prev->cut_clean)
+		return "an error record at the PSB that ends a part (the "
+		       "serial decoder reports it before the PSB)";
+	if (prev->probe_why)
+		return prev->probe_why;
+	/* Without an instruction after the cut, the records after it are
+	 * all there is: the last part's. */
+	if (!prev->probe_done &&
+	    (prev->probe_full || k + 1 < p->nparts || total != h))
+		return "no instruction between a PSB and the next part";
+	if (n < h)
+		return "fewer records after a PSB than the serial decode has";
+	for (size_t i = 0; i < h; i++)
+		if (!same_but_history(&prev->probe.v[i], &v[i]))
+			return "the records after a PSB are not the serial "
+			       "decode's";
+	if (h && prev->probe_done && cur->head_tl[h - 1] != prev->probe_tl)
+		return "the image at the first instruction after a PSB is not "
+		       "the serial decode's (a timeline event held back)";
+	for (size_t i = 0; i < h; i++)
+		v[i] = prev->probe.v[i];
+	return NULL;
+}
+
+/* Everything stops: @rc, the callback's value or a part's error, or part
+ * @bad cannot be stitched (@why); or, with neither, every part was handed
+ * on.  The first reason stands. */
+static void stop_all(struct par *p, int rc, size_t bad, const char *why)
+{
+	(void)pthread_mutex_lock(&p->mx);
+	if (!p->rc && p->bad == SIZE_MAX) {
+		p->rc = rc;
+		p->bad = bad;
+		p->why = why;
+	}
+	atomic_store(&p->cancel, true);
+	(void)pthread_cond_broadcast(&p->cv);
+	(void)pthread_cond_signal(&p->end);
+	(void)pthread_mutex_unlock(&p->mx);
+}
+
+/* Hand @n records of part @k to the callback (the turn's holder), its
+ * first ones checked against the previous part's and replaced by them
+ * (seam); @total: the part's records, UINT64_MAX while it is being
+ * decoded.  Returns false when everything stops.  The records handed on,
+ * counted in @delivered, are the serial decode's all the same: the
+ * part's decoder differs from the serial one only in what seam checks
+ * and in libipt's return stack, and the records from the first that the
+ * stack changed on are never handed on (part_record). */
+static bool give(struct par *p, size_t k, struct ptd_record *v, size_t n,
+		 uint64_t total)
+{
+	struct part *pt = &p->parts[k];
+	int rc = 0;
+
+	if (!pt->seamed) {
+		const char *why = k ? seam(p, k, v, n, total) : NULL;
+
+		pt->seamed = true;
+		if (why) {
+			stop_all(p, 0, k, why);
+			return false;
+		}
+	}
+	if (!n)
+		return true;
+	if (p->bfn)
+		rc = p->bfn(p->fctx, v, n);
+	for (size_t i = 0; !p->bfn && i < n && !rc; i++)
+		rc = p->fn(p->fctx, &v[i]);
+	if (rc) {
+		stop_all(p, rc, SIZE_MAX, NULL);
+		return false;
+	}
+	p->delivered += n;
+	return true;
+}
+
+struct drain_ctx {
+	struct par *p;
+	size_t k;
+	uint64_t total;
+};
+
+static bool give_chunk(void *ctx, struct ptd_chunk *c)
+{
+	struct drain_ctx *d = ctx;
+
+	return give(d->p, d->k, c->v, c->n, d->total);
+}
+
+/* Hand on what part @k has queued (the turn's holder); @done: its decode
+ * returned. */
+static bool drain(struct par *p, size_t k, bool done)
+{
+	struct drain_ctx d = { p, k,
+			       done ? p->parts[k].nrec : UINT64_MAX };
+
+	return ptd_chunks_drain(&p->ch, &p->parts[k].q, &p->mx, &p->cv,
+				give_chunk, &d);
+}
+
+/* Part @k, which has the turn, was decoded and all handed on: stop where
+ * it ends what can be stitched, else pass the turn on, handing on the
+ * parts after it that are done. */
+static void pass_turn(struct par *p, size_t k)
+{
+	for (;;) {
+		struct part *pt = &p->parts[k];
+		bool done;
+
+		if (pt->err < 0) {
+			stop_all(p, pt->err, SIZE_MAX, NULL);
+			return;
+		}
+		/* no records at all: the seam is checked all the same */
+		if (!give(p, k, NULL, 0, 0))
+			return;
+		if (pt->why) {
+			stop_all(p, 0, k, pt->why);
+			return;
+		}
+		if (k)
+			recbuf_fini(&p->parts[k - 1].probe);
+		(void)pthread_mutex_lock(&p->mx);
+		atomic_store(&p->current, ++k);
+		if (k == p->nparts) {
+			atomic_store(&p->cancel, true);
+			(void)pthread_cond_signal(&p->end);
+		}
+		(void)pthread_cond_broadcast(&p->cv);
+		done = k < p->nparts && p->parts[k].done;
+		(void)pthread_mutex_unlock(&p->mx);
+		/* not done: its worker takes the turn */
+		if (!done || !drain(p, k, true))
+			return;
+	}
+}
+
+/* The turn came to @w's part, still being decoded: hand on what it
+ * queued and what it is filling; from now on its records go to the
+ * callback as they are made. */
+static bool take_turn(struct wctx *w)
+{
+	w->turn = true;
+	if (!drain(w->p, w->k, false))
+		return false;
+	if (w->c) {
+		size_t n = w->c->n;
+
+		w->c->n = 0;
+		return give(w->p, w->k, w->c->v, n, UINT64_MAX);
+	}
+	return true;
+}
+
 /* Queue @w's full chunk on its part, then wait while the parts hold
- * their budget (but for two chunks of the part being handed out).
- * Returns false when the decode is cancelled. */
+ * their budget, or until the turn comes to it.  Returns false when the
+ * decode is cancelled. */
 static bool queue_chunk(struct wctx *w)
 {
 	struct par *p = w->p;
@@ -180,10 +432,10 @@ static bool queue_chunk(struct wctx *w)
 	ptd_chunks_add(&p->ch, &w->pt->q, w->c);
 	w->c = NULL;
 	(void)pthread_cond_broadcast(&p->cv);
-	while (!p->cancel && p->ch.held >= p->budget &&
-	       (p->emitted != w->k || w->pt->q.n >= 2))
+	while (!atomic_load(&p->cancel) && p->ch.held >= p->budget &&
+	       atomic_load(&p->current) != w->k)
 		(void)pthread_cond_wait(&p->cv, &p->mx);
-	go = !p->cancel;
+	go = !atomic_load(&p->cancel);
 	(void)pthread_mutex_unlock(&p->mx);
 	return go;
 }
@@ -203,7 +455,7 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 	struct part *pt = w->pt;
 	struct ptd_record r;
 
-	if (__atomic_load_n(&w->p->cancel, __ATOMIC_RELAXED))
+	if (atomic_load_explicit(&w->p->cancel, memory_order_relaxed))
 		return 1;
 	if (!pt->cut_done) {
 		struct ptd_record *d;
@@ -214,6 +466,13 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 			pt->why = HISTORY_WHY;
 			return 1;
 		}
+		if (++pt->nrec <= HEAD_MAX)
+			pt->head_tl[pt->nrec - 1] = tl_index(w);
+		else if (!w->turn &&
+			 atomic_load_explicit(&w->p->current,
+					      memory_order_acquire) == w->k &&
+			 !take_turn(w))
+			return 1;
 		if (!w->c && !(w->c = ptd_chunks_get(&w->p->ch, &w->p->mx))) {
 			pt->err = -ENOMEM;
 			return 1;
@@ -221,8 +480,14 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 		d = &w->c->v[w->c->n++];
 		*d = *rec;
 		no_body(d);
-		if (++pt->nrec <= HEAD_MAX)
-			pt->head_tl[pt->nrec - 1] = tl_index(w);
+		if (w->turn) {
+			size_t n = w->c->n;
+
+			if (n < RUN_RECORDS)
+				return 0;
+			w->c->n = 0;
+			return give(w->p, w->k, w->c->v, n, UINT64_MAX) ? 0 : 1;
+		}
 		return w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w) ? 1 : 0;
 	}
 	/* After the cut: what the serial decoder gives at the start of the
@@ -325,21 +590,35 @@ static void decode_part(struct wctx *w)
 		pt->why = "the decode did not reach the PSB that ends the part";
 }
 
-/* Decode part @k in its slot and say it is done, with its last chunk. */
+/* Decode part @k in its slot and say it is done, with its last chunk;
+ * with the turn, hand it on and pass the turn. */
 static void run_part(struct par *p, size_t k)
 {
 	struct wctx w = { p, k, &p->parts[k], &p->slots[k % p->nslots],
-			  k == 0, NULL };
+			  k == 0, NULL, false };
+	bool turn;
 
 	decode_part(&w);
+	/* the run it gathered with the turn */
+	if (w.turn && w.c && w.c->n && !atomic_load(&p->cancel)) {
+		size_t n = w.c->n;
+
+		w.c->n = 0;
+		(void)give(p, k, w.c->v, n, UINT64_MAX);
+	}
 	(void)pthread_mutex_lock(&p->mx);
-	if (w.c && w.c->n)
+	if (w.c && w.c->n && !w.turn)
 		ptd_chunks_add(&p->ch, &w.pt->q, w.c);
 	else if (w.c)
 		ptd_chunks_put(&p->ch, w.c);
 	w.pt->done = true;
+	turn = atomic_load(&p->current) == k && !atomic_load(&p->cancel);
 	(void)pthread_cond_broadcast(&p->cv);
 	(void)pthread_mutex_unlock(&p->mx);
+	/* the turn came (or had come) to it: whatever it still queued, then
+	 * the parts after it */
+	if (turn && drain(p, k, true))
+		pass_turn(p, k);
 }
 
 static void *worker(void *arg)
@@ -351,10 +630,10 @@ static void *worker(void *arg)
 		size_t k;
 
 		(void)pthread_mutex_lock(&p->mx);
-		while (!p->cancel && p->next < p->nparts &&
-		       p->next >= p->emitted + p->nslots)
+		while (!atomic_load(&p->cancel) && p->next < p->nparts &&
+		       p->next >= atomic_load(&p->current) + p->nslots)
 			(void)pthread_cond_wait(&p->cv, &p->mx);
-		if (p->cancel || p->next >= p->nparts) {
+		if (atomic_load(&p->cancel) || p->next >= p->nparts) {
 			(void)pthread_mutex_unlock(&p->mx);
 			return NULL;
 		}
@@ -363,152 +642,6 @@ static void *worker(void *arg)
 
 		run_part(p, k);
 	}
-}
-
-/*
- * Equal but for what the history before a PSB decides and a decoder
- * synchronized there cannot know: the flags of an instruction or block
- * (flags left for the next instruction by an enable before the PSB; a
- * disable, stop or abort after the cut binding to the instruction before
- * it, which the previous part's records carry) and whether an enable
- * resumes where tracing was disabled before the PSB (libipt compares with
- * the IP it stopped at).  Anything else differing means the part's
- * decoder does not decode as the serial one does there.
- */
-static bool same_but_history(const struct ptd_record *x,
-			     const struct ptd_record *y)
-{
-	struct ptd_record a = *x, b = *y;
-
-	switch (a.type) {
-	case PTD_REC_INSN:
-		a.u.insn.flags = b.u.insn.flags = 0;
-		a.u.insn.json_body = b.u.insn.json_body = NULL;
-		a.u.insn.json_body_len = b.u.insn.json_body_len = 0;
-		break;
-	case PTD_REC_BLOCK:
-		a.u.block.flags = b.u.block.flags = 0;
-		break;
-	case PTD_REC_EVENT:
-		if (a.u.event.ev.type == ptev_enabled &&
-		    b.u.event.ev.type == ptev_enabled)
-			a.u.event.ev.variant.enabled.resumed =
-				b.u.event.ev.variant.enabled.resumed = 0;
-		break;
-	case PTD_REC_ERROR:
-	case PTD_REC_CALL:	/* none: the parts give none (callwrap) */
-	case PTD_REC_FIRST_EXEC:
-	case PTD_REC_COUNTERS:
-	case PTD_REC_TRACE:
-	case PTD_REC_TRACE_WITHDRAWN:
-	case PTD_REC_NTYPES:
-	case PTD_REC_IMAGE:
-		break;
-	}
-	return !ptd_record_diff(&a, &b, 0);
-}
-
-/*
- * Check the seam between parts @k - 1 and @k and make part @k's first
- * records the serial decoder's.  Returns NULL, or why part @k cannot be
- * stitched.
- *
- * The previous part's decoder ran on past its cut as the serial decoder
- * does (its own start was made the serial decoder's the same way, part by
- * part), so its records after the cut, up to and including the first
- * instruction (block), are the serial decode's.  Part @k's decoder gives
- * the same records but for what history decides (same_but_history); from
- * its first instruction on, that history no longer matters -- the enable
- * has been handled, the flags taken -- as long as both decoders used the
- * same image: the same timeline events applied by then.  So the seam is
- * exact with the previous part's records in place of part @k's first
- * ones.  @v: part @k's first @n records (at least HEAD_MAX, or all it
- * has); @total: its records, UINT64_MAX while it is being decoded.
- */
-static const char *seam(struct par *p, size_t k, struct ptd_record *v,
-			size_t n, uint64_t total)
-{
-	struct part *prev = &p->parts[k - 1], *cur = &p->parts[k];
-	size_t h = prev->probe.n;
-
-	if (!prev->cut_clean)
-		return "an error record at the PSB that ends a part (the "
-		       "serial decoder reports it before the PSB)";
-	if (prev->probe_why)
-		return prev->probe_why;
-	/* Without an instruction after the cut, the records after it are
-	 * all there is: the last part's. */
-	if (!prev->probe_done &&
-	    (prev->probe_full || k + 1 < p->nparts || total != h))
-		return "no instruction between a PSB and the next part";
-	if (n < h)
-		return "fewer records after a PSB than the serial decode has";
-	for (size_t i = 0; i < h; i++)
-		if (!same_but_history(&prev->probe.v[i], &v[i]))
-			return "the records after a PSB are not the serial "
-			       "decode's";
-	if (h && prev->probe_done && cur->head_tl[h - 1] != prev->probe_tl)
-		return "the image at the first instruction after a PSB is not "
-		       "the serial decode's (a timeline event held back)";
-	for (size_t i = 0; i < h; i++)
-		v[i] = prev->probe.v[i];
-	return NULL;
-}
-
-/*
- * Hand part @k's records to @fn(@ctx) (in runs to @bfn where it is not
- * NULL) as its worker queues them, the first ones checked against the
- * previous part's (seam).  Returns 0, the callback's non-zero value, or
- * the part's negative error; *@ret_why: why the part cannot be stitched.
- * The records handed on, counted in *@delivered, are the serial decode's
- * all the same: the part's decoder differs from the serial one only in
- * what seam checks and in libipt's return stack, and the records from the
- * first that the stack changed on are never queued (part_record).
- */
-static int hand_on(struct par *p, size_t k, ptd_record_fn fn,
-		   ptd_records_fn bfn, void *ctx, uint64_t *delivered,
-		   const char **ret_why)
-{
-	struct part *pt = &p->parts[k];
-	bool first = true;
-	int rc = 0;
-
-	*ret_why = NULL;
-	for (;;) {
-		struct ptd_chunk *c;
-		uint64_t total;
-
-		(void)pthread_mutex_lock(&p->mx);
-		while (!pt->q.head && !pt->done)
-			(void)pthread_cond_wait(&p->cv, &p->mx);
-		c = ptd_chunks_pop(&pt->q);
-		total = pt->done ? pt->nrec : UINT64_MAX;
-		(void)pthread_mutex_unlock(&p->mx);
-		if (!c)
-			break;	/* done, and all of it taken */
-		if (first && k)
-			*ret_why = seam(p, k, c->v, c->n, total);
-		first = false;
-		if (!*ret_why && bfn)
-			rc = bfn(ctx, c->v, c->n);
-		for (size_t i = 0; !*ret_why && !bfn && i < c->n && !rc; i++)
-			rc = fn(ctx, &c->v[i]);
-		if (!*ret_why)
-			*delivered += c->n;
-		(void)pthread_mutex_lock(&p->mx);
-		ptd_chunks_release(&p->ch, c);
-		(void)pthread_cond_broadcast(&p->cv);
-		(void)pthread_mutex_unlock(&p->mx);
-		if (rc || *ret_why)
-			return rc;
-	}
-	if (pt->err < 0)
-		return pt->err;
-	if (first && k)
-		*ret_why = seam(p, k, NULL, 0, 0);
-	if (!*ret_why)
-		*ret_why = pt->why;
-	return 0;
 }
 
 /* Serial decode of the whole trace, delivering what comes after the
@@ -768,7 +901,6 @@ static int par_decode(const struct ptd_decode_opts *o,
 	pthread_t th[PTD_DECODE_MAX_JOBS];
 	struct ptd_decode_stats tot, st;
 	size_t nth = 0, k, bad = SIZE_MAX;
-	uint64_t delivered = 0;
 	const char *why = NULL;
 	bool timed = false, batch;
 	int r = 0, rc = 0;
@@ -830,9 +962,14 @@ static int par_decode(const struct ptd_decode_opts *o,
 	}
 	nth = o->jobs < p.nparts ? o->jobs : p.nparts;
 	p.nslots = nth + 2 < p.nparts ? nth + 2 : p.nparts;
-	/* with the chunk each worker fills and the two the part being
-	 * handed out may queue past it: PTD_DECODE_HELD(jobs) at most */
-	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth - 2;
+	/* with the chunk each worker fills: PTD_DECODE_HELD(jobs) at most */
+	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth;
+	p.bad = SIZE_MAX;
+	p.fn = fn;
+	p.bfn = batch ? o->batch : NULL;
+	p.fctx = ctx;
+	atomic_init(&p.current, 0);
+	atomic_init(&p.cancel, false);
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
 	if (!p.slots) {
 		par_fini(&p);
@@ -850,6 +987,7 @@ static int par_decode(const struct ptd_decode_opts *o,
 	(void)pthread_mutex_init(&p.iclock, NULL);
 	(void)pthread_mutex_init(&p.mx, NULL);
 	(void)pthread_cond_init(&p.cv, NULL);
+	(void)pthread_cond_init(&p.end, NULL);
 	for (k = 0; k < nth; k++) {
 		if (pthread_create(&th[k], NULL, worker, &p) != 0)
 			break;
@@ -862,56 +1000,46 @@ static int par_decode(const struct ptd_decode_opts *o,
 		goto out;
 	}
 
-	memset(&tot, 0, sizeof(tot));
-	for (k = 0; k < p.nparts; k++) {
-		struct part *pt = &p.parts[k];
-
-		rc = hand_on(&p, k, fn, batch ? o->batch : NULL, ctx,
-			     &delivered, &why);
-		if (rc)
-			break;
-		if (why) {
-			bad = k;
-			break;
-		}
-		stats_add(&tot, &pt->st);
-		if (k)
-			recbuf_fini(&p.parts[k - 1].probe);
-		if (k + 1 == p.nparts) {
-			/* Where the serial decode leaves the image. */
-			struct slot *s = &p.slots[k % p.nslots];
-
-			tot.tl_applied = pt->tl_before + pt->st.tl_applied;
-			r = ptd_image_copy(a->img, s->img);
-			if (a->cursor)
-				*a->cursor = s->cur;
-		}
-		(void)pthread_mutex_lock(&p.mx);
-		p.emitted = k + 1;
-		(void)pthread_cond_broadcast(&p.cv);
-		(void)pthread_mutex_unlock(&p.mx);
-	}
+	/* until every part was handed on, or it stopped */
+	(void)pthread_mutex_lock(&p.mx);
+	while (!atomic_load(&p.cancel))
+		(void)pthread_cond_wait(&p.end, &p.mx);
+	(void)pthread_mutex_unlock(&p.mx);
+	rc = p.rc;
+	bad = p.bad;
+	why = p.why;
 
 out:
-	(void)pthread_mutex_lock(&p.mx);
-	__atomic_store_n(&p.cancel, true, __ATOMIC_RELAXED);
-	(void)pthread_cond_broadcast(&p.cv);
-	(void)pthread_mutex_unlock(&p.mx);
 	for (size_t i = 0; i < nth; i++)
 		(void)pthread_join(th[i], NULL);
 	(void)pthread_cond_destroy(&p.cv);
+	(void)pthread_cond_destroy(&p.end);
 	(void)pthread_mutex_destroy(&p.mx);
 	(void)pthread_mutex_destroy(&p.iclock);
 
+	memset(&tot, 0, sizeof(tot));
+	for (k = 0; k < p.nparts && k < atomic_load(&p.current); k++)
+		stats_add(&tot, &p.parts[k].st);
+	if (bad == SIZE_MAX && !rc) {
+		/* Where the serial decode leaves the image. */
+		struct part *pt = &p.parts[p.nparts - 1];
+		struct slot *s = &p.slots[(p.nparts - 1) % p.nslots];
+
+		tot.tl_applied = pt->tl_before + pt->st.tl_applied;
+		r = ptd_image_copy(a->img, s->img);
+		if (a->cursor)
+			*a->cursor = s->cur;
+	}
 	if (bad != SIZE_MAX) {
 		/* a->img and a->cursor are as the stream began: the parts
 		 * decoded copies. */
 		memset(&st, 0, sizeof(st));
-		r = serial(&p.po, a, fn, ctx, delivered, &st);
+		r = serial(&p.po, a, fn, ctx, p.delivered, &st);
 		st.serial_parts = p.nparts - bad;
 		st.parts = p.nparts;
 		st.serial_why = why;
 		st.held_max = p.ch.held_max;
+		st.held = p.ch.queued;
 		if (stats)
 			*stats = st;
 		par_fini(&p);
@@ -919,6 +1047,7 @@ out:
 	}
 	tot.parts = p.nparts;
 	tot.held_max = p.ch.held_max;
+	tot.held = p.ch.queued;
 	par_fini(&p);
 	if (rc) {
 		if (stats) {

@@ -7,9 +7,10 @@
  * blocks each.  Worker threads decode the parts at once, each with its
  * own libipt decoder synchronized at the part's PSB, its own copy of the
  * image with the timeline events before the PSB applied, and its own
- * instruction cache; the calling thread hands the parts' records to the
- * callback in stream order (all of a part's at once where the caller
- * takes runs: opts.batch).  A part's decoder does not stop at the part's
+ * instruction cache.  The callback gets the parts' records in stream
+ * order, called by one worker at a time (the one whose part is current
+ * has the turn, parallel.c; in runs where the caller takes them:
+ * opts.batch), not on the calling thread, which waits.  A part's decoder does not stop at the part's
  * end: it runs on as the serial decoder would, which gives two things.
  * The records made before it handles the next part's PSB+ are the part's
  * (so an instruction before the PSB takes the flags of events after it,

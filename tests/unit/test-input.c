@@ -371,12 +371,21 @@ static void test_parts_bounded(void)
 	CHECK_EQ_U64(par.nrec, ser.nrec);
 	CHECK(par.n == ser.n && !memcmp(par.s, ser.s, ser.n));
 	fprintf(stderr, "prog-loop 1: %zu records, %" PRIu64 " parts, "
-			"%" PRIu64 " serial, at most %" PRIu64 " held\n",
-		par.nrec, par.st.parts, par.st.serial_parts, par.st.held_max);
+			"%" PRIu64 " serial, at most %" PRIu64 " held, %" PRIu64
+			" held in all\n",
+		par.nrec, par.st.parts, par.st.serial_parts, par.st.held_max,
+		par.st.held);
 	CHECK(par.st.parts >= 3);
 	CHECK_EQ_U64(par.st.serial_parts, 0);
 	CHECK(par.st.held_max > 0);
 	CHECK(par.st.held_max <= PTD_DECODE_HELD(2));
+	/* The part being handed on streams: its worker hands its records
+	 * to the consumer as it makes them (the turn), held only while
+	 * another part has it.  The first part, which has it from the
+	 * start, holds none past its first chunk (the seam's head); it is
+	 * about a part's worth of the records. */
+	CHECK(par.st.held > 0);
+	CHECK(par.st.held < par.nrec - par.nrec / par.st.parts / 2);
 	free(par.s);
 	free(ser.s);
 }
