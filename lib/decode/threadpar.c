@@ -59,6 +59,7 @@ struct tp {
 	pthread_mutex_t lock;	/* the section cache (threadpar.h) */
 	pthread_mutex_t mx;
 	pthread_cond_t cv;	/* any change of what @mx guards */
+	pthread_cond_t end;	/* @cancel set: the caller's thread waits */
 	struct ptd_chunks ch;	/* the units' queued records */
 	size_t next;		/* the next unit a worker takes */
 	size_t budget;		/* chunks held at most (a worker waits) */
@@ -87,6 +88,7 @@ static void stop_all(struct tp *p, int rc)
 		p->rc = rc;
 	atomic_store(&p->cancel, true);
 	(void)pthread_cond_broadcast(&p->cv);
+	(void)pthread_cond_signal(&p->end);
 	(void)pthread_mutex_unlock(&p->mx);
 }
 
@@ -113,26 +115,25 @@ static bool give(struct tp *p, struct unit *u, const struct ptd_record *v,
 	return true;
 }
 
+struct drain_ctx {
+	struct tp *p;
+	struct unit *u;
+};
+
+static bool give_chunk(void *ctx, struct ptd_chunk *c)
+{
+	struct drain_ctx *d = ctx;
+
+	return give(d->p, d->u, c->v, c->n);
+}
+
 /* Hand on what unit @u has queued (the turn's holder). */
 static bool drain(struct tp *p, struct unit *u)
 {
-	for (;;) {
-		struct ptd_chunk *c;
-		bool go;
+	struct drain_ctx d = { p, u };
 
-		(void)pthread_mutex_lock(&p->mx);
-		c = ptd_chunks_pop(&u->q);
-		(void)pthread_mutex_unlock(&p->mx);
-		if (!c)
-			return true;
-		go = give(p, u, c->v, c->n);
-		(void)pthread_mutex_lock(&p->mx);
-		ptd_chunks_release(&p->ch, c);
-		(void)pthread_cond_broadcast(&p->cv);
-		(void)pthread_mutex_unlock(&p->mx);
-		if (!go)
-			return false;
-	}
+	return ptd_chunks_drain(&p->ch, &u->q, &p->mx, &p->cv, give_chunk,
+				&d);
 }
 
 /* Unit @i, which has the turn, was decoded and all handed on: say so and
@@ -148,8 +149,10 @@ static void pass_turn(struct tp *p, size_t i)
 			     &u->diag);
 		(void)pthread_mutex_lock(&p->mx);
 		atomic_store(&p->current, ++i);
-		if (i == p->n)
+		if (i == p->n) {
 			atomic_store(&p->cancel, true);
+			(void)pthread_cond_signal(&p->end);
+		}
 		(void)pthread_cond_broadcast(&p->cv);
 		done = i < p->n && p->u[i].done;
 		(void)pthread_mutex_unlock(&p->mx);
@@ -341,6 +344,7 @@ static void tp_fini(struct tp *p)
 	ptd_chunks_fini(&p->ch);
 	free(p->u);
 	(void)pthread_cond_destroy(&p->cv);
+	(void)pthread_cond_destroy(&p->end);
 	(void)pthread_mutex_destroy(&p->mx);
 	(void)pthread_mutex_destroy(&p->lock);
 }
@@ -387,6 +391,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	(void)pthread_mutex_init(&p.lock, NULL);
 	(void)pthread_mutex_init(&p.mx, NULL);
 	(void)pthread_cond_init(&p.cv, NULL);
+	(void)pthread_cond_init(&p.end, NULL);
 	for (k = 0; k < nth; k++)
 		if (pthread_create(&th[k], NULL, worker, &p) != 0)
 			break;
@@ -399,7 +404,7 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	/* until every unit was handed on, or the consumer stopped it */
 	(void)pthread_mutex_lock(&p.mx);
 	while (!atomic_load(&p.cancel))
-		(void)pthread_cond_wait(&p.cv, &p.mx);
+		(void)pthread_cond_wait(&p.end, &p.mx);
 	rc = p.rc;
 	(void)pthread_mutex_unlock(&p.mx);
 	for (size_t i = 0; i < nth; i++)
