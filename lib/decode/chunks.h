@@ -21,6 +21,11 @@
 #include "record/record.h"
 
 #define PTD_CHUNK_RECORDS 2048u
+/* Records the worker with the turn gathers for a consumer that takes runs
+ * (opts.batch) before it hands them on: few enough to stay in its
+ * caches. */
+#define PTD_CHUNK_RUN 256u
+_Static_assert(PTD_CHUNK_RUN <= PTD_CHUNK_RECORDS, "a run in a chunk");
 /* The chunks a part's worth of records takes (PTD_DECODE_PART_RECORDS):
  * the unit of both decoders' budgets. */
 #define PTD_CHUNKS_A_PART (PTD_DECODE_PART_RECORDS / PTD_CHUNK_RECORDS)

@@ -14,7 +14,7 @@
  * worker of the current part has the turn, as in decode/threadpar.c: it
  * checks the part's first records against the previous part's records
  * after its cut (seam), hands on what the part queued, then its records
- * as it makes them (in runs of RUN_RECORDS, in a buffer that stays in its
+ * as it makes them (in runs of PTD_CHUNK_RUN, in a buffer that stays in its
  * caches: not the memory traffic of records held), and once the part is
  * done passes the turn on -- handing on, itself, the parts after it
  * that are done already, until one is still being decoded (whose worker
@@ -64,10 +64,6 @@
  * block): more, and the part is decoded serially. */
 #define HEAD_MAX 256u
 _Static_assert(HEAD_MAX < PTD_CHUNK_RECORDS, "a head in a part's first chunk");
-/* Records the worker with the turn gathers (in its chunk) for a callback
- * that takes runs (opts.batch), few enough to stay in its caches. */
-#define RUN_RECORDS 256u
-_Static_assert(RUN_RECORDS <= PTD_CHUNK_RECORDS, "a run in a chunk");
 _Static_assert(PTD_CHUNKS_A_PART >= 4, "a budget past the chunks being filled");
 
 struct recbuf {
@@ -403,6 +399,16 @@ static void pass_turn(struct par *p, size_t k)
 	}
 }
 
+/* Hand on what @w's chunk holds, not queued (the turn's holder), and
+ * empty it for the next run. */
+static bool give_filling(struct wctx *w)
+{
+	size_t n = w->c->n;
+
+	w->c->n = 0;
+	return give(w->p, w->k, w->c->v, n, UINT64_MAX);
+}
+
 /* The turn came to @w's part, still being decoded: hand on what it
  * queued and what it is filling; from now on its records go to the
  * callback as they are made. */
@@ -411,13 +417,7 @@ static bool take_turn(struct wctx *w)
 	w->turn = true;
 	if (!drain(w->p, w->k, false))
 		return false;
-	if (w->c) {
-		size_t n = w->c->n;
-
-		w->c->n = 0;
-		return give(w->p, w->k, w->c->v, n, UINT64_MAX);
-	}
-	return true;
+	return w->c ? give_filling(w) : true;
 }
 
 /* Queue @w's full chunk on its part, then wait while the parts hold
@@ -480,14 +480,8 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 		d = &w->c->v[w->c->n++];
 		*d = *rec;
 		no_body(d);
-		if (w->turn) {
-			size_t n = w->c->n;
-
-			if (n < RUN_RECORDS)
-				return 0;
-			w->c->n = 0;
-			return give(w->p, w->k, w->c->v, n, UINT64_MAX) ? 0 : 1;
-		}
+		if (w->turn)	/* a run, handed on when it is full */
+			return w->c->n == PTD_CHUNK_RUN && !give_filling(w);
 		return w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w) ? 1 : 0;
 	}
 	/* After the cut: what the serial decoder gives at the start of the
@@ -600,12 +594,8 @@ static void run_part(struct par *p, size_t k)
 
 	decode_part(&w);
 	/* the run it gathered with the turn */
-	if (w.turn && w.c && w.c->n && !atomic_load(&p->cancel)) {
-		size_t n = w.c->n;
-
-		w.c->n = 0;
-		(void)give(p, k, w.c->v, n, UINT64_MAX);
-	}
+	if (w.turn && w.c && w.c->n && !atomic_load(&p->cancel))
+		(void)give_filling(&w);
 	(void)pthread_mutex_lock(&p->mx);
 	if (w.c && w.c->n && !w.turn)
 		ptd_chunks_add(&p->ch, &w.pt->q, w.c);
@@ -900,10 +890,9 @@ static int par_decode(const struct ptd_decode_opts *o,
 	struct par p;
 	pthread_t th[PTD_DECODE_MAX_JOBS];
 	struct ptd_decode_stats tot, st;
-	size_t nth = 0, k, bad = SIZE_MAX;
-	const char *why = NULL;
+	size_t nth = 0, k;
 	bool timed = false, batch;
-	int r = 0, rc = 0;
+	int r = 0;
 
 	if (!o || !a || !fn || !a->img || o->jobs > PTD_DECODE_MAX_JOBS)
 		return -EINVAL;
@@ -995,8 +984,8 @@ static int par_decode(const struct ptd_decode_opts *o,
 	nth = k;
 	if (!nth) {
 		/* No worker: the caller's thread decodes it all. */
-		bad = 0;
-		why = "no worker thread could be started";
+		p.bad = 0;
+		p.why = "no worker thread could be started";
 		goto out;
 	}
 
@@ -1005,9 +994,6 @@ static int par_decode(const struct ptd_decode_opts *o,
 	while (!atomic_load(&p.cancel))
 		(void)pthread_cond_wait(&p.end, &p.mx);
 	(void)pthread_mutex_unlock(&p.mx);
-	rc = p.rc;
-	bad = p.bad;
-	why = p.why;
 
 out:
 	for (size_t i = 0; i < nth; i++)
@@ -1018,9 +1004,9 @@ out:
 	(void)pthread_mutex_destroy(&p.iclock);
 
 	memset(&tot, 0, sizeof(tot));
-	for (k = 0; k < p.nparts && k < atomic_load(&p.current); k++)
+	for (k = 0; k < atomic_load(&p.current); k++)
 		stats_add(&tot, &p.parts[k].st);
-	if (bad == SIZE_MAX && !rc) {
+	if (p.bad == SIZE_MAX && !p.rc) {
 		/* Where the serial decode leaves the image. */
 		struct part *pt = &p.parts[p.nparts - 1];
 		struct slot *s = &p.slots[(p.nparts - 1) % p.nslots];
@@ -1030,14 +1016,14 @@ out:
 		if (a->cursor)
 			*a->cursor = s->cur;
 	}
-	if (bad != SIZE_MAX) {
+	if (p.bad != SIZE_MAX) {
 		/* a->img and a->cursor are as the stream began: the parts
 		 * decoded copies. */
 		memset(&st, 0, sizeof(st));
 		r = serial(&p.po, a, fn, ctx, p.delivered, &st);
-		st.serial_parts = p.nparts - bad;
+		st.serial_parts = p.nparts - p.bad;
 		st.parts = p.nparts;
-		st.serial_why = why;
+		st.serial_why = p.why;
 		st.held_max = p.ch.held_max;
 		st.held = p.ch.queued;
 		if (stats)
@@ -1049,12 +1035,12 @@ out:
 	tot.held_max = p.ch.held_max;
 	tot.held = p.ch.queued;
 	par_fini(&p);
-	if (rc) {
+	if (p.rc) {
 		if (stats) {
 			tot.bytes = a->len;
 			*stats = tot;
 		}
-		return rc;
+		return p.rc;
 	}
 	if (r < 0)
 		return r;

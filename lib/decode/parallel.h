@@ -10,8 +10,9 @@
  * instruction cache.  The callback gets the parts' records in stream
  * order, called by one worker at a time (the one whose part is current
  * has the turn, parallel.c; in runs where the caller takes them:
- * opts.batch), not on the calling thread, which waits.  A part's decoder does not stop at the part's
- * end: it runs on as the serial decoder would, which gives two things.
+ * opts.batch), not on the calling thread, which waits.  A part's decoder
+ * does not stop at the part's end: it runs on as the serial decoder
+ * would, which gives two things.
  * The records made before it handles the next part's PSB+ are the part's
  * (so an instruction before the PSB takes the flags of events after it,
  * as in the serial decode), and the records after it, up to the first

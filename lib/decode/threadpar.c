@@ -33,9 +33,6 @@
 #include "decode/chunks.h"
 
 _Static_assert(PTD_CHUNKS_A_PART >= 2, "a budget of at least a chunk a worker");
-/* Records a worker with the turn gathers for a consumer that takes runs
- * (o->batch), small enough to stay in its caches. */
-#define RUN_RECORDS 256u
 
 struct unit {
 	struct ptd_chunkq q;		/* queued, not yet handed on */
@@ -217,9 +214,9 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 		return give(p, w->u, rec, 1) && !w->u->rc ? 0 : 1;
 	if (w->turn) {
 		w->run[w->nrun++] = *rec;
-		if (w->nrun == RUN_RECORDS) {
+		if (w->nrun == PTD_CHUNK_RUN) {
 			w->nrun = 0;
-			if (!give(p, w->u, w->run, RUN_RECORDS))
+			if (!give(p, w->u, w->run, PTD_CHUNK_RUN))
 				return 1;
 		}
 		return w->u->rc ? 1 : 0;
@@ -234,7 +231,7 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
-/* Decode unit @i on this worker (@run: RUN_RECORDS for o->batch). */
+/* Decode unit @i on this worker (@run: PTD_CHUNK_RUN for o->batch). */
 static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 {
 	struct wctx w = { p, i, &p->u[i], NULL, false, false, run, 0 };
@@ -275,7 +272,7 @@ static void *worker(void *arg)
 	struct ptd_record *run = NULL;
 
 	(void)pthread_setname_np(pthread_self(), "ptd-thread");
-	if (p->batch && !(run = malloc(RUN_RECORDS * sizeof(*run)))) {
+	if (p->batch && !(run = malloc(PTD_CHUNK_RUN * sizeof(*run)))) {
 		stop_all(p, -ENOMEM);
 		return NULL;
 	}

@@ -382,8 +382,9 @@ static void test_parts_bounded(void)
 	/* The part being handed on streams: its worker hands its records
 	 * to the consumer as it makes them (the turn), held only while
 	 * another part has it.  The first part, which has it from the
-	 * start, holds none past its first chunk (the seam's head); it is
-	 * about a part's worth of the records. */
+	 * start, holds none (its first records, the seam's head, wait in
+	 * the chunk it fills, not queued); it is about a part's worth of
+	 * the records. */
 	CHECK(par.st.held > 0);
 	CHECK(par.st.held < par.nrec - par.nrec / par.st.parts / 2);
 	free(par.s);
