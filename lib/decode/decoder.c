@@ -644,6 +644,16 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
 	unlock(d);
 }
 
+/* Where an insn record that goes straight to the consumer is made: the
+ * slot it takes in @out, or where a part's callback keeps it
+ * (ptd_decode_part.place); NULL: in @pend_insn. */
+static inline struct ptd_record *insn_place(const struct dec *d)
+{
+	if (d->out)
+		return &d->out[d->nout];
+	return d->part ? d->part->place : NULL;
+}
+
 /*
  * Make a new pending insn record: the previous one is delivered, the new
  * one takes the flags left by events before it.  Returns NULL if the
@@ -673,13 +683,12 @@ new_insn(struct dec *d)
 	} else if (flush_pending(d)) {
 		return NULL;
 	}
-	/* Where it will go straight to @out: made in the slot it takes
-	 * there.  No record can be delivered before it: events and blocks
+	/* Where it will go straight to @out (or to a part's callback):
+	 * made in the slot it takes there.  No record can be delivered before it: events and blocks
 	 * wait behind it, an error record flushes it first, and if the
 	 * call stack's gate opens meanwhile, the stack starts empty with
 	 * this instruction, so it makes no call record before it. */
-	if (d->out && straight) {
-		r = &d->out[d->nout];
+	if (straight && (r = insn_place(d)) != NULL) {
 		r->type = PTD_REC_INSN;
 		r->pid = d->a->pid;
 		r->tid = d->a->tid;

@@ -293,6 +293,13 @@ struct ptd_decode_part {
 	void (*on_cut)(void *ctx, const struct ptd_decode_stats *st,
 		       bool clean);
 	void *ctx;
+	/* Where the decoder makes its next insn record when nothing stands
+	 * between it and the callback (as a serial decode makes its runs
+	 * for opts.batch): read after each call of the callback, which may
+	 * change it.  Such a record reaches the callback at this address,
+	 * which it may keep it at; no other record is delivered before it.
+	 * NULL: in the decoder's own memory. */
+	struct ptd_record *place;
 };
 
 /* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its

@@ -21,7 +21,9 @@
  * takes the turn at its next record, or when its decode returns).  So the
  * callback is called by one thread at a time, in the serial order, the
  * turn passed under @mx.  A part takes the turn only past its first
- * HEAD_MAX records, which the seam needs.
+ * HEAD_MAX records, which the seam needs.  Past those, a part's decoder
+ * makes its insn records right in the chunk (or run) that keeps them
+ * (place_next), and the callback only counts them.
  * Lock order: @mx (the parts' state and their queues) and @iclock (the
  * section cache, held by the decoders, decoder.h) are never held
  * together.
@@ -51,12 +53,15 @@
  * and costs more the less of them the caches hold: on bench-decode's
  * trace, 2 threads on 2 cores, the decoder's CPU a record was 86 / 77 /
  * 71 ns with parts of at most 64 / 16 / 4 KiB (the serial decode's: 51
- * ns), no better with 2 KiB, where the cost per part grows.  (Holding an instruction's fields
- * once a part and each record as 12 bytes, made whole again when
- * stitched, cost more than it saved: 92 ns.  Making each insn record in
- * the part's buffer instead of copying it there, as a replay's runs are
- * made (decoder.c, new_insn), saved nothing: what costs is the memory
- * written, not the copy.) */
+ * ns), no better with 2 KiB, where the cost per part grows.  (Holding
+ * an instruction's fields once a part and each record as 12 bytes, made
+ * whole again when stitched, cost more than it saved: 92 ns.)  Making
+ * each insn record in the part's buffer instead of copying it there, as
+ * a replay's runs are made (decoder.c, new_insn), saved nothing by
+ * itself: what costs is the memory written, not the copy.  With the
+ * callback then counting a record, not checking everything at each
+ * (place_next), a record took 80-83 ns, against 83-93 before (the serial
+ * decode's: 62; the same runs alternated). */
 #define PARTS_PER_JOB 16u
 #define PART_MIN_BYTES (2u << 10)
 #define PART_MAX_BYTES PTD_DECODE_PART_MAX_BYTES
@@ -149,6 +154,7 @@ struct wctx {
 	struct ptd_chunk *c;	/* being filled (NULL: none yet); with the
 				 * turn, a run for @p->bfn */
 	bool turn;		/* its records go to the callback as made */
+	struct ptd_decode_part *dp;	/* its decoder's (place) */
 };
 
 static int push(struct recbuf *b, const struct ptd_record *r)
@@ -449,44 +455,60 @@ static void no_body(struct ptd_record *r)
 		r->u.insn.json_body = NULL, r->u.insn.json_body_len = 0;
 }
 
-static int part_record(void *ctx, const struct ptd_record *rec)
+/* What part_record checks (the stop, the turn, the chunk or run full)
+ * at every record it copies, but only once every PTD_CHUNK_CHECK records
+ * where they are made in place: the common record costs a count. */
+#define PTD_CHUNK_CHECK 64u
+_Static_assert(PTD_CHUNK_RUN % PTD_CHUNK_CHECK == 0 &&
+		       PTD_CHUNK_RECORDS % PTD_CHUNK_CHECK == 0,
+	       "a run or chunk full at a check");
+
+/* The decoder makes @w's next insn record where it will be kept, the
+ * next free record of the chunk @w fills (decoder.h, ptd_decode_part.
+ * place), so that part_record only counts it: copying each record there
+ * and checking everything at each was most of what a worker did beyond
+ * the serial decode (callgrind: some 75 instructions a record).  Not for
+ * the first HEAD_MAX records (each one's timeline position is kept),
+ * after the cut (the probe's records are copied) or without a chunk. */
+static void place_next(struct wctx *w)
 {
-	struct wctx *w = ctx;
-	struct part *pt = w->pt;
-	struct ptd_record r;
+	struct ptd_chunk *c = w->c;
 
-	if (atomic_load_explicit(&w->p->cancel, memory_order_relaxed))
+	w->dp->place = c && !w->pt->cut_done && w->pt->nrec >= HEAD_MAX
+			       ? &c->v[c->n]
+			       : NULL;
+}
+
+/* A record of the part was stored in @w's chunk: stop if everything
+ * stops, take the turn where it came, hand on a full run (with the turn)
+ * or queue a full chunk (without). */
+static __attribute__((noinline)) int part_checks(struct wctx *w)
+{
+	struct par *p = w->p;
+
+	if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
 		return 1;
-	if (!pt->cut_done) {
-		struct ptd_record *d;
-
-		/* The records before it are the serial decode's, those from
-		 * it on not: it ends what the part can hand on. */
-		if (!w->first && history_error(rec)) {
-			pt->why = HISTORY_WHY;
+	if (!w->turn && w->pt->nrec > HEAD_MAX &&
+	    atomic_load_explicit(&p->current, memory_order_acquire) == w->k &&
+	    !take_turn(w))
+		return 1;
+	if (w->turn) {
+		if (w->c->n == PTD_CHUNK_RUN && !give_filling(w))
 			return 1;
-		}
-		if (++pt->nrec <= HEAD_MAX)
-			pt->head_tl[pt->nrec - 1] = tl_index(w);
-		else if (!w->turn &&
-			 atomic_load_explicit(&w->p->current,
-					      memory_order_acquire) == w->k &&
-			 !take_turn(w))
-			return 1;
-		if (!w->c && !(w->c = ptd_chunks_get(&w->p->ch, &w->p->mx))) {
-			pt->err = -ENOMEM;
-			return 1;
-		}
-		d = &w->c->v[w->c->n++];
-		*d = *rec;
-		no_body(d);
-		if (w->turn)	/* a run, handed on when it is full */
-			return w->c->n == PTD_CHUNK_RUN && !give_filling(w);
-		return w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w) ? 1 : 0;
+	} else if (w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w)) {
+		return 1;
 	}
-	/* After the cut: what the serial decoder gives at the start of the
-	 * next part. */
-	r = *rec;
+	place_next(w);
+	return 0;
+}
+
+/* After the cut: what the serial decoder gives at the start of the next
+ * part. */
+static int probe_record(struct wctx *w, const struct ptd_record *rec)
+{
+	struct part *pt = w->pt;
+	struct ptd_record r = *rec;
+
 	no_body(&r);
 	if (!w->first && !pt->probe_why && history_error(&r))
 		pt->probe_why = HISTORY_WHY;
@@ -506,12 +528,61 @@ static int part_record(void *ctx, const struct ptd_record *rec)
 	return 0;
 }
 
+/* A record not made in place: copied into the chunk, or to the probe.
+ * (Neither it nor part_checks inlined: part_record's common case then
+ * saves and restores no registers.) */
+static __attribute__((noinline)) int
+part_record_copy(struct wctx *w, const struct ptd_record *rec)
+{
+	struct part *pt = w->pt;
+	struct ptd_record *d;
+
+	if (atomic_load_explicit(&w->p->cancel, memory_order_relaxed))
+		return 1;
+	if (pt->cut_done)
+		return probe_record(w, rec);
+	/* The records before it are the serial decode's, those from it on
+	 * not: it ends what the part can hand on. */
+	if (!w->first && history_error(rec)) {
+		pt->why = HISTORY_WHY;
+		return 1;
+	}
+	if (++pt->nrec <= HEAD_MAX)
+		pt->head_tl[pt->nrec - 1] = tl_index(w);
+	if (!w->c && !(w->c = ptd_chunks_get(&w->p->ch, &w->p->mx))) {
+		pt->err = -ENOMEM;
+		return 1;
+	}
+	d = &w->c->v[w->c->n++];
+	*d = *rec;
+	no_body(d);
+	return part_checks(w);
+}
+
+static int part_record(void *ctx, const struct ptd_record *rec)
+{
+	struct wctx *w = ctx;
+
+	if (rec == w->dp->place) {	/* an insn record, made in place */
+		struct ptd_chunk *c = w->c;
+
+		w->pt->nrec++;
+		if (++c->n % PTD_CHUNK_CHECK) {
+			w->dp->place = &c->v[c->n];
+			return 0;
+		}
+		return part_checks(w);
+	}
+	return part_record_copy(w, rec);
+}
+
 static void part_cut(void *ctx, const struct ptd_decode_stats *st,
 		     bool clean)
 {
 	struct wctx *w = ctx;
 
 	w->pt->cut_done = true;
+	place_next(w);
 	w->pt->cut_clean = clean;
 	w->pt->st = *st;
 }
@@ -574,6 +645,7 @@ static void decode_part(struct wctx *w)
 	dp.tracing_off = pt->tracing_off;
 	dp.on_cut = part_cut;
 	dp.ctx = w;
+	w->dp = &dp;
 	memset(&st, 0, sizeof(st));
 	r = ptd_decode_thread(&p->po, &args, part_record, w, &st);
 	if (r < 0 && !pt->err)
@@ -589,7 +661,7 @@ static void decode_part(struct wctx *w)
 static void run_part(struct par *p, size_t k)
 {
 	struct wctx w = { p, k, &p->parts[k], &p->slots[k % p->nslots],
-			  k == 0, NULL, false };
+			  k == 0, NULL, false, NULL };
 	bool turn;
 
 	decode_part(&w);

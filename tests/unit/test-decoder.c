@@ -1336,6 +1336,76 @@ static void test_batch(void)
 	}
 }
 
+/* A part's callback that keeps its records in @v and has the decoder
+ * make the next insn record there (ptd_decode_part.place), but for every
+ * third slot, which it copies into. */
+struct placed {
+	struct ptd_decode_part dp;
+	struct ptd_record *v;
+	size_t n, cap, in_place, offered;
+};
+
+static int placed_record(void *ctx, const struct ptd_record *r)
+{
+	struct placed *pl = ctx;
+
+	if (pl->n == pl->cap)
+		return 1;
+	if (r == &pl->v[pl->n])
+		pl->in_place++;
+	else
+		pl->v[pl->n] = *r;
+	pl->n++;
+	pl->dp.place = pl->n % 3 != 2 && pl->n < pl->cap ? &pl->v[pl->n]
+							 : NULL;
+	pl->offered += pl->dp.place != NULL;
+	return 0;
+}
+
+/*
+ * The decoder makes a part's insn records where its callback keeps them
+ * (decoder.h, ptd_decode_part.place: the parallel decoder's parts, which
+ * copied each record before): every insn record made there reaches the
+ * callback at that address, and the records are the ones a decode
+ * without a place gives -- none made there is overwritten by a record
+ * delivered before it, none lacks a field the decoder's own record has.
+ */
+static void test_part_place(void)
+{
+	struct trace tm, tl;
+
+	main_and_loop_traces(&tm, &tl);
+	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
+		enum ptd_decode_path path = (enum ptd_decode_path)p;
+		struct ptd_decode_opts o;
+		struct ptd_decode_thread_args a;
+		struct ptd_decode_stats st;
+		struct reclist want = {0}, got = {0};
+		struct placed pl = { .cap = 4096 };
+
+		CHECK_EQ_INT(decode(path, WANT_IE, tm.buf, tm.len, NULL, &want,
+				    &st), 0);
+		pl.v = calloc(pl.cap, sizeof(*pl.v));
+		REQUIRE(pl.v);
+		pl.dp.place = &pl.v[0];
+		opts_args(path, WANT_IE, tm.buf, tm.len, &o, &a);
+		a.part = &pl.dp;
+		CHECK_EQ_INT(ptd_decode_thread(&o, &a, placed_record, &pl, &st),
+			     0);
+		for (size_t i = 0; i < pl.n; i++)
+			(void)reclist_add(&got, &pl.v[i]);
+		CHECK(reccmp_lists(stderr, "own: ", &want, "placed: ", &got));
+		/* most insn records were made in place: not the events' and
+		 * errors' slots, nor those after them */
+		CHECK(pl.in_place > 0);
+		CHECK(pl.in_place <= pl.offered);
+		CHECK(2 * pl.in_place >= count_type(&want, PTD_REC_INSN));
+		free(pl.v);
+		reclist_free(&want);
+		reclist_free(&got);
+	}
+}
+
 /* What test_loop_unexpandable counts; stops the decode at @limit errors. */
 struct unexp_count {
 	uint64_t insns, insns_at_loop, insns_after_loop;
@@ -1964,6 +2034,7 @@ int main(void)
 	RUN(test_timeline_at_step);
 	RUN(test_loop_without_trace);
 	RUN(test_batch);
+	RUN(test_part_place);
 	RUN(test_ips_runs);
 	RUN(test_loop_unexpandable);
 	RUN(test_block_cache);
