@@ -3,30 +3,26 @@
  * One thread's trace decoded on several cores (decode/parallel.h).
  *
  * Threads: the caller's thread starts min(jobs, parts) workers and waits
- * for them.  Workers take parts in order, but never more than nslots
- * ahead of the current part (the one whose records the callback gets
- * now); a part's slot (its image, cursor and instruction cache) is free
- * again once its records were handed on.  A worker whose part is not
- * current queues its records in chunks (decode/chunks.h) and waits while
- * the parts hold their budget of chunks, PTD_DECODE_HELD(jobs) with the
- * chunks being filled: the records held are bounded, not the parts' size
- * nor how many records a trace byte gives (a tight loop: some 20).  The
- * worker of the current part has the turn, as in decode/threadpar.c: it
+ * for them.  The parts are the units of a turn (decode/turn.h): workers
+ * take them in order, at most nslots at once; a part's slot (its image,
+ * cursor and instruction cache) is free again once its records were
+ * handed on.  A part ahead of the current one is held in chunks, within
+ * PTD_DECODE_HELD(jobs) records with the chunks being filled: bounded,
+ * not by the parts' size nor by how many records a trace byte gives (a
+ * tight loop: some 20).  The worker of the current part has the turn: it
  * checks the part's first records against the previous part's records
  * after its cut (seam), hands on what the part queued, then its records
- * as it makes them (in runs of PTD_CHUNK_RUN, in a buffer that stays in its
- * caches: not the memory traffic of records held), and once the part is
- * done passes the turn on -- handing on, itself, the parts after it
- * that are done already, until one is still being decoded (whose worker
- * takes the turn at its next record, or when its decode returns).  So the
- * callback is called by one thread at a time, in the serial order, the
- * turn passed under @mx.  A part takes the turn only past its first
- * HEAD_MAX records, which the seam needs.  Past those, a part's decoder
- * makes its insn records right in the chunk (or run) that keeps them
- * (place_next), and the callback only counts them.
- * Lock order: @mx (the parts' state and their queues) and @iclock (the
- * section cache, held by the decoders, decoder.h) are never held
- * together.
+ * as it makes them (in runs of PTD_CHUNK_RUN, in a buffer that stays in
+ * its caches: not the memory traffic of records held), and once the part
+ * is done passes the turn on, handing on the parts after it that are
+ * done.  So the callback is called by one thread at a time, in the
+ * serial order.  A part takes the turn only past its first HEAD_MAX
+ * records, which the seam needs.  Past those, a part's decoder makes its
+ * insn records right in the chunk (or run) that keeps them (place_next),
+ * and the callback only counts them.
+ * Lock order: the turn's mutex (the parts' queues, why it stopped) and
+ * @iclock (the section cache, held by the decoders, decoder.h) are never
+ * held together.
  */
 #include "decode/parallel.h"
 
@@ -40,6 +36,7 @@
 
 #include "decode/chunks.h"
 #include "decode/psbsplit.h"
+#include "decode/turn.h"
 #include "record/diff.h"
 
 /* A part is a run of whole PSB blocks of about
@@ -81,11 +78,8 @@ struct part {
 	uint64_t cut;		/* stream offset of the next part's PSB;
 				 * 0: the last part */
 	bool tracing_off;	/* at its PSB: the PSB+ has no IP */
-	/* The records made before the cut, queued by its worker as it makes
-	 * them (under @mx): a chunk not full is the last, queued as @done is
-	 * set. */
-	struct ptd_chunkq q;
-	/* Filled by its worker before @done. */
+	/* Filled by its worker before its unit of the turn is done (the
+	 * records made before the cut are queued there). */
 	uint64_t nrec;		/* records made before the cut */
 	struct recbuf probe;	/* after the cut: the serial decode's first
 				 * records of the next part */
@@ -103,7 +97,6 @@ struct part {
 				 * decode's (static) */
 	const char *probe_why;	/* why those after its cut are not */
 	int err;
-	bool done;
 	bool seamed;		/* its first records were checked (seam) */
 };
 
@@ -121,23 +114,13 @@ struct par {
 	size_t nparts;
 	struct slot *slots;
 	size_t nslots;
-	size_t budget;		/* chunks held at most (a worker waits) */
 	/* The callback (in runs to @bfn where it is not NULL). */
 	ptd_record_fn fn;
 	ptd_records_fn bfn;
 	void *fctx;
 	pthread_mutex_t iclock;
-	/* Read at every record, written a few times a part: a cache line
-	 * of their own, not the lock's.  The part with the turn (nparts:
-	 * all handed on), written under @mx. */
-	_Alignas(64) atomic_size_t current;
-	atomic_bool cancel;	/* stopped, or every part handed on */
-	_Alignas(64) pthread_mutex_t mx;
-	pthread_cond_t cv;	/* any change of the fields below */
-	pthread_cond_t end;	/* @cancel set: the caller's thread waits */
-	struct ptd_chunks ch;	/* the parts' queued records */
-	size_t next;		/* the next part a worker takes */
-	/* Why it stopped: the callback's value or a part's error, or part
+	struct ptd_turn t;	/* a unit a part */
+	/* Why it stopped (under t.mx): the callback's value or a part's error, or part
 	 * @bad cannot be stitched (@why) */
 	int rc;
 	size_t bad;
@@ -295,16 +278,14 @@ static const char *seam(struct par *p, size_t k, struct ptd_record *v,
  * on.  The first reason stands. */
 static void stop_all(struct par *p, int rc, size_t bad, const char *why)
 {
-	(void)pthread_mutex_lock(&p->mx);
+	(void)pthread_mutex_lock(&p->t.mx);
 	if (!p->rc && p->bad == SIZE_MAX) {
 		p->rc = rc;
 		p->bad = bad;
 		p->why = why;
 	}
-	atomic_store(&p->cancel, true);
-	(void)pthread_cond_broadcast(&p->cv);
-	(void)pthread_cond_signal(&p->end);
-	(void)pthread_mutex_unlock(&p->mx);
+	ptd_turn_stop_locked(&p->t);
+	(void)pthread_mutex_unlock(&p->t.mx);
 }
 
 /* Hand @n records of part @k to the callback (the turn's holder), its
@@ -364,8 +345,7 @@ static bool drain(struct par *p, size_t k, bool done)
 	struct drain_ctx d = { p, k,
 			       done ? p->parts[k].nrec : UINT64_MAX };
 
-	return ptd_chunks_drain(&p->ch, &p->parts[k].q, &p->mx, &p->cv,
-				give_chunk, &d);
+	return ptd_turn_drain(&p->t, k, give_chunk, &d);
 }
 
 /* Part @k, which has the turn, was decoded and all handed on: stop where
@@ -375,7 +355,6 @@ static void pass_turn(struct par *p, size_t k)
 {
 	for (;;) {
 		struct part *pt = &p->parts[k];
-		bool done;
 
 		if (pt->err < 0) {
 			stop_all(p, pt->err, SIZE_MAX, NULL);
@@ -390,17 +369,7 @@ static void pass_turn(struct par *p, size_t k)
 		}
 		if (k)
 			recbuf_fini(&p->parts[k - 1].probe);
-		(void)pthread_mutex_lock(&p->mx);
-		atomic_store(&p->current, ++k);
-		if (k == p->nparts) {
-			atomic_store(&p->cancel, true);
-			(void)pthread_cond_signal(&p->end);
-		}
-		(void)pthread_cond_broadcast(&p->cv);
-		done = k < p->nparts && p->parts[k].done;
-		(void)pthread_mutex_unlock(&p->mx);
-		/* not done: its worker takes the turn */
-		if (!done || !drain(p, k, true))
+		if (!ptd_turn_pass(&p->t, k++) || !drain(p, k, true))
 			return;
 	}
 }
@@ -431,19 +400,10 @@ static bool take_turn(struct wctx *w)
  * decode is cancelled. */
 static bool queue_chunk(struct wctx *w)
 {
-	struct par *p = w->p;
-	bool go;
+	struct ptd_chunk *c = w->c;
 
-	(void)pthread_mutex_lock(&p->mx);
-	ptd_chunks_add(&p->ch, &w->pt->q, w->c);
 	w->c = NULL;
-	(void)pthread_cond_broadcast(&p->cv);
-	while (!atomic_load(&p->cancel) && p->ch.held >= p->budget &&
-	       atomic_load(&p->current) != w->k)
-		(void)pthread_cond_wait(&p->cv, &p->mx);
-	go = !atomic_load(&p->cancel);
-	(void)pthread_mutex_unlock(&p->mx);
-	return go;
+	return ptd_turn_queue(&w->p->t, w->k, c);
 }
 
 /* A body lives in the slot's cache, which the worker goes on using (and
@@ -486,10 +446,9 @@ static __attribute__((noinline)) int part_checks(struct wctx *w)
 {
 	struct par *p = w->p;
 
-	if (atomic_load_explicit(&p->cancel, memory_order_relaxed))
+	if (ptd_turn_cancelled(&p->t))
 		return 1;
-	if (!w->turn && w->pt->nrec > HEAD_MAX &&
-	    atomic_load_explicit(&p->current, memory_order_acquire) == w->k &&
+	if (!w->turn && w->pt->nrec > HEAD_MAX && ptd_turn_came(&p->t, w->k) &&
 	    !take_turn(w))
 		return 1;
 	if (w->turn) {
@@ -537,7 +496,7 @@ part_record_copy(struct wctx *w, const struct ptd_record *rec)
 	struct part *pt = w->pt;
 	struct ptd_record *d;
 
-	if (atomic_load_explicit(&w->p->cancel, memory_order_relaxed))
+	if (ptd_turn_cancelled(&w->p->t))
 		return 1;
 	if (pt->cut_done)
 		return probe_record(w, rec);
@@ -549,7 +508,7 @@ part_record_copy(struct wctx *w, const struct ptd_record *rec)
 	}
 	if (++pt->nrec <= HEAD_MAX)
 		pt->head_tl[pt->nrec - 1] = tl_index(w);
-	if (!w->c && !(w->c = ptd_chunks_get(&w->p->ch, &w->p->mx))) {
+	if (!w->c && !(w->c = ptd_turn_chunk(&w->p->t))) {
 		pt->err = -ENOMEM;
 		return 1;
 	}
@@ -662,24 +621,14 @@ static void run_part(struct par *p, size_t k)
 {
 	struct wctx w = { p, k, &p->parts[k], &p->slots[k % p->nslots],
 			  k == 0, NULL, false, NULL };
-	bool turn;
 
 	decode_part(&w);
 	/* the run it gathered with the turn */
-	if (w.turn && w.c && w.c->n && !atomic_load(&p->cancel))
+	if (w.turn && w.c && w.c->n && !ptd_turn_cancelled(&p->t))
 		(void)give_filling(&w);
-	(void)pthread_mutex_lock(&p->mx);
-	if (w.c && w.c->n && !w.turn)
-		ptd_chunks_add(&p->ch, &w.pt->q, w.c);
-	else if (w.c)
-		ptd_chunks_put(&p->ch, w.c);
-	w.pt->done = true;
-	turn = atomic_load(&p->current) == k && !atomic_load(&p->cancel);
-	(void)pthread_cond_broadcast(&p->cv);
-	(void)pthread_mutex_unlock(&p->mx);
 	/* the turn came (or had come) to it: whatever it still queued, then
 	 * the parts after it */
-	if (turn && drain(p, k, true))
+	if (ptd_turn_finish(&p->t, k, w.c, w.turn) && drain(p, k, true))
 		pass_turn(p, k);
 }
 
@@ -689,19 +638,10 @@ static void *worker(void *arg)
 
 	(void)pthread_setname_np(pthread_self(), "ptd-part");
 	for (;;) {
-		size_t k;
+		size_t k = ptd_turn_take(&p->t);
 
-		(void)pthread_mutex_lock(&p->mx);
-		while (!atomic_load(&p->cancel) && p->next < p->nparts &&
-		       p->next >= atomic_load(&p->current) + p->nslots)
-			(void)pthread_cond_wait(&p->cv, &p->mx);
-		if (atomic_load(&p->cancel) || p->next >= p->nparts) {
-			(void)pthread_mutex_unlock(&p->mx);
+		if (k == SIZE_MAX)
 			return NULL;
-		}
-		k = p->next++;
-		(void)pthread_mutex_unlock(&p->mx);
-
 		run_part(p, k);
 	}
 }
@@ -782,11 +722,9 @@ static int make_parts(struct par *p, const struct ptd_decode_opts *o,
 
 static void par_fini(struct par *p)
 {
-	for (size_t i = 0; i < p->nparts; i++) {
+	for (size_t i = 0; i < p->nparts; i++)
 		recbuf_fini(&p->parts[i].probe);
-		ptd_chunkq_free(&p->parts[i].q);
-	}
-	ptd_chunks_fini(&p->ch);
+	ptd_turn_fini(&p->t);
 	free(p->parts);
 	for (size_t i = 0; p->slots && i < p->nslots; i++) {
 		ptd_image_free(p->slots[i].img);
@@ -1023,16 +961,13 @@ static int par_decode(const struct ptd_decode_opts *o,
 	}
 	nth = o->jobs < p.nparts ? o->jobs : p.nparts;
 	p.nslots = nth + 2 < p.nparts ? nth + 2 : p.nparts;
-	/* with the chunk each worker fills: PTD_DECODE_HELD(jobs) at most */
-	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth;
 	p.bad = SIZE_MAX;
 	p.fn = fn;
 	p.bfn = batch ? o->batch : NULL;
 	p.fctx = ctx;
-	atomic_init(&p.current, 0);
-	atomic_init(&p.cancel, false);
+	/* PTD_DECODE_HELD(jobs) chunks held at most */
 	p.slots = calloc(p.nslots, sizeof(*p.slots));
-	if (!p.slots) {
+	if (!p.slots || ptd_turn_init(&p.t, p.nparts, nth, p.nslots) < 0) {
 		par_fini(&p);
 		return -ENOMEM;
 	}
@@ -1046,9 +981,6 @@ static int par_decode(const struct ptd_decode_opts *o,
 		}
 	}
 	(void)pthread_mutex_init(&p.iclock, NULL);
-	(void)pthread_mutex_init(&p.mx, NULL);
-	(void)pthread_cond_init(&p.cv, NULL);
-	(void)pthread_cond_init(&p.end, NULL);
 	for (k = 0; k < nth; k++) {
 		if (pthread_create(&th[k], NULL, worker, &p) != 0)
 			break;
@@ -1062,21 +994,15 @@ static int par_decode(const struct ptd_decode_opts *o,
 	}
 
 	/* until every part was handed on, or it stopped */
-	(void)pthread_mutex_lock(&p.mx);
-	while (!atomic_load(&p.cancel))
-		(void)pthread_cond_wait(&p.end, &p.mx);
-	(void)pthread_mutex_unlock(&p.mx);
+	ptd_turn_wait(&p.t);
 
 out:
 	for (size_t i = 0; i < nth; i++)
 		(void)pthread_join(th[i], NULL);
-	(void)pthread_cond_destroy(&p.cv);
-	(void)pthread_cond_destroy(&p.end);
-	(void)pthread_mutex_destroy(&p.mx);
 	(void)pthread_mutex_destroy(&p.iclock);
 
 	memset(&tot, 0, sizeof(tot));
-	for (k = 0; k < atomic_load(&p.current); k++)
+	for (k = 0; k < atomic_load(&p.t.current); k++)
 		stats_add(&tot, &p.parts[k].st);
 	if (p.bad == SIZE_MAX && !p.rc) {
 		/* Where the serial decode leaves the image. */
@@ -1096,16 +1022,16 @@ out:
 		st.serial_parts = p.nparts - p.bad;
 		st.parts = p.nparts;
 		st.serial_why = p.why;
-		st.held_max = p.ch.held_max;
-		st.held = p.ch.queued;
+		st.held_max = p.t.ch.held_max;
+		st.held = p.t.ch.queued;
 		if (stats)
 			*stats = st;
 		par_fini(&p);
 		return r;
 	}
 	tot.parts = p.nparts;
-	tot.held_max = p.ch.held_max;
-	tot.held = p.ch.queued;
+	tot.held_max = p.t.ch.held_max;
+	tot.held = p.t.ch.queued;
 	par_fini(&p);
 	if (p.rc) {
 		if (stats) {

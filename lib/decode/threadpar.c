@@ -3,25 +3,18 @@
  * The threads of a trace decoded at once (decode/threadpar.h).
  *
  * Threads: the caller's thread starts min(jobs, n) workers and waits for
- * them.  A worker takes the next unit (never more than nslots ahead of the
- * current one, the unit whose records the consumer gets now) and decodes
- * it.  While its unit is not current, it queues the records in chunks on
- * the unit, and waits while the units hold their budget of chunks
- * between them (PTD_DECODE_HELD, with the chunks being filled).  The
- * worker of the current unit has the turn: it hands the unit's queued
- * chunks to the consumer, then each record as it is made (no copy: the
- * serial decode's cost), and once the decode returned says the unit is
- * done and passes the turn on -- handing on, itself, the units after it
- * that are done already, until one is still being decoded (whose worker
- * takes the turn at its next record, or when its decode returns) or none
- * is left.  So the consumer and ops.done are called by one thread at a
- * time, the turn passed under @mx (which orders their calls), never by
- * two at once.
+ * them.  The threads are the units of a turn (decode/turn.h): a worker
+ * takes the next unit (at most nslots at once) and decodes it; a unit
+ * ahead of the current one is held in chunks, within PTD_DECODE_HELD
+ * records with the chunks being filled.  The worker of the current unit
+ * has the turn: it hands the unit's queued chunks to the consumer, then
+ * each record as it is made (no copy: the serial decode's cost), and
+ * once the decode returned says the unit is done (ops.done) and passes
+ * the turn on, handing on the units after it that are done.  So the
+ * consumer and ops.done are called by one thread at a time, in order.
  *
- * @mx guards the units' queues and done flags, the free list, @next and
- * @rc; @current is written under it (read without it by a worker checking
- * whether the turn came).  The section cache's @lock (the units' decodes)
- * is never taken while @mx is held.
+ * The turn's mutex guards @rc too.  The section cache's @lock (the
+ * units' decodes) is never taken while it is held.
  */
 #include "decode/threadpar.h"
 
@@ -31,13 +24,13 @@
 #include <string.h>
 
 #include "decode/chunks.h"
+#include "decode/turn.h"
 
 _Static_assert(PTD_CHUNKS_A_PART >= 2, "a budget of at least a chunk a worker");
 
+/* Written by its worker before its unit of the turn is done. */
 struct unit {
-	struct ptd_chunkq q;		/* queued, not yet handed on */
-	bool done;			/* its decode returned */
-	int err;			/* ... with this error (or 0) */
+	int err;			/* its decode's error (or 0) */
 	/* the consumer's negative value: the rest of it dropped */
 	int rc;
 	struct ptd_decode_stats st;
@@ -52,17 +45,10 @@ struct tp {
 	void *fctx;
 	bool batch;		/* the consumer takes runs (o->batch) */
 	struct unit *u;
-	size_t n, nslots;
+	size_t n;
 	pthread_mutex_t lock;	/* the section cache (threadpar.h) */
-	pthread_mutex_t mx;
-	pthread_cond_t cv;	/* any change of what @mx guards */
-	pthread_cond_t end;	/* @cancel set: the caller's thread waits */
-	struct ptd_chunks ch;	/* the units' queued records */
-	size_t next;		/* the next unit a worker takes */
-	size_t budget;		/* chunks held at most (a worker waits) */
-	atomic_size_t current;	/* the unit with the turn; n: all done */
-	int rc;			/* the consumer's stop (positive) */
-	atomic_bool cancel;	/* stopped (or every unit done) */
+	struct ptd_turn t;	/* a unit a thread */
+	int rc;			/* the consumer's stop (positive; t.mx) */
 };
 
 /* A worker's unit being decoded. */
@@ -80,13 +66,11 @@ struct wctx {
 /* Everything stops: the consumer's positive value, or out of memory. */
 static void stop_all(struct tp *p, int rc)
 {
-	(void)pthread_mutex_lock(&p->mx);
+	(void)pthread_mutex_lock(&p->t.mx);
 	if (!p->rc)
 		p->rc = rc;
-	atomic_store(&p->cancel, true);
-	(void)pthread_cond_broadcast(&p->cv);
-	(void)pthread_cond_signal(&p->end);
-	(void)pthread_mutex_unlock(&p->mx);
+	ptd_turn_stop_locked(&p->t);
+	(void)pthread_mutex_unlock(&p->t.mx);
 }
 
 /* Hand @n records of unit @u to the consumer (the turn's holder).
@@ -124,13 +108,12 @@ static bool give_chunk(void *ctx, struct ptd_chunk *c)
 	return give(d->p, d->u, c->v, c->n);
 }
 
-/* Hand on what unit @u has queued (the turn's holder). */
-static bool drain(struct tp *p, struct unit *u)
+/* Hand on what unit @i has queued (the turn's holder). */
+static bool drain(struct tp *p, size_t i)
 {
-	struct drain_ctx d = { p, u };
+	struct drain_ctx d = { p, &p->u[i] };
 
-	return ptd_chunks_drain(&p->ch, &u->q, &p->mx, &p->cv, give_chunk,
-				&d);
+	return ptd_turn_drain(&p->t, i, give_chunk, &d);
 }
 
 /* Unit @i, which has the turn, was decoded and all handed on: say so and
@@ -139,22 +122,11 @@ static void pass_turn(struct tp *p, size_t i)
 {
 	for (;;) {
 		struct unit *u = &p->u[i];
-		bool done;
 
 		u->st.at_once = true;
 		p->ops->done(p->ops->ctx, i, u->rc ? u->rc : u->err, &u->st,
 			     &u->diag);
-		(void)pthread_mutex_lock(&p->mx);
-		atomic_store(&p->current, ++i);
-		if (i == p->n) {
-			atomic_store(&p->cancel, true);
-			(void)pthread_cond_signal(&p->end);
-		}
-		(void)pthread_cond_broadcast(&p->cv);
-		done = i < p->n && p->u[i].done;
-		(void)pthread_mutex_unlock(&p->mx);
-		/* not done: its worker takes the turn */
-		if (!done || !drain(p, &p->u[i]))
+		if (!ptd_turn_pass(&p->t, i++) || !drain(p, i))
 			return;
 	}
 }
@@ -165,7 +137,7 @@ static void pass_turn(struct tp *p, size_t i)
 static bool take_turn(struct wctx *w)
 {
 	w->turn = true;
-	if (!drain(w->p, w->u))
+	if (!drain(w->p, w->i))
 		return false;
 	if (w->c) {
 		bool go = give(w->p, w->u, w->c->v, w->c->n);
@@ -182,20 +154,10 @@ static bool take_turn(struct wctx *w)
  * is cancelled. */
 static bool chunk_queue(struct wctx *w)
 {
-	struct tp *p = w->p;
-	struct unit *u = w->u;
-	bool go;
+	struct ptd_chunk *c = w->c;
 
-	(void)pthread_mutex_lock(&p->mx);
-	ptd_chunks_add(&p->ch, &u->q, w->c);
 	w->c = NULL;
-	(void)pthread_cond_broadcast(&p->cv);
-	while (p->ch.held >= p->budget && !atomic_load(&p->cancel) &&
-	       atomic_load(&p->current) != w->i)
-		(void)pthread_cond_wait(&p->cv, &p->mx);
-	go = !atomic_load(&p->cancel);
-	(void)pthread_mutex_unlock(&p->mx);
-	return go;
+	return ptd_turn_queue(&w->p->t, w->i, c);
 }
 
 static int unit_record(void *ctx, const struct ptd_record *rec)
@@ -203,11 +165,9 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 	struct wctx *w = ctx;
 	struct tp *p = w->p;
 
-	if (atomic_load_explicit(&p->cancel, memory_order_relaxed) ||
-	    w->u->rc)
+	if (ptd_turn_cancelled(&p->t) || w->u->rc)
 		return 1;
-	if (!w->turn &&
-	    atomic_load_explicit(&p->current, memory_order_acquire) == w->i &&
+	if (!w->turn && ptd_turn_came(&p->t, w->i) &&
 	    !take_turn(w))
 		return 1;
 	if (w->turn && !w->run)
@@ -221,7 +181,7 @@ static int unit_record(void *ctx, const struct ptd_record *rec)
 		}
 		return w->u->rc ? 1 : 0;
 	}
-	if (!w->c && !(w->c = ptd_chunks_get(&p->ch, &p->mx))) {
+	if (!w->c && !(w->c = ptd_turn_chunk(&p->t))) {
 		w->nomem = true;
 		return 1;
 	}
@@ -237,7 +197,6 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 	struct wctx w = { p, i, &p->u[i], NULL, false, false, run, 0 };
 	struct ptd_decode_stats st;
 	struct ptd_diag diag = { "" };
-	bool turn;
 	int r;
 
 	memset(&st, 0, sizeof(st));
@@ -246,23 +205,14 @@ static void run_unit(struct tp *p, size_t i, struct ptd_record *run)
 	if (w.nomem)
 		r = -ENOMEM;	/* the unit ends there, as a serial one */
 	/* what it gathered with the turn */
-	if (w.turn && w.nrun && !atomic_load(&p->cancel))
+	if (w.turn && w.nrun && !ptd_turn_cancelled(&p->t))
 		(void)give(p, w.u, w.run, w.nrun);
-	(void)pthread_mutex_lock(&p->mx);
-	if (w.c && w.c->n && !w.turn)
-		ptd_chunks_add(&p->ch, &w.u->q, w.c);
-	else if (w.c)
-		ptd_chunks_put(&p->ch, w.c);
 	w.u->err = r < 0 ? r : 0;
 	w.u->st = st;
 	w.u->diag = diag;
-	w.u->done = true;
-	turn = atomic_load(&p->current) == i && !atomic_load(&p->cancel);
-	(void)pthread_cond_broadcast(&p->cv);
-	(void)pthread_mutex_unlock(&p->mx);
 	/* the turn came (or had come) to it: whatever it still queued, then
 	 * the units after it */
-	if (turn && drain(p, w.u))
+	if (ptd_turn_finish(&p->t, i, w.c, w.turn) && drain(p, i))
 		pass_turn(p, i);
 }
 
@@ -277,18 +227,10 @@ static void *worker(void *arg)
 		return NULL;
 	}
 	for (;;) {
-		size_t i;
+		size_t i = ptd_turn_take(&p->t);
 
-		(void)pthread_mutex_lock(&p->mx);
-		while (!atomic_load(&p->cancel) && p->next < p->n &&
-		       p->next >= atomic_load(&p->current) + p->nslots)
-			(void)pthread_cond_wait(&p->cv, &p->mx);
-		if (atomic_load(&p->cancel) || p->next >= p->n) {
-			(void)pthread_mutex_unlock(&p->mx);
+		if (i == SIZE_MAX)
 			break;
-		}
-		i = p->next++;
-		(void)pthread_mutex_unlock(&p->mx);
 		run_unit(p, i, run);
 	}
 	free(run);
@@ -336,13 +278,8 @@ static int run_serial(const struct ptd_decode_opts *o, size_t n,
 
 static void tp_fini(struct tp *p)
 {
-	for (size_t i = 0; p->u && i < p->n; i++)
-		ptd_chunkq_free(&p->u[i].q);
-	ptd_chunks_fini(&p->ch);
+	ptd_turn_fini(&p->t);
 	free(p->u);
-	(void)pthread_cond_destroy(&p->cv);
-	(void)pthread_cond_destroy(&p->end);
-	(void)pthread_mutex_destroy(&p->mx);
 	(void)pthread_mutex_destroy(&p->lock);
 }
 
@@ -377,18 +314,13 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 	p.batch = o->batch && fn == o->batch_of;
 	p.n = n;
 	nth = o->jobs < n ? o->jobs : n;
-	p.nslots = nth + 2;
-	/* with the chunk each worker fills: PTD_DECODE_HELD */
-	p.budget = p.nslots * PTD_CHUNKS_A_PART - nth;
+	/* PTD_DECODE_HELD chunks held at most */
 	p.u = calloc(n, sizeof(*p.u));
-	if (!p.u)
+	if (!p.u || ptd_turn_init(&p.t, n, nth, nth + 2) < 0) {
+		free(p.u);
 		return -ENOMEM;
-	atomic_init(&p.current, 0);
-	atomic_init(&p.cancel, false);
+	}
 	(void)pthread_mutex_init(&p.lock, NULL);
-	(void)pthread_mutex_init(&p.mx, NULL);
-	(void)pthread_cond_init(&p.cv, NULL);
-	(void)pthread_cond_init(&p.end, NULL);
 	for (k = 0; k < nth; k++)
 		if (pthread_create(&th[k], NULL, worker, &p) != 0)
 			break;
@@ -398,12 +330,10 @@ int ptd_threadpar_run(const struct ptd_decode_opts *o, size_t n, bool fits,
 		tp_fini(&p);
 		return run_serial(o, n, ops, fn, fctx);
 	}
-	/* until every unit was handed on, or the consumer stopped it */
-	(void)pthread_mutex_lock(&p.mx);
-	while (!atomic_load(&p.cancel))
-		(void)pthread_cond_wait(&p.end, &p.mx);
+	/* until every unit was handed on, or the consumer stopped it (the
+	 * wait's lock orders rc) */
+	ptd_turn_wait(&p.t);
 	rc = p.rc;
-	(void)pthread_mutex_unlock(&p.mx);
 	for (size_t i = 0; i < nth; i++)
 		(void)pthread_join(th[i], NULL);
 	tp_fini(&p);
