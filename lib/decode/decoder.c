@@ -684,10 +684,11 @@ new_insn(struct dec *d)
 		return NULL;
 	}
 	/* Where it will go straight to @out (or to a part's callback):
-	 * made in the slot it takes there.  No record can be delivered before it: events and blocks
-	 * wait behind it, an error record flushes it first, and if the
-	 * call stack's gate opens meanwhile, the stack starts empty with
-	 * this instruction, so it makes no call record before it. */
+	 * made in the slot it takes there.  No record can be delivered
+	 * before it: events and blocks wait behind it, an error record
+	 * flushes it first, and if the call stack's gate opens meanwhile,
+	 * the stack starts empty with this instruction, so it makes no call
+	 * record before it. */
 	if (straight && (r = insn_place(d)) != NULL) {
 		r->type = PTD_REC_INSN;
 		r->pid = d->a->pid;

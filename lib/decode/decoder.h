@@ -281,8 +281,9 @@ struct ptd_decode_thread_args {
  * there if @tracing_off (a PSB+ without an IP), and runs on past @cut, the
  * stream offset of the PSB that ends the part (0: none): when the decoder
  * handles the first event of that PSB+ (a status update at or after @cut),
- * the records made before are the part's; once they have been delivered, @on_cut(@ctx, st,
- * clean) is called with the part's statistics; @clean is false if an
+ * the records made before are the part's; once they have been
+ * delivered, @on_cut(@ctx, st, clean) is called with the part's
+ * statistics; @clean is false if an
  * error record at or after @cut came before (the cut is not where the
  * serial decode would see it).  (The section cache the parts share:
  * args.lock.)

@@ -120,8 +120,8 @@ struct par {
 	void *fctx;
 	pthread_mutex_t iclock;
 	struct ptd_turn t;	/* a unit a part */
-	/* Why it stopped (under t.mx): the callback's value or a part's error, or part
-	 * @bad cannot be stitched (@why) */
+	/* Why it stopped (under t.mx): the callback's value or a part's
+	 * error, or part @bad cannot be stitched (@why) */
 	int rc;
 	size_t bad;
 	const char *why;
@@ -445,20 +445,20 @@ static void place_next(struct wctx *w)
 static __attribute__((noinline)) int part_checks(struct wctx *w)
 {
 	struct par *p = w->p;
+	bool go = !ptd_turn_cancelled(&p->t) &&
+		  (w->turn || w->pt->nrec <= HEAD_MAX ||
+		   !ptd_turn_came(&p->t, w->k) || take_turn(w));
 
-	if (ptd_turn_cancelled(&p->t))
-		return 1;
-	if (!w->turn && w->pt->nrec > HEAD_MAX && ptd_turn_came(&p->t, w->k) &&
-	    !take_turn(w))
-		return 1;
-	if (w->turn) {
-		if (w->c->n == PTD_CHUNK_RUN && !give_filling(w))
-			return 1;
-	} else if (w->c->n == PTD_CHUNK_RECORDS && !queue_chunk(w)) {
-		return 1;
-	}
-	place_next(w);
-	return 0;
+	if (go && w->turn)
+		go = w->c->n != PTD_CHUNK_RUN || give_filling(w);
+	else if (go)
+		go = w->c->n != PTD_CHUNK_RECORDS || queue_chunk(w);
+	/* (none where it stops: nothing is made there any more) */
+	if (go)
+		place_next(w);
+	else
+		w->dp->place = NULL;
+	return go ? 0 : 1;
 }
 
 /* After the cut: what the serial decoder gives at the start of the next

@@ -48,7 +48,7 @@ struct tp {
 	size_t n;
 	pthread_mutex_t lock;	/* the section cache (threadpar.h) */
 	struct ptd_turn t;	/* a unit a thread */
-	int rc;			/* the consumer's stop (positive; t.mx) */
+	int rc;			/* the consumer's stop (> 0; t.mx) */
 };
 
 /* A worker's unit being decoded. */

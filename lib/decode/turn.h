@@ -43,7 +43,7 @@ struct ptd_turn_unit {
 
 struct ptd_turn {
 	size_t n;		/* units */
-	size_t nslots;		/* taken at most ahead of @current, and it */
+	size_t nslots;		/* taken at most: @current and after */
 	size_t budget;		/* chunks held at most (a worker waits) */
 	struct ptd_turn_unit *u;
 	/* Read at every record, written a few times a unit: a cache line
