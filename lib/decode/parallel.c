@@ -58,7 +58,10 @@
  * itself: what costs is the memory written, not the copy.  With the
  * callback then counting a record, not checking everything at each
  * (place_next), a record took 80-83 ns, against 83-93 before (the serial
- * decode's: 62; the same runs alternated). */
+ * decode's: 62; the same runs alternated).  And then the records' memory
+ * no longer cost anything to speak of: a throwaway build that made every
+ * record in 64 records of scratch (for a consumer that reads none) took
+ * 79-83 ns, against 80-90. */
 #define PARTS_PER_JOB 16u
 #define PART_MIN_BYTES (2u << 10)
 #define PART_MAX_BYTES PTD_DECODE_PART_MAX_BYTES
