@@ -472,7 +472,8 @@ static int decode_from(struct ptd_stream *s, struct seg *g, size_t from,
 						 &s->tl.ev[tl_next], s->o.tid)
 				       : UINT64_MAX;
 	memset(&a, 0, sizeof(a));
-	a.pt = g->buf + from;
+	/* (nothing appended yet: no buffer, and NULL + 0 is undefined) */
+	a.pt = g->buf ? g->buf + from : NULL;
 	a.len = g->len - from;
 	a.base = g->base + from;
 	a.more = more;
