@@ -225,6 +225,11 @@ struct dec {
 	size_t cut_left;
 	bool cut_seen, cut_bad;
 	struct ptd_decode_stats cut_st;
+	/* The part's window (ptd_decode_part.place, room) as it last said:
+	 * @nwin insn records made at @win and delivered, not yet reported
+	 * to its on_run (win_flush); @win NULL: none. */
+	struct ptd_record *win;
+	size_t nwin, room;
 };
 
 /* The section cache shared with decodes on other threads (args.lock):
@@ -382,6 +387,63 @@ static int out_record(void *ctx, const struct ptd_record *r)
 	return ++d->nout == PTD_DECODE_BATCH ? out_flush(d) : 0;
 }
 
+/* The part's window as it says now, after a call of its callbacks: none
+ * where call records or counters could come between the decoder and the
+ * callback (a part has neither: decode/parallel.c). */
+static void win_read(struct dec *d)
+{
+	d->nwin = 0;
+	d->room = d->part ? d->part->room : 0;
+	d->win = d->room && d->direct && !d->calls ? d->part->place : NULL;
+}
+
+/* The records made in the part's window to its on_run.  Returns its
+ * value. */
+static int win_flush(struct dec *d)
+{
+	size_t n = d->nwin;
+	int rc;
+
+	if (!n)
+		return 0;
+	rc = d->part->on_run(d->part->ctx, n);
+	win_read(d);
+	return rc;
+}
+
+/* Deliver @r to efn, or, made in the part's window, count it there: the
+ * window's records go before any other (decoder.h). */
+static inline int emit(struct dec *d, const struct ptd_record *r)
+{
+	int rc;
+
+	if (d->win) {
+		if (r == &d->win[d->nwin])
+			return ++d->nwin == d->room ? win_flush(d) : 0;
+		if ((rc = win_flush(d)) != 0)
+			return rc;
+	}
+	rc = d->efn(d->ectx, r);
+	if (d->part)
+		win_read(d);
+	return rc;
+}
+
+/* A part's cut was reached and its records delivered: the window's
+ * reported first.  Returns 0 or DEC_STOP. */
+static int cut_done(struct dec *d)
+{
+	int rc = win_flush(d);
+
+	if (rc) {
+		d->cb_rc = rc;
+		return DEC_STOP;
+	}
+	d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
+	win_read(d);
+	return 0;
+}
+
 static int call_fn(struct dec *d, const struct ptd_record *r)
 {
 	int rc = 0;
@@ -393,7 +455,7 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 		rc = ptd_counters_feed(d->xt, r, d->xwant, d->efn, d->ectx);
 	if (rc == 0 && (!(d->calls || d->xt) ||
 			(d->user_want & PTD_REC_BIT(r->type))))
-		rc = d->efn(d->ectx, r);
+		rc = emit(d, r);
 
 	if (rc) {
 		d->cb_rc = rc;
@@ -401,7 +463,7 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
 	}
 	/* The last record made before a part's cut (see cut_at). */
 	if (d->cut_left && !--d->cut_left)
-		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
+		return cut_done(d);
 	return 0;
 }
 
@@ -414,13 +476,12 @@ static int call_fn(struct dec *d, const struct ptd_record *r)
  * events after the cut, as in the serial decode.  Everything made from
  * here on is the next part's.
  */
-static void cut_at(struct dec *d)
+static int cut_at(struct dec *d)
 {
 	d->cut_seen = true;
 	d->cut_st = d->st;
 	d->cut_left = d->have_insn + d->have_blk + d->nevq;
-	if (!d->cut_left)
-		d->part->on_cut(d->part->ctx, &d->cut_st, !d->cut_bad);
+	return d->cut_left ? 0 : cut_done(d);
 }
 
 /* Keep @r back (args.more, see struct dec). */
@@ -645,13 +706,13 @@ static void sym_of(struct dec *d, int isid, uint64_t ip,
 }
 
 /* Where an insn record that goes straight to the consumer is made: the
- * slot it takes in @out, or where a part's callback keeps it
+ * slot it takes in @out, or the next one of a part's window
  * (ptd_decode_part.place); NULL: in @pend_insn. */
 static inline struct ptd_record *insn_place(const struct dec *d)
 {
 	if (d->out)
 		return &d->out[d->nout];
-	return d->part ? d->part->place : NULL;
+	return d->win ? &d->win[d->nwin] : NULL;
 }
 
 /*
@@ -672,8 +733,8 @@ new_insn(struct dec *d)
 	if (d->have_insn && straight && !d->have_blk && !d->nevq &&
 	    !d->cut_left) {
 		/* (made in @out's slot: efn is out_record, which keeps it
-		 * there) */
-		int rc = d->efn(d->ectx, r);
+		 * there; or in a part's window) */
+		int rc = emit(d, r);
 
 		d->have_insn = false;
 		if (rc) {
@@ -683,7 +744,7 @@ new_insn(struct dec *d)
 	} else if (flush_pending(d)) {
 		return NULL;
 	}
-	/* Where it will go straight to @out (or to a part's callback):
+	/* Where it will go straight to @out (or to a part's window):
 	 * made in the slot it takes there.  No record can be delivered
 	 * before it: events and blocks wait behind it, an error record
 	 * flushes it first, and if the call stack's gate opens meanwhile,
@@ -965,8 +1026,9 @@ static int drain_events(struct dec *d, int status)
 		 * (libipt reads ahead to find out whether another event is
 		 * pending), but their packets came before it. */
 		if (d->part && d->part->cut && !d->cut_seen &&
-		    ev.status_update && off >= d->part->cut)
-			cut_at(d);
+		    ev.status_update && off >= d->part->cut &&
+		    cut_at(d) == DEC_STOP)
+			return DEC_STOP;
 		if (ev.type == ptev_enabled || ev.type == ptev_overflow) {
 			if (d->resume_unknown && ev.type == ptev_enabled)
 				ev.variant.enabled.resumed = 0;
@@ -2056,6 +2118,7 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	d->lock = a->lock;
 	if (d->part)
 		d->tracing_off = d->part->tracing_off;
+	win_read(d);
 
 	/* An empty stream has nothing to decode (libipt refuses it). */
 	if (a->len) {
@@ -2068,7 +2131,9 @@ int ptd_decode_thread(const struct ptd_decode_opts *o,
 	/* what was made before a stop too (a stop by the consumer left
 	 * none) */
 	/* (at most one of them holds any) */
-	if (d->out && (rc = d->nips ? ips_flush(d) : out_flush(d)) != 0 &&
+	if ((d->out || d->win) &&
+	    (rc = d->nips ? ips_flush(d) : d->out ? out_flush(d)
+						  : win_flush(d)) != 0 &&
 	    err >= 0 && !d->cb_rc) {
 		d->cb_rc = rc;
 		err = rc;

@@ -294,13 +294,19 @@ struct ptd_decode_part {
 	void (*on_cut)(void *ctx, const struct ptd_decode_stats *st,
 		       bool clean);
 	void *ctx;
-	/* Where the decoder makes its next insn record when nothing stands
+	/* Where the decoder makes its next insn records when nothing stands
 	 * between it and the callback (as a serial decode makes its runs
-	 * for opts.batch): read after each call of the callback, which may
-	 * change it.  Such a record reaches the callback at this address,
-	 * which it may keep it at; no other record is delivered before it.
-	 * NULL: in the decoder's own memory. */
+	 * for opts.batch): up to @room of them, one after the other from
+	 * @place on.  They do not go to the callback: once @room were
+	 * delivered, and before the callback gets any other record, before
+	 * @on_cut and at the end, @on_run(@ctx, n) says that the next n
+	 * records are there (its non-zero value stops the decode as the
+	 * callback's does).  Read at the start and after each call of the
+	 * callback, @on_run or @on_cut, which may change them.  @room 0: in
+	 * the decoder's own memory, each to the callback. */
 	struct ptd_record *place;
+	size_t room;
+	int (*on_run)(void *ctx, size_t n);
 };
 
 /* Decode @a->pt to the end.  Returns 0 when the stream was decoded to its

@@ -18,8 +18,8 @@
  * done.  So the callback is called by one thread at a time, in the
  * serial order.  A part takes the turn only past its first HEAD_MAX
  * records, which the seam needs.  Past those, a part's decoder makes its
- * insn records right in the chunk (or run) that keeps them (place_next),
- * and the callback only counts them.
+ * insn records right in the chunk (or run) that keeps them (place_next)
+ * and reports them a run at a time (part_run).
  * Lock order: the turn's mutex (the parts' queues, why it stopped) and
  * @iclock (the section cache, held by the decoders, decoder.h) are never
  * held together.
@@ -420,32 +420,34 @@ static void no_body(struct ptd_record *r)
 
 /* What part_record checks (the stop, the turn, the chunk or run full)
  * at every record it copies, but only once every PTD_CHUNK_CHECK records
- * where they are made in place: the common record costs a count. */
+ * where they are made in place (part_run). */
 #define PTD_CHUNK_CHECK 64u
 _Static_assert(PTD_CHUNK_RUN % PTD_CHUNK_CHECK == 0 &&
 		       PTD_CHUNK_RECORDS % PTD_CHUNK_CHECK == 0,
 	       "a run or chunk full at a check");
 
-/* The decoder makes @w's next insn record where it will be kept, the
- * next free record of the chunk @w fills (decoder.h, ptd_decode_part.
- * place), so that part_record only counts it: copying each record there
- * and checking everything at each was most of what a worker did beyond
- * the serial decode (callgrind: some 75 instructions a record).  Not for
- * the first HEAD_MAX records (each one's timeline position is kept),
- * after the cut (the probe's records are copied) or without a chunk. */
+/* The decoder makes @w's next insn records where they will be kept, in
+ * the free records of the chunk @w fills up to the next check (decoder.h,
+ * ptd_decode_part.place, room), and reports them a run at a time
+ * (part_run): copying each record there and checking everything at each
+ * was most of what a worker did beyond the serial decode (callgrind: some
+ * 75 instructions a record), and a call for each record made there still
+ * some 5 ns of a worker's 76 a record (perf, one worker).  Not for the
+ * first HEAD_MAX records (each one's timeline position is kept), after
+ * the cut (the probe's records are copied) or without a chunk. */
 static void place_next(struct wctx *w)
 {
 	struct ptd_chunk *c = w->c;
+	bool go = c && !w->pt->cut_done && w->pt->nrec >= HEAD_MAX;
 
-	w->dp->place = c && !w->pt->cut_done && w->pt->nrec >= HEAD_MAX
-			       ? &c->v[c->n]
-			       : NULL;
+	w->dp->place = go ? &c->v[c->n] : NULL;
+	w->dp->room = go ? PTD_CHUNK_CHECK - c->n % PTD_CHUNK_CHECK : 0;
 }
 
 /* A record of the part was stored in @w's chunk: stop if everything
  * stops, take the turn where it came, hand on a full run (with the turn)
  * or queue a full chunk (without). */
-static __attribute__((noinline)) int part_checks(struct wctx *w)
+static int part_checks(struct wctx *w)
 {
 	struct par *p = w->p;
 	bool go = !ptd_turn_cancelled(&p->t) &&
@@ -460,7 +462,7 @@ static __attribute__((noinline)) int part_checks(struct wctx *w)
 	if (go)
 		place_next(w);
 	else
-		w->dp->place = NULL;
+		w->dp->place = NULL, w->dp->room = 0;
 	return go ? 0 : 1;
 }
 
@@ -490,12 +492,10 @@ static int probe_record(struct wctx *w, const struct ptd_record *rec)
 	return 0;
 }
 
-/* A record not made in place: copied into the chunk, or to the probe.
- * (Neither it nor part_checks inlined: part_record's common case then
- * saves and restores no registers.) */
-static __attribute__((noinline)) int
-part_record_copy(struct wctx *w, const struct ptd_record *rec)
+/* A record not made in place: copied into the chunk, or to the probe. */
+static int part_record(void *ctx, const struct ptd_record *rec)
 {
+	struct wctx *w = ctx;
 	struct part *pt = w->pt;
 	struct ptd_record *d;
 
@@ -521,21 +521,14 @@ part_record_copy(struct wctx *w, const struct ptd_record *rec)
 	return part_checks(w);
 }
 
-static int part_record(void *ctx, const struct ptd_record *rec)
+/* @n insn records made in place: they fill the chunk up to a check. */
+static int part_run(void *ctx, size_t n)
 {
 	struct wctx *w = ctx;
 
-	if (rec == w->dp->place) {	/* an insn record, made in place */
-		struct ptd_chunk *c = w->c;
-
-		w->pt->nrec++;
-		if (++c->n % PTD_CHUNK_CHECK) {
-			w->dp->place = &c->v[c->n];
-			return 0;
-		}
-		return part_checks(w);
-	}
-	return part_record_copy(w, rec);
+	w->pt->nrec += n;
+	w->c->n += n;
+	return part_checks(w);
 }
 
 static void part_cut(void *ctx, const struct ptd_decode_stats *st,
@@ -606,6 +599,7 @@ static void decode_part(struct wctx *w)
 	dp.cut = pt->cut;
 	dp.tracing_off = pt->tracing_off;
 	dp.on_cut = part_cut;
+	dp.on_run = part_run;
 	dp.ctx = w;
 	w->dp = &dp;
 	memset(&st, 0, sizeof(st));

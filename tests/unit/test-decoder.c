@@ -1342,66 +1342,108 @@ static void test_batch(void)
 struct placed {
 	struct ptd_decode_part dp;
 	struct ptd_record *v;
-	size_t n, cap, in_place, offered;
+	size_t n, cap, in_place, offered, runs, calls;
+	size_t stop_at;		/* on_run stops the decode here (0: never) */
 };
+
+/* The next window: sizes 1 to 5 in turn, none every fourth time. */
+static void placed_window(struct placed *pl)
+{
+	size_t room = ++pl->calls % 4 ? pl->calls % 5 + 1 : 0;
+
+	if (room > pl->cap - pl->n)
+		room = pl->cap - pl->n;
+	pl->dp.place = room ? &pl->v[pl->n] : NULL;
+	pl->dp.room = room;
+	pl->offered += room;
+}
 
 static int placed_record(void *ctx, const struct ptd_record *r)
 {
 	struct placed *pl = ctx;
 
-	if (pl->n == pl->cap)
-		return 1;
-	if (r == &pl->v[pl->n])
-		pl->in_place++;
-	else
-		pl->v[pl->n] = *r;
-	pl->n++;
-	pl->dp.place = pl->n % 3 != 2 && pl->n < pl->cap ? &pl->v[pl->n]
-							 : NULL;
-	pl->offered += pl->dp.place != NULL;
+	if (pl->n == pl->cap || (r >= pl->v && r < pl->v + pl->cap))
+		return 1;	/* (a record made in place comes to on_run) */
+	pl->v[pl->n++] = *r;
+	placed_window(pl);
+	return 0;
+}
+
+static int placed_run(void *ctx, size_t n)
+{
+	struct placed *pl = ctx;
+
+	if (!n || n > pl->dp.room)
+		return 2;
+	pl->n += n;
+	pl->in_place += n;
+	pl->runs++;
+	if (pl->stop_at && pl->n >= pl->stop_at)
+		return 3;
+	placed_window(pl);
 	return 0;
 }
 
 /*
  * The decoder makes a part's insn records where its callback keeps them
- * (decoder.h, ptd_decode_part.place: the parallel decoder's parts, which
- * copied each record before): every insn record made there reaches the
- * callback at that address, and the records are the ones a decode
- * without a place gives -- none made there is overwritten by a record
- * delivered before it, none lacks a field the decoder's own record has.
+ * (decoder.h, ptd_decode_part.place and room: the parallel decoder's
+ * parts, which copied each record before) and reports them a run at a
+ * time: the records are the ones a decode without a window gives, in
+ * their order -- none made there is overwritten by a record delivered
+ * before it, none lacks a field the decoder's own record has, a run is
+ * reported before any record after it and at the end (insn records
+ * alone: the last ones are in a window) -- and on_run's value stops the
+ * decode as the callback's does.
  */
 static void test_part_place(void)
 {
 	struct trace tm, tl;
 
 	main_and_loop_traces(&tm, &tl);
-	for (int p = PTD_PATH_INSN; p <= PTD_PATH_BLOCK; p++) {
-		enum ptd_decode_path path = (enum ptd_decode_path)p;
+	for (int p = 0; p < 4; p++) {
+		enum ptd_decode_path path = p % 2 ? PTD_PATH_BLOCK
+						  : PTD_PATH_INSN;
+		unsigned want = p < 2 ? WANT_IE : PTD_REC_BIT(PTD_REC_INSN);
 		struct ptd_decode_opts o;
 		struct ptd_decode_thread_args a;
 		struct ptd_decode_stats st;
-		struct reclist want = {0}, got = {0};
+		struct reclist recs = {0}, got = {0};
 		struct placed pl = { .cap = 4096 };
+		size_t ninsn;
 
-		CHECK_EQ_INT(decode(path, WANT_IE, tm.buf, tm.len, NULL, &want,
+		CHECK_EQ_INT(decode(path, want, tm.buf, tm.len, NULL, &recs,
 				    &st), 0);
+		ninsn = count_type(&recs, PTD_REC_INSN);
 		pl.v = calloc(pl.cap, sizeof(*pl.v));
 		REQUIRE(pl.v);
-		pl.dp.place = &pl.v[0];
-		opts_args(path, WANT_IE, tm.buf, tm.len, &o, &a);
+		pl.dp.on_run = placed_run;
+		pl.dp.ctx = &pl;
+		placed_window(&pl);
+		opts_args(path, want, tm.buf, tm.len, &o, &a);
 		a.part = &pl.dp;
 		CHECK_EQ_INT(ptd_decode_thread(&o, &a, placed_record, &pl, &st),
 			     0);
 		for (size_t i = 0; i < pl.n; i++)
 			(void)reclist_add(&got, &pl.v[i]);
-		CHECK(reccmp_lists(stderr, "own: ", &want, "placed: ", &got));
-		/* most insn records were made in place: not the events' and
-		 * errors' slots, nor those after them */
-		CHECK(pl.in_place > 0);
+		CHECK(reccmp_lists(stderr, "own: ", &recs, "placed: ", &got));
+		CHECK(recs.n > 0 && recs.r[recs.n - 1].type ==
+		      (want == WANT_IE ? PTD_REC_EVENT : PTD_REC_INSN));
+		/* most insn records were made in place, in runs: not the
+		 * events' and errors' slots, nor where no window was given */
 		CHECK(pl.in_place <= pl.offered);
-		CHECK(2 * pl.in_place >= count_type(&want, PTD_REC_INSN));
+		CHECK(2 * pl.in_place >= ninsn);
+		CHECK(pl.runs > 1 && pl.runs < pl.in_place);
+
+		/* on_run stops it: nothing delivered after */
+		memset(pl.v, 0, pl.cap * sizeof(*pl.v));
+		pl.n = pl.in_place = pl.offered = pl.runs = pl.calls = 0;
+		pl.stop_at = ninsn / 2;
+		placed_window(&pl);
+		CHECK_EQ_INT(ptd_decode_thread(&o, &a, placed_record, &pl, &st),
+			     3);
+		CHECK(pl.n >= pl.stop_at && pl.n < pl.stop_at + 5);
 		free(pl.v);
-		reclist_free(&want);
+		reclist_free(&recs);
 		reclist_free(&got);
 	}
 }
