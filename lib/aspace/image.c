@@ -40,6 +40,7 @@ struct ptd_image {
 	 * at or above ngen have 0 */
 	uint32_t *gen;
 	size_t ngen;
+	struct ptd_iscache_mirror *own;	/* ptd_image_own_sections */
 };
 
 static struct ptd_image *image_alloc(struct ptd_iscache *ic, const char *name)
@@ -76,6 +77,7 @@ void ptd_image_free(struct ptd_image *img)
 		return;
 	if (img->pt)
 		pt_image_free(img->pt);
+	ptd_iscache_mirror_free(img->own);
 	free(img->r);
 	free(img->gen);
 	free(img->name);
@@ -90,6 +92,13 @@ struct pt_image *ptd_image_pt(struct ptd_image *img)
 struct ptd_iscache *ptd_image_iscache(struct ptd_image *img)
 {
 	return img ? img->ic : NULL;
+}
+
+int ptd_image_own_sections(struct ptd_image *img)
+{
+	if (!img || img->n || img->own)
+		return -EINVAL;
+	return ptd_iscache_mirror_new(&img->own);
 }
 
 /* Index of the first region whose end is above @addr (n if none). */
@@ -141,6 +150,7 @@ static void regions_insert(struct ptd_image *img,
 static int add_section(struct ptd_image *img, int isid)
 {
 	const struct ptd_module *m = ptd_iscache_module(img->ic, isid);
+	struct pt_image_section_cache *sc;
 	struct ptd_image_region reg;
 	int r;
 
@@ -149,9 +159,15 @@ static int add_section(struct ptd_image *img, int isid)
 	r = regions_reserve(img, 1);
 	if (r < 0)
 		return r;
-	r = pt_image_add_cached(img->pt, ptd_iscache_pt(img->ic), isid, NULL);
+	sc = ptd_iscache_mirror_get(img->own, img->ic, isid);
+	r = pt_image_add_cached(img->pt, sc ? sc : ptd_iscache_pt(img->ic),
+				isid, NULL);
 	if (r < 0)
 		return r == -pte_nomem ? -ENOMEM : -PTD_ENOIMAGE;
+	if (sc)
+		img->stats.sections_own++;
+	else
+		img->stats.sections_shared++;
 	reg.start = m->vaddr;
 	reg.end = m->vaddr + m->size;
 	reg.isid = isid;

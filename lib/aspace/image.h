@@ -44,6 +44,9 @@ struct ptd_image_stats {
 	uint64_t callback_reads;	/* reads served by the live callback */
 	uint64_t callback_bytes;
 	uint64_t callback_failures;	/* reads the callback could not serve */
+	/* sections added from its own section cache (ptd_image_own_sections)
+	 * and from the iscache's */
+	uint64_t sections_own, sections_shared;
 };
 
 /* Allocate into *@ret an empty image named @name (copied; for messages)
@@ -124,6 +127,12 @@ int ptd_image_module_of(const struct ptd_image *img, int isid, uint64_t ip,
  * at @ip. */
 int ptd_image_read(struct ptd_image *img, uint64_t ip, uint8_t *buf,
 		   size_t size);
+
+/* From now on, @img's sections are ones of its own (iscache.h,
+ * ptd_iscache_mirror), under the same isids, for a decoder that runs
+ * beside others on the same iscache.  Call it while @img is empty.
+ * Returns 0, -EINVAL (not empty) or -ENOMEM. */
+int ptd_image_own_sections(struct ptd_image *img);
 
 /* Make @dst a copy of @src (same regions, same isids). */
 int ptd_image_copy(struct ptd_image *dst, const struct ptd_image *src);

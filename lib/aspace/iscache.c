@@ -110,6 +110,62 @@ int ptd_iscache_new(struct ptd_iscache **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+struct ptd_iscache_mirror {
+	struct pt_image_section_cache *pt;
+	int n;			/* isids 1..n added */
+	bool stuck;		/* an isid it could not add as @n + 1 */
+};
+
+int ptd_iscache_mirror_new(struct ptd_iscache_mirror **ret)
+{
+	struct ptd_iscache_mirror *mr;
+
+	if (!ret)
+		return -EINVAL;
+	*ret = NULL;
+	mr = calloc(1, sizeof(*mr));
+	if (!mr)
+		return -ENOMEM;
+	mr->pt = pt_iscache_alloc("ptd-mirror");
+	if (!mr->pt) {
+		free(mr);
+		return -ENOMEM;
+	}
+	(void)pt_iscache_set_limit(mr->pt, ISCACHE_MAPPED_LIMIT);
+	*ret = mr;
+	return 0;
+}
+
+void ptd_iscache_mirror_free(struct ptd_iscache_mirror *mr)
+{
+	if (!mr)
+		return;
+	pt_iscache_free(mr->pt);
+	free(mr);
+}
+
+struct pt_image_section_cache *
+ptd_iscache_mirror_get(struct ptd_iscache_mirror *mr,
+		       const struct ptd_iscache *ic, int isid)
+{
+	if (!mr || !ic || isid <= 0)
+		return NULL;
+	/* libipt numbers the sections of a cache 1, 2, ... as they are
+	 * added, and @ic's are distinct (pt_iscache_add_file dedups): the
+	 * same sections added in the same order get the same isids. */
+	while (!mr->stuck && mr->n < isid) {
+		const struct ptd_module *m = ptd_iscache_module(ic, mr->n + 1);
+
+		if (!m || pt_iscache_add_file(mr->pt, m->section_file,
+					      m->section_offset, m->size,
+					      m->vaddr) != mr->n + 1)
+			mr->stuck = true;
+		else
+			mr->n++;
+	}
+	return isid <= mr->n ? mr->pt : NULL;
+}
+
 static void module_clear(struct ptd_module *m)
 {
 	/* name may alias path */

@@ -150,6 +150,28 @@ const char *ptd_iscache_intern(struct ptd_iscache *ic, const char *s);
 const struct ptd_module *ptd_iscache_module(const struct ptd_iscache *ic,
 					    int isid);
 
+/*
+ * A libipt section cache of its own holding @ic's sections under the same
+ * isids, for the image of a decoder that runs beside others (image.h,
+ * ptd_image_own_sections).  libipt takes a section's lock, its attach
+ * lock and its cache's lock at every switch of section: decoders on
+ * several cores that share sections bounce those locks between the cores.
+ * Its sections map the same files (ptd's private copies, read-only).
+ * Thread safety: as @ic's (the caller holds what guards @ic).
+ */
+struct ptd_iscache_mirror;
+
+/* Allocate into *@ret.  Returns 0, or -ENOMEM (*@ret NULL). */
+int ptd_iscache_mirror_new(struct ptd_iscache_mirror **ret);
+/* Free; accepts NULL.  Every image using it must be freed first. */
+void ptd_iscache_mirror_free(struct ptd_iscache_mirror *mr);
+/* @mr's libipt cache, filled with @ic's sections up to @isid; NULL where
+ * it cannot hold @isid under that number (a section it could not add:
+ * from there on @ic's own sections are used). */
+struct pt_image_section_cache *
+ptd_iscache_mirror_get(struct ptd_iscache_mirror *mr,
+		       const struct ptd_iscache *ic, int isid);
+
 /* Read up to @size bytes at @vaddr from section @isid.  Returns the number of
  * bytes read (may be short at the section end) or a negative libipt error
  * (-pte_nomap, -pte_bad_image) converted to -PTD_ENOIMAGE. */

@@ -103,6 +103,9 @@ struct part {
 	bool seamed;		/* its first records were checked (seam) */
 };
 
+/* Where a part is decoded: no two parts decoded at once share a slot, nor
+ * its image's sections (ptd_image_own_sections: libipt locks a section at
+ * every switch to it). */
 struct slot {
 	struct ptd_image *img;
 	struct ptd_tl_cursor cur;
@@ -972,7 +975,8 @@ static int par_decode(const struct ptd_decode_opts *o,
 		(void)ptd_image_new(ptd_image_iscache(a->img), "part",
 				    &p.slots[i].img);
 		(void)ptd_insncache_new(0, &p.slots[i].ic);
-		if (!p.slots[i].img || !p.slots[i].ic) {
+		if (!p.slots[i].img || !p.slots[i].ic ||
+		    ptd_image_own_sections(p.slots[i].img) < 0) {
 			par_fini(&p);
 			return -ENOMEM;
 		}

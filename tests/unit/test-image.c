@@ -869,41 +869,101 @@ static void test_live(void)
 }
 
 /* What libipt's decoder sees equals our regions: over NOPs it runs to the
- * exact end of the code, also after a partial unmap. */
+ * exact end of the code, also after a partial unmap; the same with
+ * sections of the image's own (ptd_image_own_sections), under the
+ * iscache's isids (the NOPs are the iscache's second section). */
 static void test_decoder_agrees(void)
+{
+	for (int own = 0; own < 2; own++) {
+		struct ptd_iscache *ic;
+		(void)ptd_iscache_new(&ic);
+		struct ptd_image *img, *first;
+		(void)ptd_image_new(ic, "dec", &img);
+		(void)ptd_image_new(ic, "first", &first);
+		const struct ptd_image_region *reg;
+		struct ptd_image_stats st;
+		int err = 0, isid = 0;
+		long n;
+
+		REQUIRE(ic && img && first);
+		REQUIRE(ptd_image_map_file(first, pattern_path, 0, PAGE, VA,
+					   NULL, NULL) == 1);
+		if (own)
+			CHECK_EQ_INT(ptd_image_own_sections(img), 0);
+		REQUIRE(ptd_image_map_file(img, nops_path, 0, 4 * PAGE, VA,
+					   "nops", NULL) == 2);
+		n = decode_from(img, VA + 0x100, &err, &isid);
+		CHECK_EQ_INT(n, 4 * PAGE - 0x100);
+		CHECK_EQ_INT(err, -pte_nomap);
+		CHECK_EQ_INT(isid, 2);
+
+		CHECK_EQ_INT(ptd_image_unmap(img, VA + PAGE, VA + 2 * PAGE), 0);
+		n = decode_from(img, VA + 0x100, &err, &isid);
+		CHECK_EQ_INT(n, PAGE - 0x100);
+		CHECK_EQ_INT(err, -pte_nomap);
+		reg = ptd_image_find(img, VA);
+		REQUIRE(reg);
+		CHECK_EQ_INT(isid, reg->isid);
+
+		n = decode_from(img, VA + 2 * PAGE, &err, &isid);
+		CHECK_EQ_INT(n, 2 * PAGE);
+		reg = ptd_image_find(img, VA + 2 * PAGE);
+		REQUIRE(reg);
+		CHECK_EQ_INT(isid, reg->isid);
+
+		/* a copy into it takes its own sections too */
+		CHECK_EQ_INT(ptd_image_copy(img, first), 0);
+		n = decode_from(img, VA, &err, &isid);
+		CHECK_EQ_INT(isid, 1);
+		ptd_image_get_stats(img, &st);
+		CHECK_EQ_INT(st.sections_own, own ? 4 : 0);
+		CHECK_EQ_INT(st.sections_shared, own ? 0 : 4);
+		CHECK_EQ_INT(ptd_image_own_sections(img), -EINVAL);
+
+		CHECK_EQ_INT(ptd_image_clear(img), 0);
+		n = decode_from(img, VA + 2 * PAGE, &err, &isid);
+		CHECK_EQ_INT(n, 0);
+		ptd_image_free(first);
+		ptd_image_free(img);
+		ptd_iscache_free(ic);
+	}
+}
+
+/* A mirror holds the iscache's sections under their isids, read from the
+ * same bytes; past an isid the iscache lacks, it holds no more (the image
+ * uses the iscache's sections there), what it holds still serves. */
+static void test_iscache_mirror(void)
 {
 	struct ptd_iscache *ic;
 	(void)ptd_iscache_new(&ic);
 	struct ptd_image *img;
-	(void)ptd_image_new(ic, "dec", &img);
-	const struct ptd_image_region *reg;
-	int err = 0, isid = 0;
-	long n;
+	(void)ptd_image_new(ic, "m", &img);
+	struct ptd_iscache_mirror *mr = NULL;
+	struct pt_image_section_cache *pc;
+	uint8_t buf[16];
 
 	REQUIRE(ic && img);
-	REQUIRE(ptd_image_map_file(img, nops_path, 0, 4 * PAGE, VA, "nops",
-				   NULL) > 0);
-	n = decode_from(img, VA + 0x100, &err, &isid);
-	CHECK_EQ_INT(n, 4 * PAGE - 0x100);
-	CHECK_EQ_INT(err, -pte_nomap);
-
-	CHECK_EQ_INT(ptd_image_unmap(img, VA + PAGE, VA + 2 * PAGE), 0);
-	n = decode_from(img, VA + 0x100, &err, &isid);
-	CHECK_EQ_INT(n, PAGE - 0x100);
-	CHECK_EQ_INT(err, -pte_nomap);
-	reg = ptd_image_find(img, VA);
-	REQUIRE(reg);
-	CHECK_EQ_INT(isid, reg->isid);
-
-	n = decode_from(img, VA + 2 * PAGE, &err, &isid);
-	CHECK_EQ_INT(n, 2 * PAGE);
-	reg = ptd_image_find(img, VA + 2 * PAGE);
-	REQUIRE(reg);
-	CHECK_EQ_INT(isid, reg->isid);
-
-	CHECK_EQ_INT(ptd_image_clear(img), 0);
-	n = decode_from(img, VA + 2 * PAGE, &err, &isid);
-	CHECK_EQ_INT(n, 0);
+	REQUIRE(ptd_iscache_mirror_new(&mr) == 0 && mr);
+	REQUIRE(ptd_image_map_file(img, other_path, 0, PAGE, VA, NULL,
+				   NULL) == 1);
+	REQUIRE(ptd_image_map_file(img, pattern_path, PAGE, PAGE,
+				   VA + 4 * PAGE, NULL, NULL) == 2);
+	CHECK(ptd_iscache_mirror_get(mr, ic, 0) == NULL);
+	pc = ptd_iscache_mirror_get(mr, ic, 2);
+	REQUIRE(pc && pc != ptd_iscache_pt(ic));
+	CHECK_EQ_INT(pt_iscache_read(pc, buf, sizeof(buf), 2,
+				     VA + 4 * PAGE + 16), (int)sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf); i++)
+		CHECK_EQ_INT(buf[i], pattern(PAGE + 16 + i));
+	CHECK_EQ_INT(pt_iscache_read(pc, buf, 1, 1, VA), 1);
+	CHECK_EQ_INT(buf[0], 0xcc);
+	CHECK(ptd_iscache_mirror_get(mr, ic, 3) == NULL);
+	CHECK(ptd_iscache_mirror_get(mr, ic, 1) == pc);
+	REQUIRE(ptd_image_map_file(img, nops_path, 0, PAGE, VA + 8 * PAGE,
+				   NULL, NULL) == 3);
+	CHECK(ptd_iscache_mirror_get(mr, ic, 3) == NULL);
+	ptd_iscache_mirror_free(mr);
+	ptd_iscache_mirror_free(NULL);
 	ptd_image_free(img);
 	ptd_iscache_free(ic);
 }
@@ -986,6 +1046,7 @@ int main(void)
 	RUN(test_load_maps);
 	RUN(test_live);
 	RUN(test_decoder_agrees);
+	RUN(test_iscache_mirror);
 	teardown();
 	return check_done();
 }
