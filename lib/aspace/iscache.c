@@ -86,19 +86,29 @@ struct mismatch {
 /* Most distinct strings ptd_iscache_intern keeps. */
 #define ISCACHE_MAX_STRINGS 1024u
 
+/* A libipt section cache as ptd keeps them (the iscache's, a mirror's);
+ * NULL when out of memory. */
+static struct pt_image_section_cache *section_cache_new(const char *name)
+{
+	struct pt_image_section_cache *pt = pt_iscache_alloc(name);
+
+	/* A failure only costs speed. */
+	if (pt)
+		(void)pt_iscache_set_limit(pt, ISCACHE_MAPPED_LIMIT);
+	return pt;
+}
+
 static struct ptd_iscache *iscache_alloc(void)
 {
 	struct ptd_iscache *ic = calloc(1, sizeof(*ic));
 
 	if (!ic)
 		return NULL;
-	ic->pt = pt_iscache_alloc("ptd");
+	ic->pt = section_cache_new("ptd");
 	if (!ic->pt) {
 		free(ic);
 		return NULL;
 	}
-	/* A failure only costs speed. */
-	(void)pt_iscache_set_limit(ic->pt, ISCACHE_MAPPED_LIMIT);
 	return ic;
 }
 
@@ -126,12 +136,11 @@ int ptd_iscache_mirror_new(struct ptd_iscache_mirror **ret)
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -ENOMEM;
-	mr->pt = pt_iscache_alloc("ptd-mirror");
+	mr->pt = section_cache_new("ptd-mirror");
 	if (!mr->pt) {
 		free(mr);
 		return -ENOMEM;
 	}
-	(void)pt_iscache_set_limit(mr->pt, ISCACHE_MAPPED_LIMIT);
 	*ret = mr;
 	return 0;
 }
