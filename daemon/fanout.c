@@ -112,6 +112,12 @@ struct fan_view {
 	bool addrs;
 	unsigned recsize;		/* fixed: ptd_bin_recsize */
 	size_t len;			/* of line; 0: did not render */
+	/* fan_lines_run: the subscriber its lines are rendered for (into
+	 * its stage, at @at), the bytes rendered there so far and the room
+	 * the stages of its subscribers all have */
+	struct ptd_subscriber *first;
+	uint8_t *at;
+	size_t bytes, room;
 	uint8_t rec[PTD_BIN_MAX_REC];
 	struct ptd_jsonr jr;
 	char line[PTD_JSON_MAX_RECORD + TAG_MAX];
@@ -147,8 +153,10 @@ struct ptd_fanout {
 	char bye[BYE_MAX];		/* scratch for bye records */
 	/* Bumped (under lock) whenever f->subs changes. */
 	atomic_uint gen;
-	/* Records rendered (ptd_fanout_renders). */
+	/* Records rendered (ptd_fanout_renders), and of all records those
+	 * fanned out in runs (ptd_fanout_run_records). */
 	_Atomic uint64_t renders;
+	_Atomic uint64_t in_runs;
 	/* `ended`, readable without the lock: nothing is rendered after. */
 	atomic_bool ended_hint;
 	/* Decode thread only: the subscribers as of generation roster_gen,
@@ -182,6 +190,10 @@ struct ptd_fanout {
 	 * nothing of them but what an address gives (PTD_BIN_IP_FIELDS):
 	 * runs of addresses can stand for them (ptd_fanout_ips) */
 	bool ips_ok;
+	/* every subscriber of the roster takes records by kind and, if it
+	 * takes insn records, as JSON lines: runs of insn records are
+	 * rendered straight into a stage, once per view (fan_lines_run) */
+	bool lines_run;
 	atomic_bool cancelled_hint;	/* waits_cancelled, lock-free */
 };
 
@@ -580,6 +592,14 @@ static void roster_sync(struct ptd_fanout *f)
 	}
 	if (f->fixed_run && !f->run && !(f->run = malloc(STAGE_BYTES)))
 		f->fixed_run = false;
+	f->lines_run = f->can_stage && f->nroster > 0;
+	for (i = 0; i < f->nroster && f->lines_run; i++) {
+		const struct ptd_subscriber *rs = f->roster[i];
+
+		if (!rs->by_kind ||
+		    ((rs->kinds & PTD_REC_BIT(PTD_REC_INSN)) && rs->binary))
+			f->lines_run = false;
+	}
 	f->ips_ok = f->fixed_run;
 	for (i = 0; i < f->nroster && f->ips_ok; i++) {
 		const struct ptd_subscriber *rs = f->roster[i];
@@ -786,26 +806,46 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 }
 
 
-/* Append @k records of type @t, @n bytes at @p, to @s's stage (decode
- * thread) as an entry of kind @what: joining the run before it where
- * @what is a run's kind (STAGE_REC, STAGE_LINES) and that run is of it
- * (both kinds hold insn records only), its header counting the bytes (a
+/* Where the bytes of @s's next stage entry of kind @what go: right after
+ * the run before it if that run is of @what (both run kinds hold insn
+ * records only), else after a new entry's header.  stage_entry puts them
+ * there; what is written there before is not in the stage until then. */
+static inline bool stage_joins(const struct ptd_subscriber *s, uint32_t what)
+{
+	uint32_t h;
+
+	if ((what != STAGE_REC && what != STAGE_LINES) || !s->stage_run)
+		return false;
+	memcpy(&h, s->stage + s->stage_run - 1, sizeof(h));
+	return STAGE_WHAT(h) == what;
+}
+
+static inline uint8_t *stage_next(const struct ptd_subscriber *s,
+				  uint32_t what)
+{
+	if (stage_joins(s, what))
+		return s->stage + s->stage_len;
+	return s->stage + s->stage_len + sizeof(uint32_t) +
+	       (what == STAGE_LINES ? sizeof(uint32_t) : 0);
+}
+
+/* Enter @k records of type @t, @n bytes at stage_next(@s, @what), into
+ * @s's stage (decode thread) as an entry of kind @what: joining the run
+ * before it where stage_joins says so, its header counting the bytes (a
  * stage is far smaller than 64 KiB) and a run of lines its records; else
  * as a new entry, which the next may join if it is a run of some bytes.
  * (A record of no bytes, fields "type" alone, is one entry each: a run
  * counts its records by their bytes.) */
-static inline void stage_put(struct ptd_subscriber *s, uint32_t what,
-			     enum ptd_rec_type t, const void *p, size_t n,
-			     uint32_t k)
+static inline void stage_entry(struct ptd_subscriber *s, uint32_t what,
+			       enum ptd_rec_type t, size_t n, uint32_t k)
 {
 	bool run = (what == STAGE_REC || what == STAGE_LINES) && n;
 	uint8_t *at;
 	uint32_t h;
 
-	if (run && s->stage_run &&
-	    (memcpy(&h, s->stage + s->stage_run - 1, sizeof(h)),
-	     STAGE_WHAT(h) == what)) {
+	if (run && stage_joins(s, what)) {
 		at = s->stage + s->stage_run - 1;
+		memcpy(&h, at, sizeof(h));
 		h += (uint32_t)n;
 		memcpy(at, &h, sizeof(h));
 		if (what == STAGE_LINES) {
@@ -827,9 +867,17 @@ static inline void stage_put(struct ptd_subscriber *s, uint32_t what,
 			at += sizeof(k);
 		}
 	}
-	memcpy(at, p, n);
 	s->stage_len = (size_t)(at + n - s->stage);
 	s->stage_n += k;
+}
+
+/* stage_entry for @n bytes copied from @p. */
+static inline void stage_put(struct ptd_subscriber *s, uint32_t what,
+			     enum ptd_rec_type t, const void *p, size_t n,
+			     uint32_t k)
+{
+	memcpy(stage_next(s, what), p, n);
+	stage_entry(s, what, t, n, k);
 }
 
 /* Stage the record being fanned out for @s, which wants it (decode
@@ -1156,6 +1204,131 @@ static size_t fan_fixed_run(struct ptd_fanout *f, const struct fan_src *src,
 	}
 	used = m * u + lostx;
 	stage_done(f, used, full);
+	ptd_counter_add(&f->in_runs, m);
+	return m;
+}
+
+/* The leading insn records of @recs (at most @n) fanned out at once, as
+ * fan_one would one by one, where f->lines_run: each view renders them
+ * one after another straight into the stage of its first subscriber that
+ * takes insn records (as one STAGE_LINES entry), and its other such
+ * subscribers copy them from there at the end.  The run ends before a
+ * record one of those stages may have no room for (the stage is full
+ * then, and queued), before a record that does not render (fan_one's),
+ * and with @pace before one the credit does not cover with @pace->need to
+ * spare (as its wait would have found).  Returns the records taken; 0:
+ * none, the next is fan_one's (which waits for room if it must). */
+static size_t fan_lines_run(struct ptd_fanout *f,
+			    const struct ptd_record *recs, size_t n,
+			    const struct ptd_fanout_pace *pace)
+{
+	size_t m = 0, used = 0, lostx = 0;
+	bool any = false, full = false;
+	unsigned v;
+
+	roster_fresh(f);
+	if (!f->lines_run ||
+	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
+		return 0;
+	for (v = 0; v < f->nviews; v++)
+		f->views[v].first = NULL;
+	for (unsigned i = 0; i < f->nroster; i++) {
+		struct ptd_subscriber *s = f->roster[i];
+		struct fan_view *fv = &f->views[s->view];
+		uint8_t *at;
+		size_t room;
+
+		if (!(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
+			continue;
+		any = true;
+		at = stage_next(s, STAGE_LINES);
+		room = STAGE_BYTES - (size_t)(at - s->stage);
+		if (!fv->first) {
+			fv->first = s;
+			fv->at = at;
+			fv->bytes = 0;
+			fv->room = room;
+		} else if (room < fv->room) {
+			fv->room = room;
+		}
+		if (s->lost_pending)
+			lostx = LOST_MAX;
+	}
+	if (!any) {
+		/* nobody takes them: as fan_one, nothing but the count */
+		while (m < n && recs[m].type == PTD_REC_INSN)
+			m++;
+		f->rec_seq += m;
+		return m;
+	}
+	for (; m < n && recs[m].type == PTD_REC_INSN; m++) {
+		size_t most = 0;	/* the most bytes a view rendered */
+		bool fits = true;
+
+		for (v = 0; v < f->nviews; v++) {
+			struct fan_view *fv = &f->views[v];
+
+			if (fv->first && fv->bytes + PTD_JSON_MAX_RECORD +
+							 TAG_MAX >
+						 fv->room)
+				fits = false;
+			if (fv->first && fv->bytes > most)
+				most = fv->bytes;
+		}
+		if (!fits || (pace && !room_known(f, pace->need + lostx + most)))
+			break;
+		for (v = 0; v < f->nviews; v++) {
+			struct fan_view *fv = &f->views[v];
+			char *line = (char *)fv->at + fv->bytes;
+			size_t len;
+
+			if (!fv->first)
+				continue;
+			len = ptd_jsonr_render(&fv->jr, line, &recs[m]);
+			if (fv->tagged)
+				len = tag_line(f, line, len);
+			if (!len)
+				break;
+			fv->bytes += len;
+			fv->len = len;	/* (fan_one renders again) */
+		}
+		if (v < f->nviews) {
+			/* did not render: none of it is entered */
+			while (v-- > 0)
+				if (f->views[v].first)
+					f->views[v].bytes -= f->views[v].len;
+			break;
+		}
+	}
+	if (!m)
+		return 0;
+	f->rec_seq += m;
+	for (v = 0; v < f->nviews; v++) {
+		struct fan_view *fv = &f->views[v];
+
+		if (!fv->first)
+			continue;
+		ptd_counter_add(&f->renders, m);
+		if (fv->bytes > used)
+			used = fv->bytes;
+		for (unsigned i = 0; i < f->nroster; i++) {
+			struct ptd_subscriber *s = f->roster[i];
+
+			if (&f->views[s->view] != fv ||
+			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
+				continue;
+			if (s == fv->first)
+				stage_entry(s, STAGE_LINES, PTD_REC_INSN,
+					    fv->bytes, (uint32_t)m);
+			else
+				stage_put(s, STAGE_LINES, PTD_REC_INSN, fv->at,
+					  fv->bytes, (uint32_t)m);
+			if (s->stage_len + STAGE_ENTRY_MAX > STAGE_BYTES)
+				full = true;
+		}
+	}
+	stage_done(f, used + lostx, full);
+	ptd_counter_add(&f->in_runs, m);
 	return m;
 }
 
@@ -1166,6 +1339,8 @@ size_t ptd_fanout_records(struct ptd_fanout *f, const struct ptd_record *recs,
 		struct fan_src src = { recs + i, NULL, 0, 0 };
 		size_t k = fan_fixed_run(f, &src, n - i, pace, false);
 
+		if (!k)
+			k = fan_lines_run(f, recs + i, n - i, pace);
 		if (k) {
 			i += k;
 			continue;
@@ -1218,6 +1393,11 @@ size_t ptd_fanout_ips(struct ptd_fanout *f, pid_t pid, pid_t tid,
 uint64_t ptd_fanout_renders(struct ptd_fanout *f)
 {
 	return atomic_load_explicit(&f->renders, memory_order_relaxed);
+}
+
+uint64_t ptd_fanout_run_records(struct ptd_fanout *f)
+{
+	return atomic_load_explicit(&f->in_runs, memory_order_relaxed);
 }
 
 void ptd_fanout_line(struct ptd_fanout *f, const char *line, size_t len)

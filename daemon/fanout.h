@@ -153,6 +153,10 @@ bool ptd_fanout_counters_due(struct ptd_fanout *f, uint64_t now_ms,
  * subscribers that match it, however many subscribers share the set.  Any
  * thread. */
 uint64_t ptd_fanout_renders(struct ptd_fanout *f);
+/* Records fanned out so far in runs (ptd_fanout_records, ptd_fanout_ips:
+ * encoded, or rendered straight into the subscribers' stages, a run at a
+ * time), not one by one.  Any thread. */
+uint64_t ptd_fanout_run_records(struct ptd_fanout *f);
 void ptd_fanout_end(struct ptd_fanout *f, const struct ptd_session_end *end);
 /* Decode thread: a control line (@len bytes of one JSON object with its
  * '\n', e.g. a snapshot marker) for every subscriber, whatever its

@@ -1271,12 +1271,14 @@ static size_t fan_with_ips(struct ptd_fanout *f, const struct ptd_record *recs,
  * records (its queue is small and never drained before the end).  With
  * @ips, runs of addresses stand for insn records where the fan-out
  * takes them (fan_with_ips): the same again; *@ret_ips_calls counts
- * them. */
+ * them.  With @rules, subscriber i whose rules[i] is not 0 is that rule
+ * stream's (its lines tagged).  *@ret_runs (if not NULL): how many
+ * records went in runs (ptd_fanout_run_records; one by one, none). */
 static void runs_as_one_by_one(const struct ptd_filter *flt,
 			       const size_t *qsize, unsigned nsub,
 			       const struct ptd_record *recs, size_t n,
-			       unsigned lossy, bool ips,
-			       size_t *ret_ips_calls)
+			       unsigned lossy, bool ips, size_t *ret_ips_calls,
+			       const uint64_t *rules, uint64_t *ret_runs)
 {
 	enum { NSUB = 8 };
 	struct ptd_fanout *f[2];	/* one by one, in runs */
@@ -1289,8 +1291,9 @@ static void runs_as_one_by_one(const struct ptd_filter *flt,
 		(void)ptd_fanout_new(1, 100, NULL, NULL, &f[w]);
 		REQUIRE(f[w]);
 		for (unsigned i = 0; i < nsub; i++)
-			REQUIRE(ptd_fanout_subscribe(f[w], &flt[i], qsize[i],
-						     NSUB, &sub[w][i]) == 0);
+			REQUIRE(ptd_fanout_subscribe_tagged(
+					f[w], &flt[i], qsize[i], NSUB,
+					rules ? rules[i] : 0, &sub[w][i]) == 0);
 	}
 	for (size_t at = 0, run = 1; at < n; at += run, run = run * 3 % 997) {
 		size_t k = n - at < run ? n - at : run;
@@ -1344,6 +1347,9 @@ static void runs_as_one_by_one(const struct ptd_filter *flt,
 		ptd_buf_fini(&out[0][i]);
 		ptd_buf_fini(&out[1][i]);
 	}
+	CHECK_EQ_U64(ptd_fanout_run_records(f[0]), 0);
+	if (ret_runs)
+		*ret_runs = ptd_fanout_run_records(f[1]);
 	ptd_fanout_free(f[0]);
 	ptd_fanout_free(f[1]);
 }
@@ -1407,6 +1413,16 @@ static void test_records_run(void)
 		filter_of(PTD_REC_BIT(PTD_REC_EVENT), 0),
 	};
 	size_t fqsize[4] = { big, small, big, big };
+	/* by kind, JSON lines where insn: all fields twice (one small),
+	 * ip,tid, events only, "type" alone */
+	struct ptd_filter json[5] = {
+		filter_of(all, 0), filter_of(all, 0),
+		filter_fmt(0, iptid, false),
+		filter_of(PTD_REC_BIT(PTD_REC_EVENT), 0),
+		filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_TYPE)),
+	};
+	size_t jqsize[5] = { big, small, big, big, big };
+	uint64_t rules[5] = { 3, 3, 0, 3, 3 }, in_runs;
 	enum { N = 20000 };
 	struct ptd_fanout *f[2];
 	struct ptd_subscriber *sub[2][1];
@@ -1424,8 +1440,18 @@ static void test_records_run(void)
 			recs[k].u.event.ev.variant.enabled.ip = k;
 		}
 	}
-	runs_as_one_by_one(flt, qsize, 6, recs, N, 4, false, NULL);
-	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1, false, NULL);
+	runs_as_one_by_one(flt, qsize, 6, recs, N, 4, false, NULL, NULL, NULL);
+	runs_as_one_by_one(fixed, fqsize, 4, recs, N, 1, false, NULL, NULL,
+			   &in_runs);
+	CHECK(in_runs > N / 2);
+	/* JSON lines only: rendered into the stages a run at a time, a
+	 * field set shared, tagged (a rule's stream) or not */
+	runs_as_one_by_one(json, jqsize, 5, recs, N, 1, false, NULL, NULL,
+			   &in_runs);
+	CHECK(in_runs > N / 2);
+	runs_as_one_by_one(json, jqsize, 5, recs, N, 1, false, NULL, rules,
+			   &in_runs);
+	CHECK(in_runs > N / 2);
 
 	/* paced, fixed width: a small queue drained as it goes */
 	paced_drained(&fixed[0], recs, N, 1000, &f[0], &sub[0][0], &out[0][0]);
@@ -1449,6 +1475,58 @@ static void test_records_run(void)
 	ptd_fanout_unsubscribe(f[0], sub[0][0]);
 	CHECK_EQ_U64(ptd_fanout_records(f[0], recs, 10, &pace), 0);
 	ptd_fanout_free(f[0]);
+}
+
+/* A paced producer's runs of JSON lines (rendered straight into the
+ * stage) stop where the credit does, so that its waits come between
+ * them: a subscriber whose small queue a slow reader drains gets every
+ * record, in order, none lost, though the producer hands over far more
+ * than the queue holds at a time. */
+static void test_lines_paced(void)
+{
+	struct ptd_filter flt = filter_of(PTD_REC_BIT(PTD_REC_INSN), 0);
+	/* (room for one line of these records: the waits find a little
+	 * more, which the runs must not go past) */
+	struct ptd_fanout_pace pace = { 512, 20000, PTD_STALL_DROP };
+	enum { N = 20000, STEP = 1000 };
+	static struct ptd_record recs[N];
+	struct ptd_subscriber_stats st;
+	struct ptd_session_end end;
+	struct ptd_subscriber *sub;
+	struct ptd_fanout *f;
+	struct consumer c;
+	pthread_t th;
+
+	for (size_t k = 0; k < N; k++)
+		recs[k] = mkinsn(k);
+	(void)ptd_fanout_new(4, 100, NULL, NULL, &f);
+	REQUIRE(f);
+	REQUIRE(ptd_fanout_subscribe(f, &flt, 8 * PTD_JSON_MAX_RECORD, 1,
+				     &sub) == 0);
+	consumer_init(&c, sub, 50);
+	REQUIRE(pthread_create(&th, NULL, consumer_main, &c) == 0);
+	for (size_t at = 0; at < N; at += STEP) {
+		CHECK_EQ_U64(ptd_fanout_records(f, recs + at, STEP, &pace),
+			     STEP);
+		ptd_fanout_flush(f);
+	}
+	memset(&end, 0, sizeof(end));
+	end.reason = PTD_END_EXITED;
+	ptd_fanout_end(f, &end);
+	pthread_join(th, NULL);
+	ptd_subscriber_get_stats(sub, &st);
+	CHECK_EQ_U64(st.sent, N);
+	CHECK_EQ_U64(st.lost, 0);
+	CHECK_EQ_U64(c.records, N);
+	CHECK_EQ_U64(c.lost, 0);
+	CHECK(c.order_ok);
+	CHECK(c.saw_bye && c.bye_last);
+	CHECK_EQ_STR(c.first_error, "");
+	/* (the reader sets the pace: runs as long as a queue it emptied) */
+	CHECK(ptd_fanout_run_records(f) > 0);
+	free(c.pending);
+	ptd_fanout_unsubscribe(f, sub);
+	ptd_fanout_free(f);
 }
 
 /* How many lines of @type (e.g. "insn") @b holds as JSON (NUL-terminated
@@ -1542,7 +1620,7 @@ static void test_ips_run(void)
 	size_t calls = 0;
 
 	make_stretches(recs, N, false);
-	runs_as_one_by_one(ok, okq, 4, recs, N, 1, true, &calls);
+	runs_as_one_by_one(ok, okq, 4, recs, N, 1, true, &calls, NULL, NULL);
 	CHECK(calls > N / 100);
 	for (unsigned i = 0; i < 4; i++) {
 		struct ptd_fanout *f;
@@ -1556,7 +1634,8 @@ static void test_ips_run(void)
 		REQUIRE(ptd_fanout_subscribe(f, &no[i], big, 2, &sub) == 0);
 		CHECK(!ptd_fanout_ips_ready(f));
 		ptd_fanout_free(f);
-		runs_as_one_by_one(&no[i], &big, 1, recs, N, 99, true, &none);
+		runs_as_one_by_one(&no[i], &big, 1, recs, N, 99, true, &none,
+				   NULL, NULL);
 		CHECK_EQ_U64(none, 0);
 	}
 
@@ -1748,6 +1827,7 @@ int main(void)
 	RUN(test_stage_flush_wakes);
 	RUN(test_binary);
 	RUN(test_records_run);
+	RUN(test_lines_paced);
 	RUN(test_ips_run);
 	return check_done();
 }
