@@ -58,7 +58,11 @@
  * where all fit (else one by one, as they would have been).  Where every
  * subscriber takes its records by kind and insn records in a fixed width
  * of some bytes, ptd_fanout_records fans a run of insn records out
- * whole: encoded once per field set, staged once per subscriber.
+ * whole: encoded once per field set, staged once per subscriber.  Where
+ * every subscriber takes its records by kind and insn records as JSON
+ * lines, a run of insn records is rendered line after line straight into
+ * the stage of each field set's first subscriber, and copied once to
+ * that set's others (ptd_fanout_run_records counts the records of runs).
  *
  * Counters: every record that passes a subscriber's filter is `matched`
  * and then either `sent` (queued, in stream order, for the socket) or
