@@ -747,7 +747,9 @@ static void test_render_once(void)
 	ptd_fanout_free(f);
 }
 
-/* Subscribers come and go while a producer thread fans records out: the
+/* Subscribers come and go while a producer thread fans records out, one
+ * by one and in runs (rendered straight into the stages where every
+ * subscriber takes its records by kind: every other round): the
  * producer's roster never touches one that has left (ASan checks the
  * memory), and every stream's counts add up. */
 struct churn {
@@ -761,9 +763,12 @@ static void *churn_producer(void *arg)
 	uint64_t i = 0;
 
 	while (!atomic_load(&ch->stop)) {
-		struct ptd_record r = mkinsn(i++);
+		struct ptd_record r = mkinsn(i++), run[64];
 
 		ptd_fanout_record(ch->f, &r);
+		for (size_t k = 0; k < 64; k++)
+			run[k] = mkinsn(i++);
+		(void)ptd_fanout_records(ch->f, run, 64, NULL);
 	}
 	return NULL;
 }
@@ -772,11 +777,15 @@ static void test_churn(void)
 {
 	struct churn ch;
 	pthread_t t;
-	struct ptd_filter fl[3] = {
-		filter_fields(0, 0),
-		filter_fields(1, PTD_FIELD_BIT(PTD_FIELD_IP)),
-		filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP) |
-					 PTD_FIELD_BIT(PTD_FIELD_FLAGS)),
+	/* the second set all by kind: runs of lines */
+	struct ptd_filter fl[2][3] = {
+		{ filter_fields(0, 0),
+		  filter_fields(1, PTD_FIELD_BIT(PTD_FIELD_IP)),
+		  filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP) |
+					   PTD_FIELD_BIT(PTD_FIELD_FLAGS)) },
+		{ filter_fields(0, 0),
+		  filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_IP)),
+		  filter_fields(0, 0) },
 	};
 
 	memset(&ch, 0, sizeof(ch));
@@ -788,8 +797,23 @@ static void test_churn(void)
 		struct ptd_subscriber_stats st;
 
 		for (unsigned j = 0; j < 3; j++)
-			REQUIRE(ptd_fanout_subscribe(ch.f, &fl[(j + k) % 3],
+			REQUIRE(ptd_fanout_subscribe(ch.f,
+						     &fl[k % 2][(j + k) % 3],
 						     1 << 16, 8, &s[j]) == 0);
+		/* in the first rounds of the second set, until the producer
+		 * made a run for them (at most 10 s) */
+		if (k % 2 && k < 20) {
+			uint64_t before = ptd_fanout_run_records(ch.f);
+			struct timespec t0, now;
+
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				sched_yield();
+				clock_gettime(CLOCK_MONOTONIC, &now);
+			} while (ptd_fanout_run_records(ch.f) == before &&
+				 now.tv_sec - t0.tv_sec < 10);
+			CHECK(ptd_fanout_run_records(ch.f) > before);
+		}
 		/* a few reads while the producer runs on: reading until the
 		 * queue is empty may never end (or fill any buffer) when the
 		 * producer refills it as fast as it is read */
