@@ -1226,6 +1226,8 @@ static size_t fan_lines_run(struct ptd_fanout *f,
 	bool any = false, full = false;
 	unsigned v;
 
+	if (!n || recs[0].type != PTD_REC_INSN)
+		return 0;
 	roster_fresh(f);
 	if (!f->lines_run ||
 	    atomic_load_explicit(&f->ended_hint, memory_order_relaxed))
