@@ -1412,7 +1412,10 @@ static void paced_drained(const struct ptd_filter *flt,
  * would (runs_as_one_by_one): to JSON, projected, filtered and binary
  * subscribers (records of some bytes, and of none: fields "type"); to
  * subscribers that all take their records by kind, insn records in fixed
- * width (each view encodes a run once), one of them events only; with a
+ * width (each view encodes a run once), one of them events only; to
+ * subscribers that all take their records by kind, insn records as JSON
+ * lines (each view renders a run once, into a stage), tagged or not --
+ * runs taken for most records where they can be, none one by one; with a
  * pace, a cancelled or abandoned wait hands over nothing more and says
  * so, a reader that keeps up gets every record, fixed-width ones too. */
 static void test_records_run(void)
@@ -1446,7 +1449,7 @@ static void test_records_run(void)
 		filter_fields(0, PTD_FIELD_BIT(PTD_FIELD_TYPE)),
 	};
 	size_t jqsize[5] = { big, small, big, big, big };
-	uint64_t rules[5] = { 3, 3, 0, 3, 3 }, in_runs;
+	uint64_t rules[5] = { 3, 3, 0, 3, 3 }, in_runs = 0;
 	enum { N = 20000 };
 	struct ptd_fanout *f[2];
 	struct ptd_subscriber *sub[2][1];
