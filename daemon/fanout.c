@@ -806,10 +806,9 @@ static size_t tag_line(const struct ptd_fanout *f, char *line, size_t len)
 }
 
 
-/* Where the bytes of @s's next stage entry of kind @what go: right after
- * the run before it if that run is of @what (both run kinds hold insn
- * records only), else after a new entry's header.  stage_entry puts them
- * there; what is written there before is not in the stage until then. */
+/* Does @s's next stage entry of kind @what join the run before it (a run
+ * of @what: both run kinds hold insn records only)?  An entry of no bytes
+ * never does (stage_put). */
 static inline bool stage_joins(const struct ptd_subscriber *s, uint32_t what)
 {
 	uint32_t h;
@@ -820,30 +819,35 @@ static inline bool stage_joins(const struct ptd_subscriber *s, uint32_t what)
 	return STAGE_WHAT(h) == what;
 }
 
+/* Where the bytes of @s's next stage entry of kind @what go: right after
+ * the run before it if it joins it (@join), else after a new entry's
+ * header.  stage_entry puts them there; what is written there before is
+ * not in the stage until then. */
 static inline uint8_t *stage_next(const struct ptd_subscriber *s,
-				  uint32_t what)
+				  uint32_t what, bool join)
 {
-	if (stage_joins(s, what))
+	if (join)
 		return s->stage + s->stage_len;
 	return s->stage + s->stage_len + sizeof(uint32_t) +
 	       (what == STAGE_LINES ? sizeof(uint32_t) : 0);
 }
 
-/* Enter @k records of type @t, @n bytes at stage_next(@s, @what), into
- * @s's stage (decode thread) as an entry of kind @what: joining the run
- * before it where stage_joins says so, its header counting the bytes (a
- * stage is far smaller than 64 KiB) and a run of lines its records; else
- * as a new entry, which the next may join if it is a run of some bytes.
- * (A record of no bytes, fields "type" alone, is one entry each: a run
- * counts its records by their bytes.) */
+/* Enter @k records of type @t, @n bytes at stage_next(@s, @what, @join),
+ * into @s's stage (decode thread) as an entry of kind @what: with @join
+ * (stage_joins, and @n > 0) as part of the run before it, its header
+ * counting the bytes (a stage is far smaller than 64 KiB) and a run of
+ * lines its records; else as a new entry, which the next may join if it
+ * is a run of some bytes.  (A record of no bytes, fields "type" alone, is
+ * one entry each: a run counts its records by their bytes.) */
 static inline void stage_entry(struct ptd_subscriber *s, uint32_t what,
-			       enum ptd_rec_type t, size_t n, uint32_t k)
+			       enum ptd_rec_type t, size_t n, uint32_t k,
+			       bool join)
 {
 	bool run = (what == STAGE_REC || what == STAGE_LINES) && n;
 	uint8_t *at;
 	uint32_t h;
 
-	if (run && stage_joins(s, what)) {
+	if (join) {
 		at = s->stage + s->stage_run - 1;
 		memcpy(&h, at, sizeof(h));
 		h += (uint32_t)n;
@@ -876,8 +880,10 @@ static inline void stage_put(struct ptd_subscriber *s, uint32_t what,
 			     enum ptd_rec_type t, const void *p, size_t n,
 			     uint32_t k)
 {
-	memcpy(stage_next(s, what), p, n);
-	stage_entry(s, what, t, n, k);
+	bool join = n && stage_joins(s, what);
+
+	memcpy(stage_next(s, what, join), p, n);
+	stage_entry(s, what, t, n, k, join);
 }
 
 /* Stage the record being fanned out for @s, which wants it (decode
@@ -1243,7 +1249,7 @@ static size_t fan_lines_run(struct ptd_fanout *f,
 		if (!(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 			continue;
 		any = true;
-		at = stage_next(s, STAGE_LINES);
+		at = stage_next(s, STAGE_LINES, stage_joins(s, STAGE_LINES));
 		room = STAGE_BYTES - (size_t)(at - s->stage);
 		if (!fv->first) {
 			fv->first = s;
@@ -1320,8 +1326,10 @@ static size_t fan_lines_run(struct ptd_fanout *f,
 			    !(s->kinds & PTD_REC_BIT(PTD_REC_INSN)))
 				continue;
 			if (s == fv->first)
+				/* (its lines are there: bytes > 0) */
 				stage_entry(s, STAGE_LINES, PTD_REC_INSN,
-					    fv->bytes, (uint32_t)m);
+					    fv->bytes, (uint32_t)m,
+					    stage_joins(s, STAGE_LINES));
 			else
 				stage_put(s, STAGE_LINES, PTD_REC_INSN, fv->at,
 					  fv->bytes, (uint32_t)m);
