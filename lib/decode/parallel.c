@@ -462,10 +462,12 @@ static int part_checks(struct wctx *w)
 	else if (go)
 		go = w->c->n != PTD_CHUNK_RECORDS || queue_chunk(w);
 	/* (none where it stops: nothing is made there any more) */
-	if (go)
+	if (go) {
 		place_next(w);
-	else
-		w->dp->place = NULL, w->dp->room = 0;
+	} else {
+		w->dp->place = NULL;
+		w->dp->room = 0;
+	}
 	return go ? 0 : 1;
 }
 
